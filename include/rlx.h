@@ -1,0 +1,320 @@
+/* rlx.h — the one public header of rlx, a small ML compiler and runtime.
+ *
+ * Build a typed dataflow graph with the builders below, compile it into a
+ * session, bind params and inputs, run, read outputs.
+ *
+ * Errors: every call that can fail returns an rlx_status (or, for builders,
+ * a negative node id); rlx_last_error() holds the detail. Builder errors are
+ * sticky: the first one is recorded in the graph, every later builder call
+ * that receives a negative id returns one too, and rlx_graph_status() /
+ * rlx_compile() report the first error. One check at the end of a chain of
+ * builder calls is enough.
+ *
+ * Shapes are row-major, rank 0..RLX_MAX_RANK. Axes may be negative (counted
+ * from the end). A dim may be symbolic: rlx_dim_sym(g, "S") returns a token
+ * usable wherever a dim is taken; rlx_set_input_shaped() binds it at run time.
+ */
+#ifndef RLX_H
+#define RLX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RLX_VERSION "0.1.0"
+#define RLX_MAX_RANK 8
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum { RLX_OK = 0, RLX_ERR_INVALID, RLX_ERR_SHAPE, RLX_ERR_DTYPE,
+               RLX_ERR_UNSUPPORTED, RLX_ERR_NOMEM, RLX_ERR_IO, RLX_ERR_FORMAT,
+               RLX_ERR_DEVICE, RLX_ERR_INTERNAL } rlx_status;
+
+const char *rlx_status_name(rlx_status s);
+const char *rlx_last_error(void);      /* thread-local detail of the last failure */
+const char *rlx_version(void);
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum { RLX_F32, RLX_F16, RLX_BF16, RLX_F64, RLX_I8, RLX_U8, RLX_I32,
+               RLX_I64, RLX_BOOL, /* GGUF block types: */ RLX_Q4_0, RLX_Q4_1,
+               RLX_Q5_0, RLX_Q5_1, RLX_Q8_0, RLX_Q2_K, RLX_Q3_K, RLX_Q4_K,
+               RLX_Q5_K, RLX_Q6_K, RLX_Q8_K, RLX_DTYPE_COUNT } rlx_dtype;
+
+const char *rlx_dtype_name(rlx_dtype t);     /* "f32", "q4_k", ... */
+/* Bytes of a tensor of numel elements (block types: numel must be a whole
+ * number of blocks; returns 0 otherwise). */
+size_t rlx_dtype_nbytes(rlx_dtype t, int64_t numel);
+int    rlx_dtype_block_size(rlx_dtype t);    /* elements per block; 1 for plain types */
+int    rlx_dtype_is_block(rlx_dtype t);      /* a GGUF block type */
+/* IEEE half and bfloat16 conversions (round to nearest even). */
+uint16_t rlx_f32_to_f16(float f);
+float    rlx_f16_to_f32(uint16_t h);
+uint16_t rlx_f32_to_bf16(float f);
+float    rlx_bf16_to_f32(uint16_t h);
+
+/* ---------------------------------------------------------------- enums for op attributes */
+
+typedef enum { RLX_ACT_NONE = 0, RLX_ACT_GELU, RLX_ACT_GELU_TANH, RLX_ACT_SILU,
+               RLX_ACT_RELU, RLX_ACT_LEAKY_RELU, RLX_ACT_SIGMOID, RLX_ACT_TANH,
+               RLX_ACT_EXP, RLX_ACT_LOG, RLX_ACT_SQRT, RLX_ACT_RSQRT, RLX_ACT_NEG,
+               RLX_ACT_ABS, RLX_ACT_SIN, RLX_ACT_COS, RLX_ACT_ERF, RLX_ACT_SOFTPLUS,
+               RLX_ACT_ROUND, RLX_ACT_SIGN, RLX_ACT_RECIPROCAL, RLX_ACT_SQUARE,
+               RLX_ACT_COUNT } rlx_act;
+
+typedef enum { RLX_BIN_ADD, RLX_BIN_SUB, RLX_BIN_MUL, RLX_BIN_DIV, RLX_BIN_POW,
+               RLX_BIN_MAX, RLX_BIN_MIN, RLX_BIN_MOD, RLX_BIN_COUNT } rlx_binop;
+
+typedef enum { RLX_CMP_EQ, RLX_CMP_NE, RLX_CMP_LT, RLX_CMP_LE, RLX_CMP_GT,
+               RLX_CMP_GE, RLX_CMP_COUNT } rlx_cmpop;
+
+typedef enum { RLX_REDUCE_SUM, RLX_REDUCE_MEAN, RLX_REDUCE_MAX, RLX_REDUCE_MIN,
+               RLX_REDUCE_PROD, RLX_REDUCE_COUNT } rlx_reduce_op;
+
+typedef enum { RLX_MASK_NONE, RLX_MASK_CAUSAL, RLX_MASK_SLIDING_WINDOW,
+               RLX_MASK_CUSTOM, RLX_MASK_COUNT } rlx_mask_kind;
+
+/* Attention layout of rank-4 q/k/v: [B, S, H, D] or [B, H, S, D].
+ * Rank-3 q/k/v are always [B, S, H*D]. */
+typedef enum { RLX_LAYOUT_BSHD, RLX_LAYOUT_BHSD, RLX_LAYOUT_COUNT } rlx_layout;
+
+typedef enum { RLX_ROPE_NORMAL, RLX_ROPE_NEOX, RLX_ROPE_COUNT } rlx_rope_mode;
+typedef enum { RLX_POOL_MAX, RLX_POOL_AVG, RLX_POOL_COUNT } rlx_pool_kind;
+typedef enum { RLX_RESIZE_NEAREST, RLX_RESIZE_BILINEAR, RLX_RESIZE_COUNT } rlx_resize_mode;
+typedef enum { RLX_PROLOGUE_NONE, RLX_PROLOGUE_RESIZE_NEAREST_2X,
+               RLX_PROLOGUE_COUNT } rlx_prologue;
+
+/* ---------------------------------------------------------------- graph */
+
+typedef struct rlx_graph rlx_graph;
+typedef int32_t rlx_node;                       /* node id; < 0 means invalid */
+
+rlx_graph *rlx_graph_new(const char *name);
+void       rlx_graph_free(rlx_graph *g);
+
+/* A symbolic dim named `name` (the same name gives the same token). */
+int64_t    rlx_dim_sym(rlx_graph *g, const char *name);
+
+/* Leaves */
+rlx_node rlx_input(rlx_graph *g, const char *name, rlx_dtype t, int rank, const int64_t *dims);
+rlx_node rlx_param(rlx_graph *g, const char *name, rlx_dtype t, int rank, const int64_t *dims);
+rlx_node rlx_constant(rlx_graph *g, rlx_dtype t, int rank, const int64_t *dims, const void *data);
+
+/* Elementwise */
+rlx_node rlx_activation(rlx_graph *g, rlx_act act, rlx_node x);
+rlx_node rlx_leaky_relu(rlx_graph *g, rlx_node x, double alpha);
+rlx_node rlx_binary(rlx_graph *g, rlx_binop op, rlx_node a, rlx_node b);
+rlx_node rlx_add(rlx_graph *g, rlx_node a, rlx_node b);
+rlx_node rlx_sub(rlx_graph *g, rlx_node a, rlx_node b);
+rlx_node rlx_mul(rlx_graph *g, rlx_node a, rlx_node b);
+rlx_node rlx_div(rlx_graph *g, rlx_node a, rlx_node b);
+rlx_node rlx_pow(rlx_graph *g, rlx_node a, rlx_node b);
+rlx_node rlx_max(rlx_graph *g, rlx_node a, rlx_node b);
+rlx_node rlx_min(rlx_graph *g, rlx_node a, rlx_node b);
+rlx_node rlx_mod(rlx_graph *g, rlx_node a, rlx_node b);
+rlx_node rlx_compare(rlx_graph *g, rlx_cmpop op, rlx_node a, rlx_node b);
+rlx_node rlx_where(rlx_graph *g, rlx_node cond, rlx_node a, rlx_node b);
+rlx_node rlx_cast(rlx_graph *g, rlx_node x, rlx_dtype to);
+rlx_node rlx_clamp(rlx_graph *g, rlx_node x, double lo, double hi);
+
+/* Layout and data movement */
+rlx_node rlx_reshape(rlx_graph *g, rlx_node x, int rank, const int64_t *dims);   /* one dim may be -1 */
+rlx_node rlx_expand(rlx_graph *g, rlx_node x, int rank, const int64_t *dims);
+rlx_node rlx_transpose(rlx_graph *g, rlx_node x, int rank, const int64_t *perm);
+rlx_node rlx_narrow(rlx_graph *g, rlx_node x, int axis, int64_t start, int64_t len);
+/* starts/ends/steps have rank(x) entries; negative starts/ends count from the end,
+ * ends are clamped to the dim; steps > 0. */
+rlx_node rlx_slice(rlx_graph *g, rlx_node x, int rank, const int64_t *starts,
+                   const int64_t *ends, const int64_t *steps);
+rlx_node rlx_concat(rlx_graph *g, int n, const rlx_node *xs, int axis);
+rlx_node rlx_pad(rlx_graph *g, rlx_node x, int rank, const int64_t *before,
+                 const int64_t *after, double value);
+rlx_node rlx_gather(rlx_graph *g, rlx_node table, rlx_node idx, int axis);
+rlx_node rlx_scatter_add(rlx_graph *g, rlx_node base, rlx_node idx, rlx_node upd, int axis);
+rlx_node rlx_update_slice(rlx_graph *g, rlx_node x, rlx_node upd, rlx_node start, int axis);
+rlx_node rlx_iota(rlx_graph *g, rlx_dtype t, int rank, const int64_t *dims, int axis);
+rlx_node rlx_one_hot(rlx_graph *g, rlx_node idx, int64_t depth, rlx_dtype t);
+rlx_node rlx_tri(rlx_graph *g, rlx_node x, int upper, int64_t k);
+rlx_node rlx_stop_gradient(rlx_graph *g, rlx_node x);
+
+/* Reductions and normalizers */
+rlx_node rlx_reduce(rlx_graph *g, rlx_reduce_op op, rlx_node x, int naxes,
+                    const int64_t *axes, int keep_dim);
+rlx_node rlx_argmax(rlx_graph *g, rlx_node x, int axis, int keep_dim);
+rlx_node rlx_argmin(rlx_graph *g, rlx_node x, int axis, int keep_dim);
+rlx_node rlx_cumsum(rlx_graph *g, rlx_node x, int axis, int exclusive, int reverse);
+/* TopK has two outputs: the returned node is the values; *indices (if not
+ * NULL) receives the I64 indices node. */
+rlx_node rlx_topk(rlx_graph *g, rlx_node x, int64_t k, int axis, rlx_node *indices);
+rlx_node rlx_softmax(rlx_graph *g, rlx_node x, int axis);
+rlx_node rlx_log_softmax(rlx_graph *g, rlx_node x, int axis);
+rlx_node rlx_layer_norm(rlx_graph *g, rlx_node x, rlx_node gamma, rlx_node beta, int axis, double eps);
+rlx_node rlx_rms_norm(rlx_graph *g, rlx_node x, rlx_node gamma, rlx_node beta, int axis, double eps);
+rlx_node rlx_group_norm(rlx_graph *g, rlx_node x, rlx_node gamma, rlx_node beta, int64_t groups, double eps);
+rlx_node rlx_batch_norm(rlx_graph *g, rlx_node x, rlx_node mean, rlx_node var,
+                        rlx_node gamma, rlx_node beta, double eps);
+
+/* Linear algebra */
+rlx_node rlx_matmul(rlx_graph *g, rlx_node a, rlx_node b);       /* batched, broadcasting */
+
+/* Attention and positions */
+typedef struct {
+  int num_heads, num_kv_heads, head_dim;
+  rlx_mask_kind mask_kind;
+  int window;              /* sliding_window only */
+  double score_scale;      /* > 0 overrides 1/sqrt(head_dim) */
+  double softcap;          /* > 0 enables softcap*tanh(s/softcap) */
+  rlx_layout layout;       /* rank-4 q/k/v only */
+} rlx_attention_desc;
+/* mask: a node for RLX_MASK_CUSTOM, otherwise -1 */
+rlx_node rlx_attention(rlx_graph *g, rlx_node q, rlx_node k, rlx_node v, rlx_node mask,
+                       const rlx_attention_desc *d);
+
+typedef struct {
+  int head_dim, n_rot;
+  rlx_rope_mode mode;
+  double base, scale;
+} rlx_rope_desc;
+rlx_node rlx_rope(rlx_graph *g, rlx_node x, rlx_node pos, const rlx_rope_desc *d);
+/* Precomputed tables: cos, sin of shape [S, n_rot/2] or [B, S, n_rot/2]. */
+rlx_node rlx_rope_cos_sin(rlx_graph *g, rlx_node x, rlx_node cos, rlx_node sin,
+                          const rlx_rope_desc *d);
+
+/* Convolution, pooling, resizing */
+typedef struct {
+  int ndim;                    /* 1 or 2 spatial dims */
+  int64_t stride[2], dilation[2], output_pad[2];
+  int64_t pad[4];              /* [begin_0, begin_1, end_0, end_1] (1-D: [begin, end]) */
+  int64_t groups;
+} rlx_conv_desc;
+/* bias may be -1 */
+rlx_node rlx_conv(rlx_graph *g, rlx_node x, rlx_node w, rlx_node bias, const rlx_conv_desc *d);
+rlx_node rlx_conv_transpose(rlx_graph *g, rlx_node x, rlx_node w, rlx_node bias,
+                            const rlx_conv_desc *d);
+typedef struct {
+  rlx_pool_kind kind;
+  int ndim;
+  int64_t kernel[2], stride[2];
+  int64_t pad[4];              /* as rlx_conv_desc.pad */
+  int count_include_pad;
+} rlx_pool_desc;
+rlx_node rlx_pool(rlx_graph *g, rlx_node x, const rlx_pool_desc *d);
+rlx_node rlx_resize_nearest2x(rlx_graph *g, rlx_node x);
+rlx_node rlx_resize(rlx_graph *g, rlx_node x, rlx_resize_mode mode, int64_t out_h,
+                    int64_t out_w, int align_corners);
+
+/* Signal */
+rlx_node rlx_fft(rlx_graph *g, rlx_node x, int inverse, int real, int64_t n, int axis);
+typedef struct {
+  int64_t n_fft, hop, n_mels, sample_rate;
+  double f_min, f_max;
+} rlx_logmel_desc;
+rlx_node rlx_log_mel(rlx_graph *g, rlx_node audio, const rlx_logmel_desc *d);
+
+/* Quantization (scheme: a GGUF block dtype) */
+rlx_node rlx_dequant_matmul(rlx_graph *g, rlx_node x, rlx_node w);   /* scheme = dtype of w */
+rlx_node rlx_quantize(rlx_graph *g, rlx_node x, rlx_dtype scheme);
+rlx_node rlx_dequantize(rlx_graph *g, rlx_node x);                  /* -> F32 */
+rlx_node rlx_fake_quantize(rlx_graph *g, rlx_node x, rlx_node scale, rlx_node zero_point,
+                           int bits, int symmetric, int axis);
+
+/* Fused ops (the fusion passes make these; they can also be built directly) */
+rlx_node rlx_fused_matmul_bias_act(rlx_graph *g, rlx_node a, rlx_node w, rlx_node bias,
+                                   rlx_act act, double alpha);
+/* bias may be -1 */
+rlx_node rlx_fused_residual_ln(rlx_graph *g, rlx_node x, rlx_node res, rlx_node bias,
+                               rlx_node gamma, rlx_node beta, double eps);
+rlx_node rlx_fused_residual_rms_norm(rlx_graph *g, rlx_node x, rlx_node res, rlx_node bias,
+                                     rlx_node gamma, rlx_node beta, double eps);
+/* cast_to: a dtype, or -1 for none */
+rlx_node rlx_fused_swiglu(rlx_graph *g, rlx_node x, int cast_to);
+
+/* One step of an elementwise region. Operands: k >= 0 is region input k,
+ * k < 0 is the result of step -k-1 (an earlier step). */
+typedef enum { RLX_STEP_ACT, RLX_STEP_BIN, RLX_STEP_CAST, RLX_STEP_CMP,
+               RLX_STEP_COUNT } rlx_step_kind;
+typedef struct {
+  rlx_step_kind kind;
+  int op;                /* rlx_act / rlx_binop / rlx_cmpop; unused for cast */
+  int a, b;              /* b unused for act and cast */
+  rlx_dtype to;          /* cast only */
+  double alpha;          /* leaky_relu only */
+} rlx_region_step;
+rlx_node rlx_elementwise_region(rlx_graph *g, int n_in, const rlx_node *ins, int n_steps,
+                                const rlx_region_step *steps, rlx_prologue prologue);
+rlx_node rlx_batch_elementwise_region(rlx_graph *g, int n_in, const rlx_node *ins,
+                                      int num_batch_inputs, int n_steps,
+                                      const rlx_region_step *steps, rlx_prologue prologue);
+/* transforms: n entries of rlx_prologue (today: RLX_PROLOGUE_RESIZE_NEAREST_2X) */
+rlx_node rlx_transform_region(rlx_graph *g, rlx_node x, int n, const int *transforms);
+/* cos, sin may be -1 (no rope); rope may be NULL when they are */
+rlx_node rlx_fused_attention_block(rlx_graph *g, rlx_node x, rlx_node wq, rlx_node wk,
+                                   rlx_node wv, rlx_node wo, rlx_node cos, rlx_node sin,
+                                   const rlx_attention_desc *att, const rlx_rope_desc *rope);
+
+/* Losses */
+rlx_node rlx_cross_entropy(rlx_graph *g, rlx_node logits, rlx_node target, int axis,
+                           int64_t ignore_index, double label_smoothing);
+rlx_node rlx_mse_loss(rlx_graph *g, rlx_node a, rlx_node b);
+
+/* Output `index` of a multi-output node (TopK: 0 values, 1 indices). */
+rlx_node rlx_get_output(rlx_graph *g, rlx_node x, int index);
+
+/* Graph-level */
+rlx_status rlx_graph_set_outputs(rlx_graph *g, int n, const rlx_node *outs);
+rlx_status rlx_graph_status(const rlx_graph *g);   /* first builder error, sticky */
+rlx_status rlx_graph_verify(const rlx_graph *g);
+char      *rlx_graph_to_text(const rlx_graph *g);  /* caller frees with free() */
+rlx_status rlx_graph_from_text(const char *text, rlx_graph **out);
+uint64_t   rlx_graph_hash(const rlx_graph *g);     /* stable across runs and machines */
+int        rlx_graph_num_nodes(const rlx_graph *g);
+/* Type of a node: returns its rank (or -1 for a bad id); dims may be NULL.
+ * Symbolic dims come back as their tokens (see rlx_dim_name). */
+int        rlx_node_type(const rlx_graph *g, rlx_node n, rlx_dtype *dtype, int64_t *dims);
+const char *rlx_node_op_name(const rlx_graph *g, rlx_node n);   /* "MatMul"; NULL for a bad id */
+const char *rlx_node_name(const rlx_graph *g, rlx_node n);      /* input/param name, else NULL */
+/* Name of a symbolic dim token ("?" for a derived one); NULL for a static dim. */
+const char *rlx_dim_name(const rlx_graph *g, int64_t dim);
+/* The graph's inputs, params (in node order) and outputs. */
+int        rlx_graph_num_inputs(const rlx_graph *g);
+rlx_node   rlx_graph_input(const rlx_graph *g, int i);
+int        rlx_graph_num_params(const rlx_graph *g);
+rlx_node   rlx_graph_param(const rlx_graph *g, int i);
+int        rlx_graph_num_outputs(const rlx_graph *g);
+rlx_node   rlx_graph_output(const rlx_graph *g, int i);
+
+/* ---------------------------------------------------------------- sessions */
+
+typedef enum { RLX_DEVICE_AUTO, RLX_DEVICE_CPU, RLX_DEVICE_CUDA } rlx_device;
+typedef struct { rlx_device device; int threads; /* 0 = all cores */ } rlx_options;
+typedef struct rlx_session rlx_session;
+
+rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out);
+rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes);
+rlx_status rlx_set_input(rlx_session *s, const char *name, const void *data, size_t nbytes);
+/* Binds the symbolic dims of input `name` to the concrete dims given. */
+rlx_status rlx_set_input_shaped(rlx_session *s, const char *name, const void *data,
+                                size_t nbytes, int rank, const int64_t *dims);
+rlx_status rlx_run(rlx_session *s);
+rlx_status rlx_output(rlx_session *s, int index, void *dst, size_t nbytes);
+/* Concrete type of output `index` after the last run (or the static type
+ * before any run): returns the rank, or -1 for a bad index. */
+int        rlx_output_type(rlx_session *s, int index, rlx_dtype *dtype, int64_t *dims);
+int        rlx_session_num_outputs(const rlx_session *s);
+void       rlx_session_free(rlx_session *s);
+
+typedef struct {
+  int64_t plans_built;     /* plans made (one per distinct shape binding) */
+  int64_t plan_cache_hits; /* runs that reused a cached plan */
+  int64_t runs;
+  size_t  arena_bytes;     /* arena size of the current plan */
+} rlx_session_stats;
+rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RLX_H */

@@ -1,0 +1,35 @@
+/* backend.h — the interface every backend implements.
+ *
+ * A backend lowers a specialized graph (all dims concrete) into a plan and
+ * runs it. Leaves (inputs, params, constants) are not part of a plan's
+ * arena: the runtime passes their host data at run time.
+ */
+#ifndef RLX_BACKEND_H
+#define RLX_BACKEND_H
+
+#include "../ir/ir.h"
+
+#include <stddef.h>
+
+typedef struct {
+  const void *const *leaf_data;   /* [n_nodes]: host data of each leaf, NULL for other nodes */
+} rlx_bindings;
+
+typedef struct rlx_backend rlx_backend;
+struct rlx_backend {
+  const char *name;
+  /* 1 if this backend can run node n of g (op, dtypes, shapes); else 0 with
+   * the reason in why (for RLX_TRACE and the dispatch report). */
+  int (*claims)(const rlx_backend *b, const rlx_graph *g, rlx_node n, char *why, size_t cap);
+  /* Lower g (specialized; it outlives the plan) into *plan. */
+  rlx_status (*compile)(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void **plan);
+  rlx_status (*run)(void *plan, const rlx_bindings *bind);
+  /* Copy output `index` of non-leaf node n after a run into dst (nbytes exact). */
+  rlx_status (*read)(void *plan, rlx_node n, int index, void *dst, size_t nbytes);
+  size_t (*arena_bytes)(const void *plan);
+  void (*free)(void *plan);
+};
+
+extern const rlx_backend rlx_cpu_backend;
+
+#endif /* RLX_BACKEND_H */

@@ -1,0 +1,76 @@
+/* cpu.h — the CPU backend's kernel interface and helpers.
+ *
+ * One kernel per op of ops.def, named cpu_<Id>, implemented in
+ * src/backend/cpu/k_*.c. The runtime calls a kernel with concrete shapes:
+ * every input and output is a dense row-major cpu_tensor whose buffer is
+ * already allocated (outputs are not zeroed). A kernel reads the node's
+ * attributes (n->a, already normalized by shape inference: axes are
+ * non-negative), computes, and returns RLX_OK, or a status set through
+ * rlx_set_error() naming the op and node (e.g. an out-of-range Gather
+ * index). It never aborts on data.
+ *
+ * Kernels here are the reference: clear loops, exact semantics. F16/BF16
+ * are computed in F32 or wider; F64 in F64; integer ops in int64.
+ */
+#ifndef RLX_CPU_H
+#define RLX_CPU_H
+
+#include "../../ir/ir.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  void *data;
+  rlx_dtype dtype;
+  int rank;
+  int64_t d[RLX_MAX_RANK];
+  int64_t numel;
+  size_t nbytes;
+} cpu_tensor;
+
+/* Per-call context (thread pool, scratch) — reserved for the fast backend. */
+typedef struct cpu_ctx cpu_ctx;
+
+typedef rlx_status (*cpu_kernel_fn)(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
+                                    cpu_tensor *out);
+
+#define RLX_OP(Id, min_in, max_in, n_out, cat, diff, attrs) \
+  rlx_status cpu_##Id(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out);
+#include "../../ir/ops.def"
+#undef RLX_OP
+
+extern const cpu_kernel_fn cpu_kernels[RLX_OP_COUNT];
+
+/* ---- element access with conversion (plain dtypes; slow, for reference loops) */
+
+double  cpu_get(const cpu_tensor *t, int64_t i);          /* as double (bool: 0/1) */
+/* Store v with conversion to t's dtype: float types round; integer types
+ * truncate toward zero and saturate (NaN -> 0); BOOL is v != 0. */
+void    cpu_set(cpu_tensor *t, int64_t i, double v);
+int64_t cpu_get_i(const cpu_tensor *t, int64_t i);        /* integer/bool exact; floats truncate */
+void    cpu_set_i(cpu_tensor *t, int64_t i, int64_t v);   /* wraps to the integer width */
+
+/* Whole-tensor conversion: malloc'ed double array (NULL + RLX_ERR_NOMEM set). */
+double    *cpu_load_f64(const cpu_tensor *t);
+void       cpu_store_f64(cpu_tensor *t, const double *v);
+float     *cpu_load_f32(const cpu_tensor *t);
+void       cpu_store_f32(cpu_tensor *t, const float *v);
+
+/* ---- index helpers */
+
+/* Contiguous strides (in elements) of dims. */
+void    cpu_strides(int rank, const int64_t *dims, int64_t *strides);
+/* Strides of t aligned to an output of rank `rank`/`dims` under NumPy
+ * broadcasting: leading missing dims and size-1 dims get stride 0. */
+void    cpu_bcast_strides(const cpu_tensor *t, int rank, const int64_t *dims, int64_t *strides);
+/* Offset of output flat index `flat` (over dims) in a tensor with `strides`. */
+int64_t cpu_offset(int64_t flat, int rank, const int64_t *dims, const int64_t *strides);
+void    cpu_unravel(int64_t flat, int rank, const int64_t *dims, int64_t *idx);
+
+/* Outer/inner split around an axis: outer = prod(d[:axis]), len = d[axis],
+ * inner = prod(d[axis+1:]). */
+void    cpu_axis_split(const cpu_tensor *t, int axis, int64_t *outer, int64_t *len,
+                       int64_t *inner);
+
+#endif /* RLX_CPU_H */

@@ -1,0 +1,209 @@
+/* k_conv.c — CPU reference kernels of Conv, ConvTranspose and Pool.
+ *
+ * Every dtype is computed in double: inputs are loaded into double arrays,
+ * one loop nest computes, the result is stored with rounding. A 1-D op runs
+ * as a 2-D one whose first spatial dim is 1 (kernel 1, stride 1, no pad),
+ * which has the same row-major layout.
+ */
+#include "cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Spatial geometry of a node, always as 2-D (index 0: H, 1: W). */
+typedef struct {
+  int64_t in[2], out[2], k[2], stride[2], dil[2], pad[2]; /* pad: the begin pads */
+} conv_geom;
+
+/* kernel: the kernel sizes (w's trailing dims, or Pool's kernel attr). */
+static void conv_geom_init(const ir_node *n, const cpu_tensor *x, const cpu_tensor *y,
+                           const int64_t *kernel, conv_geom *g) {
+  int nd = (int)n->a.ndim, first = 2 - nd;
+  for (int i = 0; i < 2; i++) {
+    g->in[i] = g->out[i] = g->k[i] = g->stride[i] = g->dil[i] = 1;
+    g->pad[i] = 0;
+  }
+  for (int i = 0; i < nd; i++) {
+    g->in[first + i] = x->d[2 + i];
+    g->out[first + i] = y->d[2 + i];
+    g->k[first + i] = kernel[i];
+    g->stride[first + i] = n->a.stride.v[i];
+    g->pad[first + i] = n->a.pad.v[i];
+    /* Pool has no dilation list (its attrs stay empty): 1. */
+    g->dil[first + i] = n->a.dilation.n ? n->a.dilation.v[i] : 1;
+  }
+}
+
+/* Loads x, w and the optional bias as double; frees all on failure. */
+static rlx_status load_conv_inputs(const ir_node *n, const cpu_tensor *in, double **x,
+                                   double **w, double **bias) {
+  *x = cpu_load_f64(&in[0]);
+  *w = cpu_load_f64(&in[1]);
+  *bias = n->n_in == 3 ? cpu_load_f64(&in[2]) : NULL;
+  if (!*x || !*w || (n->n_in == 3 && !*bias)) {
+    free(*x);
+    free(*w);
+    free(*bias);
+    return RLX_ERR_NOMEM;
+  }
+  return RLX_OK;
+}
+
+/* y[b, o, oh, ow] = bias[o] + sum over the group's channels c and kernel
+ * taps of x[b, c, oh*s - pad + kh*dil, ...] * w[o, c, kh, kw]; taps in the
+ * padding contribute 0. */
+rlx_status cpu_Conv(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  const cpu_tensor *xt = &in[0], *wt = &in[1];
+  double *x, *w, *bias;
+  conv_geom g;
+  conv_geom_init(n, xt, out, wt->d + 2, &g);
+  rlx_status st = load_conv_inputs(n, in, &x, &w, &bias);
+  if (st != RLX_OK) return st;
+  double *y = malloc((size_t)out->numel * sizeof *y + 1);
+  if (!y) {
+    free(x);
+    free(w);
+    free(bias);
+    return rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id);
+  }
+  int64_t batch = xt->d[0], c_in = xt->d[1], c_out = wt->d[0];
+  int64_t cg = wt->d[1], og = c_out / n->a.groups;
+  int64_t in_plane = g.in[0] * g.in[1], out_plane = g.out[0] * g.out[1], taps = g.k[0] * g.k[1];
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t o = 0; o < c_out; o++) {
+      const double *xg = x + (b * c_in + (o / og) * cg) * in_plane;
+      const double *wo = w + o * cg * taps;
+      double *yo = y + (b * c_out + o) * out_plane;
+      for (int64_t oh = 0; oh < g.out[0]; oh++) {
+        for (int64_t ow = 0; ow < g.out[1]; ow++) {
+          double acc = bias ? bias[o] : 0.0;
+          for (int64_t c = 0; c < cg; c++) {
+            for (int64_t kh = 0; kh < g.k[0]; kh++) {
+              int64_t ih = oh * g.stride[0] - g.pad[0] + kh * g.dil[0];
+              if (ih < 0 || ih >= g.in[0]) continue;
+              for (int64_t kw = 0; kw < g.k[1]; kw++) {
+                int64_t iw = ow * g.stride[1] - g.pad[1] + kw * g.dil[1];
+                if (iw < 0 || iw >= g.in[1]) continue;
+                acc += xg[(c * g.in[0] + ih) * g.in[1] + iw] *
+                       wo[(c * g.k[0] + kh) * g.k[1] + kw];
+              }
+            }
+          }
+          yo[oh * g.out[1] + ow] = acc;
+        }
+      }
+    }
+  }
+  cpu_store_f64(out, y);
+  free(x);
+  free(w);
+  free(bias);
+  free(y);
+  return RLX_OK;
+}
+
+/* The adjoint of Conv: every input element x[b, c, ih, iw] scatters
+ * x * w[c, oc, kh, kw] to output position ih*s - pad + kh*dil (the begin
+ * pad crops; positions past the output end are the end pad's crop). */
+rlx_status cpu_ConvTranspose(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
+                             cpu_tensor *out) {
+  (void)ctx;
+  const cpu_tensor *xt = &in[0], *wt = &in[1];
+  double *x, *w, *bias;
+  conv_geom g;
+  conv_geom_init(n, xt, out, wt->d + 2, &g);
+  rlx_status st = load_conv_inputs(n, in, &x, &w, &bias);
+  if (st != RLX_OK) return st;
+  double *y = malloc((size_t)out->numel * sizeof *y + 1);
+  if (!y) {
+    free(x);
+    free(w);
+    free(bias);
+    return rlx_set_error(RLX_ERR_NOMEM, "ConvTranspose (node %d): out of memory", n->id);
+  }
+  int64_t batch = xt->d[0], c_in = xt->d[1], og = wt->d[1], c_out = out->d[1];
+  int64_t cg = c_in / n->a.groups;
+  int64_t in_plane = g.in[0] * g.in[1], out_plane = g.out[0] * g.out[1], taps = g.k[0] * g.k[1];
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t o = 0; o < c_out; o++) {
+      double *yo = y + (b * c_out + o) * out_plane;
+      for (int64_t i = 0; i < out_plane; i++) yo[i] = bias ? bias[o] : 0.0;
+    }
+    for (int64_t c = 0; c < c_in; c++) {
+      const double *xc = x + (b * c_in + c) * in_plane;
+      for (int64_t oc = 0; oc < og; oc++) {
+        const double *wk = w + (c * og + oc) * taps;
+        double *yo = y + (b * c_out + (c / cg) * og + oc) * out_plane;
+        for (int64_t ih = 0; ih < g.in[0]; ih++) {
+          for (int64_t iw = 0; iw < g.in[1]; iw++) {
+            double v = xc[ih * g.in[1] + iw];
+            for (int64_t kh = 0; kh < g.k[0]; kh++) {
+              int64_t oh = ih * g.stride[0] - g.pad[0] + kh * g.dil[0];
+              if (oh < 0 || oh >= g.out[0]) continue;
+              for (int64_t kw = 0; kw < g.k[1]; kw++) {
+                int64_t ow = iw * g.stride[1] - g.pad[1] + kw * g.dil[1];
+                if (ow < 0 || ow >= g.out[1]) continue;
+                yo[oh * g.out[1] + ow] += v * wk[kh * g.k[1] + kw];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  cpu_store_f64(out, y);
+  free(x);
+  free(w);
+  free(bias);
+  free(y);
+  return RLX_OK;
+}
+
+/* Max (NaN propagates) or average over each window; pad positions are
+ * skipped, and counted in the average's divisor only with
+ * count_include_pad. Inference guarantees a non-pad element per window. */
+rlx_status cpu_Pool(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  conv_geom g;
+  conv_geom_init(n, &in[0], out, n->a.kernel.v, &g);
+  double *x = cpu_load_f64(&in[0]);
+  double *y = malloc((size_t)out->numel * sizeof *y + 1);
+  if (!x || !y) {
+    free(x);
+    free(y);
+    return rlx_set_error(RLX_ERR_NOMEM, "Pool (node %d): out of memory", n->id);
+  }
+  int is_max = n->a.pool == RLX_POOL_MAX;
+  int64_t planes = in[0].d[0] * in[0].d[1];
+  for (int64_t p = 0; p < planes; p++) {
+    const double *xp = x + p * g.in[0] * g.in[1];
+    double *yp = y + p * g.out[0] * g.out[1];
+    for (int64_t oh = 0; oh < g.out[0]; oh++) {
+      for (int64_t ow = 0; ow < g.out[1]; ow++) {
+        double acc = is_max ? -INFINITY : 0.0;
+        int64_t count = 0;
+        for (int64_t kh = 0; kh < g.k[0]; kh++) {
+          int64_t ih = oh * g.stride[0] - g.pad[0] + kh;
+          if (ih < 0 || ih >= g.in[0]) continue;
+          for (int64_t kw = 0; kw < g.k[1]; kw++) {
+            int64_t iw = ow * g.stride[1] - g.pad[1] + kw;
+            if (iw < 0 || iw >= g.in[1]) continue;
+            double v = xp[ih * g.in[1] + iw];
+            if (!is_max)
+              acc += v;
+            else if (v > acc || isnan(v)) /* a NaN, once taken, stays */
+              acc = v;
+            count++;
+          }
+        }
+        if (!is_max) acc /= (double)(n->a.count_include_pad ? g.k[0] * g.k[1] : count);
+        yp[oh * g.out[1] + ow] = acc;
+      }
+    }
+  }
+  cpu_store_f64(out, y);
+  free(x);
+  free(y);
+  return RLX_OK;
+}

@@ -1,0 +1,300 @@
+/* k_elementwise.c — CPU kernels of Activation, Binary, Compare, Where, Cast,
+ * Clamp, and the scalar math they share with fused elementwise kernels
+ * (elementwise_math.h).
+ *
+ * Floats are computed in double and rounded once on store; integers in
+ * int64 (wrapping through uint64, never signed overflow) and wrapped to the
+ * dtype width on store. Broadcast operands are read through stride-0
+ * strides.
+ */
+#include "cpu.h"
+#include "elementwise_math.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- scalar math */
+
+static const double SQRT1_2 = 0.70710678118654752440;       /* 1/sqrt(2) */
+static const double SQRT_2_OVER_PI = 0.79788456080286535588; /* sqrt(2/pi) */
+
+/* Two's-complement reinterpretation of u without implementation-defined
+ * conversion of out-of-range values. */
+static int64_t wrap_i64(uint64_t u) {
+  return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
+}
+
+/* Stable in both tails: exp never overflows. */
+static double sigmoid(double x) {
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  double e = exp(x);
+  return e / (1.0 + e);
+}
+
+double cpu_act_apply(rlx_act act, double x, double alpha) {
+  switch (act) {
+  case RLX_ACT_GELU: return 0.5 * x * (1.0 + erf(x * SQRT1_2));
+  case RLX_ACT_GELU_TANH:
+    return 0.5 * x * (1.0 + tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+  case RLX_ACT_SILU: return x * sigmoid(x);
+  case RLX_ACT_RELU: return x < 0 ? 0.0 : x; /* NaN passes through */
+  case RLX_ACT_LEAKY_RELU: return x < 0 ? alpha * x : x;
+  case RLX_ACT_SIGMOID: return sigmoid(x);
+  case RLX_ACT_TANH: return tanh(x);
+  case RLX_ACT_EXP: return exp(x);
+  case RLX_ACT_LOG: return log(x);
+  case RLX_ACT_SQRT: return sqrt(x);
+  case RLX_ACT_RSQRT: return 1.0 / sqrt(x);
+  case RLX_ACT_NEG: return -x;
+  case RLX_ACT_ABS: return fabs(x);
+  case RLX_ACT_SIN: return sin(x);
+  case RLX_ACT_COS: return cos(x);
+  case RLX_ACT_ERF: return erf(x);
+  case RLX_ACT_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+  case RLX_ACT_ROUND: return nearbyint(x); /* default rounding mode: half to even */
+  case RLX_ACT_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* keeps 0, -0, NaN */
+  case RLX_ACT_RECIPROCAL: return 1.0 / x;
+  case RLX_ACT_SQUARE: return x * x;
+  case RLX_ACT_NONE:
+  case RLX_ACT_COUNT: break;
+  }
+  return x;
+}
+
+int64_t cpu_act_apply_i(rlx_act act, int64_t x) {
+  uint64_t u = (uint64_t)x;
+  switch (act) {
+  case RLX_ACT_NEG: return wrap_i64(0 - u);
+  case RLX_ACT_ABS: return x < 0 ? wrap_i64(0 - u) : x;
+  case RLX_ACT_SIGN: return (x > 0) - (x < 0);
+  case RLX_ACT_SQUARE: return wrap_i64(u * u);
+  case RLX_ACT_RELU: return x < 0 ? 0 : x;
+  default: return x;
+  }
+}
+
+/* numpy.mod: the remainder takes the divisor's sign (zero too). */
+static double mod_f(double a, double b) {
+  double r = fmod(a, b);
+  if (b == 0) return r; /* NaN */
+  if (r == 0) return copysign(0.0, b);
+  return (r < 0) != (b < 0) ? r + b : r;
+}
+
+double cpu_binop_apply_f(rlx_binop op, double a, double b) {
+  switch (op) {
+  case RLX_BIN_ADD: return a + b;
+  case RLX_BIN_SUB: return a - b;
+  case RLX_BIN_MUL: return a * b;
+  case RLX_BIN_DIV: return a / b;
+  case RLX_BIN_POW: return pow(a, b);
+  case RLX_BIN_MAX: return isnan(a) || isnan(b) ? a + b : a > b ? a : b;
+  case RLX_BIN_MIN: return isnan(a) || isnan(b) ? a + b : a < b ? a : b;
+  case RLX_BIN_MOD: return mod_f(a, b);
+  case RLX_BIN_COUNT: break;
+  }
+  return NAN;
+}
+
+/* Floor division (numpy //); 0 for a zero divisor; x / -1 wraps. */
+static int64_t floor_div_i(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return wrap_i64(0 - (uint64_t)a); /* INT64_MIN / -1 overflows */
+  int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+/* Remainder of floor division (numpy %): the divisor's sign; 0 for b = 0. */
+static int64_t floor_mod_i(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0; /* INT64_MIN % -1 overflows */
+  int64_t r = a % b;
+  return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
+}
+
+static int64_t pow_i(int64_t base, int64_t e) {
+  if (e < 0) return base == 1 ? 1 : base == -1 ? (e % 2 ? -1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)base;
+  for (; e > 0; e /= 2) {
+    if (e % 2) r *= x;
+    x *= x;
+  }
+  return wrap_i64(r);
+}
+
+int64_t cpu_binop_apply_i(rlx_binop op, int64_t a, int64_t b) {
+  switch (op) {
+  case RLX_BIN_ADD: return wrap_i64((uint64_t)a + (uint64_t)b);
+  case RLX_BIN_SUB: return wrap_i64((uint64_t)a - (uint64_t)b);
+  case RLX_BIN_MUL: return wrap_i64((uint64_t)a * (uint64_t)b);
+  case RLX_BIN_DIV: return floor_div_i(a, b);
+  case RLX_BIN_POW: return pow_i(a, b);
+  case RLX_BIN_MAX: return a > b ? a : b;
+  case RLX_BIN_MIN: return a < b ? a : b;
+  case RLX_BIN_MOD: return floor_mod_i(a, b);
+  case RLX_BIN_COUNT: break;
+  }
+  return 0;
+}
+
+/* One comparison body for doubles and int64. */
+#define CMP_APPLY(op, a, b)               \
+  switch (op) {                           \
+  case RLX_CMP_EQ: return (a) == (b);     \
+  case RLX_CMP_NE: return (a) != (b);     \
+  case RLX_CMP_LT: return (a) < (b);      \
+  case RLX_CMP_LE: return (a) <= (b);     \
+  case RLX_CMP_GT: return (a) > (b);      \
+  case RLX_CMP_GE: return (a) >= (b);     \
+  case RLX_CMP_COUNT: break;              \
+  }                                       \
+  return 0
+
+int cpu_cmp_apply(rlx_cmpop op, double a, double b) { CMP_APPLY(op, a, b); }
+int cpu_cmp_apply_i(rlx_cmpop op, int64_t a, int64_t b) { CMP_APPLY(op, a, b); }
+
+/* ---------------------------------------------------------------- kernels */
+
+rlx_status cpu_Activation(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
+                          cpu_tensor *out) {
+  (void)ctx;
+  rlx_act act = (rlx_act)n->a.act;
+  const cpu_tensor *x = &in[0];
+  if (ir_is_float(x->dtype)) {
+    for (int64_t i = 0; i < out->numel; i++)
+      cpu_set(out, i, cpu_act_apply(act, cpu_get(x, i), n->a.alpha));
+  } else {
+    for (int64_t i = 0; i < out->numel; i++) cpu_set_i(out, i, cpu_act_apply_i(act, cpu_get_i(x, i)));
+  }
+  return RLX_OK;
+}
+
+/* Binary and Compare: out[i] = f(a[bcast i], b[bcast i]). */
+rlx_status cpu_Binary(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  rlx_binop op = (rlx_binop)n->a.binop;
+  int64_t sa[RLX_MAX_RANK], sb[RLX_MAX_RANK];
+  cpu_bcast_strides(&in[0], out->rank, out->d, sa);
+  cpu_bcast_strides(&in[1], out->rank, out->d, sb);
+  int is_float = ir_is_float(in[0].dtype);
+  for (int64_t i = 0; i < out->numel; i++) {
+    int64_t ia = cpu_offset(i, out->rank, out->d, sa), ib = cpu_offset(i, out->rank, out->d, sb);
+    if (is_float)
+      cpu_set(out, i, cpu_binop_apply_f(op, cpu_get(&in[0], ia), cpu_get(&in[1], ib)));
+    else
+      cpu_set_i(out, i, cpu_binop_apply_i(op, cpu_get_i(&in[0], ia), cpu_get_i(&in[1], ib)));
+  }
+  return RLX_OK;
+}
+
+rlx_status cpu_Compare(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  rlx_cmpop op = (rlx_cmpop)n->a.cmpop;
+  int64_t sa[RLX_MAX_RANK], sb[RLX_MAX_RANK];
+  cpu_bcast_strides(&in[0], out->rank, out->d, sa);
+  cpu_bcast_strides(&in[1], out->rank, out->d, sb);
+  int is_float = ir_is_float(in[0].dtype);
+  for (int64_t i = 0; i < out->numel; i++) {
+    int64_t ia = cpu_offset(i, out->rank, out->d, sa), ib = cpu_offset(i, out->rank, out->d, sb);
+    int r = is_float ? cpu_cmp_apply(op, cpu_get(&in[0], ia), cpu_get(&in[1], ib))
+                     : cpu_cmp_apply_i(op, cpu_get_i(&in[0], ia), cpu_get_i(&in[1], ib));
+    cpu_set_i(out, i, r);
+  }
+  return RLX_OK;
+}
+
+/* Elements are copied as bytes: exact for every dtype (NaN payloads too). */
+rlx_status cpu_Where(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  (void)n;
+  int64_t sc[RLX_MAX_RANK], sa[RLX_MAX_RANK], sb[RLX_MAX_RANK];
+  cpu_bcast_strides(&in[0], out->rank, out->d, sc);
+  cpu_bcast_strides(&in[1], out->rank, out->d, sa);
+  cpu_bcast_strides(&in[2], out->rank, out->d, sb);
+  size_t esize = (size_t)ir_dtypes[out->dtype].size;
+  for (int64_t i = 0; i < out->numel; i++) {
+    int take_a = cpu_get_i(&in[0], cpu_offset(i, out->rank, out->d, sc)) != 0;
+    const cpu_tensor *src = take_a ? &in[1] : &in[2];
+    int64_t off = cpu_offset(i, out->rank, out->d, take_a ? sa : sb);
+    memcpy((char *)out->data + (size_t)i * esize, (const char *)src->data + (size_t)off * esize,
+           esize);
+  }
+  return RLX_OK;
+}
+
+/* v rounded to float with round-to-odd: an inexact result gets an odd
+ * mantissa, so a second rounding to f16/bf16 (fewer than 22 bits) rounds
+ * to nearest even exactly as a direct conversion would. */
+static float f32_round_odd(double v) {
+  float f = (float)v;
+  if (isnan(v) || (double)f == v) return f;
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  if (bits % 2 == 0) f = nextafterf(f, (double)f < v ? INFINITY : -INFINITY);
+  return f;
+}
+
+/* Store a float value into any plain dtype with Cast's semantics. Integer
+ * targets: cpu_set truncates toward zero and saturates, NaN -> 0. */
+static void cast_store(cpu_tensor *t, int64_t i, double v) {
+  if (t->dtype == RLX_BOOL)
+    cpu_set_i(t, i, v != 0); /* NaN -> true, as numpy */
+  else if (t->dtype == RLX_F16 || t->dtype == RLX_BF16)
+    cpu_set(t, i, (double)f32_round_odd(v));
+  else
+    cpu_set(t, i, v);
+}
+
+rlx_status cpu_Cast(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  (void)n;
+  const cpu_tensor *x = &in[0];
+  int from_float = ir_is_float(x->dtype), to_float = ir_is_float(out->dtype);
+  for (int64_t i = 0; i < out->numel; i++) {
+    if (from_float || to_float) {
+      cast_store(out, i, cpu_get(x, i));
+    } else { /* integer/bool -> integer/bool: exact, wrapping to the width */
+      int64_t v = cpu_get_i(x, i);
+      cpu_set_i(out, i, out->dtype == RLX_BOOL ? v != 0 : v);
+    }
+  }
+  return RLX_OK;
+}
+
+static void int_dtype_range(rlx_dtype t, int64_t *lo, int64_t *hi) {
+  switch (t) {
+  case RLX_I8: *lo = INT8_MIN, *hi = INT8_MAX; return;
+  case RLX_U8: *lo = 0, *hi = UINT8_MAX; return;
+  case RLX_I32: *lo = INT32_MIN, *hi = INT32_MAX; return;
+  default: *lo = INT64_MIN, *hi = INT64_MAX; return;
+  }
+}
+
+/* An integral double v (or +-inf) saturated into [lo, hi]. */
+static int64_t saturate_i(double v, int64_t lo, int64_t hi) {
+  if (v <= (double)lo) return lo;
+  if (v >= (double)hi) return hi; /* (double)INT64_MAX is 2^63 */
+  return (int64_t)v;
+}
+
+rlx_status cpu_Clamp(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  const cpu_tensor *x = &in[0];
+  double lo = n->a.lo, hi = n->a.hi;
+  if (ir_is_float(x->dtype)) {
+    for (int64_t i = 0; i < out->numel; i++) {
+      double v = cpu_get(x, i); /* comparisons with NaN are false: NaN stays */
+      v = v < lo ? lo : v;
+      cpu_set(out, i, v > hi ? hi : v);
+    }
+    return RLX_OK;
+  }
+  int64_t tmin, tmax;
+  int_dtype_range(x->dtype, &tmin, &tmax);
+  int64_t lo_i = saturate_i(ceil(lo), tmin, tmax), hi_i = saturate_i(floor(hi), tmin, tmax);
+  for (int64_t i = 0; i < out->numel; i++) {
+    int64_t v = cpu_get_i(x, i);
+    v = v < lo_i ? lo_i : v;
+    cpu_set_i(out, i, v > hi_i ? hi_i : v);
+  }
+  return RLX_OK;
+}

@@ -1,0 +1,305 @@
+/* k_layout.c — CPU kernels of the layout and data-movement ops (OPS.md
+ * rows 10-23) and of GetOutput.
+ *
+ * Data movement is dtype-blind: elements are moved as bytes of the dtype's
+ * element size, so one loop serves every plain dtype. Only ScatterAdd
+ * (adds), Iota and OneHot (make values) and Pad (the fill value) look at
+ * the dtype, through cpu_get/cpu_set.
+ */
+#include "cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+static size_t elem_size(const cpu_tensor *t) { return (size_t)ir_dtypes[t->dtype].size; }
+
+/* Copies an n-d box of `dims` elements: element i (a multi-index) goes
+ * from src[src_off + sum i_k*src_strides_k] to dst[dst_off + sum
+ * i_k*dst_strides_k]. Strides and offsets are in elements of size es. */
+static void copy_box(char *dst, const int64_t *dst_strides, int64_t dst_off, const char *src,
+                     const int64_t *src_strides, int64_t src_off, int rank, const int64_t *dims,
+                     size_t es) {
+  for (int k = 0; k < rank; k++)
+    if (dims[k] == 0) return;
+  if (rank == 0) {
+    memcpy(dst + dst_off * (int64_t)es, src + src_off * (int64_t)es, es);
+    return;
+  }
+  int last = rank - 1;
+  int64_t row = dims[last], ds = dst_strides[last], ss = src_strides[last];
+  int64_t idx[RLX_MAX_RANK] = {0};
+  for (;;) {
+    if (ds == 1 && ss == 1) {
+      memcpy(dst + dst_off * (int64_t)es, src + src_off * (int64_t)es, (size_t)row * es);
+    } else {
+      for (int64_t j = 0; j < row; j++)
+        memcpy(dst + (dst_off + j * ds) * (int64_t)es, src + (src_off + j * ss) * (int64_t)es,
+               es);
+    }
+    /* advance the multi-index over the outer dims */
+    int k = last - 1;
+    for (; k >= 0; k--) {
+      dst_off += dst_strides[k];
+      src_off += src_strides[k];
+      if (++idx[k] < dims[k]) break;
+      dst_off -= dst_strides[k] * dims[k];
+      src_off -= src_strides[k] * dims[k];
+      idx[k] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+/* out = in (the planner may alias the two buffers). */
+static void copy_whole(const cpu_tensor *in, cpu_tensor *out) {
+  if (out->data != in->data && out->nbytes) memcpy(out->data, in->data, out->nbytes);
+}
+
+rlx_status cpu_Reshape(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx, (void)n;
+  copy_whole(&in[0], &out[0]);
+  return RLX_OK;
+}
+
+rlx_status cpu_StopGradient(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
+                            cpu_tensor *out) {
+  (void)ctx, (void)n;
+  copy_whole(&in[0], &out[0]);
+  return RLX_OK;
+}
+
+/* The runtime passes the selected output of the producer as in[0]. */
+rlx_status cpu_GetOutput(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
+                         cpu_tensor *out) {
+  (void)ctx, (void)n;
+  copy_whole(&in[0], &out[0]);
+  return RLX_OK;
+}
+
+rlx_status cpu_Expand(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx, (void)n;
+  int64_t ss[RLX_MAX_RANK], ds[RLX_MAX_RANK];
+  cpu_bcast_strides(&in[0], out->rank, out->d, ss);
+  cpu_strides(out->rank, out->d, ds);
+  copy_box(out->data, ds, 0, in[0].data, ss, 0, out->rank, out->d, elem_size(out));
+  return RLX_OK;
+}
+
+rlx_status cpu_Transpose(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
+                         cpu_tensor *out) {
+  (void)ctx;
+  int64_t in_strides[RLX_MAX_RANK], ss[RLX_MAX_RANK], ds[RLX_MAX_RANK];
+  cpu_strides(in[0].rank, in[0].d, in_strides);
+  for (int k = 0; k < out->rank; k++) ss[k] = in_strides[n->a.perm.v[k]];
+  cpu_strides(out->rank, out->d, ds);
+  copy_box(out->data, ds, 0, in[0].data, ss, 0, out->rank, out->d, elem_size(out));
+  return RLX_OK;
+}
+
+rlx_status cpu_Narrow(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  int axis = (int)n->a.axis;
+  int64_t ss[RLX_MAX_RANK], ds[RLX_MAX_RANK];
+  cpu_strides(in[0].rank, in[0].d, ss);
+  cpu_strides(out->rank, out->d, ds);
+  /* kernels run on specialized graphs: start is normalized */
+  copy_box(out->data, ds, 0, in[0].data, ss, n->a.start * ss[axis], out->rank, out->d,
+           elem_size(out));
+  return RLX_OK;
+}
+
+rlx_status cpu_Slice(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  int64_t ss[RLX_MAX_RANK], ds[RLX_MAX_RANK], off = 0;
+  cpu_strides(in[0].rank, in[0].d, ss);
+  cpu_strides(out->rank, out->d, ds);
+  /* Starts are normalized (kernels run on specialized graphs). A dim of
+   * output size 1 gets stride 0: its step may be huge, and a step is < dim
+   * (so stride * step fits) whenever the output size is > 1. */
+  for (int k = 0; k < out->rank; k++) {
+    off += n->a.starts.v[k] * ss[k];
+    ss[k] = out->d[k] > 1 ? ss[k] * n->a.steps.v[k] : 0;
+  }
+  copy_box(out->data, ds, 0, in[0].data, ss, off, out->rank, out->d, elem_size(out));
+  return RLX_OK;
+}
+
+rlx_status cpu_Concat(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  int axis = (int)n->a.axis;
+  int64_t ds[RLX_MAX_RANK], ss[RLX_MAX_RANK], at = 0;
+  cpu_strides(out->rank, out->d, ds);
+  for (int i = 0; i < n->n_in; i++) {
+    cpu_strides(in[i].rank, in[i].d, ss);
+    copy_box(out->data, ds, at * ds[axis], in[i].data, ss, 0, in[i].rank, in[i].d,
+             elem_size(out));
+    at += in[i].d[axis];
+  }
+  return RLX_OK;
+}
+
+/* Fills every element of t with v converted to t's dtype. */
+static void fill_value(cpu_tensor *t, double v) {
+  uint64_t cell = 0;  /* one element of any plain dtype */
+  cpu_tensor one = {.data = &cell, .dtype = t->dtype, .rank = 0, .numel = 1,
+                    .nbytes = elem_size(t)};
+  cpu_set(&one, 0, v);
+  size_t es = elem_size(t);
+  for (int64_t i = 0; i < t->numel; i++) memcpy((char *)t->data + i * (int64_t)es, &cell, es);
+}
+
+rlx_status cpu_Pad(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  int64_t ds[RLX_MAX_RANK], ss[RLX_MAX_RANK], off = 0;
+  fill_value(out, n->a.value);
+  cpu_strides(out->rank, out->d, ds);
+  cpu_strides(in[0].rank, in[0].d, ss);
+  for (int k = 0; k < out->rank; k++) off += n->a.before.v[k] * ds[k];
+  copy_box(out->data, ds, off, in[0].data, ss, 0, in[0].rank, in[0].d, elem_size(out));
+  return RLX_OK;
+}
+
+/* Index i of idx as an int64 in [0, dim): floats truncate toward zero.
+ * Anything else (NaN included) sets the error and returns 0. */
+static int read_index(const ir_node *n, const cpu_tensor *idx, int64_t i, int64_t dim,
+                      int64_t *v) {
+  if (ir_is_float(idx->dtype)) {
+    double f = trunc(cpu_get(idx, i));
+    if (f >= 0 && f < (double)dim) {
+      *v = (int64_t)f;
+      return 1;
+    }
+    rlx_set_error(RLX_ERR_INVALID, "%s (node %d): index %g (element %lld) out of range "
+                  "[0, %lld)", ir_ops[n->op].name, n->id, f, (long long)i, (long long)dim);
+    return 0;
+  }
+  int64_t k = cpu_get_i(idx, i);
+  if (k >= 0 && k < dim) {
+    *v = k;
+    return 1;
+  }
+  rlx_set_error(RLX_ERR_INVALID, "%s (node %d): index %lld (element %lld) out of range "
+                "[0, %lld)", ir_ops[n->op].name, n->id, (long long)k, (long long)i,
+                (long long)dim);
+  return 0;
+}
+
+/* Every index checked before anything is written. */
+static rlx_status check_indices(const ir_node *n, const cpu_tensor *idx, int64_t dim) {
+  int64_t v;
+  for (int64_t i = 0; i < idx->numel; i++)
+    if (!read_index(n, idx, i, dim, &v)) return RLX_ERR_INVALID;
+  return RLX_OK;
+}
+
+rlx_status cpu_Gather(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  const cpu_tensor *table = &in[0], *idx = &in[1];
+  int64_t outer, len, inner;
+  cpu_axis_split(table, (int)n->a.axis, &outer, &len, &inner);
+  rlx_status st = check_indices(n, idx, len);
+  if (st != RLX_OK) return st;
+  size_t row = (size_t)inner * elem_size(table);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < idx->numel; j++) {
+      int64_t k = 0;
+      read_index(n, idx, j, len, &k);
+      memcpy((char *)out->data + (o * idx->numel + j) * (int64_t)row,
+             (const char *)table->data + (o * len + k) * (int64_t)row, row);
+    }
+  return RLX_OK;
+}
+
+rlx_status cpu_ScatterAdd(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
+                          cpu_tensor *out) {
+  (void)ctx;
+  const cpu_tensor *idx = &in[1], *upd = &in[2];
+  int64_t outer, len, inner;
+  cpu_axis_split(&in[0], (int)n->a.axis, &outer, &len, &inner);
+  rlx_status st = check_indices(n, idx, len);
+  if (st != RLX_OK) return st;
+  copy_whole(&in[0], out);
+  /* Integers add in int64 and wrap (unsigned add: no signed overflow);
+   * floats add in double, rounded to the dtype after each add as
+   * np.add.at does; bool adds as logical or (cpu_set stores v != 0). */
+  int integer = ir_is_int(out->dtype);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < idx->numel; j++) {
+      int64_t k = 0;
+      read_index(n, idx, j, len, &k);
+      int64_t dst = (o * len + k) * inner, src = (o * idx->numel + j) * inner;
+      for (int64_t e = 0; e < inner; e++) {
+        if (integer)
+          cpu_set_i(out, dst + e, (int64_t)((uint64_t)cpu_get_i(out, dst + e) +
+                                            (uint64_t)cpu_get_i(upd, src + e)));
+        else
+          cpu_set(out, dst + e, cpu_get(out, dst + e) + cpu_get(upd, src + e));
+      }
+    }
+  return RLX_OK;
+}
+
+rlx_status cpu_UpdateSlice(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
+                           cpu_tensor *out) {
+  (void)ctx;
+  const cpu_tensor *upd = &in[1];
+  int axis = (int)n->a.axis;
+  int64_t start = cpu_get_i(&in[2], 0), dim = in[0].d[axis], len = upd->d[axis];
+  if (start < 0 || start > dim - len)
+    return rlx_set_error(RLX_ERR_INVALID, "UpdateSlice (node %d): start %lld out of range: "
+                         "%lld rows along axis %d do not fit in [0, %lld)", n->id,
+                         (long long)start, (long long)len, axis, (long long)dim);
+  copy_whole(&in[0], out);
+  int64_t ds[RLX_MAX_RANK], ss[RLX_MAX_RANK];
+  cpu_strides(out->rank, out->d, ds);
+  cpu_strides(upd->rank, upd->d, ss);
+  copy_box(out->data, ds, start * ds[axis], upd->data, ss, 0, upd->rank, upd->d,
+           elem_size(out));
+  return RLX_OK;
+}
+
+rlx_status cpu_Iota(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx, (void)in;
+  int64_t outer, len, inner;
+  cpu_axis_split(out, (int)n->a.axis, &outer, &len, &inner);
+  /* cpu_set_i wraps integers, as arange(n).astype(dtype); floats round */
+  for (int64_t i = 0; i < out->numel; i++) cpu_set_i(out, i, (i / inner) % len);
+  return RLX_OK;
+}
+
+rlx_status cpu_OneHot(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  int64_t depth = n->a.depth;
+  size_t es = elem_size(out);
+  uint64_t one_cell = 0;
+  cpu_tensor one = {.data = &one_cell, .dtype = out->dtype, .rank = 0, .numel = 1,
+                    .nbytes = es};
+  cpu_set(&one, 0, 1.0);
+  if (out->nbytes) memset(out->data, 0, out->nbytes);  /* zero is all-zero bytes in every plain dtype */
+  for (int64_t i = 0; i < in[0].numel; i++) {
+    int64_t k = cpu_get_i(&in[0], i);
+    if (k >= 0 && k < depth) memcpy((char *)out->data + (i * depth + k) * (int64_t)es, &one_cell, es);
+  }
+  return RLX_OK;
+}
+
+rlx_status cpu_Tri(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  int64_t rows = out->d[out->rank - 2], cols = out->d[out->rank - 1];
+  int64_t mats = out->numel ? out->numel / (rows * cols) : 0;
+  /* k beyond the matrix behaves as the nearest k that is not (no overflow in row + k). */
+  int64_t k = n->a.k < -rows - 1 ? -rows - 1 : n->a.k > cols + 1 ? cols + 1 : n->a.k;
+  size_t es = elem_size(out);
+  copy_whole(&in[0], out);
+  for (int64_t m = 0; m < mats; m++)
+    for (int64_t r = 0; r < rows; r++) {
+      char *row = (char *)out->data + ((m * rows + r) * cols) * (int64_t)es;
+      /* upper keeps col >= r + k (zero [0, r + k)); lower keeps col <= r + k
+       * (zero [r + k + 1, cols)) */
+      int64_t lo = n->a.upper ? 0 : r + k + 1, hi = n->a.upper ? r + k : cols;
+      lo = lo < 0 ? 0 : lo > cols ? cols : lo;
+      hi = hi < 0 ? 0 : hi > cols ? cols : hi;
+      if (hi > lo) memset(row + lo * (int64_t)es, 0, (size_t)(hi - lo) * es);
+    }
+  return RLX_OK;
+}

@@ -1,0 +1,228 @@
+/* k_reduce.c — CPU reference kernels: Reduce, ArgMax, ArgMin, Cumsum, TopK.
+ *
+ * Floats accumulate in double; integers in 64 bits with wrap-around (done in
+ * uint64_t so overflow is defined), then stored in the output dtype. */
+#include "cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static void *alloc_scratch(int64_t count, size_t elem, const ir_node *n) {
+  void *p = malloc((size_t)(count > 0 ? count : 1) * elem);
+  if (!p) rlx_set_error(RLX_ERR_NOMEM, "%s (node %d): no memory for scratch", ir_ops[n->op].name,
+                        n->id);
+  return p;
+}
+
+/* ---------------------------------------------------------------- Reduce */
+
+/* f: float ops; u: integer sum/prod (wrapping); s: integer max/min. */
+typedef union { double f; uint64_t u; int64_t s; } reduce_acc;
+
+static reduce_acc acc_init(int64_t op, int is_int) {
+  reduce_acc a;
+  switch (op) {
+  case RLX_REDUCE_PROD:
+    if (is_int) a.u = 1; else a.f = 1.0;
+    break;
+  case RLX_REDUCE_MAX:
+    if (is_int) a.s = INT64_MIN; else a.f = -INFINITY;
+    break;
+  case RLX_REDUCE_MIN:
+    if (is_int) a.s = INT64_MAX; else a.f = INFINITY;
+    break;
+  default:
+    if (is_int) a.u = 0; else a.f = 0.0;
+    break;
+  }
+  return a;
+}
+
+static void acc_float(reduce_acc *a, int64_t op, double v) {
+  switch (op) {
+  case RLX_REDUCE_PROD: a->f *= v; break;
+  /* NaN propagates, as NumPy's max/min. */
+  case RLX_REDUCE_MAX: if (isnan(v) || v > a->f) a->f = v; break;
+  case RLX_REDUCE_MIN: if (isnan(v) || v < a->f) a->f = v; break;
+  default: a->f += v; break;
+  }
+}
+
+static void acc_int(reduce_acc *a, int64_t op, int64_t v) {
+  switch (op) {
+  case RLX_REDUCE_PROD: a->u *= (uint64_t)v; break;
+  case RLX_REDUCE_MAX: if (v > a->s) a->s = v; break;
+  case RLX_REDUCE_MIN: if (v < a->s) a->s = v; break;
+  default: a->u += (uint64_t)v; break;
+  }
+}
+
+rlx_status cpu_Reduce(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  const cpu_tensor *x = &in[0];
+  int64_t op = n->a.reduce;
+  int is_int = ir_is_int(x->dtype);
+
+  /* Strides of the output seen with x's rank: reduced axes get stride 0. */
+  int64_t kept[RLX_MAX_RANK], ostr[RLX_MAX_RANK];
+  int64_t count = 1;
+  for (int i = 0; i < x->rank; i++) kept[i] = x->d[i];
+  for (int i = 0; i < n->a.axes.n; i++) {
+    int64_t ax = n->a.axes.v[i];
+    count *= x->d[ax];
+    kept[ax] = 1;
+  }
+  cpu_strides(x->rank, kept, ostr);
+  for (int i = 0; i < n->a.axes.n; i++) ostr[n->a.axes.v[i]] = 0;
+  if (count == 0 && out->numel > 0 && (op == RLX_REDUCE_MAX || op == RLX_REDUCE_MIN))
+    return rlx_set_error(RLX_ERR_SHAPE, "Reduce (node %d): %s over a zero-size axis", n->id,
+                         ir_reduce_names[op]);
+
+  reduce_acc *acc = alloc_scratch(out->numel, sizeof *acc, n);
+  if (!acc) return RLX_ERR_NOMEM;
+  for (int64_t o = 0; o < out->numel; o++) acc[o] = acc_init(op, is_int);
+  for (int64_t i = 0; i < x->numel; i++) {
+    int64_t o = cpu_offset(i, x->rank, x->d, ostr);
+    if (is_int) acc_int(&acc[o], op, cpu_get_i(x, i));
+    else acc_float(&acc[o], op, cpu_get(x, i));
+  }
+  for (int64_t o = 0; o < out->numel; o++) {
+    if (is_int && (op == RLX_REDUCE_MAX || op == RLX_REDUCE_MIN)) cpu_set_i(out, o, acc[o].s);
+    else if (is_int) cpu_set_i(out, o, (int64_t)acc[o].u);
+    else cpu_set(out, o, op == RLX_REDUCE_MEAN ? acc[o].f / (double)count : acc[o].f);
+  }
+  free(acc);
+  return RLX_OK;
+}
+
+/* ---------------------------------------------------------------- ArgMax / ArgMin */
+
+/* Does v replace the current best? Strict comparisons keep the first index
+ * on ties; the first NaN wins and stays (NumPy). */
+static int arg_better_float(double v, double best, int want_max) {
+  if (isnan(best)) return 0;
+  if (isnan(v)) return 1;
+  return want_max ? v > best : v < best;
+}
+
+static rlx_status arg_reduce(const ir_node *n, const cpu_tensor *x, cpu_tensor *out,
+                             int want_max) {
+  int64_t outer, len, inner;
+  cpu_axis_split(x, (int)n->a.axis, &outer, &len, &inner);
+  int is_float = ir_is_float(x->dtype);
+  for (int64_t o = 0; o < outer; o++) {
+    for (int64_t i = 0; i < inner; i++) {
+      int64_t base = o * len * inner + i, best = 0;
+      if (is_float) {
+        double bv = cpu_get(x, base);
+        for (int64_t j = 1; j < len; j++) {
+          double v = cpu_get(x, base + j * inner);
+          if (arg_better_float(v, bv, want_max)) { bv = v; best = j; }
+        }
+      } else {
+        int64_t bv = cpu_get_i(x, base);
+        for (int64_t j = 1; j < len; j++) {
+          int64_t v = cpu_get_i(x, base + j * inner);
+          if (want_max ? v > bv : v < bv) { bv = v; best = j; }
+        }
+      }
+      cpu_set_i(out, o * inner + i, best);
+    }
+  }
+  return RLX_OK;
+}
+
+rlx_status cpu_ArgMax(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  return arg_reduce(n, &in[0], &out[0], 1);
+}
+
+rlx_status cpu_ArgMin(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  return arg_reduce(n, &in[0], &out[0], 0);
+}
+
+/* ---------------------------------------------------------------- Cumsum */
+
+rlx_status cpu_Cumsum(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  const cpu_tensor *x = &in[0];
+  int64_t outer, len, inner;
+  cpu_axis_split(x, (int)n->a.axis, &outer, &len, &inner);
+  int is_int = ir_is_int(x->dtype);
+  for (int64_t o = 0; o < outer; o++) {
+    for (int64_t i = 0; i < inner; i++) {
+      double sum = 0.0;
+      uint64_t isum = 0;
+      for (int64_t s = 0; s < len; s++) {
+        int64_t j = n->a.reverse ? len - 1 - s : s;
+        int64_t at = (o * len + j) * inner + i;
+        /* exclusive: store the sum before adding this element */
+        if (n->a.exclusive) {
+          if (is_int) cpu_set_i(out, at, (int64_t)isum); else cpu_set(out, at, sum);
+        }
+        if (is_int) isum += (uint64_t)cpu_get_i(x, at); else sum += cpu_get(x, at);
+        if (!n->a.exclusive) {
+          if (is_int) cpu_set_i(out, at, (int64_t)isum); else cpu_set(out, at, sum);
+        }
+      }
+    }
+  }
+  return RLX_OK;
+}
+
+/* ---------------------------------------------------------------- TopK */
+
+typedef struct {
+  double f;      /* float key */
+  int64_t i;     /* integer key (exact for I64) */
+  int64_t idx;   /* position along the axis */
+} topk_item;
+
+/* Descending by key, NaN above every number, then ascending index: a total
+ * order, so qsort's instability does not matter. */
+static int cmp_topk_float(const void *pa, const void *pb) {
+  const topk_item *a = pa, *b = pb;
+  int an = isnan(a->f), bn = isnan(b->f);
+  if (an != bn) return an ? -1 : 1;
+  if (!an && a->f != b->f) return a->f > b->f ? -1 : 1;
+  return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static int cmp_topk_int(const void *pa, const void *pb) {
+  const topk_item *a = pa, *b = pb;
+  if (a->i != b->i) return a->i > b->i ? -1 : 1;
+  return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+rlx_status cpu_TopK(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  (void)ctx;
+  const cpu_tensor *x = &in[0];
+  cpu_tensor *values = &out[0], *indices = &out[1];
+  int64_t outer, len, inner, k = n->a.k;
+  cpu_axis_split(x, (int)n->a.axis, &outer, &len, &inner);
+  if (k < 1 || k > len)
+    return rlx_set_error(RLX_ERR_SHAPE, "TopK (node %d): k %lld out of range for dim %lld",
+                         n->id, (long long)k, (long long)len);
+  int is_int = ir_is_int(x->dtype);
+  topk_item *row = alloc_scratch(len, sizeof *row, n);
+  if (!row) return RLX_ERR_NOMEM;
+  for (int64_t o = 0; o < outer; o++) {
+    for (int64_t i = 0; i < inner; i++) {
+      for (int64_t j = 0; j < len; j++) {
+        int64_t at = (o * len + j) * inner + i;
+        row[j].idx = j;
+        if (is_int) { row[j].i = cpu_get_i(x, at); row[j].f = 0.0; }
+        else { row[j].f = cpu_get(x, at); row[j].i = 0; }
+      }
+      qsort(row, (size_t)len, sizeof *row, is_int ? cmp_topk_int : cmp_topk_float);
+      for (int64_t j = 0; j < k; j++) {
+        int64_t at = (o * k + j) * inner + i;
+        if (is_int) cpu_set_i(values, at, row[j].i); else cpu_set(values, at, row[j].f);
+        cpu_set_i(indices, at, row[j].idx);
+      }
+    }
+  }
+  free(row);
+  return RLX_OK;
+}

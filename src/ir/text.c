@@ -1,0 +1,1142 @@
+/* text.c — the text form of a graph: printer, parser, and the hash.
+ *
+ *   graph "name" {
+ *     %0 = Input{name="x"} : f32[2,S]
+ *     %1 = Constant{data=h"0000803f"} : f32[1]
+ *     %2 = Binary{op=add}(%0, %1) : f32[2,S]
+ *     %3 = TopK{k=1, axis=1}(%2) : (f32[2,1], i64[2,1])
+ *     outputs %2, %3
+ *   }
+ *
+ * The printed form is canonical: one line per node in id order, every
+ * attribute of the op's ops.def row in that order, and the full type, so a
+ * graph prints to one text and equal graphs print equal texts (which is
+ * what the hash relies on). Floats print as the shortest of %.15g..%.17g
+ * that reads back to the same double, so they round-trip exactly.
+ *
+ * The parser accepts more than the printer emits: free whitespace, `#`
+ * comments, arbitrary (non-negative, distinct) node labels, omitted
+ * attributes (their attrs.def default) and omitted non-leaf types (checked
+ * against inference when given). Its grammar is flat — no construct
+ * contains itself — so it needs no recursion; every list, name, string and
+ * number has a bound instead, and every syntax error is RLX_ERR_FORMAT with
+ * "line L, col C: ..." in rlx_last_error().
+ */
+#include "ir.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define TEXT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define TEXT_PRINTF(f, a)
+#endif
+
+/* Parser bounds: a text beyond them is an error, never a crash. */
+enum {
+  TEXT_MAX_IDENT = 256,       /* bytes of an op, attribute, enum or symbol name */
+  TEXT_MAX_STR = 4096,        /* decoded bytes of a string (graph and leaf names) */
+  TEXT_MAX_NUM = 64,          /* bytes of one number */
+  TEXT_MAX_INPUTS = 1 << 16,  /* inputs of one node; outputs of the graph */
+  TEXT_MAX_CHAIN = 1 << 12,   /* steps of one elementwise chain */
+};
+
+/* ================================================================ printer */
+
+#define FNV_OFFSET 0xcbf29ce484222325ull
+#define FNV_PRIME 0x100000001b3ull
+
+/* Where printed text goes: a growing heap buffer, or (for the hash) straight
+ * into FNV-1a, so hashing allocates nothing and cannot fail. */
+typedef struct {
+  int hashing;
+  uint64_t hash;
+  char *buf;
+  size_t len, cap;
+  int nomem;
+} text_out;
+
+static void put_bytes(text_out *o, const void *p, size_t n) {
+  const unsigned char *b = p;
+  if (o->hashing) {
+    for (size_t i = 0; i < n; i++) {
+      o->hash ^= b[i];
+      o->hash *= FNV_PRIME;
+    }
+    return;
+  }
+  if (o->nomem) return;
+  if (n >= o->cap - o->len) {  /* keep one byte for the closing NUL */
+    size_t cap = o->cap ? o->cap : 256;
+    while (n >= cap - o->len) {
+      if (cap > SIZE_MAX / 2) {
+        o->nomem = 1;
+        return;
+      }
+      cap *= 2;
+    }
+    char *nb = realloc(o->buf, cap);
+    if (!nb) {
+      o->nomem = 1;
+      return;
+    }
+    o->buf = nb;
+    o->cap = cap;
+  }
+  memcpy(o->buf + o->len, b, n);
+  o->len += n;
+}
+
+static void put_str(text_out *o, const char *s) { put_bytes(o, s, strlen(s)); }
+
+static void put_int(text_out *o, int64_t v) {
+  char b[24];
+  snprintf(b, sizeof b, "%lld", (long long)v);
+  put_str(o, b);
+}
+
+static void put_f64(text_out *o, double v) {
+  if (isnan(v)) {
+    put_str(o, "nan");
+    return;
+  }
+  if (isinf(v)) {
+    put_str(o, v > 0 ? "inf" : "-inf");
+    return;
+  }
+  char b[40];
+  for (int prec = 15; prec <= 17; prec++) {  /* %.17g always reads back exactly */
+    snprintf(b, sizeof b, "%.*g", prec, v);
+    if (strtod(b, NULL) == v) break;
+  }
+  put_str(o, b);
+}
+
+/* A string in double quotes: \" \\ \n \t, \xHH for other control bytes. */
+static void put_quoted(text_out *o, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  put_str(o, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    char esc[4] = {'\\', 0, 0, 0};
+    size_t n = 2;
+    if (*p == '"' || *p == '\\') esc[1] = (char)*p;
+    else if (*p == '\n') esc[1] = 'n';
+    else if (*p == '\t') esc[1] = 't';
+    else if (*p < 0x20 || *p == 0x7f) {
+      esc[1] = 'x';
+      esc[2] = hex[*p >> 4];
+      esc[3] = hex[*p & 15];
+      n = 4;
+    } else {
+      put_bytes(o, p, 1);
+      continue;
+    }
+    put_bytes(o, esc, n);
+  }
+  put_str(o, "\"");
+}
+
+/* Name v of a NULL-terminated enum table, or "?" when out of range. */
+static const char *enum_name(const char *const *names, int64_t v) {
+  for (int64_t i = 0; names[i]; i++)
+    if (i == v) return names[i];
+  return "?";
+}
+
+static void put_dim(text_out *o, const rlx_graph *g, int64_t d) {
+  if (!ir_dim_is_sym(d)) {
+    put_int(o, d);
+    return;
+  }
+  int64_t id = IR_SYM_BASE - d;  /* >= 0; no overflow for any d <= IR_SYM_BASE */
+  put_str(o, id < g->n_syms && g->syms[id].name ? g->syms[id].name : "?");
+}
+
+static void put_type(text_out *o, const rlx_graph *g, const ir_type *t) {
+  put_str(o, rlx_dtype_name(t->dtype));
+  put_str(o, "[");
+  for (int i = 0; i < t->shape.rank; i++) {
+    if (i) put_str(o, ",");
+    put_dim(o, g, t->shape.d[i]);
+  }
+  put_str(o, "]");
+}
+
+/* The type of a node: `T`, or `(T0, T1)` for a multi-output node. */
+static void put_node_type(text_out *o, const rlx_graph *g, const ir_node *n) {
+  if (n->n_out == 1) {
+    put_type(o, g, &n->out[0]);
+    return;
+  }
+  put_str(o, "(");
+  for (int i = 0; i < n->n_out; i++) {
+    if (i) put_str(o, ", ");
+    put_type(o, g, &n->out[i]);
+  }
+  put_str(o, ")");
+}
+
+/* Step operand: k >= 0 is region input k ("i<k>"), k < 0 is step -k-1 ("s<-k-1>"). */
+static void put_operand(text_out *o, int k) {
+  put_str(o, k >= 0 ? "i" : "s");
+  put_int(o, k >= 0 ? (int64_t)k : -(int64_t)k - 1);
+}
+
+static void put_step(text_out *o, const rlx_region_step *s) {
+  static const char *const kinds[] = {"act", "bin", "cast", "cmp", NULL};
+  put_str(o, enum_name(kinds, s->kind));
+  put_str(o, ".");
+  switch (s->kind) {
+  case RLX_STEP_ACT: put_str(o, enum_name(ir_act_names, s->op)); break;
+  case RLX_STEP_BIN: put_str(o, enum_name(ir_binop_names, s->op)); break;
+  case RLX_STEP_CMP: put_str(o, enum_name(ir_cmpop_names, s->op)); break;
+  default: put_str(o, rlx_dtype_name(s->to)); break;
+  }
+  put_str(o, "(");
+  put_operand(o, s->a);
+  if (s->kind == RLX_STEP_BIN || s->kind == RLX_STEP_CMP) {
+    put_str(o, ",");
+    put_operand(o, s->b);
+  }
+  if (s->kind == RLX_STEP_ACT && s->op == RLX_ACT_LEAKY_RELU) {
+    put_str(o, "; ");
+    put_f64(o, s->alpha);
+  }
+  put_str(o, ")");
+}
+
+static void put_attr_value(text_out *o, const rlx_graph *g, const ir_attr_info *info, const ir_attrs *a) {
+  const void *field = (const char *)a + info->offset;
+  switch (info->kind) {
+  case IR_A_STR: {
+    const char *s = *(char *const *)field;
+    put_quoted(o, s ? s : "");
+    break;
+  }
+  case IR_A_BYTES: {
+    static const char hex[] = "0123456789abcdef";
+    const ir_bytes *b = field;
+    put_str(o, "h\"");
+    for (size_t i = 0; i < b->n; i++) {
+      char h[2] = {hex[b->p[i] >> 4], hex[b->p[i] & 15]};
+      put_bytes(o, h, 2);
+    }
+    put_str(o, "\"");
+    break;
+  }
+  case IR_A_INT: put_int(o, *(const int64_t *)field); break;
+  case IR_A_BOOL: put_str(o, *(const int64_t *)field ? "true" : "false"); break;
+  case IR_A_F64: put_f64(o, *(const double *)field); break;
+  case IR_A_ENUM: put_str(o, enum_name(info->enum_names, *(const int64_t *)field)); break;
+  case IR_A_DTYPE: put_str(o, rlx_dtype_name((rlx_dtype) * (const int64_t *)field)); break;
+  case IR_A_DTYPE_OR_NONE: {
+    int64_t t = *(const int64_t *)field;
+    put_str(o, t == -1 ? "none" : rlx_dtype_name((rlx_dtype)t));
+    break;
+  }
+  case IR_A_ILIST: case IR_A_DIMS: case IR_A_ENUMLIST: {
+    const ir_ilist *l = field;
+    put_str(o, "[");
+    for (int i = 0; i < l->n; i++) {
+      if (i) put_str(o, ", ");
+      if (info->kind == IR_A_ENUMLIST) put_str(o, enum_name(info->enum_names, l->v[i]));
+      else if (info->kind == IR_A_DIMS) put_dim(o, g, l->v[i]);
+      else put_int(o, l->v[i]);
+    }
+    put_str(o, "]");
+    break;
+  }
+  case IR_A_CHAIN: {
+    const ir_chain *c = field;
+    put_str(o, "[");
+    for (int i = 0; i < c->n; i++) {
+      if (i) put_str(o, ", ");
+      put_step(o, &c->s[i]);
+    }
+    put_str(o, "]");
+    break;
+  }
+  }
+}
+
+static void put_node(text_out *o, const rlx_graph *g, const ir_node *n) {
+  put_str(o, "  %");
+  put_int(o, n->id);
+  put_str(o, " = ");
+  put_str(o, ir_ops[n->op].name);
+  ir_attr_id ids[IR_ATTR_COUNT];
+  int n_attrs = ir_op_attr_ids(n->op, ids);
+  if (n_attrs) {
+    put_str(o, "{");
+    for (int i = 0; i < n_attrs; i++) {
+      if (i) put_str(o, ", ");
+      put_str(o, ir_attr_table[ids[i]].key);
+      put_str(o, "=");
+      put_attr_value(o, g, &ir_attr_table[ids[i]], &n->a);
+    }
+    put_str(o, "}");
+  }
+  if (n->n_in) {
+    put_str(o, "(");
+    for (int i = 0; i < n->n_in; i++) {
+      put_str(o, i ? ", %" : "%");
+      put_int(o, n->in[i]);
+    }
+    put_str(o, ")");
+  }
+  put_str(o, " : ");
+  put_node_type(o, g, n);
+  put_str(o, "\n");
+}
+
+static void put_graph(text_out *o, const rlx_graph *g, const char *name) {
+  put_str(o, "graph ");
+  put_quoted(o, name);
+  put_str(o, " {\n");
+  for (int i = 0; i < g->n_nodes; i++) put_node(o, g, &g->nodes[i]);
+  if (g->n_outputs) {
+    put_str(o, "  outputs");
+    for (int i = 0; i < g->n_outputs; i++) {
+      put_str(o, i ? ", %" : " %");
+      put_int(o, g->outputs[i]);
+    }
+    put_str(o, "\n");
+  }
+  put_str(o, "}\n");
+}
+
+char *rlx_graph_to_text(const rlx_graph *g) {
+  if (!g) {
+    rlx_set_error(RLX_ERR_INVALID, "rlx_graph_to_text: graph is NULL");
+    return NULL;
+  }
+  text_out o = {0};
+  put_graph(&o, g, g->name ? g->name : "");
+  if (o.nomem) {
+    free(o.buf);
+    rlx_set_error(RLX_ERR_NOMEM, "rlx_graph_to_text: out of memory");
+    return NULL;
+  }
+  o.buf[o.len] = 0;
+  return o.buf;
+}
+
+/* FNV-1a 64 of the canonical text with an empty graph name (`graph "" {`),
+ * so renaming a graph keeps its hash. It depends only on the bytes of that
+ * text: the same on every run and every machine. */
+uint64_t rlx_graph_hash(const rlx_graph *g) {
+  if (!g) return 0;
+  text_out o = {.hashing = 1, .hash = FNV_OFFSET};
+  put_graph(&o, g, "");
+  return o.hash;
+}
+
+/* ================================================================ lexer */
+
+typedef enum { TK_EOF, TK_IDENT, TK_NUM, TK_STR, TK_HEX, TK_LABEL, TK_PUNCT } tok_kind;
+
+typedef struct {
+  tok_kind kind;
+  const char *s;   /* source text; TK_STR / TK_HEX: the bytes between the quotes */
+  size_t len;
+  int line, col;
+  int64_t label;   /* TK_LABEL: the number after '%' */
+} tok;
+
+/* A defined node label; label -1 marks an empty slot. */
+typedef struct {
+  int64_t label;
+  rlx_node node;
+  int line;
+} label_slot;
+
+typedef struct {
+  const char *p;           /* next unread byte; never moves past the NUL */
+  const char *line_start;
+  int line;
+  tok t;                   /* the current token */
+  rlx_graph *g;
+  label_slot *labels;      /* open addressing, capacity a power of two */
+  size_t n_labels, cap_labels;
+} parser;
+
+static rlx_status vfail_at(rlx_status st, int line, int col, const char *fmt, va_list ap) {
+  char msg[900];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  return rlx_set_error(st, "line %d, col %d: %s", line, col, msg);
+}
+
+static TEXT_PRINTF(4, 5) rlx_status fail_at(rlx_status st, int line, int col, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail_at(st, line, col, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+/* A syntax error at token t. */
+static TEXT_PRINTF(2, 3) rlx_status syntax(const tok *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail_at(RLX_ERR_FORMAT, t->line, t->col, fmt, ap);
+  va_end(ap);
+  return RLX_ERR_FORMAT;
+}
+
+static rlx_status nomem(const tok *t) {
+  return fail_at(RLX_ERR_NOMEM, t->line, t->col, "out of memory");
+}
+
+/* A short quotable description of a token for messages. */
+static const char *tok_desc(const tok *t, char *buf, size_t cap) {
+  if (t->kind == TK_EOF) return "end of input";
+  int n = t->len > 40 ? 40 : (int)t->len;
+  if (t->kind == TK_STR) snprintf(buf, cap, "\"%.*s%s\"", n, t->s, t->len > 40 ? "..." : "");
+  else if (t->kind == TK_HEX) snprintf(buf, cap, "h\"%.*s%s\"", n, t->s, t->len > 40 ? "..." : "");
+  else snprintf(buf, cap, "'%.*s%s'", n, t->s, t->len > 40 ? "..." : "");
+  return buf;
+}
+#define TOK_DESC(t) tok_desc((t), (char[64]){0}, 64)
+
+static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static int is_digit(int c) { return c >= '0' && c <= '9'; }
+static int is_ident_char(int c) { return is_alpha(c) || is_digit(c); }
+static int hex_value(int c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+static int col_of(const parser *P, const char *p) {
+  ptrdiff_t c = p - P->line_start + 1;
+  return c > 1000000000 ? 1000000000 : (int)c;
+}
+
+/* Validates a string body (p after the opening quote); *end gets the closing quote. */
+static rlx_status lex_string(parser *P, const char *p, const char **end) {
+  size_t decoded = 0;
+  for (;;) {
+    unsigned char c = (unsigned char)*p;
+    if (c == '"') break;
+    if (c == 0 || c == '\n') return syntax(&P->t, "unterminated string");
+    if (c < 0x20)
+      return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "control byte 0x%02x in a string (write \\x%02x)", c, c);
+    if (c == '\\') {
+      char e = p[1];
+      if (e == '"' || e == '\\' || e == 'n' || e == 't') {
+        p += 2;
+      } else if (e == 'x') {
+        int hi = hex_value(p[2]);
+        int lo = hi < 0 ? -1 : hex_value(p[3]);  /* p[3] exists only when p[2] is a digit */
+        if (lo < 0) return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "\\x needs two hex digits");
+        if (hi == 0 && lo == 0)
+          return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "\\x00 is not allowed in a string");
+        p += 4;
+      } else if (e == 0 || e == '\n') {
+        return syntax(&P->t, "unterminated string");
+      } else {
+        return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p),
+                       "unknown escape '\\%c' (use \\\" \\\\ \\n \\t or \\xHH)", e);
+      }
+    } else {
+      p++;
+    }
+    if (++decoded > TEXT_MAX_STR) return syntax(&P->t, "string longer than %d bytes", TEXT_MAX_STR);
+  }
+  *end = p;
+  return RLX_OK;
+}
+
+/* Validates a hex body h"..." (p after the opening quote). */
+static rlx_status lex_hex(parser *P, const char *p, const char **end) {
+  const char *start = p;
+  for (; *p != '"'; p++) {
+    if (*p == 0 || *p == '\n') return syntax(&P->t, "unterminated hex string");
+    if (hex_value(*p) < 0)
+      return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "bad hex digit '%c' in h\"...\"",
+                     (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f ? *p : '?');
+  }
+  if ((p - start) % 2) return syntax(&P->t, "odd number of hex digits in h\"...\"");
+  *end = p;
+  return RLX_OK;
+}
+
+/* Reads the next token into P->t. */
+static rlx_status advance(parser *P) {
+  const char *p = P->p;
+  for (;;) {  /* whitespace and comments */
+    if (*p == '\n') {
+      P->line++;
+      P->line_start = ++p;
+    } else if (*p == ' ' || *p == '\t' || *p == '\r') {
+      p++;
+    } else if (*p == '#') {
+      while (*p && *p != '\n') p++;
+    } else {
+      break;
+    }
+  }
+  tok *t = &P->t;
+  memset(t, 0, sizeof *t);
+  t->s = p;
+  t->line = P->line;
+  t->col = col_of(P, p);
+  unsigned char c = (unsigned char)*p;
+  const char *end;
+  rlx_status st;
+  if (c == 0) {
+    t->kind = TK_EOF;
+  } else if (c == 'h' && p[1] == '"') {
+    t->kind = TK_HEX;
+    if ((st = lex_hex(P, p + 2, &end))) return st;
+    t->s = p + 2;
+    t->len = (size_t)(end - t->s);
+    p = end + 1;
+  } else if (is_alpha(c)) {
+    t->kind = TK_IDENT;
+    while (is_ident_char(*p)) p++;
+    t->len = (size_t)(p - t->s);
+    if (t->len > TEXT_MAX_IDENT) return syntax(t, "name longer than %d bytes", TEXT_MAX_IDENT);
+  } else if (is_digit(c) || (c == '-' && is_digit(p[1]))) {
+    t->kind = TK_NUM;
+    if (*p == '-') p++;
+    while (is_digit(*p)) p++;
+    if (*p == '.')
+      for (p++; is_digit(*p);) p++;
+    if (*p == 'e' || *p == 'E') {
+      const char *q = p + 1;
+      if (*q == '+' || *q == '-') q++;
+      if (!is_digit(*q)) return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "bad exponent in a number");
+      for (p = q; is_digit(*p);) p++;
+    }
+    t->len = (size_t)(p - t->s);
+    if (is_ident_char(*p) || *p == '.')
+      return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "bad character '%c' in a number", *p);
+    if (t->len > TEXT_MAX_NUM) return syntax(t, "number longer than %d bytes", TEXT_MAX_NUM);
+  } else if (c == '"') {
+    t->kind = TK_STR;
+    if ((st = lex_string(P, p + 1, &end))) return st;
+    t->s = p + 1;
+    t->len = (size_t)(end - t->s);
+    p = end + 1;
+  } else if (c == '%') {
+    t->kind = TK_LABEL;
+    if (!is_digit(p[1])) return syntax(t, "expected a node label (%%N) after '%%'");
+    for (p++; is_digit(*p); p++) {
+      int d = *p - '0';
+      if (t->label > (INT64_MAX - d) / 10) return syntax(t, "node label too large");
+      t->label = t->label * 10 + d;
+    }
+    t->len = (size_t)(p - t->s);
+    if (is_alpha(*p)) return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "bad character '%c' in a node label", *p);
+  } else if (strchr("={}()[],:;.?-", c)) {
+    t->kind = TK_PUNCT;
+    t->len = 1;
+    p++;
+  } else if (c >= 0x20 && c < 0x7f) {
+    return syntax(t, "unexpected character '%c'", c);
+  } else {
+    return syntax(t, "unexpected byte 0x%02x", c);
+  }
+  P->p = p;
+  return RLX_OK;
+}
+
+/* ================================================================ parser helpers */
+
+#define TRY(expr) do { rlx_status st_ = (expr); if (st_ != RLX_OK) return st_; } while (0)
+
+static int at_punct(const parser *P, char c) { return P->t.kind == TK_PUNCT && P->t.s[0] == c; }
+
+static int at_word(const parser *P, const char *w) {
+  return P->t.kind == TK_IDENT && P->t.len == strlen(w) && memcmp(P->t.s, w, P->t.len) == 0;
+}
+
+static rlx_status expect_punct(parser *P, char c, const char *where) {
+  if (!at_punct(P, c)) return syntax(&P->t, "expected '%c' %s, got %s", c, where, TOK_DESC(&P->t));
+  return advance(P);
+}
+
+/* Decodes the current TK_STR token into a new NUL-terminated string. */
+static char *decode_str(const tok *t) {
+  char *s = malloc(t->len + 1), *d = s;
+  if (!s) return NULL;
+  for (const char *p = t->s, *e = t->s + t->len; p < e;) {
+    if (*p != '\\') {
+      *d++ = *p++;
+    } else if (p[1] == 'x') {
+      *d++ = (char)(hex_value(p[2]) * 16 + hex_value(p[3]));
+      p += 4;
+    } else {
+      *d++ = p[1] == 'n' ? '\n' : p[1] == 't' ? '\t' : p[1];
+      p += 2;
+    }
+  }
+  *d = 0;
+  return s;
+}
+
+/* Label table (labels are arbitrary non-negative int64, so hashed). */
+static label_slot *label_slot_for(const parser *P, int64_t label) {
+  uint64_t h = (uint64_t)label * 0x9e3779b97f4a7c15ull;
+  size_t mask = P->cap_labels - 1;
+  for (size_t i = (size_t)(h ^ (h >> 29)) & mask;; i = (i + 1) & mask)
+    if (P->labels[i].label == label || P->labels[i].label < 0) return &P->labels[i];
+}
+
+static const label_slot *label_find(const parser *P, int64_t label) {
+  if (!P->cap_labels) return NULL;
+  const label_slot *s = label_slot_for(P, label);
+  return s->label == label ? s : NULL;
+}
+
+static rlx_status label_add(parser *P, const tok *at, rlx_node node) {
+  if (2 * (P->n_labels + 1) > P->cap_labels) {
+    size_t cap = P->cap_labels ? 2 * P->cap_labels : 64;
+    label_slot *old = P->labels, *fresh = malloc(cap * sizeof *fresh);
+    if (!fresh) return nomem(at);
+    for (size_t i = 0; i < cap; i++) fresh[i].label = -1;
+    size_t old_cap = P->cap_labels;
+    P->labels = fresh;
+    P->cap_labels = cap;
+    for (size_t i = 0; i < old_cap; i++)
+      if (old[i].label >= 0) *label_slot_for(P, old[i].label) = old[i];
+    free(old);
+  }
+  label_slot *s = label_slot_for(P, at->label);
+  s->label = at->label;
+  s->node = node;
+  s->line = at->line;
+  P->n_labels++;
+  return RLX_OK;
+}
+
+/* The node of the label at the current token. */
+static rlx_status parse_label_ref(parser *P, rlx_node *node) {
+  if (P->t.kind != TK_LABEL) return syntax(&P->t, "expected a node label (%%N), got %s", TOK_DESC(&P->t));
+  const label_slot *s = label_find(P, P->t.label);
+  if (!s)
+    return syntax(&P->t, "%%%lld is undefined or a forward reference (graphs must be acyclic and in topological order)",
+                  (long long)P->t.label);
+  *node = s->node;
+  return advance(P);
+}
+
+/* The status and message of the builder call that just failed, prefixed with the position. */
+static rlx_status builder_error(parser *P, const tok *at) {
+  rlx_status st = rlx_graph_status(P->g);
+  char msg[600];
+  snprintf(msg, sizeof msg, "%s", rlx_last_error());
+  return fail_at(st ? st : RLX_ERR_INTERNAL, at->line, at->col, "%s", msg);
+}
+
+/* ================================================================ values */
+
+static rlx_status parse_int(parser *P, int64_t *v) {
+  const tok *t = &P->t;
+  if (t->kind != TK_NUM || memchr(t->s, '.', t->len) || memchr(t->s, 'e', t->len) || memchr(t->s, 'E', t->len))
+    return syntax(t, "expected an integer, got %s", TOK_DESC(t));
+  char buf[TEXT_MAX_NUM + 1];
+  memcpy(buf, t->s, t->len);
+  buf[t->len] = 0;
+  errno = 0;
+  long long x = strtoll(buf, NULL, 10);
+  if (errno == ERANGE) return syntax(t, "integer %s does not fit in 64 bits", buf);
+  *v = x;
+  return advance(P);
+}
+
+static rlx_status parse_f64(parser *P, double *v) {
+  const tok *t = &P->t;
+  if (at_word(P, "inf")) *v = INFINITY;
+  else if (at_word(P, "nan")) *v = NAN;
+  else if (at_punct(P, '-')) {
+    TRY(advance(P));
+    if (!at_word(P, "inf")) return syntax(&P->t, "expected a number, got %s", TOK_DESC(&P->t));
+    *v = -INFINITY;
+  } else if (t->kind == TK_NUM) {
+    char buf[TEXT_MAX_NUM + 1];
+    memcpy(buf, t->s, t->len);
+    buf[t->len] = 0;
+    errno = 0;
+    double x = strtod(buf, NULL);
+    if (errno == ERANGE && isinf(x)) return syntax(t, "number %s is out of the range of f64", buf);
+    *v = x;  /* ERANGE with a finite x is a subnormal: exact enough, and what %.17g prints */
+  } else {
+    return syntax(t, "expected a number, got %s", TOK_DESC(t));
+  }
+  return advance(P);
+}
+
+/* "a, b, c" of a NULL-terminated name table, for messages. */
+static const char *names_list(const char *const *names, char *buf, size_t cap) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (int i = 0; names[i] && n < cap; i++) {
+    int k = snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", names[i]);
+    if (k > 0) n += (size_t)k;
+  }
+  return buf;
+}
+
+static rlx_status parse_enum(parser *P, const char *const *names, const char *what, int64_t *v) {
+  if (P->t.kind != TK_IDENT) return syntax(&P->t, "expected a name for %s, got %s", what, TOK_DESC(&P->t));
+  int e = ir_enum_from_name(names, P->t.s, P->t.len);
+  if (e < 0)
+    return syntax(&P->t, "unknown %s '%.*s' (one of: %s)", what, (int)P->t.len, P->t.s,
+                  names_list(names, (char[400]){0}, 400));
+  *v = e;
+  return advance(P);
+}
+
+static rlx_status parse_dtype(parser *P, int allow_none, int64_t *v) {
+  if (allow_none && at_word(P, "none")) {
+    *v = -1;
+    return advance(P);
+  }
+  int t = P->t.kind == TK_IDENT ? ir_dtype_from_name(P->t.s, P->t.len) : -1;
+  if (t < 0) return syntax(&P->t, "expected a dtype%s, got %s", allow_none ? " or none" : "", TOK_DESC(&P->t));
+  *v = t;
+  return advance(P);
+}
+
+/* A symbolic dim by name (the same name gives the same symbol). */
+static rlx_status sym_dim(parser *P, const tok *t, int64_t *d) {
+  char name[TEXT_MAX_IDENT + 1];
+  memcpy(name, t->s, t->len);
+  name[t->len] = 0;
+  *d = rlx_dim_sym(P->g, name);
+  return *d == -1 ? builder_error(P, t) : RLX_OK;
+}
+
+static rlx_status anon_dim(parser *P, const tok *t, int64_t *d) {
+  *d = ir_dim_anon(P->g);
+  return P->g->err ? builder_error(P, t) : RLX_OK;
+}
+
+/* [v, v, ...] into an ir_ilist (at most RLX_MAX_RANK entries). */
+static rlx_status parse_list(parser *P, const ir_attr_info *info, ir_ilist *l) {
+  TRY(expect_punct(P, '[', "to open a list"));
+  l->n = 0;
+  while (!at_punct(P, ']')) {
+    if (l->n && (TRY(expect_punct(P, ',', "or ']' in a list")), 0)) {}
+    if (l->n == RLX_MAX_RANK) return syntax(&P->t, "list %s has more than %d entries", info->key, RLX_MAX_RANK);
+    int64_t *v = &l->v[l->n];
+    if (info->kind == IR_A_ENUMLIST) {
+      TRY(parse_enum(P, info->enum_names, info->key, v));
+    } else if (info->kind == IR_A_DIMS && P->t.kind == TK_IDENT) {
+      TRY(sym_dim(P, &P->t, v));
+      TRY(advance(P));
+    } else if (info->kind == IR_A_DIMS && at_punct(P, '?')) {
+      TRY(anon_dim(P, &P->t, v));
+      TRY(advance(P));
+    } else {
+      tok at = P->t;
+      TRY(parse_int(P, v));
+      if (info->kind == IR_A_DIMS && ir_dim_is_sym(*v)) return syntax(&at, "dim %lld out of range", (long long)*v);
+    }
+    l->n++;
+  }
+  return advance(P);
+}
+
+/* Step operand "i<k>" (region input k) or "s<k>" (step k, stored as -k-1). */
+static rlx_status parse_operand(parser *P, int *k) {
+  const tok *t = &P->t;
+  int ok = t->kind == TK_IDENT && t->len >= 2 && t->len <= 10 && (t->s[0] == 'i' || t->s[0] == 's');
+  int v = 0;
+  for (size_t i = 1; ok && i < t->len; i++) {
+    ok = is_digit(t->s[i]);
+    v = v * 10 + (t->s[i] - '0');  /* at most 9 digits: fits */
+  }
+  if (!ok) return syntax(t, "expected a step operand i<k> (region input k) or s<k> (step k), got %s", TOK_DESC(t));
+  *k = t->s[0] == 'i' ? v : -v - 1;
+  return advance(P);
+}
+
+/* kind.name(a[,b][; alpha]) — see put_step. */
+static rlx_status parse_step(parser *P, rlx_region_step *s) {
+  static const char *const kinds[] = {"act", "bin", "cast", "cmp", NULL};
+  memset(s, 0, sizeof *s);
+  int64_t v;
+  TRY(parse_enum(P, kinds, "step kind", &v));
+  s->kind = (rlx_step_kind)v;
+  TRY(expect_punct(P, '.', "after the step kind"));
+  switch (s->kind) {
+  case RLX_STEP_ACT: TRY(parse_enum(P, ir_act_names, "activation", &v)); break;
+  case RLX_STEP_BIN: TRY(parse_enum(P, ir_binop_names, "binary op", &v)); break;
+  case RLX_STEP_CMP: TRY(parse_enum(P, ir_cmpop_names, "comparison", &v)); break;
+  default: {
+    int64_t to;
+    TRY(parse_dtype(P, 0, &to));
+    s->to = (rlx_dtype)to;
+    v = 0;
+  }
+  }
+  s->op = (int)v;
+  TRY(expect_punct(P, '(', "to open the step operands"));
+  TRY(parse_operand(P, &s->a));
+  if (s->kind == RLX_STEP_BIN || s->kind == RLX_STEP_CMP) {
+    TRY(expect_punct(P, ',', "between the two step operands"));
+    TRY(parse_operand(P, &s->b));
+  }
+  if (s->kind == RLX_STEP_ACT && s->op == RLX_ACT_LEAKY_RELU) {
+    s->alpha = ir_attr_table[IR_ATTR_alpha].def;  /* as for a leaky_relu Activation */
+    if (at_punct(P, ';')) {
+      TRY(advance(P));
+      TRY(parse_f64(P, &s->alpha));
+    }
+  }
+  return expect_punct(P, ')', "to close the step");
+}
+
+static rlx_status parse_chain(parser *P, ir_chain *c) {
+  TRY(expect_punct(P, '[', "to open the chain"));
+  int cap = 0;
+  rlx_status st = RLX_OK;
+  while (!st && !at_punct(P, ']')) {
+    if (c->n && (st = expect_punct(P, ',', "or ']' in the chain"))) break;
+    if (c->n == TEXT_MAX_CHAIN) {
+      st = syntax(&P->t, "chain has more than %d steps", TEXT_MAX_CHAIN);
+    } else if (c->n == cap) {
+      cap = cap ? 2 * cap : 8;
+      rlx_region_step *s = realloc(c->s, (size_t)cap * sizeof *s);
+      if (!s) st = nomem(&P->t);
+      else c->s = s;
+    }
+    if (!st && !(st = parse_step(P, &c->s[c->n]))) c->n++;
+  }
+  /* on failure the caller frees c->s with the rest of the attributes */
+  return st ? st : advance(P);
+}
+
+static rlx_status parse_attr_value(parser *P, const ir_attr_info *info, ir_attrs *a) {
+  void *field = (char *)a + info->offset;
+  tok *t = &P->t;
+  switch (info->kind) {
+  case IR_A_STR: {
+    if (t->kind != TK_STR) return syntax(t, "expected a string for %s, got %s", info->key, TOK_DESC(t));
+    char *s = decode_str(t);
+    if (!s) return nomem(t);
+    free(*(char **)field);
+    *(char **)field = s;
+    return advance(P);
+  }
+  case IR_A_BYTES: {
+    if (t->kind != TK_HEX) return syntax(t, "expected h\"hex bytes\" for %s, got %s", info->key, TOK_DESC(t));
+    ir_bytes *b = field;
+    free(b->p);
+    b->n = t->len / 2;
+    b->p = b->n ? malloc(b->n) : NULL;
+    if (b->n && !b->p) return nomem(t);
+    for (size_t i = 0; i < b->n; i++) b->p[i] = (uint8_t)(hex_value(t->s[2 * i]) * 16 + hex_value(t->s[2 * i + 1]));
+    return advance(P);
+  }
+  case IR_A_INT: return parse_int(P, field);
+  case IR_A_BOOL:
+    if (!at_word(P, "true") && !at_word(P, "false"))
+      return syntax(t, "expected true or false for %s, got %s", info->key, TOK_DESC(t));
+    *(int64_t *)field = at_word(P, "true");
+    return advance(P);
+  case IR_A_F64: return parse_f64(P, field);
+  case IR_A_ENUM: return parse_enum(P, info->enum_names, info->key, field);
+  case IR_A_DTYPE: return parse_dtype(P, 0, field);
+  case IR_A_DTYPE_OR_NONE: return parse_dtype(P, 1, field);
+  case IR_A_ILIST: case IR_A_DIMS: case IR_A_ENUMLIST: return parse_list(P, info, field);
+  case IR_A_CHAIN: return parse_chain(P, field);
+  }
+  return syntax(t, "attribute %s has an unknown kind", info->key);
+}
+
+/* {key=value, ...} with the keys of op's ops.def row, each at most once. */
+static rlx_status parse_attrs(parser *P, int op, ir_attrs *a) {
+  ir_attr_id ids[IR_ATTR_COUNT];
+  int n_ids = ir_op_attr_ids(op, ids);
+  int seen[IR_ATTR_COUNT] = {0};
+  TRY(advance(P));  /* '{' */
+  for (int count = 0; !at_punct(P, '}'); count++) {
+    if (count) TRY(expect_punct(P, ',', "or '}' after an attribute"));
+    tok key = P->t;
+    if (key.kind != TK_IDENT) return syntax(&key, "expected an attribute name, got %s", TOK_DESC(&key));
+    int k = 0;
+    while (k < n_ids && !(strlen(ir_attr_table[ids[k]].key) == key.len &&
+                          memcmp(ir_attr_table[ids[k]].key, key.s, key.len) == 0))
+      k++;
+    if (k == n_ids) {
+      char keys[400];
+      size_t n = 0;
+      keys[0] = 0;
+      for (int i = 0; i < n_ids && n < sizeof keys; i++) {
+        int w = snprintf(keys + n, sizeof keys - n, "%s%s", i ? ", " : "", ir_attr_table[ids[i]].key);
+        if (w > 0) n += (size_t)w;
+      }
+      return syntax(&key, "unknown attribute '%.*s' for %s (it takes: %s)", (int)key.len, key.s,
+                    ir_ops[op].name, n_ids ? keys : "none");
+    }
+    if (seen[k]) return syntax(&key, "attribute '%.*s' given twice", (int)key.len, key.s);
+    seen[k] = 1;
+    TRY(advance(P));
+    TRY(expect_punct(P, '=', "after the attribute name"));
+    TRY(parse_attr_value(P, &ir_attr_table[ids[k]], a));
+  }
+  return advance(P);
+}
+
+/* ================================================================ types */
+
+/* A dim of a written type: static, a named symbol, or `?` (any symbolic dim). */
+typedef struct {
+  enum { DIM_STATIC, DIM_NAMED, DIM_ANY } kind;
+  int64_t v;
+  tok name;
+} dim_decl;
+
+typedef struct {
+  int dtype, rank;
+  dim_decl d[RLX_MAX_RANK];
+} type_decl;
+
+/* The ": T" or ": (T0, T1)" of a node. */
+typedef struct {
+  int n;               /* 0: no type written */
+  type_decl t[IR_MAX_OUTPUTS];
+  tok at;              /* first token of the type */
+  const char *end;     /* just past its last byte */
+} node_type_decl;
+
+static rlx_status parse_type(parser *P, type_decl *ty, const char **end) {
+  tok at = P->t;
+  int64_t dt;
+  TRY(parse_dtype(P, 0, &dt));
+  ty->dtype = (int)dt;
+  ty->rank = 0;
+  TRY(expect_punct(P, '[', "after the dtype"));
+  /* bytes bound: numel * bytes-per-element-or-block stays below 2^63 */
+  int64_t bound = INT64_MAX / ir_dtypes[dt].size, numel = 1;
+  while (!at_punct(P, ']')) {
+    if (ty->rank) TRY(expect_punct(P, ',', "or ']' in a type"));
+    if (ty->rank == RLX_MAX_RANK) return syntax(&P->t, "type has more than %d dims", RLX_MAX_RANK);
+    dim_decl *d = &ty->d[ty->rank];
+    if (P->t.kind == TK_IDENT) {
+      d->kind = DIM_NAMED;
+      d->name = P->t;
+      TRY(advance(P));
+    } else if (at_punct(P, '?')) {
+      d->kind = DIM_ANY;
+      TRY(advance(P));
+    } else {
+      tok dt_tok = P->t;
+      d->kind = DIM_STATIC;
+      TRY(parse_int(P, &d->v));
+      if (d->v < 0) return syntax(&dt_tok, "negative dim %lld", (long long)d->v);
+      if (numel && d->v && numel > bound / d->v)
+        return syntax(&at, "type is too large (more than 2^63 bytes)");
+      numel *= d->v;
+    }
+    ty->rank++;
+  }
+  *end = P->t.s + 1;
+  return advance(P);
+}
+
+static rlx_status parse_node_type(parser *P, node_type_decl *decl) {
+  decl->at = P->t;
+  if (!at_punct(P, '(')) {
+    decl->n = 1;
+    return parse_type(P, &decl->t[0], &decl->end);
+  }
+  TRY(advance(P));
+  while (decl->n == 0 || !at_punct(P, ')')) {
+    if (decl->n) TRY(expect_punct(P, ',', "or ')' between output types"));
+    if (decl->n == IR_MAX_OUTPUTS) return syntax(&P->t, "more than %d output types", IR_MAX_OUTPUTS);
+    TRY(parse_type(P, &decl->t[decl->n++], &decl->end));
+  }
+  decl->end = P->t.s + 1;
+  return advance(P);
+}
+
+static int dim_matches(parser *P, const dim_decl *d, int64_t dim) {
+  if (d->kind == DIM_STATIC) return dim == d->v;
+  if (d->kind == DIM_ANY) return ir_dim_is_sym(dim);
+  int id = ir_sym_lookup(P->g, d->name.s, d->name.len, 0);
+  return id >= 0 && dim == ir_sym_dim(id);
+}
+
+/* A written type of a non-leaf must be the inferred one. */
+static rlx_status check_node_type(parser *P, const tok *at, rlx_node id, const node_type_decl *decl) {
+  const ir_node *n = &P->g->nodes[id];
+  rlx_status st = RLX_OK;
+  if (decl->n != n->n_out) st = RLX_ERR_SHAPE;
+  for (int o = 0; o < n->n_out && !st; o++) {
+    const type_decl *t = &decl->t[o];
+    const ir_type *got = &n->out[o];
+    if (t->dtype != (int)got->dtype) st = RLX_ERR_DTYPE;
+    else if (t->rank != got->shape.rank) st = RLX_ERR_SHAPE;
+    for (int i = 0; i < t->rank && !st; i++)
+      if (!dim_matches(P, &t->d[i], got->shape.d[i])) st = RLX_ERR_SHAPE;
+  }
+  if (!st) return RLX_OK;
+  text_out inferred = {0};
+  put_node_type(&inferred, P->g, n);
+  size_t wrote = (size_t)(decl->end - decl->at.s);
+  st = fail_at(st, at->line, at->col, "%s (node %d): declared type %.*s but inferred %.*s", ir_ops[n->op].name,
+               (int)id, (int)(wrote > 300 ? 300 : wrote), decl->at.s, inferred.nomem ? 1 : (int)inferred.len,
+               inferred.nomem ? "?" : inferred.buf);
+  free(inferred.buf);
+  return st;
+}
+
+/* ================================================================ nodes and the graph */
+
+/* A leaf through its public builder: Input/Param/Constant need their type. */
+static rlx_status build_leaf(parser *P, int op, const tok *at, const ir_attrs *a, int n_in,
+                             const node_type_decl *decl, rlx_node *id) {
+  const char *name = ir_ops[op].name;
+  if (n_in) return fail_at(RLX_ERR_INVALID, at->line, at->col, "%s takes 0 inputs, got %d", name, n_in);
+  if (decl->n != 1)
+    return syntax(at, "%s needs one type, e.g. '%%0 = %s{...} : f32[2,3]'", name, name);
+  const type_decl *t = &decl->t[0];
+  int64_t dims[RLX_MAX_RANK], numel = 1;
+  for (int i = 0; i < t->rank; i++) {
+    const dim_decl *d = &t->d[i];
+    if (d->kind == DIM_STATIC) dims[i] = d->v;
+    else if (d->kind == DIM_NAMED) TRY(sym_dim(P, &d->name, &dims[i]));
+    else TRY(anon_dim(P, at, &dims[i]));
+    numel = d->kind == DIM_STATIC && numel >= 0 ? numel * d->v : -1;  /* no overflow: parse_type bounds it */
+  }
+  if (op == RLX_OP_Constant) {
+    size_t need = numel < 0 ? 0 : rlx_dtype_nbytes((rlx_dtype)t->dtype, numel);
+    if (numel < 0 || (need == 0 && numel > 0))
+      return fail_at(RLX_ERR_SHAPE, at->line, at->col, "a Constant needs a static shape of whole %s blocks",
+                     rlx_dtype_name((rlx_dtype)t->dtype));
+    if (a->data.n != need)
+      return syntax(at, "Constant data has %zu bytes but its type %.*s needs %zu", a->data.n,
+                    (int)(decl->end - decl->at.s), decl->at.s, need);
+    static const uint8_t no_data;  /* rlx_constant wants a pointer even for 0 bytes */
+    *id = rlx_constant(P->g, (rlx_dtype)t->dtype, t->rank, dims, a->data.n ? a->data.p : &no_data);
+  } else {
+    if (!a->name) return syntax(at, "%s needs a name, e.g. '%s{name=\"x\"}'", name, name);
+    *id = (op == RLX_OP_Input ? rlx_input : rlx_param)(P->g, a->name, (rlx_dtype)t->dtype, t->rank, dims);
+  }
+  return *id < 0 ? builder_error(P, at) : RLX_OK;
+}
+
+/* %N = Op{attrs}(inputs) : type */
+static rlx_status parse_node(parser *P) {
+  tok label = P->t;
+  const label_slot *prev = label_find(P, label.label);
+  if (prev) return syntax(&label, "%%%lld is defined twice (first on line %d)", (long long)label.label, prev->line);
+  TRY(advance(P));
+  TRY(expect_punct(P, '=', "after the node label"));
+  tok op_tok = P->t;
+  int op = op_tok.kind == TK_IDENT ? ir_op_from_name(op_tok.s, op_tok.len) : -1;
+  if (op_tok.kind != TK_IDENT) return syntax(&op_tok, "expected an op name, got %s", TOK_DESC(&op_tok));
+  if (op < 0) return syntax(&op_tok, "unknown op '%.*s'", (int)op_tok.len, op_tok.s);
+  TRY(advance(P));
+
+  ir_attrs a;
+  ir_attrs_init_defaults(&a);
+  rlx_node *in = NULL, id = -1;
+  int n_in = 0, cap_in = 0;
+  node_type_decl decl;
+  memset(&decl, 0, sizeof decl);
+  rlx_status st = RLX_OK;
+  if (at_punct(P, '{')) st = parse_attrs(P, op, &a);
+  if (!st && at_punct(P, '(')) {
+    st = advance(P);
+    while (!st && !at_punct(P, ')')) {
+      if (n_in && (st = expect_punct(P, ',', "or ')' between inputs"))) break;
+      if (n_in == TEXT_MAX_INPUTS) {
+        st = syntax(&P->t, "more than %d inputs", TEXT_MAX_INPUTS);
+      } else if (n_in == cap_in) {
+        cap_in = cap_in ? 2 * cap_in : 8;
+        rlx_node *grown = realloc(in, (size_t)cap_in * sizeof *grown);
+        if (!grown) st = nomem(&P->t);
+        else in = grown;
+      }
+      if (!st && !(st = parse_label_ref(P, &in[n_in]))) n_in++;
+    }
+    if (!st) st = advance(P);
+  }
+  if (!st && at_punct(P, ':')) {
+    st = advance(P);
+    if (!st) st = parse_node_type(P, &decl);
+  }
+  if (!st) {
+    if (ir_ops[op].category == RLX_CAT_LEAF && op != RLX_OP_Iota) {
+      st = build_leaf(P, op, &op_tok, &a, n_in, &decl, &id);
+    } else {
+      id = ir_add_node(P->g, op, n_in, in, &a);  /* takes the attributes, also on failure */
+      st = id < 0 ? builder_error(P, &op_tok) : decl.n ? check_node_type(P, &op_tok, id, &decl) : RLX_OK;
+    }
+  }
+  ir_attrs_free(&a);
+  free(in);
+  return st ? st : label_add(P, &label, id);
+}
+
+/* outputs %a, %b, ... (possibly none) */
+static rlx_status parse_outputs(parser *P) {
+  tok at = P->t;
+  rlx_node *outs = NULL;
+  int n = 0, cap = 0;
+  rlx_status st = advance(P);
+  while (!st && (n ? at_punct(P, ',') : P->t.kind == TK_LABEL)) {
+    if (n && (st = advance(P))) break;
+    if (n == TEXT_MAX_INPUTS) {
+      st = syntax(&P->t, "more than %d outputs", TEXT_MAX_INPUTS);
+    } else if (n == cap) {
+      cap = cap ? 2 * cap : 8;
+      rlx_node *grown = realloc(outs, (size_t)cap * sizeof *grown);
+      if (!grown) st = nomem(&P->t);
+      else outs = grown;
+    }
+    if (!st && !(st = parse_label_ref(P, &outs[n]))) n++;
+  }
+  if (!st && rlx_graph_set_outputs(P->g, n, outs) != RLX_OK) st = builder_error(P, &at);
+  free(outs);
+  return st;
+}
+
+static rlx_status parse_graph(parser *P) {
+  TRY(advance(P));
+  if (!at_word(P, "graph")) return syntax(&P->t, "expected 'graph \"name\" {', got %s", TOK_DESC(&P->t));
+  TRY(advance(P));
+  if (P->t.kind != TK_STR) return syntax(&P->t, "expected the graph name as a string, got %s", TOK_DESC(&P->t));
+  char *name = decode_str(&P->t);
+  if (!name) return nomem(&P->t);
+  P->g = rlx_graph_new(name);
+  free(name);
+  if (!P->g) return nomem(&P->t);
+  TRY(advance(P));
+  TRY(expect_punct(P, '{', "after the graph name"));
+  while (P->t.kind == TK_LABEL) TRY(parse_node(P));
+  if (at_word(P, "outputs")) TRY(parse_outputs(P));
+  if (!at_punct(P, '}'))
+    return syntax(&P->t, "expected a node '%%N = Op...', 'outputs' or '}', got %s", TOK_DESC(&P->t));
+  TRY(advance(P));
+  if (P->t.kind != TK_EOF) return syntax(&P->t, "unexpected %s after the graph", TOK_DESC(&P->t));
+  return rlx_graph_status(P->g);
+}
+
+rlx_status rlx_graph_from_text(const char *text, rlx_graph **out) {
+  if (out) *out = NULL;
+  if (!text || !out)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_graph_from_text: %s is NULL", text ? "out" : "text");
+  parser P;
+  memset(&P, 0, sizeof P);
+  P.p = P.line_start = text;
+  P.line = 1;
+  rlx_status st = parse_graph(&P);
+  free(P.labels);
+  if (st) {
+    rlx_graph_free(P.g);
+    return st;
+  }
+  *out = P.g;
+  return RLX_OK;
+}

@@ -1,0 +1,330 @@
+/* session.c — sessions: compile, bind params and inputs, run, read outputs.
+ *
+ * A session keeps the user's graph (possibly with symbolic dims), the host
+ * buffers of its inputs and params, and a cache of plans keyed by the
+ * binding of symbolic dims: the first run with new sizes specializes the
+ * graph and plans it; a later run with the same sizes reuses that plan.
+ */
+#include "../backend/backend.h"
+#include "../ir/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  rlx_node node;
+  int is_param;
+  void *data;             /* host buffer (malloc'ed), NULL until set */
+  size_t nbytes;
+  ir_shape bound;         /* concrete dims of the last set (inputs) */
+} session_leaf;
+
+typedef struct {
+  int64_t *binding;       /* [n_syms] */
+  rlx_graph *g;           /* specialized graph */
+  void *plan;
+} plan_entry;
+
+struct rlx_session {
+  rlx_graph *g;
+  rlx_options opt;
+  const rlx_backend *backend;
+  session_leaf *leaves;
+  int n_leaves;
+  const void **leaf_data; /* [n_nodes] */
+  plan_entry *plans;
+  int n_plans, cap_plans;
+  int current;            /* plan of the last run, -1 before */
+  int64_t *binding;       /* scratch [n_syms] */
+  rlx_session_stats stats;
+};
+
+static int graph_has_sym_leaves(const rlx_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (ir_ops[n->op].category != RLX_CAT_LEAF) continue;
+    for (int d = 0; d < n->out[0].shape.rank; d++)
+      if (ir_dim_is_sym(n->out[0].shape.d[d])) return 1;
+  }
+  return 0;
+}
+
+static void plan_entry_free(const rlx_session *s, plan_entry *e) {
+  if (e->plan) s->backend->free(e->plan);
+  rlx_graph_free(e->g);
+  free(e->binding);
+}
+
+void rlx_session_free(rlx_session *s) {
+  if (!s) return;
+  for (int i = 0; i < s->n_plans; i++) plan_entry_free(s, &s->plans[i]);
+  free(s->plans);
+  for (int i = 0; i < s->n_leaves; i++) free(s->leaves[i].data);
+  free(s->leaves);
+  free((void *)s->leaf_data);
+  free(s->binding);
+  rlx_graph_free(s->g);
+  free(s);
+}
+
+/* Plan for the binding in s->binding: a cached one or a new one. */
+static rlx_status get_plan(rlx_session *s, int *out) {
+  size_t bsz = (size_t)s->g->n_syms * sizeof *s->binding;
+  for (int i = 0; i < s->n_plans; i++)
+    if (bsz == 0 || memcmp(s->plans[i].binding, s->binding, bsz) == 0) {
+      *out = i;
+      s->stats.plan_cache_hits++;
+      return RLX_OK;
+    }
+  if (s->n_plans == s->cap_plans) {
+    int cap = s->cap_plans ? 2 * s->cap_plans : 4;
+    plan_entry *p = realloc(s->plans, (size_t)cap * sizeof *p);
+    if (!p) return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory");
+    s->plans = p;
+    s->cap_plans = cap;
+  }
+  plan_entry e = {0};
+  e.binding = malloc(bsz ? bsz : 1);
+  e.g = ir_graph_clone(s->g);
+  if (!e.binding || !e.g) {
+    plan_entry_free(s, &e);
+    return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory");
+  }
+  if (bsz) memcpy(e.binding, s->binding, bsz);
+  rlx_status st = ir_graph_specialize(e.g, s->binding);
+  for (int i = 0; st == RLX_OK && i < e.g->n_nodes; i++) {
+    const ir_node *n = &e.g->nodes[i];
+    for (int o = 0; o < n->n_out; o++)
+      if (ir_numel(&n->out[o].shape) < 0) {
+        char b[IR_SHAPE_STR_CAP];
+        st = rlx_set_error(RLX_ERR_SHAPE, "%s (node %d) still has symbolic dims %s after binding the inputs: "
+                           "a symbol no input binds", ir_ops[n->op].name, i,
+                           ir_shape_str(e.g, &n->out[o].shape, b, sizeof b));
+        break;
+      }
+  }
+  if (st == RLX_OK) st = s->backend->compile(s->backend, e.g, &s->opt, &e.plan);
+  if (st) {
+    plan_entry_free(s, &e);
+    return st;
+  }
+  s->plans[s->n_plans] = e;
+  *out = s->n_plans++;
+  s->stats.plans_built++;
+  return RLX_OK;
+}
+
+rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out) {
+  if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: out is NULL");
+  *out = NULL;
+  if (!g) return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: graph is NULL");
+  rlx_status st = rlx_graph_verify(g);
+  if (st) return st;
+  rlx_options o = {RLX_DEVICE_AUTO, 0};
+  if (opt) o = *opt;
+  const char *env = getenv("RLX_DEVICE");
+  if (env && !strcmp(env, "cpu")) o.device = RLX_DEVICE_CPU;
+  if (env && !strcmp(env, "cuda")) o.device = RLX_DEVICE_CUDA;
+  if (o.device == RLX_DEVICE_CUDA)
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: this build has no CUDA backend");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (n->op != RLX_OP_Param) continue;
+    for (int d = 0; d < n->out[0].shape.rank; d++)
+      if (ir_dim_is_sym(n->out[0].shape.d[d]))
+        return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: param \"%s\" has a symbolic dim; params must be static",
+                             n->a.name);
+  }
+  rlx_session *s = calloc(1, sizeof *s);
+  if (!s) return rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory");
+  s->opt = o;
+  s->backend = &rlx_cpu_backend;
+  s->current = -1;
+  s->g = ir_graph_clone(g);
+  s->leaf_data = calloc((size_t)g->n_nodes + 1, sizeof *s->leaf_data);
+  s->leaves = calloc((size_t)g->n_nodes + 1, sizeof *s->leaves);
+  s->binding = malloc(((size_t)g->n_syms + 1) * sizeof *s->binding);
+  if (!s->g || !s->leaf_data || !s->leaves || !s->binding) {
+    rlx_session_free(s);
+    return rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory");
+  }
+  for (int i = 0; i < s->g->n_nodes; i++) {
+    const ir_node *n = &s->g->nodes[i];
+    if (n->op == RLX_OP_Constant) s->leaf_data[i] = n->a.data.p;
+    if (n->op == RLX_OP_Input || n->op == RLX_OP_Param) {
+      session_leaf *l = &s->leaves[s->n_leaves++];
+      l->node = i;
+      l->is_param = n->op == RLX_OP_Param;
+    }
+  }
+  /* A fully static graph is planned now, so compile reports plan errors. */
+  if (!graph_has_sym_leaves(s->g)) {
+    for (int i = 0; i < s->g->n_syms; i++) s->binding[i] = -1;
+    int idx;
+    st = get_plan(s, &idx);
+    if (st) {
+      rlx_session_free(s);
+      return st;
+    }
+    s->stats.arena_bytes = s->backend->arena_bytes(s->plans[idx].plan);
+  }
+  *out = s;
+  return RLX_OK;
+}
+
+static session_leaf *find_leaf(rlx_session *s, const char *name, int want_param, const char *fn) {
+  for (int i = 0; i < s->n_leaves; i++) {
+    session_leaf *l = &s->leaves[i];
+    if (strcmp(s->g->nodes[l->node].a.name, name) == 0) {
+      if (l->is_param != want_param) {
+        rlx_set_error(RLX_ERR_INVALID, "%s: \"%s\" is %s, not %s", fn, name, l->is_param ? "a param" : "an input",
+                      want_param ? "a param" : "an input");
+        return NULL;
+      }
+      return l;
+    }
+  }
+  rlx_set_error(RLX_ERR_INVALID, "%s: the graph has no %s named \"%s\"", fn, want_param ? "param" : "input", name);
+  return NULL;
+}
+
+static rlx_status store_leaf(rlx_session *s, session_leaf *l, const void *data, size_t nbytes,
+                             const ir_shape *shape, const char *fn) {
+  const ir_node *n = &s->g->nodes[l->node];
+  int64_t numel = ir_numel(shape);
+  size_t want = rlx_dtype_nbytes(n->out[0].dtype, numel);
+  char b[IR_SHAPE_STR_CAP];
+  if (nbytes != want)
+    return rlx_set_error(RLX_ERR_INVALID, "%s: \"%s\" is %s%s = %zu bytes, got %zu", fn, n->a.name,
+                         rlx_dtype_name(n->out[0].dtype), ir_shape_str(s->g, shape, b, sizeof b), want, nbytes);
+  if (nbytes && !data) return rlx_set_error(RLX_ERR_INVALID, "%s: data for \"%s\" is NULL", fn, n->a.name);
+  if (l->nbytes != nbytes || !l->data) {
+    void *p = malloc(nbytes ? nbytes : 1);
+    if (!p) return rlx_set_error(RLX_ERR_NOMEM, "%s: out of memory (%zu bytes)", fn, nbytes);
+    free(l->data);
+    l->data = p;
+    l->nbytes = nbytes;
+  }
+  if (nbytes) memcpy(l->data, data, nbytes);
+  l->bound = *shape;
+  s->leaf_data[l->node] = l->data;
+  return RLX_OK;
+}
+
+rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes) {
+  if (!s || !name) return rlx_set_error(RLX_ERR_INVALID, "rlx_set_param: session or name is NULL");
+  session_leaf *l = find_leaf(s, name, 1, "rlx_set_param");
+  if (!l) return RLX_ERR_INVALID;
+  return store_leaf(s, l, data, nbytes, &s->g->nodes[l->node].out[0].shape, "rlx_set_param");
+}
+
+rlx_status rlx_set_input(rlx_session *s, const char *name, const void *data, size_t nbytes) {
+  if (!s || !name) return rlx_set_error(RLX_ERR_INVALID, "rlx_set_input: session or name is NULL");
+  session_leaf *l = find_leaf(s, name, 0, "rlx_set_input");
+  if (!l) return RLX_ERR_INVALID;
+  const ir_shape *decl = &s->g->nodes[l->node].out[0].shape;
+  if (ir_numel(decl) < 0)
+    return rlx_set_error(RLX_ERR_SHAPE, "rlx_set_input: \"%s\" has symbolic dims; use rlx_set_input_shaped", name);
+  return store_leaf(s, l, data, nbytes, decl, "rlx_set_input");
+}
+
+rlx_status rlx_set_input_shaped(rlx_session *s, const char *name, const void *data, size_t nbytes, int rank,
+                                const int64_t *dims) {
+  if (!s || !name) return rlx_set_error(RLX_ERR_INVALID, "rlx_set_input_shaped: session or name is NULL");
+  session_leaf *l = find_leaf(s, name, 0, "rlx_set_input_shaped");
+  if (!l) return RLX_ERR_INVALID;
+  const ir_shape *decl = &s->g->nodes[l->node].out[0].shape;
+  char a[IR_SHAPE_STR_CAP];
+  if (rank != decl->rank || (rank > 0 && !dims))
+    return rlx_set_error(RLX_ERR_SHAPE, "rlx_set_input_shaped: \"%s\" is declared %s (rank %d), got rank %d", name,
+                         ir_shape_str(s->g, decl, a, sizeof a), decl->rank, rank);
+  ir_shape shape = {rank, {0}};
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0 || (!ir_dim_is_sym(decl->d[i]) && dims[i] != decl->d[i]))
+      return rlx_set_error(RLX_ERR_SHAPE, "rlx_set_input_shaped: \"%s\" is declared %s, dim %d cannot be %lld", name,
+                           ir_shape_str(s->g, decl, a, sizeof a), i, (long long)dims[i]);
+    shape.d[i] = dims[i];
+  }
+  return store_leaf(s, l, data, nbytes, &shape, "rlx_set_input_shaped");
+}
+
+/* Binding of every symbol from the bound inputs; conflicting sizes are an error. */
+static rlx_status bind_symbols(rlx_session *s) {
+  for (int i = 0; i < s->g->n_syms; i++) s->binding[i] = -1;
+  for (int i = 0; i < s->n_leaves; i++) {
+    const session_leaf *l = &s->leaves[i];
+    const ir_node *n = &s->g->nodes[l->node];
+    if (!l->data)
+      return rlx_set_error(RLX_ERR_INVALID, "rlx_run: %s \"%s\" was never set", l->is_param ? "param" : "input",
+                           n->a.name);
+    for (int d = 0; d < n->out[0].shape.rank; d++) {
+      int64_t decl = n->out[0].shape.d[d];
+      if (!ir_dim_is_sym(decl)) continue;
+      int id = ir_dim_sym_id(decl);
+      if (s->binding[id] >= 0 && s->binding[id] != l->bound.d[d])
+        return rlx_set_error(RLX_ERR_SHAPE, "rlx_run: symbol %s is bound to %lld by one input and %lld by \"%s\"",
+                             s->g->syms[id].name ? s->g->syms[id].name : "?", (long long)s->binding[id],
+                             (long long)l->bound.d[d], n->a.name);
+      s->binding[id] = l->bound.d[d];
+    }
+  }
+  return RLX_OK;
+}
+
+rlx_status rlx_run(rlx_session *s) {
+  if (!s) return rlx_set_error(RLX_ERR_INVALID, "rlx_run: session is NULL");
+  rlx_status st = bind_symbols(s);
+  if (st) return st;
+  int idx;
+  st = get_plan(s, &idx);
+  if (st) return st;
+  s->current = idx;
+  s->stats.arena_bytes = s->backend->arena_bytes(s->plans[idx].plan);
+  rlx_bindings b = {s->leaf_data};
+  st = s->backend->run(s->plans[idx].plan, &b);
+  if (st == RLX_OK) s->stats.runs++;
+  return st;
+}
+
+/* The graph whose types describe the outputs now: the current plan's, or
+ * the user graph before any run. */
+static const rlx_graph *output_graph(const rlx_session *s) {
+  return s->current >= 0 ? s->plans[s->current].g : s->n_plans ? s->plans[0].g : s->g;
+}
+
+int rlx_session_num_outputs(const rlx_session *s) { return s ? s->g->n_outputs : 0; }
+
+int rlx_output_type(rlx_session *s, int index, rlx_dtype *dtype, int64_t *dims) {
+  if (!s || index < 0 || index >= s->g->n_outputs) return -1;
+  const rlx_graph *g = output_graph(s);
+  return rlx_node_type(g, g->outputs[index], dtype, dims);
+}
+
+rlx_status rlx_output(rlx_session *s, int index, void *dst, size_t nbytes) {
+  if (!s) return rlx_set_error(RLX_ERR_INVALID, "rlx_output: session is NULL");
+  if (index < 0 || index >= s->g->n_outputs)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_output: index %d out of range (the graph has %d outputs)", index,
+                         s->g->n_outputs);
+  if (s->current < 0) return rlx_set_error(RLX_ERR_INVALID, "rlx_output: call rlx_run first");
+  const rlx_graph *g = s->plans[s->current].g;
+  const ir_node *n = &g->nodes[g->outputs[index]];
+  size_t want = rlx_dtype_nbytes(n->out[0].dtype, ir_numel(&n->out[0].shape));
+  if (nbytes != want) {
+    char b[IR_SHAPE_STR_CAP];
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_output: output %d is %s%s = %zu bytes, got a buffer of %zu", index,
+                         rlx_dtype_name(n->out[0].dtype), ir_shape_str(g, &n->out[0].shape, b, sizeof b), want,
+                         nbytes);
+  }
+  if (nbytes && !dst) return rlx_set_error(RLX_ERR_INVALID, "rlx_output: dst is NULL");
+  if (ir_ops[n->op].category == RLX_CAT_LEAF) {
+    if (nbytes) memcpy(dst, s->leaf_data[n->id], nbytes);
+    return RLX_OK;
+  }
+  return s->backend->read(s->plans[s->current].plan, n->id, 0, dst, nbytes);
+}
+
+rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out) {
+  if (!s || !out) return rlx_set_error(RLX_ERR_INVALID, "rlx_session_get_stats: NULL argument");
+  *out = s->stats;
+  return RLX_OK;
+}

@@ -1,0 +1,93 @@
+/* rlx.c — the rlx command-line program: dispatch to subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *usage =
+    "usage: rlx [--version] [--help] <command> [args]\n"
+    "\n"
+    "rlx is a small ML compiler and runtime: it verifies, simplifies and runs\n"
+    "typed dataflow graphs on the CPU.\n"
+    "\n"
+    "commands:\n"
+    "  graph check FILE        parse and verify a graph text file, print it back\n"
+    "                          in canonical form with its hash\n"
+    "  graph run FILE [opts]   compile the graph, run it on random inputs and\n"
+    "                          params, print statistics of every output\n"
+    "      --seed N            random seed (default 1)\n"
+    "      --bind SYM=N        size of a symbolic dim (repeatable; unbound\n"
+    "                          symbols default to 4)\n"
+    "      --runs N            run N times and report the median time (default 1)\n"
+    "      --threads N         CPU threads (default: all cores)\n"
+    "\n"
+    "options:\n"
+    "  --version               print the version and exit\n"
+    "  --help, -h              print this help and exit\n"
+    "\n"
+    "environment:\n"
+    "  RLX_THREADS=N           CPU worker threads\n"
+    "  RLX_DEVICE=cpu          device override\n"
+    "\n"
+    "exit status: 0 on success, 1 on an error (the message names its cause),\n"
+    "2 on a usage error.\n";
+
+char *cli_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "rlx: error: cannot open %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) break;
+    if (cap - n - 1 == 0) {
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!buf || err) {
+    fprintf(stderr, "rlx: error: cannot read %s\n", path);
+    free(buf);
+    return NULL;
+  }
+  buf[n] = 0;
+  if (len) *len = n;
+  return buf;
+}
+
+int cli_fail(rlx_status st, const char *what) {
+  fprintf(stderr, "rlx: error: %s: %s: %s\n", what, rlx_status_name(st), rlx_last_error());
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("rlx %s\n", rlx_version());
+    return 0;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "graph")) return cmd_graph(argc - 2, argv + 2);
+  fprintf(stderr, "rlx: unknown command '%s' (try rlx --help)\n", argv[1]);
+  return 2;
+}
