@@ -129,7 +129,9 @@ int ir_infer_Reshape(rlx_graph *g, ir_node *n) {
   for (int i = 0; i < x->shape.rank; i++) {
     int64_t d = ir_dim_resolve(g, x->shape.d[i]);
     if (!ir_dim_is_sym(d)) {
-      pin *= d;  /* the input is a real tensor: its element count fits */
+      if (!mul_ok(pin, d, &pin))
+        return ir_fail(g, n, RLX_ERR_SHAPE, "element count of %s overflows",
+                       SHAPE_STR(g, &x->shape, b1));
       continue;
     }
     int j = 0;
@@ -151,7 +153,6 @@ int ir_infer_Reshape(rlx_graph *g, ir_node *n) {
       return ir_fail(g, n, RLX_ERR_SHAPE, "cannot reshape %s into %s: element counts differ",
                      SHAPE_STR(g, &x->shape, b1), SHAPE_STR(g, &out, b2));
   } else {
-    out.d[infer] = 1;  /* printable placeholder for the messages below */
     if (pout == 0)
       return ir_fail(g, n, RLX_ERR_SHAPE, "cannot infer -1 of %s from %s: other dims hold 0 "
                      "elements", SHAPE_STR(g, &out, b2), SHAPE_STR(g, &x->shape, b1));

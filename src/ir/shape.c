@@ -83,6 +83,10 @@ char *ir_shape_str(const rlx_graph *g, const ir_shape *s, char *buf, size_t cap)
   buf[0] = 0;
 #define PUT(...) do { if (n < cap) { int k_ = snprintf(buf + n, cap - n, __VA_ARGS__); \
                       if (k_ > 0) n += (size_t)k_; } } while (0)
+  if (s->rank < 0 || s->rank > RLX_MAX_RANK) {
+    PUT("[rank %d]", s->rank);
+    return buf;
+  }
   PUT("[");
   for (int i = 0; i < s->rank; i++) {
     int64_t d = s->d[i];

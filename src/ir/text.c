@@ -231,10 +231,9 @@ static void put_attr_value(text_out *o, const rlx_graph *g, const ir_attr_info *
   case IR_A_BOOL: put_str(o, *(const int64_t *)field ? "true" : "false"); break;
   case IR_A_F64: put_f64(o, *(const double *)field); break;
   case IR_A_ENUM: put_str(o, enum_name(info->enum_names, *(const int64_t *)field)); break;
-  case IR_A_DTYPE: put_str(o, rlx_dtype_name((rlx_dtype) * (const int64_t *)field)); break;
-  case IR_A_DTYPE_OR_NONE: {
+  case IR_A_DTYPE: case IR_A_DTYPE_OR_NONE: {
     int64_t t = *(const int64_t *)field;
-    put_str(o, t == -1 ? "none" : rlx_dtype_name((rlx_dtype)t));
+    put_str(o, info->kind == IR_A_DTYPE_OR_NONE && t == -1 ? "none" : rlx_dtype_name((rlx_dtype)t));
     break;
   }
   case IR_A_ILIST: case IR_A_DIMS: case IR_A_ENUMLIST: {
@@ -723,7 +722,7 @@ static rlx_status parse_list(parser *P, const ir_attr_info *info, ir_ilist *l) {
   TRY(expect_punct(P, '[', "to open a list"));
   l->n = 0;
   while (!at_punct(P, ']')) {
-    if (l->n && (TRY(expect_punct(P, ',', "or ']' in a list")), 0)) {}
+    if (l->n) TRY(expect_punct(P, ',', "or ']' in a list"));
     if (l->n == RLX_MAX_RANK) return syntax(&P->t, "list %s has more than %d entries", info->key, RLX_MAX_RANK);
     int64_t *v = &l->v[l->n];
     if (info->kind == IR_A_ENUMLIST) {
@@ -1066,15 +1065,13 @@ static rlx_status parse_node(parser *P) {
     st = advance(P);
     if (!st) st = parse_node_type(P, &decl);
   }
-  if (!st) {
-    if (ir_ops[op].category == RLX_CAT_LEAF && op != RLX_OP_Iota) {
-      st = build_leaf(P, op, &op_tok, &a, n_in, &decl, &id);
-    } else {
-      id = ir_add_node(P->g, op, n_in, in, &a);  /* takes the attributes, also on failure */
-      st = id < 0 ? builder_error(P, &op_tok) : decl.n ? check_node_type(P, &op_tok, id, &decl) : RLX_OK;
-    }
+  if (st || ir_ops[op].category == RLX_CAT_LEAF) {
+    if (!st) st = build_leaf(P, op, &op_tok, &a, n_in, &decl, &id);  /* the builder copies a */
+    ir_attrs_free(&a);
+  } else {
+    id = ir_add_node(P->g, op, n_in, in, &a);  /* takes the attributes, also on failure */
+    st = id < 0 ? builder_error(P, &op_tok) : decl.n ? check_node_type(P, &op_tok, id, &decl) : RLX_OK;
   }
-  ir_attrs_free(&a);
   free(in);
   return st ? st : label_add(P, &label, id);
 }

@@ -31,6 +31,16 @@ static rlx_status check_structure(const rlx_graph *g) {
       return rlx_set_error(RLX_ERR_INVALID, "verify: node %d has unknown op %d", i, n->op);
     const ir_op_info *info = &ir_ops[n->op];
     if (n->id != i) return rlx_set_error(RLX_ERR_INTERNAL, "verify: node %d has id %d", i, n->id);
+    if (n->n_out < 1 || n->n_out > IR_MAX_OUTPUTS)
+      return rlx_set_error(RLX_ERR_INVALID, "verify: %s (node %d) has %d outputs", info->name, i, n->n_out);
+    for (int o = 0; o < n->n_out; o++) {
+      if (!ir_dtype_valid(n->out[o].dtype))
+        return rlx_set_error(RLX_ERR_DTYPE, "verify: %s (node %d) output %d has invalid dtype %d", info->name, i, o,
+                             (int)n->out[o].dtype);
+      if (n->out[o].shape.rank < 0 || n->out[o].shape.rank > RLX_MAX_RANK)
+        return rlx_set_error(RLX_ERR_SHAPE, "verify: %s (node %d) output %d has rank %d, outside 0..%d", info->name,
+                             i, o, n->out[o].shape.rank, RLX_MAX_RANK);
+    }
     if (n->n_in < info->min_inputs || (info->max_inputs >= 0 && n->n_in > info->max_inputs))
       return rlx_set_error(RLX_ERR_INVALID, "verify: %s (node %d) has %d inputs, the op takes %d..%d",
                            info->name, i, n->n_in, info->min_inputs, info->max_inputs);

@@ -233,15 +233,32 @@ static float f32_round_odd(double v) {
   return f;
 }
 
-/* Store a float value into any plain dtype with Cast's semantics. Integer
- * targets: cpu_set truncates toward zero and saturates, NaN -> 0. */
+/* Value range of an integer dtype (I8 U8 I32 I64). */
+static void int_dtype_range(rlx_dtype t, int64_t *lo, int64_t *hi) {
+  *lo = t == RLX_I8 ? INT8_MIN : t == RLX_U8 ? 0 : t == RLX_I32 ? INT32_MIN : INT64_MIN;
+  *hi = t == RLX_I8 ? INT8_MAX : t == RLX_U8 ? UINT8_MAX : t == RLX_I32 ? INT32_MAX : INT64_MAX;
+}
+
+/* An integral double v (or +-inf) saturated into [lo, hi]. */
+static int64_t saturate_i(double v, int64_t lo, int64_t hi) {
+  if (v <= (double)lo) return lo;
+  if (v >= (double)hi) return hi; /* (double)INT64_MAX is 2^63 */
+  return (int64_t)v;
+}
+
+/* Store a float value into any plain dtype with Cast's semantics: integers
+ * truncate toward zero and saturate, NaN -> 0; BOOL is v != 0 (NaN -> true,
+ * as numpy); F16/BF16 round once. */
 static void cast_store(cpu_tensor *t, int64_t i, double v) {
-  if (t->dtype == RLX_BOOL)
-    cpu_set_i(t, i, v != 0); /* NaN -> true, as numpy */
-  else if (t->dtype == RLX_F16 || t->dtype == RLX_BF16)
+  if (t->dtype == RLX_F16 || t->dtype == RLX_BF16) {
     cpu_set(t, i, (double)f32_round_odd(v));
-  else
+  } else if (ir_is_float(t->dtype) || t->dtype == RLX_BOOL) {
     cpu_set(t, i, v);
+  } else {
+    int64_t tmin, tmax;
+    int_dtype_range(t->dtype, &tmin, &tmax);
+    cpu_set_i(t, i, isnan(v) ? 0 : saturate_i(trunc(v), tmin, tmax));
+  }
 }
 
 rlx_status cpu_Cast(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
@@ -250,30 +267,12 @@ rlx_status cpu_Cast(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_te
   const cpu_tensor *x = &in[0];
   int from_float = ir_is_float(x->dtype), to_float = ir_is_float(out->dtype);
   for (int64_t i = 0; i < out->numel; i++) {
-    if (from_float || to_float) {
+    if (from_float || to_float)
       cast_store(out, i, cpu_get(x, i));
-    } else { /* integer/bool -> integer/bool: exact, wrapping to the width */
-      int64_t v = cpu_get_i(x, i);
-      cpu_set_i(out, i, out->dtype == RLX_BOOL ? v != 0 : v);
-    }
+    else /* integer/bool -> integer/bool: exact, wrapping to the width (BOOL: != 0) */
+      cpu_set_i(out, i, cpu_get_i(x, i));
   }
   return RLX_OK;
-}
-
-static void int_dtype_range(rlx_dtype t, int64_t *lo, int64_t *hi) {
-  switch (t) {
-  case RLX_I8: *lo = INT8_MIN, *hi = INT8_MAX; return;
-  case RLX_U8: *lo = 0, *hi = UINT8_MAX; return;
-  case RLX_I32: *lo = INT32_MIN, *hi = INT32_MAX; return;
-  default: *lo = INT64_MIN, *hi = INT64_MAX; return;
-  }
-}
-
-/* An integral double v (or +-inf) saturated into [lo, hi]. */
-static int64_t saturate_i(double v, int64_t lo, int64_t hi) {
-  if (v <= (double)lo) return lo;
-  if (v >= (double)hi) return hi; /* (double)INT64_MAX is 2^63 */
-  return (int64_t)v;
 }
 
 rlx_status cpu_Clamp(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {

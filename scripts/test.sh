@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# test.sh — build rlx and pass every test:
+#   1. gcc Release build, the whole CTest suite (unit + op parity + CLI);
+#   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. a clang build (-Werror clean) and a bounded libFuzzer run of every
+#      harness under tests/fuzz (RLX_FUZZ_SECONDS each, default 30).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+jobs=$(nproc)
+
+echo "== gcc release build and tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build -j"$jobs" --output-on-failure
+
+echo "== ASan + UBSan build and tests"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLX_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan -j"$jobs" --output-on-failure
+
+echo "== clang build and fuzzing"
+CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DRLX_FUZZ=ON \
+  -DRLX_FUZZ_SECONDS="${RLX_FUZZ_SECONDS:-30}" >/dev/null
+cmake --build build-clang -j"$jobs"
+ctest --test-dir build-clang -j"$jobs" --output-on-failure -L "unit|fuzz"
