@@ -84,7 +84,9 @@ int main(void) {
   CHECK_ERR(rlx_set_input(NULL, "x", x, sizeof x), RLX_ERR_INVALID, "NULL");
   CHECK_ERR(rlx_output(s, 0, big, sizeof big), RLX_ERR_INVALID, "bytes");
   CHECK_ERR(rlx_output(s, 3, big, sizeof big), RLX_ERR_INVALID, "index 3");
-  CHECK_ERR(rlx_compile(NULL, NULL, &s2), RLX_ERR_INVALID, "NULL");
+  rlx_session *none = NULL;
+  CHECK_ERR(rlx_compile(NULL, NULL, &none), RLX_ERR_INVALID, "NULL");
+  CHECK_ERR(rlx_compile(g, NULL, NULL), RLX_ERR_INVALID, "NULL");
   CHECK_ERR(rlx_run(NULL), RLX_ERR_INVALID, "NULL");
 
   /* wrong dtype: f32 param into an f64 matmul */

@@ -225,7 +225,7 @@ static int check_weights(rlx_graph *g, ir_node *n, int transposed, int64_t *out_
                      sw, (long long)w->shape.d[1], sx, (long long)c, (long long)groups);
   } else {
     if (w->shape.d[0] != c)
-      return ir_fail(g, n, RLX_ERR_SHAPE, "w %s must have x's %lld channels %s first", sw,
+      return ir_fail(g, n, RLX_ERR_SHAPE, "w %s must start with the %lld channels of x %s", sw,
                      (long long)c, sx);
     *out_ch = w->shape.d[1] * groups;
   }
@@ -307,10 +307,12 @@ int ir_infer_ConvTranspose(rlx_graph *g, ir_node *n) {
 
 /* ---------------------------------------------------------------- Pool */
 
-/* Pool (torch max_pool / avg_pool, ceil_mode false): max pads with -inf,
- * avg divides by the whole window (count_include_pad) or by its non-pad
- * elements. Each pad must be smaller than the kernel, so every window holds
- * at least one input element. */
+/* Pool (torch max_pool / avg_pool, ceil_mode false): max pads with -inf
+ * (a NaN in the window wins, as in torch), avg divides by the whole window
+ * (count_include_pad) or by its non-pad elements. An empty stride means 1
+ * (ONNX's default, not torch's stride = kernel). Each pad must be smaller
+ * than the kernel (torch asks pad <= kernel/2), so every window holds at
+ * least one input element. */
 int ir_infer_Pool(rlx_graph *g, ir_node *n) {
   const ir_type *x = ir_in(g, n, 0);
   if (n->a.pool < 0 || n->a.pool >= RLX_POOL_COUNT)
@@ -318,7 +320,7 @@ int ir_infer_Pool(rlx_graph *g, ir_node *n) {
   if (check_spatial(g, n, x) < 0) return -1;
   int nd = (int)n->a.ndim;
   if (n->a.kernel.n == 0)
-    return ir_fail(g, n, RLX_ERR_INVALID, "kernel needs %d entries", nd);
+    return ir_fail(g, n, RLX_ERR_INVALID, "kernel needs %d entries (one per spatial dim)", nd);
   if (norm_list(g, n, &n->a.kernel, "kernel", nd, 1, 1) < 0) return -1;
   ir_type *y = &n->out[0];
   y->dtype = x->dtype;

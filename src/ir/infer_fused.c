@@ -81,10 +81,12 @@ rlx_node rlx_fused_matmul_bias_act(rlx_graph *g, rlx_node a, rlx_node w, rlx_nod
 
 /* act(a @ w + bias): a [..., M, K] (rank >= 1; rank 1 is [K] as in NumPy
  * matmul, giving [N]), w [K, N] (not batched), bias [N]; one float dtype.
- * act may be none; alpha is leaky_relu's slope. Output [..., M, N]. */
+ * act may be none; alpha is leaky_relu's slope (finite). Output [..., M, N]. */
 int ir_infer_FusedMatMulBiasAct(rlx_graph *g, ir_node *n) {
   if (n->a.act < 0 || n->a.act >= RLX_ACT_COUNT)
     return ir_fail(g, n, RLX_ERR_INVALID, "act %lld unknown", (long long)n->a.act);
+  if (n->a.act == RLX_ACT_LEAKY_RELU && !isfinite(n->a.alpha))
+    return ir_fail(g, n, RLX_ERR_INVALID, "leaky_relu alpha must be finite, got %g", n->a.alpha);
   if (check_float_inputs(g, n) < 0) return -1;
   const ir_type *a = ir_in(g, n, 0), *w = ir_in(g, n, 1), *bias = ir_in(g, n, 2);
   int r = a->shape.rank;
@@ -265,7 +267,8 @@ static int infer_step(rlx_graph *g, ir_node *n, int i, const rlx_region_step *s,
   switch (s->kind) {
   case RLX_STEP_ACT:
     if (s->op <= RLX_ACT_NONE || s->op >= RLX_ACT_COUNT)
-      return ir_fail(g, n, RLX_ERR_INVALID, "step %d: act %d is not an activation", i, s->op);
+      return ir_fail(g, n, RLX_ERR_INVALID, "step %d: act %s is not an activation", i,
+                     s->op == RLX_ACT_NONE ? "none" : "(out of range)");
     if (s->op == RLX_ACT_LEAKY_RELU && !isfinite(s->alpha))
       return ir_fail(g, n, RLX_ERR_INVALID, "step %d: leaky_relu alpha must be finite, got %g", i,
                      s->alpha);
@@ -366,9 +369,9 @@ int ir_infer_ElementwiseRegion(rlx_graph *g, ir_node *n) {
  * batch input b in order, the chain runs as one ElementwiseRegion with the
  * N - nb + 1 region inputs (in_b, in_nb, ..., in_{N-1}): i0 is batch input b
  * (the prologue, if any, applies to it, never to shared inputs) and i1.. are
- * the shared inputs. The nb results must agree in dtype, in rank (>= 1) and
- * in every dim but dim 0; the output is their concatenation along axis 0
- * (dim 0 = sum of the results' dim 0). */
+ * the shared inputs. The nb results must agree in dtype (RLX_ERR_DTYPE), in
+ * rank (>= 1) and in every dim but dim 0 (RLX_ERR_SHAPE); the output is their
+ * concatenation along axis 0 (dim 0 = sum of the results' dim 0). */
 int ir_infer_BatchElementwiseRegion(rlx_graph *g, ir_node *n) {
   if (check_region_inputs(g, n) < 0) return -1;
   int64_t nb = n->a.num_batch_inputs;
@@ -398,12 +401,16 @@ int ir_infer_BatchElementwiseRegion(rlx_graph *g, ir_node *n) {
       *out = r;
       continue;
     }
-    int agree = r.dtype == out->dtype && r.shape.rank == out->shape.rank;
+    if (r.dtype != out->dtype) {
+      rc = ir_fail(g, n, RLX_ERR_DTYPE, "result of batch input %d is %s, result of batch input 0 is %s",
+                   b, rlx_dtype_name(r.dtype), rlx_dtype_name(out->dtype));
+      break;
+    }
+    int agree = r.shape.rank == out->shape.rank;
     for (int i = 1; agree && i < r.shape.rank; i++) agree = dims_compatible(r.shape.d[i], out->shape.d[i]);
     if (!agree) {
-      rc = ir_fail(g, n, RLX_ERR_SHAPE, "result %s%s of batch input %d does not concatenate with %s%s",
-                   rlx_dtype_name(r.dtype), ir_shape_str(g, &r.shape, br, sizeof br), b,
-                   rlx_dtype_name(out->dtype), ir_shape_str(g, &out->shape, bo, sizeof bo));
+      rc = ir_fail(g, n, RLX_ERR_SHAPE, "result %s of batch input %d does not concatenate on axis 0 with %s",
+                   ir_shape_str(g, &r.shape, br, sizeof br), b, ir_shape_str(g, &out->shape, bo, sizeof bo));
       break;
     }
     out->shape.d[0] = ir_dim_add(g, out->shape.d[0], r.shape.d[0]);
@@ -438,8 +445,8 @@ int ir_infer_TransformRegion(rlx_graph *g, ir_node *n) {
   n->out[0] = *x;
   for (int i = 0; i < t->n; i++) {
     if (t->v[i] != RLX_PROLOGUE_RESIZE_NEAREST_2X)
-      return ir_fail(g, n, RLX_ERR_INVALID, "transform %d is %lld, not resize_nearest_2x", i,
-                     (long long)t->v[i]);
+      return ir_fail(g, n, RLX_ERR_INVALID, "transform %d is %s, not resize_nearest_2x", i,
+                     t->v[i] == RLX_PROLOGUE_NONE ? "none" : "(out of range)");
     if (resize2x_shape(g, n, &n->out[0].shape, "x") < 0) return -1;
   }
   return 0;
@@ -507,8 +514,8 @@ int ir_infer_FusedAttentionBlock(rlx_graph *g, ir_node *n) {
       return ir_fail(g, n, RLX_ERR_DTYPE, "x and the weights must share one float dtype, got %s and %s",
                      rlx_dtype_name(x->dtype), rlx_dtype_name(ir_in(g, n, i)->dtype));
   if (a->mask < 0 || a->mask >= RLX_MASK_COUNT || a->mask == RLX_MASK_CUSTOM)
-    return ir_fail(g, n, RLX_ERR_INVALID, "mask %lld: want none, causal or sliding_window",
-                   (long long)a->mask);
+    return ir_fail(g, n, RLX_ERR_INVALID, "mask %s: want none, causal or sliding_window (no mask input)",
+                   a->mask == RLX_MASK_CUSTOM ? "custom" : "(out of range)");
   if (a->mask == RLX_MASK_SLIDING_WINDOW && a->window <= 0)
     return ir_fail(g, n, RLX_ERR_INVALID, "sliding_window needs window > 0, got %lld",
                    (long long)a->window);

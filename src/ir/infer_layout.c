@@ -103,8 +103,6 @@ int ir_infer_Reshape(rlx_graph *g, ir_node *n) {
   const ir_type *x = ir_in(g, n, 0);
   const ir_ilist *dims = &n->a.dims;
   char b1[IR_SHAPE_STR_CAP], b2[IR_SHAPE_STR_CAP];
-  if (!ir_dtype_valid(x->dtype))
-    return ir_fail(g, n, RLX_ERR_DTYPE, "invalid input dtype %d", (int)x->dtype);
   if (dims->n < 0 || dims->n > RLX_MAX_RANK)
     return ir_fail(g, n, RLX_ERR_INVALID, "dims has %d entries", dims->n);
 
@@ -519,7 +517,8 @@ int ir_infer_UpdateSlice(rlx_graph *g, ir_node *n) {
   if (start->dtype != RLX_I32 && start->dtype != RLX_I64)
     return ir_fail(g, n, RLX_ERR_DTYPE, "start has dtype %s; expected i32 or i64",
                    rlx_dtype_name(start->dtype));
-  if (start->shape.rank > 1 || (start->shape.rank == 1 && !dims_compatible(g, start->shape.d[0], 1)))
+  if (start->shape.rank > 1 ||
+      (start->shape.rank == 1 && !dims_compatible(g, start->shape.d[0], 1)))
     return ir_fail(g, n, RLX_ERR_SHAPE, "start has shape %s; expected a scalar or [1]",
                    SHAPE_STR(g, &start->shape, b1));
   int axis = ir_norm_axis(n->a.axis, x->shape.rank);

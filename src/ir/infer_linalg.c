@@ -92,10 +92,9 @@ rlx_node rlx_attention(rlx_graph *g, rlx_node q, rlx_node k, rlx_node v, rlx_nod
   a.softcap = d->softcap;
   a.layout = d->layout;
   rlx_node in[] = {q, k, v, mask};
-  /* A custom mask whose node failed (-1) is passed on so the sticky error
-   * is reported rather than a missing input. */
-  int n_in = mask >= 0 || d->mask_kind == RLX_MASK_CUSTOM ? 4 : 3;
-  return ir_add_node(g, RLX_OP_Attention, n_in, in, &a);
+  /* A failed mask node (-1) is reported by its own sticky error; without
+   * one, inference names the missing mask input. */
+  return ir_add_node(g, RLX_OP_Attention, mask >= 0 ? 4 : 3, in, &a);
 }
 
 /* Decisions where OPS.md is silent: num_kv_heads 0 means num_heads and

@@ -74,7 +74,9 @@ int ir_infer_Quantize(rlx_graph *g, ir_node *n) {
     return ir_fail(g, n, RLX_ERR_DTYPE, "x must be a float tensor, got %s", dtype_s(tx->dtype));
   const ir_shape *s = &tx->shape;
   const int block = ir_dtypes[n->a.scheme].block;
-  if (s->rank < 1 || ir_dim_is_sym(s->d[s->rank - 1]) || s->d[s->rank - 1] % block)
+  if (s->rank < 1)
+    return ir_fail(g, n, RLX_ERR_SHAPE, "x must have rank >= 1, got %s", SHAPE_S(g, s));
+  if (ir_dim_is_sym(s->d[s->rank - 1]) || s->d[s->rank - 1] % block)
     return ir_fail(g, n, RLX_ERR_SHAPE, "last dim of x %s must be a static multiple of %d (%s)",
                    SHAPE_S(g, s), block, dtype_s(n->a.scheme));
   n->out[0].dtype = (rlx_dtype)n->a.scheme;

@@ -25,6 +25,7 @@
 #include "ir.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,7 +470,7 @@ static rlx_status advance(parser *P) {
   const char *p = P->p;
   for (;;) {  /* whitespace and comments */
     if (*p == '\n') {
-      P->line++;
+      if (P->line < INT_MAX) P->line++;  /* saturates on absurdly long texts */
       P->line_start = ++p;
     } else if (*p == ' ' || *p == '\t' || *p == '\r') {
       p++;
@@ -485,7 +486,7 @@ static rlx_status advance(parser *P) {
   t->line = P->line;
   t->col = col_of(P, p);
   unsigned char c = (unsigned char)*p;
-  const char *end;
+  const char *end = NULL;
   rlx_status st;
   if (c == 0) {
     t->kind = TK_EOF;
@@ -619,7 +620,7 @@ static rlx_status parse_label_ref(parser *P, rlx_node *node) {
   if (P->t.kind != TK_LABEL) return syntax(&P->t, "expected a node label (%%N), got %s", TOK_DESC(&P->t));
   const label_slot *s = label_find(P, P->t.label);
   if (!s)
-    return syntax(&P->t, "%%%lld is undefined or a forward reference (graphs must be acyclic and in topological order)",
+    return syntax(&P->t, "%%%lld: undefined or forward reference (graphs must be acyclic and in topological order)",
                   (long long)P->t.label);
   *node = s->node;
   return advance(P);
@@ -686,7 +687,7 @@ static rlx_status parse_enum(parser *P, const char *const *names, const char *wh
   if (P->t.kind != TK_IDENT) return syntax(&P->t, "expected a name for %s, got %s", what, TOK_DESC(&P->t));
   int e = ir_enum_from_name(names, P->t.s, P->t.len);
   if (e < 0)
-    return syntax(&P->t, "unknown %s '%.*s' (one of: %s)", what, (int)P->t.len, P->t.s,
+    return syntax(&P->t, "bad value '%.*s' for %s (one of: %s)", (int)P->t.len, P->t.s, what,
                   names_list(names, (char[400]){0}, 400));
   *v = e;
   return advance(P);
@@ -761,7 +762,7 @@ static rlx_status parse_operand(parser *P, int *k) {
 static rlx_status parse_step(parser *P, rlx_region_step *s) {
   static const char *const kinds[] = {"act", "bin", "cast", "cmp", NULL};
   memset(s, 0, sizeof *s);
-  int64_t v;
+  int64_t v = 0;
   TRY(parse_enum(P, kinds, "step kind", &v));
   s->kind = (rlx_step_kind)v;
   TRY(expect_punct(P, '.', "after the step kind"));
@@ -770,7 +771,7 @@ static rlx_status parse_step(parser *P, rlx_region_step *s) {
   case RLX_STEP_BIN: TRY(parse_enum(P, ir_binop_names, "binary op", &v)); break;
   case RLX_STEP_CMP: TRY(parse_enum(P, ir_cmpop_names, "comparison", &v)); break;
   default: {
-    int64_t to;
+    int64_t to = 0;
     TRY(parse_dtype(P, 0, &to));
     s->to = (rlx_dtype)to;
     v = 0;
@@ -909,7 +910,7 @@ typedef struct {
 
 static rlx_status parse_type(parser *P, type_decl *ty, const char **end) {
   tok at = P->t;
-  int64_t dt;
+  int64_t dt = 0;
   TRY(parse_dtype(P, 0, &dt));
   ty->dtype = (int)dt;
   ty->rank = 0;

@@ -4,7 +4,7 @@ ResizeNearest2x, Resize, Fft, LogMel. References are written here in NumPy
 LogMel writes out the STFT and librosa's Slaney mel filterbank."""
 import numpy as np
 
-from rlxcase import FLOAT_DTYPES, Graph, T, round_to
+from rlxcase import FLOAT_DTYPES, RLX_TO_NP, Graph, T, round_to
 
 PLAIN_DTYPES = ["f32", "f16", "bf16", "f64", "i8", "u8", "i32", "i64", "bool"]
 
@@ -343,7 +343,8 @@ def conv_transpose_cases(suite, rng):
 
 
 def pool_cases(suite, rng):
-    pool_case(suite, rng, "p2d_max_k3s2p1", "f32", [2, 3, 7, 8], "max", [3, 3], [2, 2], [1, 1, 1, 1])
+    pool_case(suite, rng, "p2d_max_k3s2p1", "f32", [2, 3, 7, 8], "max", [3, 3], [2, 2],
+              [1, 1, 1, 1])
     pool_case(suite, rng, "p2d_avg_k3s2p1_incl", "f32", [2, 3, 7, 8], "avg", [3, 3], [2, 2],
               [1, 1, 1, 1], cip=True)
     pool_case(suite, rng, "p2d_avg_k3s2p1_excl", "f32", [2, 3, 7, 8], "avg", [3, 3], [2, 2],
@@ -400,10 +401,9 @@ def resize_cases(suite, rng):
             if dt == "bool":
                 xv = rng.random(shape) < 0.5
             elif dt in ("i8", "u8", "i32", "i64"):
-                info = np.iinfo(np.dtype(dt.replace("i", "int").replace("uint", "uint")
-                                         if dt[0] == "i" else "uint8"))
+                info = np.iinfo(RLX_TO_NP[dt])
                 xv = rng.integers(info.min, info.max, size=shape, endpoint=True,
-                                  dtype=np.dtype(info.dtype))
+                                  dtype=RLX_TO_NP[dt])
             else:
                 xv = round_to(rng.standard_normal(shape), dt).astype(np.float64)
             xt = T(xv, dt)

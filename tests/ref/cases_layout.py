@@ -65,7 +65,7 @@ def reshape_cases(suite, rng):
              ([0, 3], [-1, 3]), ([2, 1, 3, 1, 2, 1, 1, 2], [-1, 2, 3]),
              ([24], [1, 2, 1, 3, 1, 2, 1, 2]), ([3, 5, 7], [7, -1, 1])]
     for shape, dims in plain:
-        name = "reshape_f32_%s_to_%s" % (sname(shape), sname(dims) if dims else "scalar")
+        name = "reshape_f32_%s_to_%s" % (sname(shape), sname(dims))
         add_unary(suite, rng, name, "f32", shape, "Reshape",
                   lambda v, dims=dims: v.reshape(dims), dims=dims)
 
@@ -82,6 +82,18 @@ def reshape_cases(suite, rng):
         bound = [concrete[xshape.index("S")] if d == "S" else d for d in dims]
         suite.add("reshape_sym_%s_to_%s" % (sname(xshape), sname(dims)), g,
                   inputs={"x": tensor(v, "f32")}, expected=[tensor(v.reshape(bound), "f32")])
+
+    # Block dtypes (GGUF params) reshape as bytes when the last dim is kept.
+    for dt, block, nbytes in (("q4_0", 32, 18), ("q6_k", 256, 210)):
+        for dims in ([2, 2, block], [-1, block]):
+            g = Graph("reshape_block")
+            w = g.param("w", dt, [4, block])
+            g.outputs(g.op("Reshape", [w], dims=dims))
+            raw = rng.integers(0, 256, 4 * nbytes, dtype=np.uint8).tobytes()
+            out_shape = [2, 2, block] if len(dims) == 3 else [4, block]
+            suite.add("reshape_%s_to_%s" % (dt, sname(dims)), g,
+                      params={"w": T.raw(raw, dt, [4, block])},
+                      expected=[T.raw(raw, dt, out_shape)])
 
     add_error(suite, "reshape_err_count", unary_graph("e", "f32", [2, 3], "Reshape", dims=[4, 2]),
               "RLX_ERR_SHAPE")
@@ -261,7 +273,8 @@ def pad_cases(suite, rng):
                       lambda v, fill=pad_fill(value, dt): pad_ref(v, [1, 0], [2, 3], fill),
                       before=before, after=after, value=value)
     for shape, before, after in (([], [], []), ([5], [0], [0]), ([1, 1], [2, 0], [0, 2]),
-                                 ([0, 3], [1, 1], [1, 0]), ([2, 3, 1, 2], [1, 0, 2, 0], [0, 1, 0, 1])):
+                                 ([0, 3], [1, 1], [1, 0]),
+                                 ([2, 3, 1, 2], [1, 0, 2, 0], [0, 1, 0, 1])):
         add_unary(suite, rng, "pad_f32_%s_%s_%s" % (sname(shape), sname(before), sname(after)),
                   "f32", shape, "Pad",
                   lambda v, b=before, a=after: pad_ref(v, b, a, 1.5),
@@ -309,7 +322,7 @@ def gather_cases(suite, rng):
                    [3.75, -0.5, 1.0, 4.5], -1)
     add_gather(suite, rng, "gather_i64_scalar_idx", "i64", [4, 5], "i32", 2, 0)
     add_gather(suite, rng, "gather_bf16_rank1", "bf16", [9], "i64", [[8, 1], [0, 0], [4, 4]], 0)
-    add_gather(suite, rng, "gather_f64_empty_idx", "f64", [3, 2], "i32", np.zeros((0,), np.int64), 1)
+    add_gather(suite, rng, "gather_f64_empty_idx", "f64", [3, 2], "i32", np.zeros(0, np.int64), 1)
     add_gather(suite, rng, "gather_u8_high_rank", "u8", [2, 3, 4], "i64",
                rng.integers(0, 3, (2, 1, 3, 2)), 1)
 
@@ -551,6 +564,35 @@ def identity_cases(suite, rng):
     add_error(suite, "get_output_err_index", g, "RLX_ERR_INVALID")
 
 
+# ---------------------------------------------------------------- symbolic dims
+
+def sym_cases(suite, rng):
+    """Graphs over an input [S, 3] (S bound to 5 at run time)."""
+    def add(name, build, ref):
+        g = Graph(name)
+        x = g.input("x", "f32", ["S", 3])
+        g.outputs(build(g, x))
+        v = values(rng, "f32", (5, 3))
+        suite.add(name, g, inputs={"x": tensor(v, "f32")}, expected=[tensor(ref(v), "f32")])
+
+    add("sym_expand", lambda g, x: g.op("Expand", [x], dims=[2, "S", 3]),
+        lambda v: np.broadcast_to(v, (2, 5, 3)))
+    add("sym_transpose", lambda g, x: g.op("Transpose", [x], perm=[1, 0]), lambda v: v.T)
+    add("sym_concat_axis0", lambda g, x: g.op("Concat", [x, x], axis=0),
+        lambda v: np.concatenate([v, v], 0))
+    add("sym_concat_axis1", lambda g, x: g.op("Concat", [x, x], axis=-1),
+        lambda v: np.concatenate([v, v], 1))
+    add("sym_pad", lambda g, x: g.op("Pad", [x], before=[1, 0], after=[2, 1], value=-1.0),
+        lambda v: np.pad(v, [(1, 2), (0, 1)], constant_values=-1.0))
+    add("sym_tri", lambda g, x: g.op("Tri", [x], upper=False, k=-1), lambda v: np.tril(v, -1))
+    add("sym_slice_full", lambda g, x: g.op("Slice", [x], starts=[0, 1], ends=[I64_MAX, 3],
+                                            steps=[1, 1]), lambda v: v[:, 1:])
+    add("sym_reshape_transpose_reshape",
+        lambda g, x: g.op("Reshape", [g.op("Transpose", [g.op("Reshape", [x], dims=[-1])],
+                                                        perm=[0])], dims=["S", 3]),
+        lambda v: v)
+
+
 def cases(suite, rng):
     reshape_cases(suite, rng)
     expand_cases(suite, rng)
@@ -566,3 +608,4 @@ def cases(suite, rng):
     onehot_cases(suite, rng)
     tri_cases(suite, rng)
     identity_cases(suite, rng)
+    sym_cases(suite, rng)

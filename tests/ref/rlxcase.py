@@ -34,16 +34,17 @@ BLOCK_DTYPES = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k",
 
 def bf16_bits(x):
     """float array -> uint16 bf16 bits, round to nearest even (NaN kept quiet)."""
-    f = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+    f = np.array(x, dtype=np.float32)  # a copy; keeps rank 0 (ascontiguousarray would not)
     u = f.view(np.uint32).astype(np.uint64)
-    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    rounded = np.array((u + 0x7FFF + ((u >> 16) & 1)) >> 16, dtype=np.uint16)
     nan = np.isnan(f)
     rounded[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
-    return rounded
+    return rounded.reshape(f.shape)
 
 
 def bf16_to_f32(bits):
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    b = np.array(bits, dtype=np.uint16)
+    return (b.astype(np.uint32) << 16).view(np.float32).reshape(b.shape)
 
 
 def round_to(x, dtype):
@@ -142,8 +143,9 @@ class Graph:
         t = as_T(value)
         return self._emit("Constant", [], {"data": t.tobytes()}, t.dtype + _dims(t.shape))
 
-    def op(self, op, inputs, **attrs):
-        return self._emit(op, list(inputs), attrs)
+    def op(self, op_name, inputs, /, **attrs):
+        """attrs may include op=... (Binary, Compare, Reduce): the op name is positional-only."""
+        return self._emit(op_name, list(inputs), attrs)
 
     def get_output(self, node, index):
         return self._emit("GetOutput", [node], {"index": index})

@@ -26,16 +26,28 @@ double cpu_get(const cpu_tensor *t, int64_t i) {
 static int64_t to_int_sat(double v, double lo, double hi) {
   if (isnan(v)) return 0;
   if (v <= lo) return (int64_t)lo;
-  if (v >= hi) return v >= 9223372036854775807.0 ? INT64_MAX : (int64_t)hi;
+  if (v >= hi) return hi >= 9223372036854775807.0 ? INT64_MAX : (int64_t)hi;
   return (int64_t)v;
+}
+
+/* v rounded to float with round-to-odd: an inexact result gets an odd
+ * mantissa, so a second rounding to f16/bf16 (fewer than 22 bits) rounds
+ * to nearest even exactly as a direct conversion from double would. */
+static float f32_round_odd(double v) {
+  float f = (float)v;
+  if (isnan(v) || (double)f == v) return f;
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  if (bits % 2 == 0) f = nextafterf(f, (double)f < v ? INFINITY : -INFINITY);
+  return f;
 }
 
 void cpu_set(cpu_tensor *t, int64_t i, double v) {
   void *p = t->data;
   switch (t->dtype) {
   case RLX_F32: ((float *)p)[i] = (float)v; break;
-  case RLX_F16: ((uint16_t *)p)[i] = ir_f32_to_f16((float)v); break;
-  case RLX_BF16: ((uint16_t *)p)[i] = ir_f32_to_bf16((float)v); break;
+  case RLX_F16: ((uint16_t *)p)[i] = ir_f32_to_f16(f32_round_odd(v)); break;
+  case RLX_BF16: ((uint16_t *)p)[i] = ir_f32_to_bf16(f32_round_odd(v)); break;
   case RLX_F64: ((double *)p)[i] = v; break;
   case RLX_I8: ((int8_t *)p)[i] = (int8_t)to_int_sat(v, -128, 127); break;
   case RLX_U8: ((uint8_t *)p)[i] = (uint8_t)to_int_sat(v, 0, 255); break;

@@ -221,18 +221,6 @@ rlx_status cpu_Where(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_t
   return RLX_OK;
 }
 
-/* v rounded to float with round-to-odd: an inexact result gets an odd
- * mantissa, so a second rounding to f16/bf16 (fewer than 22 bits) rounds
- * to nearest even exactly as a direct conversion would. */
-static float f32_round_odd(double v) {
-  float f = (float)v;
-  if (isnan(v) || (double)f == v) return f;
-  uint32_t bits;
-  memcpy(&bits, &f, sizeof bits);
-  if (bits % 2 == 0) f = nextafterf(f, (double)f < v ? INFINITY : -INFINITY);
-  return f;
-}
-
 /* Value range of an integer dtype (I8 U8 I32 I64). */
 static void int_dtype_range(rlx_dtype t, int64_t *lo, int64_t *hi) {
   *lo = t == RLX_I8 ? INT8_MIN : t == RLX_U8 ? 0 : t == RLX_I32 ? INT32_MIN : INT64_MIN;
@@ -246,21 +234,6 @@ static int64_t saturate_i(double v, int64_t lo, int64_t hi) {
   return (int64_t)v;
 }
 
-/* Store a float value into any plain dtype with Cast's semantics: integers
- * truncate toward zero and saturate, NaN -> 0; BOOL is v != 0 (NaN -> true,
- * as numpy); F16/BF16 round once. */
-static void cast_store(cpu_tensor *t, int64_t i, double v) {
-  if (t->dtype == RLX_F16 || t->dtype == RLX_BF16) {
-    cpu_set(t, i, (double)f32_round_odd(v));
-  } else if (ir_is_float(t->dtype) || t->dtype == RLX_BOOL) {
-    cpu_set(t, i, v);
-  } else {
-    int64_t tmin, tmax;
-    int_dtype_range(t->dtype, &tmin, &tmax);
-    cpu_set_i(t, i, isnan(v) ? 0 : saturate_i(trunc(v), tmin, tmax));
-  }
-}
-
 rlx_status cpu_Cast(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
   (void)ctx;
   (void)n;
@@ -268,7 +241,7 @@ rlx_status cpu_Cast(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_te
   int from_float = ir_is_float(x->dtype), to_float = ir_is_float(out->dtype);
   for (int64_t i = 0; i < out->numel; i++) {
     if (from_float || to_float)
-      cast_store(out, i, cpu_get(x, i));
+      cpu_set(out, i, cpu_get(x, i)); /* truncates + saturates ints, rounds halves once */
     else /* integer/bool -> integer/bool: exact, wrapping to the width (BOOL: != 0) */
       cpu_set_i(out, i, cpu_get_i(x, i));
   }

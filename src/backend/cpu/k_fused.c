@@ -262,7 +262,9 @@ static void region_step(const region *r, int j) {
     break;
   case RLX_STEP_CAST:
     /* Cast: through double when either side is a float (float -> int
-     * truncates and saturates, -> BOOL is != 0), else exact int64 (wraps). */
+     * truncates and saturates, -> BOOL is != 0), else exact int64 (wraps).
+     * F64 -> F16/BF16 rounds through F32 here (cpu_set), where the Cast
+     * kernel rounds once: they can differ by one ulp on a double rounding. */
     if (fl || ir_is_float(cell->dtype)) cpu_set(cell, 0, cpu_get(ta, ia));
     else cpu_set_i(cell, 0, cpu_get_i(ta, ia));
     break;

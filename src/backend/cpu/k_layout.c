@@ -138,24 +138,25 @@ rlx_status cpu_Concat(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_
   return RLX_OK;
 }
 
-/* Fills every element of t with v converted to t's dtype. */
-static void fill_value(cpu_tensor *t, double v) {
-  uint64_t cell = 0;  /* one element of any plain dtype */
-  cpu_tensor one = {.data = &cell, .dtype = t->dtype, .rank = 0, .numel = 1,
-                    .nbytes = elem_size(t)};
+/* The bytes of v stored as one element of dtype t (a plain dtype). */
+static uint64_t element_bytes(rlx_dtype t, double v) {
+  uint64_t cell = 0;
+  cpu_tensor one = {.data = &cell, .dtype = t, .rank = 0, .numel = 1,
+                    .nbytes = (size_t)ir_dtypes[t].size};
   cpu_set(&one, 0, v);
-  size_t es = elem_size(t);
-  for (int64_t i = 0; i < t->numel; i++) memcpy((char *)t->data + i * (int64_t)es, &cell, es);
+  return cell;
 }
 
 rlx_status cpu_Pad(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
   (void)ctx;
   int64_t ds[RLX_MAX_RANK], ss[RLX_MAX_RANK], off = 0;
-  fill_value(out, n->a.value);
+  uint64_t fill = element_bytes(out->dtype, n->a.value);
+  size_t es = elem_size(out);
+  for (int64_t i = 0; i < out->numel; i++) memcpy((char *)out->data + i * (int64_t)es, &fill, es);
   cpu_strides(out->rank, out->d, ds);
   cpu_strides(in[0].rank, in[0].d, ss);
   for (int k = 0; k < out->rank; k++) off += n->a.before.v[k] * ds[k];
-  copy_box(out->data, ds, off, in[0].data, ss, 0, in[0].rank, in[0].d, elem_size(out));
+  copy_box(out->data, ds, off, in[0].data, ss, 0, in[0].rank, in[0].d, es);
   return RLX_OK;
 }
 
@@ -271,14 +272,12 @@ rlx_status cpu_OneHot(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_
   (void)ctx;
   int64_t depth = n->a.depth;
   size_t es = elem_size(out);
-  uint64_t one_cell = 0;
-  cpu_tensor one = {.data = &one_cell, .dtype = out->dtype, .rank = 0, .numel = 1,
-                    .nbytes = es};
-  cpu_set(&one, 0, 1.0);
-  if (out->nbytes) memset(out->data, 0, out->nbytes);  /* zero is all-zero bytes in every plain dtype */
+  uint64_t one = element_bytes(out->dtype, 1.0);
+  /* zero is all-zero bytes in every plain dtype */
+  if (out->nbytes) memset(out->data, 0, out->nbytes);
   for (int64_t i = 0; i < in[0].numel; i++) {
     int64_t k = cpu_get_i(&in[0], i);
-    if (k >= 0 && k < depth) memcpy((char *)out->data + (i * depth + k) * (int64_t)es, &one_cell, es);
+    if (k >= 0 && k < depth) memcpy((char *)out->data + (i * depth + k) * (int64_t)es, &one, es);
   }
   return RLX_OK;
 }

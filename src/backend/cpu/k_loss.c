@@ -57,7 +57,7 @@ rlx_status cpu_MseLoss(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu
   (void)n;
   const cpu_tensor *ta = &in[0], *tb = &in[1];
   int rank = ta->rank > tb->rank ? ta->rank : tb->rank;
-  int64_t dims[RLX_MAX_RANK], sa[RLX_MAX_RANK], sb[RLX_MAX_RANK], numel = 1;
+  int64_t dims[RLX_MAX_RANK] = {0}, sa[RLX_MAX_RANK], sb[RLX_MAX_RANK], numel = 1;
   for (int i = 0; i < rank; i++) {
     int ia = ta->rank - rank + i, ib = tb->rank - rank + i;
     int64_t da = ia >= 0 ? ta->d[ia] : 1, db = ib >= 0 ? tb->d[ib] : 1;

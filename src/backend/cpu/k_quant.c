@@ -100,7 +100,9 @@ rlx_status cpu_Dequantize(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, 
 
 /* ---------------------------------------------------------------- FakeQuantize */
 
-static int one_element(const cpu_tensor *t) { return t->rank == 0 || (t->rank == 1 && t->d[0] == 1); }
+static int one_element(const cpu_tensor *t) {
+  return t->rank == 0 || (t->rank == 1 && t->d[0] == 1);
+}
 
 /* Zero point c as an integer-valued double: integers exactly, floats
  * rounded to nearest (ties to even). */

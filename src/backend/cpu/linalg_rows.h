@@ -43,8 +43,10 @@ typedef struct {
  * zeroes the rest (sizes, layout and mask are the caller's). */
 void cpu_attention_params_from_attrs(cpu_attention_params *p, const ir_attrs *a);
 
-/* out = Attention(q, k, v) as described by *p. A query row whose keys are
- * all masked gets zeros. Returns RLX_ERR_NOMEM (scratch) or RLX_OK. */
+/* out = Attention(q, k, v) as described by *p (num_heads a positive multiple
+ * of num_kv_heads, head_dim > 0: what Attention's inference guarantees). A
+ * query row whose keys are all masked gets zeros. Returns RLX_ERR_NOMEM
+ * (scratch) or RLX_OK. */
 rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, const double *k,
                              const double *v, double *out);
 

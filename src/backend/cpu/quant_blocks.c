@@ -395,7 +395,7 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs) {
                                 L[j + l + 96] << 6);
 }
 
-/* ---------------------------------------------------------------- Q2_K {scales[16], qs[64], d, dmin} */
+/* -------------------------------------------------------- Q2_K {scales[16], qs[64], d, dmin} */
 
 static void dec_q2_k(const uint8_t *b, float *y) {
   const float d = get_f16(b + 80), min = get_f16(b + 82);
@@ -451,7 +451,7 @@ static void enc_q2_k(const float *x, uint8_t *b) {
   pack_2bit(L, qs);
 }
 
-/* ---------------------------------------------------------------- Q3_K {hmask[32], qs[64], scales[12], d} */
+/* --------------------------------------------------- Q3_K {hmask[32], qs[64], scales[12], d} */
 
 /* 6-bit scale j (0..15) of a Q3_K block, minus 32: low 4 bits in
  * scales[j % 8] (low nibble for j < 8, high for j >= 8), high 2 bits in
@@ -581,7 +581,7 @@ static void enc_k_scale_min(const float *x, uint8_t *b, int nmax, float rmin, in
   }
 }
 
-/* ---------------------------------------------------------------- Q4_K {d, dmin, scales[12], qs[128]} */
+/* ------------------------------------------------------- Q4_K {d, dmin, scales[12], qs[128]} */
 
 static void dec_q4_k(const uint8_t *b, float *y) {
   const float d = get_f16(b), min = get_f16(b + 2);
@@ -607,7 +607,7 @@ static void enc_q4_k(const float *x, uint8_t *b) {
   }
 }
 
-/* ---------------------------------------------------------------- Q5_K {d, dmin, scales[12], qh[32], qs[128]} */
+/* ----------------------------------------------- Q5_K {d, dmin, scales[12], qh[32], qs[128]} */
 
 static void dec_q5_k(const uint8_t *b, float *y) {
   const float d = get_f16(b), min = get_f16(b + 2);
@@ -651,7 +651,7 @@ static void enc_q5_k(const float *x, uint8_t *b) {
   }
 }
 
-/* ---------------------------------------------------------------- Q6_K {ql[128], qh[64], scales[16], d} */
+/* ----------------------------------------------------- Q6_K {ql[128], qh[64], scales[16], d} */
 
 static void dec_q6_k(const uint8_t *b, float *y) {
   const float d = get_f16(b + 208);
@@ -716,7 +716,7 @@ static void enc_q6_k(const float *x, uint8_t *b) {
   }
 }
 
-/* ---------------------------------------------------------------- Q8_K {float d, qs[256], bsums[16] (i16)} */
+/* -------------------------------------------------- Q8_K {float d, qs[256], bsums[16] (i16)} */
 
 static void dec_q8_k(const uint8_t *b, float *y) {
   const float d = get_f32(b);
