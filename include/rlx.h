@@ -289,11 +289,16 @@ rlx_node   rlx_graph_output(const rlx_graph *g, int i);
 /* ---------------------------------------------------------------- sessions */
 
 typedef enum { RLX_DEVICE_AUTO, RLX_DEVICE_CPU, RLX_DEVICE_CUDA } rlx_device;
-typedef struct { rlx_device device; int threads; /* 0 = all cores */ } rlx_options;
+typedef enum { RLX_FLAG_NO_FUSE = 1 } rlx_flags;   /* also RLX_FUSE=0 in the environment */
+typedef struct { rlx_device device; int threads; /* 0 = all cores */ unsigned flags; } rlx_options;
 typedef struct rlx_session rlx_session;
 
 rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out);
 rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes);
+/* Like rlx_set_param but borrows data (no copy): it must stay valid and
+ * unchanged until the session is freed or the param is set again. For
+ * memory-mapped model files. */
+rlx_status rlx_set_param_ref(rlx_session *s, const char *name, const void *data, size_t nbytes);
 rlx_status rlx_set_input(rlx_session *s, const char *name, const void *data, size_t nbytes);
 /* Binds the symbolic dims of input `name` to the concrete dims given. */
 rlx_status rlx_set_input_shaped(rlx_session *s, const char *name, const void *data,

@@ -219,7 +219,7 @@ static rlx_status bind_random(const rlx_graph *g, rlx_session *s, const bind_arg
 static int graph_run(const char *path, int argc, char **argv) {
   bind_arg binds[MAX_BINDS];
   int n_binds = 0, runs = 1;
-  rlx_options opt = {RLX_DEVICE_AUTO, 0};
+  rlx_options opt = {RLX_DEVICE_AUTO, 0, 0};
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -12,7 +12,9 @@ static int dims_compatible(int64_t a, int64_t b) {
 
 static const char *dtype_s(int64_t t) { return ir_dtype_valid(t) ? ir_dtypes[t].name : "?"; }
 
-/* A block tensor's type: scheme must be t's dtype (a block dtype). */
+/* A block tensor's type: scheme must be t's dtype (a block dtype). The
+ * builders set it from the input; a text graph may disagree, which is a
+ * dtype error (RLX_ERR_DTYPE), as is a non-block input. */
 static int check_scheme(rlx_graph *g, ir_node *n, const ir_type *t, const char *what) {
   if (!ir_is_block(t->dtype))
     return ir_fail(g, n, RLX_ERR_DTYPE, "%s must have a GGUF block dtype, got %s", what,
@@ -35,7 +37,9 @@ rlx_node rlx_dequant_matmul(rlx_graph *g, rlx_node x, rlx_node w) {
 }
 
 /* x [..., K] (rank >= 1, any float dtype) @ dequant(w [N, K])^T -> [..., N]
- * in x's dtype. */
+ * in x's dtype. Decisions where OPS.md is silent: w is exactly rank 2 (no
+ * batch of weights, no broadcasting); F16/BF16 x is not widened in the
+ * output (it has x's dtype). */
 int ir_infer_DequantMatMul(rlx_graph *g, ir_node *n) {
   const ir_type *tx = ir_in(g, n, 0), *tw = ir_in(g, n, 1);
   if (check_scheme(g, n, tw, "w") < 0) return -1;
@@ -64,7 +68,10 @@ rlx_node rlx_quantize(rlx_graph *g, rlx_node x, rlx_dtype scheme) {
 }
 
 /* x: a float tensor of rank >= 1 whose last dim is static and a multiple
- * of the scheme's block (as for every block tensor). */
+ * of the scheme's block (as for every block tensor). Decisions where OPS.md
+ * is silent: a scheme that is not a block dtype is RLX_ERR_INVALID; x is
+ * quantized from its F32 values (F64 rounded to F32 first), since ggml's
+ * reference quantizers take float rows. */
 int ir_infer_Quantize(rlx_graph *g, ir_node *n) {
   const ir_type *tx = ir_in(g, n, 0);
   if (!ir_is_block(n->a.scheme))
@@ -92,6 +99,7 @@ rlx_node rlx_dequantize(rlx_graph *g, rlx_node x) {
   return ir_add_node(g, RLX_OP_Dequantize, 1, in, &a);
 }
 
+/* Always to F32: ggml's dequantizers produce float. */
 int ir_infer_Dequantize(rlx_graph *g, ir_node *n) {
   const ir_type *tx = ir_in(g, n, 0);
   if (check_scheme(g, n, tx, "x") < 0) return -1;

@@ -348,8 +348,8 @@ rlx_node rlx_batch_norm(rlx_graph *g, rlx_node x, rlx_node mean, rlx_node var, r
   return ir_add_node(g, RLX_OP_BatchNorm, 5, in, &a);
 }
 
-/* x is [N, C, ...] (rank >= 2); every other input is [C]. */
-static int check_channel_inputs(rlx_graph *g, ir_node *n) {
+/* x is [N, C, ...] (rank >= 2); every other input (named in `names`) is [C]. */
+static int check_channel_inputs(rlx_graph *g, ir_node *n, const char *const *names) {
   const ir_type *x = ir_in(g, n, 0);
   char bx[IR_SHAPE_STR_CAP], bs[IR_SHAPE_STR_CAP];
   if (x->shape.rank < 2)
@@ -358,7 +358,7 @@ static int check_channel_inputs(rlx_graph *g, ir_node *n) {
   for (int i = 1; i < n->n_in; i++) {
     const ir_shape *s = &ir_in(g, n, i)->shape;
     if (s->rank != 1 || !dims_compatible(s->d[0], x->shape.d[1]))
-      return ir_fail(g, n, RLX_ERR_SHAPE, "input %d %s must be [C] for x %s", i,
+      return ir_fail(g, n, RLX_ERR_SHAPE, "%s %s must be [C] for x %s", names[i - 1],
                      ir_shape_str(g, s, bs, sizeof bs),
                      ir_shape_str(g, &x->shape, bx, sizeof bx));
   }
@@ -368,7 +368,9 @@ static int check_channel_inputs(rlx_graph *g, ir_node *n) {
 /* groups >= 1 (RLX_ERR_INVALID); C % groups == 0 (RLX_ERR_SHAPE). Mean and
  * biased variance over each (n, group): C/groups channels x spatial. */
 int ir_infer_GroupNorm(rlx_graph *g, ir_node *n) {
-  if (check_norm_dtypes(g, n) < 0 || check_eps(g, n) < 0 || check_channel_inputs(g, n) < 0)
+  static const char *const names[] = {"gamma", "beta"};
+  if (check_norm_dtypes(g, n) < 0 || check_eps(g, n) < 0 ||
+      check_channel_inputs(g, n, names) < 0)
     return -1;
   const ir_type *x = ir_in(g, n, 0);
   if (n->a.groups < 1)
@@ -385,7 +387,9 @@ int ir_infer_GroupNorm(rlx_graph *g, ir_node *n) {
 
 /* Inference form: (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c]. */
 int ir_infer_BatchNorm(rlx_graph *g, ir_node *n) {
-  if (check_norm_dtypes(g, n) < 0 || check_eps(g, n) < 0 || check_channel_inputs(g, n) < 0)
+  static const char *const names[] = {"mean", "var", "gamma", "beta"};
+  if (check_norm_dtypes(g, n) < 0 || check_eps(g, n) < 0 ||
+      check_channel_inputs(g, n, names) < 0)
     return -1;
   n->out[0] = *ir_in(g, n, 0);
   return 0;

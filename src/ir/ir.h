@@ -243,4 +243,19 @@ rlx_status ir_graph_specialize(rlx_graph *g, const int64_t *binding);
 /* Symbol id of a name, or -1 (create=1: make it). */
 int ir_sym_lookup(rlx_graph *g, const char *name, size_t len, int create);
 
+/* ---------------------------------------------------------------- rewriting (for passes) */
+
+/* An empty graph with g's name and symbols (same ids, so dim tokens carry over). */
+rlx_graph *ir_graph_new_like(const rlx_graph *g);
+/* Copy node id of src into dst with the given inputs (ids in dst); attrs are
+ * deep-copied and the type re-inferred. Returns the new id or -1. */
+rlx_node   ir_copy_node(rlx_graph *dst, const rlx_graph *src, rlx_node id, const rlx_node *inputs);
+/* The same with inputs mapped through map[src id] = dst id. */
+rlx_node   ir_copy_node_mapped(rlx_graph *dst, const rlx_graph *src, rlx_node id, const rlx_node *map);
+/* dst's outputs = map[src's outputs]. */
+rlx_status ir_set_outputs_mapped(rlx_graph *dst, const rlx_graph *src, const rlx_node *map);
+/* uses[i] = number of node inputs and graph outputs that read node i
+ * (calloc'ed, caller frees; NULL on NOMEM). */
+int       *ir_use_counts(const rlx_graph *g);
+
 #endif /* RLX_IR_H */

@@ -928,6 +928,8 @@ static rlx_status parse_type(parser *P, type_decl *ty, const char **end) {
     } else if (at_punct(P, '?')) {
       d->kind = DIM_ANY;
       TRY(advance(P));
+    } else if (P->t.kind != TK_NUM) {
+      return syntax(&P->t, "expected a dim (an integer, a symbol or ?), got %s", TOK_DESC(&P->t));
     } else {
       tok dt_tok = P->t;
       d->kind = DIM_STATIC;

@@ -9,6 +9,28 @@
 
 #define RLX_ARENA_ALIGN 64
 
+/* ---------------------------------------------------------------- the pipeline */
+
+typedef struct {
+  int trace;          /* RLX_TRACE=1: print what each pass changed */
+  const char *dump;   /* RLX_DUMP=<pass>: print the graph after that pass ("all": every pass) */
+  int fuse;           /* 0: skip the fusion passes (RLX_FUSE=0, rlx_options.flags) */
+  /* Legalization target: does the backend claim node n of g? NULL = every op. */
+  int (*claims)(void *ctx, const rlx_graph *g, rlx_node n);
+  void *claims_ctx;
+} pass_options;
+
+/* A pass maps a graph to a new graph; the input is never modified. *changed
+ * counts what it did (nodes removed, rewritten, fused). On failure *out is
+ * NULL and the status says why. Each pass is testable alone. */
+typedef rlx_status (*pass_fn)(const rlx_graph *in, const pass_options *opt, rlx_graph **out, int *changed);
+
+/* verify -> fold -> dce -> cse -> simplify -> fuse -> legalize, with dumps
+ * and traces. The result verifies. */
+rlx_status pass_pipeline(const rlx_graph *g, const pass_options *opt, rlx_graph **out);
+/* Options from the environment (RLX_TRACE, RLX_DUMP, RLX_FUSE). */
+void       pass_options_from_env(pass_options *opt);
+
 /* Memory plan of a specialized graph (all dims concrete): every output of
  * every non-leaf node gets an offset in one arena. Live ranges run from the
  * defining node to the last node reading it (graph outputs live to the

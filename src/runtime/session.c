@@ -14,8 +14,9 @@
 typedef struct {
   rlx_node node;
   int is_param;
-  void *data;             /* host buffer (malloc'ed), NULL until set */
+  void *data;             /* host buffer (malloc'ed, or borrowed), NULL until set */
   size_t nbytes;
+  int borrowed;           /* data belongs to the caller (rlx_set_param_ref) */
   ir_shape bound;         /* concrete dims of the last set (inputs) */
 } session_leaf;
 
@@ -59,7 +60,8 @@ void rlx_session_free(rlx_session *s) {
   if (!s) return;
   for (int i = 0; i < s->n_plans; i++) plan_entry_free(s, &s->plans[i]);
   free(s->plans);
-  for (int i = 0; i < s->n_leaves; i++) free(s->leaves[i].data);
+  for (int i = 0; i < s->n_leaves; i++)
+    if (!s->leaves[i].borrowed) free(s->leaves[i].data);
   free(s->leaves);
   free((void *)s->leaf_data);
   free(s->binding);
@@ -120,7 +122,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   if (!g) return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: graph is NULL");
   rlx_status st = rlx_graph_verify(g);
   if (st) return st;
-  rlx_options o = {RLX_DEVICE_AUTO, 0};
+  rlx_options o = {RLX_DEVICE_AUTO, 0, 0};
   if (opt) o = *opt;
   const char *env = getenv("RLX_DEVICE");
   if (env && !strcmp(env, "cpu")) o.device = RLX_DEVICE_CPU;
@@ -198,6 +200,10 @@ static rlx_status store_leaf(rlx_session *s, session_leaf *l, const void *data, 
     return rlx_set_error(RLX_ERR_INVALID, "%s: \"%s\" is %s%s = %zu bytes, got %zu", fn, n->a.name,
                          rlx_dtype_name(n->out[0].dtype), ir_shape_str(s->g, shape, b, sizeof b), want, nbytes);
   if (nbytes && !data) return rlx_set_error(RLX_ERR_INVALID, "%s: data for \"%s\" is NULL", fn, n->a.name);
+  if (l->borrowed) {
+    l->data = NULL;
+    l->borrowed = 0;
+  }
   if (l->nbytes != nbytes || !l->data) {
     void *p = malloc(nbytes ? nbytes : 1);
     if (!p) return rlx_set_error(RLX_ERR_NOMEM, "%s: out of memory (%zu bytes)", fn, nbytes);
@@ -216,6 +222,24 @@ rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, siz
   session_leaf *l = find_leaf(s, name, 1, "rlx_set_param");
   if (!l) return RLX_ERR_INVALID;
   return store_leaf(s, l, data, nbytes, &s->g->nodes[l->node].out[0].shape, "rlx_set_param");
+}
+
+rlx_status rlx_set_param_ref(rlx_session *s, const char *name, const void *data, size_t nbytes) {
+  if (!s || !name) return rlx_set_error(RLX_ERR_INVALID, "rlx_set_param_ref: session or name is NULL");
+  session_leaf *l = find_leaf(s, name, 1, "rlx_set_param_ref");
+  if (!l) return RLX_ERR_INVALID;
+  const ir_node *n = &s->g->nodes[l->node];
+  size_t want = rlx_dtype_nbytes(n->out[0].dtype, ir_numel(&n->out[0].shape));
+  if (nbytes != want)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_set_param_ref: \"%s\" needs %zu bytes, got %zu", name, want, nbytes);
+  if (nbytes && !data) return rlx_set_error(RLX_ERR_INVALID, "rlx_set_param_ref: data for \"%s\" is NULL", name);
+  if (!l->borrowed) free(l->data);
+  l->data = (void *)data;
+  l->nbytes = nbytes;
+  l->borrowed = 1;
+  l->bound = n->out[0].shape;
+  s->leaf_data[l->node] = data;
+  return RLX_OK;
 }
 
 rlx_status rlx_set_input(rlx_session *s, const char *name, const void *data, size_t nbytes) {

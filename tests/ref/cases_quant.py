@@ -414,15 +414,18 @@ def dequantize(gguf, data, name, shape):
 
 
 def random_blocks(rng, name, nblocks, scale=1.0):
-    """Random block bytes with finite fp16 (q8_k: f32) scales."""
+    """Random block bytes with finite scales: fp16 fields log-uniform in
+    [1e-6, 1] * scale (fp16 subnormals included), a fifth negative; q8_k's
+    f32 d uniform in +-0.02 * scale."""
     _, bs = BLOCKS[name]
     raw = rng.integers(0, 256, (nblocks, bs), dtype=np.uint8)
     for off in F16_FIELDS[name]:
-        mag = np.exp(rng.uniform(np.log(1e-3), 0.0, nblocks)) * scale
+        mag = np.exp(rng.uniform(np.log(1e-6), 0.0, nblocks)) * scale
         sign = np.where(rng.random(nblocks) < 0.2, -1.0, 1.0)
         raw[:, off:off + 2] = f16_bytes(mag * sign)
     if name == "q8_k":
-        raw[:, :4] = (rng.uniform(-0.02, 0.02, nblocks) * scale).astype(F).view(np.uint8).reshape(-1, 4)
+        d = (rng.uniform(-0.02, 0.02, nblocks) * scale).astype(F)
+        raw[:, :4] = d.view(np.uint8).reshape(-1, 4)
     return raw.tobytes()
 
 
@@ -485,6 +488,11 @@ def quant_input(rng, shape, kind):
 
 
 def quantize_cases(suite, rng, gguf):
+    g = Graph("quantize_empty")
+    g.outputs(g.op("Dequantize", [g.op("Quantize", [g.input("x", "f32", [0, 64])], scheme="q5_1")],
+                   scheme="q5_1"))
+    suite.add("roundtrip_q5_1_empty_0x64", g, inputs={"x": np.zeros((0, 64), np.float32)},
+              expected=[np.zeros((0, 64), np.float32)])
     for name in BLOCKS:
         be, _ = BLOCKS[name]
         layouts = [("f32", (), 1, "normal"), ("f32", (3,), 2, "uniform"),
@@ -514,6 +522,15 @@ def quantize_cases(suite, rng, gguf):
             g.outputs(g.op("Dequantize", [q], scheme=name))
             suite.add("roundtrip_" + tag, g, inputs={"x": T(x, dt)},
                       expected=[dequantize(gguf, data, name, shape)], atol=0, rtol=0)
+
+        # a symbolic batch dim
+        shape = row_shape(name, (3,), 1)
+        x = rng.standard_normal(shape).astype(np.float32)
+        g = Graph("quantize_sym")
+        xi = g.input("x", "f32", ["S", shape[1]])
+        g.outputs(g.op("Quantize", [xi], scheme=name))
+        suite.add("quantize_%s_f32_Sx%d" % (name, shape[1]), g, inputs={"x": x},
+                  expected=[T.raw(quantize(gguf, x, name), name, shape)])
 
         # round-trip error bound against the input itself
         shape = row_shape(name, (4,), 2)
@@ -548,7 +565,6 @@ def dequant_matmul_cases(suite, rng, gguf):
                     suite.add("dequant_matmul_%s_%s_%s_n%d" % (name, dt, name_shape(xshape), n_out),
                               g, inputs={"x": xt}, params={"w": T.raw(data, name, [n_out, K])},
                               expected=[T(xr @ W.T, dt)])
-
 
     # a symbolic batch dim, and empty tensors (M = 0, N = 0, K = 0)
     name, K = "q4_k", 256
@@ -611,8 +627,8 @@ def fake_quantize_cases(suite, rng):
         s = rng.uniform(0.7, 1.0, qshape) * 6.0 / (0.8 * levels)
         s = np.asarray(round_to(np.asarray(s, np.float32 if sdt != "f64" else np.float64), sdt),
                        np.float64)
-        if sym:
-            z = np.zeros(qshape)
+        if sym:  # ignored: the output must not depend on it
+            z = rng.integers(-3, 4, qshape).astype(np.float64)
         else:
             z = rng.integers(0, levels + 1, qshape).astype(np.float64)
         if zdt in ("f32", "f16") and not sym:
@@ -628,7 +644,9 @@ def fake_quantize_cases(suite, rng):
             bshape[ax] = xshape[ax]
             sb, zb = s.reshape(bshape), zr.reshape(bshape)
         g = Graph("fake_quantize")
-        xi = g.input("x", xdt, xshape)
+        # a symbolic leading dim where the qparams do not depend on it
+        symbolic = len(xshape) == 2 and axis in (None, -1) and xdt == "f32"
+        xi = g.input("x", xdt, ["S"] + xshape[1:] if symbolic else xshape)
         si = g.input("scale", sdt, qshape)
         zi = g.input("zero_point", zdt, qshape)
         attrs = {"bits": bits, "symmetric": sym}
@@ -636,10 +654,11 @@ def fake_quantize_cases(suite, rng):
             attrs["axis"] = axis
         g.outputs(g.op("FakeQuantize", [xi, si, zi], **attrs))
         mode = "tensor" if axis is None else "axis%d" % axis
-        suite.add("fake_quantize_%s_%s_%s_b%d_%s_%s_%s" % (
-            xdt, name_shape(xshape), mode, bits, "sym" if sym else "asym", sdt, zdt), g,
-            inputs={"x": xt, "scale": T(s, sdt), "zero_point": zt},
-            expected=[T(ref_fake_quantize(x, sb, zb, bits, sym), xdt)])
+        name = "fake_quantize_%s_%s%s_%s_b%d_%s_%s_%s" % (
+            xdt, "S" if symbolic else "", name_shape(xshape), mode, bits,
+            "sym" if sym else "asym", sdt, zdt)
+        suite.add(name, g, inputs={"x": xt, "scale": T(s, sdt), "zero_point": zt},
+                  expected=[T(ref_fake_quantize(x, sb, zb, bits, sym), xdt)])
 
 
 # ---------------------------------------------------------------- errors

@@ -512,6 +512,60 @@ def channel_norm_cases(suite, rng):
                   expect_error=err)
 
 
+# ---------------------------------------------------------------- symbolic dims
+
+def symbolic_cases(suite, rng):
+    """Graphs with a symbolic dim S, bound to concrete sizes when run."""
+    for s_val in (1, 5):
+        a = rng.standard_normal((2, s_val)).astype(np.float32)
+        g = Graph("sym_reduce")
+        x = g.input("x", "f32", [2, "S"])
+        g.outputs(g._emit("Reduce", [x], {"op": "sum", "axes": [-1], "keep_dim": True}),
+                  g._emit("Reduce", [x], {"op": "max", "axes": [0], "keep_dim": False}))
+        suite.add("sym_reduce_S%d" % s_val, g, inputs={"x": a},
+                  expected=[a.astype(np.float64).sum(-1, keepdims=True).astype(np.float32),
+                            a.max(0)])
+        g = Graph("sym_softmax")
+        x = g.input("x", "f32", [2, "S"])
+        g.outputs(g.op("Softmax", [x], axis=-1), g.op("ArgMax", [x], axis=1, keep_dim=False),
+                  g.op("Cumsum", [x], axis=1, exclusive=False, reverse=True))
+        suite.add("sym_softmax_argmax_cumsum_S%d" % s_val, g, inputs={"x": a},
+                  expected=[ref_softmax(a.astype(np.float64), -1, False).astype(np.float32),
+                            np.argmax(a, 1).astype(np.int64),
+                            ref_cumsum(a.astype(np.float64), 1, False, True).astype(np.float32)])
+        b = rng.standard_normal((s_val, 4)).astype(np.float32)
+        gm = rng.uniform(0.5, 1.5, 4).astype(np.float32)
+        bt = rng.standard_normal(4).astype(np.float32)
+        g = Graph("sym_layer_norm")
+        x = g.input("x", "f32", ["S", 4])
+        pg, pb = g.param("p1", "f32", [4]), g.param("p2", "f32", [4])
+        t = g.op("TopK", [x], k=2, axis=-1)
+        g.outputs(g.op("LayerNorm", [x, pg, pb], axis=-1, eps=1e-5), g.get_output(t, 1))
+        suite.add("sym_layer_norm_topk_S%d" % s_val, g, inputs={"x": b},
+                  params={"p1": gm, "p2": bt},
+                  expected=[ref_layer_norm(b.astype(np.float64), gm, bt, -1, 1e-5,
+                                           False).astype(np.float32),
+                            ref_topk(b, 2, -1)[1]])
+    # errors found only once S is bound
+    g = Graph("sym_topk_err")
+    x = g.input("x", "f32", [2, "S"])
+    g.outputs(g.get_output(g.op("TopK", [x], k=4, axis=1), 0))
+    suite.add("sym_err_topk_k_gt_S", g, inputs={"x": np.zeros((2, 3), np.float32)},
+              expect_error="RLX_ERR_SHAPE")
+    g = Graph("sym_max_err")
+    x = g.input("x", "f32", [2, "S"])
+    g.outputs(g._emit("Reduce", [x], {"op": "max", "axes": [1], "keep_dim": False}))
+    suite.add("sym_err_max_S0", g, inputs={"x": np.zeros((2, 0), np.float32)},
+              expect_error="RLX_ERR_SHAPE")
+    g = Graph("sym_ln_err")
+    x = g.input("x", "f32", [2, "S"])
+    pg, pb = g.param("p1", "f32", [4]), g.param("p2", "f32", [4])
+    g.outputs(g.op("LayerNorm", [x, pg, pb], axis=-1, eps=1e-5))
+    suite.add("sym_err_layer_norm_S3", g, inputs={"x": np.zeros((2, 3), np.float32)},
+              params={"p1": np.ones(4, np.float32), "p2": np.zeros(4, np.float32)},
+              expect_error="RLX_ERR_SHAPE")
+
+
 def cases(suite, rng):
     reduce_cases(suite, rng)
     arg_cases(suite, rng)
@@ -520,3 +574,4 @@ def cases(suite, rng):
     softmax_cases(suite, rng)
     layer_norm_cases(suite, rng)
     channel_norm_cases(suite, rng)
+    symbolic_cases(suite, rng)

@@ -29,8 +29,19 @@ typedef struct {
   size_t nbytes;
 } cpu_tensor;
 
-/* Per-call context (thread pool, scratch) — reserved for the fast backend. */
+/* Per-plan context: how many threads of the persistent pool a kernel may
+ * use (cpu_pool.c). Kernels may be called with ctx NULL: run serially. */
 typedef struct cpu_ctx cpu_ctx;
+cpu_ctx *cpu_ctx_new(int threads);   /* threads <= 0: RLX_THREADS or all cores */
+void     cpu_ctx_free(cpu_ctx *ctx);
+int      cpu_ctx_threads(const cpu_ctx *ctx);
+int      cpu_hardware_threads(void);
+
+/* Runs fn(arg, begin, end, thread) over chunks of [0, n) of at least
+ * `grain` items on the pool (thread in [0, cpu_ctx_threads)); returns when
+ * all are done. Serial when ctx is NULL, n <= grain, or called from a task. */
+typedef void (*cpu_task_fn)(void *arg, int64_t begin, int64_t end, int thread);
+void     cpu_parallel_for(cpu_ctx *ctx, int64_t n, int64_t grain, cpu_task_fn fn, void *arg);
 
 typedef rlx_status (*cpu_kernel_fn)(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                                     cpu_tensor *out);

@@ -16,6 +16,7 @@ typedef struct {
 
 typedef struct {
   const rlx_graph *g;
+  cpu_ctx *ctx;
   plan_memory mem;
   uint8_t *arena;
   cpu_step *steps;
@@ -43,6 +44,7 @@ static void cpu_free(void *p) {
   cpu_plan *pl = p;
   if (!pl) return;
   plan_memory_free(&pl->mem);
+  cpu_ctx_free(pl->ctx);
   free(pl->arena);
   free(pl->steps);
   free(pl->tensors);
@@ -51,13 +53,17 @@ static void cpu_free(void *p) {
 }
 
 static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void **out) {
-  (void)b, (void)opt;
+  (void)b;
   *out = NULL;
   cpu_plan *pl = calloc(1, sizeof *pl);
-  if (!pl) return rlx_set_error(RLX_ERR_NOMEM, "cpu plan: out of memory");
+  if (!pl || !(pl->ctx = cpu_ctx_new(opt ? opt->threads : 0))) {
+    free(pl);
+    return rlx_set_error(RLX_ERR_NOMEM, "cpu plan: out of memory");
+  }
   pl->g = g;
   rlx_status st = plan_arena_offsets(g, &pl->mem);
   if (st) {
+    cpu_ctx_free(pl->ctx);
     free(pl);
     return st;
   }
@@ -109,7 +115,7 @@ static rlx_status cpu_run(void *p, const rlx_bindings *bind) {
     cpu_step *s = &pl->steps[i];
     for (int k = 0; k < s->node->n_in; k++)
       if (s->in_leaf[k] >= 0) s->in[k].data = (void *)bind->leaf_data[s->in_leaf[k]];
-    rlx_status st = cpu_kernels[s->node->op](NULL, s->node, s->in, s->out);
+    rlx_status st = cpu_kernels[s->node->op](pl->ctx, s->node, s->in, s->out);
     if (st) return st;
   }
   return RLX_OK;
