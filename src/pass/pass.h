@@ -25,6 +25,21 @@ typedef struct {
  * NULL and the status says why. Each pass is testable alone. */
 typedef rlx_status (*pass_fn)(const rlx_graph *in, const pass_options *opt, rlx_graph **out, int *changed);
 
+/* The passes, one file each (src/pass/<name>.c), in pipeline order. */
+rlx_status pass_fold(const rlx_graph *in, const pass_options *opt, rlx_graph **out, int *changed);
+rlx_status pass_dce(const rlx_graph *in, const pass_options *opt, rlx_graph **out, int *changed);
+rlx_status pass_cse(const rlx_graph *in, const pass_options *opt, rlx_graph **out, int *changed);
+rlx_status pass_simplify(const rlx_graph *in, const pass_options *opt, rlx_graph **out, int *changed);
+rlx_status pass_fuse(const rlx_graph *in, const pass_options *opt, rlx_graph **out, int *changed);
+rlx_status pass_legalize(const rlx_graph *in, const pass_options *opt, rlx_graph **out, int *changed);
+
+/* Decomposition of a fused op into primitives, appended to dst: node id of
+ * src, its inputs already mapped into dst. Returns the node in dst that
+ * replaces it (-1 with the error recorded in dst). Used by legalize for a
+ * backend that does not claim the fused op, and by tests. */
+rlx_node pass_decompose(rlx_graph *dst, const rlx_graph *src, rlx_node id, const rlx_node *inputs);
+int      pass_has_decomposition(int op);
+
 /* verify -> fold -> dce -> cse -> simplify -> fuse -> legalize, with dumps
  * and traces. The result verifies. */
 rlx_status pass_pipeline(const rlx_graph *g, const pass_options *opt, rlx_graph **out);
