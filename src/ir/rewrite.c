@@ -31,7 +31,7 @@ rlx_node ir_copy_node(rlx_graph *dst, const rlx_graph *src, rlx_node id, const r
 
 rlx_node ir_copy_node_mapped(rlx_graph *dst, const rlx_graph *src, rlx_node id, const rlx_node *map) {
   const ir_node *n = &src->nodes[id];
-  rlx_node small[8], *in = n->n_in <= 8 ? small : malloc((size_t)n->n_in * sizeof *in);
+  rlx_node small[8] = {0}, *in = n->n_in <= 8 ? small : malloc((size_t)n->n_in * sizeof *in);
   if (!in) return ir_fail(dst, NULL, RLX_ERR_NOMEM, "out of memory copying node %d", id);
   for (int k = 0; k < n->n_in; k++) in[k] = map[n->in[k]];
   rlx_node r = ir_copy_node(dst, src, id, in);
@@ -40,7 +40,7 @@ rlx_node ir_copy_node_mapped(rlx_graph *dst, const rlx_graph *src, rlx_node id, 
 }
 
 rlx_status ir_set_outputs_mapped(rlx_graph *dst, const rlx_graph *src, const rlx_node *map) {
-  rlx_node small[16], *outs = src->n_outputs <= 16 ? small : malloc((size_t)src->n_outputs * sizeof *outs);
+  rlx_node small[16] = {0}, *outs = src->n_outputs <= 16 ? small : malloc((size_t)src->n_outputs * sizeof *outs);
   if (!outs) return rlx_set_error(RLX_ERR_NOMEM, "out of memory");
   for (int k = 0; k < src->n_outputs; k++) outs[k] = map[src->outputs[k]];
   rlx_status st = rlx_graph_set_outputs(dst, src->n_outputs, outs);
