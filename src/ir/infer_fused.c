@@ -26,19 +26,6 @@ static int shapes_compatible(const ir_shape *a, const ir_shape *b) {
 
 static int is_plain(rlx_dtype t) { return ir_dtype_valid(t) && !ir_is_block(t); }
 
-/* Every input shares input 0's dtype, which is a float type. */
-static int check_float_inputs(rlx_graph *g, ir_node *n) {
-  rlx_dtype t = ir_in(g, n, 0)->dtype;
-  if (!ir_is_float(t))
-    return ir_fail(g, n, RLX_ERR_DTYPE, "input 0 dtype %s is not a float type", rlx_dtype_name(t));
-  for (int i = 1; i < n->n_in; i++) {
-    rlx_dtype ti = ir_in(g, n, i)->dtype;
-    if (ti != t)
-      return ir_fail(g, n, RLX_ERR_DTYPE, "input %d dtype %s differs from input 0 dtype %s", i,
-                     rlx_dtype_name(ti), rlx_dtype_name(t));
-  }
-  return 0;
-}
 
 /* A builder argument that cannot become an attribute: reported against
  * the node the call would have made (sticky errors stay first). */
@@ -87,7 +74,7 @@ int ir_infer_FusedMatMulBiasAct(rlx_graph *g, ir_node *n) {
     return ir_fail(g, n, RLX_ERR_INVALID, "act %lld unknown", (long long)n->a.act);
   if (n->a.act == RLX_ACT_LEAKY_RELU && !isfinite(n->a.alpha))
     return ir_fail(g, n, RLX_ERR_INVALID, "leaky_relu alpha must be finite, got %g", n->a.alpha);
-  if (check_float_inputs(g, n) < 0) return -1;
+  if (ir_require_float_inputs(g, n, n->n_in) < 0) return -1;
   const ir_type *a = ir_in(g, n, 0), *w = ir_in(g, n, 1), *bias = ir_in(g, n, 2);
   int r = a->shape.rank;
   if (r < 1 || w->shape.rank != 2 || bias->shape.rank != 1 ||
@@ -137,7 +124,7 @@ static int infer_residual_norm(rlx_graph *g, ir_node *n) {
                    n->a.has_bias ? "true" : "false", n->a.has_bias ? 5 : 4, n->n_in);
   if (!(n->a.eps >= 0) || isinf(n->a.eps))
     return ir_fail(g, n, RLX_ERR_INVALID, "eps %g must be finite and >= 0", n->a.eps);
-  if (check_float_inputs(g, n) < 0) return -1;
+  if (ir_require_float_inputs(g, n, n->n_in) < 0) return -1;
   const ir_type *x = ir_in(g, n, 0), *res = ir_in(g, n, 1);
   char bx[IR_SHAPE_STR_CAP], bs[IR_SHAPE_STR_CAP];
   if (x->shape.rank < 1 || !shapes_compatible(&x->shape, &res->shape))

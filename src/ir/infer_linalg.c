@@ -13,7 +13,6 @@ static int dims_compatible(int64_t a, int64_t b) {
   return a == b || ir_dim_is_sym(a) || ir_dim_is_sym(b);
 }
 
-#define SHAPE_S(g, s) ir_shape_str((g), (s), (char[IR_SHAPE_STR_CAP]){0}, IR_SHAPE_STR_CAP)
 
 /* A builder argument that cannot become an attribute (a NULL descriptor):
  * reported against the node the call would have made. */
@@ -55,12 +54,12 @@ int ir_infer_MatMul(rlx_graph *g, ir_node *n) {
   const ir_shape *sa = &ta->shape, *sb = &tb->shape;
   if (sa->rank < 1 || sb->rank < 1)
     return ir_fail(g, n, RLX_ERR_SHAPE, "operands must have rank >= 1, got a %s and b %s",
-                   SHAPE_S(g, sa), SHAPE_S(g, sb));
+                   IR_SHAPE_S(g, sa), IR_SHAPE_S(g, sb));
   int64_t K = sa->d[sa->rank - 1];
   int64_t Kb = sb->rank == 1 ? sb->d[0] : sb->d[sb->rank - 2];
   if (!dims_compatible(K, Kb))
-    return ir_fail(g, n, RLX_ERR_SHAPE, "inner dims differ: a %s @ b %s", SHAPE_S(g, sa),
-                   SHAPE_S(g, sb));
+    return ir_fail(g, n, RLX_ERR_SHAPE, "inner dims differ: a %s @ b %s", IR_SHAPE_S(g, sa),
+                   IR_SHAPE_S(g, sb));
   ir_shape ba = {0}, bb = {0}, out;
   ba.rank = sa->rank > 2 ? sa->rank - 2 : 0;
   bb.rank = sb->rank > 2 ? sb->rank - 2 : 0;
@@ -68,7 +67,7 @@ int ir_infer_MatMul(rlx_graph *g, ir_node *n) {
   memcpy(bb.d, sb->d, (size_t)bb.rank * sizeof bb.d[0]);
   if (!ir_broadcast(g, &ba, &bb, &out))
     return ir_fail(g, n, RLX_ERR_SHAPE, "batch dims do not broadcast: a %s @ b %s",
-                   SHAPE_S(g, sa), SHAPE_S(g, sb));
+                   IR_SHAPE_S(g, sa), IR_SHAPE_S(g, sb));
   if (sa->rank >= 2) out.d[out.rank++] = sa->d[sa->rank - 2];
   if (sb->rank >= 2) out.d[out.rank++] = sb->d[sb->rank - 1];
   n->out[0].dtype = ta->dtype;
@@ -112,7 +111,7 @@ int ir_infer_Attention(rlx_graph *g, ir_node *n) {
                    rlx_dtype_name(tv->dtype));
   if ((q->rank != 3 && q->rank != 4) || k->rank != q->rank || v->rank != q->rank)
     return ir_fail(g, n, RLX_ERR_SHAPE, "q, k, v must all be rank 3 or all rank 4, got q %s, k %s, v %s",
-                   SHAPE_S(g, q), SHAPE_S(g, k), SHAPE_S(g, v));
+                   IR_SHAPE_S(g, q), IR_SHAPE_S(g, k), IR_SHAPE_S(g, v));
   if (a->mask < 0 || a->mask >= RLX_MASK_COUNT)
     return ir_fail(g, n, RLX_ERR_INVALID, "mask kind %lld is not a mask kind", (long long)a->mask);
   if (a->layout < 0 || a->layout >= RLX_LAYOUT_COUNT)
@@ -141,7 +140,7 @@ int ir_infer_Attention(rlx_graph *g, ir_node *n) {
   }
   if (a->head_dim <= 0)
     return ir_fail(g, n, RLX_ERR_INVALID, "head_dim %lld must be > 0 (0: taken from q %s)",
-                   (long long)a->head_dim, SHAPE_S(g, q));
+                   (long long)a->head_dim, IR_SHAPE_S(g, q));
   /* bounds keep heads * head_dim (and the kernels' index math) far from overflow */
   if (a->num_heads > IR_ATTN_MAX || a->head_dim > IR_ATTN_MAX)
     return ir_fail(g, n, RLX_ERR_INVALID, "num_heads %lld or head_dim %lld exceeds %d",
@@ -165,7 +164,7 @@ int ir_infer_Attention(rlx_graph *g, ir_node *n) {
     return ir_fail(g, n, RLX_ERR_SHAPE,
                    "q %s, k %s, v %s do not fit %s layout with num_heads %lld, num_kv_heads "
                    "%lld, head_dim %lld and one batch and key length",
-                   SHAPE_S(g, q), SHAPE_S(g, k), SHAPE_S(g, v),
+                   IR_SHAPE_S(g, q), IR_SHAPE_S(g, k), IR_SHAPE_S(g, v),
                    q->rank == 3 ? "[B,S,H*D]" : bhsd ? "[B,H,S,D]" : "[B,S,H,D]",
                    (long long)a->num_heads, (long long)a->num_kv_heads, (long long)a->head_dim);
 
@@ -183,7 +182,7 @@ int ir_infer_Attention(rlx_graph *g, ir_node *n) {
     }
     if (!ok)
       return ir_fail(g, n, RLX_ERR_SHAPE, "custom mask %s does not broadcast to [B,H,S,T] %s",
-                     SHAPE_S(g, m), SHAPE_S(g, &full));
+                     IR_SHAPE_S(g, m), IR_SHAPE_S(g, &full));
   }
   n->out[0] = *tq;
   return 0;
@@ -229,7 +228,7 @@ int ir_infer_Rope(rlx_graph *g, ir_node *n) {
   if (!ir_is_float(tx->dtype))
     return ir_fail(g, n, RLX_ERR_DTYPE, "x dtype %s is not a float type", rlx_dtype_name(tx->dtype));
   if (x->rank != 3 && x->rank != 4)
-    return ir_fail(g, n, RLX_ERR_SHAPE, "x must be [B,S,H*D] or [B,S,H,D], got %s", SHAPE_S(g, x));
+    return ir_fail(g, n, RLX_ERR_SHAPE, "x must be [B,S,H*D] or [B,S,H,D], got %s", IR_SHAPE_S(g, x));
   if (a->rope_mode < 0 || a->rope_mode >= RLX_ROPE_COUNT)
     return ir_fail(g, n, RLX_ERR_INVALID, "mode %lld is not a rope mode", (long long)a->rope_mode);
   int64_t last = x->d[x->rank - 1];
@@ -240,7 +239,7 @@ int ir_infer_Rope(rlx_graph *g, ir_node *n) {
   if (x->rank == 4 ? !dims_compatible(last, a->head_dim)
                    : !ir_dim_is_sym(last) && last % a->head_dim != 0)
     return ir_fail(g, n, RLX_ERR_SHAPE, "x %s does not hold heads of head_dim %lld",
-                   SHAPE_S(g, x), (long long)a->head_dim);
+                   IR_SHAPE_S(g, x), (long long)a->head_dim);
   if (a->n_rot == 0) a->n_rot = a->head_dim;
   if (a->n_rot < 0 || a->n_rot % 2 || a->n_rot > a->head_dim)
     return ir_fail(g, n, RLX_ERR_INVALID, "n_rot %lld must be even and in (0, head_dim %lld]",
@@ -254,8 +253,8 @@ int ir_infer_Rope(rlx_graph *g, ir_node *n) {
     int ok = p->rank == 1 ? dims_compatible(p->d[0], x->d[1])
            : p->rank == 2 && dims_compatible(p->d[0], x->d[0]) && dims_compatible(p->d[1], x->d[1]);
     if (!ok)
-      return ir_fail(g, n, RLX_ERR_SHAPE, "pos %s must be [S] or [B,S] for x %s", SHAPE_S(g, p),
-                     SHAPE_S(g, x));
+      return ir_fail(g, n, RLX_ERR_SHAPE, "pos %s must be [S] or [B,S] for x %s", IR_SHAPE_S(g, p),
+                     IR_SHAPE_S(g, x));
     if (!is_finite(a->base) || a->base <= 0 || !is_finite(a->scale) || a->scale <= 0)
       return ir_fail(g, n, RLX_ERR_INVALID, "base %g and scale %g must be finite and > 0",
                      a->base, a->scale);
@@ -274,7 +273,7 @@ int ir_infer_Rope(rlx_graph *g, ir_node *n) {
     if (!ok)
       return ir_fail(g, n, RLX_ERR_SHAPE,
                      "cos %s and sin %s must both be [S, n_rot/2] or [B, S, n_rot/2] for x %s "
-                     "and n_rot %lld", SHAPE_S(g, c), SHAPE_S(g, &ts->shape), SHAPE_S(g, x),
+                     "and n_rot %lld", IR_SHAPE_S(g, c), IR_SHAPE_S(g, &ts->shape), IR_SHAPE_S(g, x),
                      (long long)a->n_rot);
   }
   n->out[0] = *tx;
@@ -306,17 +305,17 @@ int ir_infer_CrossEntropy(rlx_graph *g, ir_node *n) {
   if (tt->dtype != RLX_I32 && tt->dtype != RLX_I64)
     return ir_fail(g, n, RLX_ERR_DTYPE, "target must be i32 or i64, got %s", rlx_dtype_name(tt->dtype));
   if (l->rank < 1)
-    return ir_fail(g, n, RLX_ERR_SHAPE, "logits must have a class axis, got %s", SHAPE_S(g, l));
+    return ir_fail(g, n, RLX_ERR_SHAPE, "logits must have a class axis, got %s", IR_SHAPE_S(g, l));
   int ax = ir_norm_axis(n->a.axis, l->rank);
   if (ax < 0)
     return ir_fail(g, n, RLX_ERR_SHAPE, "axis %lld out of range for logits %s", (long long)n->a.axis,
-                   SHAPE_S(g, l));
+                   IR_SHAPE_S(g, l));
   n->a.axis = ax;
   int ok = t->rank == l->rank - 1;
   for (int i = 0; ok && i < t->rank; i++) ok = dims_compatible(t->d[i], l->d[i < ax ? i : i + 1]);
   if (!ok)
-    return ir_fail(g, n, RLX_ERR_SHAPE, "target %s must be logits %s without axis %d", SHAPE_S(g, t),
-                   SHAPE_S(g, l), ax);
+    return ir_fail(g, n, RLX_ERR_SHAPE, "target %s must be logits %s without axis %d", IR_SHAPE_S(g, t),
+                   IR_SHAPE_S(g, l), ax);
   if (!(n->a.label_smoothing >= 0 && n->a.label_smoothing <= 1))
     return ir_fail(g, n, RLX_ERR_INVALID, "label_smoothing %g must be in [0, 1]", n->a.label_smoothing);
   n->out[0].dtype = tl->dtype;
@@ -341,8 +340,8 @@ int ir_infer_MseLoss(rlx_graph *g, ir_node *n) {
                    rlx_dtype_name(ta->dtype), rlx_dtype_name(tb->dtype));
   ir_shape out;
   if (!ir_broadcast(g, &ta->shape, &tb->shape, &out))
-    return ir_fail(g, n, RLX_ERR_SHAPE, "a %s and b %s do not broadcast", SHAPE_S(g, &ta->shape),
-                   SHAPE_S(g, &tb->shape));
+    return ir_fail(g, n, RLX_ERR_SHAPE, "a %s and b %s do not broadcast", IR_SHAPE_S(g, &ta->shape),
+                   IR_SHAPE_S(g, &tb->shape));
   n->out[0].dtype = ta->dtype;
   n->out[0].shape.rank = 0;
   return 0;

@@ -2,7 +2,6 @@
  * Dequantize and FakeQuantize. */
 #include "ir.h"
 
-#define SHAPE_S(g, s) ir_shape_str((g), (s), (char[IR_SHAPE_STR_CAP]){0}, IR_SHAPE_STR_CAP)
 
 /* Dims that must agree: equal, or either symbolic (checked again once the
  * graph is specialized to concrete sizes). */
@@ -48,9 +47,9 @@ int ir_infer_DequantMatMul(rlx_graph *g, ir_node *n) {
   const ir_shape *sx = &tx->shape, *sw = &tw->shape;
   if (sx->rank < 1 || sw->rank != 2)
     return ir_fail(g, n, RLX_ERR_SHAPE, "needs x [..., K] and w [N, K], got x %s and w %s",
-                   SHAPE_S(g, sx), SHAPE_S(g, sw));
+                   IR_SHAPE_S(g, sx), IR_SHAPE_S(g, sw));
   if (!dims_compatible(sx->d[sx->rank - 1], sw->d[1]))
-    return ir_fail(g, n, RLX_ERR_SHAPE, "K differs: x %s, w %s", SHAPE_S(g, sx), SHAPE_S(g, sw));
+    return ir_fail(g, n, RLX_ERR_SHAPE, "K differs: x %s, w %s", IR_SHAPE_S(g, sx), IR_SHAPE_S(g, sw));
   n->out[0].dtype = tx->dtype;
   n->out[0].shape = *sx;
   n->out[0].shape.d[sx->rank - 1] = sw->d[0];
@@ -82,10 +81,10 @@ int ir_infer_Quantize(rlx_graph *g, ir_node *n) {
   const ir_shape *s = &tx->shape;
   const int block = ir_dtypes[n->a.scheme].block;
   if (s->rank < 1)
-    return ir_fail(g, n, RLX_ERR_SHAPE, "x must have rank >= 1, got %s", SHAPE_S(g, s));
+    return ir_fail(g, n, RLX_ERR_SHAPE, "x must have rank >= 1, got %s", IR_SHAPE_S(g, s));
   if (ir_dim_is_sym(s->d[s->rank - 1]) || s->d[s->rank - 1] % block)
     return ir_fail(g, n, RLX_ERR_SHAPE, "last dim of x %s must be a static multiple of %d (%s)",
-                   SHAPE_S(g, s), block, dtype_s(n->a.scheme));
+                   IR_SHAPE_S(g, s), block, dtype_s(n->a.scheme));
   n->out[0].dtype = (rlx_dtype)n->a.scheme;
   n->out[0].shape = *s;
   return 0;
@@ -152,13 +151,13 @@ int ir_infer_FakeQuantize(rlx_graph *g, ir_node *n) {
     int axis = ir_norm_axis(a->axis, x->rank);
     if (axis < 0)
       return ir_fail(g, n, RLX_ERR_SHAPE, "per-channel axis %lld out of range for x %s",
-                     (long long)a->axis, SHAPE_S(g, x));
+                     (long long)a->axis, IR_SHAPE_S(g, x));
     if (s->rank != 1 || z->rank != 1 || !dims_compatible(s->d[0], x->d[axis]) ||
         !dims_compatible(z->d[0], x->d[axis]))
       return ir_fail(g, n, RLX_ERR_SHAPE,
                      "scale %s and zero_point %s must both have one element (per tensor) or "
                      "both be rank 1 of length x.shape[%d] (per channel), x %s",
-                     SHAPE_S(g, s), SHAPE_S(g, z), axis, SHAPE_S(g, x));
+                     IR_SHAPE_S(g, s), IR_SHAPE_S(g, z), axis, IR_SHAPE_S(g, x));
     a->axis = axis;
   }
   n->out[0] = *tx;

@@ -51,19 +51,6 @@ static int check_eps(rlx_graph *g, ir_node *n) {
   return 0;
 }
 
-/* All inputs of a normalizer share x's float dtype. */
-static int check_norm_dtypes(rlx_graph *g, ir_node *n) {
-  rlx_dtype t = ir_in(g, n, 0)->dtype;
-  if (!ir_is_float(t))
-    return ir_fail(g, n, RLX_ERR_DTYPE, "x dtype %s is not a float type", rlx_dtype_name(t));
-  for (int i = 1; i < n->n_in; i++) {
-    rlx_dtype ti = ir_in(g, n, i)->dtype;
-    if (ti != t)
-      return ir_fail(g, n, RLX_ERR_DTYPE, "input %d dtype %s differs from x dtype %s", i,
-                     rlx_dtype_name(ti), rlx_dtype_name(t));
-  }
-  return 0;
-}
 
 /* ---------------------------------------------------------------- Reduce */
 
@@ -269,7 +256,7 @@ rlx_node rlx_log_softmax(rlx_graph *g, rlx_node x, int axis) {
  * are all -inf gives NaN (as NumPy, PyTorch, JAX: the max-subtracted
  * -inf - -inf is NaN); a NaN anywhere in a row makes the row NaN. */
 static int infer_softmax(rlx_graph *g, ir_node *n) {
-  if (check_norm_dtypes(g, n) < 0) return -1;
+  if (ir_require_float_inputs(g, n, n->n_in) < 0) return -1;
   const ir_type *x = ir_in(g, n, 0);
   if (norm_axis_attr(g, n, x->shape.rank) < 0) return -1;
   n->out[0] = *x;
@@ -305,7 +292,7 @@ rlx_node rlx_rms_norm(rlx_graph *g, rlx_node x, rlx_node gamma, rlx_node beta, i
  * shape x.shape[axis:] exactly (no broadcasting: RLX_ERR_SHAPE otherwise).
  * eps must be finite and >= 0 (RLX_ERR_INVALID). */
 static int infer_last_axes_norm(rlx_graph *g, ir_node *n) {
-  if (check_norm_dtypes(g, n) < 0 || check_eps(g, n) < 0) return -1;
+  if (ir_require_float_inputs(g, n, n->n_in) < 0 || check_eps(g, n) < 0) return -1;
   const ir_type *x = ir_in(g, n, 0);
   if (norm_axis_attr(g, n, x->shape.rank) < 0) return -1;
   ir_shape tail;
@@ -369,7 +356,7 @@ static int check_channel_inputs(rlx_graph *g, ir_node *n, const char *const *nam
  * biased variance over each (n, group): C/groups channels x spatial. */
 int ir_infer_GroupNorm(rlx_graph *g, ir_node *n) {
   static const char *const names[] = {"gamma", "beta"};
-  if (check_norm_dtypes(g, n) < 0 || check_eps(g, n) < 0 ||
+  if (ir_require_float_inputs(g, n, n->n_in) < 0 || check_eps(g, n) < 0 ||
       check_channel_inputs(g, n, names) < 0)
     return -1;
   const ir_type *x = ir_in(g, n, 0);
@@ -388,7 +375,7 @@ int ir_infer_GroupNorm(rlx_graph *g, ir_node *n) {
 /* Inference form: (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c]. */
 int ir_infer_BatchNorm(rlx_graph *g, ir_node *n) {
   static const char *const names[] = {"mean", "var", "gamma", "beta"};
-  if (check_norm_dtypes(g, n) < 0 || check_eps(g, n) < 0 ||
+  if (ir_require_float_inputs(g, n, n->n_in) < 0 || check_eps(g, n) < 0 ||
       check_channel_inputs(g, n, names) < 0)
     return -1;
   n->out[0] = *ir_in(g, n, 0);

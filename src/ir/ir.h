@@ -200,6 +200,12 @@ int     ir_type_eq(const ir_type *a, const ir_type *b);
 /* "[2,S,?]" into buf (returns buf); uses g for symbol names (g may be NULL). */
 char   *ir_shape_str(const rlx_graph *g, const ir_shape *s, char *buf, size_t cap);
 #define IR_SHAPE_STR_CAP 160
+/* ir_shape_str into a temporary that lives to the end of the enclosing
+ * full expression: for messages, IR_SHAPE_S(g, &t->shape). */
+#define IR_SHAPE_S(g, s) ir_shape_str((g), (s), (char[IR_SHAPE_STR_CAP]){0}, IR_SHAPE_STR_CAP)
+/* Input 0 is a float type and inputs 1..count-1 have its dtype (else a
+ * RLX_ERR_DTYPE naming both); returns 0 or -1. */
+int     ir_require_float_inputs(rlx_graph *g, ir_node *n, int count);
 
 /* ---------------------------------------------------------------- dtypes */
 
