@@ -269,7 +269,7 @@ rlx_status rlx_graph_status(const rlx_graph *g);   /* first builder error, stick
 rlx_status rlx_graph_verify(const rlx_graph *g);
 char      *rlx_graph_to_text(const rlx_graph *g);  /* caller frees with free() */
 rlx_status rlx_graph_from_text(const char *text, rlx_graph **out);
-uint64_t   rlx_graph_hash(const rlx_graph *g);     /* stable across runs and machines */
+uint64_t   rlx_graph_hash(const rlx_graph *g);     /* of the canonical text without the graph name; stable across runs and machines */
 int        rlx_graph_num_nodes(const rlx_graph *g);
 /* Type of a node: returns its rank (or -1 for a bad id); dims may be NULL.
  * Symbolic dims come back as their tokens (see rlx_dim_name). */
@@ -316,6 +316,16 @@ typedef struct {
   int64_t plan_cache_hits; /* runs that reused a cached plan */
   int64_t runs;
   size_t  arena_bytes;     /* arena size of the current plan */
+  /* Memory plan of the current plan. naive_bytes: what its intermediates
+   * would take with a buffer each (no reuse, views or in-place);
+   * peak_live_bytes: the largest sum of its buffers live at one node, a
+   * lower bound of arena_bytes. views: nodes that name their input's bytes
+   * (reshape, contiguous narrow, ...: no buffer, no copy); in_place:
+   * elementwise nodes that write into the buffer of an input. */
+  size_t  naive_bytes;
+  size_t  peak_live_bytes;
+  int64_t views;
+  int64_t in_place;
 } rlx_session_stats;
 rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
 

@@ -26,7 +26,9 @@ struct rlx_backend {
   rlx_status (*run)(void *plan, const rlx_bindings *bind);
   /* Copy output `index` of non-leaf node n after a run into dst (nbytes exact). */
   rlx_status (*read)(void *plan, rlx_node n, int index, void *dst, size_t nbytes);
-  size_t (*arena_bytes)(const void *plan);
+  /* The plan's memory figures into st->arena_bytes, naive_bytes,
+   * peak_live_bytes, views and in_place. */
+  void (*memory_stats)(const void *plan, rlx_session_stats *st);
   void (*free)(void *plan);
 };
 

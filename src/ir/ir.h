@@ -46,7 +46,11 @@ int ir_op_from_name(const char *name, size_t len);   /* -1 if unknown */
  * (Reshape's "infer this dim"). */
 #define IR_SYM_BASE (-((int64_t)1 << 40))
 static inline int     ir_dim_is_sym(int64_t d) { return d <= IR_SYM_BASE; }
-static inline int     ir_dim_sym_id(int64_t d) { return (int)(IR_SYM_BASE - d); }
+/* Saturates for a malformed token far below IR_SYM_BASE (then >= n_syms: unknown). */
+static inline int     ir_dim_sym_id(int64_t d) {
+  int64_t id = IR_SYM_BASE - d;
+  return id > INT32_MAX ? INT32_MAX : (int)id;
+}
 static inline int64_t ir_sym_dim(int id) { return IR_SYM_BASE - id; }
 
 typedef struct { int rank; int64_t d[RLX_MAX_RANK]; } ir_shape;

@@ -1035,8 +1035,8 @@ static rlx_status parse_node(parser *P) {
   TRY(advance(P));
   TRY(expect_punct(P, '=', "after the node label"));
   tok op_tok = P->t;
-  int op = op_tok.kind == TK_IDENT ? ir_op_from_name(op_tok.s, op_tok.len) : -1;
   if (op_tok.kind != TK_IDENT) return syntax(&op_tok, "expected an op name, got %s", TOK_DESC(&op_tok));
+  int op = ir_op_from_name(op_tok.s, op_tok.len);
   if (op < 0) return syntax(&op_tok, "unknown op '%.*s'", (int)op_tok.len, op_tok.s);
   TRY(advance(P));
 

@@ -6,18 +6,43 @@
 #include "../ir/ir.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define RLX_ARENA_ALIGN 64
 
 /* ---------------------------------------------------------------- the pipeline */
 
+/* Constant folding's evaluator: computes node n of g (every output, each
+ * a dense buffer of its static type) from its inputs' data. The runtime
+ * supplies one backed by the CPU backend, so passes need no kernels. */
+typedef rlx_status (*pass_eval_fn)(void *ctx, const rlx_graph *g, rlx_node n,
+                                   const void *const *inputs, void *const *outputs);
+
+/* Fold only nodes whose outputs together hold at most this many bytes (a
+ * folded Expand or Iota must not bloat the graph). */
+#define PASS_FOLD_MAX_BYTES ((size_t)64 * 1024)
+
+/* Per op kind, what legalization did with the nodes of that kind. */
+typedef struct {
+  int native;       /* the target claims it */
+  int decomposed;   /* replaced by its decomposition into primitives */
+  int fallback;     /* neither: left for the CPU */
+} pass_dispatch_count;
+
 typedef struct {
   int trace;          /* RLX_TRACE=1: print what each pass changed */
-  const char *dump;   /* RLX_DUMP=<pass>: print the graph after that pass ("all": every pass) */
+  const char *dump;   /* RLX_DUMP=<pass>[,<pass>...]: print the graph after those passes ("all": every pass) */
   int fuse;           /* 0: skip the fusion passes (RLX_FUSE=0, rlx_options.flags) */
+  int optimize;       /* 0: run only legalization (RLX_FLAG_NO_OPTIMIZE) */
+  int decompose_fused;/* RLX_DECOMPOSE_FUSED=1: legalize decomposes every fused op, claimed or not */
   /* Legalization target: does the backend claim node n of g? NULL = every op. */
   int (*claims)(void *ctx, const rlx_graph *g, rlx_node n);
   void *claims_ctx;
+  /* Constant folding evaluator; NULL: fold folds nothing. */
+  pass_eval_fn eval;
+  void *eval_ctx;
+  /* When not NULL, [RLX_OP_COUNT] counts that legalize fills (zeroed first). */
+  pass_dispatch_count *dispatch;
 } pass_options;
 
 /* A pass maps a graph to a new graph; the input is never modified. *changed
@@ -39,23 +64,69 @@ rlx_status pass_legalize(const rlx_graph *in, const pass_options *opt, rlx_graph
  * backend that does not claim the fused op, and by tests. */
 rlx_node pass_decompose(rlx_graph *dst, const rlx_graph *src, rlx_node id, const rlx_node *inputs);
 int      pass_has_decomposition(int op);
+/* Whether node id of g can be decomposed with its types (an op with a
+ * decomposition whose shapes it can express, e.g. FusedSwiGLU needs a
+ * static last dim). Legalize leaves the other nodes as they are. */
+int      pass_can_decompose(const rlx_graph *g, rlx_node id);
+
+/* Node identity for CSE and the compile cache: attributes of op equal
+ * (every field the op's ops.def row names; floats bitwise), and a hash
+ * consistent with it, folded into h. */
+int      pass_attrs_equal(int op, const ir_attrs *a, const ir_attrs *b);
+uint64_t pass_attrs_hash(int op, const ir_attrs *a, uint64_t h);
+uint64_t pass_hash_bytes(uint64_t h, const void *p, size_t n);   /* FNV-1a step */
 
 /* verify -> fold -> dce -> cse -> simplify -> fuse -> legalize, with dumps
  * and traces. The result verifies. */
 rlx_status pass_pipeline(const rlx_graph *g, const pass_options *opt, rlx_graph **out);
-/* Options from the environment (RLX_TRACE, RLX_DUMP, RLX_FUSE). */
+/* Defaults (everything on, nothing printed) overridden by the environment
+ * (RLX_TRACE, RLX_DUMP, RLX_FUSE, RLX_DECOMPOSE_FUSED). */
 void       pass_options_from_env(pass_options *opt);
 
-/* Memory plan of a specialized graph (all dims concrete): every output of
- * every non-leaf node gets an offset in one arena. Live ranges run from the
- * defining node to the last node reading it (graph outputs live to the
- * end); freed space is reused first-fit. */
+/* Memory plan of a specialized graph (all dims concrete), plan_memory.c.
+ *
+ * A slot is one output of one node: slot = node * IR_MAX_OUTPUTS + output.
+ * Every slot of every node names where its bytes live:
+ *   - leaf[slot] >= 0: in that leaf's host buffer (bound per run) at
+ *     offset[slot]. A leaf's own slot is (itself, 0); a view of a leaf
+ *     (a Reshape of a param, say) is (the leaf, its byte offset).
+ *   - leaf[slot] == -1: in the plan's arena at offset[slot].
+ * Unused slots (output >= n_out) have offset SIZE_MAX.
+ *
+ * Views get no bytes of their own: a Reshape, a same-dtype Cast, a
+ * contiguous Narrow, a StopGradient, a GetOutput names (part of) its
+ * input's bytes, and its kernel need not run (view[node] = 1). A view that
+ * is a graph output and would alias a leaf is copied into the arena
+ * instead, so rlx_output reads the result of the run.
+ * In-place: an elementwise op of the allow-list in plan_memory.c writes into
+ * the buffer of an input that dies at it (inplace_input[node] = that input's
+ * index): the kernel gets the same pointer as input and output.
+ * Arena buffers live from their defining node to the last node that reads
+ * them or any view or in-place result of them (graph outputs: to the end);
+ * offsets are packed greedily, largest buffer first, each into the tightest
+ * gap left by the buffers already placed whose live ranges overlap its own.
+ *
+ * RLX_PLAN_NO_REUSE=1 in the environment turns off reuse, views and
+ * in-place: every slot gets bytes of its own (arena_bytes == naive_bytes),
+ * the reference to compare a reusing plan against. */
 typedef struct {
-  size_t *offset;        /* [n_nodes * IR_MAX_OUTPUTS]; SIZE_MAX for leaves */
-  size_t *nbytes;        /* same indexing */
-  size_t arena_bytes;    /* peak */
-  size_t naive_bytes;    /* sum of all buffers (no reuse), for reports */
+  size_t *offset;          /* [n_nodes * IR_MAX_OUTPUTS] byte offset (arena or leaf buffer) */
+  size_t *nbytes;          /* same indexing: bytes of the slot's tensor */
+  int32_t *leaf;           /* same indexing: leaf node holding the bytes, -1 for the arena */
+  uint8_t *view;           /* [n_nodes]: 1 if the node aliases its input 0 (no kernel runs) */
+  int8_t *inplace_input;   /* [n_nodes]: input whose buffer the node writes into, or -1 */
+  size_t arena_bytes;      /* the arena's size: the plan's peak */
+  size_t naive_bytes;      /* every non-leaf slot its own aligned buffer: no reuse, views or in-place */
+  size_t peak_live_bytes;  /* the largest sum of arena buffers live at one node: a lower bound of arena_bytes */
+  int n_views, n_inplace;
 } plan_memory;
+
+/* Slot of input k of node n: the producer's output that n reads (GetOutput
+ * reads output `index`, every other op output 0). */
+static inline size_t plan_input_slot(const ir_node *n, int k) {
+  int o = n->op == RLX_OP_GetOutput ? (int)n->a.index : 0;
+  return (size_t)n->in[k] * IR_MAX_OUTPUTS + (size_t)o;
+}
 
 rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *out);
 void       plan_memory_free(plan_memory *m);

@@ -1,89 +1,364 @@
-/* plan_memory.c — liveness-based arena offsets with first-fit reuse. */
+/* plan_memory.c — the memory plan of a specialized graph (pass.h): which
+ * nodes are views of their input, which elementwise nodes write in place,
+ * and the arena offset of every other buffer from its live range. */
 #include "pass.h"
 
-#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { size_t off, size; int last_use; } live_block;
-
 static size_t align_up(size_t x) { return (x + RLX_ARENA_ALIGN - 1) / RLX_ARENA_ALIGN * RLX_ARENA_ALIGN; }
 
-/* Lowest offset where `size` fits between the live blocks (sorted by offset). */
-static size_t first_fit(const live_block *live, int n_live, size_t size) {
-  size_t at = 0;
-  for (int i = 0; i < n_live; i++) {
-    if (live[i].off >= at + size) break;
-    if (live[i].off + live[i].size > at) at = align_up(live[i].off + live[i].size);
-  }
-  return at;
+static int env_flag(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
 }
 
-static void insert_sorted(live_block *live, int *n_live, live_block b) {
-  int i = *n_live;
-  while (i > 0 && live[i - 1].off > b.off) {
-    live[i] = live[i - 1];
-    i--;
+/* ---------------------------------------------------------------- views */
+
+/* 1 if node n can name its input 0's bytes instead of copying them: its
+ * bytes are the input's from *byte_off on, in the same order. */
+static int view_of_input(const rlx_graph *g, const ir_node *n, size_t *byte_off) {
+  *byte_off = 0;
+  switch (n->op) {
+  case RLX_OP_Reshape:      /* the same elements in the same row-major order */
+  case RLX_OP_StopGradient: /* the identity */
+  case RLX_OP_GetOutput:    /* the producer's selected output itself */
+    return 1;
+  case RLX_OP_Cast:
+    return n->out[0].dtype == ir_in(g, n, 0)->dtype;
+  case RLX_OP_Narrow: {
+    const ir_shape *x = &ir_in(g, n, 0)->shape;
+    int axis = (int)n->a.axis;
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < axis; i++) outer *= x->d[i];
+    for (int i = axis + 1; i < x->rank; i++) inner *= x->d[i];
+    /* One run of bytes: no dim outside the axis repeats the slice, or the
+     * whole axis is kept (then start is 0). */
+    if (outer != 1 && n->a.len != x->d[axis]) return 0;
+    *byte_off = rlx_dtype_nbytes(n->out[0].dtype, n->a.start * inner);
+    return 1;
   }
-  live[i] = b;
-  (*n_live)++;
+  default:
+    return 0;
+  }
 }
 
-rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *out) {
-  memset(out, 0, sizeof *out);
-  size_t slots = (size_t)g->n_nodes * IR_MAX_OUTPUTS;
-  int *last_use = malloc((g->n_nodes ? (size_t)g->n_nodes : 1) * sizeof *last_use);
-  live_block *live = malloc((slots ? slots : 1) * sizeof *live);
-  out->offset = malloc((slots ? slots : 1) * sizeof *out->offset);
-  out->nbytes = calloc(slots ? slots : 1, sizeof *out->nbytes);
-  if (!last_use || !live || !out->offset || !out->nbytes) {
-    free(last_use);
-    free(live);
-    plan_memory_free(out);
-    return rlx_set_error(RLX_ERR_NOMEM, "memory planning: out of memory");
-  }
-  for (int i = 0; i < g->n_nodes; i++) last_use[i] = i;
-  for (int i = 0; i < g->n_nodes; i++)
-    for (int k = 0; k < g->nodes[i].n_in; k++) last_use[g->nodes[i].in[k]] = i;
-  for (int k = 0; k < g->n_outputs; k++) last_use[g->outputs[k]] = g->n_nodes;
+/* ---------------------------------------------------------------- in place */
 
-  int n_live = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = &g->nodes[i];
-    for (int o = 0; o < IR_MAX_OUTPUTS; o++) out->offset[(size_t)i * IR_MAX_OUTPUTS + o] = SIZE_MAX;
-    if (ir_ops[n->op].category == RLX_CAT_LEAF) continue;
-    for (int o = 0; o < n->n_out; o++) {
-      int64_t numel = ir_numel(&n->out[o].shape);
-      if (numel < 0) {
-        free(last_use);
-        free(live);
-        plan_memory_free(out);
-        return rlx_set_error(RLX_ERR_INTERNAL, "memory planning: node %d has symbolic dims", i);
+/* Ops whose output may take the buffer of an input with the output's shape
+ * and byte size. For each, the CPU kernel computes output element i from
+ * element i of such an input (and elements of the other inputs), reads
+ * every operand of element i before it stores element i, and reads no
+ * element it has stored:
+ *   Activation, Clamp  out[i] = f(x[i]): cpu_get(x, i), then cpu_set(out, i)
+ *                      (k_elementwise.c);
+ *   Binary, Compare    out[i] = f(a[ia], b[ib]), both loaded before the
+ *                      store; an operand of the output's shape has ia == i;
+ *                      Compare qualifies only for 1-byte operands (BOOL out);
+ *   Cast               to a dtype of the same size (F32 <-> I32, F16 <->
+ *                      BF16, ...): cpu_get(x, i), then cpu_set(out, i);
+ *   ElementwiseRegion  region_run (k_fused.c) evaluates the whole chain of
+ *                      element i from the inputs into per-step cells, and
+ *                      only then copies the last cell into out[i]; with
+ *                      the resize prologue, input 0 is a quarter of the
+ *                      output and never qualifies.
+ * Not here: Where (moves elements with memcpy, whose buffers must not
+ * overlap), BatchElementwiseRegion (its results tile the output by rows,
+ * so an output-sized input is read at other rows than are being written),
+ * FusedSwiGLU and TransformRegion (output and input differ in size), and
+ * every row-wise or reducing op. A faster kernel for an op of this list
+ * must keep the same property (a SIMD loop that loads a vector of inputs
+ * before storing the vector of outputs does). */
+static int inplace_allowed(int op) {
+  switch (op) {
+  case RLX_OP_Activation:
+  case RLX_OP_Clamp:
+  case RLX_OP_Binary:
+  case RLX_OP_Compare:
+  case RLX_OP_Cast:
+  case RLX_OP_ElementwiseRegion:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* ---------------------------------------------------------------- offsets */
+
+typedef struct {
+  size_t size;      /* aligned bytes */
+  size_t bytes;     /* bytes of the tensors it holds (an in-place chain keeps the size) */
+  size_t off;
+  int first, last;  /* live range: defining node .. last reader (n_nodes: a graph output) */
+} plan_buffer;
+
+typedef struct {
+  size_t size;
+  int first, id;
+} size_key;
+
+static int by_size_desc(const void *pa, const void *pb) {
+  const size_key *a = pa, *b = pb;
+  if (a->size != b->size) return a->size < b->size ? 1 : -1;
+  if (a->first != b->first) return a->first < b->first ? -1 : 1;
+  return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static int live_together(const plan_buffer *a, const plan_buffer *b) {
+  return a->first <= b->last && b->first <= a->last;
+}
+
+/* Places the buffers largest first (TFLite's "greedy by size"): each goes
+ * into the tightest gap that holds it between the already placed buffers
+ * live at the same time as it, else above all of them. Sizes are aligned,
+ * so offsets are. by_off: scratch for n ids (placed buffers by offset).
+ * Returns the arena size. */
+static size_t place_by_size(plan_buffer *buf, int n, size_key *order, int *by_off) {
+  for (int i = 0; i < n; i++) order[i] = (size_key){buf[i].size, buf[i].first, i};
+  qsort(order, (size_t)n, sizeof *order, by_size_desc);
+  size_t arena = 0;
+  for (int q = 0; q < n; q++) {
+    plan_buffer *b = &buf[order[q].id];
+    size_t prev_end = 0, best = SIZE_MAX, best_gap = SIZE_MAX;
+    for (int p = 0; p < q; p++) {
+      const plan_buffer *o = &buf[by_off[p]];
+      if (!live_together(b, o)) continue;
+      if (o->off >= prev_end && o->off - prev_end >= b->size && o->off - prev_end < best_gap) {
+        best = prev_end;
+        best_gap = o->off - prev_end;
       }
-      size_t nb = rlx_dtype_nbytes(n->out[o].dtype, numel);
-      size_t sz = align_up(nb ? nb : 1);
-      size_t off = first_fit(live, n_live, sz);
-      insert_sorted(live, &n_live, (live_block){off, sz, last_use[i]});
-      out->offset[(size_t)i * IR_MAX_OUTPUTS + o] = off;
-      out->nbytes[(size_t)i * IR_MAX_OUTPUTS + o] = nb;
-      out->naive_bytes += sz;
-      if (off + sz > out->arena_bytes) out->arena_bytes = off + sz;
+      if (o->off + o->size > prev_end) prev_end = o->off + o->size;
     }
-    /* Free what dies here, after this node's outputs were placed (a kernel
-     * may read its inputs while writing its outputs). */
-    int w = 0;
-    for (int r = 0; r < n_live; r++)
-      if (live[r].last_use > i) live[w++] = live[r];
-    n_live = w;
+    b->off = best != SIZE_MAX ? best : prev_end;
+    if (b->off + b->size > arena) arena = b->off + b->size;
+    int at = q;
+    while (at > 0 && buf[by_off[at - 1]].off > b->off) {
+      by_off[at] = by_off[at - 1];
+      at--;
+    }
+    by_off[at] = order[q].id;
   }
-  free(last_use);
-  free(live);
+  return arena;
+}
+
+/* The largest sum of buffer sizes live at one node. */
+static size_t peak_live(const plan_buffer *buf, int n, int n_nodes, int64_t *delta) {
+  memset(delta, 0, ((size_t)n_nodes + 2) * sizeof *delta);
+  for (int i = 0; i < n; i++) {
+    delta[buf[i].first] += (int64_t)buf[i].size;
+    delta[buf[i].last + 1] -= (int64_t)buf[i].size;
+  }
+  int64_t live = 0, peak = 0;
+  for (int i = 0; i <= n_nodes; i++) {
+    live += delta[i];
+    if (live > peak) peak = live;
+  }
+  return (size_t)peak;
+}
+
+/* ---------------------------------------------------------------- the plan */
+
+typedef struct {
+  int *last;          /* per slot: last node reading it (n_nodes: a graph output) */
+  int *root;          /* per slot: the slot whose bytes it names (itself unless a view) */
+  size_t *view_off;   /* per slot: byte offset into the root's bytes */
+  int *family_last;   /* per root slot: last read of it or of any view of it */
+  int *buf_of;        /* per root slot: its arena buffer, -1 for leaves */
+  plan_buffer *buf;
+  size_key *order;
+  int *by_off;
+  int64_t *delta;
+} plan_scratch;
+
+static void scratch_free(plan_scratch *s) {
+  free(s->last);
+  free(s->root);
+  free(s->view_off);
+  free(s->family_last);
+  free(s->buf_of);
+  free(s->buf);
+  free(s->order);
+  free(s->by_off);
+  free(s->delta);
+}
+
+static const ir_type *slot_type(const rlx_graph *g, size_t slot) {
+  return &g->nodes[slot / IR_MAX_OUTPUTS].out[slot % IR_MAX_OUTPUTS];
+}
+
+/* Can node n (its output slot `out_slot`) write into the buffer of input k? */
+static int can_write_into(const rlx_graph *g, const ir_node *n, int k, size_t out_slot, const plan_memory *m,
+                          const plan_scratch *s) {
+  size_t in_slot = plan_input_slot(n, k);
+  int root = s->root[in_slot];
+  if (m->leaf[root] >= 0) return 0; /* leaves are the caller's: never written */
+  const plan_buffer *b = &s->buf[s->buf_of[root]];
+  /* The buffer dies here: no later reader, view or graph output. */
+  if (b->last != n->id) return 0;
+  /* The input is the whole buffer, element for element the output. */
+  if (s->view_off[in_slot] != 0 || m->nbytes[in_slot] != b->bytes || m->nbytes[in_slot] != m->nbytes[out_slot] ||
+      !ir_shape_eq(&slot_type(g, in_slot)->shape, &n->out[0].shape))
+    return 0;
+  /* Another operand in the same buffer must read element i at element i
+   * too (x * x, or a same-shape reshape of x). */
+  int64_t numel = ir_numel(&n->out[0].shape);
+  for (int j = 0; j < n->n_in; j++) {
+    size_t other = plan_input_slot(n, j);
+    int r = s->root[other];
+    if (j == k || m->leaf[r] >= 0 || s->buf_of[r] != s->buf_of[root]) continue;
+    if (s->view_off[other] != 0 || m->nbytes[other] != m->nbytes[out_slot] ||
+        ir_numel(&slot_type(g, other)->shape) != numel)
+      return 0;
+  }
+  return 1;
+}
+
+static rlx_status plan_fail(plan_memory *m, plan_scratch *s, rlx_status st) {
+  scratch_free(s);
+  plan_memory_free(m);
+  return st;
+}
+
+rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
+  memset(m, 0, sizeof *m);
+  const int no_reuse = env_flag("RLX_PLAN_NO_REUSE");
+  const int N = g->n_nodes;
+  const size_t n_slots = (size_t)N * IR_MAX_OUTPUTS + 1; /* + 1: never a zero-size malloc */
+  plan_scratch s = {0};
+  m->offset = malloc(n_slots * sizeof *m->offset);
+  m->nbytes = calloc(n_slots, sizeof *m->nbytes);
+  m->leaf = malloc(n_slots * sizeof *m->leaf);
+  m->view = calloc((size_t)N + 1, sizeof *m->view);
+  m->inplace_input = malloc(((size_t)N + 1) * sizeof *m->inplace_input);
+  s.last = malloc(n_slots * sizeof *s.last);
+  s.root = malloc(n_slots * sizeof *s.root);
+  s.view_off = calloc(n_slots, sizeof *s.view_off);
+  s.family_last = malloc(n_slots * sizeof *s.family_last);
+  s.buf_of = malloc(n_slots * sizeof *s.buf_of);
+  s.buf = malloc(n_slots * sizeof *s.buf);
+  s.order = malloc(n_slots * sizeof *s.order);
+  s.by_off = malloc(n_slots * sizeof *s.by_off);
+  s.delta = malloc(((size_t)N + 2) * sizeof *s.delta);
+  if (!m->offset || !m->nbytes || !m->leaf || !m->view || !m->inplace_input || !s.last || !s.root ||
+      !s.view_off || !s.family_last || !s.buf_of || !s.buf || !s.order || !s.by_off || !s.delta)
+    return plan_fail(m, &s, rlx_set_error(RLX_ERR_NOMEM, "memory planning: out of memory"));
+
+  /* Sizes; leaves hold their own bytes; every slot is its own root. */
+  for (int i = 0; i < N; i++) {
+    const ir_node *n = &g->nodes[i];
+    int is_leaf = ir_ops[n->op].category == RLX_CAT_LEAF;
+    m->inplace_input[i] = -1;
+    for (int o = 0; o < IR_MAX_OUTPUTS; o++) {
+      size_t slot = (size_t)i * IR_MAX_OUTPUTS + (size_t)o;
+      m->offset[slot] = SIZE_MAX;
+      m->leaf[slot] = -1;
+      s.root[slot] = (int)slot;
+      s.last[slot] = i;
+      s.family_last[slot] = -1;
+      s.buf_of[slot] = -1;
+      if (o >= n->n_out) continue;
+      int64_t numel = ir_numel(&n->out[o].shape);
+      if (numel < 0)
+        return plan_fail(m, &s, rlx_set_error(RLX_ERR_INTERNAL, "memory planning: %s (node %d) has symbolic dims",
+                                              ir_ops[n->op].name, i));
+      m->nbytes[slot] = rlx_dtype_nbytes(n->out[o].dtype, numel);
+      if (is_leaf) {
+        m->leaf[slot] = i;
+        m->offset[slot] = 0;
+      } else {
+        m->naive_bytes += align_up(m->nbytes[slot] ? m->nbytes[slot] : 1);
+      }
+    }
+  }
+  for (int i = 0; i < N; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++) s.last[plan_input_slot(&g->nodes[i], k)] = i;
+  for (int k = 0; k < g->n_outputs; k++) s.last[(size_t)g->outputs[k] * IR_MAX_OUTPUTS] = N;
+
+  /* Views name their input's root. A graph output must not name a leaf's
+   * bytes: those may change before the caller reads the output. */
+  for (int i = 0; i < N && !no_reuse; i++) {
+    const ir_node *n = &g->nodes[i];
+    size_t off, slot = (size_t)i * IR_MAX_OUTPUTS;
+    if (ir_ops[n->op].category == RLX_CAT_LEAF || !view_of_input(g, n, &off)) continue;
+    size_t src = plan_input_slot(n, 0);
+    int root = s.root[src];
+    if (m->leaf[root] >= 0 && s.last[slot] == N) continue;
+    m->view[i] = 1;
+    m->n_views++;
+    s.root[slot] = root;
+    s.view_off[slot] = s.view_off[src] + off;
+  }
+  for (int i = 0; i < N; i++)
+    for (int o = 0; o < g->nodes[i].n_out; o++) {
+      size_t slot = (size_t)i * IR_MAX_OUTPUTS + (size_t)o;
+      int *fl = &s.family_last[s.root[slot]];
+      if (s.last[slot] > *fl) *fl = s.last[slot];
+    }
+
+  /* Buffers in node order: an allowed elementwise node takes over the
+   * buffer of an input that dies at it, anything else that is not a view
+   * gets a buffer of its own. */
+  int n_buf = 0;
+  for (int i = 0; i < N; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (ir_ops[n->op].category == RLX_CAT_LEAF || m->view[i]) continue;
+    for (int o = 0; o < n->n_out; o++) {
+      size_t slot = (size_t)i * IR_MAX_OUTPUTS + (size_t)o;
+      if (!no_reuse && o == 0 && inplace_allowed(n->op)) {
+        int k = 0;
+        while (k < n->n_in && !can_write_into(g, n, k, slot, m, &s)) k++;
+        if (k < n->n_in) {
+          int b = s.buf_of[s.root[plan_input_slot(n, k)]];
+          s.buf_of[slot] = b;
+          if (s.family_last[slot] > s.buf[b].last) s.buf[b].last = s.family_last[slot];
+          m->inplace_input[i] = (int8_t)k;
+          m->n_inplace++;
+          continue;
+        }
+      }
+      s.buf_of[slot] = n_buf;
+      s.buf[n_buf++] = (plan_buffer){align_up(m->nbytes[slot] ? m->nbytes[slot] : 1), m->nbytes[slot], 0, i,
+                                     s.family_last[slot]};
+    }
+  }
+
+  if (no_reuse) {
+    for (int b = 0; b < n_buf; b++) {
+      s.buf[b].off = m->arena_bytes;
+      m->arena_bytes += s.buf[b].size;
+    }
+  } else {
+    m->arena_bytes = place_by_size(s.buf, n_buf, s.order, s.by_off);
+  }
+  m->peak_live_bytes = peak_live(s.buf, n_buf, N, s.delta);
+
+  for (int i = 0; i < N; i++) {
+    if (ir_ops[g->nodes[i].op].category == RLX_CAT_LEAF) continue;
+    for (int o = 0; o < g->nodes[i].n_out; o++) {
+      size_t slot = (size_t)i * IR_MAX_OUTPUTS + (size_t)o;
+      int root = s.root[slot];
+      m->leaf[slot] = m->leaf[root];
+      m->offset[slot] = (m->leaf[root] >= 0 ? 0 : s.buf[s.buf_of[root]].off) + s.view_off[slot];
+    }
+  }
+  if (env_flag("RLX_TRACE"))
+    fprintf(stderr, "plan_memory: %d buffers in %zu arena bytes (naive %zu, peak live %zu), %d views, %d in place%s\n",
+            n_buf, m->arena_bytes, m->naive_bytes, m->peak_live_bytes, m->n_views, m->n_inplace,
+            no_reuse ? " (RLX_PLAN_NO_REUSE)" : "");
+  scratch_free(&s);
   return RLX_OK;
 }
 
 void plan_memory_free(plan_memory *m) {
   free(m->offset);
   free(m->nbytes);
+  free(m->leaf);
+  free(m->view);
+  free(m->inplace_input);
   m->offset = NULL;
   m->nbytes = NULL;
+  m->leaf = NULL;
+  m->view = NULL;
+  m->inplace_input = NULL;
 }

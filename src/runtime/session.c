@@ -168,7 +168,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
       rlx_session_free(s);
       return st;
     }
-    s->stats.arena_bytes = s->backend->arena_bytes(s->plans[idx].plan);
+    s->backend->memory_stats(s->plans[idx].plan, &s->stats);
   }
   *out = s;
   return RLX_OK;
@@ -303,7 +303,7 @@ rlx_status rlx_run(rlx_session *s) {
   st = get_plan(s, &idx);
   if (st) return st;
   s->current = idx;
-  s->stats.arena_bytes = s->backend->arena_bytes(s->plans[idx].plan);
+  s->backend->memory_stats(s->plans[idx].plan, &s->stats);
   rlx_bindings b = {s->leaf_data};
   st = s->backend->run(s->plans[idx].plan, &b);
   if (st == RLX_OK) s->stats.runs++;

@@ -1,6 +1,9 @@
 /* cpu_backend.c — the CPU backend: a plan is a list of kernel calls over
- * one arena laid out by the memory planner. It claims every op: it is the
- * reference and the fallback. */
+ * one arena laid out by the memory planner (plan_memory.c). Views run no
+ * kernel: their readers get the viewed bytes (in the arena, or in a leaf's
+ * host buffer bound at each run); an in-place node's kernel gets the same
+ * pointer for the input it overwrites and its output. It claims every op:
+ * it is the reference and the fallback. */
 #include "../backend.h"
 #include "../../pass/pass.h"
 #include "cpu.h"
@@ -8,10 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Where an input's bytes are at run time: a leaf's host buffer (bound per
+ * run) at an offset; inputs in the arena are bound once at compile. */
+typedef struct {
+  int leaf;        /* leaf node id, or -1: the arena */
+  size_t offset;
+} cpu_binding;
+
 typedef struct {
   const ir_node *node;
   cpu_tensor *in, *out;        /* views into cpu_plan.tensors */
-  int *in_leaf;                /* per input: leaf node id whose data to bind at run, or -1 */
+  cpu_binding *in_bind;        /* per input */
 } cpu_step;
 
 typedef struct {
@@ -19,10 +29,10 @@ typedef struct {
   cpu_ctx *ctx;
   plan_memory mem;
   uint8_t *arena;
-  cpu_step *steps;
+  cpu_step *steps;             /* the nodes that compute: no leaves, no views */
   int n_steps;
   cpu_tensor *tensors;
-  int *leaf_ids;
+  cpu_binding *bindings;
 } cpu_plan;
 
 static int cpu_claims(const rlx_backend *b, const rlx_graph *g, rlx_node n, char *why, size_t cap) {
@@ -48,7 +58,7 @@ static void cpu_free(void *p) {
   free(pl->arena);
   free(pl->steps);
   free(pl->tensors);
-  free(pl->leaf_ids);
+  free(pl->bindings);
   free(pl);
 }
 
@@ -74,8 +84,8 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
   pl->arena = aligned_alloc(RLX_ARENA_ALIGN, arena ? arena : RLX_ARENA_ALIGN);
   pl->steps = calloc((size_t)g->n_nodes + 1, sizeof *pl->steps);
   pl->tensors = calloc(n_tensors + 1, sizeof *pl->tensors);
-  pl->leaf_ids = malloc((n_tensors + 1) * sizeof *pl->leaf_ids);
-  if (!pl->arena || !pl->steps || !pl->tensors || !pl->leaf_ids) {
+  pl->bindings = calloc(n_tensors + 1, sizeof *pl->bindings);
+  if (!pl->arena || !pl->steps || !pl->tensors || !pl->bindings) {
     cpu_free(pl);
     return rlx_set_error(RLX_ERR_NOMEM, "cpu plan: out of memory (arena %zu bytes)", arena);
   }
@@ -83,26 +93,26 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
   size_t t = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
-    if (ir_ops[n->op].category == RLX_CAT_LEAF) continue;
+    /* A view names its input's bytes: nothing to compute. */
+    if (ir_ops[n->op].category == RLX_CAT_LEAF || pl->mem.view[i]) continue;
     cpu_step *s = &pl->steps[pl->n_steps++];
     s->node = n;
     s->in = &pl->tensors[t];
-    s->in_leaf = &pl->leaf_ids[t];
+    s->in_bind = &pl->bindings[t];
     for (int k = 0; k < n->n_in; k++, t++) {
-      const ir_node *src = &g->nodes[n->in[k]];
-      int o = n->op == RLX_OP_GetOutput ? (int)n->a.index : 0;  /* GetOutput reads the selected output */
-      tensor_of(&pl->tensors[t], &src->out[o], NULL);
-      if (ir_ops[src->op].category == RLX_CAT_LEAF) {
-        pl->leaf_ids[t] = src->id;
-      } else {
-        pl->leaf_ids[t] = -1;
-        pl->tensors[t].data = pl->arena + pl->mem.offset[(size_t)src->id * IR_MAX_OUTPUTS + o];
-      }
+      size_t slot = plan_input_slot(n, k);
+      const ir_node *src = &g->nodes[slot / IR_MAX_OUTPUTS];
+      cpu_binding *b = &pl->bindings[t];
+      b->leaf = pl->mem.leaf[slot];
+      b->offset = pl->mem.offset[slot];
+      tensor_of(&pl->tensors[t], &src->out[slot % IR_MAX_OUTPUTS], b->leaf < 0 ? pl->arena + b->offset : NULL);
     }
     s->out = &pl->tensors[t];
+    /* An in-place node's output offset is its input's: the kernel gets one pointer for both. */
     for (int o = 0; o < n->n_out; o++, t++) {
-      tensor_of(&pl->tensors[t], &n->out[o], pl->arena + pl->mem.offset[(size_t)i * IR_MAX_OUTPUTS + o]);
-      pl->leaf_ids[t] = -1;
+      size_t slot = (size_t)i * IR_MAX_OUTPUTS + (size_t)o;
+      tensor_of(&pl->tensors[t], &n->out[o], pl->arena + pl->mem.offset[slot]);
+      pl->bindings[t].leaf = -1;
     }
   }
   *out = pl;
@@ -113,8 +123,12 @@ static rlx_status cpu_run(void *p, const rlx_bindings *bind) {
   cpu_plan *pl = p;
   for (int i = 0; i < pl->n_steps; i++) {
     cpu_step *s = &pl->steps[i];
-    for (int k = 0; k < s->node->n_in; k++)
-      if (s->in_leaf[k] >= 0) s->in[k].data = (void *)bind->leaf_data[s->in_leaf[k]];
+    for (int k = 0; k < s->node->n_in; k++) {
+      const cpu_binding *b = &s->in_bind[k];
+      if (b->leaf < 0) continue;
+      const uint8_t *data = bind->leaf_data[b->leaf];
+      s->in[k].data = (void *)(b->offset ? data + b->offset : data); /* no arithmetic on an empty leaf's NULL */
+    }
     rlx_status st = cpu_kernels[s->node->op](pl->ctx, s->node, s->in, s->out);
     if (st) return st;
   }
@@ -124,14 +138,22 @@ static rlx_status cpu_run(void *p, const rlx_bindings *bind) {
 static rlx_status cpu_read(void *p, rlx_node n, int index, void *dst, size_t nbytes) {
   cpu_plan *pl = p;
   size_t slot = (size_t)n * IR_MAX_OUTPUTS + (size_t)index;
-  if (pl->mem.offset[slot] == SIZE_MAX || pl->mem.nbytes[slot] != nbytes)
+  /* Graph outputs are in the arena: the planner copies a view of a leaf that is an output. */
+  if (pl->mem.offset[slot] == SIZE_MAX || pl->mem.leaf[slot] >= 0 || pl->mem.nbytes[slot] != nbytes)
     return rlx_set_error(RLX_ERR_INTERNAL, "cpu plan: node %d output %d has no buffer of %zu bytes", (int)n,
                          index, nbytes);
   memcpy(dst, pl->arena + pl->mem.offset[slot], nbytes);
   return RLX_OK;
 }
 
-static size_t cpu_arena_bytes(const void *p) { return ((const cpu_plan *)p)->mem.arena_bytes; }
+static void cpu_memory_stats(const void *p, rlx_session_stats *st) {
+  const plan_memory *m = &((const cpu_plan *)p)->mem;
+  st->arena_bytes = m->arena_bytes;
+  st->naive_bytes = m->naive_bytes;
+  st->peak_live_bytes = m->peak_live_bytes;
+  st->views = m->n_views;
+  st->in_place = m->n_inplace;
+}
 
-const rlx_backend rlx_cpu_backend = {"cpu", cpu_claims, cpu_compile, cpu_run, cpu_read, cpu_arena_bytes,
+const rlx_backend rlx_cpu_backend = {"cpu", cpu_claims, cpu_compile, cpu_run, cpu_read, cpu_memory_stats,
                                      cpu_free};

@@ -1,0 +1,60 @@
+/* cpu_features.c — run-time detection behind cpu_features.h. */
+#include "cpu_features.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+/* XCR0: which register states the OS saves on a context switch. Executed
+ * only when cpuid reports OSXSAVE, so xgetbv exists. */
+static uint64_t read_xcr0(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return ((uint64_t)hi << 32) | lo;
+}
+
+static void detect(cpu_features *f) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+  int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+  if (!osxsave || !avx) return;
+  uint64_t xcr0 = read_xcr0();
+  if ((xcr0 & 0x6) != 0x6) return; /* xmm + ymm state */
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
+  int avx2 = (b >> 5) & 1, avx512f = (b >> 16) & 1;
+  f->avx2_fma = avx2 && fma;
+  f->f16c = f->avx2_fma && f16c;
+  /* opmask, upper halves of zmm0-15, zmm16-31 */
+  f->avx512 = f->avx2_fma && avx512f && (xcr0 & 0xe0) == 0xe0;
+}
+#else
+static void detect(cpu_features *f) { (void)f; }
+#endif
+
+static cpu_features hw, usable;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static int env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && !(v[0] == '0' && v[1] == 0);
+}
+
+static void init(void) {
+  detect(&hw);
+  usable = hw;
+  if (env_set("RLX_NO_AVX512")) usable.avx512 = 0;
+  if (env_set("RLX_NO_AVX2")) usable = (cpu_features){0};
+}
+
+const cpu_features *cpu_get_features(void) {
+  pthread_once(&once, init);
+  return &usable;
+}
+
+const cpu_features *cpu_get_hw_features(void) {
+  pthread_once(&once, init);
+  return &hw;
+}

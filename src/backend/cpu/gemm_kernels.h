@@ -1,0 +1,83 @@
+/* gemm_kernels.h — what each instruction-set variant of the SGEMM provides
+ * to the driver in gemm.c (internal to the CPU backend).
+ *
+ * Layouts the driver packs for the micro-kernel:
+ *   Ap: a micro-panel of op(A), k-major: for each k, mr consecutive floats
+ *       (the rows of the panel).
+ *   Bp: a micro-panel of op(B), k-major: for each k, nr_max floats (the
+ *       columns), zero-padded past the matrix edge.
+ */
+#ifndef RLX_GEMM_KERNELS_H
+#define RLX_GEMM_KERNELS_H
+
+#include "gemm.h"
+
+enum {
+  GEMM_ACCUMULATE = 1, /* add the product to C (a later K block) instead of overwriting */
+  GEMM_LAST = 2,       /* the last K block: apply bias + activation before the store */
+};
+
+/* The epilogue of one tile: bias already offset to the tile's first column
+ * (NULL: none). */
+typedef struct {
+  const float *bias;
+  rlx_act act;
+  float alpha;
+} gemm_tile_epilogue;
+
+/* C[mr, nr] (+)= Ap · Bp over kc, then the epilogue when flags has
+ * GEMM_LAST. 1 <= mr <= mr_max, 1 <= nr <= nr_max, kc >= 1. */
+typedef void (*gemm_micro_fn)(int mr, int nr, int64_t kc, const float *Ap, const float *Bp,
+                              float *C, int64_t ldc, int flags, const gemm_tile_epilogue *ep);
+
+/* y[j] = sum_k x[k] * R[k*ld + j] for j < n (R read in its dtype: F32,
+ * F16 or BF16). Overwrites y; K >= 1. */
+typedef void (*gemm_gemv_rows_fn)(int64_t K, int64_t n, const float *x, const void *R,
+                                  rlx_dtype dt, int64_t ld, float *y);
+/* y[j] = sum_k R[j*ld + k] * x[k] for j < n. Overwrites y; K >= 1. */
+typedef void (*gemm_gemv_dots_fn)(int64_t K, int64_t n, const float *x, const void *R,
+                                  rlx_dtype dt, int64_t ld, float *y);
+/* y[j] = act(y[j] + bias[j * bias_step]) for j < n (bias NULL: none;
+ * bias_step 0 broadcasts bias[0]). */
+typedef void (*gemm_epilogue_fn)(float *y, int64_t n, const float *bias, int bias_step,
+                                 rlx_act act, float alpha);
+/* dst[i] = src[i] as float for i < n; src F16 or BF16. */
+typedef void (*gemm_convert_fn)(const void *src, rlx_dtype dt, float *dst, int64_t n);
+
+typedef struct {
+  const char *name;
+  int mr_max, nr_max;         /* micro-tile */
+  int64_t kc, mc, nc;         /* cache blocking: K, M and N block sizes */
+  gemm_micro_fn micro;
+  gemm_gemv_rows_fn gemv_rows;
+  gemm_gemv_dots_fn gemv_dots;
+  gemm_epilogue_fn epilogue;
+  gemm_convert_fn convert;
+} gemm_isa;
+
+extern const gemm_isa gemm_isa_scalar;
+#if defined(__x86_64__) || defined(__i386__)
+extern const gemm_isa gemm_isa_avx2;
+extern const gemm_isa gemm_isa_avx512;
+#endif
+
+/* Element i of a matrix stored as dt (F32, F16 or BF16), as float. */
+static inline float gemm_load(const void *p, rlx_dtype dt, int64_t i) {
+  switch (dt) {
+  case RLX_F16: return rlx_f16_to_f32(((const uint16_t *)p)[i]);
+  case RLX_BF16: return rlx_bf16_to_f32(((const uint16_t *)p)[i]);
+  default: return ((const float *)p)[i];
+  }
+}
+
+/* Bytes of one element of a gemm operand dtype. */
+static inline size_t gemm_elem_size(rlx_dtype dt) { return dt == RLX_F32 ? 4 : 2; }
+
+/* The portable pieces the vector variants share for what they do not
+ * vectorize (gemm_scalar.c). */
+void gemm_scalar_convert(const void *src, rlx_dtype dt, float *dst, int64_t n);
+/* y[j] = act(y[j]) through the reference scalar math (elementwise_math.h):
+ * for the activations a variant has no vector code for. */
+void gemm_scalar_act_row(float *y, int64_t n, rlx_act act, float alpha);
+
+#endif /* RLX_GEMM_KERNELS_H */

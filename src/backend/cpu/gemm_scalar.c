@@ -1,0 +1,62 @@
+/* gemm_scalar.c — the portable SGEMM variant: plain C micro-kernel and
+ * GEMV loops, epilogue through the reference scalar math. Used when the
+ * CPU has no AVX2/FMA (or RLX_NO_AVX2=1), and for the pieces the vector
+ * variants leave to it. */
+#include "elementwise_math.h"
+#include "gemm_kernels.h"
+
+#define MR 4
+#define NR 8
+
+void gemm_scalar_convert(const void *src, rlx_dtype dt, float *dst, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = gemm_load(src, dt, i);
+}
+
+void gemm_scalar_act_row(float *y, int64_t n, rlx_act act, float alpha) {
+  if (act == RLX_ACT_NONE) return;
+  for (int64_t j = 0; j < n; j++) y[j] = (float)cpu_act_apply(act, y[j], alpha);
+}
+
+static void scalar_epilogue(float *y, int64_t n, const float *bias, int bias_step, rlx_act act,
+                            float alpha) {
+  if (bias)
+    for (int64_t j = 0; j < n; j++) y[j] += bias[j * bias_step];
+  gemm_scalar_act_row(y, n, act, alpha);
+}
+
+static void scalar_micro(int mr, int nr, int64_t kc, const float *Ap, const float *Bp, float *C,
+                         int64_t ldc, int flags, const gemm_tile_epilogue *ep) {
+  float acc[MR][NR] = {{0}};
+  for (int64_t k = 0; k < kc; k++) {
+    const float *a = Ap + k * mr, *b = Bp + k * NR;
+    for (int i = 0; i < mr; i++)
+      for (int j = 0; j < NR; j++) acc[i][j] += a[i] * b[j];
+  }
+  for (int i = 0; i < mr; i++) {
+    float *c = C + i * ldc;
+    for (int j = 0; j < nr; j++) c[j] = (flags & GEMM_ACCUMULATE) ? c[j] + acc[i][j] : acc[i][j];
+    if (flags & GEMM_LAST) scalar_epilogue(c, nr, ep->bias, 1, ep->act, ep->alpha);
+  }
+}
+
+static void scalar_gemv_rows(int64_t K, int64_t n, const float *x, const void *R, rlx_dtype dt,
+                             int64_t ld, float *y) {
+  for (int64_t j = 0; j < n; j++) y[j] = 0.0f;
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t j = 0; j < n; j++) y[j] += x[k] * gemm_load(R, dt, k * ld + j);
+}
+
+static void scalar_gemv_dots(int64_t K, int64_t n, const float *x, const void *R, rlx_dtype dt,
+                             int64_t ld, float *y) {
+  for (int64_t j = 0; j < n; j++) {
+    float s = 0.0f;
+    for (int64_t k = 0; k < K; k++) s += gemm_load(R, dt, j * ld + k) * x[k];
+    y[j] = s;
+  }
+}
+
+const gemm_isa gemm_isa_scalar = {
+    .name = "scalar", .mr_max = MR, .nr_max = NR, .kc = 256, .mc = 64, .nc = 1024,
+    .micro = scalar_micro, .gemv_rows = scalar_gemv_rows, .gemv_dots = scalar_gemv_dots,
+    .epilogue = scalar_epilogue, .convert = gemm_scalar_convert,
+};
