@@ -102,9 +102,11 @@ void       pass_options_from_env(pass_options *opt);
  * the buffer of an input that dies at it (inplace_input[node] = that input's
  * index): the kernel gets the same pointer as input and output.
  * Arena buffers live from their defining node to the last node that reads
- * them or any view or in-place result of them (graph outputs: to the end);
- * offsets are packed greedily, largest buffer first, each into the tightest
- * gap left by the buffers already placed whose live ranges overlap its own.
+ * them or any view or in-place result of them (graph outputs: to the end).
+ * Offsets: each buffer goes into the tightest gap left by the buffers
+ * already placed whose live ranges overlap its own; of three placement
+ * orders (largest first, busiest first, program order) the plan keeps the
+ * smallest arena.
  *
  * RLX_PLAN_NO_REUSE=1 in the environment turns off reuse, views and
  * in-place: every slot gets bytes of its own (arena_bytes == naive_bytes),
@@ -114,7 +116,7 @@ typedef struct {
   size_t *nbytes;          /* same indexing: bytes of the slot's tensor */
   int32_t *leaf;           /* same indexing: leaf node holding the bytes, -1 for the arena */
   uint8_t *view;           /* [n_nodes]: 1 if the node aliases its input 0 (no kernel runs) */
-  int8_t *inplace_input;   /* [n_nodes]: input whose buffer the node writes into, or -1 */
+  int32_t *inplace_input;  /* [n_nodes]: input whose buffer the node writes into, or -1 */
   size_t arena_bytes;      /* the arena's size: the plan's peak */
   size_t naive_bytes;      /* every non-leaf slot its own aligned buffer: no reuse, views or in-place */
   size_t peak_live_bytes;  /* the largest sum of arena buffers live at one node: a lower bound of arena_bytes */

@@ -93,33 +93,19 @@ typedef struct {
   int first, last;  /* live range: defining node .. last reader (n_nodes: a graph output) */
 } plan_buffer;
 
-typedef struct {
-  size_t size;
-  int first, id;
-} size_key;
-
-static int by_size_desc(const void *pa, const void *pb) {
-  const size_key *a = pa, *b = pb;
-  if (a->size != b->size) return a->size < b->size ? 1 : -1;
-  if (a->first != b->first) return a->first < b->first ? -1 : 1;
-  return a->id < b->id ? -1 : a->id > b->id;
-}
-
 static int live_together(const plan_buffer *a, const plan_buffer *b) {
   return a->first <= b->last && b->first <= a->last;
 }
 
-/* Places the buffers largest first (TFLite's "greedy by size"): each goes
- * into the tightest gap that holds it between the already placed buffers
- * live at the same time as it, else above all of them. Sizes are aligned,
- * so offsets are. by_off: scratch for n ids (placed buffers by offset).
- * Returns the arena size. */
-static size_t place_by_size(plan_buffer *buf, int n, size_key *order, int *by_off) {
-  for (int i = 0; i < n; i++) order[i] = (size_key){buf[i].size, buf[i].first, i};
-  qsort(order, (size_t)n, sizeof *order, by_size_desc);
+/* Places the buffers in the given order: each goes into the tightest gap
+ * that holds it between the already placed buffers live at the same time
+ * as it, else above all of them. Sizes are aligned, so offsets are.
+ * by_off: scratch for n ids (placed buffers by offset). Returns the arena
+ * size. */
+static size_t place_in_order(plan_buffer *buf, int n, const int *order, int *by_off) {
   size_t arena = 0;
   for (int q = 0; q < n; q++) {
-    plan_buffer *b = &buf[order[q].id];
+    plan_buffer *b = &buf[order[q]];
     size_t prev_end = 0, best = SIZE_MAX, best_gap = SIZE_MAX;
     for (int p = 0; p < q; p++) {
       const plan_buffer *o = &buf[by_off[p]];
@@ -137,27 +123,22 @@ static size_t place_by_size(plan_buffer *buf, int n, size_key *order, int *by_of
       by_off[at] = by_off[at - 1];
       at--;
     }
-    by_off[at] = order[q].id;
+    by_off[at] = order[q];
   }
   return arena;
 }
 
-/* The largest sum of buffer sizes live at one node. */
-static size_t peak_live(const plan_buffer *buf, int n, int n_nodes, int64_t *delta) {
-  memset(delta, 0, ((size_t)n_nodes + 2) * sizeof *delta);
-  for (int i = 0; i < n; i++) {
-    delta[buf[i].first] += (int64_t)buf[i].size;
-    delta[buf[i].last + 1] -= (int64_t)buf[i].size;
-  }
-  int64_t live = 0, peak = 0;
-  for (int i = 0; i <= n_nodes; i++) {
-    live += delta[i];
-    if (live > peak) peak = live;
-  }
-  return (size_t)peak;
-}
+typedef struct {
+  size_t key1, key2;
+  int id;
+} order_key;
 
-/* ---------------------------------------------------------------- the plan */
+static int by_keys_desc(const void *pa, const void *pb) {
+  const order_key *a = pa, *b = pb;
+  if (a->key1 != b->key1) return a->key1 < b->key1 ? 1 : -1;
+  if (a->key2 != b->key2) return a->key2 < b->key2 ? 1 : -1;
+  return a->id < b->id ? -1 : a->id > b->id;
+}
 
 typedef struct {
   int *last;          /* per slot: last node reading it (n_nodes: a graph output) */
@@ -166,10 +147,64 @@ typedef struct {
   int *family_last;   /* per root slot: last read of it or of any view of it */
   int *buf_of;        /* per root slot: its arena buffer, -1 for leaves */
   plan_buffer *buf;
-  size_key *order;
+  order_key *keys;    /* placement orders */
+  int *order;
   int *by_off;
-  int64_t *delta;
+  size_t *best_off;
+  int64_t *live;      /* per node: live bytes */
 } plan_scratch;
+
+/* live[t] = the sum of buffer sizes live at node t, t in [0, n_nodes]
+ * (n_nodes: after the last node, where the graph outputs are read).
+ * Returns the largest. */
+static size_t live_bytes(const plan_buffer *buf, int n, int n_nodes, int64_t *live) {
+  memset(live, 0, ((size_t)n_nodes + 2) * sizeof *live);
+  for (int i = 0; i < n; i++) {
+    live[buf[i].first] += (int64_t)buf[i].size;
+    live[buf[i].last + 1] -= (int64_t)buf[i].size;
+  }
+  int64_t peak = 0;
+  for (int t = 0; t <= n_nodes; t++) {
+    if (t > 0) live[t] += live[t - 1];
+    if (live[t] > peak) peak = live[t];
+  }
+  return (size_t)peak;
+}
+
+/* Offsets of every buffer: the smallest arena of three placement orders,
+ * each packed by place_in_order —
+ *   largest first (TFLite's "greedy by size"),
+ *   busiest first (by the live bytes at the most crowded node of a
+ *   buffer's range, then largest: "greedy by breadth"),
+ *   in definition order (first fit along the program).
+ * None wins on every graph; a plan is made once, so trying all three is
+ * cheap. live: live_bytes' output. Returns the arena size. */
+static size_t place_buffers(plan_buffer *buf, int n, const int64_t *live, plan_scratch *s) {
+  size_t best = SIZE_MAX;
+  for (int strategy = 0; strategy < 3; strategy++) {
+    for (int i = 0; i < n; i++) {
+      size_t busiest = 0;
+      for (int t = buf[i].first; strategy == 1 && t <= buf[i].last; t++)
+        if ((size_t)live[t] > busiest) busiest = (size_t)live[t];
+      size_t later = SIZE_MAX - (size_t)buf[i].first; /* earlier definition first */
+      order_key *k = &s->keys[i];
+      k->id = i;
+      k->key1 = strategy == 0 ? buf[i].size : strategy == 1 ? busiest : later;
+      k->key2 = strategy == 2 ? buf[i].size : strategy == 1 ? buf[i].size : later;
+    }
+    qsort(s->keys, (size_t)n, sizeof *s->keys, by_keys_desc);
+    for (int i = 0; i < n; i++) s->order[i] = s->keys[i].id;
+    size_t arena = place_in_order(buf, n, s->order, s->by_off);
+    if (arena < best) {
+      best = arena;
+      for (int i = 0; i < n; i++) s->best_off[i] = buf[i].off;
+    }
+  }
+  for (int i = 0; i < n; i++) buf[i].off = s->best_off[i];
+  return n ? best : 0;
+}
+
+/* ---------------------------------------------------------------- the plan */
 
 static void scratch_free(plan_scratch *s) {
   free(s->last);
@@ -178,9 +213,11 @@ static void scratch_free(plan_scratch *s) {
   free(s->family_last);
   free(s->buf_of);
   free(s->buf);
+  free(s->keys);
   free(s->order);
   free(s->by_off);
-  free(s->delta);
+  free(s->best_off);
+  free(s->live);
 }
 
 static const ir_type *slot_type(const rlx_graph *g, size_t slot) {
@@ -237,11 +274,13 @@ rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
   s.family_last = malloc(n_slots * sizeof *s.family_last);
   s.buf_of = malloc(n_slots * sizeof *s.buf_of);
   s.buf = malloc(n_slots * sizeof *s.buf);
+  s.keys = malloc(n_slots * sizeof *s.keys);
   s.order = malloc(n_slots * sizeof *s.order);
   s.by_off = malloc(n_slots * sizeof *s.by_off);
-  s.delta = malloc(((size_t)N + 2) * sizeof *s.delta);
+  s.best_off = malloc(n_slots * sizeof *s.best_off);
+  s.live = malloc(((size_t)N + 2) * sizeof *s.live);
   if (!m->offset || !m->nbytes || !m->leaf || !m->view || !m->inplace_input || !s.last || !s.root ||
-      !s.view_off || !s.family_last || !s.buf_of || !s.buf || !s.order || !s.by_off || !s.delta)
+      !s.view_off || !s.family_last || !s.buf_of || !s.buf || !s.keys || !s.order || !s.by_off || !s.best_off || !s.live)
     return plan_fail(m, &s, rlx_set_error(RLX_ERR_NOMEM, "memory planning: out of memory"));
 
   /* Sizes; leaves hold their own bytes; every slot is its own root. */
@@ -312,7 +351,7 @@ rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
           int b = s.buf_of[s.root[plan_input_slot(n, k)]];
           s.buf_of[slot] = b;
           if (s.family_last[slot] > s.buf[b].last) s.buf[b].last = s.family_last[slot];
-          m->inplace_input[i] = (int8_t)k;
+          m->inplace_input[i] = k;
           m->n_inplace++;
           continue;
         }
@@ -323,15 +362,15 @@ rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
     }
   }
 
+  m->peak_live_bytes = live_bytes(s.buf, n_buf, N, s.live);
   if (no_reuse) {
     for (int b = 0; b < n_buf; b++) {
       s.buf[b].off = m->arena_bytes;
       m->arena_bytes += s.buf[b].size;
     }
   } else {
-    m->arena_bytes = place_by_size(s.buf, n_buf, s.order, s.by_off);
+    m->arena_bytes = place_buffers(s.buf, n_buf, s.live, &s);
   }
-  m->peak_live_bytes = peak_live(s.buf, n_buf, N, s.delta);
 
   for (int i = 0; i < N; i++) {
     if (ir_ops[g->nodes[i].op].category == RLX_CAT_LEAF) continue;

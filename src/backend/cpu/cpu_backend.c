@@ -102,10 +102,11 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
     for (int k = 0; k < n->n_in; k++, t++) {
       size_t slot = plan_input_slot(n, k);
       const ir_node *src = &g->nodes[slot / IR_MAX_OUTPUTS];
-      cpu_binding *b = &pl->bindings[t];
-      b->leaf = pl->mem.leaf[slot];
-      b->offset = pl->mem.offset[slot];
-      tensor_of(&pl->tensors[t], &src->out[slot % IR_MAX_OUTPUTS], b->leaf < 0 ? pl->arena + b->offset : NULL);
+      cpu_binding *where = &pl->bindings[t];
+      where->leaf = pl->mem.leaf[slot];
+      where->offset = pl->mem.offset[slot];
+      tensor_of(&pl->tensors[t], &src->out[slot % IR_MAX_OUTPUTS],
+                where->leaf < 0 ? pl->arena + where->offset : NULL);
     }
     s->out = &pl->tensors[t];
     /* An in-place node's output offset is its input's: the kernel gets one pointer for both. */
@@ -124,10 +125,10 @@ static rlx_status cpu_run(void *p, const rlx_bindings *bind) {
   for (int i = 0; i < pl->n_steps; i++) {
     cpu_step *s = &pl->steps[i];
     for (int k = 0; k < s->node->n_in; k++) {
-      const cpu_binding *b = &s->in_bind[k];
-      if (b->leaf < 0) continue;
-      const uint8_t *data = bind->leaf_data[b->leaf];
-      s->in[k].data = (void *)(b->offset ? data + b->offset : data); /* no arithmetic on an empty leaf's NULL */
+      const cpu_binding *where = &s->in_bind[k];
+      if (where->leaf < 0) continue;
+      const uint8_t *data = bind->leaf_data[where->leaf];
+      s->in[k].data = (void *)(where->offset ? data + where->offset : data); /* no arithmetic on an empty leaf's NULL */
     }
     rlx_status st = cpu_kernels[s->node->op](pl->ctx, s->node, s->in, s->out);
     if (st) return st;
