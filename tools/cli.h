@@ -13,5 +13,6 @@ char *cli_read_file(const char *path, size_t *len);
 int cli_fail(rlx_status st, const char *what);
 
 int cmd_graph(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 
 #endif

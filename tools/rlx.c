@@ -22,6 +22,9 @@ static const char *usage =
     "                          symbols default to 4)\n"
     "      --runs N            run N times and report the median time (default 1)\n"
     "      --threads N         CPU threads (default: all cores)\n"
+    "  info MODEL [--full]     print a GGUF or safetensors file: its layout, its\n"
+    "                          metadata (long strings and arrays abbreviated\n"
+    "                          unless --full) and its tensor table\n"
     "\n"
     "options:\n"
     "  --version               print the version and exit\n"
@@ -88,6 +91,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(argv[1], "graph")) return cmd_graph(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);
   fprintf(stderr, "rlx: unknown command '%s' (try rlx --help)\n", argv[1]);
   return 2;
 }

@@ -13,6 +13,10 @@
 
 typedef struct {
   const void *const *leaf_data;   /* [n_nodes]: host data of each leaf, NULL for other nodes */
+  /* [n_nodes] or NULL: a number that changes whenever a leaf's data is set
+   * (0: unknown). A backend that keeps leaves in device memory copies a
+   * leaf again only when its version moved; NULL: on every run. */
+  const uint64_t *leaf_version;
 } rlx_bindings;
 
 typedef struct rlx_backend rlx_backend;
@@ -33,5 +37,9 @@ struct rlx_backend {
 };
 
 extern const rlx_backend rlx_cpu_backend;
+#ifdef RLX_HAVE_CUDA
+extern const rlx_backend rlx_cuda_backend;
+int rlx_cuda_available(void);   /* a CUDA device is present (probed once) */
+#endif
 
 #endif /* RLX_BACKEND_H */

@@ -33,7 +33,7 @@ typedef struct {
   int trace;          /* RLX_TRACE=1: print what each pass changed */
   const char *dump;   /* RLX_DUMP=<pass>[,<pass>...]: print the graph after those passes ("all": every pass) */
   int fuse;           /* 0: skip the fusion passes (RLX_FUSE=0, rlx_options.flags) */
-  int optimize;       /* 0: run only legalization (RLX_FLAG_NO_OPTIMIZE) */
+  int optimize;       /* 0: run only legalization (RLX_OPTIMIZE=0, RLX_FLAG_NO_OPTIMIZE) */
   int decompose_fused;/* RLX_DECOMPOSE_FUSED=1: legalize decomposes every fused op, claimed or not */
   /* Legalization target: does the backend claim node n of g? NULL = every op. */
   int (*claims)(void *ctx, const rlx_graph *g, rlx_node n);
@@ -80,7 +80,7 @@ uint64_t pass_hash_bytes(uint64_t h, const void *p, size_t n);   /* FNV-1a step 
  * and traces. The result verifies. */
 rlx_status pass_pipeline(const rlx_graph *g, const pass_options *opt, rlx_graph **out);
 /* Defaults (everything on, nothing printed) overridden by the environment
- * (RLX_TRACE, RLX_DUMP, RLX_FUSE, RLX_DECOMPOSE_FUSED). */
+ * (RLX_TRACE, RLX_DUMP, RLX_FUSE, RLX_OPTIMIZE, RLX_DECOMPOSE_FUSED). */
 void       pass_options_from_env(pass_options *opt);
 
 /* Memory plan of a specialized graph (all dims concrete), plan_memory.c.

@@ -1,13 +1,16 @@
 /* session.c — sessions: compile, bind params and inputs, run, read outputs.
  *
- * A session keeps the user's graph (possibly with symbolic dims), the host
- * buffers of its inputs and params, and a cache of plans keyed by the
- * binding of symbolic dims: the first run with new sizes specializes the
- * graph and plans it; a later run with the same sizes reuses that plan.
+ * rlx_compile runs the pass pipeline on the user's graph (possibly with
+ * symbolic dims) — or finds its result in the compile cache — and the
+ * session keeps that optimized graph, the host buffers of its inputs and
+ * params, and its plans keyed by the binding of symbolic dims: the first
+ * run with new sizes specializes the graph and plans it (or takes over an
+ * idle plan of the cache); a later run with the same sizes reuses that plan.
  */
-#include "../backend/backend.h"
-#include "../ir/ir.h"
+#include "partition.h"
+#include "runtime.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,23 +23,26 @@ typedef struct {
   ir_shape bound;         /* concrete dims of the last set (inputs) */
 } session_leaf;
 
-typedef struct {
-  int64_t *binding;       /* [n_syms] */
-  rlx_graph *g;           /* specialized graph */
-  void *plan;
-} plan_entry;
+typedef rt_plan plan_entry;
 
 struct rlx_session {
-  rlx_graph *g;
+  rt_compiled *compiled;  /* held: the optimized graph, shared through the compile cache */
+  const rlx_graph *g;     /* its graph: what plans are made from */
   rlx_options opt;
   const rlx_backend *backend;
   session_leaf *leaves;
   int n_leaves;
   const void **leaf_data; /* [n_nodes] */
+  uint64_t *leaf_version; /* [n_nodes]: a new number each time a leaf is set (device backends copy on change) */
   plan_entry *plans;
   int n_plans, cap_plans;
   int current;            /* plan of the last run, -1 before */
   int64_t *binding;       /* scratch [n_syms] */
+  /* [n_outputs]: the last run's copy of an output that is an input or param
+   * (the passes can make one of x * 1), so rlx_output gives the run's
+   * result even after the leaf is set again; NULL for the others. */
+  void **leaf_outputs;
+  size_t *leaf_output_bytes;
   rlx_session_stats stats;
 };
 
@@ -50,26 +56,26 @@ static int graph_has_sym_leaves(const rlx_graph *g) {
   return 0;
 }
 
-static void plan_entry_free(const rlx_session *s, plan_entry *e) {
-  if (e->plan) s->backend->free(e->plan);
-  rlx_graph_free(e->g);
-  free(e->binding);
-}
-
 void rlx_session_free(rlx_session *s) {
   if (!s) return;
-  for (int i = 0; i < s->n_plans; i++) plan_entry_free(s, &s->plans[i]);
+  /* The plans wait in the compile cache for the next session of this graph. */
+  for (int i = 0; i < s->n_plans; i++) rt_cache_put_plan(s->compiled, s->opt.threads, &s->plans[i]);
   free(s->plans);
   for (int i = 0; i < s->n_leaves; i++)
     if (!s->leaves[i].borrowed) free(s->leaves[i].data);
   free(s->leaves);
   free((void *)s->leaf_data);
+  free(s->leaf_version);
   free(s->binding);
-  rlx_graph_free(s->g);
+  for (int k = 0; s->leaf_outputs && k < s->g->n_outputs; k++) free(s->leaf_outputs[k]);
+  free(s->leaf_outputs);
+  free(s->leaf_output_bytes);
+  rt_compiled_release(s->compiled);
   free(s);
 }
 
-/* Plan for the binding in s->binding: a cached one or a new one. */
+/* Plan for the binding in s->binding: the session's own, an idle one of
+ * the compile cache, or a new one. */
 static rlx_status get_plan(rlx_session *s, int *out) {
   size_t bsz = (size_t)s->g->n_syms * sizeof *s->binding;
   for (int i = 0; i < s->n_plans; i++)
@@ -86,10 +92,16 @@ static rlx_status get_plan(rlx_session *s, int *out) {
     s->cap_plans = cap;
   }
   plan_entry e = {0};
+  if (rt_cache_take_plan(s->compiled, s->binding, s->opt.threads, &e)) {
+    s->plans[s->n_plans] = e;
+    *out = s->n_plans++;
+    s->stats.plans_reused++;
+    return RLX_OK;
+  }
   e.binding = malloc(bsz ? bsz : 1);
   e.g = ir_graph_clone(s->g);
   if (!e.binding || !e.g) {
-    plan_entry_free(s, &e);
+    rt_plan_free(s->backend, &e);
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory");
   }
   if (bsz) memcpy(e.binding, s->binding, bsz);
@@ -107,7 +119,7 @@ static rlx_status get_plan(rlx_session *s, int *out) {
   }
   if (st == RLX_OK) st = s->backend->compile(s->backend, e.g, &s->opt, &e.plan);
   if (st) {
-    plan_entry_free(s, &e);
+    rt_plan_free(s->backend, &e);
     return st;
   }
   s->plans[s->n_plans] = e;
@@ -116,37 +128,102 @@ static rlx_status get_plan(rlx_session *s, int *out) {
   return RLX_OK;
 }
 
+/* Legalization's target: the backend's claims, with its reasons under RLX_TRACE. */
+typedef struct {
+  const rlx_backend *backend;
+  int trace;
+} claims_target;
+
+static int backend_claims(void *ctx, const rlx_graph *g, rlx_node n) {
+  const claims_target *t = ctx;
+  char why[256] = "";
+  int ok = t->backend->claims(t->backend, g, n, why, sizeof why);
+  if (!ok && t->trace)
+    fprintf(stderr, "rlx: %s declines %s (node %d): %s\n", t->backend->name, ir_ops[g->nodes[n].op].name, (int)n,
+            why[0] ? why : "no reason given");
+  return ok;
+}
+
+/* The optimized form of g for backend b and the options: from the compile
+ * cache, or by running the pass pipeline (which verifies g). */
+static rlx_status compile_graph(const rlx_graph *g, const rlx_backend *b, const rlx_options *o,
+                                rt_compiled **out, int *from_cache) {
+  pass_options po;
+  pass_options_from_env(&po);
+  if (o->flags & RLX_FLAG_NO_FUSE) po.fuse = 0;
+  if (o->flags & RLX_FLAG_NO_OPTIMIZE) po.optimize = 0;
+  claims_target target = {b, po.trace};
+  po.claims = backend_claims;
+  po.claims_ctx = &target;
+  /* constants fold on the CPU whatever the target: exact, and no device work per node */
+  po.eval = rt_const_eval;
+  po.eval_ctx = (void *)&rlx_cpu_backend;
+  rt_compile_key key = {b, po.fuse, po.optimize, po.decompose_fused, rt_env_fingerprint()};
+  int cacheable = po.dump == NULL; /* a dump asks to watch the passes run */
+  *out = cacheable ? rt_cache_lookup(g, &key) : NULL;
+  *from_cache = *out != NULL;
+  if (*out) {
+    if (po.trace) fprintf(stderr, "rlx: compile cache: graph \"%s\" compiled before: no passes run\n", g->name);
+    return RLX_OK;
+  }
+  pass_dispatch_count *dispatch = calloc(RLX_OP_COUNT, sizeof *dispatch);
+  if (!dispatch) return rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory");
+  po.dispatch = dispatch;
+  rlx_graph *optimized;
+  rlx_status st = pass_pipeline(g, &po, &optimized);
+  if (st == RLX_OK && !(*out = rt_compiled_new(g, &key, optimized, dispatch, cacheable))) st = RLX_ERR_NOMEM;
+  free(dispatch);
+  return st;
+}
+
 rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out) {
   if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: out is NULL");
   *out = NULL;
   if (!g) return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: graph is NULL");
-  rlx_status st = rlx_graph_verify(g);
-  if (st) return st;
+  if (g->err) return rlx_graph_status(g);
   rlx_options o = {RLX_DEVICE_AUTO, 0, 0};
   if (opt) o = *opt;
   const char *env = getenv("RLX_DEVICE");
   if (env && !strcmp(env, "cpu")) o.device = RLX_DEVICE_CPU;
   if (env && !strcmp(env, "cuda")) o.device = RLX_DEVICE_CUDA;
-  if (o.device == RLX_DEVICE_CUDA)
+  if (o.device == RLX_DEVICE_CUDA && !rlx_device_backend())
     return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: this build has no CUDA backend");
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = &g->nodes[i];
-    if (n->op != RLX_OP_Param) continue;
-    for (int d = 0; d < n->out[0].shape.rank; d++)
-      if (ir_dim_is_sym(n->out[0].shape.d[d]))
-        return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: param \"%s\" has a symbolic dim; params must be static",
-                             n->a.name);
-  }
+  if (o.device == RLX_DEVICE_CUDA && !rlx_device_available())
+    return rlx_set_error(RLX_ERR_DEVICE, "rlx_compile: no CUDA device is present");
   rlx_session *s = calloc(1, sizeof *s);
   if (!s) return rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory");
   s->opt = o;
-  s->backend = &rlx_cpu_backend;
+  /* CUDA: segments the device claims run there, the rest on the CPU (partition.c) */
+  s->backend = o.device == RLX_DEVICE_CUDA ? &rlx_hybrid_backend : &rlx_cpu_backend;
   s->current = -1;
-  s->g = ir_graph_clone(g);
-  s->leaf_data = calloc((size_t)g->n_nodes + 1, sizeof *s->leaf_data);
-  s->leaves = calloc((size_t)g->n_nodes + 1, sizeof *s->leaves);
-  s->binding = malloc(((size_t)g->n_syms + 1) * sizeof *s->binding);
-  if (!s->g || !s->leaf_data || !s->leaves || !s->binding) {
+  int from_cache = 0;
+  rlx_status st = compile_graph(g, s->backend, &o, &s->compiled, &from_cache);
+  if (st) {
+    rlx_session_free(s);
+    return st;
+  }
+  s->g = rt_compiled_graph(s->compiled);
+  s->stats.compile_cache_hit = from_cache;
+  const char *report = getenv("RLX_DISPATCH_REPORT");
+  if (report && *report && atoi(report))
+    rt_dispatch_report(g->name, s->backend->name, rt_compiled_dispatch(s->compiled), from_cache);
+  for (int i = 0; i < s->g->n_nodes; i++) {
+    const ir_node *n = &s->g->nodes[i];
+    if (n->op != RLX_OP_Param) continue;
+    for (int d = 0; d < n->out[0].shape.rank; d++)
+      if (ir_dim_is_sym(n->out[0].shape.d[d])) {
+        rlx_session_free(s);
+        return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: param \"%s\" has a symbolic dim; params must be static",
+                             n->a.name);
+      }
+  }
+  s->leaf_data = calloc((size_t)s->g->n_nodes + 1, sizeof *s->leaf_data);
+  s->leaf_version = calloc((size_t)s->g->n_nodes + 1, sizeof *s->leaf_version);
+  s->leaf_outputs = calloc((size_t)s->g->n_outputs + 1, sizeof *s->leaf_outputs);
+  s->leaf_output_bytes = calloc((size_t)s->g->n_outputs + 1, sizeof *s->leaf_output_bytes);
+  s->leaves = calloc((size_t)s->g->n_nodes + 1, sizeof *s->leaves);
+  s->binding = malloc(((size_t)s->g->n_syms + 1) * sizeof *s->binding);
+  if (!s->leaf_data || !s->leaf_version || !s->leaves || !s->binding || !s->leaf_outputs || !s->leaf_output_bytes) {
     rlx_session_free(s);
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory");
   }
@@ -214,6 +291,7 @@ static rlx_status store_leaf(rlx_session *s, session_leaf *l, const void *data, 
   if (nbytes) memcpy(l->data, data, nbytes);
   l->bound = *shape;
   s->leaf_data[l->node] = l->data;
+  s->leaf_version[l->node] = rlx_leaf_version_next();
   return RLX_OK;
 }
 
@@ -239,6 +317,7 @@ rlx_status rlx_set_param_ref(rlx_session *s, const char *name, const void *data,
   l->borrowed = 1;
   l->bound = n->out[0].shape;
   s->leaf_data[l->node] = data;
+  s->leaf_version[l->node] = rlx_leaf_version_next();
   return RLX_OK;
 }
 
@@ -295,6 +374,24 @@ static rlx_status bind_symbols(rlx_session *s) {
   return RLX_OK;
 }
 
+/* Copies the outputs that are inputs or params (see leaf_outputs). */
+static rlx_status keep_leaf_outputs(rlx_session *s) {
+  const rlx_graph *g = s->plans[s->current].g;
+  for (int k = 0; k < g->n_outputs; k++) {
+    const ir_node *n = &g->nodes[g->outputs[k]];
+    if (n->op != RLX_OP_Input && n->op != RLX_OP_Param) continue;
+    size_t nb = rlx_dtype_nbytes(n->out[0].dtype, ir_numel(&n->out[0].shape));
+    if (!s->leaf_outputs[k] || s->leaf_output_bytes[k] != nb) {
+      void *p = realloc(s->leaf_outputs[k], nb ? nb : 1);
+      if (!p) return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory (%zu bytes)", nb);
+      s->leaf_outputs[k] = p;
+      s->leaf_output_bytes[k] = nb;
+    }
+    if (nb) memcpy(s->leaf_outputs[k], s->leaf_data[n->id], nb);
+  }
+  return RLX_OK;
+}
+
 rlx_status rlx_run(rlx_session *s) {
   if (!s) return rlx_set_error(RLX_ERR_INVALID, "rlx_run: session is NULL");
   rlx_status st = bind_symbols(s);
@@ -304,8 +401,9 @@ rlx_status rlx_run(rlx_session *s) {
   if (st) return st;
   s->current = idx;
   s->backend->memory_stats(s->plans[idx].plan, &s->stats);
-  rlx_bindings b = {s->leaf_data};
+  rlx_bindings b = {s->leaf_data, s->leaf_version};
   st = s->backend->run(s->plans[idx].plan, &b);
+  if (st == RLX_OK) st = keep_leaf_outputs(s);
   if (st == RLX_OK) s->stats.runs++;
   return st;
 }
@@ -341,7 +439,8 @@ rlx_status rlx_output(rlx_session *s, int index, void *dst, size_t nbytes) {
   }
   if (nbytes && !dst) return rlx_set_error(RLX_ERR_INVALID, "rlx_output: dst is NULL");
   if (ir_ops[n->op].category == RLX_CAT_LEAF) {
-    if (nbytes) memcpy(dst, s->leaf_data[n->id], nbytes);
+    const void *src = n->op == RLX_OP_Constant ? s->leaf_data[n->id] : s->leaf_outputs[index];
+    if (nbytes) memcpy(dst, src, nbytes);
     return RLX_OK;
   }
   return s->backend->read(s->plans[s->current].plan, n->id, 0, dst, nbytes);

@@ -562,6 +562,48 @@ def clamp_cases(suite, rng):
               inputs={"x": np.ones(4, np.bool_)}, expect_error="RLX_ERR_DTYPE")
 
 
+# ---------------------------------------------------------------- big tensors
+
+def big_cases(suite, rng):
+    """Tensors of many blocks of the chain evaluator (several threads'
+    shares, partial last blocks), broadcast along rows, columns and from a
+    scalar, and the wide range of every vectorized activation."""
+    for ai, act in enumerate(["gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "erf",
+                              "rsqrt", "sign", "round", "relu", "softplus"]):
+        dt = ["f32", "f16", "bf16"][ai % 3] if act not in ("exp", "log") else "f32"
+        shape = (301, 1001) if dt == "f32" else (97, 515)
+        if act in ("log", "rsqrt"):
+            v = rng.uniform(1e-3, 50.0, shape)
+        elif act == "exp":
+            v = rng.uniform(-80.0, 80.0, shape)
+        else:
+            v = rng.standard_normal(shape) * 4.0
+        x = rounded(v, dt)
+        name = "act_big_%s_%s" % (act, dt)
+        suite.add(name, unary_graph(name, "Activation", dt, shape, act=act),
+                  inputs={"x": T(x, dt)}, expected=[T(ACT_REFS[act](x, 0.01), dt)])
+    # tails where the vector approximations change branch: +-[0, 12]
+    x = np.linspace(-12.0, 12.0, 24001).astype(np.float32)
+    for act in ("gelu", "gelu_tanh", "erf", "tanh", "sigmoid", "silu"):
+        name = "act_sweep_%s_f32" % act
+        suite.add(name, unary_graph(name, "Activation", "f32", [x.size], act=act),
+                  inputs={"x": x}, expected=[T(ACT_REFS[act](x.astype(np.float64), 0.01), "f32")])
+    for op, dt, sa, sb in [("add", "f32", (512, 769), (769,)), ("mul", "f32", (1000, 300), (1000, 1)),
+                           ("sub", "f16", (3, 40000), ()), ("div", "f32", (), (70, 1100)),
+                           ("max", "bf16", (64, 1, 600), (1, 50, 600)), ("min", "f32", (1, 90000), (90000,)),
+                           ("pow", "f32", (200, 300), (300,))]:
+        a, b = float_bin_inputs(rng, op, sa, sb)
+        a, b = rounded(a, dt), rounded(b, dt)
+        name = "bin_big_%s_%s" % (op, dt)
+        suite.add(name, binary_graph(name, "Binary", dt, sa, dt, sb, op=op),
+                  inputs={"a": T(a, dt), "b": T(b, dt)}, expected=[T(FLOAT_BIN_REFS[op](a, b), dt)])
+    for op, dt, sa, sb in [("lt", "f32", (700, 700), (700,)), ("ne", "bf16", (300, 1), (1, 900))]:
+        a, b = rand_plain(rng, dt, sa), rand_plain(rng, dt, sb)
+        name = "cmp_big_%s_%s" % (op, dt)
+        suite.add(name, binary_graph(name, "Compare", dt, sa, dt, sb, op=op),
+                  inputs={"a": T(a, dt), "b": T(b, dt)}, expected=[CMPOPS[op](a, b)])
+
+
 def cases(suite, rng):
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -571,3 +613,4 @@ def cases(suite, rng):
         where_cases(suite, rng)
         cast_cases(suite, rng)
         clamp_cases(suite, rng)
+        big_cases(suite, rng)

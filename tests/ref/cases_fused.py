@@ -611,6 +611,84 @@ def symbolic_cases(suite, rng):
     add("attn_block", g, {"x": tx}, ref, params={k: w[0] for k, w in zip(["wq", "wk", "wv", "wo"], tw)})
 
 
+# ---------------------------------------------------------------- big tensors
+
+def big_cases(suite, rng):
+    """Sizes of many blocks and threads' shares for the fast CPU paths:
+    regions over broadcast inputs (one pass, blocked), residual norms and
+    SwiGLU over transformer-sized rows."""
+    regions = [
+        ("big_bias_gelu_scale_f32", ["f32", "f32", "f32"], [(64, 3000), (3000,), (64, 1)],
+         ["bin.add(i0,i1)", "act.gelu(s0)", "bin.mul(s1,i2)", "act.tanh(s2)"], "none"),
+        ("big_f16_round_each_step", ["f16", "f16"], [(40, 2049), (40, 1)],
+         ["bin.mul(i0,i1)", "act.silu(s0)", "bin.sub(s1,i0)", "act.exp(s2)"], "none"),
+        ("big_bf16_cast_f32_cmp", ["bf16", "bf16"], [(3, 1, 9000), (2, 1)],
+         ["cast.f32(i0)", "act.sigmoid(s0)", "cast.bf16(s1)", "cmp.gt(s2,i1)"], "none"),
+        ("big_scalar_inputs_f32", ["f32", "f32", "f32"], [(), (1, 1), (500, 700)],
+         ["bin.mul(i0,i1)", "act.exp(s0)", "bin.add(s1,i2)", "act.erf(s2)"], "none"),
+        ("big_prologue_f32", ["f32", "f32"], [(2, 3, 40, 333), (3, 1, 1)],
+         ["bin.add(i0,i1)", "act.gelu_tanh(s0)"], "resize_nearest_2x"),
+        ("big_prologue_row_bcast_f16", ["f16", "f16"], [(1, 2, 30, 300), (600,)],
+         ["bin.mul(i0,i1)", "act.relu(s0)"], "resize_nearest_2x"),
+    ]
+    for tag, dts, shapes, steps, prologue in regions:
+        name = "region_" + tag
+        g = Graph(name)
+        nodes = [g.input("x%d" % i, dt, list(sh)) for i, (dt, sh) in enumerate(zip(dts, shapes))]
+        g.outputs(g.op("ElementwiseRegion", nodes, chain=chain_attr(steps), prologue=prologue))
+        vals = [rand_any(rng, dt, sh) for dt, sh in zip(dts, shapes)]
+        ins = [(upsample2x(v) if i == 0 and prologue != "none" else v, dt)
+               for i, (v, dt) in enumerate(zip(vals, dts))]
+        r, out_dt = ref_chain(steps, ins)
+        suite.add(name, g, inputs={"x%d" % i: tin(v, dt) for i, (v, dt) in enumerate(zip(vals, dts))},
+                  expected=[tin(r, out_dt)])
+
+    name = "batch_region_big_f32"
+    g = Graph(name)
+    specs = [("f32", (200, 700)), ("f32", (33, 700)), ("f32", (700,))]
+    nodes = [g.input("x%d" % i, dt, list(sh)) for i, (dt, sh) in enumerate(specs)]
+    steps = ["bin.mul(i0,i1)", "act.silu(s0)"]
+    g.outputs(g.op("BatchElementwiseRegion", nodes, chain=chain_attr(steps), num_batch_inputs=2))
+    vals = [rand_any(rng, dt, sh) for dt, sh in specs]
+    ref = np.concatenate([ref_chain(steps, [(v, "f32"), (vals[2], "f32")])[0] for v in vals[:2]])
+    suite.add(name, g, inputs={"x%d" % i: tin(v, "f32") for i, v in enumerate(vals)},
+              expected=[tin(ref, "f32")])
+
+    for op, tag, ref, dt, shape, has_bias in [
+            ("FusedResidualLN", "ln", ref_layer_norm, "f32", (128, 768), True),
+            ("FusedResidualLN", "ln", ref_layer_norm, "f16", (64, 1024), False),
+            ("FusedResidualRmsNorm", "rms", ref_rms_norm, "bf16", (64, 2048), False),
+            ("FusedResidualRmsNorm", "rms", ref_rms_norm, "f32", (3, 50, 4096), True)]:
+        L = shape[-1]
+        name = "%s_big_%s_%s" % (tag, dt, "x".join(map(str, shape)))
+        g = Graph(name)
+        ins = [g.input("x", dt, list(shape)), g.input("res", dt, list(shape))]
+        if has_bias:
+            ins.append(g.param("bias", dt, [L]))
+        ins += [g.param("gamma", dt, [L]), g.param("beta", dt, [L])]
+        g.outputs(g.op(op, ins, has_bias=has_bias, eps=1e-5))
+        (tx, xv), (tr, rv), (tb, bv), (tg, gv), (tbe, bev) = [
+            rand(rng, sh, dt) for sh in [shape, shape, (L,), (L,), (L,)]]
+        params = {"gamma": tg, "beta": tbe}
+        if has_bias:
+            params["bias"] = tb
+        z = xv + rv + (bv if has_bias else 0.0)
+        suite.add(name, g, inputs={"x": tx, "res": tr}, params=params,
+                  expected=[T(ref(z, gv, bev, 1e-5), dt)])
+
+    for dt, shape, cast in [("f32", (128, 2 * 1409), "none"), ("bf16", (64, 2 * 700), "f32"),
+                            ("f32", (2, 50, 2 * 1000), "f16")]:
+        out_dt = dt if cast == "none" else cast
+        name = "swiglu_big_%s_%s_to_%s" % (dt, "x".join(map(str, shape)), cast)
+        g = Graph(name)
+        x = g.input("x", dt, list(shape))
+        g.outputs(g.op("FusedSwiGLU", [x], cast_to=cast))
+        tx, xv = rand(rng, shape, dt, 2.0)
+        h = shape[-1] // 2
+        suite.add(name, g, inputs={"x": tx},
+                  expected=[T(ACT_REFS["silu"](xv[..., :h], 0) * xv[..., h:], out_dt)])
+
+
 def cases(suite, rng):
     matmul_bias_act_cases(suite, rng)
     residual_norm_cases(suite, rng)
@@ -620,3 +698,4 @@ def cases(suite, rng):
     transform_region_cases(suite, rng)
     attention_block_cases(suite, rng)
     symbolic_cases(suite, rng)
+    big_cases(suite, rng)

@@ -263,7 +263,34 @@ def attention_cases(suite, rng):
     suite.add("attn_sym_f32", g, inputs={"q": vq, "k": vk, "v": vv},
               expected=[ref.astype(np.float32)])
 
+    long_attention_cases(suite, rng)
     attention_errors(suite)
+
+
+def long_attention_cases(suite, rng):
+    """Sequences longer than one key block of the tiled CPU kernel (64 keys)
+    and query blocks that split GQA groups: S = T = 300, head_dim 64, every
+    mask kind, both rank-4 layouts and rank 3."""
+    L = 300
+    for form, mask in (("rank3", "none"), ("bshd", "causal"), ("bhsd", "sliding_window"),
+                       ("rank3", "custom"), ("bhsd", "causal")):
+        custom = custom_mask(rng, (1, 4, L, L), dead_rows=(0, 137)) if mask == "custom" else None
+        attention_case(suite, rng, "long_%s_%s" % (form, mask), form=form, B=1, S=L, Tk=L, H=4,
+                       Hkv=2, D=64, mask=mask, window=100, custom=custom)
+    # odd lengths around the block edges, chunked prefill over a long cache
+    attention_case(suite, rng, "long_prefill_chunk", form="bshd", B=2, S=65, Tk=257, H=6, Hkv=2,
+                   D=64, mask="causal")
+    attention_case(suite, rng, "long_decode_window", form="bhsd", B=1, S=1, Tk=300, H=8, Hkv=1,
+                   D=64, mask="sliding_window", window=130)
+    attention_case(suite, rng, "long_softcap_mha", form="bshd", B=1, S=129, Tk=129, H=2, Hkv=2,
+                   D=64, mask="causal", softcap=3.0)
+    attention_case(suite, rng, "long_d80_gqa8", form="rank3", B=1, S=70, Tk=200, H=16, Hkv=2,
+                   D=80, mask="none")
+    attention_case(suite, rng, "long_d72_masked_head", form="bhsd", B=1, S=40, Tk=150, H=2, Hkv=1,
+                   D=72, mask="custom", custom=custom_mask(rng, (1, 2, 40, 150), dead_rows=(7,)))
+    for dt in ("f16", "bf16"):
+        attention_case(suite, rng, "long_causal_%s" % dt, dt=dt, form="bshd", B=1, S=L, Tk=L,
+                       H=4, Hkv=2, D=64, mask="causal")
 
 
 def attention_errors(suite):

@@ -544,6 +544,96 @@ def quantize_cases(suite, rng, gguf):
 
 
 # ---------------------------------------------------------------- DequantMatMul
+#
+# The CPU kernel quantizes x on the fly to 8-bit blocks, as llama.cpp does
+# (src/backend/cpu/qdot.h): ggml's q8_0 levels for the legacy types (gguf's
+# quantizer makes them; the kernel keeps the scale amax/127 in float32 where
+# ggml rounds it to fp16) and ggml's q8_K for the K types (quant_q8_k above,
+# bit-exact). Each product is checked twice:
+#   tight: against float64 xq @ W.T, xq the activations as quantized;
+#     tolerance ACC_RTOL x max over outputs of sum_k |xq_k| (|W_k| + the
+#     largest |W| of W_k's block), the magnitude of the float32 block sums
+#     the kernel adds (its unsigned levels, offsets and mins are applied per
+#     block): 35x the largest error seen over these cases (2.8e-8), and far
+#     below the effect of one activation level one step off (asserted
+#     while the cases are made).
+#   bound: against the exact float64 x @ W.T, tolerance the a-priori bound
+#     of the activation quantization: |x_k - xq_k| <= amax(x_k's block)/254.
+# With RLX_QMATMUL_REF=1 (the CTest parity_quant_ref) the kernel is the
+# unquantized float64 reference, and the tight check is against x @ W.T
+# with the dtype's default tolerance.
+
+ACC_RTOL = 1e-6
+# rounding of the output to its dtype (f16: half an ulp of its subnormals too)
+OUT_RTOL = {"f32": 0.0, "f64": 0.0, "f16": 1e-3, "bf16": 8e-3}
+OUT_ATOL = {"f32": 0.0, "f64": 0.0, "f16": 2.0 ** -25, "bf16": 0.0}
+
+
+def qmatmul_ref_mode():
+    import os
+    v = os.environ.get("RLX_QMATMUL_REF", "")
+    return v not in ("", "0")
+
+
+def act_quantize(gguf, x32, name):
+    """float32 [..., K] -> float64 [..., K]: x as the kernel quantizes it."""
+    be = BLOCKS[name][0]
+    blocks = np.ascontiguousarray(x32, F).reshape(-1, be)
+    finite = np.isfinite(blocks).all(axis=1)
+    blocks = np.where(finite[:, None], blocks, F(0))
+    if name in LEGACY:
+        raw = np.frombuffer(gguf.quants.quantize(blocks, gguf_type(gguf, "q8_0")).tobytes(),
+                            np.uint8).reshape(-1, 34)
+        qs = raw[:, 2:].view(np.int8).astype(np.float64)
+        d = (np.abs(blocks).max(axis=1, initial=0) / F(127)).astype(F).astype(np.float64)
+    else:
+        raw = quant_q8_k(blocks).astype(np.uint8)
+        qs = raw[:, 4:260].view(np.int8).astype(np.float64)
+        d = raw[:, :4].copy().view(F).reshape(-1).astype(np.float64)
+    d = np.where(finite, d, np.nan)  # a block with a NaN or inf: NaN outputs
+    return (d[:, None] * qs).reshape(x32.shape)
+
+
+def block_abs_max(a, be):
+    """[..., K] -> [..., K]: the largest |a| of each element's block."""
+    m = np.abs(a).reshape(a.shape[:-1] + (-1, be)).max(axis=-1)
+    return np.repeat(m, be, axis=-1)
+
+
+def add_dequant_matmul(suite, gguf, tag, name, xt, xr, dt, data, n_out, K, xshape):
+    """The tight and the bound case of one product (see above)."""
+    be = BLOCKS[name][0]
+    W = dequantize(gguf, data, name, (n_out, K)).astype(np.float64)
+    X = np.asarray(xr, np.float64).reshape(-1, K)  # x as stored
+    exact = X @ W.T
+    # the kernel quantizes the F32 values of x (F64 rounded)
+    xq = act_quantize(gguf, np.asarray(xr, F), name).reshape(-1, K)
+    wmag = np.abs(W) + block_abs_max(W, be)
+    with np.errstate(invalid="ignore"):
+        acc_tol = ACC_RTOL * float(np.nanmax(np.abs(xq) @ wmag.T, initial=0.0))
+        # per element: half a level, plus the rounding of F64 x to F32
+        bound = float(np.nanmax((block_abs_max(X, be) * (1 / 254 + 2.0 ** -23)) @ np.abs(W).T,
+                                initial=0.0))
+    oshape = list(xshape[:-1]) + [n_out]
+    g = Graph("dequant_matmul")
+    xi = g.input("x", dt, ["S"] + list(xshape[1:]) if tag.startswith("S") else xshape)
+    w = g.param("w", name, [n_out, K])
+    g.outputs(g.op("DequantMatMul", [xi, w], scheme=name))
+    params = {"w": T.raw(data, name, [n_out, K])}
+    if qmatmul_ref_mode():
+        suite.add("dequant_matmul_%s_%s_%s_n%d" % (name, dt, tag, n_out), g, inputs={"x": xt},
+                  params=params, expected=[T(exact.reshape(oshape), dt)])
+    else:
+        # one activation level off anywhere must show
+        step = np.abs(W).max() * np.abs(X).max() / 127 if X.size and W.size else 0.0
+        assert acc_tol < 0.5 * step or step == 0.0 or np.isnan(step), (name, acc_tol, step)
+        suite.add("dequant_matmul_%s_%s_%s_n%d" % (name, dt, tag, n_out), g, inputs={"x": xt},
+                  params=params, expected=[T((xq @ W.T).reshape(oshape), dt)],
+                  atol=acc_tol + OUT_ATOL[dt], rtol=OUT_RTOL[dt])
+    suite.add("dequant_matmul_bound_%s_%s_%s_n%d" % (name, dt, tag, n_out), g, inputs={"x": xt},
+              params=params, expected=[T(exact.reshape(oshape), dt)],
+              atol=bound + acc_tol + OUT_ATOL[dt], rtol=OUT_RTOL[dt])
+
 
 def dequant_matmul_cases(suite, rng, gguf):
     for name in BLOCKS:
@@ -551,32 +641,43 @@ def dequant_matmul_cases(suite, rng, gguf):
         K = 2 * be
         for n_out in (5, 1):
             data = random_blocks(rng, name, n_out * 2, scale=0.1)
-            W = dequantize(gguf, data, name, (n_out, K)).astype(np.float64)
             for xshape in ([K], [3, K], [2, 3, K]):
                 dts = ["f32"] if n_out == 1 else ["f32", "f16", "bf16", "f64"]
                 for dt in dts:
                     if dt != "f32" and len(xshape) != 2:
                         continue
                     xt, xr = floats(rng, xshape, dt)
-                    g = Graph("dequant_matmul")
-                    xi = g.input("x", dt, xshape)
-                    w = g.param("w", name, [n_out, K])
-                    g.outputs(g.op("DequantMatMul", [xi, w], scheme=name))
-                    suite.add("dequant_matmul_%s_%s_%s_n%d" % (name, dt, name_shape(xshape), n_out),
-                              g, inputs={"x": xt}, params={"w": T.raw(data, name, [n_out, K])},
-                              expected=[T(xr @ W.T, dt)])
+                    add_dequant_matmul(suite, gguf, name_shape(xshape), name, xt, xr, dt, data,
+                                       n_out, K, xshape)
+        # more blocks per row, and row counts around the kernel's tile of 4
+        # activation rows (decode 1, prefill 5 and 9: full tiles + a rest)
+        K = (16 if name in LEGACY else 3) * be
+        n_out = 7
+        data = random_blocks(rng, name, n_out * K // be, scale=0.1)
+        for m in (1, 4, 5, 9):
+            xt, xr = floats(rng, [m, K], "f32", scale=2.0)
+            add_dequant_matmul(suite, gguf, "%dx%d" % (m, K), name, xt, xr, "f32", data, n_out, K,
+                               [m, K])
 
-    # a symbolic batch dim, and empty tensors (M = 0, N = 0, K = 0)
+    # a symbolic batch dim
     name, K = "q4_k", 256
     data = random_blocks(rng, name, 3, scale=0.1)
-    W = dequantize(gguf, data, name, (3, K)).astype(np.float64)
     xt, xr = floats(rng, [4, K], "f32")
-    g = Graph("dequant_matmul_sym")
-    xi = g.input("x", "f32", ["S", K])
-    w = g.param("w", name, [3, K])
-    g.outputs(g.op("DequantMatMul", [xi, w], scheme=name))
-    suite.add("dequant_matmul_q4_k_f32_Sx256", g, inputs={"x": xt},
-              params={"w": T.raw(data, name, [3, K])}, expected=[T(xr @ W.T, "f32")])
+    add_dequant_matmul(suite, gguf, "Sx256", name, xt, xr, "f32", data, 3, K, [4, K])
+
+    # activation rows of zeros, of one value, with a NaN (its row is NaN)
+    for name in ("q4_0", "q6_k"):
+        be = BLOCKS[name][0]
+        K = 2 * be
+        data = random_blocks(rng, name, 3 * 2, scale=0.1)
+        x = rng.standard_normal((4, K)).astype(np.float32)
+        x[0] = 0.0
+        x[1] = 0.75
+        x[2, 5] = np.nan
+        add_dequant_matmul(suite, gguf, "special_4x%d" % K, name, x, x.astype(np.float64), "f32",
+                           data, 3, K, [4, K])
+
+    # empty tensors (M = 0, N = 0, K = 0)
     for xshape, n_out, k in (([0, 32], 4, 32), ([2, 32], 0, 32), ([2, 0], 3, 0)):
         g = Graph("dequant_matmul_empty")
         xi = g.input("x", "f32", xshape)

@@ -566,8 +566,66 @@ def symbolic_cases(suite, rng):
               expect_error="RLX_ERR_SHAPE")
 
 
+# ---------------------------------------------------------------- big rows
+
+def big_cases(suite, rng):
+    """Rows long enough for the threaded, chunked and column-blocked paths
+    of the vectorized kernels (rows split into chunks, column blocks of a
+    slab, several threads' shares)."""
+    for dt, shape, axes, op in [
+            ("f32", (8, 70000), [1], "sum"), ("f32", (3, 70001), [-1], "mean"),
+            ("f32", (5, 66000), [1], "max"), ("f16", (4, 40000), [1], "min"),
+            ("bf16", (6, 9000), [1], "mean"), ("f32", (3000, 300), [0], "sum"),
+            ("f32", (2999, 301), [0], "max"), ("f16", (1000, 260), [0], "mean"),
+            ("f32", (4, 50, 60, 7), [1, 2], "sum"), ("bf16", (4, 50, 60, 7), [2, 1], "min"),
+            ("f32", (6, 1, 5000), [0, 2], "mean"), ("f32", (1, 200000), [], "sum")]:
+        xt, r = floats(rng, shape, dt)
+        suite.add("reduce_big_%s_%s_%s" % (op, dt, name_shape(shape)),
+                  reduce_graph(dt, shape, op, axes, False), inputs={"x": xt},
+                  expected=[T(ref_reduce(r, op, axes, False), dt)])
+    # a NaN in one column / one row chunk propagates only there
+    a = rng.standard_normal((500, 300)).astype(np.float32)
+    a[123, 77] = np.nan
+    b = rng.standard_normal((2, 70000)).astype(np.float32)
+    b[1, 40000] = np.nan
+    for op in ("max", "min", "sum"):
+        suite.add("reduce_big_%s_nan_col" % op, reduce_graph("f32", [500, 300], op, [0], False),
+                  inputs={"x": a}, expected=[ref_reduce(a.astype(np.float64), op, [0], False)
+                                             .astype(np.float32)])
+        suite.add("reduce_big_%s_nan_row" % op, reduce_graph("f32", [2, 70000], op, [1], False),
+                  inputs={"x": b}, expected=[ref_reduce(b.astype(np.float64), op, [1], False)
+                                             .astype(np.float32)])
+    for op in ("Softmax", "LogSoftmax"):
+        log = op == "LogSoftmax"
+        for dt, shape, axis, lo, hi in [("f32", (16, 5000), -1, None, None),
+                                        ("f16", (8, 3000), 1, None, None),
+                                        ("f32", (2, 300, 100), 1, None, None),
+                                        ("bf16", (3, 200, 70), 1, None, None),
+                                        ("f32", (40, 2000), 1, 500.0, 1000.0),
+                                        ("f32", (700, 3), 0, None, None)]:
+            xt, r = floats(rng, shape, dt, lo, hi)
+            suite.add("%s_big_%s_%s_%d" % (op.lower(), dt, name_shape(shape), axis),
+                      softmax_graph(op, dt, list(shape), axis), inputs={"x": xt},
+                      expected=[T(ref_softmax(r, axis, log), dt)])
+    for op, dt, shape, axis, lo, hi in [("LayerNorm", "f32", (64, 4096), -1, 5.0, 7.0),
+                                        ("LayerNorm", "f16", (16, 3000), -1, None, None),
+                                        ("LayerNorm", "f32", (4, 30, 700), -2, -1.0, 3.0),
+                                        ("RmsNorm", "bf16", (32, 3000), -1, None, None),
+                                        ("RmsNorm", "f32", (48, 4097), -1, None, None)]:
+        rms = op == "RmsNorm"
+        tail = shape[axis % len(shape):]
+        xt, r = floats(rng, shape, dt, lo, hi)
+        gt, gm = floats(rng, tail, dt, 0.5, 1.5)
+        bt, bv = floats(rng, tail, dt)
+        suite.add("%s_big_%s_%s" % (op.lower(), dt, name_shape(shape)),
+                  norm_graph(op, [dt] * 3, [list(shape), list(tail), list(tail)], axis=axis, eps=1e-5),
+                  inputs={"x": xt}, params={"p1": gt, "p2": bt},
+                  expected=[T(ref_layer_norm(r, gm, bv, axis, 1e-5, rms), dt)])
+
+
 def cases(suite, rng):
     reduce_cases(suite, rng)
+    big_cases(suite, rng)
     arg_cases(suite, rng)
     cumsum_cases(suite, rng)
     topk_cases(suite, rng)

@@ -24,11 +24,12 @@ static void detect(cpu_features *f) {
   uint64_t xcr0 = read_xcr0();
   if ((xcr0 & 0x6) != 0x6) return; /* xmm + ymm state */
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
-  int avx2 = (b >> 5) & 1, avx512f = (b >> 16) & 1;
+  int avx2 = (b >> 5) & 1, avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1;
+  int avx512vl = (b >> 31) & 1;
   f->avx2_fma = avx2 && fma;
   f->f16c = f->avx2_fma && f16c;
   /* opmask, upper halves of zmm0-15, zmm16-31 */
-  f->avx512 = f->avx2_fma && avx512f && (xcr0 & 0xe0) == 0xe0;
+  f->avx512 = f->f16c && avx512f && avx512bw && avx512vl && (xcr0 & 0xe0) == 0xe0;
 }
 #else
 static void detect(cpu_features *f) { (void)f; }

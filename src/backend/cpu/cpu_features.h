@@ -13,7 +13,7 @@
 typedef struct {
   int avx2_fma; /* AVX2 and FMA3, ymm state enabled by the OS */
   int f16c;     /* vcvtph2ps / vcvtps2ph (only reported together with avx2_fma) */
-  int avx512;   /* AVX-512 F, zmm and mask state enabled by the OS */
+  int avx512;   /* AVX-512 F + BW + VL, zmm and opmask state enabled by the OS */
 } cpu_features;
 
 /* The usable features after the RLX_NO_* overrides (detected on first call;

@@ -6,8 +6,10 @@
  * strides lda/ldb/ldc in elements. bias may be NULL; act RLX_ACT_NONE for
  * none (alpha: leaky_relu slope). The epilogue is applied in registers
  * before C is stored. Threads over the ctx's pool (ctx NULL: serial).
- * AVX2/FMA packed kernel when the CPU has it (runtime detection), a scalar
- * path otherwise; both give the same results up to summation order.
+ * AVX-512 or AVX2/FMA packed kernels when the CPU has them (run-time
+ * detection, cpu_features.h), a scalar path otherwise; all give the same
+ * results up to summation order (and the last bits of the transcendental
+ * activations).
  *
  * Accumulation is in F32. K = 0 gives C = act(bias) (0 without bias).
  * C must not overlap A, B or bias. M, N, K >= 0 (a negative size is a

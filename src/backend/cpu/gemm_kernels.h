@@ -44,15 +44,30 @@ typedef void (*gemm_epilogue_fn)(float *y, int64_t n, const float *bias, int bia
 /* dst[i] = src[i] as float for i < n; src F16 or BF16. */
 typedef void (*gemm_convert_fn)(const void *src, rlx_dtype dt, float *dst, int64_t n);
 
+/* Transposing copy (F32): dst[k*dst_stride + r] = src[r*ld + k] for
+ * r < rows, k < kc. Packs A's row panels and B's columns when B is
+ * transposed. */
+typedef void (*gemm_pack_t_fn)(const float *src, int64_t ld, int64_t rows, int64_t kc,
+                               float *dst, int64_t dst_stride);
+/* Panels of B from rows contiguous in j (F32): row k of the block at
+ * src + k*ld, nc columns, into ceil(nc / nr_max) panels of kc x nr_max,
+ * panel p at dst + p*kc*nr_max, zero-padded past nc. */
+typedef void (*gemm_pack_b_fn)(const float *src, int64_t ld, int64_t kc, int64_t nc,
+                               float *dst);
+
 typedef struct {
   const char *name;
   int mr_max, nr_max;         /* micro-tile */
   int64_t kc, mc, nc;         /* cache blocking: K, M and N block sizes */
+  int64_t a_block_floats;     /* up to this m x kc, one A block serves all of N */
+  int64_t b_block_floats;     /* B block budget (L2) next to such an A block */
   gemm_micro_fn micro;
   gemm_gemv_rows_fn gemv_rows;
   gemm_gemv_dots_fn gemv_dots;
   gemm_epilogue_fn epilogue;
   gemm_convert_fn convert;
+  gemm_pack_t_fn pack_t;
+  gemm_pack_b_fn pack_b;
 } gemm_isa;
 
 extern const gemm_isa gemm_isa_scalar;
@@ -76,6 +91,11 @@ static inline size_t gemm_elem_size(rlx_dtype dt) { return dt == RLX_F32 ? 4 : 2
 /* The portable pieces the vector variants share for what they do not
  * vectorize (gemm_scalar.c). */
 void gemm_scalar_convert(const void *src, rlx_dtype dt, float *dst, int64_t n);
+void gemm_scalar_pack_t(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst,
+                        int64_t dst_stride);
+/* The AVX2 transposing copy (8 x 8 blocks), shared with the AVX-512 variant. */
+void gemm_avx2_pack_t(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst,
+                      int64_t dst_stride);
 /* y[j] = act(y[j]) through the reference scalar math (elementwise_math.h):
  * for the activations a variant has no vector code for. */
 void gemm_scalar_act_row(float *y, int64_t n, rlx_act act, float alpha);

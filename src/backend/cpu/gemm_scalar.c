@@ -17,6 +17,20 @@ void gemm_scalar_act_row(float *y, int64_t n, rlx_act act, float alpha) {
   for (int64_t j = 0; j < n; j++) y[j] = (float)cpu_act_apply(act, y[j], alpha);
 }
 
+void gemm_scalar_pack_t(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst,
+                        int64_t dst_stride) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t k = 0; k < kc; k++) dst[k * dst_stride + r] = src[r * ld + k];
+}
+
+static void scalar_pack_b(const float *src, int64_t ld, int64_t kc, int64_t nc, float *dst) {
+  for (int64_t k = 0; k < kc; k++)
+    for (int64_t j0 = 0; j0 < nc; j0 += NR) {
+      float *d = dst + (j0 / NR * kc + k) * NR;
+      for (int64_t j = 0; j < NR; j++) d[j] = j0 + j < nc ? src[k * ld + j0 + j] : 0.0f;
+    }
+}
+
 static void scalar_epilogue(float *y, int64_t n, const float *bias, int bias_step, rlx_act act,
                             float alpha) {
   if (bias)
@@ -57,6 +71,8 @@ static void scalar_gemv_dots(int64_t K, int64_t n, const float *x, const void *R
 
 const gemm_isa gemm_isa_scalar = {
     .name = "scalar", .mr_max = MR, .nr_max = NR, .kc = 256, .mc = 64, .nc = 1024,
+    .a_block_floats = 16 * 1024, .b_block_floats = 16 * 1024,
     .micro = scalar_micro, .gemv_rows = scalar_gemv_rows, .gemv_dots = scalar_gemv_dots,
     .epilogue = scalar_epilogue, .convert = gemm_scalar_convert,
+    .pack_t = gemm_scalar_pack_t, .pack_b = scalar_pack_b,
 };

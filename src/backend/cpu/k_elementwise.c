@@ -2,12 +2,16 @@
  * Clamp, and the scalar math they share with fused elementwise kernels
  * (elementwise_math.h).
  *
- * Floats are computed in double and rounded once on store; integers in
- * int64 (wrapping through uint64, never signed overflow) and wrapped to the
- * dtype width on store. Broadcast operands are read through stride-0
- * strides.
+ * Activation, Binary and Compare on F32/F16/BF16 (and Binary / Compare on
+ * BOOL) run as one-step chains of chain_eval.h: vectorized in f32, blocked,
+ * threaded, broadcast operands read in place. The rest (F64, integers,
+ * Where, Cast, Clamp) is the reference: floats computed in double and
+ * rounded once on store; integers in int64 (wrapping through uint64, never
+ * signed overflow) and wrapped to the dtype width on store. Broadcast
+ * operands are read through stride-0 strides.
  */
 #include "cpu.h"
+#include "chain_eval.h"
 #include "elementwise_math.h"
 
 #include <math.h>
@@ -33,9 +37,11 @@ static double sigmoid(double x) {
 
 double cpu_act_apply(rlx_act act, double x, double alpha) {
   switch (act) {
-  case RLX_ACT_GELU: return 0.5 * x * (1.0 + erf(x * SQRT1_2));
-  case RLX_ACT_GELU_TANH:
-    return 0.5 * x * (1.0 + tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+  /* x (1 + erf(x/sqrt2)) / 2 and x (1 + tanh u) / 2, written so that the
+   * negative tail does not cancel: 1 + erf(-a) = erfc(a), 1 + tanh u =
+   * 2 / (1 + e^{-2u}) */
+  case RLX_ACT_GELU: return 0.5 * x * erfc(-x * SQRT1_2);
+  case RLX_ACT_GELU_TANH: return x / (1.0 + exp(-2.0 * SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
   case RLX_ACT_SILU: return x * sigmoid(x);
   case RLX_ACT_RELU: return x < 0 ? 0.0 : x; /* NaN passes through */
   case RLX_ACT_LEAKY_RELU: return x < 0 ? alpha * x : x;
@@ -154,11 +160,25 @@ int cpu_cmp_apply_i(rlx_cmpop op, int64_t a, int64_t b) { CMP_APPLY(op, a, b); }
 
 /* ---------------------------------------------------------------- kernels */
 
+/* Runs the op as the one-step chain `step` over in[0..n_in) when the chain
+ * evaluator takes its dtypes; *done says whether it did. */
+static rlx_status run_as_chain(cpu_ctx *ctx, rlx_region_step step, const cpu_tensor *in, int n_in,
+                               cpu_tensor *out, int *done) {
+  ir_chain chain = {1, &step};
+  const cpu_tensor *ins[2] = {&in[0], &in[n_in - 1]};
+  cpu_chain c = {&chain, n_in, ins, 0};
+  *done = cpu_chain_supported(&c, out->dtype);
+  return *done ? cpu_chain_run(ctx, &c, out) : RLX_OK;
+}
+
 rlx_status cpu_Activation(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                           cpu_tensor *out) {
-  (void)ctx;
   rlx_act act = (rlx_act)n->a.act;
   const cpu_tensor *x = &in[0];
+  int done;
+  rlx_status st = run_as_chain(ctx, (rlx_region_step){RLX_STEP_ACT, (int)act, 0, 0, RLX_F32, n->a.alpha},
+                               in, 1, out, &done);
+  if (st != RLX_OK || done) return st;
   if (ir_is_float(x->dtype)) {
     for (int64_t i = 0; i < out->numel; i++)
       cpu_set(out, i, cpu_act_apply(act, cpu_get(x, i), n->a.alpha));
@@ -170,8 +190,11 @@ rlx_status cpu_Activation(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
 
 /* Binary and Compare: out[i] = f(a[bcast i], b[bcast i]). */
 rlx_status cpu_Binary(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
   rlx_binop op = (rlx_binop)n->a.binop;
+  int done;
+  rlx_status st = run_as_chain(ctx, (rlx_region_step){RLX_STEP_BIN, (int)op, 0, 1, RLX_F32, 0.0}, in, 2,
+                               out, &done);
+  if (st != RLX_OK || done) return st;
   int64_t sa[RLX_MAX_RANK], sb[RLX_MAX_RANK];
   cpu_bcast_strides(&in[0], out->rank, out->d, sa);
   cpu_bcast_strides(&in[1], out->rank, out->d, sb);
@@ -187,8 +210,11 @@ rlx_status cpu_Binary(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_
 }
 
 rlx_status cpu_Compare(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
   rlx_cmpop op = (rlx_cmpop)n->a.cmpop;
+  int done;
+  rlx_status st = run_as_chain(ctx, (rlx_region_step){RLX_STEP_CMP, (int)op, 0, 1, RLX_F32, 0.0}, in, 2,
+                               out, &done);
+  if (st != RLX_OK || done) return st;
   int64_t sa[RLX_MAX_RANK], sb[RLX_MAX_RANK];
   cpu_bcast_strides(&in[0], out->rank, out->d, sa);
   cpu_bcast_strides(&in[1], out->rank, out->d, sb);

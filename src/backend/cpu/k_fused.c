@@ -1,19 +1,27 @@
-/* k_fused.c — CPU reference kernels of the fused ops (FusedMatMulBiasAct,
+/* k_fused.c — CPU kernels of the fused ops (FusedMatMulBiasAct,
  * FusedResidualLN, FusedResidualRmsNorm, FusedSwiGLU, ElementwiseRegion,
  * BatchElementwiseRegion, TransformRegion, FusedAttentionBlock).
  *
- * Each computes what its decomposition into primitive ops computes, through
- * the same scalar and row routines the primitive kernels use
- * (elementwise_math.h, norm_rows.h, linalg_rows.h). Floats are computed in
- * double and rounded once on store, except inside elementwise regions,
- * where every step is rounded to its own dtype as the unfused op would
- * store it. Semantics: the comments at the ops' inference (infer_fused.c).
+ * Each computes what its decomposition into primitive ops computes. F32,
+ * F16 and BF16 run the fast paths — cpu_gemm with its epilogue, the f32 norm
+ * rows, the chain evaluator (one pass over memory per region), the tiled
+ * attention kernel — in f32 with the storage dtype converted at the edges.
+ * F64 (and chains with integer or F64 steps) run the reference: the same
+ * scalar and row routines the primitive kernels use (elementwise_math.h,
+ * norm_rows.h, linalg_rows.h), floats in double rounded once on store,
+ * except inside elementwise regions, where every step is rounded to its own
+ * dtype as the unfused op would store it. Semantics: the comments at the
+ * ops' inference (infer_fused.c).
  */
 #include "cpu.h"
+#include "chain_eval.h"
 #include "elementwise_math.h"
+#include "gemm.h"
 #include "linalg_rows.h"
 #include "norm_rows.h"
+#include "vec.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,12 +32,63 @@ static double *alloc_f64(int64_t count) {
 
 /* ---------------------------------------------------------------- FusedMatMulBiasAct */
 
+/* F32 results of a fast path (f32 scratch) stored into t's dtype, rows in
+ * parallel. */
+typedef struct {
+  const cpu_vec_ops *vo;
+  const float *src;
+  cpu_tensor *t;
+  int64_t row;
+} store_job;
+
+static void store_rows(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  store_job *J = arg;
+  size_t es = (size_t)ir_dtypes[J->t->dtype].size;
+  J->vo->store((char *)J->t->data + (size_t)(begin * J->row) * es, J->t->dtype, J->src + begin * J->row,
+               (end - begin) * J->row);
+}
+
+static void store_f32_to(cpu_ctx *ctx, cpu_tensor *t, const float *src, int64_t row) {
+  store_job J = {cpu_vec(), src, t, row};
+  cpu_parallel_for(ctx, t->numel / row, cpu_vec_grain(row), store_rows, &J);
+}
+
+/* A matrix of a cpu_gemm call: t's storage, rows of ld elements. */
+static gemm_operand gemm_matrix(const cpu_tensor *t, int64_t ld) {
+  return (gemm_operand){t->data, t->dtype, 0, ld, 0, NULL};
+}
+
+/* F32/F16/BF16: one cpu_gemm with bias + activation in its epilogue (F16 /
+ * BF16 operands converted while packed); F32 results land in out directly. */
+static rlx_status matmul_bias_act_fast(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  const int64_t K = in[1].d[0], N = in[1].d[1], M = out->numel / N;
+  const cpu_vec_ops *vo = cpu_vec();
+  float *bias = malloc((size_t)N * sizeof *bias);
+  float *c = out->dtype == RLX_F32 ? out->data : malloc((size_t)out->numel * sizeof *c);
+  if (!bias || !c) {
+    free(bias);
+    if (c != out->data) free(c);
+    return rlx_set_error(RLX_ERR_NOMEM, "FusedMatMulBiasAct (node %d): out of memory", n->id);
+  }
+  vo->load(bias, in[2].data, in[2].dtype, N);
+  gemm_operand a = gemm_matrix(&in[0], K), w = gemm_matrix(&in[1], N);
+  gemm_epilogue ep = {bias, (rlx_act)n->a.act, (float)n->a.alpha};
+  cpu_gemm(ctx, 1, M, N, K, &a, &w, c, N, 0, &ep);
+  if (c != out->data) {
+    store_f32_to(ctx, out, c, N);
+    free(c);
+  }
+  free(bias);
+  return RLX_OK;
+}
+
 rlx_status cpu_FusedMatMulBiasAct(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                                   cpu_tensor *out) {
-  (void)ctx;
   const cpu_tensor *bias = &in[2];
   int64_t K = in[1].d[0], N = in[1].d[1];
   if (out->numel == 0) return RLX_OK;
+  if (out->dtype != RLX_F64) return matmul_bias_act_fast(ctx, n, in, out);
   int64_t M = out->numel / N; /* every row of a, batch dims flattened: w is shared */
   double *a = cpu_load_f64(&in[0]), *w = cpu_load_f64(&in[1]), *c = alloc_f64(out->numel);
   rlx_status st = RLX_OK;
@@ -78,26 +137,117 @@ done:
   return st;
 }
 
+/* F32/F16/BF16: rows of x + res (+ bias) in f32, normalized in place,
+ * stored: one pass per row, rows in parallel. */
+typedef struct {
+  const cpu_vec_ops *vo;
+  const cpu_tensor *x, *res;
+  cpu_tensor *out;
+  const float *bias, *gamma, *beta; /* f32 [len]; bias may be NULL */
+  int64_t len;
+  double eps;
+  int rms;
+  float *scratch; /* per thread: 2 * len */
+} residual_norm_job;
+
+static void residual_norm_rows(void *arg, int64_t begin, int64_t end, int thread) {
+  residual_norm_job *J = arg;
+  const cpu_vec_ops *vo = J->vo;
+  const int64_t len = J->len;
+  const rlx_dtype dt = J->x->dtype;
+  const size_t es = (size_t)ir_dtypes[dt].size;
+  float *row = J->scratch + thread * 2 * len, *other = row + len;
+  for (int64_t r = begin; r < end; r++) {
+    size_t off = (size_t)(r * len) * es;
+    const void *x = (const char *)J->x->data + off, *res = (const char *)J->res->data + off;
+    void *dst = (char *)J->out->data + off;
+    float *y = dt == RLX_F32 ? dst : row; /* F32: summed and normalized in out itself */
+    if (dt == RLX_F32) {
+      vo->binary(RLX_BIN_ADD, x, 1, res, 1, y, len);
+    } else {
+      vo->load(row, x, dt, len);
+      vo->load(other, res, dt, len);
+      vo->binary(RLX_BIN_ADD, row, 1, other, 1, row, len);
+    }
+    if (J->bias) vo->binary(RLX_BIN_ADD, y, 1, J->bias, 1, y, len);
+    if (J->rms) cpu_rms_norm_row_f32(y, y, len, J->gamma, J->beta, J->eps);
+    else cpu_layer_norm_row_f32(y, y, len, J->gamma, J->beta, J->eps);
+    if (dt != RLX_F32) vo->store(dst, dt, row, len);
+  }
+}
+
+static rlx_status residual_norm_fast(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out,
+                                     int rms) {
+  int has_bias = n->a.has_bias != 0;
+  residual_norm_job J = {.vo = cpu_vec(), .x = &in[0], .res = &in[1], .out = out,
+                         .len = in[0].d[in[0].rank - 1], .eps = n->a.eps, .rms = rms};
+  if (out->numel == 0) return RLX_OK;
+  const int threads = cpu_ctx_threads(ctx);
+  float *buf = malloc((size_t)(J.len * (3 + 2 * threads)) * sizeof(float));
+  if (!buf) return rlx_set_error(RLX_ERR_NOMEM, "%s (node %d): out of memory", ir_ops[n->op].name, n->id);
+  if (has_bias) J.vo->load(buf, in[2].data, in[2].dtype, J.len);
+  J.vo->load(buf + J.len, in[2 + has_bias].data, in[2 + has_bias].dtype, J.len);
+  J.vo->load(buf + 2 * J.len, in[3 + has_bias].data, in[3 + has_bias].dtype, J.len);
+  J.bias = has_bias ? buf : NULL;
+  J.gamma = buf + J.len;
+  J.beta = buf + 2 * J.len;
+  J.scratch = buf + 3 * J.len;
+  cpu_parallel_for(ctx, out->numel / J.len, cpu_vec_grain(J.len), residual_norm_rows, &J);
+  free(buf);
+  return RLX_OK;
+}
+
 rlx_status cpu_FusedResidualLN(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                                cpu_tensor *out) {
-  (void)ctx;
+  if (in[0].dtype != RLX_F64) return residual_norm_fast(ctx, n, in, out, 0);
   return residual_norm(n, in, out, 0);
 }
 
 rlx_status cpu_FusedResidualRmsNorm(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                                     cpu_tensor *out) {
-  (void)ctx;
+  if (in[0].dtype != RLX_F64) return residual_norm_fast(ctx, n, in, out, 1);
   return residual_norm(n, in, out, 1);
 }
 
 /* ---------------------------------------------------------------- FusedSwiGLU */
 
+/* F32/F16/BF16 in and out: silu(gate) * up per row, vectorized. */
+typedef struct {
+  const cpu_vec_ops *vo;
+  const cpu_tensor *x;
+  cpu_tensor *out;
+  int64_t half;
+  float *scratch; /* per thread: 2 * half */
+} swiglu_job;
+
+static void swiglu_rows(void *arg, int64_t begin, int64_t end, int thread) {
+  swiglu_job *J = arg;
+  const cpu_vec_ops *vo = J->vo;
+  const int64_t h = J->half;
+  const size_t in_es = (size_t)ir_dtypes[J->x->dtype].size, out_es = (size_t)ir_dtypes[J->out->dtype].size;
+  float *gate = J->scratch + thread * 2 * h, *up = gate + h;
+  for (int64_t r = begin; r < end; r++) {
+    const char *src = (const char *)J->x->data + (size_t)(2 * h * r) * in_es;
+    vo->load(gate, src, J->x->dtype, h);
+    vo->load(up, src + (size_t)h * in_es, J->x->dtype, h);
+    vo->act(RLX_ACT_SILU, 0.0f, gate, gate, h);
+    vo->binary(RLX_BIN_MUL, gate, 1, up, 1, gate, h);
+    vo->store((char *)J->out->data + (size_t)(h * r) * out_es, J->out->dtype, gate, h);
+  }
+}
+
 rlx_status cpu_FusedSwiGLU(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
-  (void)n;
   const cpu_tensor *x = &in[0];
   int64_t half = out->d[out->rank - 1];
   if (out->numel == 0) return RLX_OK;
+  if (x->dtype != RLX_F64 && out->dtype != RLX_F64) {
+    swiglu_job J = {.vo = cpu_vec(), .x = x, .out = out, .half = half};
+    J.scratch = malloc((size_t)(2 * half * cpu_ctx_threads(ctx)) * sizeof(float));
+    if (!J.scratch) return rlx_set_error(RLX_ERR_NOMEM, "FusedSwiGLU (node %d): out of memory", n->id);
+    cpu_parallel_for(ctx, out->numel / half, cpu_vec_grain(2 * half), swiglu_rows, &J);
+    free(J.scratch);
+    return RLX_OK;
+  }
   for (int64_t r = 0; r < out->numel / half; r++)
     for (int64_t j = 0; j < half; j++) {
       double gate = cpu_get(x, 2 * half * r + j), up = cpu_get(x, 2 * half * r + half + j);
@@ -289,34 +439,63 @@ static void region_run(const region *r, cpu_tensor *out) {
   }
 }
 
+/* The chain of n bound to `first` and rest[0 .. n_ins-2], as chain_eval.h
+ * takes it; ins: n_ins pointers of storage. */
+static cpu_chain region_chain(const ir_node *n, const cpu_tensor *first, const cpu_tensor *rest, int n_ins,
+                              const cpu_tensor **ins) {
+  ins[0] = first;
+  for (int k = 1; k < n_ins; k++) ins[k] = &rest[k - 1];
+  return (cpu_chain){&n->a.chain, n_ins, ins, n->a.prologue == RLX_PROLOGUE_RESIZE_NEAREST_2X};
+}
+
 rlx_status cpu_ElementwiseRegion(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                                  cpu_tensor *out) {
-  (void)ctx;
-  region r;
-  rlx_status st = region_init(&r, n, n->n_in);
-  if (st != RLX_OK) return st;
-  region_bind(&r, &in[0], &in[1], n->a.prologue == RLX_PROLOGUE_RESIZE_NEAREST_2X);
-  region_run(&r, out);
-  region_free(&r);
-  return RLX_OK;
+  const cpu_tensor **ins = malloc((size_t)n->n_in * sizeof *ins);
+  if (!ins) return rlx_set_error(RLX_ERR_NOMEM, "ElementwiseRegion (node %d): out of memory", n->id);
+  cpu_chain c = region_chain(n, &in[0], &in[1], n->n_in, ins);
+  rlx_status st = RLX_OK;
+  if (cpu_chain_supported(&c, out->dtype)) {
+    st = cpu_chain_run(ctx, &c, out);
+  } else {
+    region r;
+    st = region_init(&r, n, n->n_in);
+    if (st == RLX_OK) {
+      region_bind(&r, &in[0], &in[1], c.up2x);
+      region_run(&r, out);
+      region_free(&r);
+    }
+  }
+  free(ins);
+  return st;
 }
 
 /* The chain runs once per batch input b (region inputs: in[b], then the
  * shared in[nb..]); result b fills the next rows of out (concatenation on
- * axis 0 is a contiguous block of rows). */
+ * axis 0 is a contiguous block of rows). Every binding runs through the
+ * chain evaluator when it takes all of them, else through the reference. */
 rlx_status cpu_BatchElementwiseRegion(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                                       cpu_tensor *out) {
-  (void)ctx;
-  int nb = (int)n->a.num_batch_inputs;
+  int nb = (int)n->a.num_batch_inputs, n_ins = n->n_in - nb + 1;
+  const cpu_tensor **ins = malloc((size_t)n_ins * sizeof *ins);
   region r;
-  rlx_status st = region_init(&r, n, n->n_in - nb + 1);
-  if (st != RLX_OK) return st;
+  rlx_status st = ins ? region_init(&r, n, n_ins) : RLX_ERR_NOMEM;
+  if (st != RLX_OK) {
+    free(ins);
+    return st == RLX_ERR_NOMEM && !ins ? rlx_set_error(st, "BatchElementwiseRegion (node %d): out of memory", n->id)
+                                       : st;
+  }
+  int fast = 1;
+  for (int b = 0; fast && b < nb; b++) {
+    cpu_chain c = region_chain(n, &in[b], &in[nb], n_ins, ins);
+    fast = cpu_chain_supported(&c, out->dtype);
+  }
   size_t esize = (size_t)ir_dtypes[out->dtype].size;
   int64_t row_numel = 1, row = 0;
   for (int i = 1; i < out->rank; i++) row_numel *= out->d[i];
   int fits = 1;
-  for (int b = 0; fits && b < nb; b++) {
-    region_bind(&r, &in[b], &in[nb], n->a.prologue == RLX_PROLOGUE_RESIZE_NEAREST_2X);
+  for (int b = 0; fits && st == RLX_OK && b < nb; b++) {
+    cpu_chain c = region_chain(n, &in[b], &in[nb], n_ins, ins);
+    region_bind(&r, &in[b], &in[nb], c.up2x);
     cpu_tensor part = *out;
     fits = region_result_dims(&r, part.d) == out->rank && row + part.d[0] <= out->d[0];
     for (int i = 1; fits && i < out->rank; i++) fits = part.d[i] == out->d[i];
@@ -324,10 +503,13 @@ rlx_status cpu_BatchElementwiseRegion(cpu_ctx *ctx, const ir_node *n, const cpu_
     part.data = (char *)out->data + (size_t)(row * row_numel) * esize;
     part.numel = part.d[0] * row_numel;
     part.nbytes = (size_t)part.numel * esize;
-    region_run(&r, &part);
+    if (fast) st = cpu_chain_run(ctx, &c, &part);
+    else region_run(&r, &part);
     row += part.d[0];
   }
   region_free(&r);
+  free(ins);
+  if (st != RLX_OK) return st;
   if (!fits || row != out->d[0])
     return rlx_set_error(RLX_ERR_INTERNAL, "BatchElementwiseRegion (node %d): the results do not tile "
                          "the output", n->id);
@@ -360,14 +542,60 @@ rlx_status cpu_TransformRegion(cpu_ctx *ctx, const ir_node *n, const cpu_tensor 
 
 /* ---------------------------------------------------------------- FusedAttentionBlock */
 
+/* F32/F16/BF16: the projections through cpu_gemm (x and the weights read
+ * in their dtype), rope and the tiled attention kernel on f32 buffers, the
+ * output projection straight into out when it is F32. */
+static rlx_status attention_block_fast(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  const ir_attrs *a = &n->a;
+  const int64_t B = in[0].d[0], S = in[0].d[1], hidden = in[0].d[2], E = out->d[2];
+  const int64_t qd = a->num_heads * a->head_dim, kvd = a->num_kv_heads * a->head_dim, rows = B * S;
+  const int64_t half = a->n_rot / 2;
+  const size_t q_n = (size_t)(rows * qd), kv_n = (size_t)(rows * kvd);
+  const size_t table_n = n->n_in == 7 ? (size_t)in[5].numel : 0; /* [S or B*S, n_rot/2] */
+  /* Q, K, V, attention output, cos, sin, and the result unless out is F32 */
+  size_t total = 2 * q_n + 2 * kv_n + 2 * table_n + (out->dtype == RLX_F32 ? 0 : (size_t)out->numel);
+  float *buf = malloc((total ? total : 1) * sizeof *buf);
+  if (!buf) return rlx_set_error(RLX_ERR_NOMEM, "FusedAttentionBlock (node %d): out of memory", n->id);
+  float *q = buf, *k = q + q_n, *v = k + kv_n, *att = v + kv_n, *cos_t = att + q_n, *sin_t = cos_t + table_n;
+  float *y = out->dtype == RLX_F32 ? out->data : sin_t + table_n;
+  gemm_operand x = gemm_matrix(&in[0], hidden);
+  gemm_operand wq = gemm_matrix(&in[1], qd), wk = gemm_matrix(&in[2], kvd), wv = gemm_matrix(&in[3], kvd);
+  cpu_gemm(ctx, 1, rows, qd, hidden, &x, &wq, q, qd, 0, NULL);
+  cpu_gemm(ctx, 1, rows, kvd, hidden, &x, &wk, k, kvd, 0, NULL);
+  cpu_gemm(ctx, 1, rows, kvd, hidden, &x, &wv, v, kvd, 0, NULL);
+  if (n->n_in == 7) {
+    /* one [S, n_rot/2] table for every batch, or one per batch */
+    int64_t table_batch_stride = in[5].rank == 3 ? S * half : 0;
+    cpu_vec()->load(cos_t, in[5].data, in[5].dtype, (int64_t)table_n);
+    cpu_vec()->load(sin_t, in[6].data, in[6].dtype, (int64_t)table_n);
+    cpu_rope_apply_f32(q, B, S, a->num_heads, a->head_dim, a->n_rot, (rlx_rope_mode)a->rope_mode, cos_t,
+                       sin_t, table_batch_stride);
+    cpu_rope_apply_f32(k, B, S, a->num_kv_heads, a->head_dim, a->n_rot, (rlx_rope_mode)a->rope_mode, cos_t,
+                       sin_t, table_batch_stride);
+  }
+  cpu_attention_params p;
+  cpu_attention_params_from_attrs(&p, a);
+  p.batch = B;
+  p.q_len = S;
+  p.kv_len = S;
+  rlx_status st = cpu_attention_fast(ctx, &p, RLX_F32, q, k, v, NULL, att);
+  if (st == RLX_OK) {
+    gemm_operand ao = {att, RLX_F32, 0, qd, 0, NULL}, wo = gemm_matrix(&in[4], E);
+    cpu_gemm(ctx, 1, rows, E, qd, &ao, &wo, y, E, 0, NULL);
+    if (out->dtype != RLX_F32) store_f32_to(ctx, out, y, E);
+  }
+  free(buf);
+  return st;
+}
+
 rlx_status cpu_FusedAttentionBlock(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                                    cpu_tensor *out) {
-  (void)ctx;
   const ir_attrs *a = &n->a;
   const int64_t B = in[0].d[0], S = in[0].d[1], hidden = in[0].d[2], E = out->d[2];
   const int64_t qd = a->num_heads * a->head_dim, kvd = a->num_kv_heads * a->head_dim;
   const int64_t rows = B * S;
   if (out->numel == 0) return RLX_OK;
+  if (out->dtype != RLX_F64) return attention_block_fast(ctx, n, in, out);
   enum { X, WQ, WK, WV, WO, COS, SIN, Q, K, V, ATT, Y, N_BUF };
   double *buf[N_BUF] = {0};
   int n_load = n->n_in;

@@ -1,9 +1,13 @@
 /* k_quant.c — DequantMatMul, Quantize, Dequantize, FakeQuantize. The block
- * formats themselves live in quant_blocks.c; these kernels walk rows. */
+ * formats themselves live in quant_blocks.c and the quantized dot products
+ * in qdot_*.c; these kernels walk rows. */
 #include "cpu.h"
+#include "qdot.h"
 #include "quant_blocks.h"
+#include "vec.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 /* Product of all dims but the last: the number of rows of a [..., K] tensor. */
@@ -18,21 +22,27 @@ static rlx_status nomem(const ir_node *n) {
 }
 
 /* Row r of a float tensor [rows, K] as F32: the data itself for F32, else
- * converted into buf. */
+ * converted into buf (F64 rounded to nearest). */
 static const float *f32_row(const cpu_tensor *t, int64_t r, int64_t K, float *buf) {
   if (t->dtype == RLX_F32) return (const float *)t->data + r * K;
-  for (int64_t k = 0; k < K; k++) buf[k] = (float)cpu_get(t, r * K + k);
+  if (t->dtype == RLX_F64) {
+    const double *src = (const double *)t->data + r * K;
+    for (int64_t k = 0; k < K; k++) buf[k] = (float)src[k];
+  } else {
+    cpu_vec()->load(buf, (const char *)t->data + (size_t)(r * K) * (size_t)ir_dtypes[t->dtype].size,
+                    t->dtype, K);
+  }
   return buf;
 }
 
-/* x [M, K] @ dequant(w [N, K])^T, one dequantized row of w at a time (the
- * weight is never expanded whole), accumulated in double. */
-rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
-                             cpu_tensor *out) {
-  (void)ctx;
-  const cpu_tensor *x = &in[0], *w = &in[1];
+/* ---------------------------------------------------------------- DequantMatMul */
+
+/* The reference: x [M, K] @ dequant(w [N, K])^T, one dequantized row of w
+ * at a time, accumulated in double from x as given (not quantized). Serial
+ * and slow; chosen by RLX_QMATMUL_REF=1 (for testing the fast path). */
+static rlx_status dequant_matmul_ref(const ir_node *n, const cpu_tensor *x, const cpu_tensor *w,
+                                     cpu_tensor *out) {
   const int64_t N = w->d[0], K = w->d[1], M = outer_rows(x);
-  if (out->numel == 0) return RLX_OK;
   const size_t row_bytes = rlx_dtype_nbytes(w->dtype, K);
   rlx_status st = RLX_OK;
   double *xv = cpu_load_f64(x), *acc = malloc((size_t)out->numel * sizeof *acc);
@@ -60,6 +70,112 @@ done:
   free(xv);
   free(acc);
   free(wrow);
+  return st;
+}
+
+static int env_flag(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && !(v[0] == '0' && v[1] == 0);
+}
+
+static pthread_once_t ref_once = PTHREAD_ONCE_INIT;
+static int use_ref;
+static void read_ref_flag(void) { use_ref = env_flag("RLX_QMATMUL_REF"); }
+
+/* Bytes of weights a task streams per tile pass: a slice of weight rows
+ * this size stays in L2 while every tile of activation rows (L1) meets it. */
+#define QMM_SLICE_BYTES (96 * 1024)
+/* Smallest share of weight bytes a parallel chunk gets (thread wake-up and
+ * chunk hand-out cost about as much as streaming this). */
+#define QMM_MIN_CHUNK_BYTES (16 * 1024)
+
+typedef struct {
+  const qdot_ops *q;
+  qdot_fn dot;
+  const cpu_tensor *x;
+  rlx_dtype wt;
+  const uint8_t *w;
+  size_t w_row, act_row;
+  int64_t M, N, K;
+  uint8_t *act;    /* M activation rows */
+  float *xbuf;     /* K floats per thread: non-F32 x rows as F32 */
+  float *y;        /* [M, N] F32 */
+} qmm_job;
+
+/* Activation rows [begin, end): x row -> F32 -> Q8 blocks. */
+static void qmm_quantize(void *arg, int64_t begin, int64_t end, int thread) {
+  const qmm_job *J = arg;
+  float *buf = J->xbuf ? J->xbuf + (size_t)thread * (size_t)J->K : NULL;
+  for (int64_t i = begin; i < end; i++) {
+    const float *row = f32_row(J->x, i, J->K, buf);
+    qdot_quantize_row(J->q, J->wt, row, J->act + (size_t)i * J->act_row, J->K);
+  }
+}
+
+/* Output columns (weight rows) [begin, end) for every activation row: per
+ * slice of weight rows, per tile of up to QDOT_MAX_ROWS activation rows,
+ * each weight row is decoded once for the whole tile. */
+static void qmm_rows(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const qmm_job *J = arg;
+  const int64_t nb = J->K / ir_dtypes[J->wt].block;
+  int64_t slice = (int64_t)(QMM_SLICE_BYTES / (J->w_row ? J->w_row : 1));
+  if (slice < 1) slice = 1;
+  for (int64_t j0 = begin; j0 < end; j0 += slice) {
+    const int64_t j1 = j0 + slice < end ? j0 + slice : end;
+    for (int64_t i0 = 0; i0 < J->M; i0 += QDOT_MAX_ROWS) {
+      const int nr = (int)(J->M - i0 < QDOT_MAX_ROWS ? J->M - i0 : QDOT_MAX_ROWS);
+      const uint8_t *act = J->act + (size_t)i0 * J->act_row;
+      for (int64_t j = j0; j < j1; j++)
+        J->dot(nb, J->w + (size_t)j * J->w_row, act, J->act_row, nr, J->y + i0 * J->N + j, J->N);
+    }
+  }
+}
+
+/* x [M, K] @ dequant(w [N, K])^T without expanding w: x quantized once to
+ * 8-bit blocks (qdot.h), then integer block dot products, threaded over
+ * the rows of w. F16/BF16/F64 x is converted to F32 rows first, the result
+ * is computed in F32 and stored in x's dtype. */
+rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
+                             cpu_tensor *out) {
+  const cpu_tensor *x = &in[0], *w = &in[1];
+  if (out->numel == 0) return RLX_OK;
+  pthread_once(&ref_once, read_ref_flag);
+  if (use_ref) return dequant_matmul_ref(n, x, w, out);
+  const int64_t N = w->d[0], K = w->d[1], M = outer_rows(x);
+  const qdot_ops *q = qdot_best();
+  qmm_job J = {.q = q, .dot = q->dot[w->dtype], .x = x, .wt = w->dtype, .w = w->data,
+               .w_row = rlx_dtype_nbytes(w->dtype, K), .act_row = qdot_act_row_bytes(w->dtype, K),
+               .M = M, .N = N, .K = K};
+  if (!J.dot)
+    return rlx_set_error(RLX_ERR_INTERNAL, "DequantMatMul (node %d): no kernel for %s weights",
+                         n->id, rlx_dtype_name(w->dtype));
+  const int threads = cpu_ctx_threads(ctx);
+  const int out_f32 = out->dtype == RLX_F32;
+  J.act = malloc(J.act_row * (size_t)M + 1);
+  J.xbuf = x->dtype == RLX_F32 ? NULL : malloc((size_t)threads * (size_t)K * sizeof(float) + 1);
+  J.y = out_f32 ? out->data : malloc((size_t)out->numel * sizeof(float));
+  rlx_status st = RLX_OK;
+  if (!J.act || (x->dtype != RLX_F32 && !J.xbuf) || !J.y) {
+    st = nomem(n);
+    goto done;
+  }
+  /* about 64 KiB of activations per quantization chunk */
+  const int64_t xgrain = 1 + (int64_t)(16384 / (K ? K : 1));
+  cpu_parallel_for(ctx, M, xgrain, qmm_quantize, &J);
+  const int64_t grain = 1 + (int64_t)(QMM_MIN_CHUNK_BYTES / ((size_t)M * J.w_row + 1));
+  cpu_parallel_for(ctx, N, grain, qmm_rows, &J);
+  if (!out_f32) {
+    if (out->dtype == RLX_F64) {
+      for (int64_t i = 0; i < out->numel; i++) ((double *)out->data)[i] = J.y[i];
+    } else {
+      cpu_vec()->store(out->data, out->dtype, J.y, out->numel);
+    }
+  }
+done:
+  free(J.act);
+  free(J.xbuf);
+  if (!out_f32) free(J.y);
   return st;
 }
 

@@ -1,8 +1,12 @@
-/* k_reduce.c — CPU reference kernels: Reduce, ArgMax, ArgMin, Cumsum, TopK.
+/* k_reduce.c — CPU kernels: Reduce, ArgMax, ArgMin, Cumsum, TopK.
  *
  * Floats accumulate in double; integers in 64 bits with wrap-around (done in
- * uint64_t so overflow is defined), then stored in the output dtype. */
+ * uint64_t so overflow is defined), then stored in the output dtype. Reduce
+ * sum / mean / max / min of F32/F16/BF16 over axes that merge into one
+ * contiguous run runs vectorized and threaded (reduce_fast); the rest is
+ * the reference loop. */
 #include "cpu.h"
+#include "vec.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -57,8 +61,145 @@ static void acc_int(reduce_acc *a, int64_t op, int64_t v) {
   }
 }
 
+/* ---- the fast path: x seen as [outer, len, inner] with the len axis
+ * reduced (the reduced axes, once size-1 axes are dropped, are adjacent).
+ * inner == 1: each output is a row of len, split into REDUCE_CHUNK pieces
+ * whose partial results are combined in order; inner > 1: items are
+ * REDUCE_COLS-wide column blocks of one [len, inner] slab. Sums in double. */
+#define REDUCE_CHUNK 32768
+#define REDUCE_COLS 256
+
+typedef struct {
+  const cpu_vec_ops *vo;
+  const cpu_tensor *x;
+  int64_t op, len, inner, chunks, col_blocks;
+  double *part;   /* row case: [outer * chunks] partial results */
+  float *scratch; /* per thread: scratch_floats */
+  int64_t scratch_floats;
+  cpu_tensor *out;
+  double count;
+} reduce_job;
+
+static int reduce_is_sum(int64_t op) { return op == RLX_REDUCE_SUM || op == RLX_REDUCE_MEAN; }
+
+static void reduce_row_chunks(void *arg, int64_t begin, int64_t end, int thread) {
+  reduce_job *J = arg;
+  const size_t es = (size_t)ir_dtypes[J->x->dtype].size;
+  float *buf = J->scratch + thread * J->scratch_floats;
+  for (int64_t item = begin; item < end; item++) {
+    int64_t row = item / J->chunks, j0 = item % J->chunks * REDUCE_CHUNK;
+    int64_t w = J->len - j0 < REDUCE_CHUNK ? J->len - j0 : REDUCE_CHUNK;
+    const void *src = (const char *)J->x->data + (size_t)(row * J->len + j0) * es;
+    const float *v = src;
+    if (J->x->dtype != RLX_F32) {
+      J->vo->load(buf, src, J->x->dtype, w);
+      v = buf;
+    }
+    J->part[item] = reduce_is_sum(J->op) ? J->vo->sum(v, w)
+                    : J->op == RLX_REDUCE_MAX ? J->vo->max(v, w) : J->vo->min(v, w);
+  }
+}
+
+static void reduce_col_blocks(void *arg, int64_t begin, int64_t end, int thread) {
+  reduce_job *J = arg;
+  const cpu_vec_ops *vo = J->vo;
+  const size_t es = (size_t)ir_dtypes[J->x->dtype].size;
+  float *row = J->scratch + thread * J->scratch_floats, *res = row + REDUCE_COLS;
+  double *acc = (double *)(void *)(res + REDUCE_COLS);
+  for (int64_t item = begin; item < end; item++) {
+    int64_t o = item / J->col_blocks, c0 = item % J->col_blocks * REDUCE_COLS;
+    int64_t w = J->inner - c0 < REDUCE_COLS ? J->inner - c0 : REDUCE_COLS;
+    for (int64_t c = 0; c < w; c++) {
+      acc[c] = 0.0;
+      res[c] = J->op == RLX_REDUCE_MAX ? -INFINITY : INFINITY;
+    }
+    for (int64_t j = 0; j < J->len; j++) {
+      vo->load(row, (const char *)J->x->data + (size_t)((o * J->len + j) * J->inner + c0) * es,
+               J->x->dtype, w);
+      if (reduce_is_sum(J->op)) vo->acc_sum(acc, row, w);
+      else if (J->op == RLX_REDUCE_MAX) vo->acc_max(res, row, w);
+      else vo->acc_min(res, row, w);
+    }
+    if (reduce_is_sum(J->op))
+      for (int64_t c = 0; c < w; c++) res[c] = (float)(J->op == RLX_REDUCE_MEAN ? acc[c] / J->count : acc[c]);
+    vo->store((char *)J->out->data + (size_t)(o * J->inner + c0) * es, J->out->dtype, res, w);
+  }
+}
+
+/* Splits x around its reduced axes into [outer, len, inner]; 0 when the
+ * reduced axes (ignoring size-1 axes) are not one adjacent run. */
+static int reduce_split(const cpu_tensor *x, const ir_node *n, int64_t *outer, int64_t *len,
+                        int64_t *inner) {
+  int reduced[RLX_MAX_RANK] = {0};
+  for (int i = 0; i < n->a.axes.n; i++) reduced[n->a.axes.v[i]] = 1;
+  int first = -1, last = -1;
+  for (int i = 0; i < x->rank; i++)
+    if (reduced[i] && x->d[i] != 1) {
+      if (first < 0) first = i;
+      last = i;
+    }
+  *outer = *len = *inner = 1;
+  for (int i = 0; i < x->rank; i++) {
+    if (x->d[i] == 1) continue;
+    if (first >= 0 && i >= first && i <= last) {
+      if (!reduced[i]) return 0;
+      *len *= x->d[i];
+    } else if (first < 0 || i < first) {
+      *outer *= x->d[i];
+    } else {
+      *inner *= x->d[i];
+    }
+  }
+  return 1;
+}
+
+static rlx_status reduce_fast(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *x, cpu_tensor *out,
+                              int64_t count, int *done) {
+  reduce_job J = {.vo = cpu_vec(), .x = x, .op = n->a.reduce, .out = out, .count = (double)count};
+  int64_t outer;
+  *done = 0;
+  if (x->rank == 0 || x->numel == 0 || count == 0 || !reduce_split(x, n, &outer, &J.len, &J.inner))
+    return RLX_OK;
+  int threads = cpu_ctx_threads(ctx);
+  *done = 1;
+  if (J.inner == 1) {
+    J.chunks = (J.len + REDUCE_CHUNK - 1) / REDUCE_CHUNK;
+    J.scratch_floats = J.len < REDUCE_CHUNK ? J.len : REDUCE_CHUNK;
+    J.part = malloc((size_t)(outer * J.chunks) * sizeof *J.part);
+  } else {
+    J.col_blocks = (J.inner + REDUCE_COLS - 1) / REDUCE_COLS;
+    J.scratch_floats = 4 * REDUCE_COLS; /* row, result, double accumulators */
+  }
+  J.scratch_floats = (J.scratch_floats + 15) / 16 * 16;
+  J.scratch = malloc((size_t)(J.scratch_floats * threads) * sizeof(float));
+  if (!J.scratch || (J.inner == 1 && !J.part)) {
+    free(J.scratch);
+    free(J.part);
+    return rlx_set_error(RLX_ERR_NOMEM, "Reduce (node %d): no memory for scratch", n->id);
+  }
+  if (J.inner > 1) {
+    cpu_parallel_for(ctx, outer * J.col_blocks, cpu_vec_grain(J.len * REDUCE_COLS), reduce_col_blocks, &J);
+  } else {
+    int64_t item_elems = J.len < REDUCE_CHUNK ? J.len : REDUCE_CHUNK;
+    cpu_parallel_for(ctx, outer * J.chunks, cpu_vec_grain(item_elems), reduce_row_chunks, &J);
+    for (int64_t o = 0; o < outer; o++) {
+      double r = J.part[o * J.chunks];
+      for (int64_t c = 1; c < J.chunks; c++) {
+        double v = J.part[o * J.chunks + c];
+        if (reduce_is_sum(J.op)) r += v;
+        else if (isnan(r) || isnan(v)) r = isnan(r) ? r : v;
+        else if (J.op == RLX_REDUCE_MAX ? v > r : v < r) r = v;
+      }
+      J.part[o] = J.op == RLX_REDUCE_MEAN ? r / J.count : r;
+    }
+    for (int64_t o = 0; o < outer; o++) cpu_set(out, o, J.part[o]);
+  }
+  free(J.scratch);
+  free(J.part);
+  return RLX_OK;
+}
+
 rlx_status cpu_Reduce(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
   const cpu_tensor *x = &in[0];
   int64_t op = n->a.reduce;
   int is_int = ir_is_int(x->dtype);
@@ -77,6 +218,12 @@ rlx_status cpu_Reduce(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_
   if (count == 0 && out->numel > 0 && (op == RLX_REDUCE_MAX || op == RLX_REDUCE_MIN))
     return rlx_set_error(RLX_ERR_SHAPE, "Reduce (node %d): %s over a zero-size axis", n->id,
                          ir_reduce_names[op]);
+
+  if (!is_int && x->dtype != RLX_F64 && op != RLX_REDUCE_PROD) {
+    int done;
+    rlx_status st = reduce_fast(ctx, n, x, out, count, &done);
+    if (st != RLX_OK || done) return st;
+  }
 
   reduce_acc *acc = alloc_scratch(out->numel, sizeof *acc, n);
   if (!acc) return RLX_ERR_NOMEM;

@@ -1,9 +1,9 @@
-/* linalg_rows.h — double-precision routines of the linalg kernels that other
- * CPU kernels reuse (the fused MatMul+bias+act and attention-block kernels).
+/* linalg_rows.h — routines of the linalg kernels that other CPU kernels
+ * reuse (the fused MatMul+bias+act and attention-block kernels).
  *
- * All buffers are dense row-major doubles. The MatMul, Attention and Rope
- * kernels are thin wrappers around these: they load their inputs as double,
- * call one routine, and store the result in the output dtype.
+ * The *_f64 routines are the double-precision reference over dense
+ * row-major doubles (what the F64 kernels run); the *_fast / *_f32 ones are
+ * the f32 paths of the other float dtypes.
  */
 #ifndef RLX_CPU_LINALG_ROWS_H
 #define RLX_CPU_LINALG_ROWS_H
@@ -50,6 +50,14 @@ void cpu_attention_params_from_attrs(cpu_attention_params *p, const ir_attrs *a)
 rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, const double *k,
                              const double *v, double *out);
 
+/* The same over buffers of dtype dt (F32, F16 or BF16: q, k, v and out
+ * alike), computed in f32 by the tiled kernel of k_attention.c (online
+ * softmax over key blocks: memory O((S + T) * D), not O(S * T)), threaded
+ * over ctx. mask (custom mask only) is F32, read through p->mask_strides;
+ * p->mask is not used. Returns RLX_ERR_NOMEM (scratch) or RLX_OK. */
+rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_dtype dt, const void *q,
+                              const void *k, const void *v, const float *mask, void *out);
+
 /* Rotary embedding in place on x [batch, seq, heads, head_dim] (also the
  * rank-3 [B, S, H*D] layout): rotates dims [0, n_rot) of every head; pairs
  * are (2i, 2i+1) for RLX_ROPE_NORMAL and (i, i + n_rot/2) for RLX_ROPE_NEOX.
@@ -58,6 +66,10 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
  * table shared by every batch). */
 void cpu_rope_apply_f64(double *x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
                         int64_t n_rot, rlx_rope_mode mode, const double *cos, const double *sin,
+                        int64_t table_batch_stride);
+/* The same on floats (the F32/F16/BF16 paths). */
+void cpu_rope_apply_f32(float *x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+                        int64_t n_rot, rlx_rope_mode mode, const float *cos, const float *sin,
                         int64_t table_batch_stride);
 
 #endif /* RLX_CPU_LINALG_ROWS_H */

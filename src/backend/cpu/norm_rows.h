@@ -25,4 +25,12 @@ void cpu_layer_norm_row(double *x, int64_t n, const double *gamma, const double 
 void cpu_rms_norm_row(double *x, int64_t n, const double *gamma, const double *beta,
                       double eps);
 
+/* ---- f32 rows (the F32/F16/BF16 kernels), through the vector table of
+ * vec.h; moments in double (two passes), so the f32 results agree with the
+ * double routines above to a few ulp. x and y may be the same row. */
+void cpu_layer_norm_row_f32(const float *x, float *y, int64_t n, const float *gamma,
+                            const float *beta, double eps);
+void cpu_rms_norm_row_f32(const float *x, float *y, int64_t n, const float *gamma,
+                          const float *beta, double eps);
+
 #endif /* RLX_CPU_NORM_ROWS_H */

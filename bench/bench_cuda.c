@@ -1,0 +1,233 @@
+/* bench_cuda.c — times rlx sessions on the CUDA backend for bench_cuda.py,
+ * which runs the PyTorch peers in the same script and prints the ratios.
+ *
+ *   bench_cuda gemm DTYPE M N K        one MatMul [M,K] @ [K,N] (b a param)
+ *   bench_cuda block DTYPE B S         a Llama-3-8B-shaped decoder block forward
+ *   bench_cuda decode WFMT T           one decode step of a 30-layer SmolLM2-135M-shaped
+ *                                      decoder (S = 1, KV cache of T rows in every layer),
+ *                                      weights WFMT bf16 or q8_0
+ *
+ * Prints "RESULT <name> ms=<median ms per run> ..." lines. A run is one
+ * rlx_run (one CUDA graph replay, ending in a stream synchronize); inputs
+ * and params are set once before timing, so they stay on the device, as a
+ * peer's tensors do. Median over 7 trials of `reps` runs after warm-up. */
+#include "rlx.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (double)(rng >> 11) / 9007199254740992.0 - 0.5;
+}
+
+static rlx_dtype dtype_named(const char *s) {
+  for (int i = 0; i < RLX_DTYPE_COUNT; i++)
+    if (!strcmp(rlx_dtype_name((rlx_dtype)i), s)) return (rlx_dtype)i;
+  fprintf(stderr, "unknown dtype %s\n", s);
+  exit(2);
+}
+
+/* Random data for every leaf of g (floats ~ U(-scale, scale); packed
+ * weights: blocks with a small scale and random levels; ints: positions). */
+static int bind_all(rlx_session *s, const rlx_graph *g, double scale, int64_t pos) {
+  for (int i = 0; i < rlx_graph_num_params(g) + rlx_graph_num_inputs(g); i++) {
+    rlx_node n = i < rlx_graph_num_params(g) ? rlx_graph_param(g, i) : rlx_graph_input(g, i - rlx_graph_num_params(g));
+    rlx_dtype t;
+    int64_t dims[RLX_MAX_RANK], numel = 1;
+    int r = rlx_node_type(g, n, &t, dims);
+    for (int k = 0; k < r; k++) numel *= dims[k];
+    size_t bytes = rlx_dtype_nbytes(t, numel);
+    unsigned char *p = malloc(bytes ? bytes : 1);
+    if (t == RLX_Q8_0) {
+      for (size_t b = 0; b < bytes; b += 34) {
+        uint16_t d = rlx_f32_to_f16((float)(scale / 64));
+        memcpy(p + b, &d, 2);
+        for (int j = 0; j < 32; j++) p[b + 2 + j] = (unsigned char)(int)(urand() * 254);
+      }
+    } else {
+      for (int64_t k = 0; k < numel; k++) {
+        double v = urand() * 2 * scale;
+        if (t == RLX_F32) ((float *)p)[k] = (float)v;
+        else if (t == RLX_BF16) ((uint16_t *)p)[k] = rlx_f32_to_bf16((float)v);
+        else if (t == RLX_F16) ((uint16_t *)p)[k] = rlx_f32_to_f16((float)v);
+        else if (t == RLX_I32) ((int32_t *)p)[k] = (int32_t)(pos + k);
+        else if (t == RLX_I64) ((int64_t *)p)[k] = pos + k;
+      }
+    }
+    const char *name = rlx_node_name(g, n);
+    rlx_status st = i < rlx_graph_num_params(g) ? rlx_set_param(s, name, p, bytes) : rlx_set_input(s, name, p, bytes);
+    free(p);
+    if (st) {
+      fprintf(stderr, "binding %s: %s\n", name, rlx_last_error());
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median ms per rlx_run. */
+static double time_session(rlx_session *s, int reps) {
+  for (int i = 0; i < 3; i++)
+    if (rlx_run(s)) {
+      fprintf(stderr, "run: %s\n", rlx_last_error());
+      exit(1);
+    }
+  double trial[7];
+  for (int t = 0; t < 7; t++) {
+    double t0 = now_ms();
+    for (int i = 0; i < reps; i++) rlx_run(s);
+    trial[t] = (now_ms() - t0) / reps;
+  }
+  qsort(trial, 7, sizeof *trial, cmp_double);
+  return trial[3];
+}
+
+static rlx_session *compile_cuda(rlx_graph *g) {
+  if (rlx_graph_status(g)) {
+    fprintf(stderr, "graph: %s\n", rlx_last_error());
+    exit(1);
+  }
+  rlx_options o = {RLX_DEVICE_CUDA, 0, 0};
+  rlx_session *s;
+  if (rlx_compile(g, &o, &s)) {
+    fprintf(stderr, "compile: %s\n", rlx_last_error());
+    exit(1);
+  }
+  return s;
+}
+
+/* ---------------------------------------------------------------- graphs */
+
+static rlx_node linear(rlx_graph *g, const char *name, rlx_node x, rlx_dtype wt, int64_t K, int64_t N) {
+  if (rlx_dtype_is_block(wt)) { /* GGUF layout: [N, K] packed rows */
+    int64_t d[2] = {N, K};
+    return rlx_dequant_matmul(g, x, rlx_param(g, name, wt, 2, d));
+  }
+  int64_t d[2] = {K, N};
+  return rlx_matmul(g, x, rlx_param(g, name, wt, 2, d));
+}
+
+/* One decoder layer over x [B, S, E]: pre-norm attention with rope and
+ * (if T > 0) a KV cache of T rows written at pos, then a SwiGLU MLP. */
+static rlx_node layer(rlx_graph *g, int l, rlx_node x, rlx_node pos, rlx_node start, rlx_dtype t, rlx_dtype wt,
+                      int64_t B, int64_t S, int64_t E, int64_t H, int64_t Hkv, int64_t F, int64_t T) {
+  const int64_t D = E / H;
+  char nm[64];
+  int64_t ev[1] = {E};
+#define P(fmt) (snprintf(nm, sizeof nm, fmt, l), nm)
+  rlx_node zero = rlx_param(g, P("l%d.zero"), t, 1, ev);
+  rlx_node h = rlx_rms_norm(g, x, rlx_param(g, P("l%d.attn_norm"), t, 1, ev), zero, -1, 1e-5);
+  rlx_node q = linear(g, P("l%d.wq"), h, wt, E, H * D);
+  rlx_node k = linear(g, P("l%d.wk"), h, wt, E, Hkv * D);
+  rlx_node v = linear(g, P("l%d.wv"), h, wt, E, Hkv * D);
+  int64_t q4[4] = {B, S, H, D}, k4[4] = {B, S, Hkv, D}, x3[3] = {B, S, E};
+  rlx_rope_desc rd = {(int)D, (int)D, RLX_ROPE_NEOX, 10000.0, 1.0};
+  q = rlx_rope(g, rlx_reshape(g, q, 4, q4), pos, &rd);
+  k = rlx_rope(g, rlx_reshape(g, k, 4, k4), pos, &rd);
+  v = rlx_reshape(g, v, 4, k4);
+  if (T > 0) {
+    int64_t cd[4] = {B, T, Hkv, D};
+    k = rlx_update_slice(g, rlx_param(g, P("l%d.k_cache"), t, 4, cd), k, start, 1);
+    v = rlx_update_slice(g, rlx_param(g, P("l%d.v_cache"), t, 4, cd), v, start, 1);
+  }
+  rlx_attention_desc ad = {(int)H, (int)Hkv, (int)D, RLX_MASK_CAUSAL, 0, 0, 0, RLX_LAYOUT_BSHD};
+  rlx_node a = rlx_reshape(g, rlx_attention(g, q, k, v, -1, &ad), 3, x3);
+  rlx_node o = linear(g, P("l%d.wo"), a, wt, H * D, E);
+  rlx_node x1 = rlx_add(g, x, o);
+  rlx_node h2 = rlx_rms_norm(g, x1, rlx_param(g, P("l%d.mlp_norm"), t, 1, ev), zero, -1, 1e-5);
+  rlx_node gu = linear(g, P("l%d.w_gate_up"), h2, wt, E, 2 * F);
+  rlx_node dn = linear(g, P("l%d.w_down"), rlx_fused_swiglu(g, gu, -1), wt, F, E);
+#undef P
+  return rlx_add(g, x1, dn);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: bench_cuda gemm DTYPE M N K | block DTYPE B S | decode WFMT T\n");
+    return 2;
+  }
+  const char *mode = argv[1];
+  if (!strcmp(mode, "gemm") && argc == 6) {
+    rlx_dtype t = dtype_named(argv[2]);
+    int64_t M = atoll(argv[3]), N = atoll(argv[4]), K = atoll(argv[5]);
+    rlx_graph *g = rlx_graph_new("gemm");
+    int64_t ad[2] = {M, K}, bd[2] = {K, N};
+    rlx_node y = rlx_matmul(g, rlx_input(g, "a", t, 2, ad), rlx_param(g, "b", t, 2, bd));
+    rlx_graph_set_outputs(g, 1, &y);
+    rlx_session *s = compile_cuda(g);
+    if (!bind_all(s, g, 1.0, 0)) return 1;
+    double ms = time_session(s, M * N * K > (int64_t)1 << 33 ? 20 : 100);
+    printf("RESULT gemm %s %lld %lld %lld ms=%.4f tflops=%.1f\n", argv[2], (long long)M, (long long)N, (long long)K,
+           ms, 2.0 * M * N * K / ms / 1e9);
+    rlx_session_free(s);
+    rlx_graph_free(g);
+    return 0;
+  }
+  if (!strcmp(mode, "block") && argc == 5) {
+    rlx_dtype t = dtype_named(argv[2]);
+    int64_t B = atoll(argv[3]), S = atoll(argv[4]);
+    const int64_t E = 4096, H = 32, Hkv = 8, F = 14336;
+    rlx_graph *g = rlx_graph_new("block");
+    int64_t xd[3] = {B, S, E}, pd[1] = {S};
+    rlx_node y = layer(g, 0, rlx_input(g, "x", t, 3, xd), rlx_input(g, "pos", RLX_I32, 1, pd), -1, t, t, B, S, E, H, Hkv,
+                       F, 0);
+    rlx_graph_set_outputs(g, 1, &y);
+    rlx_session *s = compile_cuda(g);
+    if (!bind_all(s, g, 0.02, 0)) return 1;
+    double ms = time_session(s, 10);
+    printf("RESULT block %s B=%lld S=%lld ms=%.4f\n", argv[2], (long long)B, (long long)S, ms);
+    rlx_session_free(s);
+    rlx_graph_free(g);
+    return 0;
+  }
+  if (!strcmp(mode, "decode") && argc == 4) {
+    rlx_dtype wt = dtype_named(argv[2]), t = RLX_BF16;
+    const int64_t T = atoll(argv[3]), L = 30, E = 576, H = 9, Hkv = 3, F = 1536, V = 49152;
+    rlx_graph *g = rlx_graph_new("decode");
+    int64_t one[1] = {1}, td[1] = {1}, ed[2] = {V, E}, ev[1] = {E}, x3[3] = {1, 1, E};
+    rlx_node tok = rlx_input(g, "token", RLX_I32, 1, td);
+    rlx_node pos = rlx_input(g, "pos", RLX_I32, 1, one);
+    rlx_node start = rlx_input(g, "start", RLX_I32, 1, one);
+    rlx_node x = rlx_reshape(g, rlx_gather(g, rlx_param(g, "embed", t, 2, ed), tok, 0), 3, x3);
+    for (int l = 0; l < L; l++) x = layer(g, l, x, pos, start, t, wt, 1, 1, E, H, Hkv, F, T);
+    rlx_node zero = rlx_param(g, "out_zero", t, 1, ev);
+    x = rlx_rms_norm(g, x, rlx_param(g, "out_norm", t, 1, ev), zero, -1, 1e-5);
+    rlx_node logits = linear(g, "lm_head", x, wt, E, V);
+    rlx_graph_set_outputs(g, 1, &logits);
+    rlx_session *s = compile_cuda(g);
+    if (!bind_all(s, g, 0.05, T - 1)) return 1;
+    /* token 0, pos T-1, start T-1: the new row is the last of the cache */
+    int32_t zero_tok = 0, p = (int32_t)(T - 1);
+    rlx_set_input(s, "token", &zero_tok, 4);
+    rlx_set_input(s, "pos", &p, 4);
+    rlx_set_input(s, "start", &p, 4);
+    double ms = time_session(s, 50);
+    /* bytes a token must read: every weight once, every KV row of every layer */
+    double wbytes = (double)rlx_dtype_nbytes(wt, L * (E * E * 2 + E * Hkv * 64 * 2 + E * 2 * F + F * E) + E * V) +
+                    (double)rlx_dtype_nbytes(t, E) /* one embedding row */;
+    double kv = 2.0 * L * T * Hkv * 64 * 2;
+    printf("RESULT decode %s T=%lld ms=%.4f tok_s=%.1f weight_bytes=%.0f kv_bytes=%.0f\n", argv[2], (long long)T, ms,
+           1e3 / ms, wbytes, kv);
+    rlx_session_free(s);
+    rlx_graph_free(g);
+    return 0;
+  }
+  fprintf(stderr, "bad arguments\n");
+  return 2;
+}

@@ -1,0 +1,178 @@
+"""bench_cuda.py — rlx's CUDA backend against PyTorch on the same GPU.
+
+usage: python3 bench/bench_cuda.py BENCH_CUDA_BINARY [--quick] [--no-compile]
+
+Measures, in one process run:
+  ceilings  device-to-device copy bandwidth (bytes read + written) and a
+            bf16 8192^3 matrix product through PyTorch (cuBLAS);
+  gemm      rlx MatMul vs torch.matmul (cuBLAS) for f16/bf16 4096^3 and the
+            projections of a Llama-3-8B layer at 4096 tokens;
+  block     a Llama-3-8B-shaped decoder block forward (bf16, S = 512,
+            B = 1..8) vs PyTorch eager and torch.compile;
+  decode    one decode step of a 30-layer SmolLM2-135M-shaped decoder
+            (S = 1, KV cache of 512 rows) vs the HBM roofline: bytes a token
+            must read (every weight, every cached K/V row) over the measured
+            copy bandwidth.
+rlx numbers come from bench_cuda (C; each run is one rlx_run: a CUDA graph
+replay and a stream synchronize); torch numbers are CUDA-event medians of
+back-to-back calls. Every line gives the floor (the larger of FLOPs over
+the measured matrix rate and bytes over the measured copy bandwidth).
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+BIN = sys.argv[1]
+QUICK = "--quick" in sys.argv
+NO_COMPILE = "--no-compile" in sys.argv
+dev = torch.device("cuda")
+results = {}
+
+
+def median_ms(fn, reps, trials=7):
+    """Median over trials of the mean time of `reps` back-to-back calls (CUDA events)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(trials):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(reps):
+            fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / reps)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def rlx(*args):
+    out = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=300)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT"):
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            return {k: float(v) for k, v in fields.items() if k not in ("B", "S", "T")}
+    raise RuntimeError("bench_cuda %s failed: %s %s" % (" ".join(map(str, args)), out.stdout, out.stderr))
+
+
+# ---------------------------------------------------------------- ceilings
+x = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
+y = torch.empty_like(x)
+copy_ms = median_ms(lambda: y.copy_(x), 20)
+bw = 2 * x.numel() / (copy_ms * 1e-3)  # bytes/s, read + write
+del x, y
+a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+mm_ms = median_ms(lambda: a @ b, 10)
+peak = 2 * 8192**3 / (mm_ms * 1e-3)  # FLOP/s
+del a, b
+print("ceilings: copy %.2f TB/s (read+write), bf16 matmul %.0f TFLOP/s" % (bw / 1e12, peak / 1e12))
+results["ceilings"] = {"copy_TBps": bw / 1e12, "bf16_TFLOPs": peak / 1e12}
+
+
+def floor_ms(flops, nbytes):
+    return max(flops / peak, nbytes / bw) * 1e3
+
+
+# ---------------------------------------------------------------- GEMM
+print("\n== GEMM: rlx MatMul vs torch.matmul (cuBLAS); ratio = torch ms / rlx ms (goal >= 0.95)")
+print("%-5s %-22s %9s %9s %6s %9s" % ("dtype", "M x N x K", "rlx ms", "torch ms", "ratio", "floor ms"))
+shapes = [(4096, 4096, 4096), (4096, 6144, 4096), (4096, 28672, 4096), (4096, 4096, 14336), (512, 4096, 4096)]
+if QUICK:
+    shapes = shapes[:1]
+results["gemm"] = []
+for dt in ("bf16", "f16"):
+    tdt = torch.bfloat16 if dt == "bf16" else torch.float16
+    for (M, N, K) in shapes:
+        r = rlx("gemm", dt, M, N, K)
+        a = torch.randn(M, K, device=dev, dtype=tdt)
+        b = torch.randn(K, N, device=dev, dtype=tdt)
+        t = median_ms(lambda: a @ b, 20)
+        fl = floor_ms(2 * M * N * K, 2 * (M * K + K * N + M * N))
+        print("%-5s %-22s %9.4f %9.4f %6.3f %9.4f" % (dt, "%dx%dx%d" % (M, N, K), r["ms"], t, t / r["ms"], fl))
+        results["gemm"].append({"dtype": dt, "M": M, "N": N, "K": K, "rlx_ms": r["ms"], "torch_ms": t, "floor_ms": fl})
+        del a, b
+
+# ---------------------------------------------------------------- decoder block
+E, H, HKV, FF, D = 4096, 32, 8, 14336, 128
+
+
+def make_block(B, S):
+    g = lambda *s: (torch.rand(*s, device=dev, dtype=torch.bfloat16) - 0.5) * 0.04  # noqa: E731
+    w = dict(wq=g(E, E), wk=g(E, HKV * D), wv=g(E, HKV * D), wo=g(E, E), wgu=g(E, 2 * FF), wd=g(FF, E),
+             g1=torch.ones(E, device=dev, dtype=torch.bfloat16), g2=torch.ones(E, device=dev, dtype=torch.bfloat16))
+    pos = torch.arange(S, device=dev, dtype=torch.float32)
+    inv = 10000.0 ** (-torch.arange(0, D, 2, device=dev, dtype=torch.float32) / D)
+    ang = pos[:, None] * inv[None, :]
+    cos = torch.cat([ang.cos(), ang.cos()], -1).to(torch.bfloat16)
+    sin = torch.cat([ang.sin(), ang.sin()], -1).to(torch.bfloat16)
+
+    def rope(t):  # t [B, S, h, D], neox halves
+        t1, t2 = t[..., : D // 2], t[..., D // 2:]
+        rot = torch.cat([-t2, t1], -1)
+        return t * cos[None, :, None, :] + rot * sin[None, :, None, :]
+
+    def block(x):
+        h = F.rms_norm(x, (E,), w["g1"], eps=1e-5)
+        q = rope((h @ w["wq"]).view(B, S, H, D)).transpose(1, 2)
+        k = rope((h @ w["wk"]).view(B, S, HKV, D)).transpose(1, 2)
+        v = (h @ w["wv"]).view(B, S, HKV, D).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x1 = x + a.transpose(1, 2).reshape(B, S, E) @ w["wo"]
+        h2 = F.rms_norm(x1, (E,), w["g2"], eps=1e-5)
+        gate, up = (h2 @ w["wgu"]).chunk(2, -1)
+        return x1 + (F.silu(gate) * up) @ w["wd"]
+
+    return block, torch.randn(B, S, E, device=dev, dtype=torch.bfloat16)
+
+
+print("\n== Llama-3-8B decoder block forward, bf16, S=512: ratio = peer ms / rlx ms (goals: eager >= 1.5, compile >= 1.0)")
+print("%-3s %9s %9s %7s %10s %7s %9s" % ("B", "rlx ms", "eager ms", "ratio", "compile ms", "ratio", "floor ms"))
+results["block"] = []
+for B in ((1, 8) if QUICK else (1, 2, 4, 8)):
+    S = 512
+    r = rlx("block", "bf16", B, S)
+    block, xin = make_block(B, S)
+    with torch.no_grad():
+        te = median_ms(lambda: block(xin), 10)
+        tc = float("nan")
+        if not NO_COMPILE and B in (1, 8):
+            try:
+                cb = torch.compile(block)
+                t0 = time.time()
+                cb(xin)
+                torch.cuda.synchronize()
+                tc = median_ms(lambda: cb(xin), 10)
+                print("   (torch.compile for B=%d took %.0f s)" % (B, time.time() - t0))
+            except Exception as e:  # a peer that cannot run is reported, not fatal
+                print("   torch.compile failed: %s" % str(e).splitlines()[0])
+    M = B * S
+    flops = 2 * M * (E * E * 2 + 2 * E * HKV * D + E * 2 * FF + FF * E) + 4 * B * H * S * S * D // 2
+    wbytes = 2 * (E * E * 2 + 2 * E * HKV * D + E * 2 * FF + FF * E)
+    fl = floor_ms(flops, wbytes + 2 * 2 * M * E)
+    print("%-3d %9.3f %9.3f %7.3f %10.3f %7.3f %9.3f" % (B, r["ms"], te, te / r["ms"], tc, tc / r["ms"], fl))
+    results["block"].append({"B": B, "S": S, "rlx_ms": r["ms"], "eager_ms": te, "compile_ms": tc, "floor_ms": fl})
+    del block, xin
+    torch.cuda.empty_cache()
+
+# ---------------------------------------------------------------- decode
+print("\n== decode step, 30-layer SmolLM2-135M shape (E=576, 9 heads / 3 KV heads, F=1536, vocab 49152), KV cache 512")
+print("%-5s %9s %9s %11s %9s %9s" % ("wfmt", "rlx ms", "tok/s", "MB / token", "roof ms", "of roof"))
+results["decode"] = []
+for wf in ("bf16", "q8_0"):
+    r = rlx("decode", wf, 512)
+    nbytes = r["weight_bytes"] + r["kv_bytes"]
+    roof = nbytes / bw * 1e3
+    print("%-5s %9.4f %9.1f %11.1f %9.4f %8.1f%%" % (wf, r["ms"], r["tok_s"], nbytes / 1e6, roof, 100 * roof / r["ms"]))
+    results["decode"].append({"wfmt": wf, "rlx_ms": r["ms"], "tok_s": r["tok_s"], "bytes": nbytes, "roof_ms": roof})
+
+out = os.environ.get("OUT")
+if out:
+    with open(os.path.join(out, "bench_cuda.json"), "w") as f:
+        json.dump(results, f, indent=1)

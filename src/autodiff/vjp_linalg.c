@@ -1,0 +1,76 @@
+/* vjp_linalg.c — vector-Jacobian rules of MatMul, DequantMatMul,
+ * Attention (through its expansion) and Rope. */
+#include "autodiff.h"
+
+/* v with its last two dims swapped. */
+static rlx_node swap_last2(ad_ctx *c, rlx_node v) {
+  int r = ad_type(c, v).shape.rank;
+  int64_t perm[RLX_MAX_RANK];
+  for (int i = 0; i < r; i++) perm[i] = i;
+  perm[r - 2] = r - 1;
+  perm[r - 1] = r - 2;
+  return rlx_transpose(c->g, v, r, perm);
+}
+
+/* v reshaped to s when its shape differs. */
+static rlx_node reshape_to(ad_ctx *c, rlx_node v, const ir_shape *s) {
+  ir_type t = ad_type(c, v);
+  if (v < 0 || ir_shape_eq(&t.shape, s)) return v;
+  return rlx_reshape(c->g, v, s->rank, s->d);
+}
+
+/* y = a @ b: da = g @ b^T, db = a^T @ g, each summed over the batch dims
+ * it was broadcast along. Rank-1 operands are promoted as NumPy does ([K]
+ * is [1, K] on the left, [K, 1] on the right) and the gradient reshaped
+ * back. A weight b [K, N] against a batched a gets one flat product. */
+rlx_status ad_vjp_MatMul(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
+  rlx_graph *g = c->g;
+  rlx_node a = n->in[0], b = n->in[1];
+  ir_shape sa = ad_type(c, a).shape, sb = ad_type(c, b).shape, sg = ad_type(c, gout[0]).shape;
+  ir_shape sa2 = sa, sb2 = sb, sg2 = {0, {0}};
+  if (sa.rank == 1) sa2 = (ir_shape){2, {1, sa.d[0]}};
+  if (sb.rank == 1) sb2 = (ir_shape){2, {sb.d[0], 1}};
+  int batch = sg.rank - (sa.rank >= 2) - (sb.rank >= 2);
+  for (int i = 0; i < batch; i++) sg2.d[sg2.rank++] = sg.d[i];
+  sg2.d[sg2.rank++] = sa2.d[sa2.rank - 2];
+  sg2.d[sg2.rank++] = sb2.d[sb2.rank - 1];
+  rlx_node a2 = reshape_to(c, a, &sa2), b2 = reshape_to(c, b, &sb2), g2 = reshape_to(c, gout[0], &sg2);
+  rlx_status st = RLX_OK;
+  if (ad_active(c, a)) {
+    rlx_node ga = ad_reduce_to(c, rlx_matmul(g, g2, swap_last2(c, b2)), &sa2);
+    st = ad_accum(c, a, 0, reshape_to(c, ga, &sa));
+  }
+  if (st == RLX_OK && ad_active(c, b)) {
+    rlx_node gb;
+    if (sb2.rank == 2 && sa2.rank == sg2.rank && sg2.rank > 2) {
+      int64_t ak[2] = {-1, sa2.d[sa2.rank - 1]}, gn[2] = {-1, sg2.d[sg2.rank - 1]};
+      rlx_node af = rlx_reshape(g, a2, 2, ak), gf = rlx_reshape(g, g2, 2, gn);
+      gb = rlx_matmul(g, swap_last2(c, af), gf);
+    } else {
+      gb = ad_reduce_to(c, rlx_matmul(g, swap_last2(c, a2), g2), &sb2);
+    }
+    st = ad_accum(c, b, 0, reshape_to(c, gb, &sb));
+  }
+  return st;
+}
+
+/* y = x @ dequant(w)^T: dx = g @ dequant(w). The packed weight has no
+ * gradient (it is not a float tensor). */
+rlx_status ad_vjp_DequantMatMul(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
+  rlx_dtype t = ad_type(c, n->in[0]).dtype;
+  rlx_node w = rlx_dequantize(c->g, n->in[1]);
+  if (t != RLX_F32) w = rlx_cast(c->g, w, t);
+  return ad_accum(c, n->in[0], 0, rlx_matmul(c->g, gout[0], w));
+}
+
+rlx_status ad_vjp_Attention(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
+  return ad_vjp_expanded(c, n, gout, ad_expand_attention);
+}
+
+/* Rope is a rotation of x: its transpose rotates back. Gradients of
+ * differentiable cos / sin tables come from the expansion. */
+rlx_status ad_vjp_Rope(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
+  if (n->n_in == 3 && (ad_active(c, n->in[1]) || ad_active(c, n->in[2])))
+    return ad_vjp_expanded(c, n, gout, ad_expand_rope);
+  return ad_accum(c, n->in[0], 0, ad_rope_inverse(c, n, gout[0]));
+}

@@ -1,0 +1,480 @@
+/* gemm.c — the SGEMM driver: picks the kernel variant for this CPU, splits
+ * the work over the thread pool, blocks for the caches and packs operands
+ * (converting F16/BF16 to F32 on the way) for the micro-kernels of
+ * gemm_<variant>.c.
+ *
+ * Packed path (the usual one), per task tile C[m0:m1, n0:n1], BLIS-style:
+ *   B block (kc x nc) packed into column micro-panels of nr_max,
+ *   A block (mc x kc) packed into row micro-panels of up to mr_max,
+ *   micro-kernel per (row panel, column panel) pair on C[mr, nr].
+ * Loop order by the tile's rows: when m x kc fits the A budget (M up to
+ * ~100-200, prefill shapes), each K block packs A once and walks N in B
+ * blocks small enough to stay in L2 after packing; otherwise N blocks of
+ * nc, K blocks, then M blocks of mc, each B block (in L3) serving every M
+ * block. kc is large (passes over C are the cost that grows with K / kc);
+ * both micro-panels then stream from L2, with software prefetch ahead.
+ * Block sizes are split evenly (K = 300 is two blocks of 150, not 256 + 44)
+ * and so are the row panels of an A block (15 rows with mr_max 14 are 8 + 7,
+ * not 14 + 1: a 1-row micro-kernel is latency-bound), so no panel runs
+ * starved. The epilogue runs in the micro-kernel of the last K block.
+ *
+ * Rows or columns of one (M = 1, N = 1: decode-time matrix-vector products)
+ * skip packing: they stream the matrix once through a GEMV kernel, split
+ * over the threads by output elements.
+ *
+ * Threads: the tasks are batch x (tm x tn) tiles of C, tm x tn chosen so
+ * that every thread has work and the packing that tiles repeat (each tile
+ * packs its own rows of A and columns of B) is smallest. Each thread packs
+ * into its own buffers, kept between calls (thread-specific, freed when the
+ * thread exits).
+ */
+#include "gemm.h"
+
+#include "cpu_features.h"
+#include "gemm_kernels.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- variant */
+
+static const gemm_isa *active_isa(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  const cpu_features *f = cpu_get_features();
+  if (f->avx512 && f->f16c) return &gemm_isa_avx512;
+  if (f->avx2_fma && f->f16c) return &gemm_isa_avx2;
+#endif
+  return &gemm_isa_scalar;
+}
+
+const char *cpu_gemm_variant(void) { return active_isa()->name; }
+
+/* ---------------------------------------------------------------- per-thread buffers */
+
+enum { BUF_A, BUF_B, BUF_X, BUF_Y, BUF_COUNT };
+
+typedef struct {
+  float *p[BUF_COUNT];
+  size_t cap[BUF_COUNT]; /* floats */
+} thread_bufs;
+
+static pthread_key_t bufs_key;
+static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
+static int bufs_key_ok;
+
+static void bufs_free(void *v) {
+  thread_bufs *b = v;
+  for (int i = 0; i < BUF_COUNT; i++) free(b->p[i]);
+  free(b);
+}
+
+static void bufs_init(void) { bufs_key_ok = pthread_key_create(&bufs_key, bufs_free) == 0; }
+
+/* This thread's buffer `which` with room for n floats, 64-byte aligned, or
+ * NULL when memory is short (the caller then takes the unpacked path). */
+static float *thread_buf(int which, size_t n) {
+  pthread_once(&bufs_once, bufs_init);
+  if (!bufs_key_ok) return NULL;
+  thread_bufs *b = pthread_getspecific(bufs_key);
+  if (!b) {
+    if (!(b = calloc(1, sizeof *b))) return NULL;
+    if (pthread_setspecific(bufs_key, b) != 0) {
+      free(b);
+      return NULL;
+    }
+  }
+  if (b->cap[which] >= n) return b->p[which];
+  free(b->p[which]);
+  size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
+  b->p[which] = aligned_alloc(64, bytes);
+  b->cap[which] = b->p[which] ? n : 0;
+  return b->p[which];
+}
+
+/* ---------------------------------------------------------------- operand views */
+
+/* One matrix of an operand: element (r, k) of op(X) (r: the M row of A or
+ * the N column of B) is at data[r*rs + k*ks]. */
+typedef struct {
+  const void *data;
+  rlx_dtype dt;
+  int64_t rs, ks;
+} mat_view;
+
+/* Matrix b of operand o, strides still 0. */
+static mat_view view_of(const gemm_operand *o, int64_t b) {
+  int64_t off = o->batch_offsets ? o->batch_offsets[b] : b * o->batch_stride;
+  mat_view v = {(const char *)o->data + off * (int64_t)gemm_elem_size(o->dtype), o->dtype, 0, 0};
+  return v;
+}
+
+/* A not transposed is [M,K]: (r, k) at r*ld + k; B not transposed is [K,N]:
+ * (r = j, k) at k*ld + j. The transposed layouts swap the strides. */
+static mat_view view_a(const gemm_operand *o, int64_t b) {
+  mat_view v = view_of(o, b);
+  v.rs = o->trans ? 1 : o->ld;
+  v.ks = o->trans ? o->ld : 1;
+  return v;
+}
+
+static mat_view view_b(const gemm_operand *o, int64_t b) {
+  mat_view v = view_of(o, b);
+  v.rs = o->trans ? o->ld : 1;
+  v.ks = o->trans ? 1 : o->ld;
+  return v;
+}
+
+static inline const void *view_at(const mat_view *v, int64_t r, int64_t k) {
+  return (const char *)v->data + (r * v->rs + k * v->ks) * (int64_t)gemm_elem_size(v->dt);
+}
+
+/* dst[i] = element i*step of the run starting at src, for i < n (F32 out). */
+static void load_run(const gemm_isa *isa, const void *src, rlx_dtype dt, int64_t step, float *dst,
+                     int64_t n) {
+  if (step == 1) {
+    if (dt == RLX_F32) memcpy(dst, src, (size_t)n * sizeof(float));
+    else isa->convert(src, dt, dst, n);
+  } else {
+    for (int64_t i = 0; i < n; i++) dst[i] = gemm_load(src, dt, i * step);
+  }
+}
+
+/* ---------------------------------------------------------------- even splits */
+
+/* [0, n) in `parts` nearly equal pieces: piece p is [split_at(n, parts, p),
+ * split_at(n, parts, p + 1)). */
+static inline int64_t split_at(int64_t n, int64_t parts, int64_t p) {
+  return n / parts * p + (p < n % parts ? p : n % parts);
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* ---------------------------------------------------------------- packing */
+
+/* Ap <- op(A)[i0 : i0+mc, k0 : k0+kc] as `panels` row panels (even split of
+ * mc), each k-major with its own row count as stride. tmp: kc floats. */
+static void pack_a_block(const gemm_isa *isa, const mat_view *A, int64_t i0, int64_t mc,
+                         int64_t k0, int64_t kc, int64_t panels, float *Ap, float *tmp) {
+  float *dst = Ap;
+  for (int64_t p = 0; p < panels; p++) {
+    int64_t r0 = split_at(mc, panels, p), mr = split_at(mc, panels, p + 1) - r0;
+    const void *src = view_at(A, i0 + r0, k0);
+    if (A->ks == 1 && A->dt == RLX_F32) {
+      isa->pack_t(src, A->rs, mr, kc, dst, mr); /* rows contiguous in k: transpose */
+    } else if (A->ks == 1) {
+      for (int64_t r = 0; r < mr; r++) { /* convert a row, scatter it at stride mr */
+        isa->convert(view_at(A, i0 + r0 + r, k0), A->dt, tmp, kc);
+        for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = tmp[k];
+      }
+    } else {
+      for (int64_t k = 0; k < kc; k++) /* A transposed: each k is a contiguous run */
+        load_run(isa, view_at(A, i0 + r0, k0 + k), A->dt, A->rs, dst + k * mr, mr);
+    }
+    dst += mr * kc;
+  }
+}
+
+/* Bp <- op(B)[k0 : k0+kc, j0 : j0+nc] as column panels of nr_max (the last
+ * zero-padded), each k-major with stride nr_max. tmp: max(kc, nc) floats. */
+static void pack_b_block(const gemm_isa *isa, const mat_view *B, int64_t k0, int64_t kc,
+                         int64_t j0, int64_t nc, float *Bp, float *tmp) {
+  const int64_t NR = isa->nr_max, panels = ceil_div(nc, NR);
+  if (B->rs == 1 && B->dt == RLX_F32) {
+    isa->pack_b(view_at(B, j0, k0), B->ks, kc, nc, Bp);
+  } else if (B->rs == 1) {
+    /* rows contiguous in j: convert each row once, deal it to the panels */
+    for (int64_t k = 0; k < kc; k++) {
+      isa->convert(view_at(B, j0, k0 + k), B->dt, tmp, nc);
+      for (int64_t p = 0; p < panels; p++) {
+        int64_t nr = nc - p * NR < NR ? nc - p * NR : NR;
+        float *d = Bp + (p * kc + k) * NR;
+        memcpy(d, tmp + p * NR, (size_t)nr * sizeof(float));
+        for (int64_t j = nr; j < NR; j++) d[j] = 0.0f;
+      }
+    }
+  } else {
+    /* B transposed: column j is contiguous in k */
+    for (int64_t p = 0; p < panels; p++) {
+      int64_t nr = nc - p * NR < NR ? nc - p * NR : NR;
+      float *d = Bp + p * kc * NR;
+      if (B->dt == RLX_F32) {
+        isa->pack_t(view_at(B, j0 + p * NR, k0), B->rs, nr, kc, d, NR);
+      } else {
+        for (int64_t j = 0; j < nr; j++) {
+          isa->convert(view_at(B, j0 + p * NR + j, k0), B->dt, tmp, kc);
+          for (int64_t k = 0; k < kc; k++) d[k * NR + j] = tmp[k];
+        }
+      }
+      for (int64_t k = 0; k < kc; k++)
+        for (int64_t j = nr; j < NR; j++) d[k * NR + j] = 0.0f;
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- one tile */
+
+typedef struct {
+  const gemm_isa *isa;
+  int64_t M, N, K;
+  mat_view A, B;
+  float *C;
+  int64_t ldc;
+  const gemm_epilogue *ep;
+} gemm_problem;
+
+/* The unpacked loop: correct without any buffer (when memory is short). */
+static void tile_unpacked(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const gemm_epilogue *ep = pr->ep;
+  for (int64_t i = m0; i < m1; i++) {
+    float *c = pr->C + i * pr->ldc;
+    for (int64_t j = n0; j < n1; j++) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < pr->K; k++)
+        s += gemm_load(pr->A.data, pr->A.dt, i * pr->A.rs + k * pr->A.ks) *
+             gemm_load(pr->B.data, pr->B.dt, j * pr->B.rs + k * pr->B.ks);
+      c[j] = s;
+    }
+    gemm_isa_scalar.epilogue(c + n0, n1 - n0, ep->bias ? ep->bias + n0 : NULL, 1, ep->act,
+                             ep->alpha);
+  }
+}
+
+/* C[ic : ic+mc, jc : jc+nc] (+)= packed A block x packed B block. */
+static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, int64_t mc,
+                         const float *Bp, int64_t jc, int64_t nc, int64_t kc, int flags) {
+  const gemm_isa *isa = pr->isa;
+  const gemm_epilogue *ep = pr->ep;
+  const int64_t NR = isa->nr_max, panels = ceil_div(mc, isa->mr_max);
+  for (int64_t jr = 0; jr < nc; jr += NR) {
+    int nr = (int)(nc - jr < NR ? nc - jr : NR);
+    gemm_tile_epilogue tep = {ep->bias ? ep->bias + jc + jr : NULL, ep->act, ep->alpha};
+    const float *bp = Bp + jr * kc;
+    /* the next B micro-panel into L2 meanwhile, a share per row panel: the
+     * B block may live in L3, and its first reader would wait for it */
+    const char *next = (const char *)(bp + NR * kc);
+    int64_t next_bytes = jr + NR < nc ? NR * kc * (int64_t)sizeof(float) : 0;
+    for (int64_t p = 0; p < panels; p++) {
+      int64_t r0 = split_at(mc, panels, p), mr = split_at(mc, panels, p + 1) - r0;
+      for (int64_t off = split_at(next_bytes / 64, panels, p) * 64,
+                   end = split_at(next_bytes / 64, panels, p + 1) * 64;
+           off < end; off += 64)
+        __builtin_prefetch(next + off, 0, 2);
+      isa->micro((int)mr, nr, kc, Ap + r0 * kc, bp, pr->C + (ic + r0) * pr->ldc + jc + jr,
+                 pr->ldc, flags, &tep);
+    }
+  }
+}
+
+static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const gemm_isa *isa = pr->isa;
+  const int64_t NR = isa->nr_max, MR = isa->mr_max, K = pr->K;
+  const int64_t m = m1 - m0, n = n1 - n0;
+  const int64_t kblocks = ceil_div(K, isa->kc), KC = ceil_div(K, kblocks);
+  /* Few rows (m x kc fits the A budget; M up to ~100-200): one A block,
+   * packed once per K block and reused over all of N, with B blocks sized to
+   * stay in L2 between packing and use. More rows: M blocks of mc; B blocks
+   * as large as nc allows, each reused by every M block (A repacked per
+   * N block). */
+  const int reuse_a = m * KC <= isa->a_block_floats;
+  const int64_t mblocks = reuse_a ? 1 : ceil_div(m, isa->mc), MC = ceil_div(m, mblocks);
+  int64_t nc_max = reuse_a ? isa->b_block_floats / KC / NR * NR : isa->nc;
+  if (nc_max < NR) nc_max = NR;
+  const int64_t nblocks = ceil_div(n, nc_max), NC = ceil_div(ceil_div(n, nblocks), NR) * NR;
+  float *Ap = thread_buf(BUF_A, (size_t)(MC * KC));
+  float *Bp = thread_buf(BUF_B, (size_t)(KC * NC));
+  float *tmp = thread_buf(BUF_X, (size_t)(KC > NC ? KC : NC));
+  if (!Ap || !Bp || !tmp) {
+    tile_unpacked(pr, m0, m1, n0, n1);
+    return;
+  }
+  for (int64_t kb = 0; reuse_a && kb < kblocks; kb++) {
+    int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
+    int flags = (kb > 0 ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
+    pack_a_block(isa, &pr->A, m0, m, pc, kc, ceil_div(m, MR), Ap, tmp);
+    for (int64_t jc = n0; jc < n1; jc += NC) {
+      int64_t nc = n1 - jc < NC ? n1 - jc : NC;
+      pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
+      macro_kernel(pr, Ap, m0, m, Bp, jc, nc, kc, flags);
+    }
+  }
+  for (int64_t jc = n0; !reuse_a && jc < n1; jc += NC) {
+    int64_t nc = n1 - jc < NC ? n1 - jc : NC;
+    for (int64_t kb = 0; kb < kblocks; kb++) {
+      int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
+      int flags = (kb > 0 ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
+      pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
+      for (int64_t mb = 0; mb < mblocks; mb++) {
+        int64_t ic = m0 + split_at(m, mblocks, mb), mc = m0 + split_at(m, mblocks, mb + 1) - ic;
+        pack_a_block(isa, &pr->A, ic, mc, pc, kc, ceil_div(mc, MR), Ap, tmp);
+        macro_kernel(pr, Ap, ic, mc, Bp, jc, nc, kc, flags);
+      }
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- matrix-vector */
+
+/* Outputs [o0, o1) of a problem with M == 1 (y = row of C over N) or N == 1
+ * (y = column of C over M). */
+static void tile_gemv(const gemm_problem *pr, int64_t o0, int64_t o1) {
+  const gemm_isa *isa = pr->isa;
+  const gemm_epilogue *ep = pr->ep;
+  const int64_t K = pr->K, n = o1 - o0;
+  const int row = pr->M == 1;
+  /* the vector and the matrix: for a row of C, x = A's row and R = B */
+  const mat_view *xv = row ? &pr->A : &pr->B, *Rv = row ? &pr->B : &pr->A;
+  const float *x = view_at(xv, 0, 0);
+  if (xv->dt != RLX_F32 || xv->ks != 1) {
+    float *xb = thread_buf(BUF_X, (size_t)K);
+    if (!xb) goto unpacked;
+    load_run(isa, x, xv->dt, xv->ks, xb, K);
+    x = xb;
+  }
+  float *y = row ? pr->C + o0 : NULL;
+  if (!row) {
+    if (pr->ldc == 1) {
+      y = pr->C + o0;
+    } else if (!(y = thread_buf(BUF_Y, (size_t)n))) {
+      goto unpacked;
+    }
+  }
+  const void *R = view_at(Rv, o0, 0);
+  /* R (r, k) at r*rs + k*ks: k-strided rows are dot products */
+  if (Rv->rs == 1) isa->gemv_rows(K, n, x, R, Rv->dt, Rv->ks, y);
+  else isa->gemv_dots(K, n, x, R, Rv->dt, Rv->rs, y);
+  if (row) {
+    isa->epilogue(y, n, ep->bias ? ep->bias + o0 : NULL, 1, ep->act, ep->alpha);
+  } else {
+    isa->epilogue(y, n, ep->bias, 0, ep->act, ep->alpha);
+    if (y != pr->C + o0)
+      for (int64_t i = 0; i < n; i++) pr->C[(o0 + i) * pr->ldc] = y[i];
+  }
+  return;
+unpacked:
+  if (row) tile_unpacked(pr, 0, 1, o0, o1);
+  else tile_unpacked(pr, o0, o1, 0, 1);
+}
+
+/* ---------------------------------------------------------------- tasks */
+
+typedef struct {
+  const gemm_isa *isa;
+  int64_t M, N, K;
+  const gemm_operand *a, *b;
+  float *C;
+  int64_t ldc, c_batch_stride;
+  const gemm_epilogue *ep;
+  int64_t tm, tn; /* tiles per matrix: rows x columns (GEMV: tn output chunks) */
+  int gemv;
+} gemm_job;
+
+static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const gemm_job *j = arg;
+  int64_t per = j->tm * j->tn;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t b = t / per, tile = t % per, ti = tile / j->tn, tj = tile % j->tn;
+    gemm_problem pr = {j->isa, j->M, j->N, j->K, view_a(j->a, b), view_b(j->b, b),
+                       j->C + b * j->c_batch_stride, j->ldc, j->ep};
+    if (j->gemv) {
+      /* output chunks aligned to 64 elements (whole vectors, whole lines) */
+      int64_t len = j->M == 1 ? j->N : j->M, units = ceil_div(len, 64);
+      int64_t o0 = split_at(units, j->tn, tj) * 64, o1 = split_at(units, j->tn, tj + 1) * 64;
+      if (o1 > len) o1 = len;
+      if (o0 < o1) tile_gemv(&pr, o0, o1);
+      continue;
+    }
+    int64_t NR = j->isa->nr_max, units = ceil_div(j->N, NR);
+    int64_t m0 = split_at(j->M, j->tm, ti), m1 = split_at(j->M, j->tm, ti + 1);
+    int64_t n0 = split_at(units, j->tn, tj) * NR, n1 = split_at(units, j->tn, tj + 1) * NR;
+    if (n1 > j->N) n1 = j->N;
+    if (m0 < m1 && n0 < n1) tile_packed(&pr, m0, m1, n0, n1);
+  }
+}
+
+/* Below this much work per thread (in flops of the packed path, tens of
+ * microseconds) waking a worker costs more than it saves. A GEMV flop
+ * counts 16: it streams its matrix from memory at a small fraction of the
+ * FMA rate. */
+#define GEMM_MIN_FLOPS_PER_THREAD (1 << 22)
+#define GEMM_GEMV_FLOP_WEIGHT 16
+/* Tasks per thread: the pool hands them out dynamically, so a worker that
+ * wakes late or is preempted leaves less for the others to wait on. */
+#define GEMM_TASKS_PER_THREAD 4
+
+/* Splits a matrix into up to `s` tiles tm x tn: as many as the micro-panels
+ * allow (never more pieces than rows of row panels or columns of column
+ * panels), and among those the split that repacks least (tiles pack tn
+ * copies of A's rows and tm of B's columns: minimize tn*M + tm*N). */
+static void choose_tiles(int64_t s, int64_t M, int64_t N, int64_t mr, int64_t nr, int64_t *tm,
+                         int64_t *tn) {
+  int64_t max_m = ceil_div(M, mr), max_n = ceil_div(N, nr);
+  int64_t best_tiles = 0;
+  double best_cost = 0.0;
+  *tm = *tn = 1;
+  for (int64_t a = 1; a <= s && a <= max_m; a++) {
+    int64_t b = s / a < max_n ? s / a : max_n;
+    double cost = (double)b * (double)M + (double)a * (double)N;
+    if (a * b > best_tiles || (a * b == best_tiles && cost < best_cost)) {
+      best_tiles = a * b;
+      best_cost = cost;
+      *tm = a;
+      *tn = b;
+    }
+  }
+}
+
+static void fill_k0(const gemm_isa *isa, int64_t batch, int64_t M, int64_t N, float *C,
+                    int64_t ldc, int64_t c_batch_stride, const gemm_epilogue *ep) {
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < M; i++) {
+      float *c = C + b * c_batch_stride + i * ldc;
+      for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
+      isa->epilogue(c, N, ep->bias, 1, ep->act, ep->alpha);
+    }
+}
+
+static int operand_ok(const gemm_operand *o) {
+  return o && o->data && (o->dtype == RLX_F32 || o->dtype == RLX_F16 || o->dtype == RLX_BF16);
+}
+
+void cpu_gemm(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K, const gemm_operand *a,
+              const gemm_operand *b, float *C, int64_t ldc, int64_t c_batch_stride,
+              const gemm_epilogue *ep) {
+  static const gemm_epilogue no_epilogue = {NULL, RLX_ACT_NONE, 0.0f};
+  if (batch <= 0 || M <= 0 || N <= 0 || K < 0 || !C) return;
+  if (!ep) ep = &no_epilogue;
+  const gemm_isa *isa = active_isa();
+  if (K == 0) {
+    fill_k0(isa, batch, M, N, C, ldc, c_batch_stride, ep);
+    return;
+  }
+  if (!operand_ok(a) || !operand_ok(b)) return;
+
+  gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1};
+  double work = 2.0 * (double)M * (double)N * (double)K * (double)batch *
+                (job.gemv ? GEMM_GEMV_FLOP_WEIGHT : 1);
+  int64_t threads = cpu_ctx_threads(ctx);
+  double by_work = work / GEMM_MIN_FLOPS_PER_THREAD;
+  if (by_work < (double)threads) threads = by_work < 1.0 ? 1 : (int64_t)by_work;
+  /* tiles per matrix: a few tasks per thread */
+  int64_t want = threads > 1 ? threads * GEMM_TASKS_PER_THREAD : 1;
+  int64_t s = batch >= want ? 1 : ceil_div(want, batch);
+  if (job.gemv) {
+    int64_t units = ceil_div(M == 1 ? N : M, 64);
+    job.tn = s < units ? s : units;
+  } else {
+    choose_tiles(s, M, N, isa->mr_max, isa->nr_max, &job.tm, &job.tn);
+  }
+  int64_t tasks = batch * job.tm * job.tn;
+  cpu_parallel_for(threads > 1 ? ctx : NULL, tasks, 1, run_task, &job);
+}
+
+void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+               const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+               const gemm_epilogue *ep) {
+  gemm_operand a = {A, RLX_F32, trans_a, lda, 0, NULL};
+  gemm_operand b = {B, RLX_F32, trans_b, ldb, 0, NULL};
+  cpu_gemm(ctx, 1, M, N, K, &a, &b, C, ldc, 0, ep);
+}

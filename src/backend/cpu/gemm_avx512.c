@@ -1,0 +1,298 @@
+/* gemm_avx512.c — the AVX-512 SGEMM variant (compiled with -mavx512f
+ * -mavx512bw -mavx512vl -mfma -mf16c; called only when cpu_features.h says
+ * the CPU and OS have them).
+ *
+ * Micro-kernel 14 x 32: 28 zmm accumulators, 2 for the B row, and A
+ * broadcast straight from memory into the FMAs; per k 2 vector loads and
+ * 14 broadcasts feed 28 FMAs. Row counts 1..14 are separate instances (the
+ * driver splits row panels evenly); columns past the edge are masked. The
+ * epilogue (C from an earlier K block, bias, activation) is applied to the
+ * accumulators before the only store of C.
+ */
+#include "gemm_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "gemm_act_avx2.h"
+
+#include <immintrin.h>
+
+#define MR 14
+#define NR 32
+
+/* act(x) on the two 8-lane halves (the shared math of simd.h): the epilogue
+ * runs once per tile, next to kc steps of 28 FMAs. Out of line, so the
+ * fourteen row-count instances share one copy of the polynomials. */
+__attribute__((noinline)) static __m512 act_ps(__m512 x, rlx_act act, float alpha) {
+  __m256 lo = gemm_act8(_mm512_castps512_ps256(x), act, alpha);
+  __m256 hi = gemm_act8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)), act, alpha);
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+}
+
+static inline __m512 act_inline(__m512 x, rlx_act act, float alpha) {
+  if (act == RLX_ACT_NONE) return x;
+  if (act == RLX_ACT_RELU) return _mm512_max_ps(_mm512_setzero_ps(), x);
+  return act_ps(x, act, alpha);
+}
+
+/* Lanes [0, n) of 16 (n clamped to 0..16). */
+static inline __mmask16 tail_mask(int64_t n) {
+  return n <= 0 ? (__mmask16)0 : n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+}
+
+/* ---------------------------------------------------------------- micro-kernel */
+
+/* The row loops must unroll completely, or the accumulators live in memory. */
+#define UNROLL_ROWS _Pragma("GCC unroll 16")
+/* k steps the in-loop prefetches run ahead (measured: 32-48 best) */
+#define PREFETCH_K 32
+
+static inline __attribute__((always_inline)) void micro_body(const int mr, int nr, int64_t kc,
+                                                             const float *a, const float *b,
+                                                             float *c, int64_t ldc, int flags,
+                                                             const gemm_tile_epilogue *ep) {
+  __m512 c0[MR], c1[MR];
+  /* C is touched only after the k loop: start its lines on their way now */
+  UNROLL_ROWS
+  for (int i = 0; i < MR; i++)
+    if (i < mr) {
+      _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+      _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
+      c0[i] = c1[i] = _mm512_setzero_ps();
+    }
+  for (int64_t k = 0; k < kc; k++) {
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+    /* both panels stream from L2 (kc is large, to spare passes over C): ask
+     * for them ahead of the hardware prefetchers (past the end is harmless) */
+    _mm_prefetch((const char *)(b + PREFETCH_K * NR), _MM_HINT_T0);
+    _mm_prefetch((const char *)(b + PREFETCH_K * NR + 16), _MM_HINT_T0);
+    if ((k & 3) == 0) /* A: a line every 4 steps measured better than every line */
+      _mm_prefetch((const char *)(a + PREFETCH_K * mr), _MM_HINT_T0);
+    UNROLL_ROWS
+  for (int i = 0; i < MR; i++)
+      if (i < mr) {
+        __m512 ai = _mm512_set1_ps(a[i]);
+        c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
+        c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+      }
+    a += mr;
+    b += NR;
+  }
+  __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr - 16);
+  int last = flags & GEMM_LAST;
+  rlx_act act = last ? ep->act : RLX_ACT_NONE;
+  int vec_act = gemm_act_vectorized(act);
+  __m512 bias0 = _mm512_setzero_ps(), bias1 = bias0;
+  int has_bias = last && ep->bias;
+  if (has_bias) {
+    bias0 = _mm512_maskz_loadu_ps(m0, ep->bias);
+    bias1 = _mm512_maskz_loadu_ps(m1, ep->bias + 16);
+  }
+  UNROLL_ROWS
+  for (int i = 0; i < MR; i++)
+    if (i < mr) {
+      float *cr = c + i * ldc;
+      __m512 v0 = c0[i], v1 = c1[i];
+      if (flags & GEMM_ACCUMULATE) {
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, cr));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
+      }
+      if (has_bias) {
+        v0 = _mm512_add_ps(v0, bias0);
+        v1 = _mm512_add_ps(v1, bias1);
+      }
+      if (vec_act) {
+        v0 = act_inline(v0, act, ep->alpha);
+        v1 = act_inline(v1, act, ep->alpha);
+      }
+      _mm512_mask_storeu_ps(cr, m0, v0);
+      _mm512_mask_storeu_ps(cr + 16, m1, v1);
+    }
+  if (!vec_act)
+    for (int i = 0; i < mr; i++) gemm_scalar_act_row(c + i * ldc, nr, act, ep->alpha);
+}
+
+#define MICRO_CASE(r) \
+  case r: micro_body(r, nr, kc, Ap, Bp, C, ldc, flags, ep); break;
+
+static void micro(int mr, int nr, int64_t kc, const float *Ap, const float *Bp, float *C,
+                  int64_t ldc, int flags, const gemm_tile_epilogue *ep) {
+  switch (mr) {
+    MICRO_CASE(1) MICRO_CASE(2) MICRO_CASE(3) MICRO_CASE(4) MICRO_CASE(5) MICRO_CASE(6)
+    MICRO_CASE(7) MICRO_CASE(8) MICRO_CASE(9) MICRO_CASE(10) MICRO_CASE(11) MICRO_CASE(12)
+    MICRO_CASE(13) MICRO_CASE(14)
+  default: break;
+  }
+}
+
+/* ---------------------------------------------------------------- loads of any dtype */
+
+/* 16 elements from p (F32, F16 or BF16) as floats; lanes outside m are 0. */
+static inline __m512 load16(const void *p, rlx_dtype dt, __mmask16 m) {
+  switch (dt) {
+  case RLX_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  case RLX_BF16:
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+  default: return _mm512_maskz_loadu_ps(m, p);
+  }
+}
+
+static void convert(const void *src, rlx_dtype dt, float *dst, int64_t n) {
+  const uint16_t *s = src;
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(dst + i, m, load16(s + i, dt, m));
+  }
+}
+
+/* B rows are short runs (nc columns) at a large stride, often from DRAM:
+ * the hardware prefetchers see them late, so ask for rows ahead. */
+#define PACK_B_AHEAD 8
+
+static void pack_b(const float *src, int64_t ld, int64_t kc, int64_t nc, float *dst) {
+  for (int64_t k = 0; k < kc; k++) {
+    const float *s = src + k * ld;
+    if (k + PACK_B_AHEAD < kc)
+      for (int64_t j = 0; j < nc; j += 16)
+        _mm_prefetch((const char *)(s + PACK_B_AHEAD * ld + j), _MM_HINT_T0);
+    for (int64_t j = 0; j < nc; j += NR) {
+      float *d = dst + (j / NR * kc + k) * NR;
+      _mm512_store_ps(d, _mm512_maskz_loadu_ps(tail_mask(nc - j), s + j));
+      _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(tail_mask(nc - j - 16), s + j + 16));
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- matrix-vector */
+
+static inline const void *elem(const void *p, rlx_dtype dt, int64_t i) {
+  return (const char *)p + i * (int64_t)gemm_elem_size(dt);
+}
+
+/* y = x · R over K rows: 8 rows at a time stream through a y block kept in
+ * L1, so R is read once, row by row, in order. */
+static inline __attribute__((always_inline)) void gemv_rows_dt(int64_t K, int64_t n,
+                                                               const float *x, const void *R,
+                                                               const rlx_dtype dt, int64_t ld,
+                                                               float *y) {
+  enum { JB = 4096 };
+  for (int64_t j0 = 0; j0 < n; j0 += JB) {
+    int64_t jb = n - j0 < JB ? n - j0 : JB;
+    float *yb = y + j0;
+    for (int64_t j = 0; j < jb; j += 16) _mm512_mask_storeu_ps(yb + j, tail_mask(jb - j), _mm512_setzero_ps());
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+      __m512 xk[8];
+      const void *r[8];
+      for (int u = 0; u < 8; u++) {
+        xk[u] = _mm512_set1_ps(x[k + u]);
+        r[u] = elem(R, dt, (k + u) * ld + j0);
+      }
+      for (int64_t j = 0; j < jb; j += 16) {
+        __mmask16 m = tail_mask(jb - j);
+        __m512 acc = _mm512_maskz_loadu_ps(m, yb + j);
+        __m512 acc2 = _mm512_mul_ps(xk[1], load16(elem(r[1], dt, j), dt, m));
+        acc = _mm512_fmadd_ps(xk[0], load16(elem(r[0], dt, j), dt, m), acc);
+        acc2 = _mm512_fmadd_ps(xk[3], load16(elem(r[3], dt, j), dt, m), acc2);
+        acc = _mm512_fmadd_ps(xk[2], load16(elem(r[2], dt, j), dt, m), acc);
+        acc2 = _mm512_fmadd_ps(xk[5], load16(elem(r[5], dt, j), dt, m), acc2);
+        acc = _mm512_fmadd_ps(xk[4], load16(elem(r[4], dt, j), dt, m), acc);
+        acc2 = _mm512_fmadd_ps(xk[7], load16(elem(r[7], dt, j), dt, m), acc2);
+        acc = _mm512_fmadd_ps(xk[6], load16(elem(r[6], dt, j), dt, m), acc);
+        _mm512_mask_storeu_ps(yb + j, m, _mm512_add_ps(acc, acc2));
+      }
+    }
+    for (; k < K; k++) {
+      __m512 xk = _mm512_set1_ps(x[k]);
+      const void *r = elem(R, dt, k * ld + j0);
+      for (int64_t j = 0; j < jb; j += 16) {
+        __mmask16 m = tail_mask(jb - j);
+        __m512 acc = _mm512_maskz_loadu_ps(m, yb + j);
+        _mm512_mask_storeu_ps(yb + j, m, _mm512_fmadd_ps(xk, load16(elem(r, dt, j), dt, m), acc));
+      }
+    }
+  }
+}
+
+static void gemv_rows(int64_t K, int64_t n, const float *x, const void *R, rlx_dtype dt,
+                      int64_t ld, float *y) {
+  switch (dt) {
+  case RLX_F16: gemv_rows_dt(K, n, x, R, RLX_F16, ld, y); break;
+  case RLX_BF16: gemv_rows_dt(K, n, x, R, RLX_BF16, ld, y); break;
+  default: gemv_rows_dt(K, n, x, R, RLX_F32, ld, y); break;
+  }
+}
+
+/* y[j] = R_j · x: four rows at a time, two accumulators each. */
+static inline __attribute__((always_inline)) void gemv_dots_dt(int64_t K, int64_t n,
+                                                               const float *x, const void *R,
+                                                               const rlx_dtype dt, int64_t ld,
+                                                               float *y) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m512 acc[4][2];
+    const void *r[4];
+    for (int u = 0; u < 4; u++) {
+      acc[u][0] = acc[u][1] = _mm512_setzero_ps();
+      r[u] = elem(R, dt, (j + u) * ld);
+    }
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+      __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+      for (int u = 0; u < 4; u++) {
+        acc[u][0] = _mm512_fmadd_ps(load16(elem(r[u], dt, k), dt, 0xFFFF), x0, acc[u][0]);
+        acc[u][1] = _mm512_fmadd_ps(load16(elem(r[u], dt, k + 16), dt, 0xFFFF), x1, acc[u][1]);
+      }
+    }
+    for (; k < K; k += 16) {
+      __mmask16 m = tail_mask(K - k);
+      __m512 x0 = _mm512_maskz_loadu_ps(m, x + k);
+      for (int u = 0; u < 4; u++)
+        acc[u][0] = _mm512_fmadd_ps(load16(elem(r[u], dt, k), dt, m), x0, acc[u][0]);
+    }
+    for (int u = 0; u < 4; u++) y[j + u] = _mm512_reduce_add_ps(_mm512_add_ps(acc[u][0], acc[u][1]));
+  }
+  for (; j < n; j++) {
+    const void *r = elem(R, dt, j * ld);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 16) {
+      __mmask16 m = tail_mask(K - k);
+      acc = _mm512_fmadd_ps(load16(elem(r, dt, k), dt, m), _mm512_maskz_loadu_ps(m, x + k), acc);
+    }
+    y[j] = _mm512_reduce_add_ps(acc);
+  }
+}
+
+static void gemv_dots(int64_t K, int64_t n, const float *x, const void *R, rlx_dtype dt,
+                      int64_t ld, float *y) {
+  switch (dt) {
+  case RLX_F16: gemv_dots_dt(K, n, x, R, RLX_F16, ld, y); break;
+  case RLX_BF16: gemv_dots_dt(K, n, x, R, RLX_BF16, ld, y); break;
+  default: gemv_dots_dt(K, n, x, R, RLX_F32, ld, y); break;
+  }
+}
+
+static void epilogue(float *y, int64_t n, const float *bias, int bias_step, rlx_act act,
+                     float alpha) {
+  int vec_act = gemm_act_vectorized(act);
+  if (!bias && act == RLX_ACT_NONE) return;
+  for (int64_t j = 0; j < n; j += 16) {
+    __mmask16 m = tail_mask(n - j);
+    __m512 v = _mm512_maskz_loadu_ps(m, y + j);
+    if (bias)
+      v = _mm512_add_ps(v, bias_step ? _mm512_maskz_loadu_ps(m, bias + j) : _mm512_set1_ps(bias[0]));
+    if (vec_act) v = act_inline(v, act, alpha);
+    _mm512_mask_storeu_ps(y + j, m, v);
+  }
+  if (!vec_act) gemm_scalar_act_row(y, n, act, alpha);
+}
+
+const gemm_isa gemm_isa_avx512 = {
+    .name = "avx512", .mr_max = MR, .nr_max = NR, .kc = 1024, .mc = 112, .nc = 2048,
+    .a_block_floats = 128 * 1024, .b_block_floats = 128 * 1024,
+    .micro = micro, .gemv_rows = gemv_rows, .gemv_dots = gemv_dots,
+    .epilogue = epilogue, .convert = convert, .pack_t = gemm_avx2_pack_t, .pack_b = pack_b,
+};
+
+#endif /* x86 */

@@ -1,0 +1,92 @@
+/* qdot.h — dot products of GGUF block rows with 8-bit activation rows, the
+ * inner loop of DequantMatMul on the CPU (k_quant.c).
+ *
+ * As in llama.cpp, a weight row is never expanded to floats: the activation
+ * row x is quantized once per call to 8-bit blocks of the weight's block
+ * size, and each weight block meets its activation block in integer
+ * arithmetic (exact), scaled by the two blocks' scales in float:
+ *   legacy weights (Q4_0 .. Q8_0, blocks of 32) pair with qdot_q8_0 rows,
+ *   K-quant weights (Q2_K .. Q8_K, blocks of 256) with qdot_q8_k rows.
+ *
+ * The activation levels are ggml's: qdot_q8_0 holds the levels of ggml's
+ * quantize_row_q8_0_ref (d = amax / 127, qs = roundf(x / d)) and qdot_q8_k
+ * is ggml's block_q8_K bit for bit (quantize_row_q8_K_ref). One difference:
+ * qdot_q8_0 keeps d in float32 where ggml rounds it to fp16 (more accurate,
+ * no overflow for |x| > 65504 * 127, no conversion in the inner loop). A
+ * block with a NaN or infinite element gets d = NaN (so its outputs are
+ * NaN, as a float matmul's would be), levels 0. Finite levels stay within
+ * -127..127, which the AVX2 kernels rely on (no int8 overflow in the sign
+ * trick, no saturation of the 16-bit pair sums).
+ *
+ * Weight blocks are read in place (ggml layouts, quant_blocks.h); the
+ * weight bytes may have any alignment. Two tables compute the same
+ * functions: portable C (qdot_scalar.c) and AVX2/FMA/F16C (qdot_avx2.c).
+ * Their integer block sums are identical; they differ only in the order of
+ * the float accumulation across blocks. qdot_best() picks the table for
+ * this CPU (cpu_features.h; RLX_NO_AVX2=1 forces the portable one).
+ */
+#ifndef RLX_CPU_QDOT_H
+#define RLX_CPU_QDOT_H
+
+#include "rlx.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Activation rows one weight-row pass serves: each weight block is decoded
+ * once and used for up to this many activation rows (prefill). */
+#define QDOT_MAX_ROWS 4
+
+#define QDOT_QK 32   /* elements of a legacy block and of a qdot_q8_0 */
+#define QDOT_QK_K 256 /* elements of a K-quant super-block and of a qdot_q8_k */
+
+/* 32 activations: x ~= d * qs. s = d * (sum of qs): the term the offset or
+ * min of Q4_0/Q4_1/Q5_0/Q5_1 weights multiplies. */
+typedef struct {
+  float d, s;
+  int8_t qs[QDOT_QK];
+} qdot_q8_0;
+
+/* 256 activations, ggml's block_q8_K: x ~= d * qs; bsums[i] = sum of
+ * qs[16 i .. 16 i + 15] (the K-quant mins and offsets multiply these). */
+typedef struct {
+  float d;
+  int8_t qs[QDOT_QK_K];
+  int16_t bsums[QDOT_QK_K / 16];
+} qdot_q8_k;
+
+/* 1 when weight dtype w pairs with qdot_q8_k activations, 0 for qdot_q8_0. */
+int qdot_uses_q8_k(rlx_dtype w);
+
+/* Bytes of one activation row of k elements for weight dtype w (k a
+ * multiple of w's block). */
+size_t qdot_act_row_bytes(rlx_dtype w, int64_t k);
+
+/* out[r * out_stride] = (weight row w) . (activation row r) for r < nr,
+ * 1 <= nr <= QDOT_MAX_ROWS; w is nb blocks of the table entry's dtype,
+ * activation row r starts act_stride bytes after row r - 1 and holds nb
+ * blocks of the matching activation type. */
+typedef void (*qdot_fn)(int64_t nb, const void *w, const void *act, size_t act_stride, int nr,
+                        float *out, int64_t out_stride);
+
+typedef struct {
+  const char *name; /* "avx2" or "scalar" */
+  /* x[32 nb] -> y[nb]; x[256 nb] -> y[nb]. Both tables write the same bytes. */
+  void (*quantize_q8_0)(const float *x, qdot_q8_0 *y, int64_t nb);
+  void (*quantize_q8_k)(const float *x, qdot_q8_k *y, int64_t nb);
+  /* Indexed by weight dtype; NULL for the plain dtypes. */
+  qdot_fn dot[RLX_DTYPE_COUNT];
+} qdot_ops;
+
+extern const qdot_ops qdot_scalar;
+/* NULL where qdot_avx2.c was built without -mavx2 -mfma -mf16c. */
+extern const qdot_ops *const qdot_avx2;
+
+/* The table for this CPU (chosen once; thread-safe). */
+const qdot_ops *qdot_best(void);
+
+/* Quantizes an activation row of k elements for weight dtype w into dst
+ * (qdot_act_row_bytes(w, k) bytes) with table q. */
+void qdot_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, void *dst, int64_t k);
+
+#endif /* RLX_CPU_QDOT_H */

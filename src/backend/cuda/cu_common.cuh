@@ -1,0 +1,201 @@
+/* cu_common.cuh — device helpers shared by the kernels: typed element
+ * loads and stores with the CPU backend's conversion rules (cpu_util.c),
+ * launch sizing and warp reductions.
+ *
+ * Conversions: floats to float types round to nearest even once (from
+ * double directly, as the CPU's round-to-odd trick does); floats to
+ * integers truncate toward zero and saturate (NaN -> 0); to BOOL is != 0;
+ * integers to integers wrap to the width. */
+#ifndef RLX_CU_COMMON_CUH
+#define RLX_CU_COMMON_CUH
+
+#include "cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#define CU_THREADS 256
+
+static inline unsigned cu_blocks(int64_t work, int threads) {
+  int64_t b = (work + threads - 1) / threads;
+  /* a grid-stride loop covers the rest: enough blocks to fill the chip */
+  return (unsigned)(b < 1 ? 1 : b > 132 * 32 ? 132 * 32 : b);
+}
+
+__device__ __forceinline__ int cu_is_float(int dt) {
+  return dt == RLX_F32 || dt == RLX_F16 || dt == RLX_BF16 || dt == RLX_F64;
+}
+
+/* Truncate toward zero and saturate into the integer dtype; NaN -> 0. */
+__device__ __forceinline__ long long cu_f2i_sat(double v, int dt) {
+  if (v != v) return 0;
+  double lo, hi;
+  switch (dt) {
+  case RLX_I8: lo = -128.0, hi = 127.0; break;
+  case RLX_U8: lo = 0.0, hi = 255.0; break;
+  case RLX_I32: lo = -2147483648.0, hi = 2147483647.0; break;
+  default: /* I64 */
+    if (v <= -9223372036854775808.0) return (long long)(-9223372036854775807LL - 1);
+    if (v >= 9223372036854775807.0) return 9223372036854775807LL;
+    return (long long)v;
+  }
+  if (v <= lo) return (long long)lo;
+  if (v >= hi) return (long long)hi;
+  return (long long)v;
+}
+
+/* An int64 wrapped to the width of an integer dtype (BOOL: != 0). */
+__device__ __forceinline__ long long cu_wrap_i(long long v, int dt) {
+  switch (dt) {
+  case RLX_I8: return (long long)(int8_t)(uint8_t)(unsigned long long)v;
+  case RLX_U8: return (long long)(uint8_t)(unsigned long long)v;
+  case RLX_I32: return (long long)(int32_t)(uint32_t)(unsigned long long)v;
+  case RLX_BOOL: return v != 0;
+  default: return v;
+  }
+}
+
+/* Element i of p as double (floats, integers, bool). */
+__device__ __forceinline__ double cu_ld_f(const void *p, int dt, int64_t i) {
+  switch (dt) {
+  case RLX_F32: return ((const float *)p)[i];
+  case RLX_F16: return __half2float(((const __half *)p)[i]);
+  case RLX_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+  case RLX_F64: return ((const double *)p)[i];
+  case RLX_I8: return ((const int8_t *)p)[i];
+  case RLX_U8: return ((const uint8_t *)p)[i];
+  case RLX_I32: return ((const int32_t *)p)[i];
+  case RLX_I64: return (double)((const long long *)p)[i];
+  case RLX_BOOL: return ((const uint8_t *)p)[i] != 0;
+  default: return 0;
+  }
+}
+
+/* Element i as float: for the kernels that compute F16/BF16/F32 in F32. */
+__device__ __forceinline__ float cu_ld_f32(const void *p, int dt, int64_t i) {
+  switch (dt) {
+  case RLX_F32: return ((const float *)p)[i];
+  case RLX_F16: return __half2float(((const __half *)p)[i]);
+  case RLX_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+  default: return (float)cu_ld_f(p, dt, i);
+  }
+}
+
+/* Element i as int64: integers exact, floats truncated and saturated. */
+__device__ __forceinline__ long long cu_ld_i(const void *p, int dt, int64_t i) {
+  switch (dt) {
+  case RLX_I8: return ((const int8_t *)p)[i];
+  case RLX_U8: return ((const uint8_t *)p)[i];
+  case RLX_I32: return ((const int32_t *)p)[i];
+  case RLX_I64: return ((const long long *)p)[i];
+  case RLX_BOOL: return ((const uint8_t *)p)[i] != 0;
+  default: return cu_f2i_sat(cu_ld_f(p, dt, i), RLX_I64);
+  }
+}
+
+/* Store v with conversion to dt (rounding once for float types). */
+__device__ __forceinline__ void cu_st_f(void *p, int dt, int64_t i, double v) {
+  switch (dt) {
+  case RLX_F32: ((float *)p)[i] = (float)v; break;
+  case RLX_F16: ((__half *)p)[i] = __double2half(v); break;
+  case RLX_BF16: ((__nv_bfloat16 *)p)[i] = __double2bfloat16(v); break;
+  case RLX_F64: ((double *)p)[i] = v; break;
+  case RLX_I8: ((int8_t *)p)[i] = (int8_t)cu_f2i_sat(v, RLX_I8); break;
+  case RLX_U8: ((uint8_t *)p)[i] = (uint8_t)cu_f2i_sat(v, RLX_U8); break;
+  case RLX_I32: ((int32_t *)p)[i] = (int32_t)cu_f2i_sat(v, RLX_I32); break;
+  case RLX_I64: ((long long *)p)[i] = cu_f2i_sat(v, RLX_I64); break;
+  case RLX_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+  default: break;
+  }
+}
+
+/* Store a float already computed in F32 (F16/BF16/F32 outputs round from it). */
+__device__ __forceinline__ void cu_st_f32(void *p, int dt, int64_t i, float v) {
+  switch (dt) {
+  case RLX_F32: ((float *)p)[i] = v; break;
+  case RLX_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+  case RLX_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+  default: cu_st_f(p, dt, i, (double)v); break;
+  }
+}
+
+/* Store an int64 (integers wrap; float types get the rounded value). */
+__device__ __forceinline__ void cu_st_i(void *p, int dt, int64_t i, long long v) {
+  switch (dt) {
+  case RLX_I8: ((int8_t *)p)[i] = (int8_t)cu_wrap_i(v, dt); break;
+  case RLX_U8: ((uint8_t *)p)[i] = (uint8_t)cu_wrap_i(v, dt); break;
+  case RLX_I32: ((int32_t *)p)[i] = (int32_t)cu_wrap_i(v, dt); break;
+  case RLX_I64: ((long long *)p)[i] = v; break;
+  case RLX_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+  default: cu_st_f(p, dt, i, (double)v); break;
+  }
+}
+
+/* Compute-type selection for the row kernels: F64 in double, the rest in float. */
+template <typename T> struct cu_acc;
+template <> struct cu_acc<float> {
+  static __device__ __forceinline__ float ld(const void *p, int dt, int64_t i) { return cu_ld_f32(p, dt, i); }
+  static __device__ __forceinline__ void st(void *p, int dt, int64_t i, float v) { cu_st_f32(p, dt, i, v); }
+};
+template <> struct cu_acc<double> {
+  static __device__ __forceinline__ double ld(const void *p, int dt, int64_t i) { return cu_ld_f(p, dt, i); }
+  static __device__ __forceinline__ void st(void *p, int dt, int64_t i, double v) { cu_st_f(p, dt, i, v); }
+};
+
+__device__ __forceinline__ float cu_exp(float x) { return expf(x); }
+__device__ __forceinline__ double cu_exp(double x) { return exp(x); }
+__device__ __forceinline__ float cu_log(float x) { return logf(x); }
+__device__ __forceinline__ double cu_log(double x) { return log(x); }
+__device__ __forceinline__ float cu_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double cu_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float cu_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double cu_tanh(double x) { return tanh(x); }
+
+template <typename T> __device__ __forceinline__ T cu_warp_sum(T v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename T> __device__ __forceinline__ T cu_warp_max(T v) {
+  for (int o = 16; o > 0; o /= 2) {
+    T u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = u > v ? u : v;
+  }
+  return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread
+ * gets the result. scratch: 32 entries of shared memory. */
+template <typename T> __device__ T cu_block_sum(T v, T *scratch) {
+  v = cu_warp_sum(v);
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  T r = lane < nw ? scratch[lane] : (T)0;
+  return cu_warp_sum(r);
+}
+template <typename T> __device__ T cu_block_max(T v, T *scratch, T lowest) {
+  v = cu_warp_max(v);
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  T r = lane < nw ? scratch[lane] : lowest;
+  return cu_warp_max(r);
+}
+
+/* Records the first data error of a run. */
+__device__ __forceinline__ void cu_raise(cu_error *e, int code, int node, long long value,
+                                         long long element, long long limit) {
+  if (atomicCAS(&e->code, 0, -1) == 0) {
+    e->node = node;
+    e->value = value;
+    e->element = element;
+    e->limit = limit;
+    __threadfence();
+    atomicExch(&e->code, code);
+  }
+}
+
+#endif /* RLX_CU_COMMON_CUH */

@@ -1,0 +1,249 @@
+/* cuda.h — internal interface of the CUDA backend: the argument blocks the
+ * C lowering (cuda_backend.c, cuda_matmul.c) fills at compile time and the
+ * launchers of the kernels (*.cu) that consume them.
+ *
+ * Every argument block holds final device pointers: a plan's arena, its
+ * leaf buffers and its folded-parameter buffers are allocated at compile
+ * time, so a block is built once and the same launch can be recorded into
+ * a CUDA graph or issued op by op (RLX_CUDA_GRAPH=0) with identical
+ * results. Blocks are passed to kernels by value (__grid_constant__), which
+ * is also what a graph capture copies.
+ *
+ * Dtypes are rlx_dtype values. Strides and offsets are in elements unless
+ * named *_bytes. Launchers return a cudaError_t (0 = cudaSuccess) from the
+ * launch; an empty problem launches nothing.
+ */
+#ifndef RLX_CUDA_H
+#define RLX_CUDA_H
+
+#include "rlx.h"
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CU_MAX_RANK 8
+
+/* ---------------------------------------------------------------- run-time errors */
+
+/* Data errors found on the device (an out-of-range Gather index, an
+ * UpdateSlice start past the end): the first one wins (atomicCAS on code)
+ * and the host turns it into a status after the run. */
+enum { CU_ERR_NONE = 0, CU_ERR_INDEX = 1, CU_ERR_START = 2 };
+typedef struct {
+  int code;
+  int node;            /* node id of the kernel that failed */
+  long long value;     /* the offending index or start */
+  long long element;   /* its position in the index tensor */
+  long long limit;     /* the bound it broke */
+} cu_error;
+
+/* ---------------------------------------------------------------- elementwise programs */
+
+/* One kernel serves every elementwise op: Activation, Binary, Compare,
+ * Where, Cast, Clamp, ElementwiseRegion (and its batch form), FusedSwiGLU,
+ * BatchNorm. The lowering turns each into a short program of steps that a
+ * templated interpreter evaluates per output element (k_elementwise.cu,
+ * which says why this beats generating source per region). */
+#define CU_EW_MAX_IN 16
+#define CU_EW_MAX_STEPS 32
+
+enum { CU_STEP_ACT, CU_STEP_BIN, CU_STEP_CMP, CU_STEP_CAST, CU_STEP_WHERE, CU_STEP_CLAMP,
+       CU_STEP_CONST };
+
+typedef struct {
+  uint8_t kind;        /* CU_STEP_* */
+  uint8_t op;          /* rlx_act / rlx_binop / rlx_cmpop */
+  uint8_t dtype;       /* result dtype: every step is rounded (or wrapped) to it */
+  uint8_t in_dtype;    /* dtype of operand a (decides float or integer arithmetic) */
+  int8_t a, b, c;      /* operands: k >= 0 program input k, k < 0 step -k-1 */
+  uint8_t pad_;
+  double f0, f1;       /* leaky_relu alpha; clamp lo, hi (floats); const value */
+  long long i0, i1;    /* clamp lo, hi (integers) */
+} cu_ew_step;
+
+typedef struct {
+  int rank;                              /* of the (coalesced) output index space */
+  int n_in, n_steps;
+  int contiguous;                        /* every input is read at the output's flat index */
+  int64_t numel;
+  int64_t dims[CU_MAX_RANK];
+  const void *in[CU_EW_MAX_IN];
+  int64_t stride[CU_EW_MAX_IN][CU_MAX_RANK]; /* 0: broadcast along that dim */
+  uint8_t half[CU_EW_MAX_IN];            /* bit d: index along dim d is halved (resize 2x prologue) */
+  uint8_t in_dtype[CU_EW_MAX_IN];
+  uint8_t out_dtype;
+  void *out;
+  cu_ew_step s[CU_EW_MAX_STEPS];
+} cu_ew_args;
+
+int cu_ew_launch(const cu_ew_args *a, cudaStream_t st);
+
+/* ---------------------------------------------------------------- data movement */
+
+/* dst[dst_off + sum i_k dst_stride_k] = src[sum (i_k >> shift_k) src_stride_k]
+ * for every multi-index i of dims, elements of es bytes (1, 2, 4 or 8).
+ * With dyn (UpdateSlice), dst_off gains dyn_mul * start, start read from
+ * dyn (I32 or I64 scalar) and checked against [0, dyn_max]. */
+typedef struct {
+  int rank, es;
+  int64_t numel;
+  int64_t dims[CU_MAX_RANK];
+  int64_t src_stride[CU_MAX_RANK], dst_stride[CU_MAX_RANK];
+  uint8_t shift[CU_MAX_RANK];
+  const void *src;
+  void *dst;
+  int64_t dst_off;
+  const void *dyn;
+  int dyn_dtype, node;
+  int64_t dyn_mul, dyn_max;
+  cu_error *err;
+} cu_copy_args;
+
+int cu_copy_launch(const cu_copy_args *a, cudaStream_t st);
+/* numel elements of es bytes, each set to the low es bytes of pattern. */
+int cu_fill_launch(void *dst, int es, int64_t numel, uint64_t pattern, cudaStream_t st);
+
+/* Gather: out[o, j, e] = table[o, idx[j], e] over [outer, len, inner]
+ * (elements of es bytes); idx of idx_dtype (integer, or float truncated). */
+typedef struct {
+  const void *table, *idx;
+  void *out;
+  int es, idx_dtype, node;
+  int64_t outer, len, inner, n_idx;
+  cu_error *err;
+} cu_gather_args;
+int cu_gather_launch(const cu_gather_args *a, cudaStream_t st);
+
+/* Iota: out[i] = (i / inner) % len in dtype. OneHot: out[r*depth + k] =
+ * idx[r] == k (one_bits / zero) . Tri: out = x with the lower (upper)
+ * triangle kept over [mats, rows, cols]. */
+int cu_iota_launch(void *out, int dtype, int64_t numel, int64_t len, int64_t inner, cudaStream_t st);
+int cu_one_hot_launch(const void *idx, int idx_dtype, void *out, int es, uint64_t one_bits,
+                      int64_t n_idx, int64_t depth, cudaStream_t st);
+int cu_tri_launch(const void *x, void *out, int es, int64_t mats, int64_t rows, int64_t cols,
+                  int upper, int64_t k, cudaStream_t st);
+
+/* ---------------------------------------------------------------- reductions */
+
+/* Reduce / ArgMax / ArgMin / Cumsum: output element o reads the input at
+ * sum kept_k * kstride_k + sum red_r * rstride_r. */
+enum { CU_RED_REDUCE, CU_RED_ARGMAX, CU_RED_ARGMIN, CU_RED_CUMSUM };
+typedef struct {
+  int kind, op;                  /* op: rlx_reduce_op for CU_RED_REDUCE */
+  int x_dtype, out_dtype;
+  int krank, rrank;
+  int exclusive, reverse;        /* cumsum */
+  int64_t n_out, count;          /* outputs, reduced elements per output */
+  int64_t kdims[CU_MAX_RANK], kstride[CU_MAX_RANK];
+  int64_t rdims[CU_MAX_RANK], rstride[CU_MAX_RANK];
+  int64_t cum_stride;            /* cumsum: element stride along the axis (out = x layout) */
+  const void *x;
+  void *out;
+} cu_reduce_args;
+int cu_reduce_launch(const cu_reduce_args *a, cudaStream_t st);
+
+/* Softmax / LogSoftmax over rows (outer, len, inner): element j of row
+ * (o, i) at (o*len + j)*inner + i. */
+int cu_softmax_launch(const void *x, void *out, int dtype, int64_t outer, int64_t len,
+                      int64_t inner, int log_softmax, cudaStream_t st);
+
+/* LayerNorm / RmsNorm (and the fused residual forms) over rows of len:
+ * row = x (+ res) (+ bias), then (row - mean) / sqrt(var + eps) (layer) or
+ * row / sqrt(mean(row^2) + eps) (rms), * gamma + beta. res, bias may be NULL. */
+typedef struct {
+  const void *x, *res, *bias, *gamma, *beta;
+  void *out;
+  int dtype, rms;
+  int64_t rows, len;
+  double eps;
+} cu_norm_args;
+int cu_norm_launch(const cu_norm_args *a, cudaStream_t st);
+
+/* ---------------------------------------------------------------- attention and positions */
+
+typedef struct {
+  const void *x;
+  void *out;
+  int dtype;
+  int64_t B, S, H, D, n_rot;
+  int neox;
+  const void *pos;          /* (x, pos): I32/I64 [S] or [B, S]; NULL with tables */
+  int pos_dtype, pos_batched;
+  const void *cos, *sin;    /* (x, cos, sin): [S, n_rot/2] or [B, S, n_rot/2] */
+  int table_dtype, table_batched;
+  double base, scale;
+} cu_rope_args;
+int cu_rope_launch(const cu_rope_args *a, cudaStream_t st);
+
+typedef struct {
+  const void *q, *k, *v;
+  void *out;
+  const float *mask;        /* custom mask, strides over [B, H, S, T] (0: broadcast) */
+  int64_t mask_stride[4];
+  int dtype, mask_kind;
+  int force_exact;          /* RLX_CUDA_ATTN_EXACT=1: the exact kernel even where tensor cores apply */
+  int64_t B, S, T, H, Hkv, D, window;
+  /* element strides of q/out and of k/v: batch, head, sequence (D is contiguous) */
+  int64_t q_sb, q_sh, q_ss, kv_sb, kv_sh, kv_ss;
+  double scale, softcap;
+} cu_attn_args;
+/* Picks the tensor-core flash kernel (F16/BF16, head_dim a multiple of 16
+ * up to 128) or the exact general one (any dtype, any head_dim). */
+int cu_attention_launch(const cu_attn_args *a, cudaStream_t st);
+
+/* ---------------------------------------------------------------- quantized weights */
+
+/* 1 for the block dtypes the kernels decode (Q4_0, Q8_0, Q4_K, Q6_K). */
+int cu_quant_supported(int scheme);
+/* x [M, K] (x_dtype) @ dequant(w [N, K])^T -> out [M, N] (x_dtype), reading
+ * the packed blocks directly, for small M (decode): one pass over w. */
+#define CU_QMM_MAX_M 8
+int cu_qmm_launch(const void *x, int x_dtype, const void *w, int scheme, void *out, int64_t M,
+                  int64_t N, int64_t K, cudaStream_t st);
+/* w [rows, K] packed -> dst [rows, K] in dst_dtype (a float dtype). */
+int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
+                      cudaStream_t st);
+
+/* ---------------------------------------------------------------- GEMM (cuda_matmul.c, cuBLASLt) */
+
+/* C[M, N] = A[M, K] @ B[K, N], row-major, or B given as [N, K] (b_trans),
+ * over `batch` matrices at the given element strides (0: the same matrix
+ * for every batch), or over n_ptrs explicit (a, b, c) triples when the
+ * batch is not strided (ptrs non-NULL: then batch = 1 each). F16/BF16 run
+ * on the tensor cores with F32 accumulation; F32 is exact F32 unless tf32;
+ * F64 in F64. With bias (a [N] vector of the output dtype), act none, relu
+ * or gelu_tanh, the epilogue is fused into cuBLASLt's where the library
+ * has a kernel for it; *fused says how much was: CUDA_FUSED_NONE (the
+ * caller adds bias and applies act), CUDA_FUSED_BIAS (the caller applies
+ * act) or CUDA_FUSED_ALL. */
+enum { CUDA_FUSED_NONE, CUDA_FUSED_BIAS, CUDA_FUSED_ALL };
+typedef struct cuda_gemm cuda_gemm;
+typedef struct {
+  rlx_dtype dtype;
+  int64_t M, N, K;
+  int b_trans, tf32;
+  int64_t batch, stride_a, stride_b, stride_c;
+  const void *a, *b;
+  void *c;
+  int n_ptrs;
+  const void *const *pa, *const *pb;
+  void *const *pc;
+  const void *bias;
+  int act;                 /* rlx_act */
+} cuda_gemm_desc;
+
+/* Workspace the GEMMs of a plan share (one stream: one at a time). */
+#define CUDA_GEMM_WORKSPACE ((size_t)32 << 20)
+rlx_status cuda_gemm_prepare(const cuda_gemm_desc *d, void *workspace, cuda_gemm **out, int *fused);
+rlx_status cuda_gemm_run(const cuda_gemm *g, cudaStream_t st);
+void       cuda_gemm_free(cuda_gemm *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RLX_CUDA_H */

@@ -1,0 +1,1421 @@
+/* cuda_backend.c — the CUDA backend: a segment of the graph lowered to a
+ * list of kernel launches and cuBLASLt calls over one device arena, and
+ * captured once into a CUDA graph executable; a run is one replay.
+ *
+ * Compile (per specialized graph, i.e. per shape binding):
+ *  - the memory planner (plan_arena_offsets) places every intermediate in
+ *    one device arena; views name their input's bytes, in-place nodes
+ *    share their input's buffer, exactly as on the CPU;
+ *  - every leaf gets a device buffer (constants are uploaded now), so each
+ *    tensor has a final device address and every launch's argument block
+ *    is built once, here;
+ *  - parameter-only subgraphs (transposes, casts, reshapes of weights)
+ *    are marked "folded": they get buffers of their own outside the arena
+ *    and run once after their params are uploaded, not per run;
+ *  - a transpose of a weight's two dims that only feeds matmuls is not run
+ *    at all: the matmul reads it transposed (cuBLASLt op T);
+ *  - the remaining launches are captured into a CUDA graph
+ *    (RLX_CUDA_GRAPH=0: issued one by one each run; the same launches with
+ *    the same arguments, so the results are identical).
+ * Run: inputs are copied to their device buffers when their version
+ * changed (so a repeated run on unchanged inputs copies nothing), params
+ * likewise (then the folded steps rerun), then one graph replay, then the
+ * device error word (an out-of-range index) is checked.
+ */
+#include "../../pass/pass.h"
+#include "../backend.h"
+#include "cuda.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- device presence */
+
+static int device_count;
+static pthread_once_t device_once = PTHREAD_ONCE_INIT;
+static void probe_devices(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  device_count = n;
+  cudaGetLastError(); /* a failed probe (no driver) leaves no sticky error */
+}
+
+int rlx_cuda_available(void) {
+  pthread_once(&device_once, probe_devices);
+  return device_count > 0;
+}
+
+static int env_is(const char *name, const char *value) {
+  const char *v = getenv(name);
+  return v && !strcmp(v, value);
+}
+
+/* ---------------------------------------------------------------- claims */
+
+static int is_block(rlx_dtype t) { return ir_is_block(t); }
+
+static int any_block_input(const rlx_graph *g, const ir_node *n) {
+  for (int i = 0; i < n->n_in; i++)
+    if (is_block(ir_in(g, n, i)->dtype)) return 1;
+  return 0;
+}
+
+#define DECLINE(...) return (snprintf(why, cap, __VA_ARGS__), 0)
+
+static int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, char *why, size_t cap) {
+  (void)b;
+  const ir_node *n = &g->nodes[id];
+  const ir_type *x = n->n_in ? ir_in(g, n, 0) : NULL;
+  switch (n->op) {
+  case RLX_OP_Input:
+  case RLX_OP_Param:
+  case RLX_OP_Constant:
+  case RLX_OP_Reshape:
+  case RLX_OP_StopGradient:
+  case RLX_OP_GetOutput:
+  case RLX_OP_Iota:
+  case RLX_OP_MatMul:
+  case RLX_OP_Rope:
+  case RLX_OP_FusedMatMulBiasAct:
+  case RLX_OP_FusedResidualLN:
+  case RLX_OP_FusedResidualRmsNorm:
+  case RLX_OP_FusedSwiGLU:
+    return 1;
+  case RLX_OP_Activation:
+  case RLX_OP_Binary:
+  case RLX_OP_Compare:
+  case RLX_OP_Where:
+  case RLX_OP_Cast:
+  case RLX_OP_Clamp:
+  case RLX_OP_Expand:
+  case RLX_OP_Transpose:
+  case RLX_OP_Narrow:
+  case RLX_OP_Slice:
+  case RLX_OP_Concat:
+  case RLX_OP_Pad:
+  case RLX_OP_Gather:
+  case RLX_OP_UpdateSlice:
+  case RLX_OP_OneHot:
+  case RLX_OP_Tri:
+  case RLX_OP_ResizeNearest2x:
+  case RLX_OP_TransformRegion:
+  case RLX_OP_Reduce:
+  case RLX_OP_ArgMax:
+  case RLX_OP_ArgMin:
+  case RLX_OP_Cumsum:
+    if (any_block_input(g, n)) DECLINE("%s of block dtype %s: no CUDA kernel", ir_ops[n->op].name, rlx_dtype_name(x->dtype));
+    return 1;
+  case RLX_OP_Softmax:
+  case RLX_OP_LogSoftmax:
+  case RLX_OP_LayerNorm:
+  case RLX_OP_RmsNorm: {
+    int64_t numel = ir_numel(&x->shape), len = 1;
+    if (n->op == RLX_OP_Softmax || n->op == RLX_OP_LogSoftmax) len = x->shape.rank ? x->shape.d[n->a.axis] : 1;
+    else for (int i = (int)n->a.axis; i < x->shape.rank; i++) len *= x->shape.d[i];
+    if (len > 0 && numel / len > 0x7fffffff) DECLINE("%lld rows: more than one launch grid holds", (long long)(numel / len));
+    return 1;
+  }
+  case RLX_OP_BatchNorm:
+    for (int i = 1; i < 5; i++) {
+      const ir_shape *s = &ir_in(g, n, i)->shape;
+      if (s->rank != 1 || x->shape.rank < 2 || s->d[0] != x->shape.d[1])
+        DECLINE("BatchNorm statistics of shape other than [C]: no CUDA kernel");
+    }
+    return 1;
+  case RLX_OP_Attention:
+    if (n->a.head_dim > 256) DECLINE("Attention head_dim %lld > 256: no CUDA kernel", (long long)n->a.head_dim);
+    return 1;
+  case RLX_OP_DequantMatMul:
+  case RLX_OP_Dequantize: {
+    rlx_dtype scheme = n->op == RLX_OP_DequantMatMul ? ir_in(g, n, 1)->dtype : x->dtype;
+    if (!cu_quant_supported(scheme))
+      DECLINE("%s of %s: the CUDA kernels decode q4_0, q8_0, q4_k, q6_k", ir_ops[n->op].name, rlx_dtype_name(scheme));
+    return 1;
+  }
+  case RLX_OP_ElementwiseRegion:
+  case RLX_OP_BatchElementwiseRegion: {
+    int ins = n->op == RLX_OP_ElementwiseRegion ? n->n_in : n->n_in - (int)n->a.num_batch_inputs + 1;
+    if (n->a.chain.n > CU_EW_MAX_STEPS || ins > CU_EW_MAX_IN)
+      DECLINE("%s of %d steps over %d inputs: the CUDA interpreter takes %d steps, %d inputs", ir_ops[n->op].name,
+              n->a.chain.n, ins, CU_EW_MAX_STEPS, CU_EW_MAX_IN);
+    return 1;
+  }
+  case RLX_OP_FusedAttentionBlock:
+    DECLINE("FusedAttentionBlock: not lowered on CUDA (legalization decomposes it into MatMul, Rope, Attention)");
+  case RLX_OP_TopK: DECLINE("TopK: no CUDA kernel");
+  case RLX_OP_ScatterAdd: DECLINE("ScatterAdd: no CUDA kernel (per-update rounding in order)");
+  case RLX_OP_GroupNorm: DECLINE("GroupNorm: no CUDA kernel");
+  case RLX_OP_Conv:
+  case RLX_OP_ConvTranspose:
+  case RLX_OP_Pool:
+  case RLX_OP_Resize:
+  case RLX_OP_Fft:
+  case RLX_OP_LogMel:
+  case RLX_OP_Quantize:
+  case RLX_OP_FakeQuantize:
+  case RLX_OP_CrossEntropy:
+  case RLX_OP_MseLoss:
+  default:
+    DECLINE("%s: no CUDA kernel", ir_ops[n->op].name);
+  }
+}
+
+/* ---------------------------------------------------------------- plan */
+
+enum { ST_EW, ST_COPY, ST_FILL, ST_MEMCPY, ST_MEMSET, ST_GATHER, ST_IOTA, ST_ONE_HOT, ST_TRI, ST_REDUCE,
+       ST_SOFTMAX, ST_NORM, ST_ROPE, ST_ATTN, ST_GEMM, ST_QMM, ST_DEQUANT };
+
+typedef struct {
+  int kind, node;
+  int folded;                  /* parameter-only: runs after param uploads, not in the replay */
+  void *args;                  /* heap argument block of the launcher (cu_*_args, cuda_gemm) */
+  /* the scalar launchers' arguments */
+  const void *src, *aux;
+  void *dst;
+  size_t bytes;
+  int dtype, dtype2, es, flag;
+  int64_t n0, n1, n2, n3;
+  uint64_t bits;
+} cuda_step;
+
+typedef struct {
+  const rlx_graph *g;
+  plan_memory mem;
+  cudaStream_t stream;
+  uint8_t *arena;
+  void **leaf_dev;             /* [n_nodes] device buffer of a leaf, NULL for other nodes and empty leaves */
+  size_t *leaf_bytes;          /* [n_nodes] */
+  uint64_t *leaf_version;      /* [n_nodes] version of the data in leaf_dev (0: none yet) */
+  void **folded_dev;           /* [n_nodes] buffer of a folded node */
+  uint8_t *folded;             /* [n_nodes] parameter-only node */
+  uint8_t *skip;               /* [n_nodes] node whose consumers absorbed it (no launch) */
+  uint8_t **slot;              /* [n_nodes * IR_MAX_OUTPUTS] device address of every output */
+  cuda_step *steps;
+  int n_steps, cap_steps;
+  void *workspace;             /* cuBLASLt, shared by the plan's GEMMs */
+  void *scratch;               /* dequantized weights for large-M DequantMatMul */
+  size_t scratch_bytes;
+  cu_error *err_dev, *err_host;
+  int has_err, folded_ready, use_graph, tf32, attn_exact;
+  cudaGraphExec_t exec;
+} cuda_plan;
+
+static rlx_status cuda_fail(cudaError_t e, const char *what) {
+  return rlx_set_error(RLX_ERR_DEVICE, "CUDA: %s: %s", what, cudaGetErrorString(e));
+}
+
+static size_t elem_size(rlx_dtype t) { return (size_t)ir_dtypes[t].size; }
+
+static uint8_t *in_ptr(const cuda_plan *pl, const ir_node *n, int k) { return pl->slot[plan_input_slot(n, k)]; }
+static uint8_t *out_ptr(const cuda_plan *pl, const ir_node *n) { return pl->slot[(size_t)n->id * IR_MAX_OUTPUTS]; }
+
+static cuda_step *new_step(cuda_plan *pl, int kind, const ir_node *n) {
+  if (pl->n_steps == pl->cap_steps) {
+    int cap = pl->cap_steps ? 2 * pl->cap_steps : 64;
+    cuda_step *s = realloc(pl->steps, (size_t)cap * sizeof *s);
+    if (!s) return NULL;
+    pl->steps = s;
+    pl->cap_steps = cap;
+  }
+  cuda_step *s = &pl->steps[pl->n_steps++];
+  memset(s, 0, sizeof *s);
+  s->kind = kind;
+  s->node = n->id;
+  s->folded = pl->folded[n->id];
+  return s;
+}
+
+static void *new_args(cuda_step *s, size_t bytes) {
+  s->args = calloc(1, bytes);
+  return s->args;
+}
+
+static rlx_status nomem(const ir_node *n) {
+  return rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory lowering %s (node %d)", ir_ops[n->op].name, n->id);
+}
+
+/* ---------------------------------------------------------------- index helpers */
+
+static void contig_strides(int rank, const int64_t *d, int64_t *st) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    st[i] = s;
+    s *= d[i];
+  }
+}
+
+/* Strides of a tensor of shape s read at an output of rank r under
+ * NumPy broadcasting: missing leading dims and size-1 dims get 0. */
+static void bcast_strides(const ir_shape *s, int r, const int64_t *dims, int64_t *st) {
+  int64_t own[RLX_MAX_RANK];
+  contig_strides(s->rank, s->d, own);
+  for (int i = 0; i < r; i++) {
+    int j = i - (r - s->rank);
+    st[i] = j < 0 || s->d[j] == 1 ? 0 : own[j];
+  }
+  (void)dims;
+}
+
+static int64_t numel_of(const ir_type *t) { return ir_numel(&t->shape); }
+
+/* The bytes of v stored as one element of plain dtype t (cpu_set's rules). */
+static uint64_t element_bits(rlx_dtype t, double v) {
+  uint64_t bits = 0;
+  switch (t) {
+  case RLX_F32: { float f = (float)v; memcpy(&bits, &f, 4); break; }
+  case RLX_F16: bits = rlx_f32_to_f16((float)v); break;
+  case RLX_BF16: bits = rlx_f32_to_bf16((float)v); break;
+  case RLX_F64: memcpy(&bits, &v, 8); break;
+  case RLX_BOOL: bits = v != 0; break;
+  default: {
+    double lo = t == RLX_I8 ? -128.0 : t == RLX_U8 ? 0.0 : t == RLX_I32 ? -2147483648.0 : -9223372036854775808.0;
+    double hi = t == RLX_I8 ? 127.0 : t == RLX_U8 ? 255.0 : t == RLX_I32 ? 2147483647.0 : 9223372036854775807.0;
+    int64_t i = isnan(v) ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (t == RLX_I64 ? INT64_MAX : (int64_t)hi) : (int64_t)v;
+    bits = (uint64_t)i;
+    if (t != RLX_I64) bits &= t == RLX_I32 ? 0xffffffffull : 0xffull;
+  }
+  }
+  return bits;
+}
+
+/* An integral double saturated into [lo, hi] (k_elementwise.c's saturate_i). */
+static int64_t saturate_int(double v, int64_t lo, int64_t hi) {
+  if (v <= (double)lo) return lo;
+  if (v >= (double)hi) return hi;
+  return (int64_t)v;
+}
+
+/* ---------------------------------------------------------------- elementwise programs */
+
+static void ew_begin(cu_ew_args *a, const ir_type *out, void *out_dev) {
+  memset(a, 0, sizeof *a);
+  a->rank = out->shape.rank;
+  memcpy(a->dims, out->shape.d, sizeof a->dims);
+  a->numel = ir_numel(&out->shape);
+  a->out = out_dev;
+  a->out_dtype = (uint8_t)out->dtype;
+}
+
+/* Adds a program input read with the given strides (over the output's
+ * dims); returns its index. The caller checked the count. */
+static int ew_input(cu_ew_args *a, const void *p, rlx_dtype t, const int64_t *stride, uint8_t half) {
+  int k = a->n_in++;
+  a->in[k] = p;
+  a->in_dtype[k] = (uint8_t)t;
+  memcpy(a->stride[k], stride, sizeof a->stride[k]);
+  a->half[k] = half;
+  return k;
+}
+
+/* An input of shape s broadcast to the output. */
+static int ew_input_bcast(cu_ew_args *a, const void *p, const ir_type *t) {
+  int64_t st[RLX_MAX_RANK];
+  bcast_strides(&t->shape, a->rank, a->dims, st);
+  return ew_input(a, p, t->dtype, st, 0);
+}
+
+static cu_ew_step *ew_step(cu_ew_args *a, int kind, int op, rlx_dtype in_dtype, rlx_dtype dtype, int x, int y, int z) {
+  cu_ew_step *s = &a->s[a->n_steps++];
+  memset(s, 0, sizeof *s);
+  s->kind = (uint8_t)kind;
+  s->op = (uint8_t)op;
+  s->in_dtype = (uint8_t)in_dtype;
+  s->dtype = (uint8_t)dtype;
+  s->a = (int8_t)x, s->b = (int8_t)y, s->c = (int8_t)z;
+  return s;
+}
+
+/* Drops size-1 dims and merges dims every input walks contiguously, so
+ * the common case (no broadcasting) is one flat loop. */
+static void ew_coalesce(cu_ew_args *a) {
+  int64_t nd[CU_MAX_RANK], ns[CU_EW_MAX_IN][CU_MAX_RANK];
+  uint8_t nh[CU_EW_MAX_IN] = {0};
+  int nr = 0;
+  for (int d = a->rank - 1; d >= 0; d--) {
+    if (a->dims[d] == 1) continue;
+    int merge = nr > 0;
+    for (int k = 0; merge && k < a->n_in; k++)
+      merge = !((a->half[k] >> d) & 1) && !((nh[k] >> (nr - 1)) & 1) && a->stride[k][d] == ns[k][nr - 1] * nd[nr - 1];
+    if (merge) {
+      nd[nr - 1] *= a->dims[d];
+      continue;
+    }
+    nd[nr] = a->dims[d];
+    for (int k = 0; k < a->n_in; k++) {
+      ns[k][nr] = a->stride[k][d];
+      nh[k] = (uint8_t)(nh[k] | ((a->half[k] >> d) & 1) << nr);
+    }
+    nr++;
+  }
+  if (a->numel == 0) return;
+  a->rank = nr;
+  for (int i = 0; i < nr; i++) {
+    a->dims[i] = nd[nr - 1 - i];
+    for (int k = 0; k < a->n_in; k++) a->stride[k][i] = ns[k][nr - 1 - i];
+  }
+  for (int k = 0; k < a->n_in; k++) {
+    uint8_t h = 0;
+    for (int i = 0; i < nr; i++) h = (uint8_t)(h | ((nh[k] >> (nr - 1 - i)) & 1) << i);
+    a->half[k] = h;
+  }
+  a->contiguous = 1;
+  for (int k = 0; k < a->n_in; k++)
+    if (nr > 1 || a->half[k] || (nr == 1 && a->stride[k][0] != 1)) a->contiguous = 0;
+}
+
+static rlx_status emit_ew(cuda_plan *pl, const ir_node *n, const cu_ew_args *a) {
+  cuda_step *s = new_step(pl, ST_EW, n);
+  cu_ew_args *blob = s ? new_args(s, sizeof *blob) : NULL;
+  if (!blob) return nomem(n);
+  *blob = *a;
+  ew_coalesce(blob);
+  return RLX_OK;
+}
+
+static rlx_dtype compute_dtype(rlx_dtype t) { return t == RLX_F64 ? RLX_F64 : RLX_F32; }
+
+/* A region chain over the program inputs already added (region input k is
+ * program input k), as k_fused.c types it. */
+static void ew_chain(cu_ew_args *a, const ir_chain *c) {
+  rlx_dtype types[CU_EW_MAX_STEPS];
+  for (int j = 0; j < c->n; j++) {
+    const rlx_region_step *r = &c->s[j];
+    rlx_dtype ta = r->a >= 0 ? (rlx_dtype)a->in_dtype[r->a] : types[-r->a - 1];
+    rlx_dtype t = r->kind == RLX_STEP_CMP ? RLX_BOOL : r->kind == RLX_STEP_CAST ? r->to : ta;
+    int kind = r->kind == RLX_STEP_ACT ? CU_STEP_ACT : r->kind == RLX_STEP_BIN ? CU_STEP_BIN
+             : r->kind == RLX_STEP_CMP ? CU_STEP_CMP : CU_STEP_CAST;
+    cu_ew_step *s = ew_step(a, kind, r->op, ta, t, r->a, r->b, 0);
+    s->f0 = r->alpha;
+    types[j] = t;
+  }
+}
+
+/* Region inputs of a (Batch)ElementwiseRegion: first (through the resize
+ * prologue) then rest[0..n_rest). */
+static void ew_region_inputs(cuda_plan *pl, cu_ew_args *a, const ir_node *n, int first, const int *rest, int n_rest) {
+  const rlx_graph *g = pl->g;
+  const ir_type *t0 = ir_in(g, n, first);
+  if (n->a.prologue == RLX_PROLOGUE_RESIZE_NEAREST_2X) {
+    /* input 0 is seen as [N, C, 2H, 2W]: index along H and W halved */
+    int64_t own[RLX_MAX_RANK], st[RLX_MAX_RANK];
+    contig_strides(4, t0->shape.d, own);
+    int lead = a->rank - 4;
+    uint8_t half = 0;
+    for (int i = 0; i < a->rank; i++) {
+      int j = i - lead;
+      int64_t vd = j < 0 ? 1 : t0->shape.d[j] * (j >= 2 ? 2 : 1);
+      st[i] = j < 0 || vd == 1 ? 0 : own[j];
+      if (j >= 2) half = (uint8_t)(half | 1u << i);
+    }
+    ew_input(a, in_ptr(pl, n, first), t0->dtype, st, half);
+  } else {
+    ew_input_bcast(a, in_ptr(pl, n, first), t0);
+  }
+  for (int i = 0; i < n_rest; i++) ew_input_bcast(a, in_ptr(pl, n, rest[i]), ir_in(g, n, rest[i]));
+}
+
+static rlx_status lower_elementwise(cuda_plan *pl, const ir_node *n) {
+  const rlx_graph *g = pl->g;
+  const ir_type *out = &n->out[0], *x = ir_in(g, n, 0);
+  cu_ew_args a;
+  ew_begin(&a, out, out_ptr(pl, n));
+  for (int i = 0; i < n->n_in; i++) ew_input_bcast(&a, in_ptr(pl, n, i), ir_in(g, n, i));
+  cu_ew_step *s;
+  switch (n->op) {
+  case RLX_OP_Activation:
+    s = ew_step(&a, CU_STEP_ACT, (int)n->a.act, x->dtype, out->dtype, 0, 0, 0);
+    s->f0 = n->a.alpha;
+    break;
+  case RLX_OP_Binary: ew_step(&a, CU_STEP_BIN, (int)n->a.binop, x->dtype, out->dtype, 0, 1, 0); break;
+  case RLX_OP_Compare: ew_step(&a, CU_STEP_CMP, (int)n->a.cmpop, x->dtype, RLX_BOOL, 0, 1, 0); break;
+  case RLX_OP_Where: ew_step(&a, CU_STEP_WHERE, 0, x->dtype, out->dtype, 0, 1, 2); break;
+  case RLX_OP_Cast: ew_step(&a, CU_STEP_CAST, 0, x->dtype, out->dtype, 0, 0, 0); break;
+  case RLX_OP_Clamp: {
+    s = ew_step(&a, CU_STEP_CLAMP, 0, x->dtype, out->dtype, 0, 0, 0);
+    s->f0 = n->a.lo, s->f1 = n->a.hi;
+    if (!ir_is_float(x->dtype)) { /* the CPU's integer bounds: ceil(lo), floor(hi), saturated to the dtype */
+      int64_t tl = x->dtype == RLX_I8 ? INT8_MIN : x->dtype == RLX_U8 ? 0 : x->dtype == RLX_I32 ? INT32_MIN : INT64_MIN;
+      int64_t th = x->dtype == RLX_I8 ? INT8_MAX : x->dtype == RLX_U8 ? UINT8_MAX : x->dtype == RLX_I32 ? INT32_MAX : INT64_MAX;
+      s->i0 = saturate_int(ceil(n->a.lo), tl, th);
+      s->i1 = saturate_int(floor(n->a.hi), tl, th);
+    }
+    break;
+  }
+  default: return rlx_set_error(RLX_ERR_INTERNAL, "CUDA: %s is not elementwise", ir_ops[n->op].name);
+  }
+  return emit_ew(pl, n, &a);
+}
+
+static rlx_status lower_region(cuda_plan *pl, const ir_node *n) {
+  int rest[CU_EW_MAX_IN];
+  if (n->op == RLX_OP_ElementwiseRegion) {
+    cu_ew_args a;
+    ew_begin(&a, &n->out[0], out_ptr(pl, n));
+    for (int i = 1; i < n->n_in; i++) rest[i - 1] = i;
+    ew_region_inputs(pl, &a, n, 0, rest, n->n_in - 1);
+    ew_chain(&a, &n->a.chain);
+    return emit_ew(pl, n, &a);
+  }
+  /* BatchElementwiseRegion: one program per batch input, each writing the next rows */
+  const int nb = (int)n->a.num_batch_inputs, n_rest = n->n_in - nb;
+  for (int i = 0; i < n_rest; i++) rest[i] = nb + i;
+  const ir_type *out = &n->out[0];
+  int64_t row = 1, at = 0;
+  for (int i = 1; i < out->shape.rank; i++) row *= out->shape.d[i];
+  for (int b = 0; b < nb; b++) {
+    const ir_type *tb = ir_in(pl->g, n, b);
+    /* this batch's result has dim 0 of the broadcast of its inputs (the
+     * prologue doubles only H and W) */
+    int64_t d0 = 1;
+    for (int k = 0; k <= n_rest; k++) {
+      const ir_type *t = k == 0 ? tb : ir_in(pl->g, n, rest[k - 1]);
+      if (t->shape.rank == out->shape.rank && t->shape.d[0] != 1) d0 = t->shape.d[0];
+    }
+    ir_type part = *out;
+    part.shape.d[0] = d0;
+    cu_ew_args a;
+    ew_begin(&a, &part, out_ptr(pl, n) + (size_t)(at * row) * elem_size(out->dtype));
+    ew_region_inputs(pl, &a, n, b, rest, n_rest);
+    ew_chain(&a, &n->a.chain);
+    rlx_status st = emit_ew(pl, n, &a);
+    if (st) return st;
+    at += d0;
+  }
+  return RLX_OK;
+}
+
+/* silu(x[..., :n]) * x[..., n:] computed in F32 (F64), rounded once. */
+static rlx_status lower_swiglu(cuda_plan *pl, const ir_node *n) {
+  const ir_type *x = ir_in(pl->g, n, 0), *out = &n->out[0];
+  const int64_t half = out->shape.d[out->shape.rank - 1];
+  ir_type view = {out->dtype, {2, {half ? numel_of(out) / half : 0, half}}};
+  cu_ew_args a;
+  ew_begin(&a, &view, out_ptr(pl, n));
+  const int64_t st[RLX_MAX_RANK] = {2 * half, 1};
+  uint8_t *p = in_ptr(pl, n, 0);
+  int gate = ew_input(&a, p, x->dtype, st, 0);
+  int up = ew_input(&a, p + (size_t)half * elem_size(x->dtype), x->dtype, st, 0);
+  rlx_dtype ct = compute_dtype(x->dtype);
+  ew_step(&a, CU_STEP_ACT, RLX_ACT_SILU, x->dtype, ct, gate, 0, 0);
+  ew_step(&a, CU_STEP_BIN, RLX_BIN_MUL, ct, ct, -1, up, 0);
+  ew_step(&a, CU_STEP_CAST, 0, ct, out->dtype, -2, 0, 0);
+  return emit_ew(pl, n, &a);
+}
+
+/* (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c], in F32 (F64). */
+static rlx_status lower_batch_norm(cuda_plan *pl, const ir_node *n) {
+  const ir_type *x = ir_in(pl->g, n, 0);
+  cu_ew_args a;
+  ew_begin(&a, &n->out[0], out_ptr(pl, n));
+  ew_input_bcast(&a, in_ptr(pl, n, 0), x);
+  int64_t st[RLX_MAX_RANK] = {0};
+  st[1] = 1; /* the channel dim */
+  for (int i = 1; i < 5; i++) ew_input(&a, in_ptr(pl, n, i), x->dtype, st, 0);
+  rlx_dtype ct = compute_dtype(x->dtype);
+  ew_step(&a, CU_STEP_CAST, 0, x->dtype, ct, 0, 0, 0);            /* s0 = x */
+  ew_step(&a, CU_STEP_CAST, 0, x->dtype, ct, 1, 0, 0);            /* s1 = mean */
+  ew_step(&a, CU_STEP_BIN, RLX_BIN_SUB, ct, ct, -1, -2, 0);       /* s2 = x - mean */
+  ew_step(&a, CU_STEP_CAST, 0, x->dtype, ct, 2, 0, 0);            /* s3 = var */
+  cu_ew_step *e = ew_step(&a, CU_STEP_CONST, 0, ct, ct, 0, 0, 0); /* s4 = eps */
+  double eps = ct == RLX_F32 ? (double)(float)n->a.eps : n->a.eps;
+  memcpy(&e->i0, &eps, sizeof eps);
+  ew_step(&a, CU_STEP_BIN, RLX_BIN_ADD, ct, ct, -4, -5, 0);       /* s5 = var + eps */
+  ew_step(&a, CU_STEP_ACT, RLX_ACT_SQRT, ct, ct, -6, 0, 0);       /* s6 */
+  ew_step(&a, CU_STEP_BIN, RLX_BIN_DIV, ct, ct, -3, -7, 0);       /* s7 = s2 / s6 */
+  ew_step(&a, CU_STEP_CAST, 0, x->dtype, ct, 3, 0, 0);            /* s8 = gamma */
+  ew_step(&a, CU_STEP_BIN, RLX_BIN_MUL, ct, ct, -8, -9, 0);       /* s9 */
+  ew_step(&a, CU_STEP_CAST, 0, x->dtype, ct, 4, 0, 0);            /* s10 = beta */
+  ew_step(&a, CU_STEP_BIN, RLX_BIN_ADD, ct, ct, -10, -11, 0);     /* s11 */
+  ew_step(&a, CU_STEP_CAST, 0, ct, x->dtype, -12, 0, 0);
+  return emit_ew(pl, n, &a);
+}
+
+/* The part of a product's epilogue cuBLASLt could not fuse, in place:
+ * out = act(out [+ bias]); or, for a product with K = 0 (out is not
+ * read), out = act(bias) broadcast over the rows. */
+static rlx_status emit_bias_act(cuda_plan *pl, const ir_node *n, int act, double alpha, int read_out, const void *bias) {
+  const ir_type *out = &n->out[0];
+  const int64_t N = out->shape.d[out->shape.rank - 1];
+  ir_type view = {out->dtype, {2, {N ? numel_of(out) / N : 0, N}}};
+  cu_ew_args a;
+  ew_begin(&a, &view, out_ptr(pl, n));
+  const int64_t full[RLX_MAX_RANK] = {N, 1}, row[RLX_MAX_RANK] = {0, 1};
+  int v = -1;
+  if (read_out) v = ew_input(&a, out_ptr(pl, n), out->dtype, full, 0);
+  if (bias) {
+    int b = ew_input(&a, bias, out->dtype, row, 0);
+    if (v < 0) v = b;
+    else ew_step(&a, CU_STEP_BIN, RLX_BIN_ADD, out->dtype, out->dtype, v, b, 0), v = -a.n_steps;
+  }
+  if (act != RLX_ACT_NONE) ew_step(&a, CU_STEP_ACT, act, out->dtype, out->dtype, v, 0, 0)->f0 = alpha;
+  if (a.n_steps == 0) ew_step(&a, CU_STEP_CAST, 0, out->dtype, out->dtype, v, 0, 0);
+  return emit_ew(pl, n, &a);
+}
+
+/* ---------------------------------------------------------------- data movement */
+
+static void copy_coalesce(cu_copy_args *a) {
+  int64_t nd[CU_MAX_RANK], ss[CU_MAX_RANK], ds[CU_MAX_RANK];
+  uint8_t sh[CU_MAX_RANK];
+  int nr = 0;
+  for (int d = a->rank - 1; d >= 0; d--) {
+    if (a->dims[d] == 1) continue;
+    if (nr > 0 && !a->shift[d] && !sh[nr - 1] && a->src_stride[d] == ss[nr - 1] * nd[nr - 1] &&
+        a->dst_stride[d] == ds[nr - 1] * nd[nr - 1]) {
+      nd[nr - 1] *= a->dims[d];
+      continue;
+    }
+    nd[nr] = a->dims[d], ss[nr] = a->src_stride[d], ds[nr] = a->dst_stride[d], sh[nr] = a->shift[d];
+    nr++;
+  }
+  if (a->numel == 0) return;
+  a->rank = nr;
+  for (int i = 0; i < nr; i++) {
+    a->dims[i] = nd[nr - 1 - i];
+    a->src_stride[i] = ss[nr - 1 - i];
+    a->dst_stride[i] = ds[nr - 1 - i];
+    a->shift[i] = sh[nr - 1 - i];
+  }
+}
+
+/* A box copy of `dims` from src (strides ss, shifts) to dst (strides ds, offset). */
+static rlx_status emit_copy(cuda_plan *pl, const ir_node *n, int rank, const int64_t *dims, const void *src,
+                            const int64_t *ss, const uint8_t *shift, void *dst, const int64_t *ds, int64_t dst_off,
+                            size_t es, cu_copy_args **made) {
+  cuda_step *s = new_step(pl, ST_COPY, n);
+  cu_copy_args *a = s ? new_args(s, sizeof *a) : NULL;
+  if (!a) return nomem(n);
+  a->rank = rank;
+  a->es = (int)es;
+  a->numel = 1;
+  for (int i = 0; i < rank; i++) {
+    a->dims[i] = dims[i];
+    a->src_stride[i] = ss[i];
+    a->dst_stride[i] = ds[i];
+    a->shift[i] = shift ? shift[i] : 0;
+    a->numel *= dims[i];
+  }
+  a->src = src;
+  a->dst = dst;
+  a->dst_off = dst_off;
+  if (made) *made = a;
+  else copy_coalesce(a);
+  return RLX_OK;
+}
+
+static rlx_status emit_memcpy(cuda_plan *pl, const ir_node *n, void *dst, const void *src, size_t bytes) {
+  if (!bytes || dst == src) return RLX_OK;
+  cuda_step *s = new_step(pl, ST_MEMCPY, n);
+  if (!s) return nomem(n);
+  s->dst = dst, s->src = src, s->bytes = bytes;
+  return RLX_OK;
+}
+
+static rlx_status lower_layout(cuda_plan *pl, const ir_node *n) {
+  const rlx_graph *g = pl->g;
+  const ir_type *out = &n->out[0], *x = n->n_in ? ir_in(g, n, 0) : NULL;
+  const int r = out->shape.rank;
+  const size_t es = elem_size(out->dtype);
+  int64_t ss[RLX_MAX_RANK], ds[RLX_MAX_RANK], xs[RLX_MAX_RANK];
+  contig_strides(r, out->shape.d, ds);
+  if (x) contig_strides(x->shape.rank, x->shape.d, xs);
+  uint8_t *dst = out_ptr(pl, n), *src = x ? in_ptr(pl, n, 0) : NULL;
+  switch (n->op) {
+  case RLX_OP_Reshape:
+  case RLX_OP_StopGradient:
+  case RLX_OP_GetOutput:
+  case RLX_OP_Cast: /* same dtype (a view the planner had to copy) */
+    return emit_memcpy(pl, n, dst, src, rlx_dtype_nbytes(out->dtype, numel_of(out)));
+  case RLX_OP_Expand:
+    bcast_strides(&x->shape, r, out->shape.d, ss);
+    return emit_copy(pl, n, r, out->shape.d, src, ss, NULL, dst, ds, 0, es, NULL);
+  case RLX_OP_Transpose:
+    for (int k = 0; k < r; k++) ss[k] = xs[n->a.perm.v[k]];
+    return emit_copy(pl, n, r, out->shape.d, src, ss, NULL, dst, ds, 0, es, NULL);
+  case RLX_OP_Narrow:
+    return emit_copy(pl, n, r, out->shape.d, src + (size_t)(n->a.start * xs[n->a.axis]) * es, xs, NULL, dst, ds, 0,
+                     es, NULL);
+  case RLX_OP_Slice: {
+    int64_t off = 0;
+    for (int k = 0; k < r; k++) {
+      off += n->a.starts.v[k] * xs[k];
+      ss[k] = out->shape.d[k] > 1 ? xs[k] * n->a.steps.v[k] : 0;
+    }
+    return emit_copy(pl, n, r, out->shape.d, src + (size_t)off * es, ss, NULL, dst, ds, 0, es, NULL);
+  }
+  case RLX_OP_Concat: {
+    int64_t at = 0;
+    for (int i = 0; i < n->n_in; i++) {
+      const ir_type *t = ir_in(g, n, i);
+      contig_strides(t->shape.rank, t->shape.d, ss);
+      rlx_status st = emit_copy(pl, n, r, t->shape.d, in_ptr(pl, n, i), ss, NULL, dst, ds, at * ds[n->a.axis], es, NULL);
+      if (st) return st;
+      at += t->shape.d[n->a.axis];
+    }
+    return RLX_OK;
+  }
+  case RLX_OP_Pad: {
+    cuda_step *s = new_step(pl, ST_FILL, n);
+    if (!s) return nomem(n);
+    s->dst = dst, s->es = (int)es, s->n0 = numel_of(out), s->bits = element_bits(out->dtype, n->a.value);
+    int64_t off = 0;
+    for (int k = 0; k < r; k++) off += n->a.before.v[k] * ds[k];
+    return emit_copy(pl, n, r, x->shape.d, src, xs, NULL, dst, ds, off, es, NULL);
+  }
+  case RLX_OP_ResizeNearest2x:
+  case RLX_OP_TransformRegion: {
+    uint8_t shift[RLX_MAX_RANK] = {0};
+    shift[2] = shift[3] = (uint8_t)(n->op == RLX_OP_ResizeNearest2x ? 1 : n->a.transforms.n);
+    return emit_copy(pl, n, r, out->shape.d, src, xs, shift, dst, ds, 0, es, NULL);
+  }
+  case RLX_OP_UpdateSlice: {
+    const ir_type *upd = ir_in(g, n, 1), *start = ir_in(g, n, 2);
+    rlx_status st = emit_memcpy(pl, n, dst, src, rlx_dtype_nbytes(out->dtype, numel_of(out)));
+    if (st) return st;
+    int64_t us[RLX_MAX_RANK];
+    contig_strides(upd->shape.rank, upd->shape.d, us);
+    cu_copy_args *a;
+    st = emit_copy(pl, n, r, upd->shape.d, in_ptr(pl, n, 1), us, NULL, dst, ds, 0, es, &a);
+    if (st) return st;
+    a->dyn = in_ptr(pl, n, 2);
+    a->dyn_dtype = start->dtype;
+    a->dyn_mul = ds[n->a.axis];
+    a->dyn_max = x->shape.d[n->a.axis] - upd->shape.d[n->a.axis];
+    a->node = n->id;
+    a->err = pl->err_dev;
+    pl->has_err = 1;
+    copy_coalesce(a);
+    return RLX_OK;
+  }
+  case RLX_OP_Gather: {
+    const ir_type *idx = ir_in(g, n, 1);
+    cuda_step *s = new_step(pl, ST_GATHER, n);
+    cu_gather_args *a = s ? new_args(s, sizeof *a) : NULL;
+    if (!a) return nomem(n);
+    const int axis = (int)n->a.axis;
+    a->outer = 1, a->inner = 1;
+    for (int i = 0; i < axis; i++) a->outer *= x->shape.d[i];
+    for (int i = axis + 1; i < x->shape.rank; i++) a->inner *= x->shape.d[i];
+    a->len = x->shape.d[axis];
+    a->n_idx = numel_of(idx);
+    a->table = src, a->idx = in_ptr(pl, n, 1), a->out = dst;
+    a->es = (int)es, a->idx_dtype = idx->dtype, a->node = n->id, a->err = pl->err_dev;
+    pl->has_err = 1;
+    return RLX_OK;
+  }
+  case RLX_OP_Iota: {
+    cuda_step *s = new_step(pl, ST_IOTA, n);
+    if (!s) return nomem(n);
+    int64_t inner = 1;
+    for (int i = (int)n->a.axis + 1; i < r; i++) inner *= out->shape.d[i];
+    s->dst = dst, s->dtype = out->dtype, s->n0 = numel_of(out), s->n1 = r ? out->shape.d[n->a.axis] : 1, s->n2 = inner;
+    return RLX_OK;
+  }
+  case RLX_OP_OneHot: {
+    cuda_step *s = new_step(pl, ST_ONE_HOT, n);
+    if (!s) return nomem(n);
+    s->src = src, s->dtype = x->dtype, s->dst = dst, s->es = (int)es, s->bits = element_bits(out->dtype, 1.0);
+    s->n0 = numel_of(x), s->n1 = n->a.depth;
+    return RLX_OK;
+  }
+  case RLX_OP_Tri: {
+    cuda_step *s = new_step(pl, ST_TRI, n);
+    if (!s) return nomem(n);
+    int64_t rows = out->shape.d[r - 2], cols = out->shape.d[r - 1];
+    int64_t k = n->a.k < -rows - 1 ? -rows - 1 : n->a.k > cols + 1 ? cols + 1 : n->a.k;
+    s->src = src, s->dst = dst, s->es = (int)es, s->n0 = rows * cols != 0 ? numel_of(out) / (rows * cols) : 0;
+    s->n1 = rows, s->n2 = cols, s->flag = n->a.upper != 0, s->n3 = k;
+    return RLX_OK;
+  }
+  default: return rlx_set_error(RLX_ERR_INTERNAL, "CUDA: %s is not a layout op", ir_ops[n->op].name);
+  }
+}
+
+/* ---------------------------------------------------------------- reductions and norms */
+
+static rlx_status lower_reduce(cuda_plan *pl, const ir_node *n) {
+  const ir_type *x = ir_in(pl->g, n, 0);
+  int64_t xs[RLX_MAX_RANK];
+  contig_strides(x->shape.rank, x->shape.d, xs);
+  if (n->op == RLX_OP_Softmax || n->op == RLX_OP_LogSoftmax) {
+    cuda_step *s = new_step(pl, ST_SOFTMAX, n);
+    if (!s) return nomem(n);
+    int axis = (int)n->a.axis;
+    s->src = in_ptr(pl, n, 0), s->dst = out_ptr(pl, n), s->dtype = x->dtype, s->flag = n->op == RLX_OP_LogSoftmax;
+    s->n0 = 1, s->n2 = 1;
+    for (int i = 0; i < axis; i++) s->n0 *= x->shape.d[i];
+    for (int i = axis + 1; i < x->shape.rank; i++) s->n2 *= x->shape.d[i];
+    s->n1 = x->shape.d[axis];
+    return RLX_OK;
+  }
+  cuda_step *s = new_step(pl, ST_REDUCE, n);
+  cu_reduce_args *a = s ? new_args(s, sizeof *a) : NULL;
+  if (!a) return nomem(n);
+  a->x = in_ptr(pl, n, 0), a->out = out_ptr(pl, n);
+  a->x_dtype = x->dtype, a->out_dtype = n->out[0].dtype;
+  uint8_t reduced[RLX_MAX_RANK] = {0};
+  switch (n->op) {
+  case RLX_OP_Reduce:
+    a->kind = CU_RED_REDUCE, a->op = (int)n->a.reduce;
+    for (int i = 0; i < n->a.axes.n; i++) reduced[n->a.axes.v[i]] = 1;
+    break;
+  case RLX_OP_ArgMax:
+  case RLX_OP_ArgMin:
+  case RLX_OP_Cumsum:
+    a->kind = n->op == RLX_OP_ArgMax ? CU_RED_ARGMAX : n->op == RLX_OP_ArgMin ? CU_RED_ARGMIN : CU_RED_CUMSUM;
+    if (x->shape.rank) reduced[n->a.axis] = 1;
+    a->exclusive = n->a.exclusive != 0, a->reverse = n->a.reverse != 0;
+    break;
+  default: return rlx_set_error(RLX_ERR_INTERNAL, "CUDA: %s is not a reduction", ir_ops[n->op].name);
+  }
+  a->n_out = 1, a->count = 1;
+  for (int i = 0; i < x->shape.rank; i++) {
+    if (reduced[i]) {
+      a->rdims[a->rrank] = x->shape.d[i], a->rstride[a->rrank++] = xs[i];
+      a->count *= x->shape.d[i];
+      a->cum_stride = xs[i];
+    } else {
+      a->kdims[a->krank] = x->shape.d[i], a->kstride[a->krank++] = xs[i];
+      a->n_out *= x->shape.d[i];
+    }
+  }
+  if (a->kind == CU_RED_CUMSUM && !x->shape.rank) a->cum_stride = 0;
+  if (a->n_out > 0x7fffffff) return rlx_set_error(RLX_ERR_UNSUPPORTED, "CUDA: %s with %lld outputs", ir_ops[n->op].name, (long long)a->n_out);
+  return RLX_OK;
+}
+
+static rlx_status lower_norm(cuda_plan *pl, const ir_node *n) {
+  const ir_type *x = ir_in(pl->g, n, 0);
+  cuda_step *s = new_step(pl, ST_NORM, n);
+  cu_norm_args *a = s ? new_args(s, sizeof *a) : NULL;
+  if (!a) return nomem(n);
+  a->x = in_ptr(pl, n, 0), a->out = out_ptr(pl, n), a->dtype = x->dtype, a->eps = n->a.eps;
+  if (n->op == RLX_OP_LayerNorm || n->op == RLX_OP_RmsNorm) {
+    a->rms = n->op == RLX_OP_RmsNorm;
+    a->len = 1;
+    for (int i = (int)n->a.axis; i < x->shape.rank; i++) a->len *= x->shape.d[i];
+    a->gamma = in_ptr(pl, n, 1), a->beta = in_ptr(pl, n, 2);
+  } else {
+    int hb = n->a.has_bias != 0;
+    a->rms = n->op == RLX_OP_FusedResidualRmsNorm;
+    a->len = x->shape.d[x->shape.rank - 1];
+    a->res = in_ptr(pl, n, 1);
+    a->bias = hb ? in_ptr(pl, n, 2) : NULL;
+    a->gamma = in_ptr(pl, n, 2 + hb), a->beta = in_ptr(pl, n, 3 + hb);
+  }
+  a->rows = a->len ? numel_of(x) / a->len : 0;
+  return RLX_OK;
+}
+
+/* ---------------------------------------------------------------- attention and positions */
+
+static rlx_status lower_rope(cuda_plan *pl, const ir_node *n) {
+  const ir_type *x = ir_in(pl->g, n, 0);
+  cuda_step *s = new_step(pl, ST_ROPE, n);
+  cu_rope_args *a = s ? new_args(s, sizeof *a) : NULL;
+  if (!a) return nomem(n);
+  a->x = in_ptr(pl, n, 0), a->out = out_ptr(pl, n), a->dtype = x->dtype;
+  a->D = n->a.head_dim, a->n_rot = n->a.n_rot, a->neox = n->a.rope_mode == RLX_ROPE_NEOX;
+  a->B = x->shape.d[0], a->S = x->shape.d[1];
+  a->H = x->shape.rank == 4 ? x->shape.d[2] : x->shape.d[2] / a->D;
+  if (n->n_in == 2) {
+    const ir_type *p = ir_in(pl->g, n, 1);
+    a->pos = in_ptr(pl, n, 1), a->pos_dtype = p->dtype, a->pos_batched = p->shape.rank == 2;
+    a->base = n->a.base, a->scale = n->a.scale;
+  } else {
+    const ir_type *c = ir_in(pl->g, n, 1);
+    a->cos = in_ptr(pl, n, 1), a->sin = in_ptr(pl, n, 2), a->table_dtype = c->dtype;
+    a->table_batched = c->shape.rank == 3;
+  }
+  return RLX_OK;
+}
+
+static rlx_status lower_attention(cuda_plan *pl, const ir_node *n) {
+  const rlx_graph *g = pl->g;
+  const ir_type *q = ir_in(g, n, 0), *k = ir_in(g, n, 1);
+  cuda_step *s = new_step(pl, ST_ATTN, n);
+  cu_attn_args *a = s ? new_args(s, sizeof *a) : NULL;
+  if (!a) return nomem(n);
+  const int bhsd = q->shape.rank == 4 && n->a.layout == RLX_LAYOUT_BHSD;
+  const int seq = bhsd ? 2 : 1;
+  a->q = in_ptr(pl, n, 0), a->k = in_ptr(pl, n, 1), a->v = in_ptr(pl, n, 2), a->out = out_ptr(pl, n);
+  a->dtype = q->dtype, a->mask_kind = (int)n->a.mask, a->window = n->a.window;
+  a->B = q->shape.d[0], a->S = q->shape.d[seq], a->T = k->shape.d[seq];
+  a->H = n->a.num_heads, a->Hkv = n->a.num_kv_heads, a->D = n->a.head_dim;
+  a->scale = n->a.score_scale > 0 ? n->a.score_scale : 1.0 / sqrt((double)a->D);
+  a->softcap = n->a.softcap;
+  a->force_exact = pl->attn_exact;
+  if (bhsd) {
+    a->q_sb = a->H * a->S * a->D, a->q_sh = a->S * a->D, a->q_ss = a->D;
+    a->kv_sb = a->Hkv * a->T * a->D, a->kv_sh = a->T * a->D, a->kv_ss = a->D;
+  } else {
+    a->q_sb = a->S * a->H * a->D, a->q_ss = a->H * a->D, a->q_sh = a->D;
+    a->kv_sb = a->T * a->Hkv * a->D, a->kv_ss = a->Hkv * a->D, a->kv_sh = a->D;
+  }
+  if (n->a.mask == RLX_MASK_CUSTOM) {
+    const int64_t full[4] = {a->B, a->H, a->S, a->T};
+    bcast_strides(&ir_in(g, n, 3)->shape, 4, full, a->mask_stride);
+    a->mask = (const float *)in_ptr(pl, n, 3);
+  }
+  return RLX_OK;
+}
+
+/* ---------------------------------------------------------------- matrix products */
+
+/* A Transpose swapping the two dims of a rank-2 tensor, which matmuls can read as op T. */
+static int is_weight_transpose(const rlx_graph *g, rlx_node id) {
+  const ir_node *t = &g->nodes[id];
+  return t->op == RLX_OP_Transpose && t->out[0].shape.rank == 2 && t->a.perm.v[0] == 1 && t->a.perm.v[1] == 0;
+}
+
+static rlx_status emit_gemm(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, int *fused) {
+  cuda_step *s = new_step(pl, ST_GEMM, n);
+  if (!s) return nomem(n);
+  cuda_gemm *gm;
+  rlx_status st = cuda_gemm_prepare(d, pl->workspace, &gm, fused);
+  if (st) return st;
+  s->args = gm;
+  return RLX_OK;
+}
+
+/* The product operand b of node n: a [K, N] tensor, or read through a
+ * skipped transpose as [N, K] (b_trans). */
+static const void *matmul_b(cuda_plan *pl, const ir_node *n, int k, int *b_trans) {
+  rlx_node src = n->in[k];
+  *b_trans = 0;
+  if (pl->skip[src]) {
+    *b_trans = 1;
+    return in_ptr(pl, &pl->g->nodes[src], 0);
+  }
+  return in_ptr(pl, n, k);
+}
+
+static rlx_status lower_matmul(cuda_plan *pl, const ir_node *n) {
+  const rlx_graph *g = pl->g;
+  const ir_type *ta = ir_in(g, n, 0), *tb = ir_in(g, n, 1), *out = &n->out[0];
+  const int64_t M = ta->shape.rank == 1 ? 1 : ta->shape.d[ta->shape.rank - 2], K = ta->shape.d[ta->shape.rank - 1];
+  const int64_t N = tb->shape.rank == 1 ? 1 : tb->shape.d[tb->shape.rank - 1];
+  const int64_t total = numel_of(out);
+  if (total == 0) return RLX_OK;
+  if (K == 0) {
+    cuda_step *s = new_step(pl, ST_MEMSET, n);
+    if (!s) return nomem(n);
+    s->dst = out_ptr(pl, n), s->bytes = rlx_dtype_nbytes(out->dtype, total);
+    return RLX_OK;
+  }
+  cuda_gemm_desc d = {0};
+  d.dtype = out->dtype, d.K = K, d.N = N, d.tf32 = pl->tf32, d.act = RLX_ACT_NONE;
+  d.a = in_ptr(pl, n, 0), d.c = out_ptr(pl, n);
+  d.b = matmul_b(pl, n, 1, &d.b_trans);
+  const int a_br = ta->shape.rank > 2 ? ta->shape.rank - 2 : 0, b_br = tb->shape.rank > 2 ? tb->shape.rank - 2 : 0;
+  const int64_t batch = total / (M * N);
+  int fused;
+  if (b_br == 0) { /* one weight for every row of a: a single product over all rows */
+    d.M = M * batch, d.batch = 1;
+    return emit_gemm(pl, n, &d, &fused);
+  }
+  /* batch offsets (in matrices) of a and b per output matrix, as the CPU computes them */
+  const int br = a_br > b_br ? a_br : b_br;
+  int64_t bd[RLX_MAX_RANK], sa[RLX_MAX_RANK], sb[RLX_MAX_RANK];
+  for (int i = 0; i < br; i++) {
+    int ia = a_br - br + i, ib = b_br - br + i;
+    int64_t da = ia >= 0 ? ta->shape.d[ia] : 1, db = ib >= 0 ? tb->shape.d[ib] : 1;
+    bd[i] = da == 1 ? db : da;
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    const ir_type *t = pass ? tb : ta;
+    int rank = pass ? b_br : a_br;
+    int64_t *str = pass ? sb : sa, s = 1;
+    for (int i = br - 1; i >= 0; i--) {
+      int j = rank - br + i;
+      if (j < 0 || t->shape.d[j] == 1) str[i] = 0;
+      else str[i] = s, s *= t->shape.d[j];
+    }
+  }
+  int64_t *oa = malloc((size_t)batch * sizeof *oa), *ob = malloc((size_t)batch * sizeof *ob);
+  if (!oa || !ob) {
+    free(oa), free(ob);
+    return nomem(n);
+  }
+  int affine = 1;
+  for (int64_t bi = 0; bi < batch; bi++) {
+    int64_t rest = bi, xa = 0, xb = 0;
+    for (int i = br - 1; i >= 0; i--) {
+      int64_t idx = rest % bd[i];
+      rest /= bd[i];
+      xa += idx * sa[i], xb += idx * sb[i];
+    }
+    oa[bi] = xa, ob[bi] = xb;
+    if (bi > 0 && (xa != bi * oa[1] || xb != bi * ob[1])) affine = 0;
+  }
+  rlx_status st;
+  d.M = M;
+  const size_t es = elem_size(out->dtype);
+  if (affine && batch < 0x7fffffff) {
+    d.batch = batch;
+    d.stride_a = batch > 1 ? oa[1] * M * K : 0;
+    d.stride_b = batch > 1 ? ob[1] * K * N : 0;
+    d.stride_c = M * N;
+    st = emit_gemm(pl, n, &d, &fused);
+  } else { /* broadcasting that no single stride expresses: one product per output matrix */
+    const void **pa = malloc((size_t)batch * sizeof *pa), **pb = malloc((size_t)batch * sizeof *pb);
+    void **pc = malloc((size_t)batch * sizeof *pc);
+    if (!pa || !pb || !pc) {
+      st = nomem(n);
+    } else {
+      for (int64_t bi = 0; bi < batch; bi++) {
+        pa[bi] = (const uint8_t *)d.a + (size_t)(oa[bi] * M * K) * es;
+        pb[bi] = (const uint8_t *)d.b + (size_t)(ob[bi] * K * N) * es;
+        pc[bi] = (uint8_t *)d.c + (size_t)(bi * M * N) * es;
+      }
+      d.batch = 1, d.n_ptrs = (int)batch, d.pa = pa, d.pb = pb, d.pc = pc;
+      st = emit_gemm(pl, n, &d, &fused);
+    }
+    free(pa), free(pb), free(pc);
+  }
+  free(oa), free(ob);
+  return st;
+}
+
+static rlx_status lower_fused_matmul(cuda_plan *pl, const ir_node *n) {
+  const ir_type *tw = ir_in(pl->g, n, 1), *out = &n->out[0];
+  const int64_t K = tw->shape.d[0], N = tw->shape.d[1], total = numel_of(out);
+  if (total == 0) return RLX_OK;
+  if (K == 0) return emit_bias_act(pl, n, (int)n->a.act, n->a.alpha, 0, in_ptr(pl, n, 2));
+  cuda_gemm_desc d = {0};
+  d.dtype = out->dtype, d.M = total / N, d.N = N, d.K = K, d.batch = 1, d.tf32 = pl->tf32;
+  d.a = in_ptr(pl, n, 0), d.c = out_ptr(pl, n), d.bias = in_ptr(pl, n, 2), d.act = (int)n->a.act;
+  d.b = matmul_b(pl, n, 1, &d.b_trans);
+  int fused;
+  rlx_status st = emit_gemm(pl, n, &d, &fused);
+  if (st || fused == CUDA_FUSED_ALL) return st;
+  return emit_bias_act(pl, n, (int)n->a.act, n->a.alpha, 1, fused == CUDA_FUSED_NONE ? d.bias : NULL);
+}
+
+static rlx_status lower_quant(cuda_plan *pl, const ir_node *n) {
+  const ir_type *x = ir_in(pl->g, n, 0), *out = &n->out[0];
+  if (n->op == RLX_OP_Dequantize) {
+    const int64_t K = x->shape.rank ? x->shape.d[x->shape.rank - 1] : 1;
+    cuda_step *s = new_step(pl, ST_DEQUANT, n);
+    if (!s) return nomem(n);
+    s->src = in_ptr(pl, n, 0), s->dtype = x->dtype, s->dst = out_ptr(pl, n), s->dtype2 = out->dtype;
+    s->n0 = K ? numel_of(x) / K : 0, s->n1 = K;
+    return RLX_OK;
+  }
+  const ir_type *w = ir_in(pl->g, n, 1);
+  const int64_t N = w->shape.d[0], K = w->shape.d[1], M = numel_of(out) / (N ? N : 1);
+  if (numel_of(out) == 0) return RLX_OK;
+  if (K == 0) {
+    cuda_step *s = new_step(pl, ST_MEMSET, n);
+    if (!s) return nomem(n);
+    s->dst = out_ptr(pl, n), s->bytes = rlx_dtype_nbytes(out->dtype, numel_of(out));
+    return RLX_OK;
+  }
+  if (M <= CU_QMM_MAX_M) {
+    cuda_step *s = new_step(pl, ST_QMM, n);
+    if (!s) return nomem(n);
+    s->src = in_ptr(pl, n, 0), s->dtype = x->dtype, s->aux = in_ptr(pl, n, 1), s->dtype2 = w->dtype;
+    s->dst = out_ptr(pl, n), s->n0 = M, s->n1 = N, s->n2 = K;
+    return RLX_OK;
+  }
+  /* prefill: dequantize into the plan's scratch, then a tensor-core product with w^T */
+  cuda_step *s = new_step(pl, ST_DEQUANT, n);
+  if (!s) return nomem(n);
+  s->src = in_ptr(pl, n, 1), s->dtype = w->dtype, s->dst = pl->scratch, s->dtype2 = x->dtype, s->n0 = N, s->n1 = K;
+  cuda_gemm_desc d = {0};
+  d.dtype = x->dtype, d.M = M, d.N = N, d.K = K, d.batch = 1, d.b_trans = 1, d.tf32 = pl->tf32;
+  d.a = in_ptr(pl, n, 0), d.b = pl->scratch, d.c = out_ptr(pl, n), d.act = RLX_ACT_NONE;
+  int fused;
+  return emit_gemm(pl, n, &d, &fused);
+}
+
+/* Bytes of dequantization scratch node n needs (0: none). */
+static size_t quant_scratch_bytes(const rlx_graph *g, const ir_node *n) {
+  if (n->op != RLX_OP_DequantMatMul) return 0;
+  const ir_type *x = ir_in(g, n, 0), *w = ir_in(g, n, 1);
+  const int64_t N = w->shape.d[0], K = w->shape.d[1];
+  const int64_t M = N ? numel_of(&n->out[0]) / N : 0;
+  return M > CU_QMM_MAX_M && K ? (size_t)(N * K) * elem_size(x->dtype) : 0;
+}
+
+/* ---------------------------------------------------------------- lowering */
+
+static rlx_status lower_node(cuda_plan *pl, const ir_node *n) {
+  switch (n->op) {
+  case RLX_OP_Activation:
+  case RLX_OP_Binary:
+  case RLX_OP_Compare:
+  case RLX_OP_Where:
+  case RLX_OP_Clamp:
+    return lower_elementwise(pl, n);
+  case RLX_OP_Cast:
+    return n->out[0].dtype == ir_in(pl->g, n, 0)->dtype ? lower_layout(pl, n) : lower_elementwise(pl, n);
+  case RLX_OP_ElementwiseRegion:
+  case RLX_OP_BatchElementwiseRegion:
+    return lower_region(pl, n);
+  case RLX_OP_FusedSwiGLU: return lower_swiglu(pl, n);
+  case RLX_OP_BatchNorm: return lower_batch_norm(pl, n);
+  case RLX_OP_Reduce:
+  case RLX_OP_ArgMax:
+  case RLX_OP_ArgMin:
+  case RLX_OP_Cumsum:
+  case RLX_OP_Softmax:
+  case RLX_OP_LogSoftmax:
+    return lower_reduce(pl, n);
+  case RLX_OP_LayerNorm:
+  case RLX_OP_RmsNorm:
+  case RLX_OP_FusedResidualLN:
+  case RLX_OP_FusedResidualRmsNorm:
+    return lower_norm(pl, n);
+  case RLX_OP_Rope: return lower_rope(pl, n);
+  case RLX_OP_Attention: return lower_attention(pl, n);
+  case RLX_OP_MatMul: return lower_matmul(pl, n);
+  case RLX_OP_FusedMatMulBiasAct: return lower_fused_matmul(pl, n);
+  case RLX_OP_DequantMatMul:
+  case RLX_OP_Dequantize:
+    return lower_quant(pl, n);
+  default:
+    return lower_layout(pl, n);
+  }
+}
+
+/* ---------------------------------------------------------------- launching */
+
+static rlx_status launch(cuda_plan *pl, const cuda_step *s) {
+  cudaStream_t st = pl->stream;
+  int e;
+  switch (s->kind) {
+  case ST_EW: e = cu_ew_launch(s->args, st); break;
+  case ST_COPY: e = cu_copy_launch(s->args, st); break;
+  case ST_FILL: e = cu_fill_launch(s->dst, s->es, s->n0, s->bits, st); break;
+  case ST_MEMCPY: e = cudaMemcpyAsync(s->dst, s->src, s->bytes, cudaMemcpyDeviceToDevice, st); break;
+  case ST_MEMSET: e = cudaMemsetAsync(s->dst, 0, s->bytes, st); break;
+  case ST_GATHER: e = cu_gather_launch(s->args, st); break;
+  case ST_IOTA: e = cu_iota_launch(s->dst, s->dtype, s->n0, s->n1, s->n2, st); break;
+  case ST_ONE_HOT: e = cu_one_hot_launch(s->src, s->dtype, s->dst, s->es, s->bits, s->n0, s->n1, st); break;
+  case ST_TRI: e = cu_tri_launch(s->src, s->dst, s->es, s->n0, s->n1, s->n2, s->flag, s->n3, st); break;
+  case ST_REDUCE: e = cu_reduce_launch(s->args, st); break;
+  case ST_SOFTMAX: e = cu_softmax_launch(s->src, s->dst, s->dtype, s->n0, s->n1, s->n2, s->flag, st); break;
+  case ST_NORM: e = cu_norm_launch(s->args, st); break;
+  case ST_ROPE: e = cu_rope_launch(s->args, st); break;
+  case ST_ATTN: e = cu_attention_launch(s->args, st); break;
+  case ST_GEMM: return cuda_gemm_run(s->args, st);
+  case ST_QMM: e = cu_qmm_launch(s->src, s->dtype, s->aux, s->dtype2, s->dst, s->n0, s->n1, s->n2, st); break;
+  case ST_DEQUANT: e = cu_dequant_launch(s->src, s->dtype, s->dst, s->dtype2, s->n0, s->n1, st); break;
+  default: e = cudaErrorInvalidValue; break;
+  }
+  if (e != cudaSuccess) {
+    const ir_node *n = &pl->g->nodes[s->node];
+    return rlx_set_error(RLX_ERR_DEVICE, "CUDA: launching %s (node %d): %s", ir_ops[n->op].name, n->id,
+                         cudaGetErrorString((cudaError_t)e));
+  }
+  return RLX_OK;
+}
+
+/* The per-run launches: reset the error word, every non-folded step, fetch the error word. */
+static rlx_status issue_run(cuda_plan *pl) {
+  cudaError_t e;
+  if (pl->has_err && (e = cudaMemsetAsync(pl->err_dev, 0, sizeof *pl->err_dev, pl->stream)) != cudaSuccess)
+    return cuda_fail(e, "cudaMemsetAsync");
+  for (int i = 0; i < pl->n_steps; i++) {
+    if (pl->steps[i].folded) continue;
+    rlx_status st = launch(pl, &pl->steps[i]);
+    if (st) return st;
+  }
+  if (pl->has_err &&
+      (e = cudaMemcpyAsync(pl->err_host, pl->err_dev, sizeof *pl->err_dev, cudaMemcpyDeviceToHost, pl->stream)) != cudaSuccess)
+    return cuda_fail(e, "cudaMemcpyAsync");
+  return RLX_OK;
+}
+
+static rlx_status capture(cuda_plan *pl) {
+  cudaGraph_t graph;
+  cudaError_t e = cudaStreamBeginCapture(pl->stream, cudaStreamCaptureModeThreadLocal);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaStreamBeginCapture");
+  rlx_status st = issue_run(pl);
+  e = cudaStreamEndCapture(pl->stream, &graph);
+  if (st) {
+    if (e == cudaSuccess) cudaGraphDestroy(graph);
+    return st;
+  }
+  if (e != cudaSuccess) return cuda_fail(e, "cudaStreamEndCapture");
+  e = cudaGraphInstantiate(&pl->exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    pl->exec = NULL;
+    return cuda_fail(e, "cudaGraphInstantiate");
+  }
+  return RLX_OK;
+}
+
+/* The device error word of the last run as a status. */
+static rlx_status check_device_error(const cuda_plan *pl) {
+  const cu_error *e = pl->err_host;
+  if (!pl->has_err || e->code == CU_ERR_NONE) return RLX_OK;
+  const ir_node *n = &pl->g->nodes[e->node];
+  if (e->code == CU_ERR_INDEX)
+    return rlx_set_error(RLX_ERR_INVALID, "%s (node %d): index %lld (element %lld) out of range [0, %lld)",
+                         ir_ops[n->op].name, n->id, e->value, e->element, e->limit);
+  return rlx_set_error(RLX_ERR_INVALID, "%s (node %d): start %lld out of range [0, %lld]", ir_ops[n->op].name, n->id,
+                       e->value, e->limit);
+}
+
+/* ---------------------------------------------------------------- compile / run / read / free */
+
+static void cuda_free(void *p) {
+  cuda_plan *pl = p;
+  if (!pl) return;
+  if (pl->stream) cudaStreamSynchronize(pl->stream);
+  if (pl->exec) cudaGraphExecDestroy(pl->exec);
+  for (int i = 0; i < pl->n_steps; i++) {
+    if (pl->steps[i].kind == ST_GEMM) cuda_gemm_free(pl->steps[i].args);
+    else free(pl->steps[i].args);
+  }
+  free(pl->steps);
+  if (pl->g) {
+    for (int i = 0; i < pl->g->n_nodes; i++) {
+      if (pl->leaf_dev && pl->leaf_dev[i]) cudaFree(pl->leaf_dev[i]);
+      if (pl->folded_dev && pl->folded_dev[i]) cudaFree(pl->folded_dev[i]);
+    }
+  }
+  free(pl->leaf_dev);
+  free(pl->leaf_bytes);
+  free(pl->leaf_version);
+  free(pl->folded_dev);
+  free(pl->folded);
+  free(pl->skip);
+  free(pl->slot);
+  if (pl->arena) cudaFree(pl->arena);
+  if (pl->workspace) cudaFree(pl->workspace);
+  if (pl->scratch) cudaFree(pl->scratch);
+  if (pl->err_dev) cudaFree(pl->err_dev);
+  if (pl->err_host) cudaFreeHost(pl->err_host);
+  if (pl->stream) cudaStreamDestroy(pl->stream);
+  plan_memory_free(&pl->mem);
+  free(pl);
+}
+
+/* Parameter-only nodes whose result is worth keeping: all inputs params,
+ * constants or such nodes, and an output no larger than twice its inputs
+ * plus 1 MiB (a folded Expand must not blow up memory). */
+static void mark_folded(cuda_plan *pl) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (ir_ops[n->op].category == RLX_CAT_LEAF || n->n_in == 0) continue;
+    int ok = 1;
+    size_t in_bytes = 0;
+    for (int k = 0; ok && k < n->n_in; k++) {
+      const ir_node *src = &g->nodes[n->in[k]];
+      ok = src->op == RLX_OP_Param || src->op == RLX_OP_Constant || pl->folded[src->id];
+      in_bytes += rlx_dtype_nbytes(src->out[0].dtype, ir_numel(&src->out[0].shape));
+    }
+    size_t out_bytes = 0;
+    for (int o = 0; o < n->n_out; o++) out_bytes += rlx_dtype_nbytes(n->out[o].dtype, ir_numel(&n->out[o].shape));
+    pl->folded[i] = ok && out_bytes <= 2 * in_bytes + ((size_t)1 << 20);
+  }
+}
+
+/* Weight transposes every reader of which is a matmul's b operand: the
+ * product reads them as op T, so they never run. */
+static void mark_absorbed(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  int *absorbed = calloc((size_t)g->n_nodes + 1, sizeof *absorbed);
+  if (!absorbed) return; /* nothing absorbed: correct, only slower */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if ((n->op == RLX_OP_MatMul && ir_in(g, n, 0)->shape.rank >= 1 && ir_in(g, n, 1)->shape.rank == 2) ||
+        n->op == RLX_OP_FusedMatMulBiasAct)
+      if (is_weight_transpose(g, n->in[1]) && n->in[0] != n->in[1]) absorbed[n->in[1]]++;
+  }
+  for (int i = 0; i < g->n_nodes; i++)
+    if (absorbed[i] && absorbed[i] == uses[i] && !pl->mem.view[i]) pl->skip[i] = 1;
+  free(absorbed);
+}
+
+static rlx_status alloc_dev(void **p, size_t bytes, const char *what) {
+  cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    *p = NULL;
+    return rlx_set_error(RLX_ERR_NOMEM, "CUDA: cannot allocate %zu bytes of device memory for %s: %s", bytes, what,
+                         cudaGetErrorString(e));
+  }
+  return RLX_OK;
+}
+
+static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void **out) {
+  (void)b, (void)opt;
+  *out = NULL;
+  if (!rlx_cuda_available()) return rlx_set_error(RLX_ERR_DEVICE, "CUDA: no CUDA device is present");
+  cuda_plan *pl = calloc(1, sizeof *pl);
+  if (!pl) return rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
+  pl->g = g;
+  pl->use_graph = !env_is("RLX_CUDA_GRAPH", "0");
+  pl->tf32 = env_is("RLX_CUDA_TF32", "1");
+  pl->attn_exact = env_is("RLX_CUDA_ATTN_EXACT", "1");
+  const size_t n_nodes = (size_t)g->n_nodes + 1;
+  rlx_status st = plan_arena_offsets(g, &pl->mem);
+  int *uses = NULL;
+  if (st) goto fail;
+  pl->leaf_dev = calloc(n_nodes, sizeof *pl->leaf_dev);
+  pl->leaf_bytes = calloc(n_nodes, sizeof *pl->leaf_bytes);
+  pl->leaf_version = calloc(n_nodes, sizeof *pl->leaf_version);
+  pl->folded_dev = calloc(n_nodes, sizeof *pl->folded_dev);
+  pl->folded = calloc(n_nodes, 1);
+  pl->skip = calloc(n_nodes, 1);
+  pl->slot = calloc(n_nodes * IR_MAX_OUTPUTS, sizeof *pl->slot);
+  uses = ir_use_counts(g);
+  if (!pl->leaf_dev || !pl->leaf_bytes || !pl->leaf_version || !pl->folded_dev || !pl->folded || !pl->skip ||
+      !pl->slot || !uses) {
+    st = rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
+    goto fail;
+  }
+  cudaError_t e = cudaStreamCreateWithFlags(&pl->stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    pl->stream = NULL;
+    st = cuda_fail(e, "cudaStreamCreate");
+    goto fail;
+  }
+  if ((st = alloc_dev((void **)&pl->arena, pl->mem.arena_bytes, "the arena"))) goto fail;
+  if ((st = alloc_dev((void **)&pl->err_dev, sizeof *pl->err_dev, "the error word"))) goto fail;
+  if ((e = cudaHostAlloc((void **)&pl->err_host, sizeof *pl->err_host, cudaHostAllocDefault)) != cudaSuccess) {
+    pl->err_host = NULL;
+    st = cuda_fail(e, "cudaHostAlloc");
+    goto fail;
+  }
+  memset(pl->err_host, 0, sizeof *pl->err_host);
+  mark_folded(pl);
+  mark_absorbed(pl, uses);
+  /* device addresses of every output */
+  int any_gemm = 0;
+  size_t scratch = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    const size_t slot0 = (size_t)i * IR_MAX_OUTPUTS;
+    if (ir_ops[n->op].category == RLX_CAT_LEAF) {
+      size_t bytes = rlx_dtype_nbytes(n->out[0].dtype, ir_numel(&n->out[0].shape));
+      pl->leaf_bytes[i] = bytes;
+      if (bytes) {
+        if ((st = alloc_dev(&pl->leaf_dev[i], bytes, n->a.name ? n->a.name : "a constant"))) goto fail;
+        if (n->op == RLX_OP_Constant &&
+            (e = cudaMemcpy(pl->leaf_dev[i], n->a.data.p, bytes, cudaMemcpyHostToDevice)) != cudaSuccess) {
+          st = cuda_fail(e, "uploading a constant");
+          goto fail;
+        }
+      }
+      pl->slot[slot0] = pl->leaf_dev[i];
+      continue;
+    }
+    if (pl->skip[i]) continue; /* read through by its matmuls: no buffer */
+    if (pl->mem.view[i]) { /* the input's bytes at the planner's offset */
+      size_t in_slot = plan_input_slot(n, 0);
+      pl->slot[slot0] = pl->slot[in_slot] ? pl->slot[in_slot] + (pl->mem.offset[slot0] - pl->mem.offset[in_slot]) : NULL;
+      continue;
+    }
+    if (pl->folded[i]) {
+      size_t total = 0, offs[IR_MAX_OUTPUTS];
+      for (int o = 0; o < n->n_out; o++) {
+        offs[o] = total;
+        total += (rlx_dtype_nbytes(n->out[o].dtype, ir_numel(&n->out[o].shape)) + RLX_ARENA_ALIGN - 1) /
+                 RLX_ARENA_ALIGN * RLX_ARENA_ALIGN;
+      }
+      if ((st = alloc_dev(&pl->folded_dev[i], total, "a folded parameter"))) goto fail;
+      for (int o = 0; o < n->n_out; o++) pl->slot[slot0 + o] = (uint8_t *)pl->folded_dev[i] + offs[o];
+    } else {
+      for (int o = 0; o < n->n_out; o++) pl->slot[slot0 + o] = pl->arena + pl->mem.offset[slot0 + o];
+    }
+    any_gemm |= n->op == RLX_OP_MatMul || n->op == RLX_OP_FusedMatMulBiasAct || n->op == RLX_OP_DequantMatMul;
+    size_t q = quant_scratch_bytes(g, n);
+    scratch = q > scratch ? q : scratch;
+  }
+  if (any_gemm && (st = alloc_dev(&pl->workspace, CUDA_GEMM_WORKSPACE, "the cuBLASLt workspace"))) goto fail;
+  if (scratch && (st = alloc_dev(&pl->scratch, scratch, "dequantized weights"))) goto fail;
+  pl->scratch_bytes = scratch;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (ir_ops[n->op].category == RLX_CAT_LEAF || pl->mem.view[i] || pl->skip[i]) continue;
+    if ((st = lower_node(pl, n))) goto fail;
+  }
+  int replayed = pl->has_err;
+  for (int i = 0; i < pl->n_steps; i++) replayed |= !pl->steps[i].folded;
+  if (pl->use_graph && replayed && (st = capture(pl))) goto fail;
+  free(uses);
+  *out = pl;
+  return RLX_OK;
+fail:
+  free(uses);
+  cuda_free(pl);
+  return st;
+}
+
+static rlx_status cuda_run(void *p, const rlx_bindings *bind) {
+  cuda_plan *pl = p;
+  const rlx_graph *g = pl->g;
+  cudaError_t e;
+  int params_changed = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if ((n->op != RLX_OP_Input && n->op != RLX_OP_Param) || !pl->leaf_dev[i]) continue;
+    uint64_t v = bind->leaf_version ? bind->leaf_version[i] : 0;
+    if (v != 0 && v == pl->leaf_version[i]) continue; /* on the device already */
+    const void *src = bind->leaf_data[i];
+    if (!src) return rlx_set_error(RLX_ERR_INVALID, "CUDA: %s \"%s\" has no data", ir_ops[n->op].name, n->a.name);
+    if ((e = cudaMemcpyAsync(pl->leaf_dev[i], src, pl->leaf_bytes[i], cudaMemcpyHostToDevice, pl->stream)) != cudaSuccess)
+      return cuda_fail(e, "uploading a leaf");
+    pl->leaf_version[i] = v;
+    params_changed |= n->op == RLX_OP_Param;
+  }
+  if (params_changed || !pl->folded_ready) {
+    if (pl->has_err && (e = cudaMemsetAsync(pl->err_dev, 0, sizeof *pl->err_dev, pl->stream)) != cudaSuccess)
+      return cuda_fail(e, "cudaMemsetAsync");
+    for (int i = 0; i < pl->n_steps; i++) {
+      if (!pl->steps[i].folded) continue;
+      rlx_status st = launch(pl, &pl->steps[i]);
+      if (st) return st;
+    }
+    if (pl->has_err) {
+      if ((e = cudaMemcpyAsync(pl->err_host, pl->err_dev, sizeof *pl->err_dev, cudaMemcpyDeviceToHost, pl->stream)) !=
+              cudaSuccess ||
+          (e = cudaStreamSynchronize(pl->stream)) != cudaSuccess)
+        return cuda_fail(e, "folding parameters");
+      rlx_status st = check_device_error(pl);
+      if (st) return st;
+    }
+    pl->folded_ready = 1;
+  }
+  if (pl->exec) {
+    if ((e = cudaGraphLaunch(pl->exec, pl->stream)) != cudaSuccess) return cuda_fail(e, "cudaGraphLaunch");
+  } else {
+    rlx_status st = issue_run(pl);
+    if (st) return st;
+  }
+  if ((e = cudaStreamSynchronize(pl->stream)) != cudaSuccess) return cuda_fail(e, "running the plan");
+  return check_device_error(pl);
+}
+
+static rlx_status cuda_read(void *p, rlx_node n, int index, void *dst, size_t nbytes) {
+  cuda_plan *pl = p;
+  size_t slot = (size_t)n * IR_MAX_OUTPUTS + (size_t)index;
+  if (pl->mem.offset[slot] == SIZE_MAX || pl->mem.nbytes[slot] != nbytes || (nbytes && !pl->slot[slot]))
+    return rlx_set_error(RLX_ERR_INTERNAL, "CUDA plan: node %d output %d has no buffer of %zu bytes", (int)n, index,
+                         nbytes);
+  if (!nbytes) return RLX_OK;
+  cudaError_t e = cudaMemcpyAsync(dst, pl->slot[slot], nbytes, cudaMemcpyDeviceToHost, pl->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(pl->stream);
+  return e == cudaSuccess ? RLX_OK : cuda_fail(e, "reading an output");
+}
+
+static void cuda_memory_stats(const void *p, rlx_session_stats *st) {
+  const plan_memory *m = &((const cuda_plan *)p)->mem;
+  st->arena_bytes = m->arena_bytes;
+  st->naive_bytes = m->naive_bytes;
+  st->peak_live_bytes = m->peak_live_bytes;
+  st->views = m->n_views;
+  st->in_place = m->n_inplace;
+}
+
+const rlx_backend rlx_cuda_backend = {"cuda", cuda_claims, cuda_compile, cuda_run, cuda_read, cuda_memory_stats,
+                                      cuda_free};

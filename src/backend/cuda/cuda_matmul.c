@@ -1,0 +1,191 @@
+/* cuda_matmul.c — matrix products through cuBLASLt (cuda.h: cuda_gemm).
+ *
+ * rlx is row-major and cuBLASLt column-major: C = A B (row-major) is
+ * C^T = B^T A^T (column-major), and a row-major [R, C] matrix is a
+ * column-major C x R matrix with leading dimension C, so the product runs
+ * as m = N, n = M, k = K with cuBLASLt's "A" operand our B and its "B" our
+ * A, no data moved. The bias [N] then lies along cuBLASLt's m, which is
+ * where its BIAS epilogues add it. Descriptors, layouts and the algorithm
+ * are chosen once at compile time (the heuristic sees the real pointer
+ * alignments); a run only calls cublasLtMatmul, which a CUDA graph
+ * captures. */
+#include "../../ir/ir.h"
+#include "cuda.h"
+
+#include <cublasLt.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cuda_gemm {
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc;   /* cuBLASLt's A (our B), B (our A), C */
+  cublasLtMatmulAlgo_t algo;
+  void *workspace;
+  float alpha32, beta32;
+  double alpha64, beta64;
+  int f64;
+  int n;                               /* calls: 1, or n_ptrs */
+  const void **pa, **pb;
+  void **pc;
+};
+
+static cublasLtHandle_t lt_handle;
+static cublasStatus_t lt_status = CUBLAS_STATUS_NOT_INITIALIZED;
+static pthread_once_t lt_once = PTHREAD_ONCE_INIT;
+static void lt_init(void) { lt_status = cublasLtCreate(&lt_handle); }
+
+static rlx_status lt_fail(cublasStatus_t s, const char *what) {
+  return rlx_set_error(RLX_ERR_DEVICE, "cuBLASLt: %s failed (status %d)", what, (int)s);
+}
+
+/* Largest power of two (<= 256) dividing the address. */
+static uint32_t alignment_of(const void *p) {
+  uintptr_t u = (uintptr_t)p;
+  uint32_t a = 256;
+  while (a > 1 && u % a) a /= 2;
+  return a;
+}
+
+void cuda_gemm_free(cuda_gemm *g) {
+  if (!g) return;
+  if (g->op) cublasLtMatmulDescDestroy(g->op);
+  if (g->la) cublasLtMatrixLayoutDestroy(g->la);
+  if (g->lb) cublasLtMatrixLayoutDestroy(g->lb);
+  if (g->lc) cublasLtMatrixLayoutDestroy(g->lc);
+  free(g->pa);
+  free(g->pb);
+  free(g->pc);
+  free(g);
+}
+
+static cublasStatus_t set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride) {
+  int32_t count = (int32_t)batch;
+  cublasStatus_t s = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+  return s;
+}
+
+/* The algorithm for g's descriptors, or CUBLAS_STATUS_NOT_SUPPORTED. */
+static cublasStatus_t pick_algo(cuda_gemm *g, const void *a, const void *b, const void *c) {
+  cublasLtMatmulPreference_t pref;
+  cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  uint64_t ws = CUDA_GEMM_WORKSPACE;
+  uint32_t al_a = alignment_of(b), al_b = alignment_of(a), al_c = alignment_of(c);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  s = cublasLtMatmulAlgoGetHeuristic(lt_handle, g->op, g->la, g->lb, g->lc, g->lc, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  if (found < 1) return CUBLAS_STATUS_NOT_SUPPORTED;
+  g->algo = res.algo;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Descriptors of d with the given epilogue. */
+static cublasStatus_t build(cuda_gemm *g, const cuda_gemm_desc *d, cublasLtEpilogue_t epi) {
+  cudaDataType_t t = d->dtype == RLX_F16 ? CUDA_R_16F : d->dtype == RLX_BF16 ? CUDA_R_16BF
+                   : d->dtype == RLX_F64 ? CUDA_R_64F : CUDA_R_32F;
+  cublasComputeType_t ct = d->dtype == RLX_F64 ? CUBLAS_COMPUTE_64F
+                         : d->dtype == RLX_F32 && d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = d->dtype == RLX_F64 ? CUDA_R_64F : CUDA_R_32F;
+  cublasStatus_t s = cublasLtMatmulDescCreate(&g->op, ct, scale);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  cublasOperation_t ta = d->b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
+    s = cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d->bias, sizeof d->bias);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+  }
+  /* our B: [K, N] row-major = N x K column-major (ld N); b_trans: [N, K] = K x N (ld K), op T */
+  if (d->b_trans) s = cublasLtMatrixLayoutCreate(&g->la, t, (uint64_t)d->K, (uint64_t)d->N, d->K);
+  else s = cublasLtMatrixLayoutCreate(&g->la, t, (uint64_t)d->N, (uint64_t)d->K, d->N);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&g->lb, t, (uint64_t)d->K, (uint64_t)d->M, d->K);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&g->lc, t, (uint64_t)d->N, (uint64_t)d->M, d->N);
+  if (s == CUBLAS_STATUS_SUCCESS && d->batch > 1 && !d->pa) {
+    s = set_batch(g->la, d->batch, d->stride_b);
+    if (s == CUBLAS_STATUS_SUCCESS) s = set_batch(g->lb, d->batch, d->stride_a);
+    if (s == CUBLAS_STATUS_SUCCESS) s = set_batch(g->lc, d->batch, d->stride_c);
+  }
+  if (s == CUBLAS_STATUS_SUCCESS) s = pick_algo(g, d->pa ? d->pa[0] : d->a, d->pb ? d->pb[0] : d->b,
+                                                d->pc ? d->pc[0] : d->c);
+  return s;
+}
+
+static void unbuild(cuda_gemm *g) {
+  if (g->op) cublasLtMatmulDescDestroy(g->op);
+  if (g->la) cublasLtMatrixLayoutDestroy(g->la);
+  if (g->lb) cublasLtMatrixLayoutDestroy(g->lb);
+  if (g->lc) cublasLtMatrixLayoutDestroy(g->lc);
+  g->op = NULL, g->la = g->lb = g->lc = NULL;
+}
+
+rlx_status cuda_gemm_prepare(const cuda_gemm_desc *d, void *workspace, cuda_gemm **out, int *fused) {
+  *out = NULL;
+  *fused = CUDA_FUSED_NONE;
+  pthread_once(&lt_once, lt_init);
+  if (lt_status != CUBLAS_STATUS_SUCCESS) return lt_fail(lt_status, "cublasLtCreate");
+  cuda_gemm *g = calloc(1, sizeof *g);
+  int n = d->pa ? d->n_ptrs : 1;
+  if (!g || !(g->pa = calloc((size_t)n, sizeof *g->pa)) || !(g->pb = calloc((size_t)n, sizeof *g->pb)) ||
+      !(g->pc = calloc((size_t)n, sizeof *g->pc))) {
+    cuda_gemm_free(g);
+    return rlx_set_error(RLX_ERR_NOMEM, "cuBLASLt: out of memory");
+  }
+  g->n = n;
+  for (int i = 0; i < n; i++) {
+    g->pa[i] = d->pa ? d->pa[i] : d->a;
+    g->pb[i] = d->pb ? d->pb[i] : d->b;
+    g->pc[i] = d->pc ? d->pc[i] : d->c;
+  }
+  g->workspace = workspace;
+  g->f64 = d->dtype == RLX_F64;
+  g->alpha32 = 1.f, g->beta32 = 0.f, g->alpha64 = 1.0, g->beta64 = 0.0;
+  /* the fullest epilogue the library has a kernel for: bias + act, bias, none */
+  const int native_act = d->act == RLX_ACT_RELU || d->act == RLX_ACT_GELU_TANH || d->act == RLX_ACT_NONE;
+  cublasLtEpilogue_t tries[3];
+  int fused_by[3], n_tries = 0;
+  if (d->bias && native_act) {
+    tries[n_tries] = d->act == RLX_ACT_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS
+                   : d->act == RLX_ACT_GELU_TANH ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    fused_by[n_tries++] = CUDA_FUSED_ALL;
+  }
+  if (d->bias && d->act != RLX_ACT_NONE) tries[n_tries] = CUBLASLT_EPILOGUE_BIAS, fused_by[n_tries++] = CUDA_FUSED_BIAS;
+  tries[n_tries] = CUBLASLT_EPILOGUE_DEFAULT, fused_by[n_tries++] = d->bias || d->act != RLX_ACT_NONE ? CUDA_FUSED_NONE
+                                                                                                 : CUDA_FUSED_ALL;
+  cublasStatus_t s = CUBLAS_STATUS_NOT_SUPPORTED;
+  for (int t = 0; t < n_tries && s != CUBLAS_STATUS_SUCCESS; t++) {
+    unbuild(g);
+    s = build(g, d, tries[t]);
+    *fused = fused_by[t];
+  }
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    cuda_gemm_free(g);
+    return rlx_set_error(RLX_ERR_DEVICE, "cuBLASLt: no %s matmul kernel for [%lld,%lld]x[%lld,%lld]%s (status %d)",
+                         rlx_dtype_name(d->dtype), (long long)d->M, (long long)d->K, (long long)d->K,
+                         (long long)d->N, d->b_trans ? " (b transposed)" : "", (int)s);
+  }
+  *out = g;
+  return RLX_OK;
+}
+
+rlx_status cuda_gemm_run(const cuda_gemm *g, cudaStream_t st) {
+  const void *alpha = g->f64 ? (const void *)&g->alpha64 : (const void *)&g->alpha32;
+  const void *beta = g->f64 ? (const void *)&g->beta64 : (const void *)&g->beta32;
+  for (int i = 0; i < g->n; i++) {
+    cublasStatus_t s = cublasLtMatmul(lt_handle, g->op, alpha, g->pb[i], g->la, g->pa[i], g->lb, beta, g->pc[i],
+                                      g->lc, g->pc[i], g->lc, &g->algo, g->workspace, CUDA_GEMM_WORKSPACE, st);
+    if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(s, "cublasLtMatmul");
+  }
+  return RLX_OK;
+}

@@ -1,0 +1,312 @@
+/* k_attention.cu — Attention as one flash-attention-style kernel (scores
+ * never reach device memory): online softmax over key blocks, every mask
+ * kind (causal and sliding window bottom-right aligned, custom additive
+ * mask with broadcasting), grouped-query heads, [B,S,H,D] / [B,H,S,D] /
+ * [B,S,H*D] through strides, score scale and logit softcap.
+ *
+ * Two kernels compute the same function:
+ *  - flash_tc: F16/BF16 with head_dim a multiple of 16 up to 128, on the
+ *    tensor cores (mma.sync m16n8k16, F32 accumulation): a block of 4 warps
+ *    takes 64 query rows of one (batch, head); each warp keeps its 16 rows
+ *    of Q as A fragments in registers, S = Q K^T and O += P V run as mma,
+ *    P is rounded to the input type for the second product (as FA2).
+ *    Causal and sliding-window blocks outside the visible band are skipped.
+ *  - flash_exact: every float dtype and head_dim up to 256, one warp per
+ *    query row, F32 (F64 for F64) throughout: the reference-precision path.
+ * A row whose visible scores include a NaN gives NaN; a row with no
+ * visible key gives zeros (the CPU kernel's rules, k_attention.c). */
+#include "cu_common.cuh"
+
+#include <math.h>
+
+__device__ __forceinline__ bool key_visible(const cu_attn_args &a, int64_t i, int64_t j) {
+  const int64_t last = i + (a.T - a.S);
+  if (a.mask_kind == RLX_MASK_CAUSAL) return j <= last;
+  if (a.mask_kind == RLX_MASK_SLIDING_WINDOW) return j <= last && j > last - a.window;
+  return true;
+}
+
+/* Score of query i, key j from the raw dot product (scale, softcap, mask). */
+template <typename T>
+__device__ __forceinline__ T finish_score(const cu_attn_args &a, T dot, int64_t b, int64_t h, int64_t i, int64_t j) {
+  T s = dot * (T)a.scale;
+  if (a.softcap > 0) s = (T)a.softcap * cu_tanh(s / (T)a.softcap);
+  if (a.mask_kind == RLX_MASK_CUSTOM)
+    s += (T)a.mask[b * a.mask_stride[0] + h * a.mask_stride[1] + i * a.mask_stride[2] + j * a.mask_stride[3]];
+  return s;
+}
+
+/* ---------------------------------------------------------------- exact kernel */
+
+#define EXACT_WARPS 4
+#define EXACT_MAX_CHUNKS 8 /* head_dim <= 256 */
+
+template <typename T> __global__ void __launch_bounds__(EXACT_WARPS * 32) flash_exact(const __grid_constant__ cu_attn_args a) {
+  __shared__ T qs[EXACT_WARPS][EXACT_MAX_CHUNKS * 32];
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const int64_t row = (int64_t)blockIdx.x * EXACT_WARPS + w; /* (b, h, i) */
+  if (row >= a.B * a.H * a.S) return;
+  const int64_t i = row % a.S, h = (row / a.S) % a.H, b = row / (a.S * a.H);
+  const int64_t hk = h / (a.H / a.Hkv);
+  const char *q = (const char *)a.q;
+  const int64_t qoff = b * a.q_sb + h * a.q_sh + i * a.q_ss;
+  for (int64_t d = lane; d < a.D; d += 32) qs[w][d] = cu_acc<T>::ld(q, a.dtype, qoff + d);
+  __syncwarp();
+  const int64_t kbase = b * a.kv_sb + hk * a.kv_sh;
+  T o[EXACT_MAX_CHUNKS];
+#pragma unroll
+  for (int c = 0; c < EXACT_MAX_CHUNKS; c++) o[c] = 0;
+  T m = -INFINITY, l = 0;
+  bool saw_nan = false;
+  for (int64_t j0 = 0; j0 < a.T; j0 += 32) {
+    const int64_t j = j0 + lane;
+    T s = -INFINITY;
+    if (j < a.T && key_visible(a, i, j)) {
+      const int64_t koff = kbase + j * a.kv_ss;
+      T dot = 0;
+      for (int64_t d = 0; d < a.D; d++) dot += qs[w][d] * cu_acc<T>::ld(a.k, a.dtype, koff + d);
+      s = finish_score<T>(a, dot, b, h, i, j);
+      if (s != s) saw_nan = true, s = -INFINITY;
+    }
+    const T cm = cu_warp_max(s);
+    const T mn = cm > m ? cm : m;
+    if (mn == -INFINITY) continue; /* nothing visible yet */
+    const T alpha = cu_exp(m - mn), p = cu_exp(s - mn);
+    l = l * alpha + cu_warp_sum(p);
+#pragma unroll
+    for (int c = 0; c < EXACT_MAX_CHUNKS; c++) o[c] *= alpha;
+    const int n = (int)(a.T - j0 < 32 ? a.T - j0 : 32);
+    for (int t = 0; t < n; t++) {
+      const T pt = __shfl_sync(0xffffffffu, p, t);
+      if (pt == (T)0) continue;
+      const int64_t voff = kbase + (j0 + t) * a.kv_ss;
+#pragma unroll
+      for (int c = 0; c < EXACT_MAX_CHUNKS; c++) {
+        const int64_t d = lane + 32 * c;
+        if (d < a.D) o[c] += pt * cu_acc<T>::ld(a.v, a.dtype, voff + d);
+      }
+    }
+    m = mn;
+  }
+  saw_nan = __any_sync(0xffffffffu, saw_nan);
+  const int64_t ooff = qoff;
+#pragma unroll
+  for (int c = 0; c < EXACT_MAX_CHUNKS; c++) {
+    const int64_t d = lane + 32 * c;
+    if (d >= a.D) continue;
+    T y = saw_nan ? (T)NAN : l > (T)0 ? o[c] / l : (T)0;
+    cu_acc<T>::st(a.out, a.dtype, ooff + d, y);
+  }
+}
+
+/* ---------------------------------------------------------------- tensor-core kernel */
+
+#define TC_ROWS 64   /* query rows per block: 4 warps x 16 */
+#define TC_KEYS 64   /* keys per tile */
+
+template <typename E> struct tc_type;
+template <> struct tc_type<__half> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&v;
+  }
+  static __device__ __forceinline__ void mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <> struct tc_type<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+  }
+  static __device__ __forceinline__ void mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+/* DK = head_dim / 16. */
+template <typename E, int DK> __global__ void __launch_bounds__(128) flash_tc(const __grid_constant__ cu_attn_args a) {
+  constexpr int D = DK * 16, KS = D + 8, VS = TC_KEYS + 8; /* padded rows: no bank conflicts */
+  __shared__ __align__(16) E ks[TC_KEYS * KS];
+  __shared__ __align__(16) E vt[D * VS];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t4 = lane % 4;
+  const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H, hk = h / (a.H / a.Hkv);
+  const int64_t q0 = (int64_t)blockIdx.x * TC_ROWS, r0 = q0 + warp * 16;
+  const E *q = (const E *)a.q, *k = (const E *)a.k, *v = (const E *)a.v;
+  const int64_t qbase = b * a.q_sb + h * a.q_sh, kbase = b * a.kv_sb + hk * a.kv_sh;
+
+  /* Q rows r0+g and r0+g+8 as A fragments */
+  uint32_t qa[DK][4];
+  {
+    const int64_t ra = r0 + g, rb = r0 + g + 8;
+#pragma unroll
+    for (int kk = 0; kk < DK; kk++) {
+      const int c = kk * 16 + 2 * t4;
+      qa[kk][0] = ra < a.S ? *(const uint32_t *)(q + qbase + ra * a.q_ss + c) : 0u;
+      qa[kk][1] = rb < a.S ? *(const uint32_t *)(q + qbase + rb * a.q_ss + c) : 0u;
+      qa[kk][2] = ra < a.S ? *(const uint32_t *)(q + qbase + ra * a.q_ss + c + 8) : 0u;
+      qa[kk][3] = rb < a.S ? *(const uint32_t *)(q + qbase + rb * a.q_ss + c + 8) : 0u;
+    }
+  }
+  float o[DK * 2][4];
+#pragma unroll
+  for (int n = 0; n < DK * 2; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  int saw_nan[2] = {0, 0}; /* per row: g and g+8 */
+  const float LOG2E = 1.4426950408889634f;
+
+  /* the band of keys any row of this block may see */
+  int64_t kend = a.T, kbeg = 0;
+  const int64_t qlast = (q0 + TC_ROWS < a.S ? q0 + TC_ROWS : a.S) - 1;
+  if (a.mask_kind == RLX_MASK_CAUSAL || a.mask_kind == RLX_MASK_SLIDING_WINDOW) {
+    kend = qlast + (a.T - a.S) + 1;
+    kend = kend < 0 ? 0 : kend > a.T ? a.T : kend;
+  }
+  if (a.mask_kind == RLX_MASK_SLIDING_WINDOW) {
+    kbeg = q0 + (a.T - a.S) - a.window + 1;
+    kbeg = kbeg < 0 ? 0 : kbeg / TC_KEYS * TC_KEYS;
+  }
+  for (int64_t k0 = kbeg; k0 < kend; k0 += TC_KEYS) {
+    /* stage K [keys][D] and V transposed [D][keys]: 8 elements per load */
+    __syncthreads();
+    for (int e = threadIdx.x; e < TC_KEYS * (D / 8); e += blockDim.x) {
+      const int kr = e / (D / 8), c = (e % (D / 8)) * 8;
+      const int64_t key = k0 + kr;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+      if (key < a.T) {
+        kv = *(const uint4 *)(k + kbase + key * a.kv_ss + c);
+        vv = *(const uint4 *)(v + kbase + key * a.kv_ss + c);
+      }
+      *(uint4 *)(ks + kr * KS + c) = kv;
+      const E *ve = (const E *)&vv;
+#pragma unroll
+      for (int x = 0; x < 8; x++) vt[(c + x) * VS + kr] = ve[x];
+    }
+    __syncthreads();
+    if (r0 >= a.S) continue; /* this warp's rows are past the end (it still helps load) */
+
+    float s[TC_KEYS / 8][4];
+#pragma unroll
+    for (int n = 0; n < TC_KEYS / 8; n++) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < DK; kk++) {
+        const E *kr = ks + (n * 8 + g) * KS + kk * 16 + 2 * t4;
+        tc_type<E>::mma(s[n], qa[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
+      }
+    }
+    /* scale, softcap, mask; row maxima of rows g (c0, c1) and g+8 (c2, c3) */
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < TC_KEYS / 8; n++) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int64_t i = r0 + g + (e >= 2 ? 8 : 0), j = k0 + n * 8 + 2 * t4 + (e & 1);
+        float x = -INFINITY;
+        if (i < a.S && j < a.T && key_visible(a, i, j)) {
+          x = finish_score<float>(a, s[n][e], b, h, i, j);
+          if (x != x) saw_nan[e >> 1] = 1, x = -INFINITY;
+        }
+        s[n][e] = x * LOG2E;
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float mn = fmaxf(m[r], mx[r]);
+      alpha[r] = mn == -INFINITY ? 1.f : exp2f(m[r] - mn);
+      m[r] = mn;
+    }
+    float ls[2] = {0.f, 0.f};
+    uint32_t pa[TC_KEYS / 16][4];
+#pragma unroll
+    for (int n = 0; n < TC_KEYS / 8; n++) {
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const float mr = m[e >> 1];
+        p[e] = mr == -INFINITY ? 0.f : exp2f(s[n][e] - mr);
+        ls[e >> 1] += p[e];
+      }
+      pa[n / 2][(n % 2) * 2 + 0] = tc_type<E>::pack(p[0], p[1]);
+      pa[n / 2][(n % 2) * 2 + 1] = tc_type<E>::pack(p[2], p[3]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) l[r] = l[r] * alpha[r] + ls[r];
+#pragma unroll
+    for (int n = 0; n < DK * 2; n++) {
+      o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+#pragma unroll
+      for (int j = 0; j < TC_KEYS / 16; j++) {
+        const E *vr = vt + (n * 8 + g) * VS + j * 16 + 2 * t4;
+        /* A fragment order: (row g, k lo), (row g+8, k lo), (row g, k hi), (row g+8, k hi) */
+        const uint32_t af[4] = {pa[j][0], pa[j][1], pa[j][2], pa[j][3]};
+        tc_type<E>::mma(o[n], af, *(const uint32_t *)vr, *(const uint32_t *)(vr + 8));
+      }
+    }
+  }
+  if (r0 >= a.S) return;
+  /* the four threads of a quad hold the columns of the same two rows */
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    saw_nan[r] |= __shfl_xor_sync(0xffffffffu, saw_nan[r], 1);
+    saw_nan[r] |= __shfl_xor_sync(0xffffffffu, saw_nan[r], 2);
+  }
+  E *out = (E *)a.out;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int64_t i = r0 + g + 8 * r;
+    if (i >= a.S) continue;
+    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+#pragma unroll
+    for (int n = 0; n < DK * 2; n++) {
+      float y0 = o[n][2 * r] * inv, y1 = o[n][2 * r + 1] * inv;
+      if (saw_nan[r]) y0 = y1 = NAN;
+      *(uint32_t *)(out + qbase + i * a.q_ss + n * 8 + 2 * t4) = tc_type<E>::pack(y0, y1);
+    }
+  }
+}
+
+template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t st) {
+  dim3 grid((unsigned)((a->S + TC_ROWS - 1) / TC_ROWS), (unsigned)(a->B * a->H));
+  switch (a->D / 16) {
+  case 1: flash_tc<E, 1><<<grid, 128, 0, st>>>(*a); break;
+  case 2: flash_tc<E, 2><<<grid, 128, 0, st>>>(*a); break;
+  case 3: flash_tc<E, 3><<<grid, 128, 0, st>>>(*a); break;
+  case 4: flash_tc<E, 4><<<grid, 128, 0, st>>>(*a); break;
+  case 5: flash_tc<E, 5><<<grid, 128, 0, st>>>(*a); break;
+  case 6: flash_tc<E, 6><<<grid, 128, 0, st>>>(*a); break;
+  case 7: flash_tc<E, 7><<<grid, 128, 0, st>>>(*a); break;
+  case 8: flash_tc<E, 8><<<grid, 128, 0, st>>>(*a); break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
+  if (a->B * a->H * a->S <= 0 || a->D <= 0) return cudaSuccess;
+  const int tc = (a->dtype == RLX_F16 || a->dtype == RLX_BF16) && a->D % 16 == 0 && a->D <= 128 &&
+                 aligned16(a->q) && aligned16(a->k) && aligned16(a->v) && aligned16(a->out) &&
+                 a->q_ss % 8 == 0 && a->kv_ss % 8 == 0 && a->q_sb % 8 == 0 && a->q_sh % 8 == 0 &&
+                 a->kv_sb % 8 == 0 && a->kv_sh % 8 == 0 && a->B * a->H < 65536 && !a->force_exact;
+  if (tc) return a->dtype == RLX_F16 ? launch_tc<__half>(a, st) : launch_tc<__nv_bfloat16>(a, st);
+  if (a->D > EXACT_MAX_CHUNKS * 32) return cudaErrorInvalidValue;
+  const int64_t rows = a->B * a->H * a->S;
+  const unsigned blocks = (unsigned)((rows + EXACT_WARPS - 1) / EXACT_WARPS);
+  if (a->dtype == RLX_F64) flash_exact<double><<<blocks, EXACT_WARPS * 32, 0, st>>>(*a);
+  else flash_exact<float><<<blocks, EXACT_WARPS * 32, 0, st>>>(*a);
+  return cudaGetLastError();
+}

@@ -1,0 +1,263 @@
+/* k_elementwise.cu — the one elementwise kernel: an interpreter of the
+ * step programs of cuda.h (cu_ew_args), for every elementwise op and every
+ * ElementwiseRegion.
+ *
+ * Why an interpreter and not source generated per region through NVRTC:
+ * the programs are short (a region is a handful of steps) and the kernel is
+ * bound by memory, so the per-element dispatch over steps costs issue slots
+ * the loads leave idle anyway; in exchange there is no run-time compiler in
+ * the library (no NVRTC dependency, no compile latency at rlx_compile, no
+ * cache of generated modules), every dtype rule lives in one place shared
+ * with the unfused ops, and a program is plain data that a CUDA graph
+ * captures with the launch. The program travels as a __grid_constant__
+ * kernel parameter, so every thread reads it from the constant bank.
+ *
+ * Semantics are the CPU backend's (k_elementwise.c, k_fused.c): each step's
+ * value is rounded (floats) or wrapped (integers) to the step's dtype, as
+ * the unfused op would store it. Float steps of F16/BF16/F32 compute in
+ * F32, F64 steps in F64; integers in int64 with wrap-around.
+ */
+#include "cu_common.cuh"
+
+/* ---------------------------------------------------------------- scalar math */
+
+template <typename T> __device__ __forceinline__ T ew_sigmoid(T x) {
+  if (x >= (T)0) return (T)1 / ((T)1 + cu_exp(-x));
+  T e = cu_exp(x);
+  return e / ((T)1 + e);
+}
+
+__device__ __forceinline__ float ew_erf(float x) { return erff(x); }
+__device__ __forceinline__ double ew_erf(double x) { return erf(x); }
+__device__ __forceinline__ float ew_log1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double ew_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ float ew_rint(float x) { return rintf(x); }
+__device__ __forceinline__ double ew_rint(double x) { return rint(x); }
+__device__ __forceinline__ float ew_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double ew_sin(double x) { return sin(x); }
+__device__ __forceinline__ float ew_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double ew_cos(double x) { return cos(x); }
+__device__ __forceinline__ float ew_pow(float a, float b) { return powf(a, b); }
+__device__ __forceinline__ double ew_pow(double a, double b) { return pow(a, b); }
+__device__ __forceinline__ float ew_fmod(float a, float b) { return fmodf(a, b); }
+__device__ __forceinline__ double ew_fmod(double a, double b) { return fmod(a, b); }
+__device__ __forceinline__ float ew_copysign(float a, float b) { return copysignf(a, b); }
+__device__ __forceinline__ double ew_copysign(double a, double b) { return copysign(a, b); }
+
+template <typename T> __device__ T ew_act(int act, T x, T alpha) {
+  const T SQRT1_2 = (T)0.70710678118654752440, SQRT_2_OVER_PI = (T)0.79788456080286535588;
+  switch (act) {
+  case RLX_ACT_GELU: return (T)0.5 * x * ((T)1 + ew_erf(x * SQRT1_2));
+  case RLX_ACT_GELU_TANH: return (T)0.5 * x * ((T)1 + cu_tanh(SQRT_2_OVER_PI * (x + (T)0.044715 * x * x * x)));
+  case RLX_ACT_SILU: return x * ew_sigmoid(x);
+  case RLX_ACT_RELU: return x < (T)0 ? (T)0 : x;
+  case RLX_ACT_LEAKY_RELU: return x < (T)0 ? alpha * x : x;
+  case RLX_ACT_SIGMOID: return ew_sigmoid(x);
+  case RLX_ACT_TANH: return cu_tanh(x);
+  case RLX_ACT_EXP: return cu_exp(x);
+  case RLX_ACT_LOG: return cu_log(x);
+  case RLX_ACT_SQRT: return cu_sqrt(x);
+  case RLX_ACT_RSQRT: return (T)1 / cu_sqrt(x);
+  case RLX_ACT_NEG: return -x;
+  case RLX_ACT_ABS: return x < (T)0 ? -x : x == (T)0 ? (T)0 : x;
+  case RLX_ACT_SIN: return ew_sin(x);
+  case RLX_ACT_COS: return ew_cos(x);
+  case RLX_ACT_ERF: return ew_erf(x);
+  case RLX_ACT_SOFTPLUS: return x > (T)0 ? x + ew_log1p(cu_exp(-x)) : ew_log1p(cu_exp(x));
+  case RLX_ACT_ROUND: return ew_rint(x);
+  case RLX_ACT_SIGN: return x > (T)0 ? (T)1 : x < (T)0 ? (T)-1 : x;
+  case RLX_ACT_RECIPROCAL: return (T)1 / x;
+  case RLX_ACT_SQUARE: return x * x;
+  default: return x;
+  }
+}
+
+__device__ __forceinline__ long long ew_act_i(int act, long long x) {
+  unsigned long long u = (unsigned long long)x;
+  switch (act) {
+  case RLX_ACT_NEG: return (long long)(0ull - u);
+  case RLX_ACT_ABS: return x < 0 ? (long long)(0ull - u) : x;
+  case RLX_ACT_SIGN: return (x > 0) - (x < 0);
+  case RLX_ACT_SQUARE: return (long long)(u * u);
+  case RLX_ACT_RELU: return x < 0 ? 0 : x;
+  default: return x;
+  }
+}
+
+template <typename T> __device__ T ew_bin(int op, T a, T b) {
+  switch (op) {
+  case RLX_BIN_ADD: return a + b;
+  case RLX_BIN_SUB: return a - b;
+  case RLX_BIN_MUL: return a * b;
+  case RLX_BIN_DIV: return a / b;
+  case RLX_BIN_POW: return ew_pow(a, b);
+  case RLX_BIN_MAX: return (a != a || b != b) ? a + b : a > b ? a : b;
+  case RLX_BIN_MIN: return (a != a || b != b) ? a + b : a < b ? a : b;
+  case RLX_BIN_MOD: { /* numpy.mod: the divisor's sign */
+    T r = ew_fmod(a, b);
+    if (b == (T)0) return r;
+    if (r == (T)0) return ew_copysign((T)0, b);
+    return ((r < (T)0) != (b < (T)0)) ? r + b : r;
+  }
+  default: return a;
+  }
+}
+
+__device__ long long ew_bin_i(int op, long long a, long long b) {
+  unsigned long long ua = (unsigned long long)a, ub = (unsigned long long)b;
+  switch (op) {
+  case RLX_BIN_ADD: return (long long)(ua + ub);
+  case RLX_BIN_SUB: return (long long)(ua - ub);
+  case RLX_BIN_MUL: return (long long)(ua * ub);
+  case RLX_BIN_DIV: {
+    if (b == 0) return 0;
+    if (b == -1) return (long long)(0ull - ua);
+    long long q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  }
+  case RLX_BIN_MOD: {
+    if (b == 0 || b == -1) return 0;
+    long long r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  }
+  case RLX_BIN_POW: {
+    if (b < 0) return a == 1 ? 1 : a == -1 ? ((b % 2) ? -1 : 1) : 0;
+    unsigned long long r = 1, x = ua;
+    for (long long e = b; e > 0; e /= 2) {
+      if (e % 2) r *= x;
+      x *= x;
+    }
+    return (long long)r;
+  }
+  case RLX_BIN_MAX: return a > b ? a : b;
+  case RLX_BIN_MIN: return a < b ? a : b;
+  default: return a;
+  }
+}
+
+template <typename T> __device__ __forceinline__ int ew_cmp(int op, T a, T b) {
+  switch (op) {
+  case RLX_CMP_EQ: return a == b;
+  case RLX_CMP_NE: return a != b;
+  case RLX_CMP_LT: return a < b;
+  case RLX_CMP_LE: return a <= b;
+  case RLX_CMP_GT: return a > b;
+  case RLX_CMP_GE: return a >= b;
+  default: return 0;
+  }
+}
+
+/* ---------------------------------------------------------------- values */
+
+/* A value is 64 bits: a double for float dtypes, an int64 otherwise. */
+__device__ __forceinline__ double as_f(long long v) { return __longlong_as_double(v); }
+__device__ __forceinline__ long long of_f(double v) { return __double_as_longlong(v); }
+
+/* v rounded to the float dtype dt. */
+__device__ __forceinline__ double round_to(int dt, double v) {
+  switch (dt) {
+  case RLX_F32: return (double)(float)v;
+  case RLX_F16: return (double)__half2float(__double2half(v));
+  case RLX_BF16: return (double)__bfloat162float(__double2bfloat16(v));
+  default: return v;
+  }
+}
+__device__ __forceinline__ double round_to_f32(int dt, float v) {
+  switch (dt) {
+  case RLX_F16: return (double)__half2float(__float2half_rn(v));
+  case RLX_BF16: return (double)__bfloat162float(__float2bfloat16_rn(v));
+  default: return (double)v;
+  }
+}
+
+__device__ __forceinline__ long long load_value(const void *p, int dt, int64_t i) {
+  return cu_is_float(dt) ? of_f(cu_ld_f(p, dt, i)) : cu_ld_i(p, dt, i);
+}
+
+__device__ __forceinline__ void store_value(void *p, int dt, int64_t i, long long v) {
+  if (cu_is_float(dt)) cu_st_f(p, dt, i, as_f(v));
+  else cu_st_i(p, dt, i, v);
+}
+
+/* Converts value v of dtype from to dtype to (Cast's rules). */
+__device__ __forceinline__ long long convert(long long v, int from, int to) {
+  int ff = cu_is_float(from), tf = cu_is_float(to);
+  if (ff && tf) return of_f(round_to(to, as_f(v)));
+  if (ff) return to == RLX_BOOL ? (long long)(as_f(v) != 0.0) : cu_f2i_sat(as_f(v), to);
+  if (tf) return of_f(round_to(to, (double)v));
+  return cu_wrap_i(v, to);
+}
+
+/* One step at one element. */
+__device__ __forceinline__ long long eval_step(const cu_ew_step &s, long long x, long long y, long long z) {
+  const int dt = s.dtype;
+  switch (s.kind) {
+  case CU_STEP_ACT:
+    if (!cu_is_float(s.in_dtype)) return cu_wrap_i(ew_act_i(s.op, x), dt);
+    if (dt == RLX_F64) return of_f(ew_act<double>(s.op, as_f(x), s.f0));
+    return of_f(round_to_f32(dt, ew_act<float>(s.op, (float)as_f(x), (float)s.f0)));
+  case CU_STEP_BIN:
+    if (!cu_is_float(s.in_dtype)) return cu_wrap_i(ew_bin_i(s.op, x, y), dt);
+    if (dt == RLX_F64) return of_f(ew_bin<double>(s.op, as_f(x), as_f(y)));
+    return of_f(round_to_f32(dt, ew_bin<float>(s.op, (float)as_f(x), (float)as_f(y))));
+  case CU_STEP_CMP:
+    if (!cu_is_float(s.in_dtype)) return ew_cmp<long long>(s.op, x, y);
+    return ew_cmp<double>(s.op, as_f(x), as_f(y));
+  case CU_STEP_CAST: return convert(x, s.in_dtype, dt);
+  case CU_STEP_WHERE: return x != 0 ? y : z;
+  case CU_STEP_CLAMP:
+    if (!cu_is_float(dt)) return x < s.i0 ? s.i0 : x > s.i1 ? s.i1 : x;
+    {
+      double v = as_f(x); /* comparisons with NaN are false: NaN stays */
+      v = v < s.f0 ? s.f0 : v;
+      v = v > s.f1 ? s.f1 : v;
+      return of_f(round_to(dt, v));
+    }
+  case CU_STEP_CONST: return s.i0;
+  default: return x;
+  }
+}
+
+/* ---------------------------------------------------------------- the kernel */
+
+template <bool CONTIGUOUS> __global__ void __launch_bounds__(CU_THREADS) ew_kernel(const __grid_constant__ cu_ew_args a) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.numel; i += step) {
+    int64_t off[CU_EW_MAX_IN];
+    if (CONTIGUOUS) {
+      for (int k = 0; k < a.n_in; k++) off[k] = i;
+    } else {
+      for (int k = 0; k < a.n_in; k++) off[k] = 0;
+      int64_t rest = i;
+      for (int d = a.rank - 1; d >= 0; d--) {
+        int64_t idx = rest % a.dims[d];
+        rest /= a.dims[d];
+        for (int k = 0; k < a.n_in; k++) off[k] += ((a.half[k] >> d) & 1 ? idx / 2 : idx) * a.stride[k][d];
+      }
+    }
+    long long v[CU_EW_MAX_STEPS];
+    for (int j = 0; j < a.n_steps; j++) {
+      const cu_ew_step &s = a.s[j];
+      long long ops[3] = {0, 0, 0};
+      const int8_t refs[3] = {s.a, s.b, s.c};
+      const int n_ops = s.kind == CU_STEP_WHERE ? 3 : (s.kind == CU_STEP_BIN || s.kind == CU_STEP_CMP) ? 2
+                        : s.kind == CU_STEP_CONST ? 0 : 1;
+#pragma unroll
+      for (int o = 0; o < 3; o++) {
+        if (o >= n_ops) break;
+        int r = refs[o];
+        ops[o] = r >= 0 ? load_value(a.in[r], a.in_dtype[r], off[r]) : v[-r - 1];
+      }
+      v[j] = eval_step(s, ops[0], ops[1], ops[2]);
+    }
+    store_value(a.out, a.out_dtype, i, v[a.n_steps - 1]);
+  }
+}
+
+extern "C" int cu_ew_launch(const cu_ew_args *a, cudaStream_t st) {
+  if (a->numel <= 0) return cudaSuccess;
+  unsigned blocks = cu_blocks(a->numel, CU_THREADS);
+  if (a->contiguous) ew_kernel<true><<<blocks, CU_THREADS, 0, st>>>(*a);
+  else ew_kernel<false><<<blocks, CU_THREADS, 0, st>>>(*a);
+  return cudaGetLastError();
+}

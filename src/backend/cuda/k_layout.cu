@@ -1,0 +1,177 @@
+/* k_layout.cu — data movement: the strided box copy behind Expand,
+ * Transpose, Narrow, Slice, Concat, Pad, UpdateSlice, ResizeNearest2x and
+ * TransformRegion (the lowering only chooses strides), a fill, Gather
+ * (indices checked on the device), Iota, OneHot and Tri.
+ *
+ * Elements move as bytes of their size, so every plain dtype is exact. */
+#include "cu_common.cuh"
+
+template <typename E> __global__ void copy_kernel(const __grid_constant__ cu_copy_args a) {
+  int64_t dst_off = a.dst_off;
+  if (a.dyn) {
+    long long start = a.dyn_dtype == RLX_I64 ? *(const long long *)a.dyn : *(const int32_t *)a.dyn;
+    if (start < 0 || start > a.dyn_max) {
+      if (blockIdx.x == 0 && threadIdx.x == 0) cu_raise(a.err, CU_ERR_START, a.node, start, 0, a.dyn_max);
+      return;
+    }
+    dst_off += start * a.dyn_mul;
+  }
+  const E *src = (const E *)a.src;
+  E *dst = (E *)a.dst;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.numel; i += step) {
+    int64_t rest = i, so = 0, d_o = dst_off;
+    for (int d = a.rank - 1; d >= 0; d--) {
+      int64_t idx = rest % a.dims[d];
+      rest /= a.dims[d];
+      so += (idx >> a.shift[d]) * a.src_stride[d];
+      d_o += idx * a.dst_stride[d];
+    }
+    dst[d_o] = src[so];
+  }
+}
+
+extern "C" int cu_copy_launch(const cu_copy_args *a, cudaStream_t st) {
+  if (a->numel <= 0 && !a->dyn) return cudaSuccess; /* an empty UpdateSlice still checks its start */
+  unsigned blocks = cu_blocks(a->numel, CU_THREADS);
+  switch (a->es) {
+  case 1: copy_kernel<uint8_t><<<blocks, CU_THREADS, 0, st>>>(*a); break;
+  case 2: copy_kernel<uint16_t><<<blocks, CU_THREADS, 0, st>>>(*a); break;
+  case 4: copy_kernel<uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a); break;
+  case 8: copy_kernel<unsigned long long><<<blocks, CU_THREADS, 0, st>>>(*a); break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+template <typename E> __global__ void fill_kernel(E *dst, int64_t n, E v) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) dst[i] = v;
+}
+
+extern "C" int cu_fill_launch(void *dst, int es, int64_t numel, uint64_t pattern, cudaStream_t st) {
+  if (numel <= 0) return cudaSuccess;
+  unsigned blocks = cu_blocks(numel, CU_THREADS);
+  switch (es) {
+  case 1: fill_kernel<uint8_t><<<blocks, CU_THREADS, 0, st>>>((uint8_t *)dst, numel, (uint8_t)pattern); break;
+  case 2: fill_kernel<uint16_t><<<blocks, CU_THREADS, 0, st>>>((uint16_t *)dst, numel, (uint16_t)pattern); break;
+  case 4: fill_kernel<uint32_t><<<blocks, CU_THREADS, 0, st>>>((uint32_t *)dst, numel, (uint32_t)pattern); break;
+  case 8:
+    fill_kernel<unsigned long long><<<blocks, CU_THREADS, 0, st>>>((unsigned long long *)dst, numel,
+                                                                   (unsigned long long)pattern);
+    break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- Gather */
+
+/* Index j of idx as an int64 in [0, len), or -1 (with the error raised). */
+__device__ __forceinline__ long long gather_index(const cu_gather_args &a, int64_t j) {
+  long long k;
+  if (cu_is_float(a.idx_dtype)) {
+    double f = trunc(cu_ld_f(a.idx, a.idx_dtype, j));
+    if (f >= 0 && f < (double)a.len) return (long long)f;
+    k = f != f ? (long long)-1 : cu_f2i_sat(f, RLX_I64);
+  } else {
+    k = cu_ld_i(a.idx, a.idx_dtype, j);
+    if (k >= 0 && k < a.len) return k;
+  }
+  cu_raise(a.err, CU_ERR_INDEX, a.node, k, j, a.len);
+  return -1;
+}
+
+template <typename E> __global__ void gather_kernel(const __grid_constant__ cu_gather_args a) {
+  const int64_t total = a.outer * a.n_idx * a.inner;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  const E *table = (const E *)a.table;
+  E *out = (E *)a.out;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+    int64_t e = i % a.inner, r = i / a.inner, j = r % a.n_idx, o = r / a.n_idx;
+    long long k = gather_index(a, j);
+    if (k < 0) continue;
+    out[i] = table[(o * a.len + k) * a.inner + e];
+  }
+}
+
+extern "C" int cu_gather_launch(const cu_gather_args *a, cudaStream_t st) {
+  int64_t total = a->outer * a->n_idx * a->inner;
+  if (total <= 0) return cudaSuccess;
+  unsigned blocks = cu_blocks(total, CU_THREADS);
+  switch (a->es) {
+  case 1: gather_kernel<uint8_t><<<blocks, CU_THREADS, 0, st>>>(*a); break;
+  case 2: gather_kernel<uint16_t><<<blocks, CU_THREADS, 0, st>>>(*a); break;
+  case 4: gather_kernel<uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a); break;
+  case 8: gather_kernel<unsigned long long><<<blocks, CU_THREADS, 0, st>>>(*a); break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- Iota, OneHot, Tri */
+
+__global__ void iota_kernel(void *out, int dtype, int64_t numel, int64_t len, int64_t inner) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < numel; i += step)
+    cu_st_i(out, dtype, i, (i / inner) % len);
+}
+
+extern "C" int cu_iota_launch(void *out, int dtype, int64_t numel, int64_t len, int64_t inner, cudaStream_t st) {
+  if (numel <= 0) return cudaSuccess;
+  iota_kernel<<<cu_blocks(numel, CU_THREADS), CU_THREADS, 0, st>>>(out, dtype, numel, len, inner);
+  return cudaGetLastError();
+}
+
+template <typename E>
+__global__ void one_hot_kernel(const void *idx, int idx_dtype, E *out, E one, int64_t n_idx, int64_t depth) {
+  const int64_t total = n_idx * depth, step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step)
+    out[i] = cu_ld_i(idx, idx_dtype, i / depth) == i % depth ? one : (E)0;
+}
+
+extern "C" int cu_one_hot_launch(const void *idx, int idx_dtype, void *out, int es, uint64_t one_bits,
+                                 int64_t n_idx, int64_t depth, cudaStream_t st) {
+  int64_t total = n_idx * depth;
+  if (total <= 0) return cudaSuccess;
+  unsigned b = cu_blocks(total, CU_THREADS);
+  switch (es) {
+  case 1: one_hot_kernel<uint8_t><<<b, CU_THREADS, 0, st>>>(idx, idx_dtype, (uint8_t *)out, (uint8_t)one_bits, n_idx, depth); break;
+  case 2: one_hot_kernel<uint16_t><<<b, CU_THREADS, 0, st>>>(idx, idx_dtype, (uint16_t *)out, (uint16_t)one_bits, n_idx, depth); break;
+  case 4: one_hot_kernel<uint32_t><<<b, CU_THREADS, 0, st>>>(idx, idx_dtype, (uint32_t *)out, (uint32_t)one_bits, n_idx, depth); break;
+  case 8:
+    one_hot_kernel<unsigned long long><<<b, CU_THREADS, 0, st>>>(idx, idx_dtype, (unsigned long long *)out,
+                                                                 (unsigned long long)one_bits, n_idx, depth);
+    break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+template <typename E>
+__global__ void tri_kernel(const E *x, E *out, int64_t total, int64_t rows, int64_t cols, int upper, int64_t k) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+    int64_t c = i % cols, r = (i / cols) % rows;
+    int keep = upper ? c >= r + k : c <= r + k;
+    out[i] = keep ? x[i] : (E)0;
+  }
+}
+
+extern "C" int cu_tri_launch(const void *x, void *out, int es, int64_t mats, int64_t rows, int64_t cols,
+                             int upper, int64_t k, cudaStream_t st) {
+  int64_t total = mats * rows * cols;
+  if (total <= 0) return cudaSuccess;
+  unsigned b = cu_blocks(total, CU_THREADS);
+  switch (es) {
+  case 1: tri_kernel<uint8_t><<<b, CU_THREADS, 0, st>>>((const uint8_t *)x, (uint8_t *)out, total, rows, cols, upper, k); break;
+  case 2: tri_kernel<uint16_t><<<b, CU_THREADS, 0, st>>>((const uint16_t *)x, (uint16_t *)out, total, rows, cols, upper, k); break;
+  case 4: tri_kernel<uint32_t><<<b, CU_THREADS, 0, st>>>((const uint32_t *)x, (uint32_t *)out, total, rows, cols, upper, k); break;
+  case 8:
+    tri_kernel<unsigned long long><<<b, CU_THREADS, 0, st>>>((const unsigned long long *)x, (unsigned long long *)out,
+                                                             total, rows, cols, upper, k);
+    break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}

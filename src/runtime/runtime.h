@@ -1,0 +1,66 @@
+/* runtime.h — what the runtime's files share: the compiled graphs of the
+ * compile cache, the plans sessions hold, the constant-folding evaluator
+ * and the dispatch report. Internal; the public face is rlx.h. */
+#ifndef RLX_RUNTIME_H
+#define RLX_RUNTIME_H
+
+#include "../backend/backend.h"
+#include "../pass/pass.h"
+
+/* One plan of a session: the graph specialized to a shape binding, and the
+ * backend's plan of it. */
+typedef struct {
+  int64_t *binding;       /* [n_syms of the compiled graph] */
+  rlx_graph *g;           /* specialized graph (the plan refers to it) */
+  void *plan;
+} rt_plan;
+
+void rt_plan_free(const rlx_backend *b, rt_plan *p);
+
+/* What a compiled graph and its plans depend on besides the graph: the
+ * backend, the passes on, and the environment switches the passes and
+ * backends read (every RLX_* variable but those that only print). */
+typedef struct {
+  const rlx_backend *backend;
+  int fuse, optimize, decompose_fused;
+  uint64_t env;           /* rt_env_fingerprint() */
+} rt_compile_key;
+
+/* A user graph compiled with a key: the pipeline's output and its dispatch
+ * report. Immutable once made and shared by every session of that graph;
+ * a session holds a reference. */
+typedef struct rt_compiled rt_compiled;
+const rlx_graph *rt_compiled_graph(const rt_compiled *c);
+const pass_dispatch_count *rt_compiled_dispatch(const rt_compiled *c);
+
+/* compile_cache.c */
+/* The compiled form of g under key, held, or NULL when the cache has none
+ * (or is off). */
+rt_compiled *rt_cache_lookup(const rlx_graph *g, const rt_compile_key *key);
+/* Wraps the pipeline's output `opt` (taken) for user graph g and key, held;
+ * in the cache when `cacheable` and the cache is on (if another thread
+ * cached the same graph meanwhile, that one is returned and opt freed).
+ * NULL on NOMEM. */
+rt_compiled *rt_compiled_new(const rlx_graph *g, const rt_compile_key *key, rlx_graph *opt,
+                             const pass_dispatch_count *dispatch, int cacheable);
+void rt_compiled_release(rt_compiled *c);
+/* An idle plan of c for binding and threads (rlx_options.threads), moved
+ * into *out: 1, else 0. */
+int  rt_cache_take_plan(rt_compiled *c, const int64_t *binding, int threads, rt_plan *out);
+/* Hands a session's plan back: kept idle for the next session of c when
+ * the cache has room, else freed. *p is emptied either way. */
+void rt_cache_put_plan(rt_compiled *c, int threads, rt_plan *p);
+/* A hash of the RLX_* environment variables that can change what rlx_compile
+ * makes (RLX_PLAN_NO_REUSE, RLX_THREADS, ...): all but RLX_TRACE, RLX_DUMP,
+ * RLX_DISPATCH_REPORT and RLX_COMPILE_CACHE. */
+uint64_t rt_env_fingerprint(void);
+
+/* const_eval.c: pass_eval_fn for constant folding, ctx the backend to run on. */
+rlx_status rt_const_eval(void *backend, const rlx_graph *g, rlx_node n, const void *const *inputs,
+                         void *const *outputs);
+
+/* dispatch_report.c: the table RLX_DISPATCH_REPORT=1 prints after compile. */
+void rt_dispatch_report(const char *graph, const char *backend, const pass_dispatch_count *counts,
+                        int from_cache);
+
+#endif /* RLX_RUNTIME_H */

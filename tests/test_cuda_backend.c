@@ -1,0 +1,351 @@
+/* test_cuda_backend.c — the CUDA backend against the CPU backend on random
+ * data at sizes the op-parity cases do not reach (tensor-core attention,
+ * cuBLASLt products, packed-weight products on both of their paths), and
+ * the properties of the executable: a graph replay equals the op-by-op
+ * run bit for bit, params stay on the device and a new rlx_set_param is
+ * seen (folded weight transposes too), and a graph with an op CUDA does
+ * not claim runs in two backends with the declined node named by
+ * RLX_TRACE. Skips (exit 77) without a CUDA device. */
+#include "check.h"
+#include "cuda_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+/* Runs g on the CPU and on CUDA with the same leaves; checks output 0. */
+static void compare(const char *what, const rlx_graph *g, const bound_leaf *leaves, int n, rlx_dtype t) {
+  size_t cb = 0, gb = 0;
+  void *cpu = run_graph(g, RLX_DEVICE_CPU, leaves, n, 0, &cb);
+  void *gpu = run_graph(g, RLX_DEVICE_CUDA, leaves, n, 0, &gb);
+  CHECK(cpu && gpu && cb == gb, "%s: both runs give output 0 (%zu and %zu bytes)", what, cb, gb);
+  if (cpu && gpu && cb == gb) {
+    double atol, rtol;
+    tolerance(t, &atol, &rtol);
+    double r = worst_ratio(t, gpu, cpu, (int64_t)(cb / dtype_size(t)), atol, rtol);
+    CHECK(r <= 1.0, "%s (%s): worst error %.3g of tolerance (atol %g rtol %g)", what, rlx_dtype_name(t), r, atol,
+          rtol);
+  }
+  free(cpu);
+  free(gpu);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+typedef struct {
+  const char *name;
+  int B, S, T, H, Hkv, D;
+  rlx_layout layout;
+  rlx_mask_kind mask;
+  int window;
+  double softcap;
+} attn_case;
+
+static void test_attention(void) {
+  static const attn_case cases[] = {
+      {"prefill causal gqa", 2, 77, 77, 4, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"chunk bottom-right", 1, 5, 133, 4, 4, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"decode", 3, 1, 200, 8, 2, 64, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0},
+      {"sliding window", 1, 150, 150, 2, 1, 32, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 37, 0},
+      {"custom mask softcap", 2, 40, 70, 2, 2, 96, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 30.0},
+      {"no mask d80", 1, 65, 65, 3, 1, 80, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0},
+      {"d40 exact kernel", 1, 33, 45, 2, 1, 40, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"d256 exact kernel", 1, 20, 20, 2, 2, 256, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0},
+  };
+  static const rlx_dtype types[] = {RLX_BF16, RLX_F16, RLX_F32};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    const attn_case *a = &cases[c];
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+      rlx_dtype t = types[ti];
+      rlx_graph *g = rlx_graph_new("attention");
+      int bhsd = a->layout == RLX_LAYOUT_BHSD;
+      int64_t qd[4] = {a->B, bhsd ? a->H : a->S, bhsd ? a->S : a->H, a->D};
+      int64_t kd[4] = {a->B, bhsd ? a->Hkv : a->T, bhsd ? a->T : a->Hkv, a->D};
+      int64_t md[2] = {a->S, a->T};
+      rlx_node q = rlx_input(g, "q", t, 4, qd), k = rlx_input(g, "k", t, 4, kd), v = rlx_input(g, "v", t, 4, kd);
+      rlx_node m = a->mask == RLX_MASK_CUSTOM ? rlx_input(g, "m", RLX_F32, 2, md) : -1;
+      rlx_attention_desc d = {a->H, a->Hkv, a->D, a->mask, a->window, 0, a->softcap, a->layout};
+      rlx_node y = rlx_attention(g, q, k, v, m, &d);
+      rlx_graph_set_outputs(g, 1, &y);
+      int64_t nq = (int64_t)a->B * a->S * a->H * a->D, nk = (int64_t)a->B * a->T * a->Hkv * a->D;
+      float *mask = malloc(sizeof(float) * (size_t)(a->S * a->T));
+      for (int i = 0; i < a->S * a->T; i++) mask[i] = rng_uniform() < 0.2 ? -INFINITY : (float)rng_normal();
+      for (int i = 0; i < a->T; i++) mask[3 * a->T + i] = -INFINITY; /* one fully masked row: zeros */
+      bound_leaf leaves[4] = {{"q", 0, random_tensor(t, nq, 1.0), (size_t)nq * dtype_size(t)},
+                              {"k", 0, random_tensor(t, nk, 1.0), (size_t)nk * dtype_size(t)},
+                              {"v", 0, random_tensor(t, nk, 1.0), (size_t)nk * dtype_size(t)},
+                              {"m", 0, mask, sizeof(float) * (size_t)(a->S * a->T)}};
+      char what[128];
+      snprintf(what, sizeof what, "attention %s", a->name);
+      compare(what, g, leaves, a->mask == RLX_MASK_CUSTOM ? 4 : 3, t);
+      for (int i = 0; i < 4; i++) free(leaves[i].data);
+      rlx_graph_free(g);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- products */
+
+static void test_matmul(void) {
+  static const rlx_dtype types[] = {RLX_BF16, RLX_F16, RLX_F32, RLX_F64};
+  for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+    rlx_dtype t = types[ti];
+    /* [2,3,M,K] @ [3,K,N]: a strided batch with a broadcast b */
+    {
+      rlx_graph *g = rlx_graph_new("batched");
+      int64_t ad[4] = {2, 3, 37, 72}, bd[3] = {3, 72, 41};
+      rlx_node a = rlx_input(g, "a", t, 4, ad), b = rlx_input(g, "b", t, 3, bd);
+      rlx_node y = rlx_matmul(g, a, b);
+      rlx_graph_set_outputs(g, 1, &y);
+      bound_leaf l[2] = {{"a", 0, random_tensor(t, 2 * 3 * 37 * 72, 1.0), 2 * 3 * 37 * 72 * dtype_size(t)},
+                         {"b", 0, random_tensor(t, 3 * 72 * 41, 0.2), 3 * 72 * 41 * dtype_size(t)}};
+      compare("matmul batched broadcast", g, l, 2, t);
+      free(l[0].data), free(l[1].data);
+      rlx_graph_free(g);
+    }
+    /* [2,1,M,K] @ [1,3,K,N]: broadcasting no single stride expresses */
+    {
+      rlx_graph *g = rlx_graph_new("crossed");
+      int64_t ad[4] = {2, 1, 9, 24}, bd[4] = {1, 3, 24, 10};
+      rlx_node a = rlx_input(g, "a", t, 4, ad), b = rlx_input(g, "b", t, 4, bd);
+      rlx_node y = rlx_matmul(g, a, b);
+      rlx_graph_set_outputs(g, 1, &y);
+      bound_leaf l[2] = {{"a", 0, random_tensor(t, 2 * 9 * 24, 1.0), 2 * 9 * 24 * dtype_size(t)},
+                         {"b", 0, random_tensor(t, 3 * 24 * 10, 0.3), 3 * 24 * 10 * dtype_size(t)}};
+      compare("matmul crossed broadcast", g, l, 2, t);
+      free(l[0].data), free(l[1].data);
+      rlx_graph_free(g);
+    }
+    /* x @ transpose(W) + bias with gelu_tanh and silu epilogues (W [N, K] param, read as op T) */
+    for (int act = 0; act < 2; act++) {
+      rlx_graph *g = rlx_graph_new("linear");
+      int64_t xd[3] = {3, 50, 96}, wd[2] = {136, 96}, bd[1] = {136};
+      int64_t perm[2] = {1, 0};
+      rlx_node x = rlx_input(g, "x", t, 3, xd), w = rlx_param(g, "w", t, 2, wd), b = rlx_param(g, "b", t, 1, bd);
+      rlx_node y = rlx_fused_matmul_bias_act(g, x, rlx_transpose(g, w, 2, perm), b,
+                                             act ? RLX_ACT_SILU : RLX_ACT_GELU_TANH, 0);
+      rlx_graph_set_outputs(g, 1, &y);
+      bound_leaf l[3] = {{"x", 0, random_tensor(t, 3 * 50 * 96, 1.0), 3 * 50 * 96 * dtype_size(t)},
+                         {"w", 1, random_tensor(t, 136 * 96, 0.1), 136 * 96 * dtype_size(t)},
+                         {"b", 1, random_tensor(t, 136, 1.0), 136 * dtype_size(t)}};
+      compare(act ? "linear silu (transposed weight)" : "linear gelu_tanh (transposed weight)", g, l, 3, t);
+      for (int i = 0; i < 3; i++) free(l[i].data);
+      rlx_graph_free(g);
+    }
+  }
+}
+
+/* Packed weights made by the CPU's Quantize, then DequantMatMul on both
+ * CUDA paths: M <= 8 (the fused decode kernel) and M > 8 (dequantize + GEMM). */
+static void test_dequant_matmul(void) {
+  static const rlx_dtype schemes[] = {RLX_Q4_0, RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
+  static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
+  const int64_t N = 72, K = 512;
+  for (size_t si = 0; si < sizeof schemes / sizeof *schemes; si++) {
+    rlx_dtype q = schemes[si];
+    rlx_graph *qg = rlx_graph_new("quantize");
+    int64_t wd[2] = {N, K};
+    rlx_node w = rlx_input(qg, "w", RLX_F32, 2, wd);
+    rlx_node qw = rlx_quantize(qg, w, q);
+    rlx_graph_set_outputs(qg, 1, &qw);
+    float *wf = random_tensor(RLX_F32, N * K, 1.0);
+    bound_leaf wl = {"w", 0, wf, sizeof(float) * (size_t)(N * K)};
+    size_t qbytes = 0;
+    void *packed = run_graph(qg, RLX_DEVICE_CPU, &wl, 1, 0, &qbytes);
+    CHECK(packed != NULL, "quantize to %s", rlx_dtype_name(q));
+    for (size_t ti = 0; packed && ti < sizeof types / sizeof *types; ti++) {
+      rlx_dtype t = types[ti];
+      for (int M = 3; M <= 19; M += 16) {
+        rlx_graph *g = rlx_graph_new("dequant_matmul");
+        int64_t xd[2] = {M, K};
+        rlx_node x = rlx_input(g, "x", t, 2, xd), pw = rlx_param(g, "w", q, 2, wd);
+        rlx_node y = rlx_dequant_matmul(g, x, pw);
+        rlx_graph_set_outputs(g, 1, &y);
+        bound_leaf l[2] = {{"x", 0, random_tensor(t, M * K, 1.0), (size_t)(M * K) * dtype_size(t)},
+                           {"w", 1, packed, qbytes}};
+        char what[96];
+        snprintf(what, sizeof what, "dequant_matmul %s M=%d", rlx_dtype_name(q), M);
+        compare(what, g, l, 2, t);
+        free(l[0].data);
+        rlx_graph_free(g);
+      }
+    }
+    free(packed);
+    free(wf);
+    rlx_graph_free(qg);
+  }
+}
+
+/* ---------------------------------------------------------------- a decoder block */
+
+/* A Llama-style block: rms_norm, q/k/v projections, rope, causal GQA
+ * attention, output projection + residual, rms_norm, gate|up projection,
+ * swiglu, down projection + residual. */
+static rlx_graph *decoder_block(rlx_dtype t, int B, int S, int E, int H, int Hkv, int F) {
+  const int D = E / H;
+  rlx_graph *g = rlx_graph_new("block");
+  int64_t xd[3] = {B, S, E}, pd[1] = {S}, ev[1] = {E};
+  int64_t wq[2] = {E, E}, wkv[2] = {E, Hkv * D}, wgu[2] = {E, 2 * F}, wdn[2] = {F, E};
+  rlx_node x = rlx_input(g, "x", t, 3, xd), pos = rlx_input(g, "pos", RLX_I32, 1, pd);
+  rlx_node g1 = rlx_param(g, "g1", t, 1, ev), g2 = rlx_param(g, "g2", t, 1, ev), zero = rlx_param(g, "zero", t, 1, ev);
+  rlx_node h = rlx_rms_norm(g, x, g1, zero, -1, 1e-5);
+  rlx_node q = rlx_matmul(g, h, rlx_param(g, "wq", t, 2, wq));
+  rlx_node k = rlx_matmul(g, h, rlx_param(g, "wk", t, 2, wkv));
+  rlx_node v = rlx_matmul(g, h, rlx_param(g, "wv", t, 2, wkv));
+  int64_t q4[4] = {B, S, H, D}, k4[4] = {B, S, Hkv, D};
+  q = rlx_reshape(g, q, 4, q4), k = rlx_reshape(g, k, 4, k4), v = rlx_reshape(g, v, 4, k4);
+  rlx_rope_desc rd = {D, D, RLX_ROPE_NEOX, 10000.0, 1.0};
+  q = rlx_rope(g, q, pos, &rd), k = rlx_rope(g, k, pos, &rd);
+  rlx_attention_desc ad = {H, Hkv, D, RLX_MASK_CAUSAL, 0, 0, 0, RLX_LAYOUT_BSHD};
+  rlx_node a = rlx_reshape(g, rlx_attention(g, q, k, v, -1, &ad), 3, xd);
+  rlx_node o = rlx_matmul(g, a, rlx_param(g, "wo", t, 2, wq));
+  rlx_node x1 = rlx_add(g, x, o);
+  rlx_node h2 = rlx_fused_residual_rms_norm(g, x, o, -1, g2, zero, 1e-5);
+  rlx_node gu = rlx_matmul(g, h2, rlx_param(g, "wgu", t, 2, wgu));
+  rlx_node down = rlx_matmul(g, rlx_fused_swiglu(g, gu, -1), rlx_param(g, "wd", t, 2, wdn));
+  rlx_node y = rlx_add(g, x1, down);
+  rlx_graph_set_outputs(g, 1, &y);
+  return g;
+}
+
+typedef struct {
+  bound_leaf l[11];
+} block_leaves;
+
+static void block_data(block_leaves *b, rlx_dtype t, int B, int S, int E, int H, int Hkv, int F) {
+  const int D = E / H;
+  int32_t *pos = malloc(sizeof(int32_t) * (size_t)S);
+  for (int i = 0; i < S; i++) pos[i] = 7 + i;
+  const int64_t kv = (int64_t)(Hkv * D);
+  float *zero = calloc((size_t)E, sizeof(double));
+  const struct { const char *n; int p; int64_t count; double scale; } spec[] = {
+      {"x", 0, (int64_t)B * S * E, 1.0}, {"g1", 1, E, 1.0}, {"g2", 1, E, 1.0}, {"wq", 1, (int64_t)E * E, 0.05},
+      {"wk", 1, E * kv, 0.05}, {"wv", 1, E * kv, 0.05}, {"wo", 1, (int64_t)E * E, 0.05},
+      {"wgu", 1, (int64_t)E * 2 * F, 0.05}, {"wd", 1, (int64_t)F * E, 0.05}};
+  for (int i = 0; i < 9; i++)
+    b->l[i] = (bound_leaf){spec[i].n, spec[i].p, random_tensor(t, spec[i].count, spec[i].scale),
+                           (size_t)spec[i].count * dtype_size(t)};
+  b->l[9] = (bound_leaf){"pos", 0, pos, sizeof(int32_t) * (size_t)S};
+  b->l[10] = (bound_leaf){"zero", 1, zero, (size_t)E * dtype_size(t)};
+}
+
+static void test_decoder_block(void) {
+  static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
+  for (size_t ti = 0; ti < 2; ti++) {
+    rlx_dtype t = types[ti];
+    const int B = 2, S = 70, E = 256, H = 4, Hkv = 2, F = 384;
+    rlx_graph *g = decoder_block(t, B, S, E, H, Hkv, F);
+    CHECK(rlx_graph_status(g) == RLX_OK, "decoder block builds: %s", rlx_last_error());
+    block_leaves bl;
+    block_data(&bl, t, B, S, E, H, Hkv, F);
+    compare("decoder block", g, bl.l, 11, t);
+    /* the captured graph and the op-by-op launches give the same bytes */
+    size_t b1 = 0, b2 = 0;
+    void *replay = run_graph(g, RLX_DEVICE_CUDA, bl.l, 11, 0, &b1);
+    setenv("RLX_CUDA_GRAPH", "0", 1);
+    void *eager = run_graph(g, RLX_DEVICE_CUDA, bl.l, 11, 0, &b2);
+    unsetenv("RLX_CUDA_GRAPH");
+    CHECK(replay && eager && b1 == b2 && !memcmp(replay, eager, b1), "decoder block %s: graph replay == op by op",
+          rlx_dtype_name(t));
+    free(replay);
+    free(eager);
+    for (int i = 0; i < 11; i++) free(bl.l[i].data);
+    rlx_graph_free(g);
+  }
+}
+
+/* ---------------------------------------------------------------- params stay, and change */
+
+static void test_params(void) {
+  /* y = x @ transpose(cast(w)) * 2: transpose(cast(w)) is parameter-only */
+  rlx_graph *g = rlx_graph_new("params");
+  int64_t xd[2] = {5, 16}, wd[2] = {12, 16}, perm[2] = {1, 0}, sd[1] = {1};
+  rlx_node x = rlx_input(g, "x", RLX_F32, 2, xd), w = rlx_param(g, "w", RLX_F64, 2, wd);
+  float two = 2.0f;
+  rlx_node c = rlx_constant(g, RLX_F32, 1, sd, &two);
+  rlx_node wt = rlx_transpose(g, rlx_cast(g, w, RLX_F32), 2, perm);
+  rlx_node y = rlx_mul(g, rlx_matmul(g, x, rlx_activation(g, RLX_ACT_TANH, wt)), c);
+  rlx_graph_set_outputs(g, 1, &y);
+  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0};
+  rlx_session *s = NULL;
+  CHECK(rlx_compile(g, &cu, &s) == RLX_OK, "compile params graph: %s", rlx_last_error());
+  if (!s) {
+    rlx_graph_free(g);
+    return;
+  }
+  float *xv = random_tensor(RLX_F32, 80, 1.0);
+  double *w1 = random_tensor(RLX_F64, 192, 1.0), *w2 = random_tensor(RLX_F64, 192, 1.0);
+  float got[60], again[60], want[60];
+  size_t cb;
+  for (int round = 0; round < 2; round++) {
+    double *w = round ? w2 : w1;
+    CHECK(rlx_set_param(s, "w", w, 192 * sizeof(double)) == RLX_OK, "set w");
+    CHECK(rlx_set_input(s, "x", xv, 80 * sizeof(float)) == RLX_OK, "set x");
+    CHECK(rlx_run(s) == RLX_OK && rlx_output(s, 0, got, sizeof got) == RLX_OK, "run %d: %s", round, rlx_last_error());
+    CHECK(rlx_run(s) == RLX_OK && rlx_output(s, 0, again, sizeof again) == RLX_OK && !memcmp(got, again, sizeof got),
+          "run %d again: the same result without new data", round);
+    bound_leaf l[2] = {{"x", 0, xv, 80 * sizeof(float)}, {"w", 1, w, 192 * sizeof(double)}};
+    float *ref = run_graph(g, RLX_DEVICE_CPU, l, 2, 0, &cb);
+    if (ref) memcpy(want, ref, sizeof want);
+    free(ref);
+    double r = worst_ratio(RLX_F32, got, want, 60, 1e-4, 1e-4);
+    CHECK(r <= 1.0, "params round %d (%s): worst error %.3g of tolerance", round,
+          round ? "after rlx_set_param with new values" : "first upload", r);
+  }
+  free(xv), free(w1), free(w2);
+  rlx_session_free(s);
+  rlx_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- hybrid */
+
+static void test_hybrid(void) {
+  /* x * 2 -> GroupNorm (no CUDA kernel: the CPU) -> relu -> sum over the last two axes */
+  rlx_graph *g = rlx_graph_new("hybrid");
+  int64_t xd[4] = {2, 4, 6, 5}, cd[1] = {4}, one[1] = {1}, axes[2] = {2, 3};
+  float two = 2.0f;
+  rlx_node x = rlx_input(g, "x", RLX_F32, 4, xd);
+  rlx_node y = rlx_mul(g, x, rlx_constant(g, RLX_F32, 1, one, &two));
+  y = rlx_group_norm(g, y, rlx_param(g, "gamma", RLX_F32, 1, cd), rlx_param(g, "beta", RLX_F32, 1, cd), 2, 1e-5);
+  y = rlx_reduce(g, RLX_REDUCE_SUM, rlx_activation(g, RLX_ACT_RELU, y), 2, axes, 0);
+  rlx_graph_set_outputs(g, 1, &y);
+  bound_leaf l[3] = {{"x", 0, random_tensor(RLX_F32, 240, 1.0), 240 * sizeof(float)},
+                     {"gamma", 1, random_tensor(RLX_F32, 4, 1.0), 4 * sizeof(float)},
+                     {"beta", 1, random_tensor(RLX_F32, 4, 1.0), 4 * sizeof(float)}};
+  /* the trace of the CUDA compile goes to a file */
+  char path[] = "/tmp/rlx_cuda_trace_XXXXXX";
+  int fd = mkstemp(path), saved = dup(2);
+  fflush(stderr);
+  dup2(fd, 2);
+  setenv("RLX_TRACE", "1", 1);
+  compare("hybrid graph (GroupNorm on the CPU)", g, l, 3, RLX_F32);
+  unsetenv("RLX_TRACE");
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  static char buf[1 << 16];
+  lseek(fd, 0, SEEK_SET);
+  ssize_t got = read(fd, buf, sizeof buf - 1);
+  buf[got > 0 ? got : 0] = 0;
+  close(fd);
+  unlink(path);
+  CHECK(strstr(buf, "cuda declines node") && strstr(buf, "(GroupNorm): GroupNorm: no CUDA kernel"),
+        "RLX_TRACE names the declined GroupNorm node; trace was:\n%s", buf);
+  CHECK(strstr(buf, "3 segments (2 on cuda, 1 on cpu)") != NULL, "partition: cuda | cpu | cuda; trace was:\n%s", buf);
+  for (int i = 0; i < 3; i++) free(l[i].data);
+  rlx_graph_free(g);
+}
+
+int main(void) {
+  unsetenv("RLX_DEVICE");
+  if (!cuda_present()) {
+    printf("SKIP: no CUDA device\n");
+    return CUDA_SKIP;
+  }
+  test_hybrid();
+  test_params();
+  test_attention();
+  test_matmul();
+  test_dequant_matmul();
+  test_decoder_block();
+  return check_report();
+}

@@ -1,0 +1,195 @@
+/* cmd_info.c — `rlx info MODEL.gguf|MODEL.safetensors [--full]`: the file's
+ * layout, its metadata (long strings and arrays abbreviated unless --full)
+ * and its tensor table. */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHORT_STRING 64   /* bytes of a string shown before "..." */
+#define SHORT_ARRAY 5     /* elements of an array shown before "..." */
+
+static int full_output;
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
+static int utf8_seq(const unsigned char *s, size_t n) {
+  int len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+          : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+  if (!len || (size_t)len > n) return 0;
+  for (int i = 1; i < len; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  return len;
+}
+
+/* A string in double quotes: control bytes, quotes and invalid UTF-8
+ * escaped; abbreviated past SHORT_STRING bytes. */
+static void print_string(const char *s, size_t len) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t shown = !full_output && len > SHORT_STRING ? SHORT_STRING - 4 : len;
+  putchar('"');
+  for (size_t i = 0; i < shown;) {
+    unsigned char c = u[i];
+    int l = utf8_seq(u + i, len - i);
+    if (c == '"' || c == '\\') printf("\\%c", c), i++;
+    else if (c == '\n') fputs("\\n", stdout), i++;
+    else if (c == '\t') fputs("\\t", stdout), i++;
+    else if (c == '\r') fputs("\\r", stdout), i++;
+    else if (c < 0x20 || c == 0x7f || !l) printf("\\x%02x", c), i++;
+    else fwrite(u + i, 1, (size_t)l, stdout), i += (size_t)l;
+  }
+  putchar('"');
+  if (shown < len) printf("... (%zu bytes)", len);
+}
+
+/* The shortest form that reads back as the same f32 / f64. */
+static void print_float(double d, int is_f32) {
+  char buf[40];
+  for (int prec = is_f32 ? 6 : 15;; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, d);
+    double back = strtod(buf, NULL);
+    if (prec >= (is_f32 ? 9 : 17) || (is_f32 ? (float)back == (float)d : back == d)) break;
+  }
+  fputs(buf, stdout);
+}
+
+static void print_value(const rlx_meta_value *v, int depth);
+
+static void print_array(const rlx_meta_value *v, int depth) {
+  uint64_t shown = !full_output && v->count > SHORT_ARRAY ? SHORT_ARRAY : v->count;
+  /* Nested arrays show fewer elements: the line stays readable. */
+  if (!full_output && depth > 0 && shown > 3) shown = 3;
+  putchar('[');
+  for (uint64_t i = 0; i < shown; i++) {
+    rlx_meta_value e;
+    if (i) fputs(", ", stdout);
+    if (rlx_meta_elem(v, i, &e) == RLX_OK) print_value(&e, depth + 1);
+    else fputs("?", stdout);
+  }
+  if (shown < v->count) printf("%s... %" PRIu64 " more", shown ? ", " : "", v->count - shown);
+  putchar(']');
+}
+
+static void print_value(const rlx_meta_value *v, int depth) {
+  const char *s;
+  size_t len;
+  int b;
+  uint64_t u;
+  int64_t i;
+  double d;
+  if (v->type == RLX_META_ARRAY) print_array(v, depth);
+  else if (rlx_meta_as_string(v, &s, &len) == RLX_OK) print_string(s, len);
+  else if (rlx_meta_as_bool(v, &b) == RLX_OK) fputs(b ? "true" : "false", stdout);
+  else if (v->type == RLX_META_F32 || v->type == RLX_META_F64) {
+    if (rlx_meta_as_f64(v, &d) == RLX_OK) print_float(d, v->type == RLX_META_F32);
+  } else if (rlx_meta_as_u64(v, &u) == RLX_OK) printf("%" PRIu64, u);
+  else if (rlx_meta_as_i64(v, &i) == RLX_OK) printf("%" PRId64, i);
+  else fputs("?", stdout);
+}
+
+/* "u32", "string[49152]", "array[3]" */
+static void type_label(const rlx_meta_value *v, char *buf, size_t cap) {
+  if (v->type == RLX_META_ARRAY)
+    snprintf(buf, cap, "%s[%" PRIu64 "]", rlx_meta_type_name(v->elem_type), v->count);
+  else
+    snprintf(buf, cap, "%s", rlx_meta_type_name(v->type));
+}
+
+static void shape_label(const rlx_file_tensor *t, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (int d = 0; d < t->rank && n < cap; d++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, d ? ", " : "", t->dims[d]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+static void print_bytes(uint64_t n) {
+  printf("%" PRIu64 " bytes", n);
+  if (n >= 1024 * 1024) printf(" (%.1f MiB)", (double)n / (1024.0 * 1024.0));
+  else if (n >= 1024) printf(" (%.1f KiB)", (double)n / 1024.0);
+}
+
+static int print_file(const char *path) {
+  rlx_model_file *f = NULL;
+  rlx_status st = rlx_model_file_open(path, &f);
+  if (st) return cli_fail(st, "info");
+  const int64_t n_meta = rlx_meta_count(f), n_tensors = rlx_model_file_num_tensors(f);
+  int64_t unsupported = 0;
+  uint64_t data_bytes = 0;
+  size_t name_w = 4, type_w = 4, shape_w = 5;
+  for (int64_t i = 0; i < n_tensors; i++) {
+    rlx_file_tensor t;
+    char shape[256];
+    rlx_model_file_tensor(f, i, &t);
+    unsupported += !t.supported;
+    data_bytes += t.nbytes;
+    shape_label(&t, shape, sizeof shape);
+    if (strlen(t.name) > name_w) name_w = strlen(t.name);
+    if (strlen(t.type_name) + !t.supported > type_w) type_w = strlen(t.type_name) + !t.supported;
+    if (strlen(shape) > shape_w) shape_w = strlen(shape);
+  }
+  if (name_w > 60) name_w = 60;
+
+  printf("file:        %s\n", path);
+  printf("format:      %s", rlx_file_format_name(rlx_model_file_format(f)));
+  if (rlx_model_file_format(f) == RLX_FILE_GGUF) printf(" v%u, little-endian", rlx_model_file_version(f));
+  printf("\nsize:        ");
+  print_bytes(rlx_model_file_size(f));
+  printf("\nalignment:   %" PRIu64 "\n", rlx_model_file_alignment(f));
+  printf("tensor data: from offset %" PRIu64 ", ", rlx_model_file_data_offset(f));
+  print_bytes(data_bytes);
+  printf(" in %" PRId64 " tensors", n_tensors);
+  if (unsupported) printf(" (%" PRId64 " of a type rlx does not support, marked *)", unsupported);
+  printf("\n\nmetadata (%" PRId64 " keys):\n", n_meta);
+
+  size_t key_w = 0;
+  for (int64_t i = 0; i < n_meta; i++) {
+    size_t l = strlen(rlx_meta_key(f, i, NULL));
+    if (l > key_w) key_w = l;
+  }
+  if (key_w > 48) key_w = 48;
+  for (int64_t i = 0; i < n_meta; i++) {
+    rlx_meta_value v;
+    char type[48];
+    const char *key = rlx_meta_key(f, i, &v);
+    type_label(&v, type, sizeof type);
+    printf("  %-*s  %-14s ", (int)key_w, key, type);
+    print_value(&v, 0);
+    putchar('\n');
+  }
+
+  printf("\ntensors (%" PRId64 "; shapes outermost first", n_tensors);
+  if (rlx_model_file_format(f) == RLX_FILE_GGUF) printf(", i.e. GGUF's ne reversed");
+  printf("):\n  %-6s %-*s  %-*s  %-*s  %12s  %12s\n", "#", (int)name_w, "name", (int)type_w, "type", (int)shape_w,
+         "shape", "offset", "bytes");
+  for (int64_t i = 0; i < n_tensors; i++) {
+    rlx_file_tensor t;
+    char shape[256], type[40];
+    rlx_model_file_tensor(f, i, &t);
+    shape_label(&t, shape, sizeof shape);
+    snprintf(type, sizeof type, "%s%s", t.type_name, t.supported ? "" : "*");
+    printf("  %-6" PRId64 " %-*s  %-*s  %-*s  %12" PRIu64 "  %12zu\n", i, (int)name_w, t.name, (int)type_w, type,
+           (int)shape_w, shape, t.offset, t.nbytes);
+  }
+  if (unsupported) printf("  * a type rlx cannot compute with (the tensor is listed and its data located)\n");
+  rlx_model_file_close(f);
+  return 0;
+}
+
+int cmd_info(int argc, char **argv) {
+  const char *path = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--full")) full_output = 1;
+    else if (!path && argv[i][0] != '-') path = argv[i];
+    else {
+      fprintf(stderr, "rlx info: unexpected argument '%s'\nusage: rlx info MODEL.gguf|MODEL.safetensors [--full]\n",
+              argv[i]);
+      return 2;
+    }
+  }
+  if (!path) {
+    fputs("usage: rlx info MODEL.gguf|MODEL.safetensors [--full]\n", stderr);
+    return 2;
+  }
+  return print_file(path);
+}
