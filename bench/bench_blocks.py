@@ -27,7 +27,7 @@ PyTorch is installed from PyPI (pip install torch) if it is missing; the
 tests never need it.
 
   python3 bench/bench_blocks.py [--lib build/librlx.so] [--threads 1,2]
-                                [--rounds 15] [--blocks bert,llama]
+                                [--rounds 15] [--blocks bert,llama] [--clock wall|cpu]
 """
 import argparse
 import ctypes
@@ -314,7 +314,7 @@ def median(v):
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
-def bench_block(torch, rlx, block, threads, rounds, warmup):
+def bench_block(torch, rlx, block, threads, rounds, warmup, clock):
     rng = np.random.default_rng(0)
     if block == "bert":
         params, inputs = bert_weights(rng)
@@ -351,12 +351,12 @@ def bench_block(torch, rlx, block, threads, rounds, warmup):
     with torch.no_grad():
         for r in range(warmup + rounds):
             for name, s in runners.items():
-                t0 = time.perf_counter()
+                t0 = clock()
                 if s is None:
                     ref_fn()
                 else:
                     rlx.run(s)
-                dt = time.perf_counter() - t0
+                dt = clock() - t0
                 if r >= warmup:
                     times[name].append(dt)
     for s in sessions.values():
@@ -371,17 +371,21 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--blocks", default="bert,llama")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: process CPU time (all threads summed) instead of wall time; "
+                         "for 1 thread on a loaded machine")
     args = ap.parse_args()
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
     torch = ensure_torch()
     rlx = Rlx(os.path.abspath(args.lib))
-    print("torch %s; rlx %s; median of %d interleaved rounds (after %d warm-up)"
-          % (torch.__version__, args.lib, args.rounds, args.warmup))
+    print("torch %s; rlx %s; %s time, median of %d interleaved rounds (after %d warm-up)"
+          % (torch.__version__, args.lib, args.clock, args.rounds, args.warmup))
     print("%-6s %3s %9s %9s %9s %9s  %11s %11s %11s  %s" % (
         "block", "thr", "torch ms", "unfused", "fused", "pipeline", "torch/fused", "torch/pipe",
         "unf/fused", "max |rlx - torch| (unfused fused pipeline)"))
     for block in args.blocks.split(","):
         for threads in (int(t) for t in args.threads.split(",")):
-            t, err = bench_block(torch, rlx, block, threads, args.rounds, args.warmup)
+            t, err = bench_block(torch, rlx, block, threads, args.rounds, args.warmup, clock)
             print("%-6s %3d %9.2f %9.2f %9.2f %9.2f  %11.2f %11.2f %11.2f  %.1e %.1e %.1e" % (
                 block, threads, 1e3 * t["torch"], 1e3 * t["unfused"], 1e3 * t["fused"], 1e3 * t["pipeline"],
                 t["torch"] / t["fused"], t["torch"] / t["pipeline"], t["unfused"] / t["fused"],

@@ -7,7 +7,8 @@ Shapes, x [M, K] F32 times a block-quantized weight [N, K], M = 1 (decode:
 one token) and M = 128 (prefill: 128 tokens):
   SmolLM2-135M: K=576 N=1536 (gate/up), K=576 N=576 (q/o), K=576 N=49152
   (lm head), K=1536 N=576 (down); a 1B-class model: K=2048 N=8192.
-Types: q4_0 q8_0 q4_k q6_k q4_1 (--types to change).
+Types: q4_0 q8_0 q4_k q6_k q4_1 (--types to change); the K-quants only where
+K is a multiple of 256 (not K = 576, which GGUF files store in other types).
 
 Both sides stream distinct copies of the weights, >= 128 MiB in all, one
 matmul after the other, so every matmul reads its weights from memory as in
@@ -253,6 +254,8 @@ def main():
         for t in types:
             for shape in shapes(args.quick):
                 m, k, n = shape
+                if k % BLOCKS[t][0]:
+                    continue  # K = 576 is no whole number of K-quant super-blocks
                 wb = weight_bytes(t, k, n)
                 rt, gt = [], []
                 table = "?"
@@ -262,9 +265,11 @@ def main():
                     if ggml:
                         gt += ggml.bench(threads, args.runs, t, shape, rng)
                 r = median(rt)
-                line = "%-5s %-16s %9.3f %8.2f %8.1f %5.0f%%" % (
-                    t, "%dx%dx%d" % shape, r * 1e3, wb / r / 1e9, 2.0 * m * k * n / r / 1e9,
-                    100.0 * (wb / r) / ((256 << 20) / floor["read"]))
+                # the memory floor bounds decode; prefill is compute-bound
+                share = "%5.0f%%" % (100.0 * (wb / r) / ((256 << 20) / floor["read"])) \
+                    if m == 1 else "     -"
+                line = "%-5s %-16s %9.3f %8.2f %8.1f %s" % (
+                    t, "%dx%dx%d" % shape, r * 1e3, wb / r / 1e9, 2.0 * m * k * n / r / 1e9, share)
                 if ggml:
                     g = median(gt)
                     line += " %9.3f %8.2f %8.1f %7.2fx" % (g * 1e3, wb / g / 1e9,

@@ -339,7 +339,10 @@ rlx_node rlx_gradient_reversal(rlx_graph *g, rlx_node x, double scale);
  * passes it straight to rlx_set_param_ref(); free the session before
  * closing the file. Data is aligned to rlx_model_file_alignment() (GGUF:
  * general.alignment, default 32; safetensors promises nothing, though its
- * writers keep every tensor aligned to its element size).
+ * writers keep every tensor aligned to its element size). Kernels read
+ * plain dtypes as C arrays: where data is not aligned to its element size
+ * (a GGUF file aligned to 1 or 2, a hand-made safetensors file), copy it
+ * with rlx_set_param() instead. Block dtypes are read bytewise.
  *
  * Shapes are in rlx order, outermost first. GGUF lists its dims innermost
  * first (ne[0] is the row length), so they are reversed here: a GGUF tensor
@@ -476,6 +479,14 @@ typedef enum { RLX_FLAG_NO_FUSE = 1, RLX_FLAG_NO_OPTIMIZE = 2 } rlx_flags;
 typedef struct { rlx_device device; int threads; /* 0 = all cores */ unsigned flags; } rlx_options;
 typedef struct rlx_session rlx_session;
 
+/* Runs the pass pipeline (fold constants, dead-code and common-subexpression
+ * elimination, simplification, fusion, legalization for the device) on g —
+ * or finds its result in the compile cache below — and plans a static g.
+ * Environment: RLX_TRACE=1 (what each pass changed, on stderr),
+ * RLX_DUMP=<pass>[,<pass>...] or all (the graph after those passes: input
+ * fold dce cse simplify fuse legalize), RLX_FUSE=0, RLX_OPTIMIZE=0 (as the
+ * flags), RLX_DECOMPOSE_FUSED=1 (every fused op into primitives),
+ * RLX_DISPATCH_REPORT=1 (per op kind: native / decomposed / fallback). */
 rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out);
 rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes);
 /* Like rlx_set_param but borrows data (no copy): it must stay valid and
@@ -523,8 +534,9 @@ rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
  * the same device and flags) skips the passes and shares the optimized
  * graph; the plans of a freed session (one per shape binding and thread
  * count) wait there for the next session of that graph, so a second
- * compile costs a lookup. It holds at most 64 graphs (least recently used
- * go first) and 256 MiB of idle plans. RLX_COMPILE_CACHE=0 turns it off,
+ * compile costs a lookup. It holds at most 64 graphs with 256 MiB of
+ * constants (least recently used go first; a graph with more is not
+ * cached) and 256 MiB of idle plans. RLX_COMPILE_CACHE=0 turns it off,
  * RLX_COMPILE_CACHE=N holds N graphs; RLX_DUMP bypasses it (the passes
  * must run to be shown). Thread-safe. */
 typedef struct {
@@ -535,6 +547,7 @@ typedef struct {
   int     entries;         /* graphs held now */
   int     capacity;        /* the most it holds (0: off) */
   size_t  idle_plan_bytes; /* arena bytes of the idle plans held */
+  size_t  graph_bytes;     /* constant bytes of the graphs held */
 } rlx_compile_cache_stats;
 rlx_status rlx_compile_cache_get_stats(rlx_compile_cache_stats *out);
 /* Drops every graph and idle plan held (live sessions keep theirs). */

@@ -62,6 +62,8 @@ static void test_hits(void) {
   rlx_graph *g = build("cached", 0.5f);
   rlx_session *a = compile(g, 0);
   CHECK(stats(a).compile_cache_hit == 0 && stats(a).plans_built == 1, "first compile: passes and a plan");
+  CHECK(cache_stats().graph_bytes == 2 * sizeof(float), "the scale constant, in the key graph and the optimized one: %zu",
+        cache_stats().graph_bytes);
   /* the same graph, built again: a hit, while a is alive (its plan is busy) */
   rlx_graph *g2 = build("cached", 0.5f);
   rlx_session *b = compile(g2, 0);
@@ -162,7 +164,7 @@ static void test_bounds(void) {
   CHECK(stats(s).compile_cache_hit == 1, "the most recent graph is held");
   /* clear while a session holds a graph: the session keeps working */
   rlx_compile_cache_clear();
-  CHECK(cache_stats().entries == 0 && cache_stats().idle_plan_bytes == 0, "cleared");
+  CHECK(cache_stats().entries == 0 && cache_stats().idle_plan_bytes == 0 && cache_stats().graph_bytes == 0, "cleared");
   CHECK(!isnan(run(s, 1)), "a live session outlives a clear");
   rlx_session_free(s);
   setenv("RLX_COMPILE_CACHE", "0", 1);

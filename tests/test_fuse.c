@@ -1193,7 +1193,7 @@ static void test_random_graphs(void) {
   static const rlx_binop bins[] = {RLX_BIN_ADD, RLX_BIN_SUB, RLX_BIN_MUL, RLX_BIN_MAX, RLX_BIN_MIN};
   int64_t shapes[][3] = {{3, 4, 5}, {4, 5}, {5}, {3, 1, 5}, {4, 1}}, ranks[] = {3, 2, 1, 3, 2};
   int64_t img[] = {1, 2, 3, 4}, big[] = {1, 2, 6, 8};
-  int fused_total = 0;
+  int fused_total = 0, kinds[4] = {0};
   for (int trial = 0; trial < 120; trial++) {
     char name[32];
     snprintf(name, sizeof name, "random%d", trial);
@@ -1227,12 +1227,13 @@ static void test_random_graphs(void) {
         for (int i = 0; i < 3; i++) parts[i] = rlx_mul(g, rlx_activation(g, act, rlx_narrow(g, src, 0, i, 1)), shared);
         r = rlx_concat(g, 3, parts, 0);
       } else {
-        /* upsample (once or twice) and add the skip connection */
+        /* upsample and add to the skip stream (each new sum is the next skip) */
         rlx_node up = rlx_resize_nearest2x(g, imgs[(int)(rng_unit() * n_img)]);
-        imgs[n_img++ % 64] = rlx_activation(g, act, rlx_narrow(g, rlx_narrow(g, up, 2, 0, 3), 3, 0, 4));
+        if (rng_unit() < 0.3) up = rlx_narrow(g, rlx_narrow(g, rlx_resize_nearest2x(g, up), 2, 0, 6), 3, 0, 8);
+        if (rng_unit() < 0.5)
+          imgs[n_img++ % 64] = rlx_activation(g, act, rlx_narrow(g, rlx_narrow(g, up, 2, 0, 3), 3, 0, 4));
         r = rlx_add(g, up, skip);
-        if (rng_unit() < 0.5) r = rlx_activation(g, act, r);
-        pool[n++] = r;
+        skip = rng_unit() < 0.5 ? rlx_activation(g, act, r) : r;
         continue;
       }
       pool[n++] = r;
@@ -1240,18 +1241,26 @@ static void test_random_graphs(void) {
       int64_t d[RLX_MAX_RANK];
       if (rlx_node_type(g, r, &t, d) == 3 && d[0] == 3 && d[1] == 4 && d[2] == 5 && n_full < 256) full[n_full++] = r;
     }
-    rlx_node outs[4] = {pool[n - 1], pool[(int)(rng_unit() * n)], pool[(int)(rng_unit() * n)],
-                        imgs[(n_img - 1) % 64]};
+    rlx_node outs[] = {pool[n - 1], pool[(int)(rng_unit() * n)], skip, imgs[(n_img - 1) % 64]};
     rlx_graph_set_outputs(g, 4, outs);
     CHECK(rlx_graph_status(g) == RLX_OK, "%s: %s", name, rlx_last_error());
     int changed = 0;
     rlx_graph *f = fuse(g, &changed);
     fused_total += changed;
+    for (int i = 0; f && i < f->n_nodes; i++) {
+      const ir_node *m = &f->nodes[i];
+      kinds[0] += m->op == RLX_OP_ElementwiseRegion && m->a.prologue == RLX_PROLOGUE_NONE;
+      kinds[1] += m->op == RLX_OP_ElementwiseRegion && m->a.prologue != RLX_PROLOGUE_NONE;
+      kinds[2] += m->op == RLX_OP_BatchElementwiseRegion;
+      kinds[3] += m->op == RLX_OP_TransformRegion;
+    }
     if (f) check_numerics(g->name, g, f, NULL, 1e-5, 1e-4);
     rlx_graph_free(g);
     rlx_graph_free(f);
   }
-  CHECK(fused_total > 120, "random graphs: only %d groups fused", fused_total);
+  CHECK(fused_total > 120 && kinds[0] && kinds[1] && kinds[2] && kinds[3],
+        "random graphs: %d groups: %d regions, %d with a prologue, %d batch regions, %d transform regions",
+        fused_total, kinds[0], kinds[1], kinds[2], kinds[3]);
 }
 
 /* Every op of the op table once (tests/data/every_op.rlx, with symbolic

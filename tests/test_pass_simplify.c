@@ -31,11 +31,12 @@ static rlx_node fconst(rlx_graph *g, int rank, const int64_t *d, float v) {
 
 static void test_binary(void) {
   struct { rlx_binop op; float c; int const_left, removable; const char *what; } cases[] = {
-    {RLX_BIN_ADD, 0, 0, 1, "x + 0"},  {RLX_BIN_ADD, 0, 1, 1, "0 + x"},  {RLX_BIN_SUB, 0, 0, 1, "x - 0"},
+    {RLX_BIN_ADD, -0.0f, 0, 1, "x + -0"}, {RLX_BIN_ADD, -0.0f, 1, 1, "-0 + x"}, {RLX_BIN_SUB, 0, 0, 1, "x - 0"},
+    /* +0 + -0 is +0, not -0: x + 0.0 is not x for floats, nor x - -0.0 */
+    {RLX_BIN_ADD, 0, 0, 0, "x + 0.0"}, {RLX_BIN_ADD, 0, 1, 0, "0.0 + x"}, {RLX_BIN_SUB, -0.0f, 0, 0, "x - -0.0"},
     {RLX_BIN_MUL, 1, 0, 1, "x * 1"},  {RLX_BIN_MUL, 1, 1, 1, "1 * x"},  {RLX_BIN_DIV, 1, 0, 1, "x / 1"},
     {RLX_BIN_SUB, 0, 1, 0, "0 - x"},  {RLX_BIN_DIV, 1, 1, 0, "1 / x"},  {RLX_BIN_MUL, 2, 0, 0, "x * 2"},
     {RLX_BIN_ADD, 1, 0, 0, "x + 1"},  {RLX_BIN_MUL, 0, 0, 0, "x * 0"},  {RLX_BIN_POW, 1, 0, 0, "x ^ 1"},
-    {RLX_BIN_ADD, -0.0f, 0, 1, "x + -0"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     rlx_graph *g = rlx_graph_new("bin");
@@ -47,22 +48,35 @@ static void test_binary(void) {
   rlx_graph *g = rlx_graph_new("grow");
   int64_t d3[] = {3};
   rlx_node x = rlx_input(g, "x", RLX_F32, 1, d3);
-  expect(g, rlx_add(g, x, fconst(g, 2, d33, 0)), "Binary", 1, "x + 0 broadcasting x");
+  expect(g, rlx_add(g, x, fconst(g, 2, d33, -0.0f)), "Binary", 1, "x + -0 broadcasting x");
   /* a constant that is not all ones stays */
   g = rlx_graph_new("mixed");
   float mixed[] = {1, 1, 2, 1};
   x = rlx_input(g, "x", RLX_F32, 1, d4);
   expect(g, rlx_mul(g, x, rlx_constant(g, RLX_F32, 1, d4, mixed)), "Binary", 1, "x * [1,1,2,1]");
-  /* integers: x * 1 and x / 1 (floor division) are exact */
+  /* integers: x * 1, x / 1 (floor division) and x + 0 (one zero) are exact */
   g = rlx_graph_new("int");
-  int32_t ones[] = {1, 1, 1, 1};
+  int32_t ones[] = {1, 1, 1, 1}, zeros[] = {0, 0, 0, 0};
   rlx_node xi = rlx_input(g, "x", RLX_I32, 1, d4), ci = rlx_constant(g, RLX_I32, 1, d4, ones);
-  expect(g, rlx_div(g, rlx_mul(g, xi, ci), ci), "Binary", 0, "i32 (x * 1) / 1");
-  /* f16: x + 0 */
+  rlx_node zi = rlx_constant(g, RLX_I32, 1, d4, zeros);
+  expect(g, rlx_add(g, rlx_div(g, rlx_mul(g, xi, ci), ci), zi), "Binary", 0, "i32 (x * 1) / 1 + 0");
+  /* f16: x + -0 */
   g = rlx_graph_new("f16");
-  uint16_t z16 = rlx_f32_to_f16(0);
+  uint16_t z16 = rlx_f32_to_f16(-0.0f);
   rlx_node xh = rlx_input(g, "x", RLX_F16, 2, d23);
-  expect(g, rlx_add(g, xh, rlx_constant(g, RLX_F16, 0, NULL, &z16)), "Binary", 0, "f16 x + 0");
+  expect(g, rlx_add(g, xh, rlx_constant(g, RLX_F16, 0, NULL, &z16)), "Binary", 0, "f16 x + -0");
+  /* the reason: 1 / (x + 0.0) at x = -0 is +inf, 1 / x is -inf */
+  g = rlx_graph_new("signed_zero");
+  float mz = -0.0f;
+  rlx_node xz = rlx_input(g, "x", RLX_F32, 0, NULL);
+  rlx_node y = rlx_div(g, fconst(g, 0, NULL, 1), rlx_add(g, xz, fconst(g, 0, NULL, 0)));
+  rlx_graph_set_outputs(g, 1, &y);
+  rlx_session *s = NULL;
+  float got = 0;
+  CHECK(rlx_compile(g, NULL, &s) == RLX_OK && rlx_set_input(s, "x", &mz, sizeof mz) == RLX_OK && rlx_run(s) == RLX_OK &&
+        rlx_output(s, 0, &got, sizeof got) == RLX_OK && isinf(got) && got > 0, "1 / (-0 + 0) = +inf, got %g", got);
+  rlx_session_free(s);
+  rlx_graph_free(g);
 }
 
 static void test_cast(void) {

@@ -1,9 +1,9 @@
 /* cse.c — common-subexpression elimination by hash-consing.
  *
- * Nodes are copied in order; before a node is added, the table of nodes
- * already in the new graph is asked for one with the same op, the same
- * (already merged) inputs and equal attributes (pass_attrs_equal), and if
- * there is one, every reader of the node reads that one instead. Constants
+ * In node order, each node is looked up in a table of the nodes before it
+ * by op, inputs (already merged) and attributes (pass_attrs_equal); if an
+ * equal one is there, it represents the node and every reader of the node
+ * reads it instead. The new graph has the representatives only. Constants
  * merge when their types and bytes are equal. Inputs and params never
  * merge: each is a distinct interface name. Every op is a pure function of
  * its inputs and attributes, so merging is always value-preserving.
@@ -15,16 +15,17 @@
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
 
-/* Open addressing over dst node ids (-1 empty); capacity a power of two. */
+/* Open addressing over node ids (-1 empty); capacity a power of two. */
 typedef struct {
   rlx_node *slot;
   uint64_t *hash;
   size_t cap;
 } cse_table;
 
-static uint64_t node_hash(const ir_node *n, const rlx_node *map) {
+/* Hash of node n with its inputs replaced by their representatives. */
+static uint64_t node_hash(const ir_node *n, const rlx_node *rep) {
   uint64_t h = pass_hash_bytes(FNV_OFFSET, &n->op, sizeof n->op);
-  for (int k = 0; k < n->n_in; k++) h = pass_hash_bytes(h, &map[n->in[k]], sizeof(rlx_node));
+  for (int k = 0; k < n->n_in; k++) h = pass_hash_bytes(h, &rep[n->in[k]], sizeof(rlx_node));
   if (n->op == RLX_OP_Constant) {
     h = pass_hash_bytes(h, &n->out[0].dtype, sizeof n->out[0].dtype);
     h = pass_hash_bytes(h, n->out[0].shape.d, (size_t)n->out[0].shape.rank * sizeof(int64_t));
@@ -32,16 +33,39 @@ static uint64_t node_hash(const ir_node *n, const rlx_node *map) {
   return pass_attrs_hash(n->op, &n->a, h);
 }
 
-/* Does dst node d compute what src node n (inputs mapped) computes? */
-static int same_node(const rlx_graph *dst, rlx_node d, const ir_node *n, const rlx_node *map) {
-  const ir_node *m = &dst->nodes[d];
+/* Do nodes m and n compute the same (inputs up to representatives)? */
+static int same_node(const ir_node *m, const ir_node *n, const rlx_node *rep) {
   if (m->op != n->op || m->n_in != n->n_in) return 0;
   for (int k = 0; k < n->n_in; k++)
-    if (m->in[k] != map[n->in[k]]) return 0;
+    if (rep[m->in[k]] != rep[n->in[k]]) return 0;
   /* A constant's bytes mean nothing without its type ([4] is not [2,2]);
    * the other ops' types follow from inputs and attributes. */
   if (n->op == RLX_OP_Constant && !ir_type_eq(&m->out[0], &n->out[0])) return 0;
   return pass_attrs_equal(n->op, &m->a, &n->a);
+}
+
+/* rep[i]: the first node equal to node i (i itself when none); returns
+ * how many nodes have another representative. */
+static int find_representatives(const rlx_graph *in, rlx_node *rep, cse_table *t) {
+  int merged = 0;
+  memset(t->slot, 0xff, t->cap * sizeof *t->slot);
+  for (int i = 0; i < in->n_nodes; i++) {
+    const ir_node *n = &in->nodes[i];
+    rep[i] = i;
+    if (n->op == RLX_OP_Input || n->op == RLX_OP_Param) continue;
+    uint64_t h = node_hash(n, rep);
+    size_t at = (size_t)h & (t->cap - 1);
+    while (t->slot[at] >= 0 && !(t->hash[at] == h && same_node(&in->nodes[t->slot[at]], n, rep)))
+      at = (at + 1) & (t->cap - 1);
+    if (t->slot[at] >= 0) {
+      rep[i] = t->slot[at];
+      merged++;
+    } else {
+      t->slot[at] = i;
+      t->hash[at] = h;
+    }
+  }
+  return merged;
 }
 
 rlx_status pass_cse(const rlx_graph *in, const pass_options *opt, rlx_graph **out, int *changed) {
@@ -53,37 +77,26 @@ rlx_status pass_cse(const rlx_graph *in, const pass_options *opt, rlx_graph **ou
   while (t.cap < 2 * (size_t)in->n_nodes) t.cap *= 2;
   t.slot = malloc(t.cap * sizeof *t.slot);
   t.hash = malloc(t.cap * sizeof *t.hash);
+  rlx_node *rep = malloc(((size_t)in->n_nodes + 1) * sizeof *rep);
   rlx_node *map = malloc(((size_t)in->n_nodes + 1) * sizeof *map);
-  rlx_graph *g = ir_graph_new_like(in);
+  rlx_graph *g = NULL;
   rlx_status st = RLX_OK;
-  if (!t.slot || !t.hash || !map || !g) {
+  if (!t.slot || !t.hash || !rep || !map) {
     st = rlx_set_error(RLX_ERR_NOMEM, "cse: out of memory");
-    goto done;
+  } else if ((*changed = find_representatives(in, rep, &t)) == 0) {
+    /* nothing to merge: a clone is cheaper than a rebuild */
+    if (!(g = ir_graph_clone(in))) st = RLX_ERR_NOMEM;
+  } else if (!(g = ir_graph_new_like(in))) {
+    st = RLX_ERR_NOMEM;
+  } else {
+    /* representatives come first (rep[i] <= i), so map[rep[i]] is set */
+    for (int i = 0; i < in->n_nodes; i++)
+      if ((map[i] = rep[i] == i ? ir_copy_node_mapped(g, in, i, map) : map[rep[i]]) < 0) break;
+    st = g->err ? rlx_graph_status(g) : ir_set_outputs_mapped(g, in, map);
   }
-  memset(t.slot, 0xff, t.cap * sizeof *t.slot);
-  for (int i = 0; i < in->n_nodes; i++) {
-    const ir_node *n = &in->nodes[i];
-    if (n->op == RLX_OP_Input || n->op == RLX_OP_Param) {
-      if ((map[i] = ir_copy_node_mapped(g, in, i, map)) < 0) break;
-      continue;
-    }
-    uint64_t h = node_hash(n, map);
-    size_t at = (size_t)h & (t.cap - 1);
-    while (t.slot[at] >= 0 && !(t.hash[at] == h && same_node(g, t.slot[at], n, map)))
-      at = (at + 1) & (t.cap - 1);
-    if (t.slot[at] >= 0) {
-      map[i] = t.slot[at];
-      (*changed)++;
-      continue;
-    }
-    if ((map[i] = ir_copy_node_mapped(g, in, i, map)) < 0) break;
-    t.slot[at] = map[i];
-    t.hash[at] = h;
-  }
-  st = g->err ? rlx_graph_status(g) : ir_set_outputs_mapped(g, in, map);
-done:
   free(t.slot);
   free(t.hash);
+  free(rep);
   free(map);
   if (st) {
     rlx_graph_free(g);

@@ -26,7 +26,8 @@ static size_t output_bytes(const ir_node *n, int o) {
 }
 
 /* Is n a candidate: a non-leaf of static type, small enough (bytes[o]:
- * the size of output o), every input a constant of dst? */
+ * the size of output o), every input (through map into dst; map NULL:
+ * n's own graph) a constant? */
 static int foldable(const rlx_graph *dst, const ir_node *n, const rlx_node *map, size_t *bytes) {
   if (ir_ops[n->op].category == RLX_CAT_LEAF || n->op == RLX_OP_GetOutput) return 0;
   size_t total = 0;
@@ -36,8 +37,16 @@ static int foldable(const rlx_graph *dst, const ir_node *n, const rlx_node *map,
     total += bytes[o] = b;
   }
   for (int k = 0; k < n->n_in; k++)
-    if (dst->nodes[map[n->in[k]]].op != RLX_OP_Constant) return 0;
+    if (dst->nodes[map ? map[n->in[k]] : n->in[k]].op != RLX_OP_Constant) return 0;
   return 1;
+}
+
+/* Whether anything will fold: a chain starts at a node of constants. */
+static int any_foldable(const rlx_graph *g) {
+  size_t bytes[IR_MAX_OUTPUTS];
+  for (int i = 0; i < g->n_nodes; i++)
+    if (foldable(g, &g->nodes[i], NULL, bytes)) return 1;
+  return 0;
 }
 
 /* Evaluates src node i and appends its outputs to dst as constants
@@ -70,6 +79,10 @@ static int fold_node(rlx_graph *dst, const rlx_graph *src, int i, const rlx_node
 rlx_status pass_fold(const rlx_graph *in, const pass_options *opt, rlx_graph **out, int *changed) {
   *out = NULL;
   *changed = 0;
+  if (!opt || !opt->eval || !any_foldable(in)) { /* a clone is cheaper than a rebuild */
+    *out = ir_graph_clone(in);
+    return *out ? RLX_OK : RLX_ERR_NOMEM;
+  }
   size_t slots = (size_t)in->n_nodes * IR_MAX_OUTPUTS + 1;
   rlx_node *map = malloc(((size_t)in->n_nodes + 1) * sizeof *map);
   rlx_node *folded = malloc(slots * sizeof *folded); /* [i * IR_MAX_OUTPUTS + o]: constant, or -1 */
@@ -89,7 +102,7 @@ rlx_status pass_fold(const rlx_graph *in, const pass_options *opt, rlx_graph **o
     }
     rlx_node consts[IR_MAX_OUTPUTS];
     size_t bytes[IR_MAX_OUTPUTS];
-    if (opt && opt->eval && foldable(g, n, map, bytes) && fold_node(g, in, i, map, opt, bytes, consts)) {
+    if (foldable(g, n, map, bytes) && fold_node(g, in, i, map, opt, bytes, consts)) {
       for (int o = 0; o < n->n_out; o++) folded[(size_t)i * IR_MAX_OUTPUTS + (size_t)o] = consts[o];
       map[i] = consts[0];
       (*changed)++;

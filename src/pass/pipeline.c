@@ -34,14 +34,16 @@ typedef struct {
   const char *name;
   pass_fn fn;
   const char *verb; /* "<verb> N nodes" in traces */
+  int index;        /* into pipeline_state.runs */
 } pipeline_pass;
 
-static const pipeline_pass PASS_FOLD = {"fold", pass_fold, "folded"};
-static const pipeline_pass PASS_DCE = {"dce", pass_dce, "removed"};
-static const pipeline_pass PASS_CSE = {"cse", pass_cse, "merged"};
-static const pipeline_pass PASS_SIMPLIFY = {"simplify", pass_simplify, "simplified"};
-static const pipeline_pass PASS_FUSE = {"fuse", pass_fuse, "fused"};
-static const pipeline_pass PASS_LEGALIZE = {"legalize", pass_legalize, "decomposed"};
+static const pipeline_pass PASS_FOLD = {"fold", pass_fold, "folded", 0};
+static const pipeline_pass PASS_DCE = {"dce", pass_dce, "removed", 1};
+static const pipeline_pass PASS_CSE = {"cse", pass_cse, "merged", 2};
+static const pipeline_pass PASS_SIMPLIFY = {"simplify", pass_simplify, "simplified", 3};
+static const pipeline_pass PASS_FUSE = {"fuse", pass_fuse, "fused", 4};
+static const pipeline_pass PASS_LEGALIZE = {"legalize", pass_legalize, "decomposed", 5};
+#define PIPELINE_PASSES 6
 
 static const char *const dump_names[] = {"input", "fold", "dce", "cse", "simplify", "fuse", "legalize", "all", NULL};
 
@@ -134,11 +136,11 @@ typedef struct {
   const pass_options *opt;
   const rlx_graph *cur; /* the input graph, or owned */
   rlx_graph *owned;
-  int runs[8];          /* runs per pass, for "round" in dumps */
+  int runs[PIPELINE_PASSES]; /* runs per pass, for "round" in dumps */
 } pipeline_state;
 
 /* Runs one pass on st->cur; *changed receives its count. */
-static rlx_status run_pass(pipeline_state *st, const pipeline_pass *p, int slot, int *changed) {
+static rlx_status run_pass(pipeline_state *st, const pipeline_pass *p, int *changed) {
   const pass_options *opt = st->opt;
   double t0 = opt->trace ? now_ms() : 0;
   rlx_graph *next = NULL;
@@ -149,7 +151,7 @@ static rlx_status run_pass(pipeline_state *st, const pipeline_pass *p, int slot,
     rlx_graph_free(next);
     return s;
   }
-  st->runs[slot]++;
+  st->runs[p->index]++;
   if (opt->trace) {
     double ms = now_ms() - t0;
     if (*changed)
@@ -160,7 +162,7 @@ static rlx_status run_pass(pipeline_state *st, const pipeline_pass *p, int slot,
   }
   rlx_graph_free(st->owned);
   st->cur = st->owned = next;
-  if (opt->dump && list_has(opt->dump, p->name)) dump_graph(st->cur, p->name, st->runs[slot]);
+  if (opt->dump && list_has(opt->dump, p->name)) dump_graph(st->cur, p->name, st->runs[p->index]);
   return RLX_OK;
 }
 
@@ -170,21 +172,21 @@ static rlx_status run_passes(pipeline_state *st) {
   int changed, simplified = 0, fused = 0, decomposed = 0;
   if (opt->optimize) {
     for (int round = 0; round < PIPELINE_MAX_ROUNDS; round++) {
-      if ((s = run_pass(st, &PASS_FOLD, 0, &changed)) || (s = run_pass(st, &PASS_DCE, 1, &changed)) ||
-          (s = run_pass(st, &PASS_CSE, 2, &changed)) || (s = run_pass(st, &PASS_SIMPLIFY, 3, &simplified)))
+      if ((s = run_pass(st, &PASS_FOLD, &changed)) || (s = run_pass(st, &PASS_DCE, &changed)) ||
+          (s = run_pass(st, &PASS_CSE, &changed)) || (s = run_pass(st, &PASS_SIMPLIFY, &simplified)))
         return s;
       if (!simplified) break;
     }
-    if (simplified && (s = run_pass(st, &PASS_DCE, 1, &changed))) return s;
+    if (simplified && (s = run_pass(st, &PASS_DCE, &changed))) return s;
     if (opt->fuse) {
-      if ((s = run_pass(st, &PASS_FUSE, 4, &fused))) return s;
-      if (fused && (s = run_pass(st, &PASS_DCE, 1, &changed))) return s;
+      if ((s = run_pass(st, &PASS_FUSE, &fused))) return s;
+      if (fused && (s = run_pass(st, &PASS_DCE, &changed))) return s;
     } else if (opt->trace) {
       fprintf(stderr, "rlx: fuse: off (RLX_FUSE=0 or RLX_FLAG_NO_FUSE)\n");
     }
   }
-  if ((s = run_pass(st, &PASS_LEGALIZE, 5, &decomposed))) return s;
-  if (opt->optimize && decomposed && (s = run_pass(st, &PASS_DCE, 1, &changed))) return s;
+  if ((s = run_pass(st, &PASS_LEGALIZE, &decomposed))) return s;
+  if (opt->optimize && decomposed && (s = run_pass(st, &PASS_DCE, &changed))) return s;
   return RLX_OK;
 }
 

@@ -3,8 +3,9 @@
  *
  *   x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1   -> x   (the constant all 0 / 1
  *       and the result the shape of x: an x + 0 that broadcasts x to a
- *       bigger shape stays. For floats x + 0 turns a -0 into +0, equal as a
- *       value; x - 0, x * 1, x / 1 are exact bit for bit.)
+ *       bigger shape stays. Floats keep signed zeros exact, as compilers do
+ *       without fast-math: x + 0 needs the zero to be -0 (-0 + +0 is +0,
+ *       which 1/x tells from -0), x - 0 needs +0.)
  *   Cast to x's own dtype -> x; Cast(Cast(x, T1), T2) -> Cast(x, T2) when T1
  *       holds every value of x's dtype exactly (so the inner cast changes
  *       no value; a cast's result depends only on the value it is given)
@@ -45,15 +46,18 @@ static double const_elem(const ir_node *c, int64_t i) {
   }
 }
 
-/* Is dst node c a non-empty constant whose every element equals v (as a
- * value: -0 equals 0)? */
+/* Is dst node c a non-empty constant whose every element is v, with v's
+ * sign when v is a zero of a float dtype? */
 static int const_all(const rlx_graph *g, rlx_node id, double v) {
   const ir_node *c = &g->nodes[id];
   if (c->op != RLX_OP_Constant || ir_is_block(c->out[0].dtype)) return 0;
   int64_t numel = ir_numel(&c->out[0].shape);
   if (numel <= 0) return 0;
-  for (int64_t i = 0; i < numel; i++)
-    if (!(const_elem(c, i) == v)) return 0;
+  int check_sign = v == 0 && ir_is_float(c->out[0].dtype);
+  for (int64_t i = 0; i < numel; i++) {
+    double e = const_elem(c, i);
+    if (!(e == v) || (check_sign && signbit(e) != signbit(v))) return 0;
+  }
   return 1;
 }
 
@@ -80,12 +84,12 @@ static rlx_node simplify_binary(const rlx_graph *g, const rlx_graph *src, const 
   const ir_type *out = &n->out[0];
   int left_x = shape_same(out, ir_in(src, n, 0)), right_x = shape_same(out, ir_in(src, n, 1));
   switch (n->a.binop) {
-  case RLX_BIN_ADD:
-    if (left_x && const_all(g, in[1], 0)) return in[0];
-    if (right_x && const_all(g, in[0], 0)) return in[1];
+  case RLX_BIN_ADD: /* x + -0 is x for every x; integers have one zero */
+    if (left_x && const_all(g, in[1], -0.0)) return in[0];
+    if (right_x && const_all(g, in[0], -0.0)) return in[1];
     break;
-  case RLX_BIN_SUB:
-    if (left_x && const_all(g, in[1], 0)) return in[0];
+  case RLX_BIN_SUB: /* x - +0 is x for every x */
+    if (left_x && const_all(g, in[1], 0.0)) return in[0];
     break;
   case RLX_BIN_MUL:
     if (left_x && const_all(g, in[1], 1)) return in[0];

@@ -12,8 +12,9 @@
  * read switches at compile time (RLX_PLAN_NO_REUSE, RLX_THREADS, ...): a
  * plan made under other switches is another plan.
  *
- * Bounds: RT_DEFAULT_ENTRIES graphs (RLX_COMPILE_CACHE=N), least recently
- * used evicted first; RT_IDLE_MAX_BYTES of idle plan arenas over all
+ * Bounds: RT_DEFAULT_ENTRIES graphs (RLX_COMPILE_CACHE=N) holding at most
+ * RT_GRAPH_MAX_BYTES of constants, least recently used evicted first; a
+ * graph with more constants than that is not cached; RT_IDLE_MAX_BYTES of idle plan arenas over all
  * entries and RT_IDLE_PER_GRAPH idle plans per graph, oldest dropped first.
  * An entry evicted while sessions hold it lives until the last one lets go.
  * One mutex guards the table, the reference counts and the idle plans. */
@@ -29,6 +30,7 @@ extern char **environ; /* POSIX */
 #define RT_MAX_ENTRIES (1 << 16)
 #define RT_IDLE_PER_GRAPH 4
 #define RT_IDLE_MAX_BYTES ((size_t)256 << 20)
+#define RT_GRAPH_MAX_BYTES ((size_t)256 << 20) /* constants of the graphs held */
 #define FNV_OFFSET 0xcbf29ce484222325ull
 
 typedef struct {
@@ -43,6 +45,7 @@ struct rt_compiled {
   uint64_t hash;
   rt_compile_key key;
   rlx_graph *opt;
+  size_t bytes;       /* constant data held: the key graph's and opt's */
   pass_dispatch_count dispatch[RLX_OP_COUNT];
   int refs;           /* holders: sessions, and the table while in it */
   int in_table;
@@ -56,7 +59,7 @@ static struct {
   rt_compiled **entries;
   int n, cap;
   uint64_t tick;
-  size_t idle_bytes;
+  size_t idle_bytes, graph_bytes;
   int64_t lookups, hits, plans_reused, evictions;
 } cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -144,6 +147,12 @@ static int graphs_same(const rlx_graph *a, const rlx_graph *b) {
   return 1;
 }
 
+static size_t constant_bytes(const rlx_graph *g) {
+  size_t n = 0;
+  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].a.data.n;
+  return n;
+}
+
 static int keys_same(const rt_compile_key *a, const rt_compile_key *b) {
   return a->backend == b->backend && a->fuse == b->fuse && a->optimize == b->optimize &&
          a->decompose_fused == b->decompose_fused && a->env == b->env;
@@ -174,6 +183,7 @@ static void remove_entry(int i) {
   rt_compiled *c = cache.entries[i];
   while (c->n_idle) drop_idle(c, c->n_idle - 1);
   c->in_table = 0;
+  cache.graph_bytes -= c->bytes;
   cache.entries[i] = cache.entries[--cache.n];
   unref(c);
 }
@@ -216,8 +226,9 @@ rt_compiled *rt_compiled_new(const rlx_graph *g, const rt_compile_key *key, rlx_
   c->refs = 1;
   memcpy(c->dispatch, dispatch, sizeof c->dispatch);
   int cap = cacheable ? capacity() : 0;
+  c->bytes = constant_bytes(g) + constant_bytes(opt);
   /* Without a copy of the key graph it simply is not cached. */
-  if (cap == 0 || !(c->user = ir_graph_clone(g))) return c;
+  if (cap == 0 || c->bytes > RT_GRAPH_MAX_BYTES || !(c->user = ir_graph_clone(g))) return c;
   c->hash = graph_hash(g);
   pthread_mutex_lock(&cache.mu);
   rt_compiled *other = find(g, c->hash, key);
@@ -228,7 +239,7 @@ rt_compiled *rt_compiled_new(const rlx_graph *g, const rt_compile_key *key, rlx_
     compiled_free(c);
     return other;
   }
-  while (cache.n >= cap) {
+  while (cache.n >= cap || cache.graph_bytes + c->bytes > RT_GRAPH_MAX_BYTES) {
     int lru = 0;
     for (int i = 1; i < cache.n; i++)
       if (cache.entries[i]->last_used < cache.entries[lru]->last_used) lru = i;
@@ -247,6 +258,7 @@ rt_compiled *rt_compiled_new(const rlx_graph *g, const rt_compile_key *key, rlx_
   }
   c->in_table = 1;
   c->refs++;
+  cache.graph_bytes += c->bytes;
   c->last_used = ++cache.tick;
   cache.entries[cache.n++] = c;
   pthread_mutex_unlock(&cache.mu);
@@ -324,6 +336,7 @@ rlx_status rlx_compile_cache_get_stats(rlx_compile_cache_stats *out) {
   out->entries = cache.n;
   out->capacity = capacity();
   out->idle_plan_bytes = cache.idle_bytes;
+  out->graph_bytes = cache.graph_bytes;
   pthread_mutex_unlock(&cache.mu);
   return RLX_OK;
 }

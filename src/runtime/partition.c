@@ -206,6 +206,10 @@ static rlx_status build_segment(hybrid_plan *h, segment *s, const int *order, in
       st = rlx_graph_status(s->g) ? rlx_graph_status(s->g) : RLX_ERR_INTERNAL;
       goto done;
     }
+    /* the specialized types, not re-inferred ones: attrs may hold symbolic
+     * dims that only the specialization's binding resolved */
+    s->g->nodes[id].n_out = n->n_out;
+    memcpy(s->g->nodes[id].out, n->out, sizeof n->out);
     s->orig[id] = n->id;
     map[n->id] = id;
     h->seg_of[n->id] = index;

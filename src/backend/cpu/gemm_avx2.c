@@ -199,7 +199,7 @@ static void convert(const void *src, rlx_dtype dt, float *dst, int64_t n) {
   for (int64_t i = 0; i < n; i += 8) store8(dst + i, load8(elem(src, dt, i), dt, n - i), n - i);
 }
 
-/* As in gemm_avx512.c: 4 rows at a time through a y block in L1. */
+/* As in gemm_avx512.c: 8 rows at a time through a y block in L1. */
 static inline __attribute__((always_inline)) void gemv_rows_dt(int64_t K, int64_t n,
                                                                const float *x, const void *R,
                                                                const rlx_dtype dt, int64_t ld,
@@ -210,18 +210,24 @@ static inline __attribute__((always_inline)) void gemv_rows_dt(int64_t K, int64_
     float *yb = y + j0;
     for (int64_t j = 0; j < jb; j++) yb[j] = 0.0f;
     int64_t k = 0;
-    for (; k + 4 <= K; k += 4) {
-      __m256 x0 = _mm256_set1_ps(x[k]), x1 = _mm256_set1_ps(x[k + 1]);
-      __m256 x2 = _mm256_set1_ps(x[k + 2]), x3 = _mm256_set1_ps(x[k + 3]);
-      const void *r0 = elem(R, dt, k * ld + j0), *r1 = elem(R, dt, (k + 1) * ld + j0);
-      const void *r2 = elem(R, dt, (k + 2) * ld + j0), *r3 = elem(R, dt, (k + 3) * ld + j0);
+    for (; k + 8 <= K; k += 8) {
+      __m256 xk[8];
+      const void *r[8];
+      for (int u = 0; u < 8; u++) {
+        xk[u] = _mm256_set1_ps(x[k + u]);
+        r[u] = elem(R, dt, (k + u) * ld + j0);
+      }
       for (int64_t j = 0; j < jb; j += 8) {
         int64_t t = jb - j;
         __m256 acc = load8(yb + j, RLX_F32, t);
-        __m256 acc2 = _mm256_mul_ps(x1, load8(elem(r1, dt, j), dt, t));
-        acc = _mm256_fmadd_ps(x0, load8(elem(r0, dt, j), dt, t), acc);
-        acc2 = _mm256_fmadd_ps(x3, load8(elem(r3, dt, j), dt, t), acc2);
-        acc = _mm256_fmadd_ps(x2, load8(elem(r2, dt, j), dt, t), acc);
+        __m256 acc2 = _mm256_mul_ps(xk[1], load8(elem(r[1], dt, j), dt, t));
+        acc = _mm256_fmadd_ps(xk[0], load8(elem(r[0], dt, j), dt, t), acc);
+        acc2 = _mm256_fmadd_ps(xk[3], load8(elem(r[3], dt, j), dt, t), acc2);
+        acc = _mm256_fmadd_ps(xk[2], load8(elem(r[2], dt, j), dt, t), acc);
+        acc2 = _mm256_fmadd_ps(xk[5], load8(elem(r[5], dt, j), dt, t), acc2);
+        acc = _mm256_fmadd_ps(xk[4], load8(elem(r[4], dt, j), dt, t), acc);
+        acc2 = _mm256_fmadd_ps(xk[7], load8(elem(r[7], dt, j), dt, t), acc2);
+        acc = _mm256_fmadd_ps(xk[6], load8(elem(r[6], dt, j), dt, t), acc);
         store8(yb + j, _mm256_add_ps(acc, acc2), t);
       }
     }

@@ -294,229 +294,192 @@ LEGACY_BODY(q8_0, RLX_Q8_0)
 
 /* ---------------------------------------------------------------- K-quant weights */
 
-/* The per-row state of a K-quant pass: s32 sums of the current block, f32
- * sums over blocks. */
-#define K_ROWS_BEGIN                                   \
-  __m256 acc[QDOT_MAX_ROWS];                           \
-  __m256i sumi[QDOT_MAX_ROWS];                         \
-  for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps()
-
-#define K_ROWS_END                                                        \
-  for (int r = 0; r < nr; r++) out[r * os] = simd_hsum(acc[r])
-
-/* acc[r] += scale * y_r.d * sumi[r] */
-#define K_BLOCK_END(scale)                                                                     \
-  for (int r = 0; r < nr; r++)                                                                 \
-    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps((scale) * ACT_Q8_K(act, as, r, b)->d),             \
-                             _mm256_cvtepi32_ps(sumi[r]), acc[r])
-
-/* sumi[r] += madd(scale16, maddubs(levels, activations 32 at offset)) */
-ALWAYS_INLINE __m256i scaled_dot(__m256i sumi, __m256i levels, const int8_t *y, __m256i scale16) {
-  return _mm256_add_epi32(sumi, _mm256_madd_epi16(scale16, _mm256_maddubs_epi16(levels, load32(y))));
-}
+/* A K-quant super-block unpacked once per weight-row pass, then met by
+ * each activation row: 8 groups of 32 levels q[g] with their s16 scales
+ * s[g] (one per pair of levels, vpmaddwd's operand), plus the terms that
+ * go through the activation's bsums (16 sums of 16):
+ *   w = d * s * q - dmin * mn - d * off * o   per element, with
+ *   mins m16 (Q2_K, Q4_K, Q5_K; one per bsum) and offsets o16 = the
+ *   scales times off (Q3_K: 4, Q6_K: 32). Q8_K: q = |levels|, s = levels
+ *   (the sign moves onto the activations), scales 1. */
+typedef struct {
+  __m256i q[8], s[8];
+  __m256i m16, o16;
+  float d, dmin;
+} k_unpacked;
 
 /* Q2_K: w = d * sc * u - dmin * mn over 16 sub-blocks of 16, u in 0..3. */
-ALWAYS_INLINE void q2_k_body(int64_t nb, const uint8_t *w, const void *act, size_t as,
-                             const int nr, float *out, int64_t os) {
-  K_ROWS_BEGIN;
+ALWAYS_INLINE void unpack_q2_k(const uint8_t *wb, k_unpacked *k) {
   const __m256i m3 = _mm256_set1_epi8(3);
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *wb = w + b * 84;
-    const float d = f16_at(wb + 80), dmin = f16_at(wb + 82);
-    const __m128i packed = load16(wb);
-    const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(packed, _mm_set1_epi8(0xF)));
-    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0xF)));
-    for (int r = 0; r < nr; r++) {
-      const qdot_q8_k *y = ACT_Q8_K(act, as, r, b);
-      const __m256i m = _mm256_madd_epi16(mn16, load32(y->bsums));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * y->d), _mm256_cvtepi32_ps(m), acc[r]);
-      sumi[r] = _mm256_setzero_si256();
+  k->d = f16_at(wb + 80);
+  k->dmin = f16_at(wb + 82);
+  const __m128i packed = load16(wb);
+  const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(packed, _mm_set1_epi8(0xF)));
+  k->m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0xF)));
+  /* scales 0..7 (8..15) in both 128-bit lanes */
+  const __m256i sc[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                         _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+  for (int c = 0; c < 2; c++) {
+    const __m256i bits = load32(wb + 16 + 32 * c);
+    for (int j = 0; j < 4; j++) {
+      k->q[4 * c + j] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
+      k->s[4 * c + j] = shuffle(sc[c], shuf_q3k[j]);
     }
-    const __m256i sc[2] = {
-        _mm256_permute2x128_si256(sc16, sc16, 0x00), /* scales 0..7 in both lanes */
-        _mm256_permute2x128_si256(sc16, sc16, 0x11), /* 8..15 */
-    };
-    for (int c = 0; c < 2; c++) {
-      const __m256i bits = load32(wb + 16 + 32 * c);
-      for (int k = 0; k < 4; k++) {
-        const __m256i u = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
-        const __m256i s = shuffle(sc[c], shuf_q3k[k]);
-        for (int r = 0; r < nr; r++)
-          sumi[r] = scaled_dot(sumi[r], u, ACT_Q8_K(act, as, r, b)->qs + 128 * c + 32 * k, s);
-      }
-    }
-    K_BLOCK_END(d);
   }
-  K_ROWS_END;
 }
-ROWS_DISPATCH(dot_q2_k, q2_k_body)
 
 /* Q3_K: w = d * (sc - 32) * (u - 4), u = low 2 bits | high bit << 2, over
- * 16 sub-blocks of 16; the -4 through bsums. */
-ALWAYS_INLINE void q3_k_body(int64_t nb, const uint8_t *w, const void *act, size_t as,
-                             const int nr, float *out, int64_t os) {
-  K_ROWS_BEGIN;
+ * 16 sub-blocks of 16. */
+ALWAYS_INLINE void unpack_q3_k(const uint8_t *wb, k_unpacked *k) {
   const __m256i m3 = _mm256_set1_epi8(3);
   const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *wb = w + b * 110;
-    const float d = f16_at(wb + 108);
-    uint32_t a[3];
-    memcpy(a, wb + 96, sizeof a);
-    /* the 16 6-bit scales (ggml's unpacking), minus 32 */
-    const __m128i sc8 = _mm_sub_epi8(
-        _mm_set_epi32((int)(((a[1] >> 4) & kmask2) | (((a[2] >> 6) & kmask1) << 4)),
-                      (int)(((a[0] >> 4) & kmask2) | (((a[2] >> 4) & kmask1) << 4)),
-                      (int)((a[1] & kmask2) | (((a[2] >> 2) & kmask1) << 4)),
-                      (int)((a[0] & kmask2) | (((a[2] >> 0) & kmask1) << 4))),
-        _mm_set1_epi8(32));
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    for (int r = 0; r < nr; r++) {
-      const __m256i o = _mm256_madd_epi16(sc16, load32(ACT_Q8_K(act, as, r, b)->bsums));
-      sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(o, 2));
+  k->d = f16_at(wb + 108);
+  uint32_t a[3];
+  memcpy(a, wb + 96, sizeof a);
+  /* the 16 6-bit scales (ggml's unpacking), minus 32 */
+  const __m128i sc8 = _mm_sub_epi8(
+      _mm_set_epi32((int)(((a[1] >> 4) & kmask2) | (((a[2] >> 6) & kmask1) << 4)),
+                    (int)(((a[0] >> 4) & kmask2) | (((a[2] >> 4) & kmask1) << 4)),
+                    (int)((a[1] & kmask2) | (((a[2] >> 2) & kmask1) << 4)),
+                    (int)((a[0] & kmask2) | (((a[2] >> 0) & kmask1) << 4))),
+      _mm_set1_epi8(32));
+  const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+  k->o16 = sc16;
+  const __m256i sc[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                         _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+  const __m256i hbits = load32(wb);
+  for (int c = 0; c < 2; c++) {
+    const __m256i bits = load32(wb + 32 + 32 * c);
+    for (int j = 0; j < 4; j++) {
+      k->q[4 * c + j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3),
+                                        bit_to(hbits, 4 * c + j, 2));
+      k->s[4 * c + j] = shuffle(sc[c], shuf_q3k[j]);
     }
-    const __m256i sc[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                           _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    const __m256i hbits = load32(wb);
-    for (int c = 0; c < 2; c++) {
-      const __m256i bits = load32(wb + 32 + 32 * c);
-      for (int k = 0; k < 4; k++) {
-        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3),
-                                          bit_to(hbits, 4 * c + k, 2));
-        const __m256i s = shuffle(sc[c], shuf_q3k[k]);
-        for (int r = 0; r < nr; r++)
-          sumi[r] = scaled_dot(sumi[r], u, ACT_Q8_K(act, as, r, b)->qs + 128 * c + 32 * k, s);
-      }
-    }
-    K_BLOCK_END(d);
   }
-  K_ROWS_END;
 }
-ROWS_DISPATCH(dot_q3_k, q3_k_body)
 
-/* Q4_K / Q5_K scales and mins: 8 + 8 6-bit values from 12 bytes as s16
- * (ggml's unpacking of get_scale_min_k4); scales in the low 128 bits. */
-ALWAYS_INLINE __m256i k4_scales_mins(const uint8_t *p) {
+/* Q4_K (hi = 0) and Q5_K (hi = 1): w = d * sc * u - dmin * mn over 8
+ * sub-blocks of 32; u a nibble, plus a bit of qh as 16 for Q5_K. The 8 + 8
+ * 6-bit scales and mins come from 12 bytes (ggml's get_scale_min_k4
+ * unpacking). */
+ALWAYS_INLINE void unpack_k45(const int hi, const uint8_t *wb, k_unpacked *k) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
   const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  k->d = f16_at(wb);
+  k->dmin = f16_at(wb + 2);
   uint32_t u[4];
-  memcpy(u, p, 12);
+  memcpy(u, wb + 4, 12);
   u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
   const uint32_t mins_lo = u[1] & kmask1;
   u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
   u[2] = mins_lo;
   u[0] &= kmask1;
-  return _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
-}
-
-/* Q4_K (hi = 0) and Q5_K (hi = 1): w = d * sc * u - dmin * mn over 8
- * sub-blocks of 32; u a nibble, plus a bit of qh as 16 for Q5_K. */
-ALWAYS_INLINE void k45_body(const int hi, int64_t nb, const uint8_t *w, const void *act,
-                            size_t as, const int nr, float *out, int64_t os) {
-  K_ROWS_BEGIN;
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const int bytes = hi ? 176 : 144, qs_at = hi ? 48 : 16;
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *wb = w + b * bytes;
-    const float d = f16_at(wb), dmin = f16_at(wb + 2);
-    const __m256i sm = k4_scales_mins(wb + 4);
-    const __m128i mins = _mm256_extracti128_si256(sm, 1);
-    const __m256i scales = _mm256_permute2x128_si256(sm, sm, 0x00);
-    for (int r = 0; r < nr; r++) {
-      const qdot_q8_k *y = ACT_Q8_K(act, as, r, b);
-      const __m256i bs = load32(y->bsums);
-      /* sums of 32 from the sums of 16 */
-      const __m128i bs32 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-      const __m256i m = _mm256_zextsi128_si256(_mm_madd_epi16(mins, bs32));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * y->d), _mm256_cvtepi32_ps(m), acc[r]);
-      sumi[r] = _mm256_setzero_si256();
+  const __m128i sm8 = _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+  const __m256i sc16 = _mm256_cvtepu8_epi16(sm8);
+  const __m256i scales = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+  /* each min twice: one per bsum of its sub-block of 32 */
+  k->m16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm8, sm8));
+  const __m256i hbits = hi ? load32(wb + 16) : _mm256_setzero_si256();
+  const uint8_t *qs = wb + (hi ? 48 : 16);
+  for (int j = 0; j < 4; j++) {
+    const __m256i bits = load32(qs + 32 * j);
+    __m256i lo = _mm256_and_si256(bits, m4), up = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+    if (hi) {
+      lo = _mm256_or_si256(lo, bit_to(hbits, 2 * j, 4));
+      up = _mm256_or_si256(up, bit_to(hbits, 2 * j + 1, 4));
     }
-    const __m256i hbits = hi ? load32(wb + 16) : _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++) {
-      const __m256i bits = load32(wb + qs_at + 32 * j);
-      __m256i lo = _mm256_and_si256(bits, m4), up = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      if (hi) {
-        lo = _mm256_or_si256(lo, bit_to(hbits, 2 * j, 4));
-        up = _mm256_or_si256(up, bit_to(hbits, 2 * j + 1, 4));
-      }
-      const __m256i s_lo = shuffle(scales, shuf_k4[2 * j]), s_up = shuffle(scales, shuf_k4[2 * j + 1]);
-      for (int r = 0; r < nr; r++) {
-        const int8_t *yq = ACT_Q8_K(act, as, r, b)->qs + 64 * j;
-        sumi[r] = scaled_dot(scaled_dot(sumi[r], lo, yq, s_lo), up, yq + 32, s_up);
-      }
-    }
-    K_BLOCK_END(d);
+    k->q[2 * j] = lo;
+    k->q[2 * j + 1] = up;
+    k->s[2 * j] = shuffle(scales, shuf_k4[2 * j]);
+    k->s[2 * j + 1] = shuffle(scales, shuf_k4[2 * j + 1]);
   }
-  K_ROWS_END;
 }
-
-ALWAYS_INLINE void q4_k_body(int64_t nb, const uint8_t *w, const void *act, size_t as,
-                             const int nr, float *out, int64_t os) {
-  k45_body(0, nb, w, act, as, nr, out, os);
-}
-ALWAYS_INLINE void q5_k_body(int64_t nb, const uint8_t *w, const void *act, size_t as,
-                             const int nr, float *out, int64_t os) {
-  k45_body(1, nb, w, act, as, nr, out, os);
-}
-ROWS_DISPATCH(dot_q4_k, q4_k_body)
-ROWS_DISPATCH(dot_q5_k, q5_k_body)
 
 /* Q6_K: w = d * sc * (u - 32), u 6 bits (a nibble of ql, 2 bits of qh),
- * s8 scales over 16 sub-blocks of 16; the -32 through bsums. */
-ALWAYS_INLINE void q6_k_body(int64_t nb, const uint8_t *w, const void *act, size_t as,
-                             const int nr, float *out, int64_t os) {
-  K_ROWS_BEGIN;
+ * s8 scales over 16 sub-blocks of 16. */
+ALWAYS_INLINE void unpack_q6_k(const uint8_t *wb, k_unpacked *k) {
   const __m256i m4 = _mm256_set1_epi8(0xF), m30 = _mm256_set1_epi8(0x30);
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *wb = w + b * 210;
-    const float d = f16_at(wb + 208);
-    const __m128i sc8 = load16(wb + 192);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    for (int r = 0; r < nr; r++) {
-      const __m256i o = _mm256_madd_epi16(sc16, load32(ACT_Q8_K(act, as, r, b)->bsums));
-      sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(o, 5));
-    }
-    for (int c = 0; c < 2; c++) {
-      const __m256i qh = load32(wb + 128 + 32 * c);
-      const __m256i l0 = load32(wb + 64 * c), l1 = load32(wb + 64 * c + 32);
-      const __m256i u[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-      };
-      for (int k = 0; k < 4; k++) {
-        const __m256i s = _mm256_cvtepi8_epi16(
-            _mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)shuf_b16[4 * c + k])));
-        for (int r = 0; r < nr; r++)
-          sumi[r] = scaled_dot(sumi[r], u[k], ACT_Q8_K(act, as, r, b)->qs + 128 * c + 32 * k, s);
-      }
-    }
-    K_BLOCK_END(d);
+  k->d = f16_at(wb + 208);
+  const __m128i sc8 = load16(wb + 192);
+  k->o16 = _mm256_cvtepi8_epi16(sc8);
+  for (int c = 0; c < 2; c++) {
+    const __m256i qh = load32(wb + 128 + 32 * c);
+    const __m256i l0 = load32(wb + 64 * c), l1 = load32(wb + 64 * c + 32);
+    __m256i *q = k->q + 4 * c;
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    for (int j = 0; j < 4; j++)
+      k->s[4 * c + j] = _mm256_cvtepi8_epi16(
+          _mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)shuf_b16[4 * c + j])));
   }
-  K_ROWS_END;
 }
-ROWS_DISPATCH(dot_q6_k, q6_k_body)
 
 /* Q8_K: w = d * q, q signed, one scale per 256. */
-ALWAYS_INLINE void q8_k_body(int64_t nb, const uint8_t *w, const void *act, size_t as,
-                             const int nr, float *out, int64_t os) {
-  K_ROWS_BEGIN;
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *wb = w + b * 292;
-    for (int r = 0; r < nr; r++) sumi[r] = _mm256_setzero_si256();
-    for (int g = 0; g < QDOT_QK_K / 32; g++) {
-      const __m256i q = load32(wb + 4 + 32 * g), aq = _mm256_sign_epi8(q, q);
-      for (int r = 0; r < nr; r++) {
-        const __m256i yq = _mm256_sign_epi8(load32(ACT_Q8_K(act, as, r, b)->qs + 32 * g), q);
-        sumi[r] = _mm256_add_epi32(sumi[r], pair_sums(_mm256_maddubs_epi16(aq, yq)));
-      }
-    }
-    K_BLOCK_END(f32_at(wb));
+ALWAYS_INLINE void unpack_q8_k(const uint8_t *wb, k_unpacked *k) {
+  k->d = f32_at(wb);
+  for (int g = 0; g < 8; g++) {
+    const __m256i q = load32(wb + 4 + 32 * g);
+    k->q[g] = _mm256_sign_epi8(q, q);
+    k->s[g] = q;
   }
-  K_ROWS_END;
 }
-ROWS_DISPATCH(dot_q8_k, q8_k_body)
+
+/* One pass over a K-quant weight row for nr activation rows. t is a
+ * constant after inlining. */
+ALWAYS_INLINE void k_body(const rlx_dtype t, int64_t nb, const uint8_t *w, const void *act,
+                          size_t as, const int nr, float *out, int64_t os) {
+  const int bytes = t == RLX_Q2_K ? 84 : t == RLX_Q3_K ? 110 : t == RLX_Q4_K ? 144
+                  : t == RLX_Q5_K ? 176 : t == RLX_Q6_K ? 210 : 292;
+  const int mins = t == RLX_Q2_K || t == RLX_Q4_K || t == RLX_Q5_K;
+  const int off_shift = t == RLX_Q3_K ? 2 : t == RLX_Q6_K ? 5 : 0; /* offset 4 or 32 */
+  __m256 acc[QDOT_MAX_ROWS];
+  for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+  k_unpacked k;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *wb = w + b * bytes;
+    if (t == RLX_Q2_K) unpack_q2_k(wb, &k);
+    else if (t == RLX_Q3_K) unpack_q3_k(wb, &k);
+    else if (t == RLX_Q4_K) unpack_k45(0, wb, &k);
+    else if (t == RLX_Q5_K) unpack_k45(1, wb, &k);
+    else if (t == RLX_Q6_K) unpack_q6_k(wb, &k);
+    else unpack_q8_k(wb, &k);
+    for (int r = 0; r < nr; r++) {
+      const qdot_q8_k *y = ACT_Q8_K(act, as, r, b);
+      __m256i sumi = _mm256_setzero_si256();
+      if (off_shift)
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(k.o16, load32(y->bsums)),
+                                                        off_shift));
+      for (int g = 0; g < 8; g++) {
+        const __m256i yq = load32(y->qs + 32 * g);
+        if (t == RLX_Q8_K)
+          sumi = _mm256_add_epi32(sumi, pair_sums(_mm256_maddubs_epi16(k.q[g], _mm256_sign_epi8(yq, k.s[g]))));
+        else
+          sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.s[g], _mm256_maddubs_epi16(k.q[g], yq)));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.d * y->d), _mm256_cvtepi32_ps(sumi), acc[r]);
+      if (mins)
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * y->d),
+                                 _mm256_cvtepi32_ps(_mm256_madd_epi16(k.m16, load32(y->bsums))), acc[r]);
+    }
+  }
+  for (int r = 0; r < nr; r++) out[r * os] = simd_hsum(acc[r]);
+}
+
+#define K_BODY(name, T)                                                                        \
+  ALWAYS_INLINE void name##_body(int64_t nb, const uint8_t *w, const void *act, size_t as,     \
+                                 const int nr, float *out, int64_t os) {                       \
+    k_body(T, nb, w, act, as, nr, out, os);                                                    \
+  }                                                                                            \
+  ROWS_DISPATCH(dot_##name, name##_body)
+K_BODY(q2_k, RLX_Q2_K)
+K_BODY(q3_k, RLX_Q3_K)
+K_BODY(q4_k, RLX_Q4_K)
+K_BODY(q5_k, RLX_Q5_K)
+K_BODY(q6_k, RLX_Q6_K)
+K_BODY(q8_k, RLX_Q8_K)
 
 static const qdot_ops avx2_table = {
   .name = "avx2",

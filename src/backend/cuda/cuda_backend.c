@@ -16,7 +16,9 @@
  *    at all: the matmul reads it transposed (cuBLASLt op T);
  *  - the remaining launches are captured into a CUDA graph
  *    (RLX_CUDA_GRAPH=0: issued one by one each run; the same launches with
- *    the same arguments, so the results are identical).
+ *    the same arguments, so the results are identical; RLX_CUDA_PROFILE=1:
+ *    op by op with an event around each launch, and a table of the time
+ *    per op kind printed to stderr when the plan is freed).
  * Run: inputs are copied to their device buffers when their version
  * changed (so a repeated run on unchanged inputs copies nothing), params
  * likewise (then the folded steps rerun), then one graph replay, then the
@@ -201,6 +203,10 @@ typedef struct {
   cu_error *err_dev, *err_host;
   int has_err, folded_ready, use_graph, tf32, attn_exact;
   cudaGraphExec_t exec;
+  /* RLX_CUDA_PROFILE=1 */
+  int profile, profiled_runs;
+  cudaEvent_t *events;         /* [n_steps + 1]: before the first launch, after each */
+  double *step_ms;             /* [n_steps] accumulated */
 } cuda_plan;
 
 static rlx_status cuda_fail(cudaError_t e, const char *what) {
@@ -487,7 +493,7 @@ static rlx_status lower_region(cuda_plan *pl, const ir_node *n) {
   return RLX_OK;
 }
 
-/* silu(x[..., :n]) * x[..., n:] computed in F32 (F64), rounded once. */
+/* silu(x[..., :n]) * x[..., n:] computed in F32 (F64 when x or the result is), rounded once. */
 static rlx_status lower_swiglu(cuda_plan *pl, const ir_node *n) {
   const ir_type *x = ir_in(pl->g, n, 0), *out = &n->out[0];
   const int64_t half = out->shape.d[out->shape.rank - 1];
@@ -498,7 +504,7 @@ static rlx_status lower_swiglu(cuda_plan *pl, const ir_node *n) {
   uint8_t *p = in_ptr(pl, n, 0);
   int gate = ew_input(&a, p, x->dtype, st, 0);
   int up = ew_input(&a, p + (size_t)half * elem_size(x->dtype), x->dtype, st, 0);
-  rlx_dtype ct = compute_dtype(x->dtype);
+  rlx_dtype ct = out->dtype == RLX_F64 ? RLX_F64 : compute_dtype(x->dtype);
   ew_step(&a, CU_STEP_ACT, RLX_ACT_SILU, x->dtype, ct, gate, 0, 0);
   ew_step(&a, CU_STEP_BIN, RLX_BIN_MUL, ct, ct, -1, up, 0);
   ew_step(&a, CU_STEP_CAST, 0, ct, out->dtype, -2, 0, 0);
@@ -1120,10 +1126,12 @@ static rlx_status issue_run(cuda_plan *pl) {
   cudaError_t e;
   if (pl->has_err && (e = cudaMemsetAsync(pl->err_dev, 0, sizeof *pl->err_dev, pl->stream)) != cudaSuccess)
     return cuda_fail(e, "cudaMemsetAsync");
+  if (pl->events) cudaEventRecord(pl->events[0], pl->stream);
   for (int i = 0; i < pl->n_steps; i++) {
     if (pl->steps[i].folded) continue;
     rlx_status st = launch(pl, &pl->steps[i]);
     if (st) return st;
+    if (pl->events) cudaEventRecord(pl->events[i + 1], pl->stream);
   }
   if (pl->has_err &&
       (e = cudaMemcpyAsync(pl->err_host, pl->err_dev, sizeof *pl->err_dev, cudaMemcpyDeviceToHost, pl->stream)) != cudaSuccess)
@@ -1165,10 +1173,52 @@ static rlx_status check_device_error(const cuda_plan *pl) {
 
 /* ---------------------------------------------------------------- compile / run / read / free */
 
+/* Accumulates the last run's time per launch (RLX_CUDA_PROFILE). */
+static void profile_collect(cuda_plan *pl) {
+  int prev = 0;
+  for (int i = 0; i < pl->n_steps; i++) {
+    if (pl->steps[i].folded) continue;
+    float ms = 0;
+    cudaEventElapsedTime(&ms, pl->events[prev], pl->events[i + 1]);
+    pl->step_ms[i] += ms;
+    prev = i + 1;
+  }
+  pl->profiled_runs++;
+}
+
+/* The profile table: time per op kind, largest first. */
+static void profile_print(const cuda_plan *pl) {
+  double per_op[RLX_OP_COUNT] = {0}, total = 0;
+  int count[RLX_OP_COUNT] = {0};
+  for (int i = 0; i < pl->n_steps; i++) {
+    if (pl->steps[i].folded) continue;
+    int op = pl->g->nodes[pl->steps[i].node].op;
+    per_op[op] += pl->step_ms[i] / pl->profiled_runs;
+    count[op]++;
+    total += pl->step_ms[i] / pl->profiled_runs;
+  }
+  fprintf(stderr, "rlx: cuda profile of \"%s\" (%d runs, op by op): %.4f ms per run\n", pl->g->name ? pl->g->name : "",
+          pl->profiled_runs, total);
+  for (;;) {
+    int best = -1;
+    for (int op = 0; op < RLX_OP_COUNT; op++)
+      if (count[op] && (best < 0 || per_op[op] > per_op[best])) best = op;
+    if (best < 0) break;
+    fprintf(stderr, "  %-22s %4d launches %9.4f ms %5.1f%%\n", ir_ops[best].name, count[best], per_op[best],
+            total > 0 ? 100 * per_op[best] / total : 0.0);
+    count[best] = 0;
+  }
+}
+
 static void cuda_free(void *p) {
   cuda_plan *pl = p;
   if (!pl) return;
   if (pl->stream) cudaStreamSynchronize(pl->stream);
+  if (pl->profiled_runs) profile_print(pl);
+  if (pl->events)
+    for (int i = 0; i <= pl->n_steps; i++) cudaEventDestroy(pl->events[i]);
+  free(pl->events);
+  free(pl->step_ms);
   if (pl->exec) cudaGraphExecDestroy(pl->exec);
   for (int i = 0; i < pl->n_steps; i++) {
     if (pl->steps[i].kind == ST_GEMM) cuda_gemm_free(pl->steps[i].args);
@@ -1256,6 +1306,8 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->use_graph = !env_is("RLX_CUDA_GRAPH", "0");
   pl->tf32 = env_is("RLX_CUDA_TF32", "1");
   pl->attn_exact = env_is("RLX_CUDA_ATTN_EXACT", "1");
+  pl->profile = env_is("RLX_CUDA_PROFILE", "1");
+  if (pl->profile) pl->use_graph = 0;
   const size_t n_nodes = (size_t)g->n_nodes + 1;
   rlx_status st = plan_arena_offsets(g, &pl->mem);
   int *uses = NULL;
@@ -1339,6 +1391,16 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
     if (ir_ops[n->op].category == RLX_CAT_LEAF || pl->mem.view[i] || pl->skip[i]) continue;
     if ((st = lower_node(pl, n))) goto fail;
   }
+  if (pl->profile) {
+    pl->events = calloc((size_t)pl->n_steps + 1, sizeof *pl->events);
+    pl->step_ms = calloc((size_t)pl->n_steps + 1, sizeof *pl->step_ms);
+    if (!pl->events || !pl->step_ms) {
+      free(pl->events), pl->events = NULL;
+      st = rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
+      goto fail;
+    }
+    for (int i = 0; i <= pl->n_steps; i++) cudaEventCreate(&pl->events[i]);
+  }
   int replayed = pl->has_err;
   for (int i = 0; i < pl->n_steps; i++) replayed |= !pl->steps[i].folded;
   if (pl->use_graph && replayed && (st = capture(pl))) goto fail;
@@ -1393,6 +1455,7 @@ static rlx_status cuda_run(void *p, const rlx_bindings *bind) {
     if (st) return st;
   }
   if ((e = cudaStreamSynchronize(pl->stream)) != cudaSuccess) return cuda_fail(e, "running the plan");
+  if (pl->events) profile_collect(pl);
   return check_device_error(pl);
 }
 

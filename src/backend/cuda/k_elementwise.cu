@@ -206,7 +206,10 @@ __device__ __forceinline__ long long eval_step(const cu_ew_step &s, long long x,
   case CU_STEP_CAST: return convert(x, s.in_dtype, dt);
   case CU_STEP_WHERE: return x != 0 ? y : z;
   case CU_STEP_CLAMP:
-    if (!cu_is_float(dt)) return x < s.i0 ? s.i0 : x > s.i1 ? s.i1 : x;
+    if (!cu_is_float(dt)) { /* lo first, then hi: hi wins when ceil(lo) > floor(hi), as on the CPU */
+      long long v = x < s.i0 ? s.i0 : x;
+      return v > s.i1 ? s.i1 : v;
+    }
     {
       double v = as_f(x); /* comparisons with NaN are false: NaN stays */
       v = v < s.f0 ? s.f0 : v;
@@ -220,19 +223,23 @@ __device__ __forceinline__ long long eval_step(const cu_ew_step &s, long long x,
 
 /* ---------------------------------------------------------------- the kernel */
 
-template <bool CONTIGUOUS> __global__ void __launch_bounds__(CU_THREADS) ew_kernel(const __grid_constant__ cu_ew_args a) {
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.numel; i += step) {
-    int64_t off[CU_EW_MAX_IN];
+/* I: the index type. 32-bit when every index and offset fits (the usual
+ * case): the per-dimension divisions of the strided path are then 32-bit,
+ * several times cheaper than 64-bit ones. */
+template <bool CONTIGUOUS, typename I>
+__global__ void __launch_bounds__(CU_THREADS) ew_kernel(const __grid_constant__ cu_ew_args a) {
+  const I n = (I)a.numel, step = (I)(gridDim.x * blockDim.x);
+  for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += step) {
+    I off[CU_EW_MAX_IN];
     if (CONTIGUOUS) {
       for (int k = 0; k < a.n_in; k++) off[k] = i;
     } else {
       for (int k = 0; k < a.n_in; k++) off[k] = 0;
-      int64_t rest = i;
+      I rest = i;
       for (int d = a.rank - 1; d >= 0; d--) {
-        int64_t idx = rest % a.dims[d];
-        rest /= a.dims[d];
-        for (int k = 0; k < a.n_in; k++) off[k] += ((a.half[k] >> d) & 1 ? idx / 2 : idx) * a.stride[k][d];
+        const I dim = (I)a.dims[d], q = rest / dim, idx = rest - q * dim;
+        rest = q;
+        for (int k = 0; k < a.n_in; k++) off[k] += ((a.half[k] >> d) & 1 ? idx / 2 : idx) * (I)a.stride[k][d];
       }
     }
     long long v[CU_EW_MAX_STEPS];
@@ -246,18 +253,33 @@ template <bool CONTIGUOUS> __global__ void __launch_bounds__(CU_THREADS) ew_kern
       for (int o = 0; o < 3; o++) {
         if (o >= n_ops) break;
         int r = refs[o];
-        ops[o] = r >= 0 ? load_value(a.in[r], a.in_dtype[r], off[r]) : v[-r - 1];
+        ops[o] = r >= 0 ? load_value(a.in[r], a.in_dtype[r], (int64_t)off[r]) : v[-r - 1];
       }
       v[j] = eval_step(s, ops[0], ops[1], ops[2]);
     }
-    store_value(a.out, a.out_dtype, i, v[a.n_steps - 1]);
+    store_value(a.out, a.out_dtype, (int64_t)i, v[a.n_steps - 1]);
   }
+}
+
+/* Every flat index and every input offset below 2^31. */
+static bool fits_32(const cu_ew_args *a) {
+  const int64_t lim = (int64_t)1 << 31;
+  if (a->numel >= lim - (int64_t)CU_THREADS * 132 * 32) return false;
+  for (int k = 0; k < a->n_in; k++) {
+    int64_t hi = 0;
+    for (int d = 0; d < a->rank; d++) hi += (a->dims[d] - 1) * a->stride[k][d];
+    if (hi >= lim) return false;
+  }
+  return true;
 }
 
 extern "C" int cu_ew_launch(const cu_ew_args *a, cudaStream_t st) {
   if (a->numel <= 0) return cudaSuccess;
   unsigned blocks = cu_blocks(a->numel, CU_THREADS);
-  if (a->contiguous) ew_kernel<true><<<blocks, CU_THREADS, 0, st>>>(*a);
-  else ew_kernel<false><<<blocks, CU_THREADS, 0, st>>>(*a);
+  const bool small = fits_32(a);
+  if (a->contiguous && small) ew_kernel<true, uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+  else if (a->contiguous) ew_kernel<true, int64_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+  else if (small) ew_kernel<false, uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+  else ew_kernel<false, int64_t><<<blocks, CU_THREADS, 0, st>>>(*a);
   return cudaGetLastError();
 }

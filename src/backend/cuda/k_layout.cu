@@ -6,7 +6,8 @@
  * Elements move as bytes of their size, so every plain dtype is exact. */
 #include "cu_common.cuh"
 
-template <typename E> __global__ void copy_kernel(const __grid_constant__ cu_copy_args a) {
+/* I: the index type, 32-bit when every index and offset fits. */
+template <typename E, typename I> __global__ void copy_kernel(const __grid_constant__ cu_copy_args a) {
   int64_t dst_off = a.dst_off;
   if (a.dyn) {
     long long start = a.dyn_dtype == RLX_I64 ? *(const long long *)a.dyn : *(const int32_t *)a.dyn;
@@ -17,28 +18,41 @@ template <typename E> __global__ void copy_kernel(const __grid_constant__ cu_cop
     dst_off += start * a.dyn_mul;
   }
   const E *src = (const E *)a.src;
-  E *dst = (E *)a.dst;
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.numel; i += step) {
-    int64_t rest = i, so = 0, d_o = dst_off;
+  E *dst = (E *)a.dst + dst_off;
+  const I n = (I)a.numel, step = (I)(gridDim.x * blockDim.x);
+  for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += step) {
+    I rest = i, so = 0, d_o = 0;
     for (int d = a.rank - 1; d >= 0; d--) {
-      int64_t idx = rest % a.dims[d];
-      rest /= a.dims[d];
-      so += (idx >> a.shift[d]) * a.src_stride[d];
-      d_o += idx * a.dst_stride[d];
+      const I dim = (I)a.dims[d], q = rest / dim, idx = rest - q * dim;
+      rest = q;
+      so += (idx >> a.shift[d]) * (I)a.src_stride[d];
+      d_o += idx * (I)a.dst_stride[d];
     }
     dst[d_o] = src[so];
   }
+}
+
+static bool copy_fits_32(const cu_copy_args *a) {
+  const int64_t lim = (int64_t)1 << 31;
+  if (a->numel >= lim - (int64_t)CU_THREADS * 132 * 32) return false;
+  int64_t hs = 0, hd = 0;
+  for (int d = 0; d < a->rank; d++) hs += (a->dims[d] - 1) * a->src_stride[d], hd += (a->dims[d] - 1) * a->dst_stride[d];
+  return hs < lim && hd < lim;
+}
+
+template <typename E> static void copy_typed(const cu_copy_args *a, unsigned blocks, cudaStream_t st) {
+  if (copy_fits_32(a)) copy_kernel<E, uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+  else copy_kernel<E, int64_t><<<blocks, CU_THREADS, 0, st>>>(*a);
 }
 
 extern "C" int cu_copy_launch(const cu_copy_args *a, cudaStream_t st) {
   if (a->numel <= 0 && !a->dyn) return cudaSuccess; /* an empty UpdateSlice still checks its start */
   unsigned blocks = cu_blocks(a->numel, CU_THREADS);
   switch (a->es) {
-  case 1: copy_kernel<uint8_t><<<blocks, CU_THREADS, 0, st>>>(*a); break;
-  case 2: copy_kernel<uint16_t><<<blocks, CU_THREADS, 0, st>>>(*a); break;
-  case 4: copy_kernel<uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a); break;
-  case 8: copy_kernel<unsigned long long><<<blocks, CU_THREADS, 0, st>>>(*a); break;
+  case 1: copy_typed<uint8_t>(a, blocks, st); break;
+  case 2: copy_typed<uint16_t>(a, blocks, st); break;
+  case 4: copy_typed<uint32_t>(a, blocks, st); break;
+  case 8: copy_typed<unsigned long long>(a, blocks, st); break;
   default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

@@ -185,10 +185,11 @@ __global__ void softmax_kernel(const void *x, void *out, int dtype, int64_t len,
   T s = 0;
   for (int64_t j = threadIdx.x; j < len; j += blockDim.x) s += cu_exp(cu_acc<T>::ld(x, dtype, base + j * inner) - m);
   s = cu_block_sum<T>(s, scratch);
-  const T lse = m + cu_log(s);
+  const T log_s = cu_log(s);
   for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
     T v = cu_acc<T>::ld(x, dtype, base + j * inner);
-    cu_acc<T>::st(out, dtype, base + j * inner, log_softmax ? v - lse : cu_exp(v - m) / s);
+    /* (v - m) - log(s), not v - (m + log(s)): exact where v is near m, even for large |v| */
+    cu_acc<T>::st(out, dtype, base + j * inner, log_softmax ? (v - m) - log_s : cu_exp(v - m) / s);
   }
 }
 
