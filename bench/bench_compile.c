@@ -3,6 +3,7 @@
  * SwiGLU 1536, vocab 49152), built with the C builders, static sequence
  * length 64 so rlx_compile also plans it.
  *
+ *   first    the process's first compile (thread pool start, fresh pages)
  *   cold     the compile cache cleared first: every pass runs, the plan is built
  *   hit      the same graph again while the first session is alive: a
  *            cache hit (no passes), the plan built anew (a live session's
@@ -103,6 +104,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   rlx_session_stats st_cold = {0}, st_hit = {0}, st_reuse = {0};
+  double first[2];
+  rlx_session *s0;
+  timed_compile(g, &s0, &first[0], &first[1]);
+  rlx_session_free(s0);
   for (int r = 0; r < runs; r++) {
     rlx_session *a, *b, *c;
     rlx_compile_cache_clear();
@@ -128,11 +133,13 @@ int main(int argc, char **argv) {
          "seq %d): %d nodes; median of %d\n", LAYERS, HIDDEN, HEADS, KV_HEADS, FFN, VOCAB, SEQ,
          rlx_graph_num_nodes(g), runs);
   printf("  %-38s %9s %9s %16s\n", "", "wall ms", "cpu ms", "vs cold (wall)");
+  printf("  %-38s %9.2f %9.2f %15.1fx\n", "first compile of the process (once)", first[0], first[1], m[0][0] / first[0]);
   static const char *const what[] = {"cold compile (all passes, plan built)", "second compile, first session alive",
                                      "second compile, first session freed"};
   for (int k = 0; k < 3; k++)
     printf("  %-38s %9.2f %9.2f %15.1fx\n", what[k], m[k][0], m[k][1], m[0][0] / m[k][0]);
-  printf("  goal: cold < 50 ms: %s (wall), %s (cpu)\n", m[0][0] < 50 ? "met" : "MISSED", m[0][1] < 50 ? "met" : "MISSED");
+  printf("  goal: cold < 50 ms: %s (wall), %s (cpu); first compile: %s (wall)\n", m[0][0] < 50 ? "met" : "MISSED",
+         m[0][1] < 50 ? "met" : "MISSED", first[0] < 50 ? "met" : "MISSED");
   printf("  second compile: cache hit %s with plans built %lld; after the free: hit %s, plans reused %lld\n",
          st_hit.compile_cache_hit ? "yes" : "NO", (long long)st_hit.plans_built,
          st_reuse.compile_cache_hit ? "yes" : "NO", (long long)st_reuse.plans_reused);

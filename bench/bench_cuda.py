@@ -1,6 +1,6 @@
 """bench_cuda.py — rlx's CUDA backend against PyTorch on the same GPU.
 
-usage: python3 bench/bench_cuda.py BENCH_CUDA_BINARY [--quick] [--no-compile]
+usage: python3 bench/bench_cuda.py BENCH_CUDA_BINARY [--quick] [--no-compile] [--profile]
 
 Measures, in one process run:
   ceilings  device-to-device copy bandwidth (bytes read + written) and a
@@ -52,8 +52,11 @@ def median_ms(fn, reps, trials=7):
     return times[len(times) // 2]
 
 
-def rlx(*args):
-    out = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=300)
+def rlx(*args, env=None):
+    out = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, **(env or {})))
+    if env:
+        print("\n".join(l for l in out.stderr.splitlines() if l.startswith(("rlx: cuda profile", "  "))))
     for line in out.stdout.splitlines():
         if line.startswith("RESULT"):
             fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
@@ -171,6 +174,12 @@ for wf in ("bf16", "q8_0"):
     roof = nbytes / bw * 1e3
     print("%-5s %9.4f %9.1f %11.1f %9.4f %8.1f%%" % (wf, r["ms"], r["tok_s"], nbytes / 1e6, roof, 100 * roof / r["ms"]))
     results["decode"].append({"wfmt": wf, "rlx_ms": r["ms"], "tok_s": r["tok_s"], "bytes": nbytes, "roof_ms": roof})
+
+if "--profile" in sys.argv:
+    print("\n== where the time goes (RLX_CUDA_PROFILE=1: op by op, an event around each launch)")
+    rlx("block", "bf16", 8, 512, env={"RLX_CUDA_PROFILE": "1"})
+    rlx("block", "bf16", 1, 512, env={"RLX_CUDA_PROFILE": "1"})
+    rlx("decode", "bf16", 512, env={"RLX_CUDA_PROFILE": "1"})
 
 out = os.environ.get("OUT")
 if out:

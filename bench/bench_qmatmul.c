@@ -1,16 +1,18 @@
 /* bench_qmatmul.c — times cpu_DequantMatMul for bench_qmatmul.py (not a test).
  *
- *   bench_qmatmul THREADS RUNS TYPE M K N [TYPE M K N ...]
+ *   bench_qmatmul [--cpu-time] THREADS RUNS TYPE M K N [TYPE M K N ...]
  *     x [M, K] F32 @ w [N, K]^T, w of block dtype TYPE (q4_0, q6_k, ...).
  *     Prints per shape: TYPE M K N TABLE COPIES SEC_1 .. SEC_RUNS
  *     (seconds per call). The weights are COPIES distinct copies, used in
  *     turn, totalling >= 128 MiB: each call streams its weights from DRAM
  *     as in a model whose layers do not fit in the caches.
- *   bench_qmatmul --membw THREADS RUNS BYTES
+ *   bench_qmatmul [--cpu-time] --membw THREADS RUNS BYTES
  *     The memory floor over a BYTES buffer: "read SEC.." (every byte
  *     loaded, AVX2 where the CPU has it) and "memcpy SEC.." (BYTES / 2
  *     copied), each pass split over THREADS threads.
  * Each run repeats the call enough times to last >= 50 ms after a warm-up.
+ * Times are wall-clock, or with --cpu-time the process's CPU time (for
+ * 1-thread runs on a busy machine).
  */
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/cpu_features.h"
@@ -27,9 +29,13 @@
 
 #define ROTATE_BYTES (128ull << 20)
 
+/* CLOCK_PROCESS_CPUTIME_ID with --cpu-time: on a machine shared with other
+ * work the CPU time of a 1-thread run is what the kernel costs. */
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
 static double now(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock_id, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -217,10 +223,15 @@ static int bench_membw(cpu_ctx *ctx, int runs, int64_t bytes) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--cpu-time")) {
+    clock_id = CLOCK_PROCESS_CPUTIME_ID;
+    argv++;
+    argc--;
+  }
   int membw = argc > 1 && !strcmp(argv[1], "--membw");
   if (membw ? argc != 5 : argc < 7 || (argc - 3) % 4 != 0) {
-    fprintf(stderr, "usage: bench_qmatmul THREADS RUNS TYPE M K N [TYPE M K N ...]\n"
-                    "       bench_qmatmul --membw THREADS RUNS BYTES\n");
+    fprintf(stderr, "usage: bench_qmatmul [--cpu-time] THREADS RUNS TYPE M K N [TYPE M K N ...]\n"
+                    "       bench_qmatmul [--cpu-time] --membw THREADS RUNS BYTES\n");
     return 2;
   }
   int threads = atoi(argv[1 + membw]), runs = atoi(argv[2 + membw]);

@@ -33,7 +33,10 @@ rlx's (> 1: rlx is faster).
 
   python3 bench/bench_qmatmul.py [--driver build/bench_qmatmul] [--rounds 3]
       [--runs 3] [--threads 1,2] [--types q4_0,q8_0,q4_k,q6_k,q4_1] [--quick]
-      [--ggml-lib DIR] [--no-ggml]
+      [--ggml-lib DIR] [--no-ggml] [--cpu-time]
+
+--cpu-time times 1-thread runs by the process's CPU time instead of the
+wall clock: on a machine busy with other work that is what each side costs.
 """
 import argparse
 import ctypes
@@ -75,15 +78,15 @@ def weight_bytes(t, k, n):
 
 # ---------------------------------------------------------------- rlx
 
-def run_rlx(driver, threads, runs, t, shape):
+def run_rlx(driver, clock, threads, runs, t, shape):
     m, k, n = shape
-    out = subprocess.run([driver, str(threads), str(runs), t, str(m), str(k), str(n)],
+    out = subprocess.run([driver] + clock + [str(threads), str(runs), t, str(m), str(k), str(n)],
                          capture_output=True, text=True, check=True).stdout.split()
     return out[4], [float(x) for x in out[6:]]
 
 
-def run_membw(driver, threads, runs):
-    out = subprocess.run([driver, "--membw", str(threads), str(runs), str(256 << 20)],
+def run_membw(driver, clock, threads, runs):
+    out = subprocess.run([driver] + clock + ["--membw", str(threads), str(runs), str(256 << 20)],
                          capture_output=True, text=True, check=True).stdout.splitlines()
     res = {}
     for line in out:
@@ -145,7 +148,7 @@ class Ggml:
         self.features = [f for f in ("avx2", "avx_vnni", "avx512", "avx512_vnni")
                          if hasattr(c, "ggml_cpu_has_" + f) and getattr(c, "ggml_cpu_has_" + f)()]
 
-    def bench(self, threads, runs, t, shape, rng):
+    def bench(self, clock, threads, runs, t, shape, rng):
         m, k, n = shape
         wb = weight_bytes(t, k, n)
         copies = max(1, -(-ROTATE_BYTES // wb))
@@ -174,16 +177,16 @@ class Ggml:
             work = ctypes.create_string_buffer(max(1, plan.work_size))
             plan.work_data = ctypes.cast(work, ctypes.c_void_p)
             c.ggml_graph_compute(gf, ctypes.byref(plan))  # warm-up
-            t0 = time.perf_counter()
+            t0 = clock()
             c.ggml_graph_compute(gf, ctypes.byref(plan))
-            once = time.perf_counter() - t0
+            once = clock() - t0
             reps = 1 if once > 0.05 else int(0.05 / max(once, 1e-7)) + 1
             res = []
             for _ in range(runs):
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(reps):
                     c.ggml_graph_compute(gf, ctypes.byref(plan))
-                res.append((time.perf_counter() - t0) / (reps * copies))
+                res.append((clock() - t0) / (reps * copies))
             return res
         finally:
             b.ggml_free(ctx)
@@ -222,7 +225,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--ggml-lib", help="folder with libggml-base.so and libggml-cpu.so")
     ap.add_argument("--no-ggml", action="store_true", help="rlx alone")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time by process CPU time (1 thread only: for a busy machine)")
     args = ap.parse_args()
+    if args.cpu_time and args.threads != "1":
+        sys.exit("bench_qmatmul: --cpu-time measures 1-thread runs only (--threads 1)")
+    clock_args = ["--cpu-time"] if args.cpu_time else []
+    clock = time.process_time if args.cpu_time else time.perf_counter
     if not os.access(args.driver, os.X_OK):
         sys.exit("bench_qmatmul: no driver at %s (cmake --build build --target bench_qmatmul)"
                  % args.driver)
@@ -237,12 +246,16 @@ def main():
             print("llama-cpp-python not found (pip install llama-cpp-python): rlx alone\n")
         else:
             ggml = Ggml(libdir)
-    print("CPU: %s, %d cores" % (cpu_name(), os.cpu_count() or 0))
+    load = os.getloadavg()[0]
+    print("CPU: %s, %d cores; load average %.1f; clock: %s" % (
+        cpu_name(), os.cpu_count() or 0, load, "process CPU time" if args.cpu_time else "wall"))
+    if load > 0.5 * (os.cpu_count() or 1) and not args.cpu_time:
+        print("warning: the machine is busy; wall-clock numbers are unreliable (--cpu-time)")
     if ggml:
         print("peer: ggml CPU backend from %s (features: %s)" % (libdir, " ".join(ggml.features)))
     rng = np.random.default_rng(12345)
     for threads in [int(s) for s in args.threads.split(",")]:
-        floor = run_membw(args.driver, threads, 5)
+        floor = run_membw(args.driver, clock_args, threads, 5)
         print("\n%d thread%s: memory read %.1f GB/s, memcpy %.1f GB/s (256 MiB buffer)"
               % (threads, "" if threads == 1 else "s", (256 << 20) / floor["read"] / 1e9,
                  (128 << 20) / floor["memcpy"] / 1e9))
@@ -260,10 +273,10 @@ def main():
                 rt, gt = [], []
                 table = "?"
                 for _ in range(args.rounds):
-                    table, r = run_rlx(args.driver, threads, args.runs, t, shape)
+                    table, r = run_rlx(args.driver, clock_args, threads, args.runs, t, shape)
                     rt += r
                     if ggml:
-                        gt += ggml.bench(threads, args.runs, t, shape, rng)
+                        gt += ggml.bench(clock, threads, args.runs, t, shape, rng)
                 r = median(rt)
                 # the memory floor bounds decode; prefill is compute-bound
                 share = "%5.0f%%" % (100.0 * (wb / r) / ((256 << 20) / floor["read"])) \

@@ -320,6 +320,53 @@ rlx_status rlx_jvp(const rlx_graph *g, int n_primals, const rlx_node *primals,
  * forward mode the tangent passes unchanged. */
 rlx_node rlx_gradient_reversal(rlx_graph *g, rlx_node x, double scale);
 
+/* ---------------------------------------------------------------- training
+ *
+ * A training graph is one optimizer step: a single rlx_run computes the
+ * loss and the gradients, the optimizer ops compute the new params and
+ * optimizer state, and Assign writes them back into the session's params,
+ * which the next run reads.
+ */
+
+/* SgdStep: torch.optim.SGD without dampening, on one param:
+ *   g = grad + weight_decay * param; velocity' = momentum * velocity + g;
+ *   param' = param - lr * (nesterov ? g + momentum * velocity' : velocity')
+ * (momentum 0: param - lr * g, velocity passes through). grad and velocity
+ * have param's type, lr is a one-element float node. Returns param';
+ * *new_velocity (may be NULL) gets velocity'. */
+rlx_node rlx_sgd_step(rlx_graph *g, rlx_node param, rlx_node grad, rlx_node velocity, rlx_node lr,
+                      double momentum, double weight_decay, int nesterov, rlx_node *new_velocity);
+/* AdamWStep: torch.optim.AdamW on one param. moments is [2, param dims]
+ * (first and second moment, zeros at first); step is the 1-based count of
+ * this step (one element, float or integer). Returns param'; *new_moments
+ * (may be NULL) gets moments'. */
+rlx_node rlx_adamw_step(rlx_graph *g, rlx_node param, rlx_node grad, rlx_node moments, rlx_node lr,
+                        rlx_node step, double beta1, double beta2, double eps, double weight_decay,
+                        rlx_node *new_moments);
+/* Assign: after each run, the Param param holds value (same type). The
+ * Assign must be a graph output; a param is assigned at most once. */
+rlx_node rlx_assign(rlx_graph *g, rlx_node param, rlx_node value);
+
+typedef enum { RLX_OPTIM_SGD, RLX_OPTIM_ADAMW } rlx_optim_kind;
+typedef struct {
+  rlx_optim_kind kind;
+  double weight_decay;
+  double momentum;            /* SGD */
+  int nesterov;               /* SGD */
+  double beta1, beta2, eps;   /* AdamW (torch's defaults: 0.9, 0.999, 1e-8) */
+} rlx_optimizer;
+
+/* The training step of g: rlx_grad of loss w.r.t. params (float Params of
+ * g), an optimizer step per param, and Assigns. New leaves:
+ *   Input "lr" f32[]: the learning rate, bound before each run;
+ *   the optimizer state, Params to set to zeros before the first step:
+ *     SGD with momentum > 0: "<param>.velocity" (the param's type);
+ *     AdamW: "<param>.moments" ([2, param dims]) and "adamw.step" (i64[],
+ *     the number of steps taken).
+ * Outputs: the loss, then each param's new value, then the new state. */
+rlx_status rlx_train_graph(const rlx_graph *g, rlx_node loss, int n_params, const rlx_node *params,
+                           const rlx_optimizer *opt, rlx_graph **train_graph);
+
 /* ---------------------------------------------------------------- model files
  *
  * GGUF (versions 2 and 3, little-endian) and safetensors model files.
@@ -373,6 +420,24 @@ rlx_node rlx_gradient_reversal(rlx_graph *g, rlx_node x, double scale);
  * and string getters take only their own type.
  *
  * An open file is read-only: any number of threads may read it at once.
+ * (As with any mapped file, shrinking it on disk while it is open makes
+ * later reads of the lost pages fault.)
+ *
+ *   rlx_model_file *f;
+ *   rlx_meta_value toks, tok;
+ *   rlx_file_tensor w;
+ *   const char *s;
+ *   size_t len;
+ *   if (rlx_model_file_open("model.gguf", &f)) die(rlx_last_error());
+ *   rlx_meta_lookup(f, "tokenizer.ggml.tokens", &toks);    // string[n_vocab]
+ *   for (uint64_t i = 0; i < toks.count; i++) {
+ *     rlx_meta_elem(&toks, i, &tok);
+ *     rlx_meta_as_string(&tok, &s, &len);                    // len bytes, in place
+ *   }
+ *   rlx_model_file_find_tensor(f, "blk.0.attn_q.weight", &w); // dims [n_out, n_in]
+ *   rlx_node q = rlx_param(g, w.name, w.dtype, w.rank, w.dims);
+ *   ... rlx_compile(g, &opt, &sess); rlx_set_param_ref(sess, w.name, w.data, w.nbytes);
+ *   ... rlx_session_free(sess); rlx_model_file_close(f);
  */
 
 typedef struct rlx_model_file rlx_model_file;

@@ -417,16 +417,18 @@ static void check_truncations(const char *file, size_t valid_from) {
 
 /* ---------------------------------------------------------------- rlx info */
 
-static void check_info(const char *path, const char *const *needles) {
+/* `rlx info [options] path` exits 0 and prints every needle. */
+static void check_info_with(const char *options, const char *path, const char *const *needles) {
   char cmd[2048];
   int status = -1;
-  snprintf(cmd, sizeof cmd, "'%s' info '%s' 2>&1", rlx_bin, path);
+  snprintf(cmd, sizeof cmd, "'%s' info %s '%s' 2>&1", rlx_bin, options, path);
   char *out = run_capture(cmd, &status);
   CHECK(out && status == 0, "rlx info %s: exit %d\n%s", path, status, out ? out : "");
   for (int i = 0; out && needles[i]; i++) CHECK(strstr(out, needles[i]), "rlx info %s: no \"%s\"", path, needles[i]);
   free(out);
 }
 
+static void check_info(const char *path, const char *const *needles) { check_info_with("", path, needles); }
 
 /* ---------------------------------------------------------------- the driver */
 

@@ -5,20 +5,27 @@
 # params, hybrid), and, with --bench, the benchmarks (bench/bench_cuda.py).
 # Logs go to $OUT when it is set (the device tool's output folder).
 #
-#   bash tests/run_cuda_device.sh [--bench] [--quick] [--no-tests]
+#   bash tests/run_cuda_device.sh [--bench] [--quick] [--profile] [--no-tests]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/rlx-cuda-out}
 mkdir -p "$out"
-bench=0 quick="" tests=1
+bench=0 bench_flags="" tests=1
 for a in "$@"; do
   case $a in
     --bench) bench=1 ;;
-    --quick) quick=--quick ;;
+    --quick) bench_flags="$bench_flags --quick" ;;
+    --profile) bench_flags="$bench_flags --profile" ;;
     --no-tests) tests=0 ;;
   esac
 done
 build=build-device
+# Python packages the references need that the image lacks (gguf, for the
+# quant group) travel as wheels in .whl (carried by the device tool).
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 python3 -c "import numpy, torch; print('numpy', numpy.__version__, 'torch', torch.__version__, torch.cuda.get_device_name())" \
   2>&1 | tee -a "$out/gpu.txt"
@@ -34,6 +41,6 @@ if [ $tests = 1 ]; then
   grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAIL" "$out/ctest_cuda.log" | head -80
 fi
 if [ $bench = 1 ]; then
-  PYTHONUNBUFFERED=1 python3 bench/bench_cuda.py $build/bench_cuda $quick 2>&1 | tee "$out/bench.log"
+  PYTHONUNBUFFERED=1 python3 bench/bench_cuda.py $build/bench_cuda $bench_flags 2>&1 | tee "$out/bench.log"
 fi
 exit $status

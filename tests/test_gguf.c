@@ -151,6 +151,8 @@ static void check_info_synthetic(void) {
   check_info(work_path("meta.gguf"), meta);
   const char *types[] = {"t.q4_k       Q4_K      [2, 1, 512]", "t.iq2_xxs    IQ2_XXS*", "GGUF v2", NULL};
   check_info(work_path("types_v2.gguf"), types);
+  const char *full[] = {"\"tok2998\", \"tok2999\"]", "xxxxend\"", "39992, 39996]", NULL};
+  check_info_with("--full", work_path("meta.gguf"), full);
   char cmd[2048];
   int status = -1;
   snprintf(cmd, sizeof cmd, "'%s' info '%s' 2>&1", rlx_bin, work_path("bad_overlap.gguf"));

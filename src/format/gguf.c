@@ -133,9 +133,9 @@ static rlx_status check_bools(cursor *c, uint64_t at, uint64_t n) {
   return RLX_OK;
 }
 
-/* The body of an array (after its u32 element type... read here too):
- * element type, count, elements. Sets *first_pos to the first element and,
- * for strings or arrays, *index to the elems[] entries reserved for them. */
+/* An array value: u32 element type, u64 count, the elements. Sets
+ * *first_pos to the first element and, for elements of variable size
+ * (strings, arrays), *index to the elems[] entries indexing them. */
 static rlx_status read_array(cursor *c, int depth, uint32_t *elem_type, uint64_t *count, uint64_t *first_pos,
                              uint64_t *index) {
   rlx_status st = read_u32(c, elem_type);

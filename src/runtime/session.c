@@ -43,6 +43,10 @@ struct rlx_session {
    * result even after the leaf is set again; NULL for the others. */
   void **leaf_outputs;
   size_t *leaf_output_bytes;
+  /* The Assign nodes: after each run, the value of assigns[i] becomes the
+   * data of its target Param (write_back). */
+  rlx_node *assigns;
+  int n_assigns;
   rlx_session_stats stats;
 };
 
@@ -70,6 +74,7 @@ void rlx_session_free(rlx_session *s) {
   for (int k = 0; s->leaf_outputs && k < s->g->n_outputs; k++) free(s->leaf_outputs[k]);
   free(s->leaf_outputs);
   free(s->leaf_output_bytes);
+  free(s->assigns);
   rt_compiled_release(s->compiled);
   free(s);
 }
@@ -176,6 +181,25 @@ static rlx_status compile_graph(const rlx_graph *g, const rlx_backend *b, const 
   return st;
 }
 
+/* Every Assign of g is a graph output (the passes drop what no output
+ * reads) and each param is assigned at most once. */
+static rlx_status check_assigns(const rlx_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (n->op != RLX_OP_Assign) continue;
+    int is_output = 0;
+    for (int k = 0; k < g->n_outputs; k++) is_output |= g->outputs[k] == i;
+    if (!is_output)
+      return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: Assign (node %d) of param \"%s\" is not a graph output", i,
+                           g->nodes[n->in[0]].a.name);
+    for (int j = 0; j < i; j++)
+      if (g->nodes[j].op == RLX_OP_Assign && g->nodes[j].in[0] == n->in[0])
+        return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: param \"%s\" is assigned twice (nodes %d and %d)",
+                             g->nodes[n->in[0]].a.name, j, i);
+  }
+  return RLX_OK;
+}
+
 rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out) {
   if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: out is NULL");
   *out = NULL;
@@ -190,6 +214,8 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
     return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: this build has no CUDA backend");
   if (o.device == RLX_DEVICE_CUDA && !rlx_device_available())
     return rlx_set_error(RLX_ERR_DEVICE, "rlx_compile: no CUDA device is present");
+  rlx_status st = check_assigns(g);
+  if (st) return st;
   rlx_session *s = calloc(1, sizeof *s);
   if (!s) return rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory");
   s->opt = o;
@@ -197,7 +223,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   s->backend = o.device == RLX_DEVICE_CUDA ? &rlx_hybrid_backend : &rlx_cpu_backend;
   s->current = -1;
   int from_cache = 0;
-  rlx_status st = compile_graph(g, s->backend, &o, &s->compiled, &from_cache);
+  st = compile_graph(g, s->backend, &o, &s->compiled, &from_cache);
   if (st) {
     rlx_session_free(s);
     return st;
@@ -223,7 +249,9 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   s->leaf_output_bytes = calloc((size_t)s->g->n_outputs + 1, sizeof *s->leaf_output_bytes);
   s->leaves = calloc((size_t)s->g->n_nodes + 1, sizeof *s->leaves);
   s->binding = malloc(((size_t)s->g->n_syms + 1) * sizeof *s->binding);
-  if (!s->leaf_data || !s->leaf_version || !s->leaves || !s->binding || !s->leaf_outputs || !s->leaf_output_bytes) {
+  s->assigns = malloc(((size_t)s->g->n_nodes + 1) * sizeof *s->assigns);
+  if (!s->leaf_data || !s->leaf_version || !s->leaves || !s->binding || !s->leaf_outputs || !s->leaf_output_bytes ||
+      !s->assigns) {
     rlx_session_free(s);
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory");
   }
@@ -235,6 +263,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
       l->node = i;
       l->is_param = n->op == RLX_OP_Param;
     }
+    if (n->op == RLX_OP_Assign) s->assigns[s->n_assigns++] = i;
   }
   /* A fully static graph is planned now, so compile reports plan errors. */
   if (!graph_has_sym_leaves(s->g)) {
@@ -392,6 +421,30 @@ static rlx_status keep_leaf_outputs(rlx_session *s) {
   return RLX_OK;
 }
 
+/* After a run: each Assign's value becomes its Param's data, in a buffer
+ * the session owns (a borrowed param is copied first, never written). */
+static rlx_status write_back(rlx_session *s) {
+  const rt_plan *pl = &s->plans[s->current];
+  for (int i = 0; i < s->n_assigns; i++) {
+    const ir_node *a = &pl->g->nodes[s->assigns[i]];
+    session_leaf *l = NULL;
+    for (int k = 0; k < s->n_leaves && !l; k++)
+      if (s->leaves[k].node == a->in[0]) l = &s->leaves[k];
+    if (!l) return rlx_set_error(RLX_ERR_INTERNAL, "rlx_run: Assign (node %d) has no param", a->id);
+    if (l->borrowed) {
+      void *p = malloc(l->nbytes ? l->nbytes : 1);
+      if (!p) return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory (%zu bytes)", l->nbytes);
+      l->data = p;
+      l->borrowed = 0;
+    }
+    rlx_status st = s->backend->read(pl->plan, a->id, 0, l->data, l->nbytes);
+    if (st) return st;
+    s->leaf_data[l->node] = l->data;
+    s->leaf_version[l->node] = rlx_leaf_version_next();
+  }
+  return RLX_OK;
+}
+
 rlx_status rlx_run(rlx_session *s) {
   if (!s) return rlx_set_error(RLX_ERR_INVALID, "rlx_run: session is NULL");
   rlx_status st = bind_symbols(s);
@@ -404,6 +457,7 @@ rlx_status rlx_run(rlx_session *s) {
   rlx_bindings b = {s->leaf_data, s->leaf_version};
   st = s->backend->run(s->plans[idx].plan, &b);
   if (st == RLX_OK) st = keep_leaf_outputs(s);
+  if (st == RLX_OK) st = write_back(s);
   if (st == RLX_OK) s->stats.runs++;
   return st;
 }

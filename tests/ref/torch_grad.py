@@ -1,4 +1,4 @@
-"""Whole-model gradients against PyTorch autograd: torch_grad.py --out DIR.
+"""Whole-model gradients and training steps against PyTorch: torch_grad.py --out DIR.
 
 Writes, in the op-parity manifest format (rlxcase.Suite), one case per
 model and dtype: the model as an rlx graph whose output 0 is the loss, its
@@ -7,7 +7,10 @@ order), and as expected outputs the loss and d loss / d param from
 torch.autograd on the same weights. tests/test_grad_torch.c runs rlx_grad
 on each and compares. Models: an MLP, a small CNN (conv, max and avg
 pooling), a 2-layer pre-norm transformer (embedding, causal attention,
-LayerNorm, GELU MLP). Exits 77 (a CTest skip) when torch is not installed.
+LayerNorm, GELU MLP). Then each model trained for a few steps with
+torch.optim.SGD (momentum, Nesterov, weight decay) and AdamW ("train_*"
+cases: the losses of every step and the final params). Exits 77 (a CTest
+skip) when torch is not installed.
 """
 import argparse
 import os
@@ -53,6 +56,35 @@ def linear(m, x, name, k, n):
     return m.g.op("Binary", [m.g.op("MatMul", [x, w]), b], op="add")
 
 
+# Training runs: TRAIN_STEPS steps of torch.optim on one batch, from the
+# same weights; tests/test_grad_torch.c uses the same hyperparameters
+# (the case name says the optimizer).
+TRAIN_STEPS = 5
+# The rates are the f32 values rlx binds to its "lr" input.
+OPTIMIZERS = {
+    "sgd": lambda ps: torch.optim.SGD(ps, lr=float(np.float32(0.1)), momentum=0.9, nesterov=True,
+                                      weight_decay=0.01),
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=float(np.float32(0.01)), betas=(0.9, 0.999), eps=1e-8,
+                                          weight_decay=0.01),
+}
+
+
+def add_train_case(suite, name, optim, m, inputs, loss_fn, tinputs):
+    """expected: the loss of each step, then every param after the last."""
+    tp = m.torch_params()
+    opt = OPTIMIZERS[optim](list(tp.values()))
+    losses = []
+    for _ in range(TRAIN_STEPS):
+        opt.zero_grad()
+        loss = loss_fn(tp, tinputs)
+        loss.backward()
+        opt.step()
+        losses.append(T(np.asarray(loss.detach().numpy()), m.dt))
+    expected = losses + [T(tp[k].detach().numpy(), m.dt) for k in m.params]
+    suite.add(name, m.g, inputs=inputs, params={k: T(v, m.dt) for k, v in m.params.items()},
+              expected=expected)
+
+
 def add_case(suite, name, m, inputs, loss_fn, tinputs):
     tp = m.torch_params()
     loss = loss_fn(tp, tinputs)
@@ -83,8 +115,7 @@ def mlp(suite, rng, dt):
         h = torch.tanh(h @ p["l2.w"] + p["l2.b"])
         return F.cross_entropy(h @ p["l3.w"] + p["l3.b"], ti["t"])
 
-    add_case(suite, "mlp_" + dt, m, {"x": xv, "t": tv}, loss_fn,
-             {"x": torch.tensor(xv), "t": torch.tensor(tv)})
+    return m, {"x": xv, "t": tv}, loss_fn, {"x": torch.tensor(xv), "t": torch.tensor(tv)}
 
 
 # ---------------------------------------------------------------- CNN
@@ -116,8 +147,7 @@ def cnn(suite, rng, dt):
         h = F.avg_pool2d(F.relu(F.conv2d(h, p["c2.w"], p["c2.b"])), 2)
         return F.cross_entropy(h.reshape(B, 32) @ p["fc.w"] + p["fc.b"], ti["t"])
 
-    add_case(suite, "cnn_" + dt, m, {"x": xv, "t": tv}, loss_fn,
-             {"x": torch.tensor(xv), "t": torch.tensor(tv)})
+    return m, {"x": xv, "t": tv}, loss_fn, {"x": torch.tensor(xv), "t": torch.tensor(tv)}
 
 
 # ---------------------------------------------------------------- transformer
@@ -170,8 +200,7 @@ def transformer(suite, rng, dt):
         logits = ln(h, "lnf") @ p["head"]
         return F.cross_entropy(logits.reshape(B * S, V), ti["tgt"].reshape(B * S), label_smoothing=0.1)
 
-    add_case(suite, "transformer_" + dt, m, {"tok": tv, "tgt": yv}, loss_fn,
-             {"tok": torch.tensor(tv), "tgt": torch.tensor(yv)})
+    return m, {"tok": tv, "tgt": yv}, loss_fn, {"tok": torch.tensor(tv), "tgt": torch.tensor(yv)}
 
 
 def main():
@@ -183,9 +212,11 @@ def main():
     torch.manual_seed(seed)
     suite = Suite("torch_grad")
     for dt in ("f64", "f32"):
-        mlp(suite, rng, dt)
-        cnn(suite, rng, dt)
-        transformer(suite, rng, dt)
+        for name, build in (("mlp", mlp), ("cnn", cnn), ("transformer", transformer)):
+            add_case(suite, "%s_%s" % (name, dt), *build(suite, rng, dt))
+    for optim in OPTIMIZERS:
+        for name, build in (("mlp", mlp), ("cnn", cnn), ("transformer", transformer)):
+            add_train_case(suite, "train_%s_%s_f64" % (optim, name), optim, *build(suite, rng, "f64"))
     suite.write(args.out)
     print("torch_grad: %d cases (torch %s, seed %d)" % (len(suite.cases), torch.__version__, seed))
 

@@ -146,6 +146,7 @@ static void chain_blocks(void *arg, int64_t begin, int64_t end, int thread) {
   operand ops_local[16], *ops = n_ins + ch->n <= 16 ? ops_local : (operand *)(void *)(tmp + CHAIN_BLOCK);
   operand *in_op = ops, *step_op = ops + n_ins;
   const size_t out_es = (size_t)ir_dtypes[J->out->dtype].size;
+  const int direct_out = J->out->dtype == RLX_F32 && J->ci.step_t[last] == RLX_F32;
   const float zero = 0.0f;
   for (int64_t item = begin; item < end; item++) {
     const int64_t row = item / J->blocks, c0 = item % J->blocks * CHAIN_BLOCK;
@@ -168,6 +169,10 @@ static void chain_blocks(void *arg, int64_t begin, int64_t end, int thread) {
       int binary = s->kind == RLX_STEP_BIN || s->kind == RLX_STEP_CMP;
       if (binary) b = s->b >= 0 ? in_op[s->b] : step_op[-s->b - 1];
       operand res = {step_buf + (int64_t)j * CHAIN_BLOCK, a.scalar && b.scalar};
+      /* the last step of an F32 output computes straight into out (each
+       * lane reads its operands before the store: safe in place too) */
+      if (j == last && direct_out && !res.scalar && s->kind != RLX_STEP_CAST)
+        res.p = (float *)(void *)((char *)J->out->data + (size_t)(row * J->len + c0) * out_es);
       float *y = (float *)res.p;
       const int64_t n = res.scalar ? 1 : w;
       switch (s->kind) {
@@ -187,12 +192,14 @@ static void chain_blocks(void *arg, int64_t begin, int64_t end, int thread) {
       step_op[j] = res;
     }
     const operand r = step_op[last];
+    char *dst = (char *)J->out->data + (size_t)(row * J->len + c0) * out_es;
+    if ((const void *)r.p == (void *)dst) continue; /* computed in place */
     const float *src = r.p;
     if (r.scalar) {
       for (int64_t i = 0; i < w; i++) tmp[i] = r.p[0];
       src = tmp;
     }
-    store_f32(vo, J->out, (char *)J->out->data + (size_t)(row * J->len + c0) * out_es, src, w);
+    store_f32(vo, J->out, dst, src, w);
   }
 }
 

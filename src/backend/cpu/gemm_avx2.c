@@ -319,7 +319,7 @@ static void epilogue(float *y, int64_t n, const float *bias, int bias_step, rlx_
 
 const gemm_isa gemm_isa_avx2 = {
     .name = "avx2", .mr_max = MR, .nr_max = NR, .kc = 512, .mc = 120, .nc = 2048,
-    .a_block_floats = 128 * 1024, .b_block_floats = 128 * 1024,
+    .a_block_floats = 64 * 1024, .b_block_floats = 64 * 1024,
     .micro = micro, .gemv_rows = gemv_rows, .gemv_dots = gemv_dots,
     .epilogue = epilogue, .convert = convert, .pack_t = gemm_avx2_pack_t, .pack_b = pack_b,
 };

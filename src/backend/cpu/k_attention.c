@@ -106,10 +106,14 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
  *
  * Before the items, K of each (batch, kv head) is transposed once into f32
  * [D, T8] (T rounded up to 8, zero padded) and V converted to f32 when
- * stored as F16/BF16: O(T*D) memory, read by every query block. */
+ * stored as F16/BF16: O(T*D) memory, read by every query block. With at
+ * most FLASH_DOT_ROWS rows per item (decode), the transpose would cost as
+ * much as the attention: the scores are dot products with K's rows then,
+ * read in place (F32) or converted to f32 rows. */
 
-#define FLASH_BK 64    /* keys per block */
-#define FLASH_ROWS 64  /* query rows (query heads x queries) per item, about */
+#define FLASH_BK 64       /* keys per block */
+#define FLASH_ROWS 64     /* query rows (query heads x queries) per item, about */
+#define FLASH_DOT_ROWS 8  /* at most this many rows (decode): scores as dot products with K's rows */
 
 typedef struct {
   const cpu_attention_params *p;
@@ -119,9 +123,9 @@ typedef struct {
   void *out;
   const float *mask;            /* custom mask (F32) or NULL */
   int64_t group, t8, bq, q_blocks;
-  float *kt;                    /* [B, Hkv, D, t8] */
-  const float *vf;              /* V as f32 rows, or NULL: read v in place (F32) */
-  int64_t vf_row;               /* row stride of vf / v in elements */
+  float *kt;                    /* [B, Hkv, D, t8], or NULL: the rows path */
+  const float *kf, *vf;         /* K (rows path) / V as f32 rows, or NULL: read in place (F32) */
+  int64_t kf_row, vf_row;       /* row strides of kf or k, vf or v, in elements */
   float *scratch;               /* per thread: scratch_floats */
   size_t scratch_floats;
   float scale;
@@ -134,8 +138,8 @@ static int64_t seq_stride(const cpu_attention_params *p, int64_t heads) {
   return p->bhsd ? p->head_dim : heads * p->head_dim;
 }
 
-/* K -> kt (transposed, f32) and, for F16/BF16, V -> f32 rows; items are
- * (batch, kv head) pairs. */
+/* K -> kt (transposed, f32) or, on the rows path for F16/BF16, f32 rows;
+ * V -> f32 rows for F16/BF16; items are (batch, kv head) pairs. */
 static void flash_prepare(void *arg, int64_t begin, int64_t end, int thread) {
   flash_job *J = arg;
   const cpu_attention_params *p = J->p;
@@ -144,8 +148,8 @@ static void flash_prepare(void *arg, int64_t begin, int64_t end, int thread) {
   float *tmp = J->scratch + (size_t)thread * J->scratch_floats; /* 8 rows of D */
   for (int64_t item = begin; item < end; item++) {
     int64_t b = item / Hkv, hk = item % Hkv;
-    float *kt = J->kt + item * D * J->t8;
-    for (int64_t j0 = 0; j0 < J->t8; j0 += 8) {
+    float *kt = J->kt ? J->kt + item * D * J->t8 : NULL;
+    for (int64_t j0 = 0; kt && j0 < J->t8; j0 += 8) {
       int64_t nk = T - j0 < 8 ? T - j0 : 8;
       for (int64_t jj = 0; jj < nk; jj++)
         J->vo->load(tmp + jj * D, (const char *)J->k + (size_t)head_row(p, Hkv, T, b, hk, j0 + jj) * es,
@@ -154,6 +158,10 @@ static void flash_prepare(void *arg, int64_t begin, int64_t end, int thread) {
       for (int64_t d = 0; d < D; d++)
         for (int64_t jj = 0; jj < 8; jj++) kt[d * J->t8 + j0 + jj] = tmp[jj * D + d];
     }
+    if (J->kf)
+      for (int64_t j = 0; j < T; j++)
+        J->vo->load((float *)J->kf + ((b * Hkv + hk) * T + j) * D,
+                    (const char *)J->k + (size_t)head_row(p, Hkv, T, b, hk, j) * es, J->dt, D);
     if (J->vf)
       for (int64_t j = 0; j < T; j++)
         J->vo->load((float *)J->vf + ((b * Hkv + hk) * T + j) * D,
@@ -199,10 +207,12 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
     visible_keys(p, q0, &key_lo, &unused);
     visible_keys(p, q0 + nq - 1, &unused, &key_hi);
     if (key_lo < 0) key_lo = 0;
-    const float *kt = J->kt + bh * D * J->t8;
+    const float *kt = J->kt ? J->kt + bh * D * J->t8 : NULL;
+    const float *krows = J->kf ? J->kf + bh * T * D : (const float *)J->k + head_row(p, Hkv, T, b, hk, 0);
     for (int64_t j0 = key_lo / FLASH_BK * FLASH_BK; j0 <= key_hi; j0 += FLASH_BK) {
       const int64_t nk = T - j0 < FLASH_BK ? T - j0 : FLASH_BK;
-      vo->qk_tile(Q, D, kt + j0, J->t8, Sc, bkp, R, nk, D);
+      if (kt) vo->qk_tile(Q, D, kt + j0, J->t8, Sc, bkp, R, nk, D);
+      else vo->qk_rows(Q, D, krows + j0 * J->kf_row, J->kf_row, Sc, bkp, R, nk, D);
       for (int64_t r = 0; r < R; r++) {
         float *srow = Sc + r * bkp;
         int64_t h = hk * group + r / nq, i = q0 + r % nq, lo, hi;
@@ -268,24 +278,30 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   J.scratch_floats = (size_t)(rows * D + rows * FLASH_BK + rows * D + 3 * rows + 2);
   if (J.scratch_floats < (size_t)(8 * D)) J.scratch_floats = (size_t)(8 * D); /* flash_prepare */
   J.scratch_floats = (J.scratch_floats + 15) / 16 * 16;
+  const int rows_path = rows <= FLASH_DOT_ROWS, convert = dt != RLX_F32 && T > 0;
+  const size_t kv_floats = (size_t)(B * Hkv * T * D);
   float *scratch = malloc(J.scratch_floats * (size_t)threads * sizeof(float));
-  float *kt = malloc((size_t)(B * Hkv * D * (J.t8 ? J.t8 : 1)) * sizeof(float));
-  float *vf = NULL;
-  if (dt != RLX_F32 && T > 0) vf = malloc((size_t)(B * Hkv * T * D) * sizeof(float));
-  if (!scratch || !kt || (dt != RLX_F32 && T > 0 && !vf)) {
+  float *kt = rows_path ? NULL : malloc((size_t)(B * Hkv * D * (J.t8 ? J.t8 : 1)) * sizeof(float));
+  float *kf = rows_path && convert ? malloc(kv_floats * sizeof(float)) : NULL;
+  float *vf = convert ? malloc(kv_floats * sizeof(float)) : NULL;
+  if (!scratch || (!rows_path && !kt) || (rows_path && convert && !kf) || (convert && !vf)) {
     free(scratch);
     free(kt);
+    free(kf);
     free(vf);
     return rlx_set_error(RLX_ERR_NOMEM, "Attention: out of memory for %lld keys", (long long)T);
   }
   J.scratch = scratch;
   J.kt = kt;
+  J.kf = kf;
   J.vf = vf;
+  J.kf_row = kf ? D : seq_stride(p, Hkv);
   J.vf_row = vf ? D : seq_stride(p, Hkv);
   cpu_parallel_for(ctx, B * Hkv, 1, flash_prepare, &J);
   cpu_parallel_for(ctx, B * Hkv * J.q_blocks, 1, flash_items, &J);
   free(scratch);
   free(kt);
+  free(kf);
   free(vf);
   return RLX_OK;
 }

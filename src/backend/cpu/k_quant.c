@@ -84,7 +84,7 @@ static void read_ref_flag(void) { use_ref = env_flag("RLX_QMATMUL_REF"); }
 
 /* Bytes of weights a task streams per tile pass: a slice of weight rows
  * this size stays in L2 while every tile of activation rows (L1) meets it. */
-#define QMM_SLICE_BYTES (16 * 1024)
+#define QMM_SLICE_BYTES (96 * 1024)
 /* Smallest share of weight bytes a parallel chunk gets (thread wake-up and
  * chunk hand-out cost about as much as streaming this). */
 #define QMM_MIN_CHUNK_BYTES (16 * 1024)

@@ -10,7 +10,7 @@
  * The math follows Cephes' single-precision routines (range reduction plus
  * minimax polynomials); against a double reference the errors are a few
  * f32 ulp (tests/test_vec.c: exp, log <= 2, tanh <= 3, sigmoid, silu, erf
- * <= 4, gelu <= 8), except where the argument's own rounding is amplified:
+ * <= 4, gelu <= 10), except where the argument's own rounding is amplified:
  * gelu_tanh's negative tail (~x e^{2u}) loses ~|2u| ulp to u. Special values behave as libm: NaN
  * propagates, exp(-inf) = 0, exp(+inf) = inf, log(0) = -inf, log(x < 0) =
  * NaN, tanh(+-inf) = +-1, erf(+-inf) = +-1.
@@ -150,23 +150,17 @@ static inline __m256 simd_erf_small(__m256 x) {
   return _mm256_mul_ps(p, x);
 }
 
-/* erfc(a) for a >= 0.5, with relative accuracy into the tail (where 1 - erf
- * would cancel): e^{-a^2} g(a), g = erfcx by a fitted polynomial in a - 3/4
- * on [0.5, 1), and (1/a) P(1/a^2) on [1, 2) and [2, inf) (Cephes).
- * a^2 comes in as sq + sq_err (sq_err: the rounding error of sq): in the
- * tail erfc is sensitive to a^2, and a rounded a*a would cost ~a^2 ulp.
- * Above a = 10.5 erfc is 0 in f32 (e^{-a^2} underflows). */
-static inline __m256 simd_erfc_tail_sq(__m256 a, __m256 sq, __m256 sq_err) {
+/* erfc(a) for a >= 1 (erf's tail, where 1 - erf would cancel): e^{-a^2}
+ * (1/a) P(1/a^2), one polynomial on [1, 2) and one on [2, inf) (Cephes).
+ * e^{-a^2} takes the rounding error of a*a into account (in the tail erfc
+ * is sensitive to a^2: a rounded a*a would cost ~a^2 ulp). Above a = 10.5
+ * erfc is 0 in f32 (e^{-a^2} underflows). */
+static inline __m256 simd_erfc_tail(__m256 a) {
+  a = _mm256_min_ps(_mm256_set1_ps(10.5f), a); /* (a NaN stays NaN) */
+  __m256 sq = _mm256_mul_ps(a, a);
+  __m256 sq_err = _mm256_fmsub_ps(a, a, sq); /* a*a - sq, exactly */
   __m256 z = simd_exp(_mm256_sub_ps(_mm256_setzero_ps(), sq));
   z = _mm256_fnmadd_ps(z, sq_err, z); /* e^{-sq - err} ~ e^{-sq} (1 - err) */
-  __m256 u = _mm256_sub_ps(a, _mm256_set1_ps(0.75f));
-  __m256 mid = _mm256_set1_ps(0.014457415789365768f);
-  mid = _mm256_fmadd_ps(mid, u, _mm256_set1_ps(-0.0325653962790966f));
-  mid = _mm256_fmadd_ps(mid, u, _mm256_set1_ps(0.06679157167673111f));
-  mid = _mm256_fmadd_ps(mid, u, _mm256_set1_ps(-0.12981519103050232f));
-  mid = _mm256_fmadd_ps(mid, u, _mm256_set1_ps(0.2309579700231552f));
-  mid = _mm256_fmadd_ps(mid, u, _mm256_set1_ps(-0.36797285079956055f));
-  mid = _mm256_fmadd_ps(mid, u, _mm256_set1_ps(0.5069376230239868f));
   __m256 q = _mm256_div_ps(_mm256_set1_ps(1.0f), a);
   __m256 y = _mm256_mul_ps(q, q);
   __m256 p = _mm256_set1_ps(2.326819970068386e-2f);
@@ -186,14 +180,8 @@ static inline __m256 simd_erfc_tail_sq(__m256 a, __m256 sq, __m256 sq_err) {
   r = _mm256_fmadd_ps(r, y, _mm256_set1_ps(4.218463358204948e-1f));
   r = _mm256_fmadd_ps(r, y, _mm256_set1_ps(-2.820767439740514e-1f));
   r = _mm256_fmadd_ps(r, y, _mm256_set1_ps(5.641895067754075e-1f));
-  __m256 big = _mm256_mul_ps(q, simd_select(_mm256_cmp_ps(a, _mm256_set1_ps(2.0f), _CMP_LT_OQ), p, r));
-  return _mm256_mul_ps(z, simd_select(_mm256_cmp_ps(a, _mm256_set1_ps(1.0f), _CMP_LT_OQ), mid, big));
-}
-
-static inline __m256 simd_erfc_tail(__m256 a) {
-  a = _mm256_min_ps(_mm256_set1_ps(10.5f), a); /* (a NaN stays NaN) */
-  __m256 sq = _mm256_mul_ps(a, a);
-  return simd_erfc_tail_sq(a, sq, _mm256_fmsub_ps(a, a, sq));
+  __m256 poly = simd_select(_mm256_cmp_ps(a, _mm256_set1_ps(2.0f), _CMP_LT_OQ), p, r);
+  return _mm256_mul_ps(_mm256_mul_ps(z, q), poly);
 }
 
 static inline __m256 simd_erf(__m256 x) {
@@ -203,22 +191,33 @@ static inline __m256 simd_erf(__m256 x) {
   return simd_select(_mm256_cmp_ps(a, _mm256_set1_ps(1.0f), _CMP_LT_OQ), simd_erf_small(x), big);
 }
 
-/* GELU, erf form: x Phi(x), Phi(x) = erfc(-x/sqrt2) / 2, taken from erfc
- * directly away from 0 so that x -> -inf keeps its relative accuracy. */
+/* GELU, erf form: x Phi(x) with Phi(x) = erfc(a)/2 for x < 0 and
+ * 1 - erfc(a)/2 for x >= 0, a = |x|/sqrt2, and erfc(a) = e^{-a^2} erfcx(a):
+ * erfcx by a rational fit (degrees 4/5, ~7 ulp on [0, 10.5]), e^{-a^2}
+ * from x itself (x^2/2 exactly, as sq + sq_err). One exp and one division;
+ * relative accuracy also as x -> -inf. */
 static inline __m256 simd_gelu(__m256 x) {
   const __m256 half = _mm256_set1_ps(0.5f);
-  __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
-  __m256 a = simd_abs(t);
-  __m256 mid = _mm256_fmadd_ps(half, simd_erf_small(t), half);
-  /* t^2 = x^2 / 2 from x itself (exactly, as sq + sq_err), not from the
-   * rounded t; clamped where erfc is 0 anyway */
-  __m256 xc = _mm256_min_ps(_mm256_set1_ps(14.849242f), simd_abs(x)); /* 10.5 sqrt2 */
-  __m256 xx = _mm256_mul_ps(xc, xc);
-  __m256 sq = _mm256_mul_ps(half, xx), sq_err = _mm256_mul_ps(half, _mm256_fmsub_ps(xc, xc, xx));
-  __m256 ec = _mm256_mul_ps(half, simd_erfc_tail_sq(_mm256_max_ps(half, a), sq, sq_err));
-  __m256 tail = simd_select(_mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_LT_OQ), ec,
-                            _mm256_sub_ps(_mm256_set1_ps(1.0f), ec));
-  __m256 phi = simd_select(_mm256_cmp_ps(a, half, _CMP_LT_OQ), mid, tail);
+  __m256 ax = _mm256_min_ps(_mm256_set1_ps(14.849242f), simd_abs(x)); /* erfc(10.5) is 0 in f32 */
+  __m256 a = _mm256_mul_ps(ax, _mm256_set1_ps(0.70710678118654752f));
+  __m256 p = _mm256_set1_ps(0.033400606364011765f);
+  p = _mm256_fmadd_ps(p, a, _mm256_set1_ps(0.2321174293756485f));
+  p = _mm256_fmadd_ps(p, a, _mm256_set1_ps(0.7376965880393982f));
+  p = _mm256_fmadd_ps(p, a, _mm256_set1_ps(1.2442325353622437f));
+  p = _mm256_fmadd_ps(p, a, _mm256_set1_ps(1.0f));
+  __m256 q = _mm256_set1_ps(0.05920042470097542f);
+  q = _mm256_fmadd_ps(q, a, _mm256_set1_ps(0.4114411175251007f));
+  q = _mm256_fmadd_ps(q, a, _mm256_set1_ps(1.336735725402832f));
+  q = _mm256_fmadd_ps(q, a, _mm256_set1_ps(2.41489315032959f));
+  q = _mm256_fmadd_ps(q, a, _mm256_set1_ps(2.372612237930298f));
+  q = _mm256_fmadd_ps(q, a, _mm256_set1_ps(1.0f));
+  __m256 xx = _mm256_mul_ps(ax, ax);
+  __m256 sq = _mm256_mul_ps(half, xx), sq_err = _mm256_mul_ps(half, _mm256_fmsub_ps(ax, ax, xx));
+  __m256 e = simd_exp(_mm256_sub_ps(_mm256_setzero_ps(), sq));
+  e = _mm256_fnmadd_ps(e, sq_err, e);
+  __m256 ec = _mm256_mul_ps(_mm256_mul_ps(half, e), _mm256_div_ps(p, q)); /* erfc(a) / 2 */
+  __m256 phi = simd_select(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ), ec,
+                           _mm256_sub_ps(_mm256_set1_ps(1.0f), ec));
   return _mm256_mul_ps(x, phi);
 }
 

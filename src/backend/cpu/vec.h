@@ -42,8 +42,10 @@ typedef struct {
   void (*scale)(float *y, float s, int64_t n);
 
   /* ---- reductions over a row */
-  double (*sum)(const float *x, int64_t n);                 /* accumulated in double */
-  double (*sum_sq_dev)(const float *x, float c, int64_t n); /* sum (x[i] - c)^2, in double */
+  /* sums to double accuracy (double, or f32 lanes over short blocks whose
+   * totals are added in double) */
+  double (*sum)(const float *x, int64_t n);
+  double (*sum_sq_dev)(const float *x, float c, int64_t n); /* sum (x[i] - c)^2 */
   float (*max)(const float *x, int64_t n);                  /* NaN if any x[i] is; -inf for n = 0 */
   float (*min)(const float *x, int64_t n);                  /* NaN if any x[i] is; +inf for n = 0 */
   /* y[i] = exp(x[i] - c); returns sum y in double (y may be x) */
@@ -69,6 +71,11 @@ typedef struct {
                   int64_t rows, int64_t cols, int64_t depth);
   void (*pv_tile)(const float *p, int64_t ldp, const float *v, int64_t ldv, float *o, int64_t ldo,
                   int64_t rows, int64_t cols, int64_t d);
+  /* qk against keys stored as rows (few query rows: decode), nothing read
+   * past column depth of a key row or past row cols - 1:
+   * s[r*lds + c] = sum_k q[r*ldq + k] * k[c*ldk + k] */
+  void (*qk_rows)(const float *q, int64_t ldq, const float *k, int64_t ldk, float *s, int64_t lds,
+                  int64_t rows, int64_t cols, int64_t depth);
 } cpu_vec_ops;
 
 extern const cpu_vec_ops cpu_vec_portable;

@@ -185,36 +185,53 @@ static void v_scale(float *y, float s, int64_t n) {
 ALWAYS_INLINE __m256d lo_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
 ALWAYS_INLINE __m256d hi_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); }
 
+/* Sums in f32 lanes over blocks of SUM_BLOCK elements (each lane adds at
+ * most SUM_BLOCK / 32 values, so its rounding error stays ~1e-7 relative),
+ * each block's total added in double: double accuracy over long rows at
+ * f32 speed. */
+#define SUM_BLOCK 1024
+
 static double v_sum(const float *x, int64_t n) {
-  __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
-    s0 = _mm256_add_pd(s0, lo_pd(a));
-    s1 = _mm256_add_pd(s1, hi_pd(a));
-    s2 = _mm256_add_pd(s2, lo_pd(b));
-    s3 = _mm256_add_pd(s3, hi_pd(b));
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += SUM_BLOCK) {
+    const int64_t e = n - b < SUM_BLOCK ? n : b + SUM_BLOCK;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = b;
+    for (; i + 32 <= e; i += 32) {
+      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + i));
+      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + i + 8));
+      s2 = _mm256_add_ps(s2, _mm256_loadu_ps(x + i + 16));
+      s3 = _mm256_add_ps(s3, _mm256_loadu_ps(x + i + 24));
+    }
+    for (; i < e; i += 8) s0 = _mm256_add_ps(s0, _mm256_maskload_ps(x + i, simd_tail_mask(e - i)));
+    __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+    total += simd_hsum_pd(_mm256_add_pd(lo_pd(s), hi_pd(s)));
   }
-  for (; i < n; i += 8) {
-    __m256 a = _mm256_maskload_ps(x + i, simd_tail_mask(n - i));
-    s0 = _mm256_add_pd(s0, lo_pd(a));
-    s1 = _mm256_add_pd(s1, hi_pd(a));
-  }
-  return simd_hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+  return total;
 }
 
 static double v_sum_sq_dev(const float *x, float c, int64_t n) {
   const __m256 vc = _mm256_set1_ps(c);
-  __m256d s0 = _mm256_setzero_pd(), s1 = s0;
-  for (int64_t i = 0; i < n; i += 8) {
-    __m256i m = simd_tail_mask(n - i);
-    /* masked lanes: d = 0 - c, then zeroed */
-    __m256 d = _mm256_and_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vc), _mm256_castsi256_ps(m));
-    __m256d dl = lo_pd(d), dh = hi_pd(d);
-    s0 = _mm256_fmadd_pd(dl, dl, s0);
-    s1 = _mm256_fmadd_pd(dh, dh, s1);
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += SUM_BLOCK) {
+    const int64_t e = n - b < SUM_BLOCK ? n : b + SUM_BLOCK;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t i = b;
+    for (; i + 16 <= e; i += 16) {
+      __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + i), vc), d1 = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vc);
+      s0 = _mm256_fmadd_ps(d0, d0, s0);
+      s1 = _mm256_fmadd_ps(d1, d1, s1);
+    }
+    for (; i < e; i += 8) {
+      __m256i m = simd_tail_mask(e - i);
+      /* masked lanes: d = 0 - c, then zeroed */
+      __m256 d = _mm256_and_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vc), _mm256_castsi256_ps(m));
+      s0 = _mm256_fmadd_ps(d, d, s0);
+    }
+    __m256 s = _mm256_add_ps(s0, s1);
+    total += simd_hsum_pd(_mm256_add_pd(lo_pd(s), hi_pd(s)));
   }
-  return simd_hsum_pd(_mm256_add_pd(s0, s1));
+  return total;
 }
 
 /* max (want_max) or min of x; NaN if any element is NaN. */
@@ -416,10 +433,62 @@ static void v_pv_tile(const float *p, int64_t ldp, const float *v, int64_t ldv, 
   }
 }
 
+/* Sums of four vectors' lanes: [sum a0, sum a1, sum a2, sum a3]. */
+ALWAYS_INLINE __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+/* NR (<= 4) query rows against two keys k0, k1 (k1 may be k0: one key). */
+ALWAYS_INLINE void qk_rows_micro(const int NR, const float *q, int64_t ldq, const float *k0, const float *k1,
+                                 float *s, int64_t lds, int64_t depth) {
+  __m256 a[4][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < depth; i += 8) {
+    __m256i m = simd_tail_mask(depth - i);
+    __m256 b0 = _mm256_maskload_ps(k0 + i, m), b1 = _mm256_maskload_ps(k1 + i, m);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+      __m256 x = _mm256_maskload_ps(q + r * ldq + i, m);
+      a[r][0] = _mm256_fmadd_ps(x, b0, a[r][0]);
+      a[r][1] = _mm256_fmadd_ps(x, b1, a[r][1]);
+    }
+  }
+  float out[2][4];
+  __m256 z = _mm256_setzero_ps();
+  _mm_storeu_ps(out[0], hsum4(a[0][0], NR > 1 ? a[1][0] : z, NR > 2 ? a[2][0] : z, NR > 3 ? a[3][0] : z));
+  _mm_storeu_ps(out[1], hsum4(a[0][1], NR > 1 ? a[1][1] : z, NR > 2 ? a[2][1] : z, NR > 3 ? a[3][1] : z));
+  for (int r = 0; r < NR; r++) {
+    s[r * lds] = out[0][r];
+    if (k1 != k0) s[r * lds + 1] = out[1][r];
+  }
+}
+
+#define QK_ROWS_BLOCK(NR)                                                                       \
+  do {                                                                                          \
+    for (int64_t c = 0; c < cols; c += 2) {                                                     \
+      const float *k0 = k + c * ldk, *k1 = c + 1 < cols ? k0 + ldk : k0;                        \
+      qk_rows_micro(NR, q + r * ldq, ldq, k0, k1, s + r * lds + c, lds, depth);                 \
+    }                                                                                           \
+  } while (0)
+
+static void v_qk_rows(const float *q, int64_t ldq, const float *k, int64_t ldk, float *s, int64_t lds,
+                      int64_t rows, int64_t cols, int64_t depth) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) QK_ROWS_BLOCK(4);
+  switch (rows - r) {
+  case 3: QK_ROWS_BLOCK(3); break;
+  case 2: QK_ROWS_BLOCK(2); break;
+  case 1: QK_ROWS_BLOCK(1); break;
+  default: break;
+  }
+}
+
 static const cpu_vec_ops avx2_table = {
     "avx2", v_load, v_store, v_round, v_act, v_binary, v_compare, v_scale,
     v_sum, v_sum_sq_dev, v_max, v_min, v_exp_shift_sum, v_norm_affine,
-    v_acc_sum, v_acc_max, v_acc_min, v_qk_tile, v_pv_tile,
+    v_acc_sum, v_acc_max, v_acc_min, v_qk_tile, v_pv_tile, v_qk_rows,
 };
 
 const cpu_vec_ops *const cpu_vec_avx2 = &avx2_table;

@@ -163,10 +163,20 @@ static void p_pv_tile(const float *p, int64_t ldp, const float *v, int64_t ldv, 
   }
 }
 
+static void p_qk_rows(const float *q, int64_t ldq, const float *k, int64_t ldk, float *s, int64_t lds,
+                      int64_t rows, int64_t cols, int64_t depth) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < depth; i++) acc += q[r * ldq + i] * k[c * ldk + i];
+      s[r * lds + c] = acc;
+    }
+}
+
 const cpu_vec_ops cpu_vec_portable = {
     "portable", p_load, p_store, p_round, p_act, p_binary, p_compare, p_scale,
     p_sum, p_sum_sq_dev, p_max, p_min, p_exp_shift_sum, p_norm_affine,
-    p_acc_sum, p_acc_max, p_acc_min, p_qk_tile, p_pv_tile,
+    p_acc_sum, p_acc_max, p_acc_min, p_qk_tile, p_pv_tile, p_qk_rows,
 };
 
 static const cpu_vec_ops *chosen;

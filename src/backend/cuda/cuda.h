@@ -82,6 +82,8 @@ typedef struct {
 } cu_ew_args;
 
 int cu_ew_launch(const cu_ew_args *a, cudaStream_t st);
+/* FusedSwiGLU over rows of x [rows, 2n] (F32/F16/BF16) -> out [rows, n] of out_dtype. */
+int cu_swiglu_launch(const void *x, int x_dtype, void *out, int out_dtype, int64_t rows, int64_t n, cudaStream_t st);
 
 /* ---------------------------------------------------------------- data movement */
 

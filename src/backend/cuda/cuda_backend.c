@@ -18,7 +18,7 @@
  *    (RLX_CUDA_GRAPH=0: issued one by one each run; the same launches with
  *    the same arguments, so the results are identical; RLX_CUDA_PROFILE=1:
  *    op by op with an event around each launch, and a table of the time
- *    per op kind printed to stderr when the plan is freed).
+ *    per op kind printed to stderr after 10 runs).
  * Run: inputs are copied to their device buffers when their version
  * changed (so a repeated run on unchanged inputs copies nothing), params
  * likewise (then the folded steps rerun), then one graph replay, then the
@@ -167,7 +167,7 @@ static int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, ch
 
 /* ---------------------------------------------------------------- plan */
 
-enum { ST_EW, ST_COPY, ST_FILL, ST_MEMCPY, ST_MEMSET, ST_GATHER, ST_IOTA, ST_ONE_HOT, ST_TRI, ST_REDUCE,
+enum { ST_EW, ST_SWIGLU, ST_COPY, ST_FILL, ST_MEMCPY, ST_MEMSET, ST_GATHER, ST_IOTA, ST_ONE_HOT, ST_TRI, ST_REDUCE,
        ST_SOFTMAX, ST_NORM, ST_ROPE, ST_ATTN, ST_GEMM, ST_QMM, ST_DEQUANT };
 
 typedef struct {
@@ -497,6 +497,13 @@ static rlx_status lower_region(cuda_plan *pl, const ir_node *n) {
 static rlx_status lower_swiglu(cuda_plan *pl, const ir_node *n) {
   const ir_type *x = ir_in(pl->g, n, 0), *out = &n->out[0];
   const int64_t half = out->shape.d[out->shape.rank - 1];
+  if (x->dtype != RLX_F64 && out->dtype != RLX_F64) {
+    cuda_step *s = new_step(pl, ST_SWIGLU, n);
+    if (!s) return nomem(n);
+    s->src = in_ptr(pl, n, 0), s->dtype = x->dtype, s->dst = out_ptr(pl, n), s->dtype2 = out->dtype;
+    s->n0 = half ? numel_of(out) / half : 0, s->n1 = half;
+    return RLX_OK;
+  }
   ir_type view = {out->dtype, {2, {half ? numel_of(out) / half : 0, half}}};
   cu_ew_args a;
   ew_begin(&a, &view, out_ptr(pl, n));
@@ -1095,6 +1102,7 @@ static rlx_status launch(cuda_plan *pl, const cuda_step *s) {
   int e;
   switch (s->kind) {
   case ST_EW: e = cu_ew_launch(s->args, st); break;
+  case ST_SWIGLU: e = cu_swiglu_launch(s->src, s->dtype, s->dst, s->dtype2, s->n0, s->n1, st); break;
   case ST_COPY: e = cu_copy_launch(s->args, st); break;
   case ST_FILL: e = cu_fill_launch(s->dst, s->es, s->n0, s->bits, st); break;
   case ST_MEMCPY: e = cudaMemcpyAsync(s->dst, s->src, s->bytes, cudaMemcpyDeviceToDevice, st); break;
@@ -1173,6 +1181,10 @@ static rlx_status check_device_error(const cuda_plan *pl) {
 
 /* ---------------------------------------------------------------- compile / run / read / free */
 
+/* The profile is printed after this many runs (or at free, if fewer ran):
+ * plans can outlive their session in the compile cache. */
+#define PROFILE_RUNS 10
+
 /* Accumulates the last run's time per launch (RLX_CUDA_PROFILE). */
 static void profile_collect(cuda_plan *pl) {
   int prev = 0;
@@ -1214,7 +1226,7 @@ static void cuda_free(void *p) {
   cuda_plan *pl = p;
   if (!pl) return;
   if (pl->stream) cudaStreamSynchronize(pl->stream);
-  if (pl->profiled_runs) profile_print(pl);
+  if (pl->profiled_runs && pl->profiled_runs < PROFILE_RUNS) profile_print(pl);
   if (pl->events)
     for (int i = 0; i <= pl->n_steps; i++) cudaEventDestroy(pl->events[i]);
   free(pl->events);
@@ -1455,7 +1467,10 @@ static rlx_status cuda_run(void *p, const rlx_bindings *bind) {
     if (st) return st;
   }
   if ((e = cudaStreamSynchronize(pl->stream)) != cudaSuccess) return cuda_fail(e, "running the plan");
-  if (pl->events) profile_collect(pl);
+  if (pl->events) {
+    profile_collect(pl);
+    if (pl->profiled_runs == PROFILE_RUNS) profile_print(pl);
+  }
   return check_device_error(pl);
 }
 

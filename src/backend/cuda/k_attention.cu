@@ -173,17 +173,22 @@ template <typename E, int DK> __global__ void __launch_bounds__(128) flash_tc(co
     kbeg = kbeg < 0 ? 0 : kbeg / TC_KEYS * TC_KEYS;
   }
   for (int64_t k0 = kbeg; k0 < kend; k0 += TC_KEYS) {
-    /* stage K [keys][D] and V transposed [D][keys]: 8 elements per load */
+    /* stage K [keys][D] (16-byte stores, a row per 16 threads) and V
+     * transposed [D][keys] (consecutive threads take consecutive keys, so
+     * the 2-byte stores of a warp fall into distinct banks) */
     __syncthreads();
     for (int e = threadIdx.x; e < TC_KEYS * (D / 8); e += blockDim.x) {
       const int kr = e / (D / 8), c = (e % (D / 8)) * 8;
       const int64_t key = k0 + kr;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (key < a.T) {
-        kv = *(const uint4 *)(k + kbase + key * a.kv_ss + c);
-        vv = *(const uint4 *)(v + kbase + key * a.kv_ss + c);
-      }
+      uint4 kv = make_uint4(0, 0, 0, 0);
+      if (key < a.T) kv = *(const uint4 *)(k + kbase + key * a.kv_ss + c);
       *(uint4 *)(ks + kr * KS + c) = kv;
+    }
+    for (int e = threadIdx.x; e < TC_KEYS * (D / 8); e += blockDim.x) {
+      const int kr = e % TC_KEYS, c = (e / TC_KEYS) * 8;
+      const int64_t key = k0 + kr;
+      uint4 vv = make_uint4(0, 0, 0, 0);
+      if (key < a.T) vv = *(const uint4 *)(v + kbase + key * a.kv_ss + c);
       const E *ve = (const E *)&vv;
 #pragma unroll
       for (int x = 0; x < 8; x++) vt[(c + x) * VS + kr] = ve[x];

@@ -11,6 +11,10 @@
  * with the unfused ops, and a program is plain data that a CUDA graph
  * captures with the launch. The program travels as a __grid_constant__
  * kernel parameter, so every thread reads it from the constant bank.
+ * A general interpreter pays for its generality per element (typed loads
+ * through a dtype switch, 64-bit values, index arithmetic), so programs
+ * over one float type and contiguous inputs take a float fast path (below)
+ * that runs at memory speed; FusedSwiGLU has a kernel of its own.
  *
  * Semantics are the CPU backend's (k_elementwise.c, k_fused.c): each step's
  * value is rounded (floats) or wrapped (integers) to the step's dtype, as
@@ -261,10 +265,87 @@ __global__ void __launch_bounds__(CU_THREADS) ew_kernel(const __grid_constant__ 
   }
 }
 
+/* ---------------------------------------------------------------- the float fast path */
+
+/* Programs whose every input, step and output is one float type E (F32,
+ * F16 or BF16), over contiguous inputs: the residual adds, scalings and
+ * activation chains of a model. Values stay in float registers, each step
+ * rounded to E as the general path does, and each thread takes 4
+ * consecutive elements (independent loads in flight). Same results as the
+ * general kernel, at memory speed. */
+template <typename E> struct ew_float;
+template <> struct ew_float<float> {
+  static __device__ __forceinline__ float ld(const void *p, uint32_t i) { return ((const float *)p)[i]; }
+  static __device__ __forceinline__ void st(void *p, uint32_t i, float v) { ((float *)p)[i] = v; }
+  static __device__ __forceinline__ float round(float v) { return v; }
+};
+template <> struct ew_float<__half> {
+  static __device__ __forceinline__ float ld(const void *p, uint32_t i) { return __half2float(((const __half *)p)[i]); }
+  static __device__ __forceinline__ void st(void *p, uint32_t i, float v) { ((__half *)p)[i] = __float2half_rn(v); }
+  static __device__ __forceinline__ float round(float v) { return __half2float(__float2half_rn(v)); }
+};
+template <> struct ew_float<__nv_bfloat16> {
+  static __device__ __forceinline__ float ld(const void *p, uint32_t i) {
+    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+  }
+  static __device__ __forceinline__ void st(void *p, uint32_t i, float v) {
+    ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+  }
+  static __device__ __forceinline__ float round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+};
+
+#define EW_FAST_PER_THREAD 4
+
+template <typename E> __global__ void __launch_bounds__(CU_THREADS) ew_fast_kernel(const __grid_constant__ cu_ew_args a) {
+  const uint32_t n = (uint32_t)a.numel;
+  const uint32_t stride = gridDim.x * blockDim.x * EW_FAST_PER_THREAD;
+  for (uint32_t base = (blockIdx.x * blockDim.x + threadIdx.x); base < n; base += stride) {
+    float v[EW_FAST_PER_THREAD][CU_EW_MAX_STEPS];
+    float in[EW_FAST_PER_THREAD][3];
+    for (int j = 0; j < a.n_steps; j++) {
+      const cu_ew_step &s = a.s[j];
+      const int8_t refs[3] = {s.a, s.b, 0};
+      const int n_ops = s.kind == CU_STEP_BIN ? 2 : s.kind == CU_STEP_CONST ? 0 : 1;
+#pragma unroll
+      for (int e = 0; e < EW_FAST_PER_THREAD; e++) {
+        const uint32_t i = base + (uint32_t)e * gridDim.x * blockDim.x;
+        if (i >= n) break;
+#pragma unroll
+        for (int o = 0; o < 2; o++) {
+          if (o >= n_ops) break;
+          int r = refs[o];
+          in[e][o] = r >= 0 ? ew_float<E>::ld(a.in[r], i) : v[e][-r - 1];
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < EW_FAST_PER_THREAD; e++) {
+        float r;
+        switch (s.kind) {
+        case CU_STEP_ACT: r = ew_act<float>(s.op, in[e][0], (float)s.f0); break;
+        case CU_STEP_BIN: r = ew_bin<float>(s.op, in[e][0], in[e][1]); break;
+        case CU_STEP_CLAMP: {
+          float x = in[e][0];
+          x = x < (float)s.f0 ? (float)s.f0 : x;
+          r = x > (float)s.f1 ? (float)s.f1 : x;
+          break;
+        }
+        default: r = (float)__longlong_as_double(s.i0); break; /* CU_STEP_CONST */
+        }
+        v[e][j] = ew_float<E>::round(r);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < EW_FAST_PER_THREAD; e++) {
+      const uint32_t i = base + (uint32_t)e * gridDim.x * blockDim.x;
+      if (i < n) ew_float<E>::st(a.out, i, v[e][a.n_steps - 1]);
+    }
+  }
+}
+
 /* Every flat index and every input offset below 2^31. */
 static bool fits_32(const cu_ew_args *a) {
   const int64_t lim = (int64_t)1 << 31;
-  if (a->numel >= lim - (int64_t)CU_THREADS * 132 * 32) return false;
+  if (a->numel >= lim - (int64_t)CU_THREADS * 132 * 32 * EW_FAST_PER_THREAD) return false;
   for (int k = 0; k < a->n_in; k++) {
     int64_t hi = 0;
     for (int d = 0; d < a->rank; d++) hi += (a->dims[d] - 1) * a->stride[k][d];
@@ -273,13 +354,77 @@ static bool fits_32(const cu_ew_args *a) {
   return true;
 }
 
+/* The one float type of a program the fast path takes, or -1. */
+static int fast_type(const cu_ew_args *a) {
+  const int t = a->out_dtype;
+  if (!a->contiguous || (t != RLX_F32 && t != RLX_F16 && t != RLX_BF16)) return -1;
+  for (int k = 0; k < a->n_in; k++)
+    if (a->in_dtype[k] != t) return -1;
+  for (int j = 0; j < a->n_steps; j++) {
+    const cu_ew_step &s = a->s[j];
+    if (s.dtype != t || (s.kind != CU_STEP_ACT && s.kind != CU_STEP_BIN && s.kind != CU_STEP_CLAMP &&
+                         s.kind != CU_STEP_CONST))
+      return -1;
+    if (s.kind != CU_STEP_CONST && s.in_dtype != t) return -1;
+  }
+  return t;
+}
+
 extern "C" int cu_ew_launch(const cu_ew_args *a, cudaStream_t st) {
   if (a->numel <= 0) return cudaSuccess;
   unsigned blocks = cu_blocks(a->numel, CU_THREADS);
   const bool small = fits_32(a);
-  if (a->contiguous && small) ew_kernel<true, uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a);
-  else if (a->contiguous) ew_kernel<true, int64_t><<<blocks, CU_THREADS, 0, st>>>(*a);
-  else if (small) ew_kernel<false, uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a);
-  else ew_kernel<false, int64_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+  const int fast = small ? fast_type(a) : -1;
+  if (fast >= 0) {
+    const unsigned fb = cu_blocks((a->numel + EW_FAST_PER_THREAD - 1) / EW_FAST_PER_THREAD, CU_THREADS);
+    if (fast == RLX_F32) ew_fast_kernel<float><<<fb, CU_THREADS, 0, st>>>(*a);
+    else if (fast == RLX_F16) ew_fast_kernel<__half><<<fb, CU_THREADS, 0, st>>>(*a);
+    else ew_fast_kernel<__nv_bfloat16><<<fb, CU_THREADS, 0, st>>>(*a);
+  } else if (a->contiguous && small) {
+    ew_kernel<true, uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+  } else if (a->contiguous) {
+    ew_kernel<true, int64_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+  } else if (small) {
+    ew_kernel<false, uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+  } else {
+    ew_kernel<false, int64_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+  }
+  return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- FusedSwiGLU */
+
+/* out[r, j] = silu(x[r, j]) * x[r, n + j] in F32, rounded once to the
+ * output type (x F32/F16/BF16; F64 goes through the general program).
+ * One block row of threads per row of x, 2 elements per thread. */
+template <typename E, typename I>
+__global__ void __launch_bounds__(CU_THREADS) swiglu_kernel(const E *x, void *out, int out_dtype, I rows, I n) {
+  const I total = rows * n, step = (I)(gridDim.x * blockDim.x);
+  for (I t = (I)(blockIdx.x * blockDim.x + threadIdx.x); t < total; t += step) {
+    const I r = t / n, j = t - r * n;
+    const E *row = x + (int64_t)r * 2 * n;
+    const float g = ew_float<E>::ld(row, (uint32_t)j), u = ew_float<E>::ld(row + n, (uint32_t)j);
+    cu_st_f32(out, out_dtype, (int64_t)t, ew_act<float>(RLX_ACT_SILU, g, 0.f) * u);
+  }
+}
+
+template <typename E>
+static void swiglu_typed(const void *x, void *out, int out_dtype, int64_t rows, int64_t n, unsigned b, cudaStream_t st) {
+  if (rows * 2 * n < ((int64_t)1 << 31) - (int64_t)CU_THREADS * 132 * 32)
+    swiglu_kernel<E, uint32_t><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, (uint32_t)rows, (uint32_t)n);
+  else
+    swiglu_kernel<E, int64_t><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, rows, n);
+}
+
+extern "C" int cu_swiglu_launch(const void *x, int x_dtype, void *out, int out_dtype, int64_t rows, int64_t n,
+                                cudaStream_t st) {
+  if (rows * n <= 0) return cudaSuccess;
+  const unsigned b = cu_blocks(rows * n, CU_THREADS);
+  switch (x_dtype) {
+  case RLX_F32: swiglu_typed<float>(x, out, out_dtype, rows, n, b, st); break;
+  case RLX_F16: swiglu_typed<__half>(x, out, out_dtype, rows, n, b, st); break;
+  case RLX_BF16: swiglu_typed<__nv_bfloat16>(x, out, out_dtype, rows, n, b, st); break;
+  default: return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
