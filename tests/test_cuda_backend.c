@@ -12,8 +12,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-/* Runs g on the CPU and on CUDA with the same leaves; checks output 0. */
-static void compare(const char *what, const rlx_graph *g, const bound_leaf *leaves, int n, rlx_dtype t) {
+/* Runs g on the CPU and on CUDA with the same leaves; checks output 0
+ * within tolerance(t) widened by extra_atol. */
+static void compare_tol(const char *what, const rlx_graph *g, const bound_leaf *leaves, int n, rlx_dtype t,
+                        double extra_atol) {
   size_t cb = 0, gb = 0;
   void *cpu = run_graph(g, RLX_DEVICE_CPU, leaves, n, 0, &cb);
   void *gpu = run_graph(g, RLX_DEVICE_CUDA, leaves, n, 0, &gb);
@@ -21,12 +23,17 @@ static void compare(const char *what, const rlx_graph *g, const bound_leaf *leav
   if (cpu && gpu && cb == gb) {
     double atol, rtol;
     tolerance(t, &atol, &rtol);
+    atol += extra_atol;
     double r = worst_ratio(t, gpu, cpu, (int64_t)(cb / dtype_size(t)), atol, rtol);
     CHECK(r <= 1.0, "%s (%s): worst error %.3g of tolerance (atol %g rtol %g)", what, rlx_dtype_name(t), r, atol,
           rtol);
   }
   free(cpu);
   free(gpu);
+}
+
+static void compare(const char *what, const rlx_graph *g, const bound_leaf *leaves, int n, rlx_dtype t) {
+  compare_tol(what, g, leaves, n, t, 0.0);
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -165,7 +172,14 @@ static void test_dequant_matmul(void) {
                            {"w", 1, packed, qbytes}};
         char what[96];
         snprintf(what, sizeof what, "dequant_matmul %s M=%d", rlx_dtype_name(q), M);
-        compare(what, g, l, 2, t);
+        /* M > 8 dequantizes w to x's dtype for a tensor-core product (as
+         * llama.cpp's cuBLAS path): with bf16 the weights and cuBLASLt's
+         * partial sums (split-K, as PyTorch allows by default) are rounded
+         * to 8 bits, each rounding up to 2^-9 of a partial of about
+         * sqrt(K) |x||w| (x, w ~ 1: 0.044 at K = 512); four of those bound
+         * what the H200 showed (0.11 to 0.17 where |y| is small) */
+        double extra = t == RLX_BF16 && M > 8 ? 4 * ldexp(1.0, -9) * sqrt((double)K) : 0.0;
+        compare_tol(what, g, l, 2, t, extra);
         free(l[0].data);
         rlx_graph_free(g);
       }
@@ -338,6 +352,9 @@ static void test_hybrid(void) {
 
 int main(void) {
   unsetenv("RLX_DEVICE");
+  /* the CPU reference of DequantMatMul: the exact product (not the 8-bit
+   * quantized activations of its fast kernel) */
+  setenv("RLX_QMATMUL_REF", "1", 1);
   if (!cuda_present()) {
     printf("SKIP: no CUDA device\n");
     return CUDA_SKIP;

@@ -5,7 +5,7 @@
  *    bytes (ties, zeros, tiny and huge blocks, NaN and inf included), and
  *    on finite rows the levels are ggml's, checked against the bit-exact
  *    codec of quant_blocks.c (q8_K byte for byte, q8_0 levels and fp16 d).
- * 2. Dot kernels: each table, for 1..4 activation rows per weight pass,
+ * 2. Dot kernels: each table, for 1..QDOT_MAX_ROWS activation rows per pass,
  *    against dequantize (quant_blocks.c) + dot in double of the quantized
  *    activations, and the two tables against each other; random blocks and
  *    blocks at the extremes of the levels (no s16 saturation).

@@ -25,6 +25,15 @@ static const char *usage =
     "  info MODEL [--full]     print a GGUF or safetensors file: its layout, its\n"
     "                          metadata (long strings and arrays abbreviated\n"
     "                          unless --full) and its tensor table\n"
+    "  train mnist [opts]      train a small CNN on MNIST (the IDX files of\n"
+    "                          scripts/mnist_data.py), printing per-epoch loss\n"
+    "                          and test accuracy\n"
+    "      --data DIR          the IDX files (default $RLX_MNIST_DIR or\n"
+    "                          ~/.cache/rlx/mnist)\n"
+    "      --epochs N, --batch N, --lr X, --weight-decay X, --seed N\n"
+    "      --optimizer adamw|sgd   (default adamw; sgd has momentum 0.9)\n"
+    "      --limit N           train on the first N images only\n"
+    "      --threads N, --device cpu|cuda\n"
     "\n"
     "options:\n"
     "  --version               print the version and exit\n"
@@ -92,6 +101,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "graph")) return cmd_graph(argc - 2, argv + 2);
   if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
   fprintf(stderr, "rlx: unknown command '%s' (try rlx --help)\n", argv[1]);
   return 2;
 }

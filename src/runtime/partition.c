@@ -13,8 +13,8 @@
  * segments (and of device<->host copies) below what the node order gives.
  *
  * Cuts: a value made in one segment and read in a later one becomes an
- * output of its segment and an input leaf ("rlx.cut.<node>") of each
- * segment that reads it; after its segment runs it is read into a host
+ * output of its segment and an input leaf ("rlx.cut.<node>"; a param for a
+ * block dtype, which inputs cannot have) of each segment that reads it; after its segment runs it is read into a host
  * staging buffer, which the readers bind (the device backend copies it in,
  * the CPU reads it in place). Each run gives the staged values new
  * versions, so a device segment copies them again. */
@@ -187,7 +187,9 @@ static rlx_status build_segment(hybrid_plan *h, segment *s, const int *order, in
         } else { /* made in an earlier segment: a cut */
           char name[48];
           snprintf(name, sizeof name, "rlx.cut.%d", (int)src);
-          id = rlx_input(s->g, name, sn->out[0].dtype, sn->out[0].shape.rank, sn->out[0].shape.d);
+          /* a block dtype can only be a param (its bytes are bound all the same) */
+          id = (rlx_dtype_is_block(sn->out[0].dtype) ? rlx_param : rlx_input)(s->g, name, sn->out[0].dtype,
+                                                                             sn->out[0].shape.rank, sn->out[0].shape.d);
           if (id >= 0) s->is_cut[id] = 1;
         }
         if (id < 0) {

@@ -291,6 +291,16 @@ def long_attention_cases(suite, rng):
     for dt in ("f16", "bf16"):
         attention_case(suite, rng, "long_causal_%s" % dt, dt=dt, form="bshd", B=1, S=L, Tk=L,
                        H=4, Hkv=2, D=64, mask="causal")
+    # decode over a long cache with few kv heads: the keys split over the
+    # threads and merged (a range without visible keys, a fully masked row)
+    attention_case(suite, rng, "long_decode_split_causal", form="bshd", B=1, S=1, Tk=1000, H=8,
+                   Hkv=2, D=64, mask="causal")
+    attention_case(suite, rng, "long_decode_split_window_mqa", form="rank3", B=1, S=1, Tk=1500, H=4,
+                   Hkv=1, D=64, mask="sliding_window", window=700)
+    attention_case(suite, rng, "long_decode_split_custom", form="bhsd", B=1, S=2, Tk=1100, H=2,
+                   Hkv=1, D=64, mask="custom", custom=custom_mask(rng, (1, 2, 2, 1100), dead_rows=(1,)))
+    attention_case(suite, rng, "long_decode_split_f16", dt="f16", form="bshd", B=1, S=1, Tk=777,
+                   H=6, Hkv=3, D=64, mask="causal")
 
 
 def attention_errors(suite):

@@ -109,11 +109,18 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
  * stored as F16/BF16: O(T*D) memory, read by every query block. With at
  * most FLASH_DOT_ROWS rows per item (decode), the transpose would cost as
  * much as the attention: the scores are dot products with K's rows then,
- * read in place (F32) or converted to f32 rows. */
+ * read in place (F32) or converted to f32 rows.
+ *
+ * When there are fewer items than twice the threads (decode with few kv
+ * heads), the keys of each item are split into ranges of whole key blocks
+ * (flash-decoding): each range leaves its unnormalized rows with their m
+ * and l, and a merge pass rescales them by e^(m - max m) and divides by
+ * the merged l. */
 
 #define FLASH_BK 64       /* keys per block */
 #define FLASH_ROWS 64     /* query rows (query heads x queries) per item, about */
 #define FLASH_DOT_ROWS 8  /* at most this many rows (decode): scores as dot products with K's rows */
+#define FLASH_SPLIT_KEYS 256 /* keys per split at least, when the keys are split (below) */
 
 typedef struct {
   const cpu_attention_params *p;
@@ -123,6 +130,9 @@ typedef struct {
   void *out;
   const float *mask;            /* custom mask (F32) or NULL */
   int64_t group, t8, bq, q_blocks;
+  int64_t splits, split_keys;   /* key ranges per item (1: no split), keys per range */
+  float *part;                  /* splits > 1: per (item, range): O [rows, D], m [rows], l [rows] */
+  size_t part_floats;
   float *kt;                    /* [B, Hkv, D, t8], or NULL: the rows path */
   const float *kf, *vf;         /* K (rows path) / V as f32 rows, or NULL: read in place (F32) */
   int64_t kf_row, vf_row;       /* row strides of kf or k, vf or v, in elements */
@@ -191,7 +201,8 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
   float *Q = J->scratch + (size_t)thread * J->scratch_floats;
   float *Sc = Q + rows_max * D, *O = Sc + rows_max * bkp, *m = O + rows_max * D;
   double *l = (double *)(void *)(m + rows_max + (rows_max & 1)); /* 8-byte aligned */
-  for (int64_t item = begin; item < end; item++) {
+  for (int64_t unit = begin; unit < end; unit++) {
+    const int64_t item = unit / J->splits, split = unit % J->splits;
     const int64_t qb = item % J->q_blocks, bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv;
     const int64_t q0 = qb * J->bq, nq = S - q0 < J->bq ? S - q0 : J->bq, R = group * nq;
     /* rows: r = g * nq + ii is query q0 + ii of head hk * group + g */
@@ -207,8 +218,15 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
     visible_keys(p, q0, &key_lo, &unused);
     visible_keys(p, q0 + nq - 1, &unused, &key_hi);
     if (key_lo < 0) key_lo = 0;
+    if (J->splits > 1) { /* this unit's range of the keys */
+      int64_t r0 = split * J->split_keys, r1 = r0 + J->split_keys - 1;
+      if (key_lo < r0) key_lo = r0;
+      if (key_hi > r1) key_hi = r1;
+    }
     const float *kt = J->kt ? J->kt + bh * D * J->t8 : NULL;
-    const float *krows = J->kf ? J->kf + bh * T * D : (const float *)J->k + head_row(p, Hkv, T, b, hk, 0);
+    const float *krows = kt     ? NULL
+                         : J->kf ? J->kf + bh * T * D
+                                 : (const float *)J->k + head_row(p, Hkv, T, b, hk, 0);
     for (int64_t j0 = key_lo / FLASH_BK * FLASH_BK; j0 <= key_hi; j0 += FLASH_BK) {
       const int64_t nk = T - j0 < FLASH_BK ? T - j0 : FLASH_BK;
       if (kt) vo->qk_tile(Q, D, kt + j0, J->t8, Sc, bkp, R, nk, D);
@@ -249,11 +267,58 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
                               : (const float *)J->v + head_row(p, Hkv, T, b, hk, j0);
       vo->pv_tile(Sc, bkp, vb, J->vf_row, O, D, R, nk, D);
     }
+    if (J->splits > 1) { /* leave the range's rows for flash_merge */
+      float *part = J->part + (size_t)unit * J->part_floats;
+      memcpy(part, O, (size_t)(R * D) * sizeof *O);
+      for (int64_t r = 0; r < R; r++) {
+        part[rows_max * D + r] = m[r];
+        part[rows_max * (D + 1) + r] = (float)l[r];
+      }
+      continue;
+    }
     for (int64_t r = 0; r < R; r++) {
       int64_t h = hk * group + r / nq, i = q0 + r % nq;
       float *orow = O + r * D;
       if (m[r] == -INFINITY || l[r] == 0.0) memset(orow, 0, (size_t)D * sizeof *orow); /* all masked */
       else vo->scale(orow, (float)(1.0 / l[r]), D);
+      vo->store((char *)J->out + (size_t)head_row(p, H, S, b, h, i) * es, J->dt, orow, D);
+    }
+  }
+}
+
+/* Merges the key ranges of split items: per row, the ranges' sums rescaled
+ * to the largest max (a NaN max makes the row NaN; no visible key: zeros). */
+static void flash_merge(void *arg, int64_t begin, int64_t end, int thread) {
+  flash_job *J = arg;
+  const cpu_attention_params *p = J->p;
+  const cpu_vec_ops *vo = J->vo;
+  const int64_t D = p->head_dim, S = p->q_len, H = p->num_heads, Hkv = p->num_kv_heads;
+  const int64_t group = J->group, rows_max = group * J->bq;
+  const size_t es = dtype_bytes(J->dt);
+  float *orow = J->scratch + (size_t)thread * J->scratch_floats;
+  for (int64_t item = begin; item < end; item++) {
+    const int64_t qb = item % J->q_blocks, bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv;
+    const int64_t q0 = qb * J->bq, nq = S - q0 < J->bq ? S - q0 : J->bq, R = group * nq;
+    const float *parts = J->part + (size_t)(item * J->splits) * J->part_floats;
+    for (int64_t r = 0; r < R; r++) {
+      float mx = -INFINITY;
+      for (int64_t c = 0; c < J->splits; c++) {
+        float mc = parts[c * J->part_floats + rows_max * D + r];
+        if (isnan(mc) || mc > mx) mx = isnan(mx) ? mx : mc;
+      }
+      double l = 0.0;
+      memset(orow, 0, (size_t)D * sizeof *orow);
+      for (int64_t c = 0; c < J->splits && mx != -INFINITY; c++) {
+        const float *part = parts + c * J->part_floats;
+        float mc = part[rows_max * D + r];
+        if (mc == -INFINITY) continue; /* no visible key in this range */
+        float w = isnan(mx) ? NAN : expf(mc - mx);
+        l += (double)w * part[rows_max * (D + 1) + r];
+        for (int64_t d = 0; d < D; d++) orow[d] += w * part[r * D + d];
+      }
+      if (mx == -INFINITY || l == 0.0) memset(orow, 0, (size_t)D * sizeof *orow);
+      else vo->scale(orow, (float)(1.0 / l), D);
+      int64_t h = hk * group + r / nq, i = q0 + r % nq;
       vo->store((char *)J->out + (size_t)head_row(p, H, S, b, h, i) * es, J->dt, orow, D);
     }
   }
@@ -276,6 +341,17 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   const int threads = cpu_ctx_threads(ctx);
   /* Q, scores, O, m, l (double: 2 floats), padding */
   J.scratch_floats = (size_t)(rows * D + rows * FLASH_BK + rows * D + 3 * rows + 2);
+  /* few items for the threads: split the keys (whole key blocks per range) */
+  const int64_t items = B * Hkv * J.q_blocks;
+  J.splits = 1;
+  if (threads > 1 && items < 2 * (int64_t)threads && T >= 2 * FLASH_SPLIT_KEYS) {
+    int64_t want = (2 * (int64_t)threads + items - 1) / items, most = T / FLASH_SPLIT_KEYS;
+    J.splits = want < most ? want : most;
+    int64_t blocks = (T + FLASH_BK - 1) / FLASH_BK;
+    J.split_keys = (blocks + J.splits - 1) / J.splits * FLASH_BK;
+    J.splits = (T + J.split_keys - 1) / J.split_keys;
+  }
+  J.part_floats = (size_t)(rows * (D + 2));
   if (J.scratch_floats < (size_t)(8 * D)) J.scratch_floats = (size_t)(8 * D); /* flash_prepare */
   J.scratch_floats = (J.scratch_floats + 15) / 16 * 16;
   const int rows_path = rows <= FLASH_DOT_ROWS, convert = dt != RLX_F32 && T > 0;
@@ -284,21 +360,27 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   float *kt = rows_path ? NULL : malloc((size_t)(B * Hkv * D * (J.t8 ? J.t8 : 1)) * sizeof(float));
   float *kf = rows_path && convert ? malloc(kv_floats * sizeof(float)) : NULL;
   float *vf = convert ? malloc(kv_floats * sizeof(float)) : NULL;
-  if (!scratch || (!rows_path && !kt) || (rows_path && convert && !kf) || (convert && !vf)) {
+  float *part = J.splits > 1 ? malloc(J.part_floats * (size_t)(items * J.splits) * sizeof(float)) : NULL;
+  if (!scratch || (!rows_path && !kt) || (rows_path && convert && !kf) || (convert && !vf) ||
+      (J.splits > 1 && !part)) {
     free(scratch);
     free(kt);
     free(kf);
     free(vf);
+    free(part);
     return rlx_set_error(RLX_ERR_NOMEM, "Attention: out of memory for %lld keys", (long long)T);
   }
   J.scratch = scratch;
   J.kt = kt;
   J.kf = kf;
   J.vf = vf;
+  J.part = part;
   J.kf_row = kf ? D : seq_stride(p, Hkv);
   J.vf_row = vf ? D : seq_stride(p, Hkv);
   cpu_parallel_for(ctx, B * Hkv, 1, flash_prepare, &J);
-  cpu_parallel_for(ctx, B * Hkv * J.q_blocks, 1, flash_items, &J);
+  cpu_parallel_for(ctx, items * J.splits, 1, flash_items, &J);
+  if (J.splits > 1) cpu_parallel_for(ctx, items, 1, flash_merge, &J);
+  free(part);
   free(scratch);
   free(kt);
   free(kf);

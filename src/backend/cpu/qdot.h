@@ -21,9 +21,10 @@
  * Weight blocks are read in place (ggml layouts, quant_blocks.h); the
  * weight bytes may have any alignment. Two tables compute the same
  * functions: portable C (qdot_scalar.c) and AVX2/FMA/F16C (qdot_avx2.c).
- * Their integer block sums are identical; they differ only in the order of
- * the float accumulation across blocks. qdot_best() picks the table for
- * this CPU (cpu_features.h; RLX_NO_AVX2=1 forces the portable one).
+ * Their quantizers write the same bytes; their dot products agree to float
+ * rounding (the AVX2 kernels apply offsets and mins per block through the
+ * activation sums and add in another order). qdot_best() picks the table
+ * for this CPU (cpu_features.h; RLX_NO_AVX2=1 forces the portable one).
  */
 #ifndef RLX_CPU_QDOT_H
 #define RLX_CPU_QDOT_H
@@ -34,8 +35,10 @@
 #include <stdint.h>
 
 /* Activation rows one weight-row pass serves: each weight block is decoded
- * once and used for up to this many activation rows (prefill). */
-#define QDOT_MAX_ROWS 4
+ * once and used for up to this many activation rows (prefill; the legacy
+ * AVX2 kernels, whose per-row state lives in registers, take them 4 at a
+ * time). */
+#define QDOT_MAX_ROWS 8
 
 #define QDOT_QK 32   /* elements of a legacy block and of a qdot_q8_0 */
 #define QDOT_QK_K 256 /* elements of a K-quant super-block and of a qdot_q8_k */

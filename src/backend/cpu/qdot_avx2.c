@@ -11,7 +11,10 @@
  * sign moves onto the activation (|w| <= 128 x |a| <= 127 fits s16 pairs).
  *
  * The row count nr is a compile-time constant in each instance of a body
- * (ROWS_DISPATCH), so the per-row accumulators live in registers.
+ * (ROWS_DISPATCH), so the per-row accumulators live in registers. A
+ * K-quant super-block is unpacked once (k_unpacked, 16 vectors) and then
+ * read by up to 8 rows; a legacy block stays in one register, its rows
+ * come 4 at a time.
  */
 #include "qdot.h"
 
@@ -23,7 +26,7 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-_Static_assert(QDOT_MAX_ROWS == 4, "ROWS_DISPATCH instantiates nr = 1..4");
+_Static_assert(QDOT_MAX_ROWS == 8, "the ROWS_DISPATCH macros instantiate nr = 1..8");
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -116,15 +119,39 @@ ALWAYS_INLINE __m256i shuffle(__m256i v, const uint8_t *table) {
 #define ACT_Q8_0(act, as, r, b) ((const qdot_q8_0 *)((const uint8_t *)(act) + (size_t)(r) * (as)) + (b))
 #define ACT_Q8_K(act, as, r, b) ((const qdot_q8_k *)((const uint8_t *)(act) + (size_t)(r) * (as)) + (b))
 
+/* K-quants: one instance per row count, the block unpacked once for all. */
 #define ROWS_DISPATCH(fn, body)                                                              \
   static void fn(int64_t nb, const void *w, const void *act, size_t as, int nr, float *out,  \
                  int64_t os) {                                                               \
+    const uint8_t *wu = w;                                                                   \
     switch (nr) {                                                                            \
-    case 1: body(nb, (const uint8_t *)w, act, as, 1, out, os); break;                        \
-    case 2: body(nb, (const uint8_t *)w, act, as, 2, out, os); break;                        \
-    case 3: body(nb, (const uint8_t *)w, act, as, 3, out, os); break;                        \
-    default: body(nb, (const uint8_t *)w, act, as, 4, out, os); break;                       \
+    case 1: body(nb, wu, act, as, 1, out, os); break;                                        \
+    case 2: body(nb, wu, act, as, 2, out, os); break;                                        \
+    case 3: body(nb, wu, act, as, 3, out, os); break;                                        \
+    case 4: body(nb, wu, act, as, 4, out, os); break;                                        \
+    case 5: body(nb, wu, act, as, 5, out, os); break;                                        \
+    case 6: body(nb, wu, act, as, 6, out, os); break;                                        \
+    case 7: body(nb, wu, act, as, 7, out, os); break;                                        \
+    default: body(nb, wu, act, as, 8, out, os); break;                                       \
     }                                                                                        \
+  }
+
+/* Legacy types: their per-row state must stay in registers, which holds
+ * for 4 rows; 5..8 rows are two passes (4 + the rest). */
+#define ROWS_DISPATCH_4(fn, body)                                                            \
+  static void fn##_upto4(int64_t nb, const uint8_t *w, const void *act, size_t as, int nr,   \
+                         float *out, int64_t os) {                                           \
+    switch (nr) {                                                                            \
+    case 1: body(nb, w, act, as, 1, out, os); break;                                         \
+    case 2: body(nb, w, act, as, 2, out, os); break;                                         \
+    case 3: body(nb, w, act, as, 3, out, os); break;                                         \
+    default: body(nb, w, act, as, 4, out, os); break;                                        \
+    }                                                                                        \
+  }                                                                                          \
+  static void fn(int64_t nb, const void *w, const void *act, size_t as, int nr, float *out,  \
+                 int64_t os) {                                                               \
+    fn##_upto4(nb, w, act, as, nr < 4 ? nr : 4, out, os);                                    \
+    if (nr > 4) fn##_upto4(nb, w, (const uint8_t *)act + 4 * as, as, nr - 4, out + 4 * os, os); \
   }
 
 /* ---------------------------------------------------------------- activations */
@@ -285,7 +312,7 @@ ALWAYS_INLINE void legacy_body(const rlx_dtype t, int64_t nb, const uint8_t *w, 
                                  const int nr, float *out, int64_t os) {                       \
     legacy_body(T, nb, w, act, as, nr, out, os);                                               \
   }                                                                                            \
-  ROWS_DISPATCH(dot_##name, name##_body)
+  ROWS_DISPATCH_4(dot_##name, name##_body)
 LEGACY_BODY(q4_0, RLX_Q4_0)
 LEGACY_BODY(q4_1, RLX_Q4_1)
 LEGACY_BODY(q5_0, RLX_Q5_0)

@@ -26,10 +26,6 @@
 #include <math.h>
 #include <stdint.h>
 
-#define SIMD_W 8 /* f32 lanes */
-
-static inline __m256 simd_splat(float v) { return _mm256_set1_ps(v); }
-
 /* Lanes of a where mask is set, else b. */
 static inline __m256 simd_select(__m256 mask, __m256 a, __m256 b) { return _mm256_blendv_ps(b, a, mask); }
 

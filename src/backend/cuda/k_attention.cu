@@ -11,8 +11,9 @@
  *    of Q as A fragments in registers, S = Q K^T and O += P V run as mma,
  *    P is rounded to the input type for the second product (as FA2).
  *    Causal and sliding-window blocks outside the visible band are skipped.
- *  - flash_exact: every float dtype and head_dim up to 256, one warp per
- *    query row, F32 (F64 for F64) throughout: the reference-precision path.
+ *  - flash_exact: every float dtype and head_dim up to 256, one block per
+ *    query row whose warps split the keys, F32 (F64 for F64) throughout:
+ *    the reference-precision path.
  * A row whose visible scores include a NaN gives NaN; a row with no
  * visible key gives zeros (the CPU kernel's rules, k_attention.c). */
 #include "cu_common.cuh"
@@ -41,30 +42,35 @@ __device__ __forceinline__ T finish_score(const cu_attn_args &a, T dot, int64_t 
 #define EXACT_WARPS 4
 #define EXACT_MAX_CHUNKS 8 /* head_dim <= 256 */
 
+/* One block per query row; its warps split the keys (warp w takes chunks
+ * of 32 keys w, w + EXACT_WARPS, ...; a lane scores one key), each keeps an
+ * online-softmax state, and the states are merged at the end: a decode
+ * step (one query row per head) still spreads over the keys. */
 template <typename T> __global__ void __launch_bounds__(EXACT_WARPS * 32) flash_exact(const __grid_constant__ cu_attn_args a) {
-  __shared__ T qs[EXACT_WARPS][EXACT_MAX_CHUNKS * 32];
+  __shared__ T qs[EXACT_MAX_CHUNKS * 32];
+  __shared__ T part_o[EXACT_WARPS][EXACT_MAX_CHUNKS * 32];
+  __shared__ T part_m[EXACT_WARPS], part_l[EXACT_WARPS];
+  __shared__ int part_nan[EXACT_WARPS];
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
-  const int64_t row = (int64_t)blockIdx.x * EXACT_WARPS + w; /* (b, h, i) */
-  if (row >= a.B * a.H * a.S) return;
+  const int64_t row = blockIdx.x; /* (b, h, i) */
   const int64_t i = row % a.S, h = (row / a.S) % a.H, b = row / (a.S * a.H);
   const int64_t hk = h / (a.H / a.Hkv);
-  const char *q = (const char *)a.q;
   const int64_t qoff = b * a.q_sb + h * a.q_sh + i * a.q_ss;
-  for (int64_t d = lane; d < a.D; d += 32) qs[w][d] = cu_acc<T>::ld(q, a.dtype, qoff + d);
-  __syncwarp();
+  for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) qs[d] = cu_acc<T>::ld(a.q, a.dtype, qoff + d);
+  __syncthreads();
   const int64_t kbase = b * a.kv_sb + hk * a.kv_sh;
   T o[EXACT_MAX_CHUNKS];
 #pragma unroll
   for (int c = 0; c < EXACT_MAX_CHUNKS; c++) o[c] = 0;
   T m = -INFINITY, l = 0;
   bool saw_nan = false;
-  for (int64_t j0 = 0; j0 < a.T; j0 += 32) {
+  for (int64_t j0 = (int64_t)w * 32; j0 < a.T; j0 += EXACT_WARPS * 32) {
     const int64_t j = j0 + lane;
     T s = -INFINITY;
     if (j < a.T && key_visible(a, i, j)) {
       const int64_t koff = kbase + j * a.kv_ss;
       T dot = 0;
-      for (int64_t d = 0; d < a.D; d++) dot += qs[w][d] * cu_acc<T>::ld(a.k, a.dtype, koff + d);
+      for (int64_t d = 0; d < a.D; d++) dot += qs[d] * cu_acc<T>::ld(a.k, a.dtype, koff + d);
       s = finish_score<T>(a, dot, b, h, i, j);
       if (s != s) saw_nan = true, s = -INFINITY;
     }
@@ -88,14 +94,27 @@ template <typename T> __global__ void __launch_bounds__(EXACT_WARPS * 32) flash_
     }
     m = mn;
   }
+  /* merge the warps' states */
   saw_nan = __any_sync(0xffffffffu, saw_nan);
-  const int64_t ooff = qoff;
+  if (lane == 0) part_m[w] = m, part_l[w] = l, part_nan[w] = saw_nan;
 #pragma unroll
-  for (int c = 0; c < EXACT_MAX_CHUNKS; c++) {
-    const int64_t d = lane + 32 * c;
-    if (d >= a.D) continue;
-    T y = saw_nan ? (T)NAN : l > (T)0 ? o[c] / l : (T)0;
-    cu_acc<T>::st(a.out, a.dtype, ooff + d, y);
+  for (int c = 0; c < EXACT_MAX_CHUNKS; c++) part_o[w][lane + 32 * c] = o[c];
+  __syncthreads();
+  T M = -INFINITY;
+  int any_nan = 0;
+  for (int k = 0; k < EXACT_WARPS; k++) {
+    M = part_m[k] > M ? part_m[k] : M;
+    any_nan |= part_nan[k];
+  }
+  T L = 0;
+  for (int k = 0; k < EXACT_WARPS; k++)
+    if (part_m[k] != -INFINITY) L += cu_exp(part_m[k] - M) * part_l[k];
+  for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+    T acc = 0;
+    for (int k = 0; k < EXACT_WARPS; k++)
+      if (part_m[k] != -INFINITY) acc += cu_exp(part_m[k] - M) * part_o[k][d];
+    T y = any_nan ? (T)NAN : L > (T)0 ? acc / L : (T)0;
+    cu_acc<T>::st(a.out, a.dtype, qoff + d, y);
   }
 }
 
@@ -159,7 +178,7 @@ template <typename E, int DK> __global__ void __launch_bounds__(128) flash_tc(co
   for (int n = 0; n < DK * 2; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   int saw_nan[2] = {0, 0}; /* per row: g and g+8 */
-  const float LOG2E = 1.4426950408889634f;
+  const float LOG2E = 1.4426950408889634f, scale_log2 = (float)a.scale * LOG2E;
 
   /* the band of keys any row of this block may see */
   int64_t kend = a.T, kbeg = 0;
@@ -206,20 +225,37 @@ template <typename E, int DK> __global__ void __launch_bounds__(128) flash_tc(co
         tc_type<E>::mma(s[n], qa[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
       }
     }
-    /* scale, softcap, mask; row maxima of rows g (c0, c1) and g+8 (c2, c3) */
+    /* scale, softcap, mask; row maxima of rows g (c0, c1) and g+8 (c2, c3).
+     * A tile every row of this warp sees whole (no custom mask, no softcap)
+     * needs only the scale: a NaN score then reaches the sum and so the
+     * row's output by itself. */
     float mx[2] = {-INFINITY, -INFINITY};
+    const int64_t shift = a.T - a.S;
+    const bool interior = a.mask_kind != RLX_MASK_CUSTOM && a.softcap <= 0 && k0 + TC_KEYS <= a.T && r0 + 16 <= a.S &&
+                          (a.mask_kind == RLX_MASK_NONE || k0 + TC_KEYS - 1 <= r0 + shift) &&
+                          (a.mask_kind != RLX_MASK_SLIDING_WINDOW || k0 > r0 + 15 + shift - a.window);
+    if (interior) {
 #pragma unroll
-    for (int n = 0; n < TC_KEYS / 8; n++) {
+      for (int n = 0; n < TC_KEYS / 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int64_t i = r0 + g + (e >= 2 ? 8 : 0), j = k0 + n * 8 + 2 * t4 + (e & 1);
-        float x = -INFINITY;
-        if (i < a.S && j < a.T && key_visible(a, i, j)) {
-          x = finish_score<float>(a, s[n][e], b, h, i, j);
-          if (x != x) saw_nan[e >> 1] = 1, x = -INFINITY;
+        for (int e = 0; e < 4; e++) {
+          s[n][e] *= scale_log2;
+          mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
         }
-        s[n][e] = x * LOG2E;
-        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+    } else {
+#pragma unroll
+      for (int n = 0; n < TC_KEYS / 8; n++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int64_t i = r0 + g + (e >= 2 ? 8 : 0), j = k0 + n * 8 + 2 * t4 + (e & 1);
+          float x = -INFINITY;
+          if (i < a.S && j < a.T && key_visible(a, i, j)) {
+            x = finish_score<float>(a, s[n][e], b, h, i, j);
+            if (x != x) saw_nan[e >> 1] = 1, x = -INFINITY;
+          }
+          s[n][e] = x * LOG2E;
+          mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+        }
       }
     }
     float alpha[2];
@@ -303,6 +339,9 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
   if (a->B * a->H * a->S <= 0 || a->D <= 0) return cudaSuccess;
+  /* F16/BF16 decode too: on the H200 the key-split exact kernel (a lane
+   * per key, scalar loads) took 131 us per attention of a SmolLM2 decode
+   * step where this one takes 68 (BENCHMARKS.md) */
   const int tc = (a->dtype == RLX_F16 || a->dtype == RLX_BF16) && a->D % 16 == 0 && a->D <= 128 &&
                  aligned16(a->q) && aligned16(a->k) && aligned16(a->v) && aligned16(a->out) &&
                  a->q_ss % 8 == 0 && a->kv_ss % 8 == 0 && a->q_sb % 8 == 0 && a->q_sh % 8 == 0 &&
@@ -310,8 +349,8 @@ extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
   if (tc) return a->dtype == RLX_F16 ? launch_tc<__half>(a, st) : launch_tc<__nv_bfloat16>(a, st);
   if (a->D > EXACT_MAX_CHUNKS * 32) return cudaErrorInvalidValue;
   const int64_t rows = a->B * a->H * a->S;
-  const unsigned blocks = (unsigned)((rows + EXACT_WARPS - 1) / EXACT_WARPS);
-  if (a->dtype == RLX_F64) flash_exact<double><<<blocks, EXACT_WARPS * 32, 0, st>>>(*a);
-  else flash_exact<float><<<blocks, EXACT_WARPS * 32, 0, st>>>(*a);
+  if (rows > 0x7fffffff) return cudaErrorInvalidValue;
+  if (a->dtype == RLX_F64) flash_exact<double><<<(unsigned)rows, EXACT_WARPS * 32, 0, st>>>(*a);
+  else flash_exact<float><<<(unsigned)rows, EXACT_WARPS * 32, 0, st>>>(*a);
   return cudaGetLastError();
 }

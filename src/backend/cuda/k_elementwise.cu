@@ -296,48 +296,38 @@ template <> struct ew_float<__nv_bfloat16> {
 
 #define EW_FAST_PER_THREAD 4
 
+/* A linear chain: each step reads program inputs and at most the step
+ * just before it, so one register per element carries the value. */
 template <typename E> __global__ void __launch_bounds__(CU_THREADS) ew_fast_kernel(const __grid_constant__ cu_ew_args a) {
-  const uint32_t n = (uint32_t)a.numel;
-  const uint32_t stride = gridDim.x * blockDim.x * EW_FAST_PER_THREAD;
-  for (uint32_t base = (blockIdx.x * blockDim.x + threadIdx.x); base < n; base += stride) {
-    float v[EW_FAST_PER_THREAD][CU_EW_MAX_STEPS];
-    float in[EW_FAST_PER_THREAD][3];
+  const uint32_t n = (uint32_t)a.numel, lanes = gridDim.x * blockDim.x;
+  for (uint32_t base = blockIdx.x * blockDim.x + threadIdx.x; base < n; base += lanes * EW_FAST_PER_THREAD) {
+    float acc[EW_FAST_PER_THREAD];
     for (int j = 0; j < a.n_steps; j++) {
       const cu_ew_step &s = a.s[j];
-      const int8_t refs[3] = {s.a, s.b, 0};
-      const int n_ops = s.kind == CU_STEP_BIN ? 2 : s.kind == CU_STEP_CONST ? 0 : 1;
 #pragma unroll
       for (int e = 0; e < EW_FAST_PER_THREAD; e++) {
-        const uint32_t i = base + (uint32_t)e * gridDim.x * blockDim.x;
+        const uint32_t i = base + (uint32_t)e * lanes;
         if (i >= n) break;
-#pragma unroll
-        for (int o = 0; o < 2; o++) {
-          if (o >= n_ops) break;
-          int r = refs[o];
-          in[e][o] = r >= 0 ? ew_float<E>::ld(a.in[r], i) : v[e][-r - 1];
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < EW_FAST_PER_THREAD; e++) {
+        const float x = s.a >= 0 ? ew_float<E>::ld(a.in[s.a], i) : acc[e];
         float r;
         switch (s.kind) {
-        case CU_STEP_ACT: r = ew_act<float>(s.op, in[e][0], (float)s.f0); break;
-        case CU_STEP_BIN: r = ew_bin<float>(s.op, in[e][0], in[e][1]); break;
+        case CU_STEP_ACT: r = ew_act<float>(s.op, x, (float)s.f0); break;
+        case CU_STEP_BIN: r = ew_bin<float>(s.op, x, s.b >= 0 ? ew_float<E>::ld(a.in[s.b], i) : acc[e]); break;
         case CU_STEP_CLAMP: {
-          float x = in[e][0];
-          x = x < (float)s.f0 ? (float)s.f0 : x;
-          r = x > (float)s.f1 ? (float)s.f1 : x;
+          const float lo = (float)s.f0, hi = (float)s.f1;
+          const float y = x < lo ? lo : x;
+          r = y > hi ? hi : y;
           break;
         }
         default: r = (float)__longlong_as_double(s.i0); break; /* CU_STEP_CONST */
         }
-        v[e][j] = ew_float<E>::round(r);
+        acc[e] = ew_float<E>::round(r);
       }
     }
 #pragma unroll
     for (int e = 0; e < EW_FAST_PER_THREAD; e++) {
-      const uint32_t i = base + (uint32_t)e * gridDim.x * blockDim.x;
-      if (i < n) ew_float<E>::st(a.out, i, v[e][a.n_steps - 1]);
+      const uint32_t i = base + (uint32_t)e * lanes;
+      if (i < n) ew_float<E>::st(a.out, i, acc[e]);
     }
   }
 }
@@ -366,6 +356,9 @@ static int fast_type(const cu_ew_args *a) {
                          s.kind != CU_STEP_CONST))
       return -1;
     if (s.kind != CU_STEP_CONST && s.in_dtype != t) return -1;
+    /* operands: inputs, or the step just before (one register carries it) */
+    if ((s.a < 0 && s.a != -j) || (s.kind == CU_STEP_BIN && s.b < 0 && s.b != -j)) return -1;
+    if (s.kind == CU_STEP_CONST && j + 1 < a->n_steps) return -1; /* a constant only as the whole program */
   }
   return t;
 }
