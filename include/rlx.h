@@ -618,6 +618,117 @@ rlx_status rlx_compile_cache_get_stats(rlx_compile_cache_stats *out);
 /* Drops every graph and idle plan held (live sessions keep theirs). */
 void       rlx_compile_cache_clear(void);
 
+
+/* ------------------------------------------------------ LLMs (src/model/) */
+/* A tokenizer, a Llama-family decoder with its KV cache, and a sampler, all
+ * read from a GGUF model file (which must stay open while they are used).
+ *
+ *   rlx_model_file *f;   rlx_tokenizer *tok;   rlx_llm *m;   rlx_sampler *smp;
+ *   rlx_model_file_open("model.gguf", &f);
+ *   rlx_tokenizer_load(f, &tok);
+ *   rlx_llm_load(f, NULL, &m);
+ *   rlx_tokenize(tok, "Hello", 5, 1, 0, ids, cap, &n);
+ *   rlx_llm_eval(m, ids, n, 0, logits);             // prefill; logits of the last token
+ *   rlx_sampler_params sp = rlx_sampler_default_params();
+ *   rlx_sampler_new(&sp, rlx_llm_vocab_size(m), &smp);
+ *   int32_t t = rlx_sampler_sample(smp, logits);     // then rlx_llm_eval(m, &t, 1, 0, logits) ...
+ */
+
+/* ---- tokenizer (src/model/tokenizer*.c) */
+typedef struct rlx_tokenizer rlx_tokenizer;
+/* From the tokenizer.ggml.* metadata: model "gpt2" (byte-level BPE with
+ * merges and the pre-tokenizer named by tokenizer.ggml.pre) or "llama"
+ * (SentencePiece: scores, byte fallback). RLX_ERR_UNSUPPORTED for others. */
+rlx_status rlx_tokenizer_load(const rlx_model_file *f, rlx_tokenizer **out);
+void       rlx_tokenizer_free(rlx_tokenizer *t);
+int32_t    rlx_tokenizer_vocab_size(const rlx_tokenizer *t);
+/* Encodes len bytes of UTF-8. add_special: the BOS/EOS the metadata asks
+ * for (tokenizer.ggml.add_bos_token / add_eos_token, the model's default
+ * otherwise). parse_special: control tokens written in the text
+ * ("<|im_start|>") become their ids; otherwise they are plain text.
+ * *n_out is the number of ids; if it exceeds cap, nothing past cap is
+ * written and the status is RLX_ERR_INVALID (call again with room). */
+rlx_status rlx_tokenize(const rlx_tokenizer *t, const char *text, size_t len,
+                        int add_special, int parse_special,
+                        int32_t *ids, int64_t cap, int64_t *n_out);
+/* The bytes token id stands for (byte-level / byte-fallback decoded; may be
+ * part of a UTF-8 sequence). Control tokens give their text only when
+ * render_special. *n_out as rlx_tokenize (bytes). */
+rlx_status rlx_token_to_piece(const rlx_tokenizer *t, int32_t id, int render_special,
+                              char *buf, size_t cap, size_t *n_out);
+/* Decodes a whole sequence (SentencePiece drops the leading space of the
+ * first piece, as Hugging Face does). NUL-terminated when it fits. */
+rlx_status rlx_detokenize(const rlx_tokenizer *t, const int32_t *ids, int64_t n,
+                          int render_special, char *buf, size_t cap, size_t *n_out);
+int32_t    rlx_token_bos(const rlx_tokenizer *t);   /* -1 if none */
+int32_t    rlx_token_eos(const rlx_tokenizer *t);   /* -1 if none */
+/* End of generation: EOS, EOT, <|im_end|>, <|eot_id|>, ... */
+int        rlx_token_is_eog(const rlx_tokenizer *t, int32_t id);
+
+/* Chat template (tokenizer.chat_template): the known template families
+ * (chatml, llama-2, llama-3, zephyr, gemma, phi-3, ...) are recognized from
+ * the template text; RLX_ERR_UNSUPPORTED for an unknown one. add_assistant
+ * appends the opening of the assistant's turn. Output as rlx_detokenize. */
+typedef struct { const char *role; const char *content; } rlx_chat_message;
+rlx_status rlx_chat_apply_template(const rlx_model_file *f, const rlx_chat_message *msgs,
+                                   int n_msgs, int add_assistant,
+                                   char *buf, size_t cap, size_t *n_out);
+
+/* ---- decoder (src/model/llama*.c, kv_cache.c) */
+typedef struct rlx_llm rlx_llm;
+typedef struct {
+  rlx_options compile;    /* device, threads, flags of the sessions */
+  int64_t     n_ctx;      /* KV cache length; 0: the model's context_length, at most 4096 */
+  /* Loading progress, frac in [0, 1]; NULL for none. */
+  void      (*progress)(double frac, void *user);
+  void       *progress_user;
+} rlx_llm_options;
+typedef struct {
+  char    arch[32];       /* general.architecture: llama, qwen2, qwen3, ... */
+  int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+  int64_t n_ctx_train, n_ctx;
+  float   rope_base, norm_eps;
+  size_t  weight_bytes;   /* bytes of the mapped tensors used */
+  size_t  kv_cache_bytes;
+} rlx_llm_info;
+/* Builds the decoder graph from the metadata (llama / SmolLM2, qwen2,
+ * qwen3), compiles it through the normal pipeline and binds the weights in
+ * place (no copy). opt may be NULL. */
+rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx_llm **out);
+void       rlx_llm_free(rlx_llm *m);
+rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out);
+int64_t    rlx_llm_vocab_size(const rlx_llm *m);
+/* Runs n tokens at positions [n_past, n_past + n), appends their keys and
+ * values to the cache and advances n_past. logits: n_vocab floats (the last
+ * token), or n * n_vocab when all_logits. RLX_ERR_INVALID past n_ctx. */
+rlx_status rlx_llm_eval(rlx_llm *m, const int32_t *tokens, int64_t n, int all_logits, float *logits);
+int64_t    rlx_llm_n_past(const rlx_llm *m);
+/* Forgets the cache after position n_past (0: start over). */
+rlx_status rlx_llm_truncate(rlx_llm *m, int64_t n_past);
+/* Plans built so far by all of the decoder's sessions (decode must not
+ * re-plan per token). */
+int64_t    rlx_llm_plans_built(const rlx_llm *m);
+
+/* ---- sampler (src/model/sampler.c) */
+typedef struct {
+  float    temperature;     /* <= 0: greedy (argmax) */
+  int32_t  top_k;           /* 0: off */
+  float    top_p;           /* 1: off */
+  float    min_p;           /* 0: off; keeps p >= min_p * p_max */
+  float    repeat_penalty;  /* 1: off; llama.cpp's rule on the last repeat_last_n tokens */
+  int32_t  repeat_last_n;
+  uint64_t seed;            /* same seed, same logits: same tokens */
+} rlx_sampler_params;
+typedef struct rlx_sampler rlx_sampler;
+rlx_sampler_params rlx_sampler_default_params(void);  /* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, penalty 1, last 64, seed 0 */
+rlx_status rlx_sampler_new(const rlx_sampler_params *p, int64_t n_vocab, rlx_sampler **out);
+void       rlx_sampler_free(rlx_sampler *s);
+/* Picks the next token from n_vocab logits (penalties from the tokens
+ * accepted so far) and accepts it. */
+int32_t    rlx_sampler_sample(rlx_sampler *s, const float *logits);
+/* Records a token (e.g. the prompt's) for the repetition penalty. */
+void       rlx_sampler_accept(rlx_sampler *s, int32_t token);
+
 #ifdef __cplusplus
 }
 #endif
