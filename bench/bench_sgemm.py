@@ -22,6 +22,7 @@ speed while it had the core.
 
   python3 bench/bench_sgemm.py [--driver build/bench_sgemm] [--rounds 3]
                                [--runs 3] [--threads 1,2] [--quick] [--cpu-time]
+                               [--shapes MxKxN,...]
 """
 import argparse
 import os
@@ -113,6 +114,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3, help="timed runs per round")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
+    ap.add_argument("--shapes", help="only these, e.g. 128x4096x4096,1024x1024x1024")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time by process CPU time (1 thread only)")
     ap.add_argument("--keep-coretype", action="store_true",
@@ -145,7 +147,9 @@ def main():
     cache = {}
     variant = "?"
     for threads in [int(t) for t in args.threads.split(",")]:
-        for shape in shapes(args.quick):
+        todo = (shapes(args.quick) if not args.shapes else
+                [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")])
+        for shape in todo:
             rlx, ref = [], []
             for _ in range(args.rounds):
                 variant, g = run_rlx(args.driver, threads, args.runs, shape, args.cpu_time)

@@ -55,6 +55,7 @@ uint16_t rlx_f32_to_f16(float f);
 float    rlx_f16_to_f32(uint16_t h);
 uint16_t rlx_f32_to_bf16(float f);
 float    rlx_bf16_to_f32(uint16_t h);
+double   rlx_value_as_f64(rlx_dtype t, const void *data, int64_t i);  /* element i of a plain-dtype array (bool: 0 or 1); NaN for block dtypes */
 
 /* ---------------------------------------------------------------- enums for op attributes */
 
@@ -556,7 +557,8 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
 rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes);
 /* Like rlx_set_param but borrows data (no copy): it must stay valid and
  * unchanged until the session is freed or the param is set again. For
- * memory-mapped model files. */
+ * memory-mapped model files. Data of a plain dtype must be aligned to its
+ * element size (else RLX_ERR_INVALID: copy it with rlx_set_param). */
 rlx_status rlx_set_param_ref(rlx_session *s, const char *name, const void *data, size_t nbytes);
 rlx_status rlx_set_input(rlx_session *s, const char *name, const void *data, size_t nbytes);
 /* Binds the symbolic dims of input `name` to the concrete dims given. */

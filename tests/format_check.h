@@ -9,6 +9,7 @@
 
 #include "rlx.h"
 #include "check.h"
+#include "ref_data.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -17,39 +18,10 @@
 #include <string.h>
 #include <sys/wait.h>
 
-static const char *work_dir, *rlx_bin;
+static const char *rlx_bin;
 static int manifest_files, manifest_bad_files;
 
 /* ---------------------------------------------------------------- helpers */
-
-static void *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  if (buf) buf[n] = 0;
-  if (len) *len = (size_t)n;
-  return buf;
-}
-
-static void *read_work(const char *name, size_t *len) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", work_dir, name);
-  return read_file(path, len);
-}
-
-static char *work_path(const char *name) {
-  static char path[1024];
-  snprintf(path, sizeof path, "%s/%s", work_dir, name);
-  return path;
-}
 
 /* Hex to bytes (in place into out, which needs strlen(hex)/2 + 1); "-" is
  * empty. Returns the length. */
@@ -212,12 +184,6 @@ static int check_value(const rlx_meta_value *v, const char *type, char **cur, co
 }
 
 /* ---------------------------------------------------------------- tensors */
-
-static int dtype_of(const char *name, rlx_dtype *t) {
-  for (int i = 0; i < RLX_DTYPE_COUNT; i++)
-    if (!strcmp(rlx_dtype_name((rlx_dtype)i), name)) return *t = (rlx_dtype)i, 1;
-  return 0;
-}
 
 /* The values of the first `rows` rows of t (all if rows <= 0) as float32
  * — dequantized for block dtypes, cast otherwise — computed by a session

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref_data.h"
+
 #define MAX_ITEMS 16
 
 typedef struct {
@@ -31,36 +33,6 @@ typedef struct {
   item inputs[MAX_ITEMS], params[MAX_ITEMS], expects[MAX_ITEMS];
   int n_inputs, n_params, n_expects;
 } test_case;
-
-static const char *work_dir;
-
-static void *read_all(const char *rel, size_t *len) {
-  char path[1200];
-  snprintf(path, sizeof path, "%s/%s", work_dir, rel);
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  if (buf) buf[n] = 0;
-  if (len) *len = (size_t)n;
-  return buf;
-}
-
-static int dtype_of(const char *name, rlx_dtype *t) {
-  for (int i = 0; i < RLX_DTYPE_COUNT; i++)
-    if (!strcmp(rlx_dtype_name((rlx_dtype)i), name)) {
-      *t = (rlx_dtype)i;
-      return 1;
-    }
-  return 0;
-}
 
 static int parse_dims(const char *s, item *it) {
   it->rank = 0;
@@ -95,31 +67,6 @@ static int64_t numel(const item *it) {
   return n;
 }
 
-static double value_at(rlx_dtype t, const void *p, int64_t i) {
-  switch (t) {
-  case RLX_F32: return ((const float *)p)[i];
-  case RLX_F16: return rlx_f16_to_f32(((const uint16_t *)p)[i]);
-  case RLX_BF16: return rlx_bf16_to_f32(((const uint16_t *)p)[i]);
-  case RLX_F64: return ((const double *)p)[i];
-  case RLX_I8: return ((const int8_t *)p)[i];
-  case RLX_U8: return ((const uint8_t *)p)[i];
-  case RLX_I32: return ((const int32_t *)p)[i];
-  case RLX_I64: return (double)((const int64_t *)p)[i];
-  case RLX_BOOL: return ((const uint8_t *)p)[i];
-  default: return 0;
-  }
-}
-
-static void default_tol(rlx_dtype t, double *atol, double *rtol) {
-  switch (t) {
-  case RLX_F64: *atol = 1e-9, *rtol = 1e-9; break;
-  case RLX_F32: *atol = 1e-5, *rtol = 1e-4; break;
-  case RLX_F16: *atol = 2e-3, *rtol = 2e-3; break;
-  case RLX_BF16: *atol = 1e-2, *rtol = 1.6e-2; break;
-  default: *atol = 0, *rtol = 0; break;
-  }
-}
-
 /* Compares output k; returns 1 if it matches, else prints why. */
 static int compare(const test_case *c, int k, rlx_session *s) {
   const item *e = &c->expects[k];
@@ -139,7 +86,7 @@ static int compare(const test_case *c, int k, rlx_session *s) {
     return 0;
   }
   size_t want_len, nbytes = rlx_dtype_nbytes(want_t, numel(e));
-  void *want = read_all(e->file, &want_len);
+  void *want = read_work(e->file, &want_len);
   void *got = malloc(nbytes ? nbytes : 1);
   int ok = 1;
   if (!want || !got || want_len != nbytes) {
@@ -149,22 +96,23 @@ static int compare(const test_case *c, int k, rlx_session *s) {
   } else if (rlx_output(s, k, got, nbytes) != RLX_OK) {
     printf("FAIL %s: rlx_output %d: %s\n", c->name, k, rlx_last_error());
     ok = 0;
-  } else if (rlx_dtype_is_block(want_t)) {
+  } else if (rlx_dtype_is_block(want_t) || want_t == RLX_BOOL) {
+    /* Bytes, for bools too: a true is stored as 1 (rlx_value_as_f64 reads any nonzero byte as 1). */
     if (memcmp(got, want, nbytes)) {
       size_t at = 0;
       while (((unsigned char *)got)[at] == ((unsigned char *)want)[at]) at++;
-      printf("FAIL %s: output %d: block bytes differ first at byte %zu\n", c->name, k, at);
+      printf("FAIL %s: output %d: %s bytes differ first at byte %zu\n", c->name, k, e->dtype, at);
       ok = 0;
     }
   } else {
     double atol, rtol;
-    default_tol(want_t, &atol, &rtol);
+    default_tolerance(want_t, &atol, &rtol);
     if (e->atol >= 0) atol = e->atol;
     if (e->rtol >= 0) rtol = e->rtol;
     int64_t n = numel(e), bad = 0, first = -1;
     double worst = 0;
     for (int64_t i = 0; i < n; i++) {
-      double g = value_at(want_t, got, i), w = value_at(want_t, want, i);
+      double g = rlx_value_as_f64(want_t, got, i), w = rlx_value_as_f64(want_t, want, i);
       int match;
       if (isnan(w) || isnan(g)) match = isnan(w) && isnan(g);
       else if (isinf(w) || isinf(g)) match = g == w;
@@ -179,7 +127,7 @@ static int compare(const test_case *c, int k, rlx_session *s) {
     if (bad) {
       printf("FAIL %s: output %d: %lld of %lld values off (atol %g rtol %g); first at %lld: got %.9g want %.9g; "
              "max abs err %g\n", c->name, k, (long long)bad, (long long)n, atol, rtol, (long long)first,
-             value_at(want_t, got, first), value_at(want_t, want, first), worst);
+             rlx_value_as_f64(want_t, got, first), rlx_value_as_f64(want_t, want, first), worst);
       ok = 0;
     }
   }
@@ -192,7 +140,7 @@ static rlx_status bind_items(rlx_session *s, const item *items, int n, int param
   for (int i = 0; i < n; i++) {
     const item *it = &items[i];
     size_t len;
-    void *data = read_all(it->file, &len);
+    void *data = read_work(it->file, &len);
     *culprit = it->name;
     if (!data) return RLX_ERR_IO;
     rlx_status st = params ? rlx_set_param(s, it->name, data, len)
@@ -205,7 +153,7 @@ static rlx_status bind_items(rlx_session *s, const item *items, int n, int param
 
 /* Runs one case; returns 1 on pass. */
 static int run_case(const test_case *c) {
-  char *text = read_all(c->graph, NULL);
+  char *text = read_work(c->graph, NULL);
   if (!text) {
     printf("FAIL %s: cannot read %s\n", c->name, c->graph);
     return 0;
@@ -258,7 +206,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "reference generation failed: %s\n", cmd);
     return 1;
   }
-  char *man = read_all("manifest.txt", NULL);
+  char *man = read_work("manifest.txt", NULL);
   if (!man) {
     fprintf(stderr, "no manifest in %s\n", argv[4]);
     return 1;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ref_data.h"
 
 /* splitmix64: a reproducible stream per (name, seed). */
 static inline uint64_t pt_next(uint64_t *s) {
@@ -50,20 +51,6 @@ static inline void pt_fill(rlx_dtype t, void *buf, int64_t n, uint64_t seed) {
     case RLX_BOOL: ((uint8_t *)buf)[i] = (uint8_t)(r & 1); break;
     default: ((uint8_t *)buf)[i] = (uint8_t)r; break;
     }
-  }
-}
-
-static inline double pt_value(rlx_dtype t, const void *p, int64_t i) {
-  switch (t) {
-  case RLX_F32: return ((const float *)p)[i];
-  case RLX_F64: return ((const double *)p)[i];
-  case RLX_F16: return rlx_f16_to_f32(((const uint16_t *)p)[i]);
-  case RLX_BF16: return rlx_bf16_to_f32(((const uint16_t *)p)[i]);
-  case RLX_I8: return ((const int8_t *)p)[i];
-  case RLX_U8: case RLX_BOOL: return ((const uint8_t *)p)[i];
-  case RLX_I32: return ((const int32_t *)p)[i];
-  case RLX_I64: return (double)((const int64_t *)p)[i];
-  default: return ((const uint8_t *)p)[i];
   }
 }
 
@@ -123,7 +110,8 @@ static inline rlx_status pt_run(const rlx_graph *g, unsigned flags, uint64_t see
 
 /* Largest |a - b| / (atol + rtol |b|) over the outputs (NaN matching NaN
  * counts 0); > 1 means out of tolerance. Types must match exactly (else
- * INFINITY). With atol = rtol = 0 values must be equal. */
+ * INFINITY), block dtypes byte for byte. With atol = rtol = 0 values must
+ * be equal. */
 static inline double pt_error(const pt_outputs *a, const pt_outputs *b, double atol, double rtol) {
   if (a->n != b->n) return INFINITY;
   double worst = 0;
@@ -131,9 +119,13 @@ static inline double pt_error(const pt_outputs *a, const pt_outputs *b, double a
     if (a->dtype[k] != b->dtype[k] || a->rank[k] != b->rank[k] ||
         memcmp(a->dims[k], b->dims[k], (size_t)a->rank[k] * sizeof(int64_t)))
       return INFINITY;
+    if (rlx_dtype_is_block(a->dtype[k])) {
+      if (memcmp(a->data[k], b->data[k], a->nbytes[k])) return INFINITY;
+      continue;
+    }
     int64_t n = pt_numel(a->rank[k], a->dims[k]);
     for (int64_t i = 0; i < n; i++) {
-      double x = pt_value(a->dtype[k], a->data[k], i), y = pt_value(b->dtype[k], b->data[k], i);
+      double x = rlx_value_as_f64(a->dtype[k], a->data[k], i), y = rlx_value_as_f64(b->dtype[k], b->data[k], i);
       if ((isnan(x) && isnan(y)) || x == y) continue;
       double tol = atol + rtol * fabs(y);
       double e = tol > 0 ? fabs(x - y) / tol : INFINITY;
@@ -141,17 +133,6 @@ static inline double pt_error(const pt_outputs *a, const pt_outputs *b, double a
     }
   }
   return worst;
-}
-
-/* Default tolerances by dtype, as the op-parity runner's. */
-static inline void pt_tolerance(rlx_dtype t, double *atol, double *rtol) {
-  switch (t) {
-  case RLX_F64: *atol = 1e-9, *rtol = 1e-9; break;
-  case RLX_F32: *atol = 1e-5, *rtol = 1e-4; break;
-  case RLX_F16: *atol = 2e-3, *rtol = 2e-3; break;
-  case RLX_BF16: *atol = 1e-2, *rtol = 1.6e-2; break;
-  default: *atol = 0, *rtol = 0; break;
-  }
 }
 
 /* Runs a and b as built (no optimizing passes) on the same random data

@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # run_cuda_device.sh — on a machine with an NVIDIA GPU: build rlx with the
-# CUDA backend (cmake -DRLX_CUDA=ON), run the CUDA tests (label cuda: op
-# parity of every group on the device, backend parity, replay vs op by op,
-# params, hybrid), and, with --bench, the benchmarks (bench/bench_cuda.py).
-# Logs go to $OUT when it is set (the device tool's output folder).
+# CUDA backend (cmake -DRLX_CUDA=ON, sm_90), run the CUDA tests (label cuda:
+# test_cuda_backend first — the kernels' own parity, replay vs op by op,
+# params, hybrid — then op parity of every group on the device), and, with
+# --bench, the benchmarks (bench/bench_cuda.py) between the two, so a call
+# that runs out of time still brings back the numbers. Logs go to $OUT
+# when it is set (the device tool's output folder).
 #
 #   bash tests/run_cuda_device.sh [--bench] [--quick] [--profile] [--no-tests]
+#                                 [--only=gemm,gemv,block,decode] [--no-compile]
+#                                 [--budget SECONDS]
+# --budget: stop starting new phases once this many seconds have passed
+# (default 540: inside the device tool's 600 s limit per command).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/rlx-cuda-out}
 mkdir -p "$out"
-bench=0 bench_flags="" tests=1
-for a in "$@"; do
-  case $a in
+bench=0 bench_flags="" tests=1 budget=540
+while [ $# -gt 0 ]; do
+  case $1 in
     --bench) bench=1 ;;
-    --quick) bench_flags="$bench_flags --quick" ;;
-    --profile) bench_flags="$bench_flags --profile" ;;
+    --quick | --profile | --no-compile | --only=*) bench_flags="$bench_flags $1" ;;
     --no-tests) tests=0 ;;
+    --budget) budget=$2; shift ;;
   esac
+  shift
 done
+t_start=$(date +%s)
+left() { echo $(( budget - ($(date +%s) - t_start) )); }
 build=build-device
 # Python packages the references need that the image lacks (gguf, for the
 # quant group) travel as wheels in .whl (carried by the device tool).
@@ -31,16 +40,26 @@ python3 -c "import numpy, torch; print('numpy', numpy.__version__, 'torch', torc
   2>&1 | tee -a "$out/gpu.txt"
 gen=""
 command -v ninja >/dev/null && gen="-G Ninja"
-t0=$(date +%s)
-cmake -S . -B $build $gen -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
-cmake --build $build -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -40; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+cmake -S . -B $build $gen -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" \
+  >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+# only what the cuda tests and the benchmark need
+cmake --build $build -j"$(nproc)" --target bench_cuda test_cuda_backend test_cuda_parity op_parity rlx \
+  >"$out/build.log" 2>&1 || { grep -E -A3 "error" "$out/build.log" | head -60; exit 1; }
+echo "build: $(( $(date +%s) - t_start )) s"
 status=0
 if [ $tests = 1 ]; then
-  ctest --test-dir $build -L cuda -j4 --output-on-failure >"$out/ctest_cuda.log" 2>&1 || status=1
-  grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAIL" "$out/ctest_cuda.log" | head -80
+  timeout $(( $(left) > 30 ? $(left) : 30 )) $build/tests/test_cuda_backend >"$out/test_cuda_backend.log" 2>&1 || status=1
+  grep -E "FAIL|passed|failed|SKIP" "$out/test_cuda_backend.log" | head -40
+  echo "test_cuda_backend: status $status at $(( $(date +%s) - t_start )) s"
 fi
-if [ $bench = 1 ]; then
-  PYTHONUNBUFFERED=1 python3 bench/bench_cuda.py $build/bench_cuda $bench_flags 2>&1 | tee "$out/bench.log"
+if [ $bench = 1 ] && [ "$(left)" -gt 60 ]; then
+  PYTHONUNBUFFERED=1 timeout "$(left)" python3 bench/bench_cuda.py $build/bench_cuda $bench_flags 2>&1 | tee "$out/bench.log"
+  echo "bench: done at $(( $(date +%s) - t_start )) s"
+fi
+if [ $tests = 1 ] && [ "$(left)" -gt 30 ]; then
+  timeout "$(left)" ctest --test-dir $build -L cuda -E '^test_cuda_backend$' -j8 --output-on-failure \
+    >"$out/ctest_cuda.log" 2>&1 || status=1
+  grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAIL" "$out/ctest_cuda.log" | head -80
+  echo "ctest: done at $(( $(date +%s) - t_start )) s"
 fi
 exit $status

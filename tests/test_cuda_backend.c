@@ -57,6 +57,12 @@ static void test_attention(void) {
       {"no mask d80", 1, 65, 65, 3, 1, 80, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0},
       {"d40 exact kernel", 1, 33, 45, 2, 1, 40, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
       {"d256 exact kernel", 1, 20, 20, 2, 2, 256, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0},
+      /* the split-key decode kernel: few query rows per kv head */
+      {"decode window softcap", 2, 2, 300, 4, 1, 128, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 100, 20.0},
+      {"decode custom mask", 1, 1, 1000, 6, 2, 96, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0},
+      {"decode d256", 1, 1, 64, 2, 2, 256, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"decode one split", 1, 1, 20, 4, 4, 32, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0},
+      {"decode chunk of 4", 1, 4, 517, 8, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
   };
   static const rlx_dtype types[] = {RLX_BF16, RLX_F16, RLX_F32};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -142,10 +148,64 @@ static void test_matmul(void) {
   }
 }
 
+/* Products of few rows (the GEMV kernels): both weight layouts, a split
+ * along K, bias + activation epilogues; every run of a session gives the
+ * same bytes (the split's counters are left ready for the next run). */
+static void test_gemv(void) {
+  static const rlx_dtype types[] = {RLX_BF16, RLX_F16, RLX_F32};
+  static const struct { int M, N, K, trans, act; } cases[] = {
+      {1, 136, 520, 0, -1}, {3, 72, 1000, 0, -1}, {8, 2048, 64, 0, -1}, {1, 77, 264, 1, -1},
+      {5, 40, 1024, 1, -1}, {1, 96, 776, 0, RLX_ACT_SILU}, {4, 33, 136, 1, RLX_ACT_GELU_TANH}};
+  for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+    rlx_dtype t = types[ti];
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+      const int M = cases[c].M, N = cases[c].N, K = cases[c].K;
+      rlx_graph *g = rlx_graph_new("gemv");
+      int64_t xd[2] = {M, K}, wd[2] = {cases[c].trans ? N : K, cases[c].trans ? K : N}, bd[1] = {N}, perm[2] = {1, 0};
+      rlx_node x = rlx_input(g, "x", t, 2, xd), w = rlx_param(g, "w", t, 2, wd);
+      if (cases[c].trans) w = rlx_transpose(g, w, 2, perm);
+      rlx_node y = cases[c].act < 0 ? rlx_matmul(g, x, w)
+                                    : rlx_fused_matmul_bias_act(g, x, w, rlx_param(g, "b", t, 1, bd),
+                                                                (rlx_act)cases[c].act, 0);
+      rlx_graph_set_outputs(g, 1, &y);
+      bound_leaf l[3] = {{"x", 0, random_tensor(t, (int64_t)M * K, 1.0), (size_t)M * K * dtype_size(t)},
+                         {"w", 1, random_tensor(t, (int64_t)N * K, 0.1), (size_t)N * K * dtype_size(t)},
+                         {"b", 1, random_tensor(t, N, 1.0), (size_t)N * dtype_size(t)}};
+      const int nl = cases[c].act < 0 ? 2 : 3;
+      char what[96];
+      snprintf(what, sizeof what, "gemv M=%d N=%d K=%d%s%s", M, N, K, cases[c].trans ? " (w^T)" : "",
+               cases[c].act < 0 ? "" : " + bias act");
+      compare(what, g, l, nl, t);
+      /* runs of one session, and the op-by-op launches: the same bytes */
+      rlx_options cu = {RLX_DEVICE_CUDA, 0, 0};
+      rlx_session *s = NULL;
+      size_t ob = (size_t)M * N * dtype_size(t);
+      void *r1 = malloc(ob), *r2 = malloc(ob);
+      int ok = rlx_compile(g, &cu, &s) == RLX_OK;
+      for (int i = 0; ok && i < nl; i++)
+        ok = (l[i].param ? rlx_set_param(s, l[i].name, l[i].data, l[i].nbytes)
+                         : rlx_set_input(s, l[i].name, l[i].data, l[i].nbytes)) == RLX_OK;
+      ok = ok && rlx_run(s) == RLX_OK && rlx_output(s, 0, r1, ob) == RLX_OK && rlx_run(s) == RLX_OK &&
+           rlx_output(s, 0, r2, ob) == RLX_OK;
+      CHECK(ok && !memcmp(r1, r2, ob), "%s (%s): two runs of a session give the same bytes (%s)", what,
+            rlx_dtype_name(t), ok ? "" : rlx_last_error());
+      rlx_session_free(s);
+      setenv("RLX_CUDA_GRAPH", "0", 1);
+      size_t eb = 0;
+      void *eager = run_graph(g, RLX_DEVICE_CUDA, l, nl, 0, &eb);
+      unsetenv("RLX_CUDA_GRAPH");
+      CHECK(eager && eb == ob && !memcmp(eager, r1, ob), "%s (%s): graph replay == op by op", what, rlx_dtype_name(t));
+      free(eager), free(r1), free(r2);
+      for (int i = 0; i < 3; i++) free(l[i].data);
+      rlx_graph_free(g);
+    }
+  }
+}
+
 /* Packed weights made by the CPU's Quantize, then DequantMatMul on both
  * CUDA paths: M <= 8 (the fused decode kernel) and M > 8 (dequantize + GEMM). */
 static void test_dequant_matmul(void) {
-  static const rlx_dtype schemes[] = {RLX_Q4_0, RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
+  static const rlx_dtype schemes[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
   static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
   const int64_t N = 72, K = 512;
   for (size_t si = 0; si < sizeof schemes / sizeof *schemes; si++) {
@@ -162,7 +222,7 @@ static void test_dequant_matmul(void) {
     CHECK(packed != NULL, "quantize to %s", rlx_dtype_name(q));
     for (size_t ti = 0; packed && ti < sizeof types / sizeof *types; ti++) {
       rlx_dtype t = types[ti];
-      for (int M = 3; M <= 19; M += 16) {
+      for (int M = 1; M <= 19; M += M == 1 ? 2 : 16) { /* 1, 3: the decode kernel; 19: dequantize + GEMM */
         rlx_graph *g = rlx_graph_new("dequant_matmul");
         int64_t xd[2] = {M, K};
         rlx_node x = rlx_input(g, "x", t, 2, xd), pw = rlx_param(g, "w", q, 2, wd);
@@ -243,11 +303,13 @@ static void block_data(block_leaves *b, rlx_dtype t, int B, int S, int E, int H,
   b->l[10] = (bound_leaf){"zero", 1, zero, (size_t)E * dtype_size(t)};
 }
 
+/* Prefill-shaped (cuBLASLt, tensor-core attention) and decode-shaped
+ * (B * S <= 8 rows: GEMV kernels, split-key attention). */
 static void test_decoder_block(void) {
   static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
-  for (size_t ti = 0; ti < 2; ti++) {
-    rlx_dtype t = types[ti];
-    const int B = 2, S = 70, E = 256, H = 4, Hkv = 2, F = 384;
+  for (size_t ti = 0; ti < 4; ti++) {
+    rlx_dtype t = types[ti % 2];
+    const int B = ti < 2 ? 2 : 1, S = ti < 2 ? 70 : 3, E = 256, H = 4, Hkv = 2, F = 384;
     rlx_graph *g = decoder_block(t, B, S, E, H, Hkv, F);
     CHECK(rlx_graph_status(g) == RLX_OK, "decoder block builds: %s", rlx_last_error());
     block_leaves bl;
@@ -363,6 +425,7 @@ int main(void) {
   test_params();
   test_attention();
   test_matmul();
+  test_gemv();
   test_dequant_matmul();
   test_decoder_block();
   return check_report();

@@ -13,6 +13,7 @@
 #include "ir/ir.h"
 #include "pass/pass.h"
 #include "check.h"
+#include "ref_data.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1061,19 +1062,12 @@ static void test_attention(void) {
 
 /* ---------------------------------------------------------------- model blocks */
 
-static char *read_file(const char *dir, const char *name) {
+/* dir/name, NUL-terminated (NULL, and a failed check, when unreadable). */
+static char *read_model(const char *dir, const char *name) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "rb");
-  CHECK(f != NULL, "cannot open %s", path);
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *text = malloc((size_t)len + 1);
-  size_t got = fread(text, 1, (size_t)len, f);
-  text[got] = 0;
-  fclose(f);
+  char *text = read_file(path, NULL);
+  CHECK(text != NULL, "cannot open %s", path);
   return text;
 }
 
@@ -1084,7 +1078,7 @@ typedef struct {
 /* Fuses the graph in dir/name and checks the count of each op listed
  * (every op not listed must be absent), then the numerics. */
 static void test_model_file(const char *dir, const char *name, const op_count *want, int n_want) {
-  char *text = read_file(dir, name);
+  char *text = read_model(dir, name);
   if (!text) return;
   rlx_graph *g = parse(text);
   free(text);
@@ -1116,7 +1110,7 @@ static void test_models(const char *dir) {
   test_model_file(dir, "bert_layer.rlx", bert, sizeof bert / sizeof bert[0]);
 
   /* the attributes the blocks' attention must carry */
-  char *text = read_file(dir, "llama_block.rlx");
+  char *text = read_model(dir, "llama_block.rlx");
   rlx_graph *g = text ? parse(text) : NULL, *f = g ? fuse(g, NULL) : NULL;
   const ir_node *n = find_op(f, RLX_OP_Attention);
   CHECK(n && n->a.layout == RLX_LAYOUT_BSHD && n->a.mask == RLX_MASK_CAUSAL && n->a.num_heads == 4 &&
@@ -1127,7 +1121,7 @@ static void test_models(const char *dir) {
   free(text);
   rlx_graph_free(g);
   rlx_graph_free(f);
-  text = read_file(dir, "bert_layer.rlx");
+  text = read_model(dir, "bert_layer.rlx");
   g = text ? parse(text) : NULL, f = g ? fuse(g, NULL) : NULL;
   n = find_op(f, RLX_OP_Attention);
   CHECK(n && n->a.layout == RLX_LAYOUT_BSHD && n->a.mask == RLX_MASK_CUSTOM && n->a.num_heads == 4 &&
@@ -1267,7 +1261,7 @@ static void test_random_graphs(void) {
  * dims, multi-output nodes and fused ops already in it): the pass keeps a
  * graph that verifies and whose text form parses back to the same graph. */
 static void test_every_op(const char *dir) {
-  char *text = read_file(dir, "every_op.rlx");
+  char *text = read_model(dir, "every_op.rlx");
   rlx_graph *g = text ? parse(text) : NULL;
   free(text);
   if (!g) return;

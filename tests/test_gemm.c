@@ -10,7 +10,8 @@
  *
  * CTest runs this with the default kernels, with RLX_NO_AVX512=1, with
  * RLX_NO_AVX2=1 (scalar), and with RLX_THREADS=1 and 2; every case runs
- * both through a context (threaded) and with ctx NULL (serial).
+ * both through a context (threaded) and with ctx NULL (serial). The
+ * prepacked-B cases run again with RLX_PREPACK=0 (no copy may be kept).
  */
 #include "backend/cpu/elementwise_math.h"
 #include "backend/cpu/gemm.h"
@@ -19,6 +20,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -272,6 +274,102 @@ static void test_batched(cpu_ctx *ctx) {
       }
 }
 
+/* ---- cpu_gemm_prepacked: B kept packed in a slot between calls */
+
+/* C = op(A) · op(B) (+ bias, relu) in double: exact data, so compared with ==. */
+static int64_t count_bad(const float *C, int64_t batch, int64_t M, int64_t N, int64_t K, const float *A,
+                         int ta, const float *B, int tb, int64_t ldb, const float *bias) {
+  int64_t bad = 0;
+  for (int64_t bi = 0; bi < batch; bi++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        const float *Ab = A + bi * M * K;
+        double sum = bias ? bias[j] : 0.0;
+        for (int64_t k = 0; k < K; k++)
+          sum += (double)(ta ? Ab[k * M + i] : Ab[i * K + k]) * (double)(tb ? B[j * ldb + k] : B[k * ldb + j]);
+        if ((double)C[(bi * M + i) * N + j] != (sum < 0 ? 0.0 : sum)) bad++;
+      }
+  return bad;
+}
+
+static void test_prepacked(cpu_ctx *ctx) {
+  const char *env = getenv("RLX_PREPACK");
+  const int on = !(env && strcmp(env, "0") == 0);
+  static const rlx_dtype dts[] = {RLX_F32, RLX_F16, RLX_BF16};
+  /* odd edges against every micro-tile; K past one and two K blocks; M on
+   * the A-reuse path and past it; M = 1 and N = 1 take the GEMV path */
+  static const int64_t shapes[][3] = {{7, 33, 19}, {37, 129, 1100}, {300, 45, 700}, {2, 5, 3},
+                                      {1, 70, 40}, {50, 1, 64}};
+  for (int di = 0; di < 3; di++)
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+      for (int t = 0; t < 4; t++) {
+        rlx_dtype dt = dts[di];
+        int ta = t & 1, tb = t >> 1;
+        int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], batch = si == 0 ? 3 : 1;
+        int64_t ldb = (tb ? K : N) + 3, b_rows = tb ? N : K, b_n = b_rows * ldb;
+        float *A = malloc((size_t)(batch * M * K) * sizeof *A), *bias = malloc((size_t)N * sizeof *bias);
+        float *B0 = malloc((size_t)b_n * sizeof *B0), *B1 = malloc((size_t)b_n * sizeof *B1);
+        uint16_t *Bh = malloc((size_t)b_n * 2);
+        float *C = malloc((size_t)(batch * M * N) * sizeof *C);
+        float *Bstore = dt == RLX_F32 ? malloc((size_t)b_n * sizeof *Bstore) : NULL;
+        for (int64_t i = 0; i < batch * M * K; i++) A[i] = exact_value();
+        for (int64_t i = 0; i < N; i++) bias[i] = exact_value();
+        for (int64_t i = 0; i < b_n; i++) B0[i] = exact_value(), B1[i] = exact_value();
+        /* the operand's bytes: B0, later overwritten in place with B1 */
+        void *bd = dt == RLX_F32 ? (void *)Bstore : (void *)Bh;
+        for (int64_t i = 0; i < b_n; i++) {
+          if (dt == RLX_F32) Bstore[i] = B0[i];
+          else Bh[i] = to_half(dt, B0[i]);
+        }
+        gemm_operand a = {A, RLX_F32, ta, ta ? M : K, M * K, NULL};
+        gemm_operand b = {bd, dt, tb, ldb, 0, NULL};
+        gemm_epilogue ep = {bias, RLX_ACT_RELU, 0.0f};
+        gemm_prepack *slot = gemm_prepack_new();
+        const int packs = on && M > 1 && N > 1;
+        size_t total0 = gemm_prepack_total_bytes();
+        char what[160];
+        snprintf(what, sizeof what, "%s dtype %d M=%lld N=%lld K=%lld batch=%lld ta=%d tb=%d", cpu_gemm_variant(),
+                 (int)dt, (long long)M, (long long)N, (long long)K, (long long)batch, ta, tb);
+        /* first call packs, second reads the packed copy: both exact */
+        for (int call = 0; call < 2; call++) {
+          cpu_gemm_prepacked(call ? NULL : ctx, batch, M, N, K, &a, &b, slot, C, N, M * N, &ep);
+          CHECK(count_bad(C, batch, M, N, K, A, ta, B0, tb, ldb, bias) == 0, "prepacked %s call %d", what, call);
+        }
+        size_t held = gemm_prepack_bytes(slot);
+        CHECK(packs ? held >= (size_t)(K * N) * sizeof(float) : held == 0, "prepacked %s holds %zu bytes", what,
+              held);
+        CHECK(gemm_prepack_total_bytes() == total0 + held, "prepacked %s: total bytes", what);
+        /* new bytes behind the same pointer: the copy is stale until reset */
+        for (int64_t i = 0; i < b_n; i++) {
+          if (dt == RLX_F32) Bstore[i] = B1[i];
+          else Bh[i] = to_half(dt, B1[i]);
+        }
+        cpu_gemm_prepacked(ctx, batch, M, N, K, &a, &b, slot, C, N, M * N, &ep);
+        CHECK(count_bad(C, batch, M, N, K, A, ta, packs ? B0 : B1, tb, ldb, bias) == 0,
+              "prepacked %s: %s before the reset", what, packs ? "the packed copy used" : "repacked");
+        gemm_prepack_reset(slot);
+        CHECK(gemm_prepack_bytes(slot) == 0 && gemm_prepack_total_bytes() == total0, "prepacked %s: reset", what);
+        cpu_gemm_prepacked(ctx, batch, M, N, K, &a, &b, slot, C, N, M * N, &ep);
+        CHECK(count_bad(C, batch, M, N, K, A, ta, B1, tb, ldb, bias) == 0, "prepacked %s after the reset", what);
+        /* another operand through the same slot (a pointer or layout change) repacks */
+        float *B2 = malloc((size_t)b_n * sizeof *B2);
+        memcpy(B2, B0, (size_t)b_n * sizeof *B2);
+        gemm_operand b2 = {B2, RLX_F32, tb, ldb, 0, NULL};
+        cpu_gemm_prepacked(ctx, batch, M, N, K, &a, &b2, slot, C, N, M * N, &ep);
+        CHECK(count_bad(C, batch, M, N, K, A, ta, B0, tb, ldb, bias) == 0, "prepacked %s, another B", what);
+        gemm_prepack_free(slot);
+        CHECK(gemm_prepack_total_bytes() == total0, "prepacked %s: freed", what);
+        free(B2);
+        free(A);
+        free(bias);
+        free(B0);
+        free(B1);
+        free(Bh);
+        free(Bstore);
+        free(C);
+      }
+}
+
 static void test_variant(void) {
   const char *v = cpu_gemm_variant();
   const char *no2 = getenv("RLX_NO_AVX2"), *no512 = getenv("RLX_NO_AVX512");
@@ -289,6 +387,7 @@ int main(void) {
   test_acts(ctx);
   test_random_data(ctx);
   test_batched(ctx);
+  test_prepacked(ctx);
   cpu_ctx_free(ctx);
   return check_report();
 }

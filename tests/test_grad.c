@@ -199,6 +199,12 @@ static const grad_case CASES[] = {
        "%4 = Input{name=\"y\"} : f64[1,3,7]\n %5 = Pool{kind=max, ndim=1, kernel=[3], stride=[2]}(%4)\n"
        "outputs %1, %2, %3, %5"),
      "x=distinct y=distinct", 0, 0},
+    {"pool_max_tiled", /* stride = kernel, no pad: the ArgMax rule; 5 and 7 leave a cropped row / column */
+     G("%0 = Input{name=\"x\"} : f64[2,3,5,7]\n %1 = Pool{kind=max, ndim=2, kernel=[2, 2], stride=[2, 2]}(%0)\n"
+       "%2 = Pool{kind=max, ndim=2, kernel=[1, 3], stride=[1, 3]}(%0)\n"
+       "%3 = Input{name=\"y\"} : f64[2,2,10]\n %4 = Pool{kind=max, ndim=1, kernel=[3], stride=[3]}(%3)\n"
+       "outputs %1, %2, %4"),
+     "x=distinct y=distinct", 0, 0},
     {"resizes",
      G("%0 = Input{name=\"x\"} : f64[1,2,3,4]\n %1 = ResizeNearest2x(%0)\n"
        "%2 = Resize{mode=bilinear, out_h=5, out_w=7}(%0)\n %3 = Resize{mode=bilinear, out_h=2, out_w=6, align_corners=true}(%0)\n"

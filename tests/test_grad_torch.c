@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "check.h"
+#include "ref_data.h"
 
 #define MAX_ITEMS 96
 
@@ -29,33 +30,6 @@ typedef struct {
   int rank;
   int64_t dims[RLX_MAX_RANK];
 } item;
-
-static const char *work_dir;
-
-static void *read_file(const char *rel, size_t *len) {
-  char path[1200];
-  snprintf(path, sizeof path, "%s/%s", work_dir, rel);
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  if (buf) buf[n] = 0;
-  if (len) *len = (size_t)n;
-  return buf;
-}
-
-static rlx_dtype dtype_of(const char *name) {
-  for (int i = 0; i < RLX_DTYPE_COUNT; i++)
-    if (!strcmp(rlx_dtype_name((rlx_dtype)i), name)) return (rlx_dtype)i;
-  return RLX_DTYPE_COUNT;
-}
 
 /* "input|param NAME DTYPE DIMS FILE" or "expect DTYPE DIMS FILE ATOL RTOL". */
 static int parse_item(const char *line, item *it) {
@@ -79,20 +53,21 @@ static double max_abs(const double *v, int64_t n) {
   return m;
 }
 
-/* The bytes of an f32 / f64 buffer as doubles. */
+/* The n elements of a t buffer as doubles. */
 static double *as_f64(const void *p, rlx_dtype t, int64_t n) {
   double *v = malloc(((size_t)n + 1) * sizeof *v);
-  for (int64_t i = 0; v && i < n; i++) v[i] = t == RLX_F64 ? ((const double *)p)[i] : ((const float *)p)[i];
+  for (int64_t i = 0; v && i < n; i++) v[i] = rlx_value_as_f64(t, p, i);
   return v;
 }
 
 /* Reads expected item i into doubles (NULL on a size mismatch). */
 static double *expected_values(const item *it, int64_t *n) {
-  rlx_dtype t = dtype_of(it->dtype);
+  rlx_dtype t = RLX_DTYPE_COUNT;  /* an unknown name: no bytes match */
+  dtype_of(it->dtype, &t);
   *n = 1;
   for (int d = 0; d < it->rank; d++) *n *= it->dims[d];
   size_t len;
-  void *raw = read_file(it->file, &len);
+  void *raw = read_work(it->file, &len);
   double *v = raw && len == rlx_dtype_nbytes(t, *n) ? as_f64(raw, t, *n) : NULL;
   free(raw);
   return v;
@@ -100,7 +75,8 @@ static double *expected_values(const item *it, int64_t *n) {
 
 /* Compares output k of s with expected item it; what names it. */
 static void compare(rlx_session *s, int k, const item *it, const char *name, const char *what) {
-  rlx_dtype t = dtype_of(it->dtype);
+  rlx_dtype t = RLX_DTYPE_COUNT;  /* an unknown name: no bytes match */
+  dtype_of(it->dtype, &t);
   int64_t n;
   double *b = expected_values(it, &n), *a = NULL;
   size_t nb = rlx_dtype_nbytes(t, n);
@@ -126,7 +102,7 @@ static rlx_status bind_case(rlx_session *s, const rlx_graph *g, const item *item
   for (int i = 0; st == RLX_OK && i < n_items; i++) {
     if (!strcmp(items[i].kind, "expect")) continue;
     size_t len;
-    void *data = read_file(items[i].file, &len);
+    void *data = read_work(items[i].file, &len);
     st = !data ? RLX_ERR_IO
          : !strcmp(items[i].kind, "param") ? rlx_set_param(s, items[i].name, data, len)
                                            : rlx_set_input(s, items[i].name, data, len);
@@ -171,7 +147,7 @@ static int train_optimizer(const char *name, rlx_optimizer *opt, float *lr) {
  * against torch's. A training case: TRAIN_STEPS runs of rlx_train_graph's
  * graph, each loss and then the final params against torch.optim's. */
 static void run_case(const char *name, const char *graph_file, item *items, int n_items) {
-  char *text = read_file(graph_file, NULL);
+  char *text = read_work(graph_file, NULL);
   rlx_graph *g = NULL, *gg = NULL;
   rlx_session *s = NULL;
   rlx_status st = text ? rlx_graph_from_text(text, &g) : RLX_ERR_IO;
@@ -230,7 +206,7 @@ int main(int argc, char **argv) {
     printf("FAIL: %s exited with %d\n", cmd, rc);
     return 1;
   }
-  char *man = read_file("manifest.txt", NULL);
+  char *man = read_work("manifest.txt", NULL);
   CHECK(man != NULL, "no manifest in %s", work_dir);
   static item items[MAX_ITEMS];
   char name[256] = "", graph[512] = "";

@@ -27,7 +27,7 @@ static void check_decomposition(rlx_graph *g, rlx_node y, rlx_dtype t, double lo
     for (int i = 0; i < d->n_nodes; i++) fused_left += ir_ops[d->nodes[i].op].category == RLX_CAT_FUSED;
     CHECK(changed >= 1 && fused_left == 0, "%s: decomposed %d, %d fused ops left", what, changed, fused_left);
     double atol, rtol;
-    pt_tolerance(t, &atol, &rtol);
+    default_tolerance(t, &atol, &rtol);
     pt_check_same(d, g, atol * loosen, rtol * loosen, what);
   }
   rlx_graph_free(d);

@@ -1,13 +1,14 @@
 /* test_qdot.c — the quantized dot products of DequantMatMul (qdot.h) and
  * the kernel itself, for every GGUF block dtype.
  *
- * 1. Activation quantizers: the AVX2 and scalar tables write the same
- *    bytes (ties, zeros, tiny and huge blocks, NaN and inf included), and
+ * 1. Activation quantizers: the vector (AVX2, AVX-512 VNNI) and scalar
+ *    tables write the same bytes (ties, zeros, tiny and huge blocks, NaN
+ *    and inf included), and
  *    on finite rows the levels are ggml's, checked against the bit-exact
  *    codec of quant_blocks.c (q8_K byte for byte, q8_0 levels and fp16 d).
  * 2. Dot kernels: each table, for 1..QDOT_MAX_ROWS activation rows per pass,
  *    against dequantize (quant_blocks.c) + dot in double of the quantized
- *    activations, and the two tables against each other; random blocks and
+ *    activations, and each vector table against the scalar one; random blocks and
  *    blocks at the extremes of the levels (no s16 saturation).
  * 3. cpu_DequantMatMul through a context (RLX_THREADS from CTest: 1 and 2),
  *    decode (M = 1) and prefill (M up to 70) shapes, F32/F16/BF16/F64 x,
@@ -19,7 +20,8 @@
  * w_k's block), as in tests/ref/cases_quant.py (the float32 rounding of the
  * block sums is ~3e-8 of that; one activation level off is far larger).
  * CTest also runs it with RLX_NO_AVX2=1 (the kernel then takes the scalar
- * table; parts 1 and 2 compare both tables whenever the CPU has AVX2).
+ * table) and RLX_NO_AVX512=1 (the AVX2 one); parts 1 and 2 compare every
+ * table the CPU runs, and the VNNI table bit for bit against the AVX2 one.
  */
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/cpu_features.h"
@@ -119,7 +121,7 @@ static void fill_x(float *x, int64_t k, int kind) {
 
 /* ---------------------------------------------------------------- 1. quantizers */
 
-static void test_quantizers(const qdot_ops *avx2) {
+static void test_quantizers(const qdot_ops *vt) {
   const int64_t K = 4 * 256, nb0 = K / 32, nbk = K / 256;
   float *x = malloc(K * sizeof *x);
   qdot_q8_0 *a0 = malloc(nb0 * sizeof *a0), *s0 = malloc(nb0 * sizeof *s0);
@@ -130,13 +132,13 @@ static void test_quantizers(const qdot_ops *avx2) {
       fill_x(x, K, kind);
       qdot_scalar.quantize_q8_0(x, s0, nb0);
       qdot_scalar.quantize_q8_k(x, sk, nbk);
-      if (avx2) {
-        avx2->quantize_q8_0(x, a0, nb0);
-        avx2->quantize_q8_k(x, ak, nbk);
-        CHECK(!memcmp(a0, s0, nb0 * sizeof *a0), "q8_0 %s: avx2 and scalar bytes differ",
-              x_kind_names[kind]);
-        CHECK(!memcmp(ak, sk, nbk * sizeof *ak), "q8_K %s: avx2 and scalar bytes differ",
-              x_kind_names[kind]);
+      if (vt) {
+        vt->quantize_q8_0(x, a0, nb0);
+        vt->quantize_q8_k(x, ak, nbk);
+        CHECK(!memcmp(a0, s0, nb0 * sizeof *a0), "q8_0 %s: %s and scalar bytes differ",
+              x_kind_names[kind], vt->name);
+        CHECK(!memcmp(ak, sk, nbk * sizeof *ak), "q8_K %s: %s and scalar bytes differ",
+              x_kind_names[kind], vt->name);
       }
       if (kind == X_NAN || kind == X_INF) {
         const int64_t bad = kind == X_NAN ? 37 : 300;
@@ -200,7 +202,10 @@ static void ref_dot(const float *wq, const double *xq, int64_t k, int be, double
 
 /* ---------------------------------------------------------------- 2. dot kernels */
 
-static void test_dots(const qdot_ops *avx2) {
+/* The vector table vt (or none) against the references and the scalar
+ * table; same_as, another vector table, must give bit-identical results
+ * (the VNNI and AVX2 kernels form the same integer sums). */
+static void test_dots(const qdot_ops *vt, const qdot_ops *same_as) {
   static const int nbs_legacy[] = {1, 2, 3, 7, 16, 40}, nbs_k[] = {1, 2, 3, 5, 8};
   for (int ti = 0; ti < N_TYPES; ti++) {
     const rlx_dtype t = TYPES[ti];
@@ -227,12 +232,16 @@ static void test_dots(const qdot_ops *avx2) {
         }
         for (int nr = 1; nr <= QDOT_MAX_ROWS; nr++) {
           /* outputs 3 apart, NaN between: a write out of place shows */
-          float got_s[3 * QDOT_MAX_ROWS], got_a[3 * QDOT_MAX_ROWS];
-          for (int i = 0; i < 3 * QDOT_MAX_ROWS; i++) got_s[i] = got_a[i] = NAN;
+          float got_s[3 * QDOT_MAX_ROWS], got_a[3 * QDOT_MAX_ROWS], got_o[3 * QDOT_MAX_ROWS];
+          for (int i = 0; i < 3 * QDOT_MAX_ROWS; i++) got_s[i] = got_a[i] = got_o[i] = NAN;
           qdot_scalar.dot[t](nb, w, act, arow, nr, got_s, 3);
-          if (avx2) avx2->dot[t](nb, w, act, arow, nr, got_a, 3);
+          if (vt) vt->dot[t](nb, w, act, arow, nr, got_a, 3);
+          if (same_as) {
+            same_as->dot[t](nb, w, act, arow, nr, got_o, 3);
+            bad += memcmp(got_a, got_o, sizeof got_a) != 0;
+          }
           for (int r = 0; r < QDOT_MAX_ROWS; r++) {
-            for (int table = 0; table < (avx2 ? 2 : 1); table++) {
+            for (int table = 0; table < (vt ? 2 : 1); table++) {
               const float *got = table ? got_a : got_s;
               const double err = fabs(got[3 * r] - want[r]);
               if (r < nr) {
@@ -240,7 +249,7 @@ static void test_dots(const qdot_ops *avx2) {
                 if (!(err <= TIGHT_RTOL * mag[r])) {
                   if (bad++ < 5)
                     printf("  %s %s nb %lld nr %d row %d%s: got %.9g want %.9g\n",
-                           rlx_dtype_name(t), table ? "avx2" : "scalar", (long long)nb, nr, r,
+                           rlx_dtype_name(t), table ? vt->name : "scalar", (long long)nb, nr, r,
                            extreme ? " extreme" : "", got[3 * r], want[r]);
                 }
               } else {
@@ -248,7 +257,7 @@ static void test_dots(const qdot_ops *avx2) {
               }
               bad += !isnan(got[3 * r + 1]) || !isnan(got[3 * r + 2]);
             }
-            if (avx2 && r < nr && !(fabs(got_a[3 * r] - got_s[3 * r]) <= 2 * TIGHT_RTOL * mag[r]))
+            if (vt && r < nr && !(fabs(got_a[3 * r] - got_s[3 * r]) <= 2 * TIGHT_RTOL * mag[r]))
               bad++;
           }
         }
@@ -260,8 +269,8 @@ static void test_dots(const qdot_ops *avx2) {
       }
     }
     CHECK(bad == 0, "%s: %d dot results off", rlx_dtype_name(t), bad);
-    printf("dot %-5s: largest error / magnitude %.2e (tolerance %.0e)\n", rlx_dtype_name(t), worst,
-           TIGHT_RTOL);
+    printf("dot %-5s %s: largest error / magnitude %.2e (tolerance %.0e)\n", rlx_dtype_name(t),
+           vt ? vt->name : "scalar", worst, TIGHT_RTOL);
   }
 }
 
@@ -403,9 +412,15 @@ static void test_matmul(void) {
 int main(void) {
   const cpu_features *hw = cpu_get_hw_features();
   const qdot_ops *avx2 = hw->avx2_fma && hw->f16c ? qdot_avx2 : NULL;
-  printf("tables compared: scalar%s\n", avx2 ? " and avx2" : " only (no AVX2 here)");
+  const qdot_ops *vnni = hw->avx512_vnni ? qdot_avx512_vnni : NULL;
+  printf("tables compared: scalar%s%s\n", avx2 ? ", avx2" : " (no AVX2 here)",
+         vnni ? ", avx512vnni" : " (no AVX-512 VNNI here)");
   test_quantizers(avx2);
-  test_dots(avx2);
+  test_dots(avx2, NULL);
+  if (vnni) {
+    test_quantizers(vnni);
+    test_dots(vnni, avx2);
+  }
   test_matmul();
   return check_report();
 }

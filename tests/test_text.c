@@ -6,37 +6,12 @@
 #include "rlx.h"
 #include "ir/ir.h"
 #include "check.h"
+#include "ref_data.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  size_t len = 0, cap = 0, n;
-  char chunk[4096];
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    if (len + n + 1 > cap) {
-      cap = 2 * (len + n + 1);
-      char *b = realloc(buf, cap);
-      if (!b) {
-        free(buf);
-        fclose(f);
-        return NULL;
-      }
-      buf = b;
-    }
-    memcpy(buf + len, chunk, n);
-    len += n;
-  }
-  fclose(f);
-  if (!buf) buf = calloc(1, 1);
-  else buf[len] = 0;
-  return buf;
-}
 
 /* FNV-1a 64, written here independently of src/ir/text.c. */
 static uint64_t fnv1a(const char *s) {
@@ -87,7 +62,7 @@ static void check_round_trip(const char *what, const rlx_graph *g) {
 /* ---------------------------------------------------------------- every_op.rlx */
 
 static void test_every_op(const char *path) {
-  char *text = read_file(path);
+  char *text = read_file(path, NULL);
   CHECK(text != NULL, "cannot read %s", path);
   if (!text) return;
   rlx_graph *g = parse_ok("every_op", text);

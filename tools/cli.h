@@ -15,5 +15,6 @@ int cli_fail(rlx_status st, const char *what);
 int cmd_graph(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 
 #endif

@@ -77,21 +77,6 @@ static rlx_status random_blocks(rlx_dtype t, int rank, const int64_t *dims, void
 
 /* ---------------------------------------------------------------- output statistics */
 
-static double value_at(rlx_dtype t, const void *p, int64_t i) {
-  switch (t) {
-  case RLX_F32: return ((const float *)p)[i];
-  case RLX_F16: return rlx_f16_to_f32(((const uint16_t *)p)[i]);
-  case RLX_BF16: return rlx_bf16_to_f32(((const uint16_t *)p)[i]);
-  case RLX_F64: return ((const double *)p)[i];
-  case RLX_I8: return ((const int8_t *)p)[i];
-  case RLX_U8: return ((const uint8_t *)p)[i];
-  case RLX_I32: return ((const int32_t *)p)[i];
-  case RLX_I64: return (double)((const int64_t *)p)[i];
-  case RLX_BOOL: return ((const uint8_t *)p)[i];
-  default: return NAN;
-  }
-}
-
 static void print_dims(const rlx_graph *g, int rank, const int64_t *dims) {
   printf("[");
   for (int i = 0; i < rank; i++) {
@@ -113,7 +98,7 @@ static void print_stats(int index, rlx_dtype t, int rank, const int64_t *dims, c
   double lo = INFINITY, hi = -INFINITY, sum = 0, sq = 0;
   int64_t nonfinite = 0, finite = 0;
   for (int64_t i = 0; i < n; i++) {
-    double v = value_at(t, p, i);
+    double v = rlx_value_as_f64(t, p, i);
     if (!isfinite(v)) {
       nonfinite++;
       continue;
@@ -130,7 +115,7 @@ static void print_stats(int index, rlx_dtype t, int rank, const int64_t *dims, c
          sqrt(var > 0 ? var : 0));
   if (nonfinite) printf("  non-finite %" PRId64, nonfinite);
   printf("\n  first:");
-  for (int64_t i = 0; i < n && i < 8; i++) printf(" %.6g", value_at(t, p, i));
+  for (int64_t i = 0; i < n && i < 8; i++) printf(" %.6g", rlx_value_as_f64(t, p, i));
   printf("%s\n", n > 8 ? " ..." : "");
 }
 

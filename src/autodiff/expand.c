@@ -9,6 +9,7 @@
  * went. */
 #include "autodiff.h"
 #include "../pass/pass.h"
+#include "../ir/mel.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -268,38 +269,6 @@ rlx_node ad_expand_pool(ad_ctx *c, const ir_node *n) {
 
 /* ---------------------------------------------------------------- LogMel */
 
-/* Slaney's mel scale and filterbank, as k_signal.c computes them for the
- * LogMel kernel (librosa.filters.mel, htk=False, norm="slaney"). */
-#define MEL_F_SP (200.0 / 3.0)
-#define MEL_MIN_LOG_HZ 1000.0
-#define MEL_MIN_LOG_MEL (MEL_MIN_LOG_HZ / MEL_F_SP)
-#define MEL_LOGSTEP (log(6.4) / 27.0)
-
-static double hz_to_mel(double f) {
-  return f >= MEL_MIN_LOG_HZ ? MEL_MIN_LOG_MEL + log(f / MEL_MIN_LOG_HZ) / MEL_LOGSTEP : f / MEL_F_SP;
-}
-
-static double mel_to_hz(double m) {
-  return m >= MEL_MIN_LOG_MEL ? MEL_MIN_LOG_HZ * exp(MEL_LOGSTEP * (m - MEL_MIN_LOG_MEL)) : MEL_F_SP * m;
-}
-
-/* fbt: bins x n_mels (the filterbank transposed, for power @ fbt). */
-static void mel_filterbank_t(const ir_attrs *a, int64_t bins, double *fbt, double *hz) {
-  int64_t nm = a->n_mels;
-  double lo = hz_to_mel(a->f_min), hi = hz_to_mel(a->f_max);
-  for (int64_t i = 0; i < nm + 2; i++) hz[i] = mel_to_hz(lo + (hi - lo) * (double)i / (double)(nm + 1));
-  for (int64_t i = 0; i < nm; i++) {
-    double enorm = 2.0 / (hz[i + 2] - hz[i]);
-    for (int64_t k = 0; k < bins; k++) {
-      double f = (double)k * (double)a->sample_rate / (double)a->n_fft;
-      double rise = (f - hz[i]) / (hz[i + 1] - hz[i]);
-      double fall = (hz[i + 2] - f) / (hz[i + 2] - hz[i + 1]);
-      double v = rise < fall ? rise : fall;
-      fbt[k * nm + i] = v > 0 ? v * enorm : 0.0;
-    }
-  }
-}
-
 /* Frames of the reflect-padded audio gathered by index, Hann-windowed, a
  * DFT as two matmuls (cos, -sin), power, the mel matmul, log10 of the
  * clamped value. */
@@ -336,7 +305,7 @@ rlx_node ad_expand_log_mel(ad_ctx *c, const ir_node *n) {
       sinm[j * bins + k] = -sin(ang);
     }
   }
-  mel_filterbank_t(a, bins, fbt, hz);
+  ir_mel_filterbank(a, bins, fbt, 1, nm, hz); /* bins x n_mels, for power @ fbt */
   int64_t fi[2] = {frames, n_fft}, dft[2] = {n_fft, bins}, fb[2] = {bins, nm};
   rlx_node fr = rlx_gather(g, n->in[0], ad_constant(c, RLX_I64, 2, fi, idx), 1); /* [B, frames, n_fft] */
   fr = rlx_mul(g, fr, ad_constant(c, t, 1, &n_fft, win));

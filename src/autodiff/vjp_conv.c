@@ -51,11 +51,14 @@ static rlx_node conv_weight_grad(ad_ctx *c, rlx_node X, rlx_node G, const rlx_co
   return crop_spatial(c, R, nd, k);
 }
 
-/* The bias gradient: g summed over batch and spatial dims. */
+/* The bias gradient: g summed over batch and spatial dims, as two sums
+ * over adjacent axes (the spatial ones, then the batch), which the
+ * backends reduce without a strided walk. */
 static rlx_status bias_grad(ad_ctx *c, const ir_node *n, rlx_node g) {
   if (n->n_in < 3 || !ad_active(c, n->in[2])) return RLX_OK;
-  int64_t axes[3] = {0, 2, 3};
-  return ad_accum(c, n->in[2], 0, rlx_reduce(c->g, RLX_REDUCE_SUM, g, 1 + (int)n->a.ndim, axes, 0));
+  int64_t spatial[2] = {2, 3}, batch = 0;
+  rlx_node per_image = rlx_reduce(c->g, RLX_REDUCE_SUM, g, (int)n->a.ndim, spatial, 0); /* [N, O] */
+  return ad_accum(c, n->in[2], 0, rlx_reduce(c->g, RLX_REDUCE_SUM, per_image, 1, &batch, 0));
 }
 
 /* dx = ConvTranspose(g, w) with the conv's stride, pads, dilation and
@@ -96,7 +99,61 @@ rlx_status ad_vjp_ConvTranspose(ad_ctx *c, const ir_node *n, const rlx_node *gou
   return st ? st : bias_grad(c, n, gout[0]);
 }
 
+/* Max pooling over windows that tile the input (stride = kernel, no pad;
+ * the floor mode's leftover rows and columns get no gradient): the window
+ * axes gathered last, ArgMax picks the input that gave each max (the first
+ * on ties, a NaN where there is one, as torch), and the output gradient
+ * goes there: dx = OneHot(argmax) * g. Six layout or elementwise passes
+ * instead of the per-tap slices, masks and pads of the expansion. -1 when
+ * the pool is not of that kind. */
+static rlx_node tiled_max_pool_grad(ad_ctx *c, const ir_node *n, rlx_node g) {
+  const int nd = (int)n->a.ndim;
+  rlx_node x = n->in[0];
+  ir_type tx = ad_type(c, x);
+  const ir_shape *out = &n->out[0].shape;
+  if (n->a.pool != RLX_POOL_MAX) return -1;
+  int64_t taps = 1;
+  for (int i = 0; i < nd; i++) {
+    int64_t k = n->a.kernel.v[i];
+    if (n->a.stride.v[i] != k || n->a.pad.v[i] || n->a.pad.v[nd + i] || ir_dim_is_sym(tx.shape.d[2 + i]) ||
+        ir_dim_is_sym(out->d[2 + i]))
+      return -1;
+    taps *= k;
+  }
+  if (ir_dim_is_sym(tx.shape.d[0]) || ir_dim_is_sym(tx.shape.d[1])) return -1;
+  rlx_graph *gr = c->g;
+  const int64_t N = tx.shape.d[0], C = tx.shape.d[1];
+  /* [N, C, O0, K0 (, O1, K1)] and the window axes last: [N, C, O0 (, O1), taps] */
+  int64_t split[6] = {N, C}, win[5] = {N, C}, gsh[5] = {N, C}, full[6] = {N, C}, back[6] = {0, 1, 2, 4, 3, 5};
+  int64_t before[RLX_MAX_RANK] = {0}, after[RLX_MAX_RANK] = {0};
+  int cropped = 0;
+  for (int i = 0; i < nd; i++) {
+    int64_t o = out->d[2 + i], k = n->a.kernel.v[i], used = o * k;
+    split[2 + 2 * i] = o;
+    split[3 + 2 * i] = k;
+    win[2 + i] = gsh[2 + i] = o;
+    after[2 + i] = tx.shape.d[2 + i] - used;
+    cropped |= after[2 + i] != 0;
+    if (after[2 + i]) x = rlx_narrow(gr, x, 2 + i, 0, used);
+    full[2 + i] = used;
+  }
+  win[2 + nd] = taps;
+  gsh[2 + nd] = 1;
+  rlx_node xs = rlx_reshape(gr, x, 2 + 2 * nd, split);
+  if (nd == 2) xs = rlx_transpose(gr, xs, 6, back);
+  rlx_node hit = rlx_one_hot(gr, rlx_argmax(gr, rlx_reshape(gr, xs, 3 + nd, win), 2 + nd, 0), taps, tx.dtype);
+  rlx_node dx = rlx_mul(gr, hit, rlx_reshape(gr, g, 3 + nd, gsh));
+  if (nd == 2) {
+    const int64_t tiled[6] = {N, C, split[2], split[4], split[3], split[5]};
+    dx = rlx_transpose(gr, rlx_reshape(gr, dx, 6, tiled), 6, back);
+  }
+  dx = rlx_reshape(gr, dx, 2 + nd, full);
+  return cropped ? rlx_pad(gr, dx, 2 + nd, before, after, 0.0) : dx;
+}
+
 rlx_status ad_vjp_Pool(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
+  rlx_node dx = ad_active(c, n->in[0]) ? tiled_max_pool_grad(c, n, gout[0]) : -1;
+  if (dx >= 0) return ad_accum(c, n->in[0], 0, dx);
   return ad_vjp_expanded(c, n, gout, ad_expand_pool);
 }
 

@@ -1,6 +1,7 @@
 /* dtype.c — the dtype table and half-precision conversions. */
 #include "ir.h"
 
+#include <math.h>
 #include <string.h>
 
 /* name, bytes per element or per block, elements per block, float, int, block.
@@ -102,3 +103,18 @@ uint16_t rlx_f32_to_f16(float f) { return ir_f32_to_f16(f); }
 float rlx_f16_to_f32(uint16_t h) { return ir_f16_to_f32(h); }
 uint16_t rlx_f32_to_bf16(float f) { return ir_f32_to_bf16(f); }
 float rlx_bf16_to_f32(uint16_t h) { return ir_bf16_to_f32(h); }
+
+double rlx_value_as_f64(rlx_dtype t, const void *data, int64_t i) {
+  switch (t) {
+  case RLX_F32: return ((const float *)data)[i];
+  case RLX_F16: return ir_f16_to_f32(((const uint16_t *)data)[i]);
+  case RLX_BF16: return ir_bf16_to_f32(((const uint16_t *)data)[i]);
+  case RLX_F64: return ((const double *)data)[i];
+  case RLX_I8: return ((const int8_t *)data)[i];
+  case RLX_U8: return ((const uint8_t *)data)[i];
+  case RLX_I32: return ((const int32_t *)data)[i];
+  case RLX_I64: return (double)((const int64_t *)data)[i];
+  case RLX_BOOL: return ((const uint8_t *)data)[i] != 0;
+  default: return NAN;  /* block dtypes hold no element on its own */
+  }
+}

@@ -49,6 +49,7 @@ void rlx_graph_free(rlx_graph *g) {
   free(g->nodes);
   free(g->outputs);
   free(g->name);
+  ir_name_set_free(&g->leaf_names);
   free(g);
 }
 
@@ -240,13 +241,19 @@ rlx_node ir_add_leaf(rlx_graph *g, int op, ir_attrs *attrs, const ir_type *t) {
 
 /* ---------------------------------------------------------------- leaves */
 
-static int leaf_name_taken(const rlx_graph *g, const char *name) {
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *m = &g->nodes[i];
-    if ((m->op == RLX_OP_Input || m->op == RLX_OP_Param) && m->a.name && strcmp(m->a.name, name) == 0)
-      return 1;
+static int is_named_leaf(const ir_node *n) {
+  return (n->op == RLX_OP_Input || n->op == RLX_OP_Param) && n->a.name;
+}
+
+/* Whether an input or param of g is named `name` (-1: out of memory). The
+ * index of names catches up with the nodes appended since the last call,
+ * so building a graph checks its names in linear time. */
+static int leaf_name_taken(rlx_graph *g, const char *name) {
+  for (; g->n_leaves_indexed < g->n_nodes; g->n_leaves_indexed++) {
+    const ir_node *m = &g->nodes[g->n_leaves_indexed];
+    if (is_named_leaf(m) && ir_name_set_add(&g->leaf_names, g, g->n_leaves_indexed) < 0) return -1;
   }
-  return 0;
+  return ir_name_set_find(&g->leaf_names, g, name) >= 0;
 }
 
 /* Inference of a leaf: its declared type, with symbolic dims resolved
@@ -278,8 +285,12 @@ static int infer_named_leaf(rlx_graph *g, ir_node *n) {
   if (!n->a.name || !*n->a.name) return ir_fail(g, n, RLX_ERR_INVALID, "needs a non-empty name");
   /* Names are unique across inputs and params. During specialization the
    * node is already in the graph (its id < n_nodes) and is not a duplicate. */
-  if (n->id == g->n_nodes && leaf_name_taken(g, n->a.name))
-    return ir_fail(g, n, RLX_ERR_INVALID, "name \"%s\" is already used by another input or param", n->a.name);
+  if (n->id == g->n_nodes) {
+    int taken = leaf_name_taken(g, n->a.name);
+    if (taken < 0) return ir_fail(g, n, RLX_ERR_NOMEM, "out of memory indexing names");
+    if (taken)
+      return ir_fail(g, n, RLX_ERR_INVALID, "name \"%s\" is already used by another input or param", n->a.name);
+  }
   if (n->op == RLX_OP_Input && ir_is_block(n->out[0].dtype))
     return ir_fail(g, n, RLX_ERR_DTYPE, "input \"%s\": block dtype %s is for params only", n->a.name,
                    ir_dtypes[n->out[0].dtype].name);

@@ -13,3 +13,12 @@ int ir_require_float_inputs(rlx_graph *g, ir_node *n, int count) {
   }
   return 0;
 }
+
+int ir_dims_compatible(int64_t a, int64_t b) { return a == b || ir_dim_is_sym(a) || ir_dim_is_sym(b); }
+
+int ir_shapes_compatible(const ir_shape *a, const ir_shape *b) {
+  if (a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (!ir_dims_compatible(a->d[i], b->d[i])) return 0;
+  return 1;
+}

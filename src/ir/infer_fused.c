@@ -11,21 +11,7 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-/* Dims that must agree: equal, or either symbolic (checked again once the
- * graph is specialized to concrete sizes). */
-static int dims_compatible(int64_t a, int64_t b) {
-  return a == b || ir_dim_is_sym(a) || ir_dim_is_sym(b);
-}
-
-static int shapes_compatible(const ir_shape *a, const ir_shape *b) {
-  if (a->rank != b->rank) return 0;
-  for (int i = 0; i < a->rank; i++)
-    if (!dims_compatible(a->d[i], b->d[i])) return 0;
-  return 1;
-}
-
 static int is_plain(rlx_dtype t) { return ir_dtype_valid(t) && !ir_is_block(t); }
-
 
 /* A builder argument that cannot become an attribute: reported against
  * the node the call would have made (sticky errors stay first). */
@@ -78,8 +64,8 @@ int ir_infer_FusedMatMulBiasAct(rlx_graph *g, ir_node *n) {
   const ir_type *a = ir_in(g, n, 0), *w = ir_in(g, n, 1), *bias = ir_in(g, n, 2);
   int r = a->shape.rank;
   if (r < 1 || w->shape.rank != 2 || bias->shape.rank != 1 ||
-      !dims_compatible(a->shape.d[r - 1], w->shape.d[0]) ||
-      !dims_compatible(w->shape.d[1], bias->shape.d[0])) {
+      !ir_dims_compatible(a->shape.d[r - 1], w->shape.d[0]) ||
+      !ir_dims_compatible(w->shape.d[1], bias->shape.d[0])) {
     char ba[IR_SHAPE_STR_CAP], bw[IR_SHAPE_STR_CAP], bb[IR_SHAPE_STR_CAP];
     return ir_fail(g, n, RLX_ERR_SHAPE, "a %s, w %s, bias %s are not [..., K], [K, N], [N]",
                    ir_shape_str(g, &a->shape, ba, sizeof ba), ir_shape_str(g, &w->shape, bw, sizeof bw),
@@ -127,7 +113,7 @@ static int infer_residual_norm(rlx_graph *g, ir_node *n) {
   if (ir_require_float_inputs(g, n, n->n_in) < 0) return -1;
   const ir_type *x = ir_in(g, n, 0), *res = ir_in(g, n, 1);
   char bx[IR_SHAPE_STR_CAP], bs[IR_SHAPE_STR_CAP];
-  if (x->shape.rank < 1 || !shapes_compatible(&x->shape, &res->shape))
+  if (x->shape.rank < 1 || !ir_shapes_compatible(&x->shape, &res->shape))
     return ir_fail(g, n, RLX_ERR_SHAPE, "x %s and res %s must have one shape of rank >= 1",
                    ir_shape_str(g, &x->shape, bx, sizeof bx),
                    ir_shape_str(g, &res->shape, bs, sizeof bs));
@@ -135,7 +121,7 @@ static int infer_residual_norm(rlx_graph *g, ir_node *n) {
   static const char *const names[] = {"bias", "gamma", "beta"};
   for (int i = 2; i < n->n_in; i++) {
     const ir_shape *s = &ir_in(g, n, i)->shape;
-    if (s->rank != 1 || !dims_compatible(s->d[0], last))
+    if (s->rank != 1 || !ir_dims_compatible(s->d[0], last))
       return ir_fail(g, n, RLX_ERR_SHAPE, "%s %s must be [last dim] of x %s",
                      names[i - n->n_in + 3], ir_shape_str(g, s, bs, sizeof bs),
                      ir_shape_str(g, &x->shape, bx, sizeof bx));
@@ -394,7 +380,7 @@ int ir_infer_BatchElementwiseRegion(rlx_graph *g, ir_node *n) {
       break;
     }
     int agree = r.shape.rank == out->shape.rank;
-    for (int i = 1; agree && i < r.shape.rank; i++) agree = dims_compatible(r.shape.d[i], out->shape.d[i]);
+    for (int i = 1; agree && i < r.shape.rank; i++) agree = ir_dims_compatible(r.shape.d[i], out->shape.d[i]);
     if (!agree) {
       rc = ir_fail(g, n, RLX_ERR_SHAPE, "result %s of batch input %d does not concatenate on axis 0 with %s",
                    ir_shape_str(g, &r.shape, br, sizeof br), b, ir_shape_str(g, &out->shape, bo, sizeof bo));
@@ -529,7 +515,7 @@ int ir_infer_FusedAttentionBlock(rlx_graph *g, ir_node *n) {
   for (int i = 1; i < 5; i++) {
     const ir_shape *s = &ir_in(g, n, i)->shape;
     int64_t rows = i == 4 ? qd : hidden, cols = i == 1 ? qd : kvd;
-    if (s->rank != 2 || !dims_compatible(s->d[0], rows) || (i < 4 && !dims_compatible(s->d[1], cols)))
+    if (s->rank != 2 || !ir_dims_compatible(s->d[0], rows) || (i < 4 && !ir_dims_compatible(s->d[1], cols)))
       return ir_fail(g, n, RLX_ERR_SHAPE, "%s %s does not fit x %s with num_heads %lld, num_kv_heads %lld, "
                      "head_dim %lld", wnames[i - 1], ir_shape_str(g, s, b1, sizeof b1),
                      ir_shape_str(g, &x->shape, b0, sizeof b0), (long long)a->num_heads,
@@ -549,9 +535,9 @@ int ir_infer_FusedAttentionBlock(rlx_graph *g, ir_node *n) {
     const ir_shape *cs = &c->shape;
     int lead = cs->rank - 2;
     int fits = (cs->rank == 2 || cs->rank == 3) && ir_shape_eq(cs, &s->shape) &&
-               dims_compatible(cs->d[lead], x->shape.d[1]) &&
-               dims_compatible(cs->d[lead + 1], a->n_rot / 2) &&
-               (cs->rank == 2 || dims_compatible(cs->d[0], x->shape.d[0]));
+               ir_dims_compatible(cs->d[lead], x->shape.d[1]) &&
+               ir_dims_compatible(cs->d[lead + 1], a->n_rot / 2) &&
+               (cs->rank == 2 || ir_dims_compatible(cs->d[0], x->shape.d[0]));
     if (!fits)
       return ir_fail(g, n, RLX_ERR_SHAPE, "cos %s and sin %s must both be [S, n_rot/2] or "
                      "[B, S, n_rot/2] for x %s and n_rot %lld",

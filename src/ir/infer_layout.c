@@ -268,7 +268,10 @@ rlx_node rlx_narrow(rlx_graph *g, rlx_node x, int axis, int64_t start, int64_t l
   return ir_add_node(g, RLX_OP_Narrow, 1, in, &a);
 }
 
-/* A negative start on a symbolic dim stays negative until specialization. */
+/* A negative start on a symbolic dim stays negative until specialization.
+ * len may be a symbolic dim (rlx_dim_sym): the first len rows of a
+ * preallocated buffer whose used length is bound at run time (a KV cache
+ * read up to the current position); specialization stores its value. */
 int ir_infer_Narrow(rlx_graph *g, ir_node *n) {
   const ir_type *x = ir_in(g, n, 0);
   char b1[IR_SHAPE_STR_CAP];
@@ -277,9 +280,16 @@ int ir_infer_Narrow(rlx_graph *g, ir_node *n) {
   if (axis < 0)
     return ir_fail(g, n, RLX_ERR_SHAPE, "axis %lld out of range for %s", (long long)n->a.axis,
                    SHAPE_STR(g, &x->shape, b1));
-  int64_t dim = ir_dim_resolve(g, x->shape.d[axis]), start = n->a.start, len = n->a.len;
-  if (len < 0) return ir_fail(g, n, RLX_ERR_SHAPE, "negative len %lld", (long long)len);
-  if (!ir_dim_is_sym(dim)) {
+  int64_t dim = ir_dim_resolve(g, x->shape.d[axis]), start = n->a.start;
+  int64_t len = ir_dim_resolve(g, n->a.len);
+  if (ir_dim_is_sym(len) && ir_dim_sym_id(len) >= g->n_syms)
+    return ir_fail(g, n, RLX_ERR_SHAPE, "len %lld is not a symbolic dim of the graph", (long long)len);
+  if (!ir_dim_is_sym(len) && len < 0) return ir_fail(g, n, RLX_ERR_SHAPE, "negative len %lld", (long long)len);
+  n->a.len = len;
+  if (ir_dim_is_sym(len)) {
+    if (start < 0) return ir_fail(g, n, RLX_ERR_SHAPE, "a symbolic len needs a start >= 0, got %lld",
+                                  (long long)start);
+  } else if (!ir_dim_is_sym(dim)) {
     if (start < 0) start += dim;
     if (start < 0 || start > dim || len > dim - start)
       return ir_fail(g, n, RLX_ERR_SHAPE, "start %lld, len %lld out of range for dim %d of %s",
@@ -458,9 +468,20 @@ static int gather_shape(rlx_graph *g, ir_node *n, const ir_type *table, const ir
 
 /* Float indices truncate toward zero; an index outside [0, dim) is a
  * run-time error (no wrap-around of negative indices). */
+/* A table of a GGUF block dtype (a quantized embedding) gathers whole rows:
+ * the axis is not the last, which holds the blocks. */
 int ir_infer_Gather(rlx_graph *g, ir_node *n) {
   const ir_type *table = ir_in(g, n, 0), *idx = ir_in(g, n, 1);
-  if (check_plain(g, n, table, "table") || check_index_dtype(g, n, idx)) return -1;
+  char b1[IR_SHAPE_STR_CAP];
+  if (ir_is_block(table->dtype)) {
+    int axis = ir_norm_axis(n->a.axis, table->shape.rank);
+    if (axis < 0 || axis == table->shape.rank - 1)
+      return ir_fail(g, n, RLX_ERR_SHAPE, "a %s table %s gathers along an axis before the last, not %lld",
+                     rlx_dtype_name(table->dtype), SHAPE_STR(g, &table->shape, b1), (long long)n->a.axis);
+  } else if (check_plain(g, n, table, "table")) {
+    return -1;
+  }
+  if (check_index_dtype(g, n, idx)) return -1;
   n->out[0].dtype = table->dtype;
   return gather_shape(g, n, table, idx, &n->out[0].shape);
 }

@@ -7,13 +7,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-/* Dims that must agree: equal, or either symbolic (checked again once the
- * graph is specialized to concrete sizes). */
-static int dims_compatible(int64_t a, int64_t b) {
-  return a == b || ir_dim_is_sym(a) || ir_dim_is_sym(b);
-}
-
-
 /* A builder argument that cannot become an attribute (a NULL descriptor):
  * reported against the node the call would have made. */
 static rlx_node fail_null_desc(rlx_graph *g, int op) {
@@ -57,7 +50,7 @@ int ir_infer_MatMul(rlx_graph *g, ir_node *n) {
                    IR_SHAPE_S(g, sa), IR_SHAPE_S(g, sb));
   int64_t K = sa->d[sa->rank - 1];
   int64_t Kb = sb->rank == 1 ? sb->d[0] : sb->d[sb->rank - 2];
-  if (!dims_compatible(K, Kb))
+  if (!ir_dims_compatible(K, Kb))
     return ir_fail(g, n, RLX_ERR_SHAPE, "inner dims differ: a %s @ b %s", IR_SHAPE_S(g, sa),
                    IR_SHAPE_S(g, sb));
   ir_shape ba = {0}, bb = {0}, out;
@@ -149,17 +142,17 @@ int ir_infer_Attention(rlx_graph *g, ir_node *n) {
   const ir_shape *kv[2] = {k, v};
   int ok = 1;
   for (int i = 0; i < 2; i++) {
-    ok = ok && dims_compatible(kv[i]->d[0], q->d[0]) && dims_compatible(kv[i]->d[seq_ax], k->d[seq_ax]);
+    ok = ok && ir_dims_compatible(kv[i]->d[0], q->d[0]) && ir_dims_compatible(kv[i]->d[seq_ax], k->d[seq_ax]);
     if (q->rank == 3)
-      ok = ok && dims_compatible(kv[i]->d[2], a->num_kv_heads * a->head_dim);
+      ok = ok && ir_dims_compatible(kv[i]->d[2], a->num_kv_heads * a->head_dim);
     else
-      ok = ok && dims_compatible(kv[i]->d[head_ax], a->num_kv_heads) &&
-           dims_compatible(kv[i]->d[3], a->head_dim);
+      ok = ok && ir_dims_compatible(kv[i]->d[head_ax], a->num_kv_heads) &&
+           ir_dims_compatible(kv[i]->d[3], a->head_dim);
   }
   if (q->rank == 3)
-    ok = ok && dims_compatible(q->d[2], a->num_heads * a->head_dim);
+    ok = ok && ir_dims_compatible(q->d[2], a->num_heads * a->head_dim);
   else
-    ok = ok && dims_compatible(q->d[head_ax], a->num_heads) && dims_compatible(q->d[3], a->head_dim);
+    ok = ok && ir_dims_compatible(q->d[head_ax], a->num_heads) && ir_dims_compatible(q->d[3], a->head_dim);
   if (!ok)
     return ir_fail(g, n, RLX_ERR_SHAPE,
                    "q %s, k %s, v %s do not fit %s layout with num_heads %lld, num_kv_heads "
@@ -178,7 +171,7 @@ int ir_infer_Attention(rlx_graph *g, ir_node *n) {
     ok = m->rank <= 4;
     for (int i = 0; ok && i < m->rank; i++) {
       int64_t md = m->d[i], fd = full.d[4 - m->rank + i];
-      ok = md == 1 || dims_compatible(md, fd);
+      ok = md == 1 || ir_dims_compatible(md, fd);
     }
     if (!ok)
       return ir_fail(g, n, RLX_ERR_SHAPE, "custom mask %s does not broadcast to [B,H,S,T] %s",
@@ -236,7 +229,7 @@ int ir_infer_Rope(rlx_graph *g, ir_node *n) {
   if (a->head_dim <= 0)
     return ir_fail(g, n, RLX_ERR_INVALID, "head_dim %lld must be > 0 (0: taken from a rank-4 x)",
                    (long long)a->head_dim);
-  if (x->rank == 4 ? !dims_compatible(last, a->head_dim)
+  if (x->rank == 4 ? !ir_dims_compatible(last, a->head_dim)
                    : !ir_dim_is_sym(last) && last % a->head_dim != 0)
     return ir_fail(g, n, RLX_ERR_SHAPE, "x %s does not hold heads of head_dim %lld",
                    IR_SHAPE_S(g, x), (long long)a->head_dim);
@@ -250,8 +243,8 @@ int ir_infer_Rope(rlx_graph *g, ir_node *n) {
     const ir_shape *p = &tp->shape;
     if (tp->dtype != RLX_I32 && tp->dtype != RLX_I64)
       return ir_fail(g, n, RLX_ERR_DTYPE, "pos must be i32 or i64, got %s", rlx_dtype_name(tp->dtype));
-    int ok = p->rank == 1 ? dims_compatible(p->d[0], x->d[1])
-           : p->rank == 2 && dims_compatible(p->d[0], x->d[0]) && dims_compatible(p->d[1], x->d[1]);
+    int ok = p->rank == 1 ? ir_dims_compatible(p->d[0], x->d[1])
+           : p->rank == 2 && ir_dims_compatible(p->d[0], x->d[0]) && ir_dims_compatible(p->d[1], x->d[1]);
     if (!ok)
       return ir_fail(g, n, RLX_ERR_SHAPE, "pos %s must be [S] or [B,S] for x %s", IR_SHAPE_S(g, p),
                      IR_SHAPE_S(g, x));
@@ -266,10 +259,10 @@ int ir_infer_Rope(rlx_graph *g, ir_node *n) {
                      rlx_dtype_name(tx->dtype), rlx_dtype_name(tc->dtype), rlx_dtype_name(ts->dtype));
     int ok = ir_shape_eq(c, &ts->shape);
     if (c->rank == 2)
-      ok = ok && dims_compatible(c->d[0], x->d[1]) && dims_compatible(c->d[1], a->n_rot / 2);
+      ok = ok && ir_dims_compatible(c->d[0], x->d[1]) && ir_dims_compatible(c->d[1], a->n_rot / 2);
     else
-      ok = ok && c->rank == 3 && dims_compatible(c->d[0], x->d[0]) &&
-           dims_compatible(c->d[1], x->d[1]) && dims_compatible(c->d[2], a->n_rot / 2);
+      ok = ok && c->rank == 3 && ir_dims_compatible(c->d[0], x->d[0]) &&
+           ir_dims_compatible(c->d[1], x->d[1]) && ir_dims_compatible(c->d[2], a->n_rot / 2);
     if (!ok)
       return ir_fail(g, n, RLX_ERR_SHAPE,
                      "cos %s and sin %s must both be [S, n_rot/2] or [B, S, n_rot/2] for x %s "
@@ -312,7 +305,7 @@ int ir_infer_CrossEntropy(rlx_graph *g, ir_node *n) {
                    IR_SHAPE_S(g, l));
   n->a.axis = ax;
   int ok = t->rank == l->rank - 1;
-  for (int i = 0; ok && i < t->rank; i++) ok = dims_compatible(t->d[i], l->d[i < ax ? i : i + 1]);
+  for (int i = 0; ok && i < t->rank; i++) ok = ir_dims_compatible(t->d[i], l->d[i < ax ? i : i + 1]);
   if (!ok)
     return ir_fail(g, n, RLX_ERR_SHAPE, "target %s must be logits %s without axis %d", IR_SHAPE_S(g, t),
                    IR_SHAPE_S(g, l), ax);

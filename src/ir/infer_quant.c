@@ -2,13 +2,6 @@
  * Dequantize and FakeQuantize. */
 #include "ir.h"
 
-
-/* Dims that must agree: equal, or either symbolic (checked again once the
- * graph is specialized to concrete sizes). */
-static int dims_compatible(int64_t a, int64_t b) {
-  return a == b || ir_dim_is_sym(a) || ir_dim_is_sym(b);
-}
-
 static const char *dtype_s(int64_t t) { return ir_dtype_valid(t) ? ir_dtypes[t].name : "?"; }
 
 /* A block tensor's type: scheme must be t's dtype (a block dtype). The
@@ -48,7 +41,7 @@ int ir_infer_DequantMatMul(rlx_graph *g, ir_node *n) {
   if (sx->rank < 1 || sw->rank != 2)
     return ir_fail(g, n, RLX_ERR_SHAPE, "needs x [..., K] and w [N, K], got x %s and w %s",
                    IR_SHAPE_S(g, sx), IR_SHAPE_S(g, sw));
-  if (!dims_compatible(sx->d[sx->rank - 1], sw->d[1]))
+  if (!ir_dims_compatible(sx->d[sx->rank - 1], sw->d[1]))
     return ir_fail(g, n, RLX_ERR_SHAPE, "K differs: x %s, w %s", IR_SHAPE_S(g, sx), IR_SHAPE_S(g, sw));
   n->out[0].dtype = tx->dtype;
   n->out[0].shape = *sx;
@@ -152,8 +145,8 @@ int ir_infer_FakeQuantize(rlx_graph *g, ir_node *n) {
     if (axis < 0)
       return ir_fail(g, n, RLX_ERR_SHAPE, "per-channel axis %lld out of range for x %s",
                      (long long)a->axis, IR_SHAPE_S(g, x));
-    if (s->rank != 1 || z->rank != 1 || !dims_compatible(s->d[0], x->d[axis]) ||
-        !dims_compatible(z->d[0], x->d[axis]))
+    if (s->rank != 1 || z->rank != 1 || !ir_dims_compatible(s->d[0], x->d[axis]) ||
+        !ir_dims_compatible(z->d[0], x->d[axis]))
       return ir_fail(g, n, RLX_ERR_SHAPE,
                      "scale %s and zero_point %s must both have one element (per tensor) or "
                      "both be rank 1 of length x.shape[%d] (per channel), x %s",

@@ -7,19 +7,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-/* Dims of two inputs that must agree: equal, or either symbolic (checked
- * again once the graph is specialized to concrete sizes). */
-static int dims_compatible(int64_t a, int64_t b) {
-  return a == b || ir_dim_is_sym(a) || ir_dim_is_sym(b);
-}
-
-static int shapes_compatible(const ir_shape *a, const ir_shape *b) {
-  if (a->rank != b->rank) return 0;
-  for (int i = 0; i < a->rank; i++)
-    if (!dims_compatible(a->d[i], b->d[i])) return 0;
-  return 1;
-}
-
 /* Plain (non-block) numeric dtype; BOOL allowed only when allow_bool. */
 static int is_plain_numeric(rlx_dtype t, int allow_bool) {
   return ir_is_float(t) || ir_is_int(t) || (allow_bool && t == RLX_BOOL);
@@ -50,7 +37,6 @@ static int check_eps(rlx_graph *g, ir_node *n) {
     return ir_fail(g, n, RLX_ERR_INVALID, "eps %g must be finite and >= 0", n->a.eps);
   return 0;
 }
-
 
 /* ---------------------------------------------------------------- Reduce */
 
@@ -300,7 +286,7 @@ static int infer_last_axes_norm(rlx_graph *g, ir_node *n) {
   for (int i = 0; i < tail.rank; i++) tail.d[i] = x->shape.d[n->a.axis + i];
   for (int i = 1; i <= 2; i++) {
     const ir_shape *s = &ir_in(g, n, i)->shape;
-    if (!shapes_compatible(s, &tail)) {
+    if (!ir_shapes_compatible(s, &tail)) {
       char bs[IR_SHAPE_STR_CAP], bx[IR_SHAPE_STR_CAP];
       return ir_fail(g, n, RLX_ERR_SHAPE, "%s %s must equal x.shape[%lld:] of x %s",
                      i == 1 ? "gamma" : "beta", ir_shape_str(g, s, bs, sizeof bs),
@@ -344,7 +330,7 @@ static int check_channel_inputs(rlx_graph *g, ir_node *n, const char *const *nam
                    ir_shape_str(g, &x->shape, bx, sizeof bx));
   for (int i = 1; i < n->n_in; i++) {
     const ir_shape *s = &ir_in(g, n, i)->shape;
-    if (s->rank != 1 || !dims_compatible(s->d[0], x->shape.d[1]))
+    if (s->rank != 1 || !ir_dims_compatible(s->d[0], x->shape.d[1]))
       return ir_fail(g, n, RLX_ERR_SHAPE, "%s %s must be [C] for x %s", names[i - 1],
                      ir_shape_str(g, s, bs, sizeof bs),
                      ir_shape_str(g, &x->shape, bx, sizeof bx));

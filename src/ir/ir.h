@@ -133,6 +133,17 @@ typedef struct {
   char *name;                  /* NULL for an anonymous dim (a derived size) */
 } ir_sym;
 
+/* Named nodes of one graph by name (open addressing; the names stay in
+ * the nodes): linear-time uniqueness checks of input and param names. */
+typedef struct {
+  int *slots;                  /* node id + 1; 0: empty */
+  int cap, count;              /* cap: 0 or a power of two */
+} ir_name_set;
+
+int  ir_name_set_find(const ir_name_set *s, const rlx_graph *g, const char *name); /* node id or -1 */
+int  ir_name_set_add(ir_name_set *s, const rlx_graph *g, rlx_node id);             /* 0, or -1: NOMEM */
+void ir_name_set_free(ir_name_set *s);
+
 struct rlx_graph {
   char *name;
   ir_node *nodes;
@@ -147,6 +158,10 @@ struct rlx_graph {
   int n_sym_binding;
   rlx_status err;              /* first builder error (sticky) */
   char errmsg[512];
+  /* The named inputs and params among nodes [0, n_leaves_indexed), grown
+   * as names are checked (graph.c): nodes are only ever appended. */
+  ir_name_set leaf_names;
+  int n_leaves_indexed;
 };
 
 /* Graph construction used by every builder: checks the inputs (sticky
@@ -210,6 +225,11 @@ char   *ir_shape_str(const rlx_graph *g, const ir_shape *s, char *buf, size_t ca
 /* Input 0 is a float type and inputs 1..count-1 have its dtype (else a
  * RLX_ERR_DTYPE naming both); returns 0 or -1. */
 int     ir_require_float_inputs(rlx_graph *g, ir_node *n, int count);
+/* Dims that must agree: equal, or either symbolic (checked again once the
+ * graph is specialized to concrete sizes). Shapes: the same rank and every
+ * dim so. */
+int     ir_dims_compatible(int64_t a, int64_t b);
+int     ir_shapes_compatible(const ir_shape *a, const ir_shape *b);
 
 /* ---------------------------------------------------------------- dtypes */
 

@@ -4,8 +4,6 @@
  * limits and attribute ranges). */
 #include "ir.h"
 
-#include <string.h>
-
 /* Dims match when equal, or both symbolic and at least one anonymous
  * (re-inference makes fresh anonymous dims). */
 static int dims_match(const rlx_graph *g, int64_t a, int64_t b) {
@@ -24,7 +22,7 @@ static int types_match(const rlx_graph *g, const ir_type *a, const ir_type *b) {
   return 1;
 }
 
-static rlx_status check_structure(const rlx_graph *g) {
+static rlx_status check_structure(const rlx_graph *g, ir_name_set *names) {
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
     if (n->op < 0 || n->op >= RLX_OP_COUNT)
@@ -55,12 +53,11 @@ static rlx_status check_structure(const rlx_graph *g) {
                              "a cycle or a graph out of topological order", info->name, i, k, (int)in);
     }
     if ((n->op == RLX_OP_Input || n->op == RLX_OP_Param) && n->a.name) {
-      for (int j = 0; j < i; j++) {
-        const ir_node *m = &g->nodes[j];
-        if ((m->op == RLX_OP_Input || m->op == RLX_OP_Param) && m->a.name && !strcmp(m->a.name, n->a.name))
-          return rlx_set_error(RLX_ERR_INVALID, "verify: %s (node %d) name \"%s\" is also node %d's",
-                               info->name, i, n->a.name, j);
-      }
+      int j = ir_name_set_find(names, g, n->a.name);
+      if (j >= 0)
+        return rlx_set_error(RLX_ERR_INVALID, "verify: %s (node %d) name \"%s\" is also node %d's",
+                             info->name, i, n->a.name, j);
+      if (ir_name_set_add(names, g, i) < 0) return rlx_set_error(RLX_ERR_NOMEM, "verify: out of memory");
     }
   }
   if (g->n_outputs <= 0) return rlx_set_error(RLX_ERR_INVALID, "verify: the graph has no outputs");
@@ -74,7 +71,9 @@ static rlx_status check_structure(const rlx_graph *g) {
 rlx_status rlx_graph_verify(const rlx_graph *g) {
   if (!g) return rlx_set_error(RLX_ERR_INVALID, "rlx_graph_verify: graph is NULL");
   if (g->err) return rlx_graph_status(g);
-  rlx_status st = check_structure(g);
+  ir_name_set names = {0};
+  rlx_status st = check_structure(g, &names);
+  ir_name_set_free(&names);
   if (st) return st;
   rlx_graph *c = ir_graph_clone(g);
   if (!c) return RLX_ERR_NOMEM;

@@ -44,6 +44,29 @@ static int view_of_input(const rlx_graph *g, const ir_node *n, size_t *byte_off)
   }
 }
 
+/* ---------------------------------------------------------------- in-place Assign */
+
+/* Assign a = Assign(p, u) of u = UpdateSlice(p, upd, start), where the
+ * Param p is read by nothing but u and a: u writes its rows straight into
+ * p's bytes (the session's buffer of p, bound at each run) instead of
+ * copying all of p into the arena, and a names those bytes (a view: no
+ * kernel, and nothing left to copy back after the run). This is what makes
+ * a KV cache cost the rows written per run, not its length. It keeps the
+ * semantics: p's old value has no reader but u itself (whose kernel copies
+ * nothing when its input and output are one buffer), every reader of u
+ * runs after u and sees the new value, and after the run p holds u, as the
+ * Assign says. Returns the slot of u, or SIZE_MAX when a does not match.
+ * readers: per node, how many inputs of other nodes name it. */
+static size_t assign_in_place(const rlx_graph *g, const ir_node *a, const int *readers) {
+  if (a->op != RLX_OP_Assign) return SIZE_MAX;
+  rlx_node p = a->in[0], u = a->in[1];
+  const ir_node *un = &g->nodes[u];
+  if (g->nodes[p].op != RLX_OP_Param || un->op != RLX_OP_UpdateSlice || un->in[0] != p || un->in[1] == p ||
+      un->in[2] == p || readers[p] != 2)
+    return SIZE_MAX;
+  return (size_t)u * IR_MAX_OUTPUTS;
+}
+
 /* ---------------------------------------------------------------- in place */
 
 /* Ops whose output may take the buffer of an input with the output's shape
@@ -146,6 +169,7 @@ typedef struct {
   size_t *view_off;   /* per slot: byte offset into the root's bytes */
   int *family_last;   /* per root slot: last read of it or of any view of it */
   int *buf_of;        /* per root slot: its arena buffer, -1 for leaves */
+  int *readers;       /* per node: inputs of other nodes that name it */
   plan_buffer *buf;
   order_key *keys;    /* placement orders */
   int *order;
@@ -212,6 +236,7 @@ static void scratch_free(plan_scratch *s) {
   free(s->view_off);
   free(s->family_last);
   free(s->buf_of);
+  free(s->readers);
   free(s->buf);
   free(s->keys);
   free(s->order);
@@ -273,6 +298,7 @@ rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
   s.view_off = calloc(n_slots, sizeof *s.view_off);
   s.family_last = malloc(n_slots * sizeof *s.family_last);
   s.buf_of = malloc(n_slots * sizeof *s.buf_of);
+  s.readers = calloc((size_t)N + 1, sizeof *s.readers);
   s.buf = malloc(n_slots * sizeof *s.buf);
   s.keys = malloc(n_slots * sizeof *s.keys);
   s.order = malloc(n_slots * sizeof *s.order);
@@ -280,7 +306,7 @@ rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
   s.best_off = malloc(n_slots * sizeof *s.best_off);
   s.live = malloc(((size_t)N + 2) * sizeof *s.live);
   if (!m->offset || !m->nbytes || !m->leaf || !m->view || !m->inplace_input || !s.last || !s.root ||
-      !s.view_off || !s.family_last || !s.buf_of || !s.buf || !s.keys || !s.order || !s.by_off || !s.best_off || !s.live)
+      !s.view_off || !s.family_last || !s.buf_of || !s.readers || !s.buf || !s.keys || !s.order || !s.by_off || !s.best_off || !s.live)
     return plan_fail(m, &s, rlx_set_error(RLX_ERR_NOMEM, "memory planning: out of memory"));
 
   /* Sizes; leaves hold their own bytes; every slot is its own root. */
@@ -314,12 +340,29 @@ rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
     for (int k = 0; k < g->nodes[i].n_in; k++) s.last[plan_input_slot(&g->nodes[i], k)] = i;
   for (int k = 0; k < g->n_outputs; k++) s.last[(size_t)g->outputs[k] * IR_MAX_OUTPUTS] = N;
 
+  /* In-place Assigns (assign_in_place): the UpdateSlice's output is the
+   * param's bytes, the Assign a view of them (so also when it is a graph
+   * output: the param holds the run's result until it is set again). This
+   * is not a reuse optimization that RLX_PLAN_NO_REUSE turns off: it is
+   * what keeps a run from copying the whole param. */
+  for (int i = 0; i < N; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++) s.readers[g->nodes[i].in[k]]++;
+  for (int i = 0; i < N; i++) {
+    size_t u = assign_in_place(g, &g->nodes[i], s.readers);
+    if (u == SIZE_MAX) continue;
+    size_t p = (size_t)g->nodes[i].in[0] * IR_MAX_OUTPUTS;
+    s.root[u] = (int)p;
+    s.root[(size_t)i * IR_MAX_OUTPUTS] = (int)p;
+    m->view[i] = 1;
+    m->n_views++;
+  }
+
   /* Views name their input's root. A graph output must not name a leaf's
    * bytes: those may change before the caller reads the output. */
   for (int i = 0; i < N && !no_reuse; i++) {
     const ir_node *n = &g->nodes[i];
     size_t off, slot = (size_t)i * IR_MAX_OUTPUTS;
-    if (ir_ops[n->op].category == RLX_CAT_LEAF || !view_of_input(g, n, &off)) continue;
+    if (ir_ops[n->op].category == RLX_CAT_LEAF || m->view[i] || !view_of_input(g, n, &off)) continue;
     size_t src = plan_input_slot(n, 0);
     int root = s.root[src];
     if (m->leaf[root] >= 0 && s.last[slot] == N) continue;
@@ -344,6 +387,7 @@ rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
     if (ir_ops[n->op].category == RLX_CAT_LEAF || m->view[i]) continue;
     for (int o = 0; o < n->n_out; o++) {
       size_t slot = (size_t)i * IR_MAX_OUTPUTS + (size_t)o;
+      if (s.root[slot] != (int)slot) continue; /* an in-place Assign's UpdateSlice: the param's bytes */
       if (!no_reuse && o == 0 && inplace_allowed(n->op)) {
         int k = 0;
         while (k < n->n_in && !can_write_into(g, n, k, slot, m, &s)) k++;

@@ -340,6 +340,12 @@ rlx_status rlx_set_param_ref(rlx_session *s, const char *name, const void *data,
   if (nbytes != want)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_set_param_ref: \"%s\" needs %zu bytes, got %zu", name, want, nbytes);
   if (nbytes && !data) return rlx_set_error(RLX_ERR_INVALID, "rlx_set_param_ref: data for \"%s\" is NULL", name);
+  /* Kernels read plain dtypes as C arrays (block dtypes bytewise). */
+  const size_t align = ir_is_block(n->out[0].dtype) ? 1 : rlx_dtype_nbytes(n->out[0].dtype, 1);
+  if (nbytes && (uintptr_t)data % align)
+    return rlx_set_error(RLX_ERR_INVALID,
+                         "rlx_set_param_ref: data for \"%s\" (%s) is not aligned to %zu bytes; copy it with "
+                         "rlx_set_param", name, rlx_dtype_name(n->out[0].dtype), align);
   if (!l->borrowed) free(l->data);
   l->data = (void *)data;
   l->nbytes = nbytes;
@@ -421,22 +427,40 @@ static rlx_status keep_leaf_outputs(rlx_session *s) {
   return RLX_OK;
 }
 
-/* After a run: each Assign's value becomes its Param's data, in a buffer
- * the session owns (a borrowed param is copied first, never written). */
+static session_leaf *assigned_leaf(rlx_session *s, const ir_node *a) {
+  for (int k = 0; k < s->n_leaves; k++)
+    if (s->leaves[k].node == a->in[0]) return &s->leaves[k];
+  rlx_set_error(RLX_ERR_INTERNAL, "rlx_run: Assign (node %d) has no param", a->id);
+  return NULL;
+}
+
+/* Before a run: an assigned param that is borrowed gets a copy the session
+ * owns, since the plan may update it in place (an in-place Assign,
+ * plan_memory.c) and a borrowed param is never written. */
+static rlx_status own_assigned_params(rlx_session *s) {
+  for (int i = 0; i < s->n_assigns; i++) {
+    session_leaf *l = assigned_leaf(s, &s->g->nodes[s->assigns[i]]);
+    if (!l) return RLX_ERR_INTERNAL;
+    if (!l->borrowed) continue;
+    void *p = malloc(l->nbytes ? l->nbytes : 1);
+    if (!p) return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory (%zu bytes)", l->nbytes);
+    if (l->nbytes) memcpy(p, l->data, l->nbytes);
+    l->data = p;
+    l->borrowed = 0;
+    s->leaf_data[l->node] = p;
+    s->leaf_version[l->node] = rlx_leaf_version_next();
+  }
+  return RLX_OK;
+}
+
+/* After a run: each Assign's value becomes its Param's data (in place
+ * already when the plan updated the param's bytes: the read is then no copy). */
 static rlx_status write_back(rlx_session *s) {
   const rt_plan *pl = &s->plans[s->current];
   for (int i = 0; i < s->n_assigns; i++) {
     const ir_node *a = &pl->g->nodes[s->assigns[i]];
-    session_leaf *l = NULL;
-    for (int k = 0; k < s->n_leaves && !l; k++)
-      if (s->leaves[k].node == a->in[0]) l = &s->leaves[k];
-    if (!l) return rlx_set_error(RLX_ERR_INTERNAL, "rlx_run: Assign (node %d) has no param", a->id);
-    if (l->borrowed) {
-      void *p = malloc(l->nbytes ? l->nbytes : 1);
-      if (!p) return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory (%zu bytes)", l->nbytes);
-      l->data = p;
-      l->borrowed = 0;
-    }
+    session_leaf *l = assigned_leaf(s, a);
+    if (!l) return RLX_ERR_INTERNAL;
     rlx_status st = s->backend->read(pl->plan, a->id, 0, l->data, l->nbytes);
     if (st) return st;
     s->leaf_data[l->node] = l->data;
@@ -448,6 +472,7 @@ static rlx_status write_back(rlx_session *s) {
 rlx_status rlx_run(rlx_session *s) {
   if (!s) return rlx_set_error(RLX_ERR_INVALID, "rlx_run: session is NULL");
   rlx_status st = bind_symbols(s);
+  if (st == RLX_OK) st = own_assigned_params(s);
   if (st) return st;
   int idx;
   st = get_plan(s, &idx);

@@ -51,6 +51,7 @@ except ImportError:
     sys.exit("make_gguf_cases.py needs the PyPI package `gguf` (pip install gguf)")
 
 import cases_quant  # noqa: E402  (random blocks with finite scales, the reference dequantizer)
+from model_file_cases import tensor_line, write_bad_files, write_bytes, write_cuts, write_manifest  # noqa: E402
 
 META_NAMES = {VT.UINT8: "u8", VT.INT8: "i8", VT.UINT16: "u16", VT.INT16: "i16", VT.UINT32: "u32",
               VT.INT32: "i32", VT.FLOAT32: "f32", VT.BOOL: "bool", VT.STRING: "string",
@@ -140,19 +141,10 @@ class Case:
         mine = {n: (raw, deq) for n, raw, deq in self.tensors}
         for i, t in enumerate(r.tensors):
             raw, deq = mine[t.name]
-            stem = "%s.t%d" % (self.name, i)
-            with open(os.path.join(self.out, stem + ".bin"), "wb") as f:
-                f.write(raw)
-            deqfile = "-"
-            if deq is not None:
-                deqfile = stem + ".f32"
-                with open(os.path.join(self.out, deqfile), "wb") as f:
-                    f.write(np.ascontiguousarray(deq, np.float32).tobytes())
-            dims = [int(d) for d in t.shape[::-1]]
             assert t.n_bytes == len(raw), (t.name, t.n_bytes, len(raw))
-            man.append("tensor %s %s %s %d %s %d %d %s %s" % (
-                hexs(t.name.encode()), t.tensor_type.name, RLX_DTYPES.get(t.tensor_type, "-"), len(dims),
-                ",".join(map(str, dims)) or "-", t.data_offset, t.n_bytes, stem + ".bin", deqfile))
+            man.append(tensor_line(self.out, "%s.t%d" % (self.name, i), t.name, t.tensor_type.name,
+                                   RLX_DTYPES.get(t.tensor_type), [int(d) for d in t.shape[::-1]], t.data_offset,
+                                   raw, deq))
         man.append("end")
 
 
@@ -256,8 +248,7 @@ def patch_version(path, version, out_path):
     with open(path, "rb") as f:
         data = bytearray(f.read())
     data[4:8] = struct.pack("<I", version)
-    with open(out_path, "wb") as f:
-        f.write(data)
+    write_bytes(out_path, data)
 
 
 def valid_files(out, man, rng):
@@ -515,8 +506,7 @@ def real_model(out, man):
         raw = np.asarray(t.data).reshape(-1, t.data.shape[-1])[:rows]
         deq = gguf.quants.dequantize(raw, t.tensor_type).astype(np.float32)
         fn = "real.%s.f32" % t.name
-        with open(os.path.join(out, fn), "wb") as f:
-            f.write(deq.tobytes())
+        write_bytes(os.path.join(out, fn), deq.tobytes())
         man.append("rdeq %s %d %s" % (t.name.encode().hex(), rows, fn))
 
 
@@ -538,13 +528,8 @@ def write_corpus(d, rng):
     c.write()
     paths.append(c.path)
     data = open(paths[0], "rb").read()
-    for cut in (7, 24, 40, len(data) // 2, len(data) - 40, len(data) - 1):
-        with open(os.path.join(d, "small_cut%d.gguf" % cut), "wb") as f:
-            f.write(data[:cut])
-    for name, blob, _, _ in bad_files():
-        if len(blob) <= 4096:
-            with open(os.path.join(d, "bad_%s.gguf" % name), "wb") as f:
-                f.write(blob)
+    write_cuts(d, "small", "gguf", data, (7, 24, 40, len(data) // 2, len(data) - 40, len(data) - 1))
+    write_bad_files(d, bad_files(), "gguf", max_len=4096)
 
 
 def main():
@@ -564,14 +549,8 @@ def main():
             real_model(args.out, man)
         else:
             valid_files(args.out, man, rng)
-            for name, blob, status, needle in bad_files():
-                fn = "bad_%s.gguf" % name
-                with open(os.path.join(args.out, fn), "wb") as f:
-                    f.write(blob)
-                man.append("bad %s %s %s" % (fn, status, needle))
-        with open(os.path.join(args.out, "manifest.txt"), "w") as f:
-            f.write("\n".join(man) + "\n")
-        print("make_gguf_cases: %d manifest lines in %s (seed %d)" % (len(man), args.out, seed))
+            write_bad_files(args.out, bad_files(), "gguf", man)
+        write_manifest(args.out, man, "make_gguf_cases", seed)
 
 
 if __name__ == "__main__":

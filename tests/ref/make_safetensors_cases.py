@@ -27,6 +27,8 @@ import sys
 
 import numpy as np
 
+from model_file_cases import tensor_line, write_bad_files, write_bytes, write_cuts, write_manifest
+
 try:
     from safetensors import TensorSpec, serialize
 except ImportError:
@@ -104,19 +106,8 @@ def describe(out, name, data, man):
     for i, (tname, info) in enumerate(header.items()):
         begin, end = info["data_offsets"]
         raw = data[base + begin:base + end]
-        stem = "%s.t%d" % (name, i)
-        with open(os.path.join(out, stem + ".bin"), "wb") as f:
-            f.write(raw)
-        f32 = as_f32(info["dtype"], raw)
-        f32file = "-"
-        if f32 is not None:
-            f32file = stem + ".f32"
-            with open(os.path.join(out, f32file), "wb") as f:
-                f.write(f32.tobytes())
-        shape = info["shape"]
-        man.append("tensor %s %s %s %d %s %d %d %s %s" % (
-            tname.encode().hex() or "-", info["dtype"], DTYPES[info["dtype"]][2] or "-", len(shape),
-            ",".join(map(str, shape)) or "-", base + begin, end - begin, stem + ".bin", f32file))
+        man.append(tensor_line(out, "%s.t%d" % (name, i), tname, info["dtype"], DTYPES[info["dtype"]][2],
+                               info["shape"], base + begin, raw, as_f32(info["dtype"], raw)))
     man.append("end")
 
 
@@ -232,15 +223,10 @@ def write_corpus(d, rng):
     os.makedirs(d, exist_ok=True)
     for name, data in valid_files(rng):
         if len(data) <= 4096:
-            with open(os.path.join(d, name), "wb") as f:
-                f.write(data)
+            write_bytes(os.path.join(d, name), data)
     data = dict(valid_files(rng))["plain.safetensors"]
-    for cut in (8, 20, len(data) // 2, len(data) - 1):
-        with open(os.path.join(d, "plain_cut%d.safetensors" % cut), "wb") as f:
-            f.write(data[:cut])
-    for name, blob, _, _ in bad_files():
-        with open(os.path.join(d, "bad_%s.safetensors" % name), "wb") as f:
-            f.write(blob)
+    write_cuts(d, "plain", "safetensors", data, (8, 20, len(data) // 2, len(data) - 1))
+    write_bad_files(d, bad_files(), "safetensors")
 
 
 def main():
@@ -257,8 +243,7 @@ def main():
         man = []
         files = valid_files(rng)
         for name, data in files:
-            with open(os.path.join(args.out, name), "wb") as f:
-                f.write(data)
+            write_bytes(os.path.join(args.out, name), data)
             describe(args.out, name, data, man)
         for name, data in files[:2]:
             n = struct.unpack("<Q", data[:8])[0]
@@ -266,14 +251,8 @@ def main():
             header.pop("__metadata__", None)
             end = max((8 + n + v["data_offsets"][1] for v in header.values()), default=8 + n)
             man.append("truncate %s %d" % (name, end))
-        for name, blob, status, needle in bad_files():
-            fn = "bad_%s.safetensors" % name
-            with open(os.path.join(args.out, fn), "wb") as f:
-                f.write(blob)
-            man.append("bad %s %s %s" % (fn, status, needle))
-        with open(os.path.join(args.out, "manifest.txt"), "w") as f:
-            f.write("\n".join(man) + "\n")
-        print("make_safetensors_cases: %d manifest lines in %s (seed %d)" % (len(man), args.out, seed))
+        write_bad_files(args.out, bad_files(), "safetensors", man)
+        write_manifest(args.out, man, "make_safetensors_cases", seed)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,10 @@ typedef struct {
   int64_t d[RLX_MAX_RANK];
   int64_t numel;
   size_t nbytes;
+  /* A param or constant input whose data is unchanged since the slot was
+   * last reset: where a GEMM may keep it packed between runs (gemm.h,
+   * cpu_gemm_prepacked); NULL otherwise. */
+  struct gemm_prepack *prepack;
 } cpu_tensor;
 
 /* Per-plan context: how many threads of the persistent pool a kernel may

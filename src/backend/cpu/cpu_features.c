@@ -25,11 +25,12 @@ static void detect(cpu_features *f) {
   if ((xcr0 & 0x6) != 0x6) return; /* xmm + ymm state */
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
   int avx2 = (b >> 5) & 1, avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1;
-  int avx512vl = (b >> 31) & 1;
+  int avx512vl = (b >> 31) & 1, avx512vnni = (c >> 11) & 1;
   f->avx2_fma = avx2 && fma;
   f->f16c = f->avx2_fma && f16c;
   /* opmask, upper halves of zmm0-15, zmm16-31 */
   f->avx512 = f->f16c && avx512f && avx512bw && avx512vl && (xcr0 & 0xe0) == 0xe0;
+  f->avx512_vnni = f->avx512 && avx512vnni;
 }
 #else
 static void detect(cpu_features *f) { (void)f; }
@@ -46,7 +47,7 @@ static int env_set(const char *name) {
 static void init(void) {
   detect(&hw);
   usable = hw;
-  if (env_set("RLX_NO_AVX512")) usable.avx512 = 0;
+  if (env_set("RLX_NO_AVX512")) usable.avx512 = usable.avx512_vnni = 0;
   if (env_set("RLX_NO_AVX2")) usable = (cpu_features){0};
 }
 

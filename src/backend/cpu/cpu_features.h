@@ -14,6 +14,7 @@ typedef struct {
   int avx2_fma; /* AVX2 and FMA3, ymm state enabled by the OS */
   int f16c;     /* vcvtph2ps / vcvtps2ph (only reported together with avx2_fma) */
   int avx512;   /* AVX-512 F + BW + VL, zmm and opmask state enabled by the OS */
+  int avx512_vnni; /* AVX-512 VNNI (vpdpbusd), only reported together with avx512 */
 } cpu_features;
 
 /* The usable features after the RLX_NO_* overrides (detected on first call;

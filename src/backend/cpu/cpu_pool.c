@@ -5,24 +5,62 @@
  * the caller and the workers take from a shared atomic counter. Loops from
  * different user threads are serialized; a loop started inside a pool task
  * runs serially in that task (no nested parallelism, no deadlock).
+ *
+ * Hand-off: a decode step runs hundreds of parallel loops of a few tens of
+ * microseconds each, so waking a worker through a condition variable per
+ * loop (a futex wake plus the scheduler's latency, several microseconds
+ * even on an idle machine) costs a large share of each loop. Workers and
+ * the waiting caller therefore spin on the job counter for up to
+ * CPU_POOL_SPIN_NS after their last job before they sleep on the condition
+ * variable, so loops in quick succession hand over through memory alone,
+ * while an idle pool stops burning cores after that bound. The sleep side
+ * is a Dekker pair on seq_cst atomics: a sleeper announces itself
+ * (sleepers / caller_sleeping) and then re-checks the counter under the
+ * mutex; the publisher stores the counter and then checks for sleepers, so
+ * either the sleeper sees the new value or the publisher sees the sleeper
+ * and signals under the mutex (no lost wake-up).
  */
 #include "cpu.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ volatile("yield" ::: "memory")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
 #define CPU_POOL_MAX_THREADS 256
+#define CPU_POOL_MAX_WORKERS 255 /* also the mask of the count in generation */
+/* How long an idle worker (or the caller waiting for the workers) polls
+ * before sleeping: longer than the gap between the loops of one decode
+ * step, short enough that an idle process does not hold cores. After the
+ * first CPU_POOL_PAUSE_NS each poll also yields the core: on a machine
+ * with more runnable threads than cores the thread being waited for may be
+ * queued behind the poller, and pure pausing would keep it off the core. */
+#define CPU_POOL_SPIN_NS 200000
+#define CPU_POOL_PAUSE_NS 20000
 
 typedef struct {
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   pthread_mutex_t job_mu;     /* one parallel loop at a time */
   int n_workers;              /* threads besides the caller */
-  uint64_t generation;        /* bumped per job */
-  int job_workers;            /* workers taking part in the current job */
-  int pending;                /* of those, not finished yet */
+  /* Per job: (sequence number << 8) | its worker count, stored after the
+   * job's fields; the count travels in it because a worker that does not
+   * take part must not read fields the next job may already be writing. */
+  atomic_uint_fast64_t generation;
+  atomic_int sleepers;        /* workers in (or entering) pthread_cond_wait on work_cv */
+  atomic_int caller_sleeping; /* the caller in (or entering) pthread_cond_wait on done_cv */
+  atomic_int pending;         /* of those, not finished yet */
   cpu_task_fn fn;
   void *arg;
   int64_t n, chunk;
@@ -36,6 +74,12 @@ static cpu_pool pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .work_cv = PTHREAD_COND
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static _Thread_local int in_task;
 
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void run_chunks(int thread) {
   for (;;) {
     int64_t b = atomic_fetch_add(&pool.next, pool.chunk);
@@ -45,21 +89,71 @@ static void run_chunks(int thread) {
   }
 }
 
+/* One poll of a spin-wait that began at *start (0: not yet; the clock is
+ * read every 64 polls): pauses, or yields past CPU_POOL_PAUSE_NS. Returns
+ * 0 once CPU_POOL_SPIN_NS have passed. */
+static int spin_step(unsigned i, int64_t *start, int *yielding) {
+  if ((i & 63) == 0) {
+    int64_t t = now_ns();
+    if (!*start) *start = t;
+    if (t - *start >= CPU_POOL_SPIN_NS) return 0;
+    *yielding = t - *start >= CPU_POOL_PAUSE_NS;
+  }
+  if (*yielding) sched_yield();
+  else cpu_relax();
+  return 1;
+}
+
+/* Polls until the generation differs from seen or the spin bound passes;
+ * returns the generation last read. */
+static uint64_t spin_for_job(uint64_t seen) {
+  int64_t start = 0;
+  int yielding = 0;
+  for (unsigned i = 1;; i++) {
+    uint64_t g = atomic_load_explicit(&pool.generation, memory_order_acquire);
+    if (g != seen || !spin_step(i, &start, &yielding)) return g;
+  }
+}
+
 static void *worker_main(void *p) {
   int index = (int)(intptr_t)p;  /* 1..n_workers; the caller is 0 */
   uint64_t seen = 0;
   in_task = 1;
-  pthread_mutex_lock(&pool.mu);
   for (;;) {
-    while (pool.generation == seen) pthread_cond_wait(&pool.work_cv, &pool.mu);
-    seen = pool.generation;
-    if (index > pool.job_workers) continue;
-    pthread_mutex_unlock(&pool.mu);
+    uint64_t g = spin_for_job(seen);
+    if (g == seen) {
+      pthread_mutex_lock(&pool.mu);
+      atomic_fetch_add(&pool.sleepers, 1);
+      while ((g = atomic_load(&pool.generation)) == seen) pthread_cond_wait(&pool.work_cv, &pool.mu);
+      atomic_fetch_sub(&pool.sleepers, 1);
+      pthread_mutex_unlock(&pool.mu);
+    }
+    seen = g;
+    if (index > (int)(g & CPU_POOL_MAX_WORKERS)) continue;
     run_chunks(index);
-    pthread_mutex_lock(&pool.mu);
-    if (--pool.pending == 0) pthread_cond_signal(&pool.done_cv);
+    if (atomic_fetch_sub(&pool.pending, 1) == 1 && atomic_load(&pool.caller_sleeping)) {
+      pthread_mutex_lock(&pool.mu);
+      pthread_cond_signal(&pool.done_cv);
+      pthread_mutex_unlock(&pool.mu);
+    }
   }
   return NULL;
+}
+
+/* The caller's wait for the workers of its job: spin, then sleep. */
+static void wait_for_workers(void) {
+  int64_t start = 0;
+  int yielding = 0;
+  for (unsigned i = 1; atomic_load_explicit(&pool.pending, memory_order_acquire) > 0; i++) {
+    if (!spin_step(i, &start, &yielding)) {
+      pthread_mutex_lock(&pool.mu);
+      atomic_store(&pool.caller_sleeping, 1);
+      while (atomic_load(&pool.pending) > 0) pthread_cond_wait(&pool.done_cv, &pool.mu);
+      atomic_store(&pool.caller_sleeping, 0);
+      pthread_mutex_unlock(&pool.mu);
+      return;
+    }
+  }
 }
 
 int cpu_hardware_threads(void) {
@@ -119,22 +213,24 @@ void cpu_parallel_for(cpu_ctx *ctx, int64_t n, int64_t grain, cpu_task_fn fn, vo
   if (chunks - 1 < workers) workers = (int)(chunks - 1);
   /* A few chunks per thread balance uneven work without much overhead. */
   int64_t per = (n + (int64_t)(workers + 1) * 4 - 1) / ((int64_t)(workers + 1) * 4);
-  pthread_mutex_lock(&pool.mu);
+  /* No worker touches these until the generation store below publishes
+   * them; the previous job's workers are all done (pending was 0). */
   pool.fn = fn;
   pool.arg = arg;
   pool.n = n;
   pool.chunk = per > grain ? per : grain;
-  atomic_store(&pool.next, 0);
-  pool.job_workers = workers;
-  pool.pending = workers;
-  pool.generation++;
-  pthread_cond_broadcast(&pool.work_cv);
-  pthread_mutex_unlock(&pool.mu);
+  atomic_store_explicit(&pool.next, 0, memory_order_relaxed);
+  atomic_store_explicit(&pool.pending, workers, memory_order_relaxed);
+  uint64_t seq = (atomic_load_explicit(&pool.generation, memory_order_relaxed) >> 8) + 1;
+  atomic_store(&pool.generation, seq << 8 | (uint64_t)workers);
+  if (atomic_load(&pool.sleepers) > 0) {
+    pthread_mutex_lock(&pool.mu);
+    pthread_cond_broadcast(&pool.work_cv);
+    pthread_mutex_unlock(&pool.mu);
+  }
   in_task = 1;
   run_chunks(0);
   in_task = 0;
-  pthread_mutex_lock(&pool.mu);
-  while (pool.pending > 0) pthread_cond_wait(&pool.done_cv, &pool.mu);
-  pthread_mutex_unlock(&pool.mu);
+  wait_for_workers();
   pthread_mutex_unlock(&pool.job_mu);
 }

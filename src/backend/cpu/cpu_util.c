@@ -6,21 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-double cpu_get(const cpu_tensor *t, int64_t i) {
-  const void *p = t->data;
-  switch (t->dtype) {
-  case RLX_F32: return ((const float *)p)[i];
-  case RLX_F16: return ir_f16_to_f32(((const uint16_t *)p)[i]);
-  case RLX_BF16: return ir_bf16_to_f32(((const uint16_t *)p)[i]);
-  case RLX_F64: return ((const double *)p)[i];
-  case RLX_I8: return ((const int8_t *)p)[i];
-  case RLX_U8: return ((const uint8_t *)p)[i];
-  case RLX_I32: return ((const int32_t *)p)[i];
-  case RLX_I64: return (double)((const int64_t *)p)[i];
-  case RLX_BOOL: return ((const uint8_t *)p)[i] != 0;
-  default: return 0;  /* block types are read through quant_blocks */
-  }
-}
+/* Block types are read through quant_blocks (NaN here). */
+double cpu_get(const cpu_tensor *t, int64_t i) { return rlx_value_as_f64(t->dtype, t->data, i); }
 
 /* Truncate toward zero and saturate into [lo, hi]; NaN -> 0. */
 static int64_t to_int_sat(double v, double lo, double hi) {

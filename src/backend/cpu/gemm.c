@@ -27,6 +27,10 @@
  * packs its own rows of A and columns of B) is smallest. Each thread packs
  * into its own buffers, kept between calls (thread-specific, freed when the
  * thread exits).
+ *
+ * A B operand with a gemm_prepack slot (weights) is packed once, whole, in
+ * the layout the tiles would pack it in, and the tiles read their blocks
+ * from there (prepacked_b, cpu_gemm_prepacked).
  */
 #include "gemm.h"
 
@@ -34,6 +38,7 @@
 #include "gemm_kernels.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,6 +226,7 @@ typedef struct {
   float *C;
   int64_t ldc;
   const gemm_epilogue *ep;
+  const float *b_packed; /* B prepacked (struct gemm_prepack) or NULL: pack per tile */
 } gemm_problem;
 
 /* The unpacked loop: correct without any buffer (when memory is short). */
@@ -280,22 +286,26 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
   const int64_t mblocks = reuse_a ? 1 : ceil_div(m, isa->mc), MC = ceil_div(m, mblocks);
   int64_t nc_max = reuse_a ? isa->b_block_floats / KC / NR * NR : isa->nc;
   if (nc_max < NR) nc_max = NR;
+  /* a prepacked B (already in panels) needs no L2-sized blocks over N */
+  if (reuse_a && pr->b_packed) nc_max = ceil_div(n, NR) * NR;
   const int64_t nblocks = ceil_div(n, nc_max), NC = ceil_div(ceil_div(n, nblocks), NR) * NR;
   float *Ap = thread_buf(BUF_A, (size_t)(MC * KC));
-  float *Bp = thread_buf(BUF_B, (size_t)(KC * NC));
-  float *tmp = thread_buf(BUF_X, (size_t)(KC > NC ? KC : NC));
-  if (!Ap || !Bp || !tmp) {
+  float *Bp = pr->b_packed ? NULL : thread_buf(BUF_B, (size_t)(KC * NC));
+  float *tmp = thread_buf(BUF_X, (size_t)(pr->b_packed || KC > NC ? KC : NC));
+  if (!Ap || !(Bp || pr->b_packed) || !tmp) {
     tile_unpacked(pr, m0, m1, n0, n1);
     return;
   }
+  const int64_t n_pad = ceil_div(pr->N, NR) * NR;
   for (int64_t kb = 0; reuse_a && kb < kblocks; kb++) {
     int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
     int flags = (kb > 0 ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
     pack_a_block(isa, &pr->A, m0, m, pc, kc, ceil_div(m, MR), Ap, tmp);
     for (int64_t jc = n0; jc < n1; jc += NC) {
       int64_t nc = n1 - jc < NC ? n1 - jc : NC;
-      pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
-      macro_kernel(pr, Ap, m0, m, Bp, jc, nc, kc, flags);
+      const float *b = pr->b_packed ? pr->b_packed + pc * n_pad + jc * kc : Bp;
+      if (!pr->b_packed) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
+      macro_kernel(pr, Ap, m0, m, b, jc, nc, kc, flags);
     }
   }
   for (int64_t jc = n0; !reuse_a && jc < n1; jc += NC) {
@@ -303,11 +313,12 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
     for (int64_t kb = 0; kb < kblocks; kb++) {
       int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
       int flags = (kb > 0 ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
-      pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
+      const float *b = pr->b_packed ? pr->b_packed + pc * n_pad + jc * kc : Bp;
+      if (!pr->b_packed) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
       for (int64_t mb = 0; mb < mblocks; mb++) {
         int64_t ic = m0 + split_at(m, mblocks, mb), mc = m0 + split_at(m, mblocks, mb + 1) - ic;
         pack_a_block(isa, &pr->A, ic, mc, pc, kc, ceil_div(mc, MR), Ap, tmp);
-        macro_kernel(pr, Ap, ic, mc, Bp, jc, nc, kc, flags);
+        macro_kernel(pr, Ap, ic, mc, b, jc, nc, kc, flags);
       }
     }
   }
@@ -356,6 +367,117 @@ unpacked:
   else tile_unpacked(pr, o0, o1, 0, 1);
 }
 
+/* ---------------------------------------------------------------- prepacked B */
+
+/* Layout of a prepacked B: for K block kb (the blocks tile_packed uses:
+ * kblocks even pieces of K, the first at pc = 0), ceil(N / nr) panels of
+ * kc x nr, panel p at panels + pc * n_pad + p * kc * nr, n_pad = N rounded
+ * up to nr. So the B block (kb, columns jc : jc + nc) of any tile, jc a
+ * multiple of nr, starts at panels + pc * n_pad + jc * kc. */
+struct gemm_prepack {
+  float *panels;   /* NULL: nothing packed (empty, failed or over budget) */
+  size_t floats;
+  int tried;       /* packing was attempted for the key below */
+  /* the key: what panels was packed from */
+  const gemm_isa *isa;
+  const void *data;
+  rlx_dtype dtype;
+  int trans;
+  int64_t ld, K, N;
+};
+
+static _Atomic size_t prepack_total; /* bytes held by all slots */
+static size_t prepack_budget;        /* bytes; 0: prepacking off */
+static pthread_once_t prepack_once = PTHREAD_ONCE_INIT;
+
+static void prepack_init(void) {
+  const char *on = getenv("RLX_PREPACK"), *mb = getenv("RLX_PREPACK_MAX_MB");
+  long long max_mb = mb && *mb ? atoll(mb) : 1024;
+  prepack_budget = on && strcmp(on, "0") == 0 ? 0 : max_mb > 0 ? (size_t)max_mb << 20 : 0;
+}
+
+gemm_prepack *gemm_prepack_new(void) { return calloc(1, sizeof(gemm_prepack)); }
+
+void gemm_prepack_reset(gemm_prepack *p) {
+  if (!p) return;
+  if (p->panels) atomic_fetch_sub(&prepack_total, p->floats * sizeof(float));
+  free(p->panels);
+  memset(p, 0, sizeof *p);
+}
+
+void gemm_prepack_free(gemm_prepack *p) {
+  gemm_prepack_reset(p);
+  free(p);
+}
+
+size_t gemm_prepack_bytes(const gemm_prepack *p) { return p && p->panels ? p->floats * sizeof(float) : 0; }
+
+size_t gemm_prepack_total_bytes(void) { return atomic_load(&prepack_total); }
+
+typedef struct {
+  const gemm_isa *isa;
+  mat_view B;
+  int64_t K, N, kblocks, chunks, n_pad;
+  float *panels;
+  _Atomic int failed; /* a task had no conversion buffer: panels incomplete */
+} prepack_job;
+
+/* Panels per task of the parallel packing (columns: 16 x nr). */
+#define PREPACK_CHUNK_PANELS 16
+
+static void prepack_task(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  prepack_job *j = arg;
+  const int64_t NR = j->isa->nr_max;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t kb = t / j->chunks, ch = t % j->chunks;
+    int64_t pc = split_at(j->K, j->kblocks, kb), kc = split_at(j->K, j->kblocks, kb + 1) - pc;
+    int64_t j0 = ch * PREPACK_CHUNK_PANELS * NR, nc = j->N - j0;
+    if (nc > PREPACK_CHUNK_PANELS * NR) nc = PREPACK_CHUNK_PANELS * NR;
+    float *tmp = thread_buf(BUF_X, (size_t)(kc > nc ? kc : nc));
+    if (!tmp) {
+      atomic_store(&j->failed, 1);
+      return;
+    }
+    pack_b_block(j->isa, &j->B, pc, kc, j0, nc, j->panels + pc * j->n_pad + j0 * kc, tmp);
+  }
+}
+
+/* The panels of operand b (shared by the batch) for this call, packing them
+ * when the slot does not hold them; NULL: pack per tile instead. */
+static const float *prepacked_b(cpu_ctx *ctx, const gemm_isa *isa, const gemm_operand *b,
+                                gemm_prepack *p, int64_t K, int64_t N) {
+  pthread_once(&prepack_once, prepack_init);
+  if (!prepack_budget) return NULL;
+  if (p->tried && p->isa == isa && p->data == b->data && p->dtype == b->dtype && p->trans == b->trans &&
+      p->ld == b->ld && p->K == K && p->N == N)
+    return p->panels;
+  gemm_prepack_reset(p);
+  *p = (gemm_prepack){NULL, 0, 1, isa, b->data, b->dtype, b->trans, b->ld, K, N};
+  const int64_t NR = isa->nr_max, n_pad = ceil_div(N, NR) * NR;
+  size_t floats = (size_t)K * (size_t)n_pad, bytes = floats * sizeof(float);
+  if (atomic_fetch_add(&prepack_total, bytes) + bytes > prepack_budget) {
+    atomic_fetch_sub(&prepack_total, bytes);
+    return NULL;
+  }
+  float *panels = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  if (!panels) {
+    atomic_fetch_sub(&prepack_total, bytes);
+    return NULL;
+  }
+  prepack_job j = {isa, view_b(b, 0), K, N, ceil_div(K, isa->kc), ceil_div(ceil_div(N, NR), PREPACK_CHUNK_PANELS),
+                   n_pad, panels, 0};
+  cpu_parallel_for(ctx, j.kblocks * j.chunks, 1, prepack_task, &j); /* once: all threads */
+  if (atomic_load(&j.failed)) {
+    free(panels);
+    atomic_fetch_sub(&prepack_total, bytes);
+    return NULL;
+  }
+  p->panels = panels;
+  p->floats = floats;
+  return panels;
+}
+
 /* ---------------------------------------------------------------- tasks */
 
 typedef struct {
@@ -367,6 +489,7 @@ typedef struct {
   const gemm_epilogue *ep;
   int64_t tm, tn; /* tiles per matrix: rows x columns (GEMV: tn output chunks) */
   int gemv;
+  const float *b_packed; /* the shared B, prepacked, or NULL */
 } gemm_job;
 
 static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
@@ -376,7 +499,7 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / per, tile = t % per, ti = tile / j->tn, tj = tile % j->tn;
     gemm_problem pr = {j->isa, j->M, j->N, j->K, view_a(j->a, b), view_b(j->b, b),
-                       j->C + b * j->c_batch_stride, j->ldc, j->ep};
+                       j->C + b * j->c_batch_stride, j->ldc, j->ep, j->b_packed};
     if (j->gemv) {
       /* output chunks aligned to 64 elements (whole vectors, whole lines) */
       int64_t len = j->M == 1 ? j->N : j->M, units = ceil_div(len, 64);
@@ -406,7 +529,8 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
 /* Splits a matrix into up to `s` tiles tm x tn: as many as the micro-panels
  * allow (never more pieces than rows of row panels or columns of column
  * panels), and among those the split that repacks least (tiles pack tn
- * copies of A's rows and tm of B's columns: minimize tn*M + tm*N). */
+ * copies of A's rows and tm of B's columns: minimize tn*M + tm*N; a
+ * prepacked B is still read tm times). */
 static void choose_tiles(int64_t s, int64_t M, int64_t N, int64_t mr, int64_t nr, int64_t *tm,
                          int64_t *tn) {
   int64_t max_m = ceil_div(M, mr), max_n = ceil_div(N, nr);
@@ -439,9 +563,9 @@ static int operand_ok(const gemm_operand *o) {
   return o && o->data && (o->dtype == RLX_F32 || o->dtype == RLX_F16 || o->dtype == RLX_BF16);
 }
 
-void cpu_gemm(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K, const gemm_operand *a,
-              const gemm_operand *b, float *C, int64_t ldc, int64_t c_batch_stride,
-              const gemm_epilogue *ep) {
+void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K,
+                        const gemm_operand *a, const gemm_operand *b, gemm_prepack *b_prepack,
+                        float *C, int64_t ldc, int64_t c_batch_stride, const gemm_epilogue *ep) {
   static const gemm_epilogue no_epilogue = {NULL, RLX_ACT_NONE, 0.0f};
   if (batch <= 0 || M <= 0 || N <= 0 || K < 0 || !C) return;
   if (!ep) ep = &no_epilogue;
@@ -452,7 +576,7 @@ void cpu_gemm(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K, cons
   }
   if (!operand_ok(a) || !operand_ok(b)) return;
 
-  gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1};
+  gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1, NULL};
   double work = 2.0 * (double)M * (double)N * (double)K * (double)batch *
                 (job.gemv ? GEMM_GEMV_FLOP_WEIGHT : 1);
   int64_t threads = cpu_ctx_threads(ctx);
@@ -465,10 +589,18 @@ void cpu_gemm(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K, cons
     int64_t units = ceil_div(M == 1 ? N : M, 64);
     job.tn = s < units ? s : units;
   } else {
+    if (b_prepack && (batch == 1 || (b->batch_stride == 0 && !b->batch_offsets)))
+      job.b_packed = prepacked_b(ctx, isa, b, b_prepack, K, N);
     choose_tiles(s, M, N, isa->mr_max, isa->nr_max, &job.tm, &job.tn);
   }
   int64_t tasks = batch * job.tm * job.tn;
   cpu_parallel_for(threads > 1 ? ctx : NULL, tasks, 1, run_task, &job);
+}
+
+void cpu_gemm(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K, const gemm_operand *a,
+              const gemm_operand *b, float *C, int64_t ldc, int64_t c_batch_stride,
+              const gemm_epilogue *ep) {
+  cpu_gemm_prepacked(ctx, batch, M, N, K, a, b, NULL, C, ldc, c_batch_stride, ep);
 }
 
 void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,

@@ -54,6 +54,34 @@ void cpu_gemm(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K, cons
               const gemm_operand *b, float *C, int64_t ldc, int64_t c_batch_stride,
               const gemm_epilogue *ep);
 
+typedef struct gemm_prepack gemm_prepack;
+
+/* cpu_gemm with a slot that keeps B packed between calls (below; NULL:
+ * cpu_gemm). Used when the batch shares one B matrix. */
+void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K,
+                        const gemm_operand *a, const gemm_operand *b, gemm_prepack *b_prepack,
+                        float *C, int64_t ldc, int64_t c_batch_stride, const gemm_epilogue *ep);
+
+/* ---- prepacked B operands (weights)
+ *
+ * A gemm_prepack holds op(B) converted to F32 and laid out in the
+ * micro-kernel's panels for every K block, so that calls with the same B
+ * skip packing it (per call that costs a full pass over B, which for
+ * M ~ 100-500 rows is 10-20% of the GEMM). It fills on the first call that
+ * takes the packed path with it (never for M = 1 or N = 1, which stream B
+ * unpacked) and is reused while the operand's data pointer, dtype, layout
+ * and K x N stay the same; the owner calls gemm_prepack_reset when the bytes
+ * behind the pointer change (a param rebound). The copy is extra memory:
+ * 4 * K * ceil(N / nr) * nr bytes. All prepacked copies of the process
+ * together stay under RLX_PREPACK_MAX_MB (MiB, default 1024); past it an
+ * operand is packed per call as without a slot. RLX_PREPACK=0 turns
+ * prepacking off. One cpu_gemm call at a time per slot. */
+gemm_prepack *gemm_prepack_new(void);          /* an empty slot; NULL: out of memory */
+void          gemm_prepack_free(gemm_prepack *p);
+void          gemm_prepack_reset(gemm_prepack *p); /* drop the packed copy */
+size_t        gemm_prepack_bytes(const gemm_prepack *p); /* held by p now */
+size_t        gemm_prepack_total_bytes(void);  /* held by all slots of the process */
+
 /* The kernel variant cpu_gemm runs with on this CPU after the RLX_NO_AVX2 /
  * RLX_NO_AVX512 overrides (cpu_features.h): "avx512", "avx2" or "scalar". */
 const char *cpu_gemm_variant(void);

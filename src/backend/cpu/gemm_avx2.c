@@ -76,7 +76,15 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
   __m256 c0[MR], c1[MR];
   UNROLL_ROWS
   for (int i = 0; i < MR; i++)
-    if (i < mr) c0[i] = c1[i] = _mm256_setzero_ps();
+    if (i < mr) {
+      /* C is touched only after the k loop: start its lines on their way now */
+      _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+      _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
+      c0[i] = c1[i] = _mm256_setzero_ps();
+    }
+  /* unrolled: the loop's own increments and branch per step are a sixth of
+   * its instructions otherwise */
+  _Pragma("GCC unroll 4")
   for (int64_t k = 0; k < kc; k++) {
     __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
     UNROLL_ROWS
@@ -317,9 +325,13 @@ static void epilogue(float *y, int64_t n, const float *bias, int bias_step, rlx_
   if (!vec_act) gemm_scalar_act_row(y, n, act, alpha);
 }
 
+/* Blocking measured on a Zen 5 core (48 KiB L1d, 1 MiB L2) against OpenBLAS's
+ * Haswell kernel: kc 768 (a B micro-panel of 48 KiB streams from L2 with
+ * the hardware prefetchers; fewer passes over C than 512), one A block up to
+ * 128 x 768 (384 KiB) next to a B block of 512 KiB in L2. */
 const gemm_isa gemm_isa_avx2 = {
-    .name = "avx2", .mr_max = MR, .nr_max = NR, .kc = 512, .mc = 120, .nc = 2048,
-    .a_block_floats = 64 * 1024, .b_block_floats = 64 * 1024,
+    .name = "avx2", .mr_max = MR, .nr_max = NR, .kc = 768, .mc = 120, .nc = 2048,
+    .a_block_floats = 96 * 1024, .b_block_floats = 128 * 1024,
     .micro = micro, .gemv_rows = gemv_rows, .gemv_dots = gemv_dots,
     .epilogue = epilogue, .convert = convert, .pack_t = gemm_avx2_pack_t, .pack_b = pack_b,
 };

@@ -111,6 +111,11 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
  * much as the attention: the scores are dot products with K's rows then,
  * read in place (F32) or converted to f32 rows.
  *
+ * A custom mask's -inf entries count as masked keys too: each row's keys
+ * outside the first..last finite entry of its mask row are skipped like
+ * causally masked ones (a KV cache read over a padded key length: the
+ * padding costs a scan of the mask row, not the scores).
+ *
  * When there are fewer items than twice the threads (decode with few kv
  * heads), the keys of each item are split into ranges of whole key blocks
  * (flash-decoding): each range leaves its unnormalized rows with their m
@@ -190,6 +195,28 @@ static void visible_keys(const cpu_attention_params *p, int64_t i, int64_t *lo, 
   }
 }
 
+/* Narrows [*lo, *hi] to the first..last key whose custom-mask entry is
+ * not -inf (mrow: the row's mask, stride its key stride; empty when all
+ * are -inf). */
+static void mask_visible_keys(const float *mrow, int64_t stride, int64_t T, int64_t *lo, int64_t *hi) {
+  if (stride == 0) {
+    if (T > 0 && mrow[0] == -INFINITY) *lo = T, *hi = -1;
+    return;
+  }
+  while (*hi >= *lo && mrow[*hi * stride] == -INFINITY) (*hi)--;
+  while (*lo <= *hi && mrow[*lo * stride] == -INFINITY) (*lo)++;
+}
+
+/* The keys row r of an item (query i of head h) may see: the mask kind's
+ * range, narrowed by a custom mask's -inf entries. */
+static void row_keys(const flash_job *J, int64_t b, int64_t h, int64_t i, int64_t *lo, int64_t *hi) {
+  visible_keys(J->p, i, lo, hi);
+  if (J->mask) {
+    const int64_t *ms = J->p->mask_strides;
+    mask_visible_keys(J->mask + b * ms[0] + h * ms[1] + i * ms[2], ms[3], J->p->kv_len, lo, hi);
+  }
+}
+
 static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
   flash_job *J = arg;
   const cpu_attention_params *p = J->p;
@@ -201,6 +228,7 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
   float *Q = J->scratch + (size_t)thread * J->scratch_floats;
   float *Sc = Q + rows_max * D, *O = Sc + rows_max * bkp, *m = O + rows_max * D;
   double *l = (double *)(void *)(m + rows_max + (rows_max & 1)); /* 8-byte aligned */
+  int64_t *row_lo = (int64_t *)(void *)(l + rows_max), *row_hi = row_lo + rows_max;
   for (int64_t unit = begin; unit < end; unit++) {
     const int64_t item = unit / J->splits, split = unit % J->splits;
     const int64_t qb = item % J->q_blocks, bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv;
@@ -214,9 +242,12 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
       l[r] = 0.0;
     }
     memset(O, 0, (size_t)(R * D) * sizeof *O);
-    int64_t key_lo, key_hi, unused;
-    visible_keys(p, q0, &key_lo, &unused);
-    visible_keys(p, q0 + nq - 1, &unused, &key_hi);
+    int64_t key_lo = T, key_hi = -1;
+    for (int64_t r = 0; r < R; r++) {
+      row_keys(J, b, hk * group + r / nq, q0 + r % nq, &row_lo[r], &row_hi[r]);
+      if (row_lo[r] < key_lo) key_lo = row_lo[r];
+      if (row_hi[r] > key_hi) key_hi = row_hi[r];
+    }
     if (key_lo < 0) key_lo = 0;
     if (J->splits > 1) { /* this unit's range of the keys */
       int64_t r0 = split * J->split_keys, r1 = r0 + J->split_keys - 1;
@@ -244,7 +275,8 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
           const float *mrow = J->mask + b * ms[0] + h * ms[1] + i * ms[2] + j0 * ms[3];
           vo->binary(RLX_BIN_ADD, srow, 1, mrow, ms[3] != 0, srow, nk);
         }
-        visible_keys(p, i, &lo, &hi);
+        lo = row_lo[r];
+        hi = row_hi[r];
         int64_t c0 = lo - j0 > 0 ? lo - j0 : 0, c1 = hi - j0 + 1 < nk ? hi - j0 + 1 : nk;
         float mb = c0 < c1 ? vo->max(srow + c0, c1 - c0) : -INFINITY;
         /* a NaN score poisons the row (as the reference's softmax) */
@@ -339,8 +371,8 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   J.q_blocks = (S + J.bq - 1) / J.bq;
   const int64_t rows = J.group * J.bq;
   const int threads = cpu_ctx_threads(ctx);
-  /* Q, scores, O, m, l (double: 2 floats), padding */
-  J.scratch_floats = (size_t)(rows * D + rows * FLASH_BK + rows * D + 3 * rows + 2);
+  /* Q, scores, O, m, l (double: 2 floats), padding, row_lo and row_hi (int64: 2 floats each) */
+  J.scratch_floats = (size_t)(rows * D + rows * FLASH_BK + rows * D + 3 * rows + 2 + 4 * rows);
   /* few items for the threads: split the keys (whole key blocks per range) */
   const int64_t items = B * Hkv * J.q_blocks;
   J.splits = 1;

@@ -1,23 +1,17 @@
-/* k_conv.c — CPU reference kernels of Conv, ConvTranspose and Pool.
+/* k_conv.c — CPU kernels of Conv, ConvTranspose and Pool.
  *
- * Every dtype is computed in double: inputs are loaded into double arrays,
- * one loop nest computes, the result is stored with rounding. A 1-D op runs
- * as a 2-D one whose first spatial dim is 1 (kernel 1, stride 1, no pad),
- * which has the same row-major layout.
+ * F32, F16 and BF16 convolutions run on the GEMM path (conv_gemm.c). The
+ * loops here are the reference, and compute F64: inputs are loaded into
+ * double arrays, one loop nest computes, the result is stored with
+ * rounding. A 1-D op runs as a 2-D one (conv_geom).
  */
-#include "cpu.h"
+#include "conv_gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-/* Spatial geometry of a node, always as 2-D (index 0: H, 1: W). */
-typedef struct {
-  int64_t in[2], out[2], k[2], stride[2], dil[2], pad[2]; /* pad: the begin pads */
-} conv_geom;
-
-/* kernel: the kernel sizes (w's trailing dims, or Pool's kernel attr). */
-static void conv_geom_init(const ir_node *n, const cpu_tensor *x, const cpu_tensor *y,
-                           const int64_t *kernel, conv_geom *g) {
+void conv_geom_init(const ir_node *n, const cpu_tensor *x, const cpu_tensor *y,
+                    const int64_t *kernel, conv_geom *g) {
   int nd = (int)n->a.ndim, first = 2 - nd;
   for (int i = 0; i < 2; i++) {
     g->in[i] = g->out[i] = g->k[i] = g->stride[i] = g->dil[i] = 1;
@@ -53,11 +47,11 @@ static rlx_status load_conv_inputs(const ir_node *n, const cpu_tensor *in, doubl
  * taps of x[b, c, oh*s - pad + kh*dil, ...] * w[o, c, kh, kw]; taps in the
  * padding contribute 0. */
 rlx_status cpu_Conv(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
   const cpu_tensor *xt = &in[0], *wt = &in[1];
   double *x, *w, *bias;
   conv_geom g;
   conv_geom_init(n, xt, out, wt->d + 2, &g);
+  if (conv_gemm_applies(in, n->n_in, out)) return conv_gemm_forward(ctx, n, &g, in, out);
   rlx_status st = load_conv_inputs(n, in, &x, &w, &bias);
   if (st != RLX_OK) return st;
   double *y = malloc((size_t)out->numel * sizeof *y + 1);
@@ -108,11 +102,11 @@ rlx_status cpu_Conv(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_te
  * pad crops; positions past the output end are the end pad's crop). */
 rlx_status cpu_ConvTranspose(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                              cpu_tensor *out) {
-  (void)ctx;
   const cpu_tensor *xt = &in[0], *wt = &in[1];
   double *x, *w, *bias;
   conv_geom g;
   conv_geom_init(n, xt, out, wt->d + 2, &g);
+  if (conv_gemm_applies(in, n->n_in, out)) return conv_gemm_transpose(ctx, n, &g, in, out);
   rlx_status st = load_conv_inputs(n, in, &x, &w, &bias);
   if (st != RLX_OK) return st;
   double *y = malloc((size_t)out->numel * sizeof *y + 1);
@@ -162,47 +156,71 @@ rlx_status cpu_ConvTranspose(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *i
 
 /* Max (NaN propagates) or average over each window; pad positions are
  * skipped, and counted in the average's divisor only with
- * count_include_pad. Inference guarantees a non-pad element per window. */
-rlx_status cpu_Pool(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
+ * count_include_pad. Inference guarantees a non-pad element per window.
+ * One loop nest, instantiated for float (F32, F16, BF16) and double (the
+ * rest), threaded over the N * C planes. */
+typedef struct {
   conv_geom g;
-  conv_geom_init(n, &in[0], out, n->a.kernel.v, &g);
-  double *x = cpu_load_f64(&in[0]);
-  double *y = malloc((size_t)out->numel * sizeof *y + 1);
-  if (!x || !y) {
+  int is_max, count_include_pad;
+  const void *x;
+  void *y;
+} pool_job;
+
+#define POOL_PLANES(name, T)                                                                        \
+  static void name(void *arg, int64_t begin, int64_t end, int thread) {                             \
+    (void)thread;                                                                                   \
+    const pool_job *J = arg;                                                                        \
+    const conv_geom *g = &J->g;                                                                     \
+    for (int64_t p = begin; p < end; p++) {                                                         \
+      const T *xp = (const T *)J->x + p * g->in[0] * g->in[1];                                      \
+      T *yp = (T *)J->y + p * g->out[0] * g->out[1];                                                \
+      for (int64_t oh = 0; oh < g->out[0]; oh++) {                                                  \
+        const int64_t h0 = oh * g->stride[0] - g->pad[0];                                           \
+        const int64_t kh0 = h0 < 0 ? -h0 : 0, kh1 = g->in[0] - h0 < g->k[0] ? g->in[0] - h0 : g->k[0]; \
+        for (int64_t ow = 0; ow < g->out[1]; ow++) {                                                \
+          const int64_t w0 = ow * g->stride[1] - g->pad[1];                                         \
+          const int64_t kw0 = w0 < 0 ? -w0 : 0, kw1 = g->in[1] - w0 < g->k[1] ? g->in[1] - w0 : g->k[1]; \
+          T acc = J->is_max ? (T)-INFINITY : (T)0;                                                  \
+          for (int64_t kh = kh0; kh < kh1; kh++) {                                                  \
+            const T *row = xp + (h0 + kh) * g->in[1] + w0;                                          \
+            for (int64_t kw = kw0; kw < kw1; kw++) {                                                \
+              const T v = row[kw];                                                                  \
+              if (!J->is_max)                                                                       \
+                acc += v;                                                                           \
+              else if (v > acc || v != v) /* a NaN, once taken, stays */                            \
+                acc = v;                                                                            \
+            }                                                                                       \
+          }                                                                                         \
+          if (!J->is_max)                                                                           \
+            acc /= (T)(J->count_include_pad ? g->k[0] * g->k[1] : (kh1 - kh0) * (kw1 - kw0));       \
+          yp[oh * g->out[1] + ow] = acc;                                                            \
+        }                                                                                           \
+      }                                                                                             \
+    }                                                                                               \
+  }
+POOL_PLANES(pool_planes_f64, double)
+POOL_PLANES(pool_planes_f32, float)
+#undef POOL_PLANES
+
+rlx_status cpu_Pool(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  pool_job J = {.is_max = n->a.pool == RLX_POOL_MAX, .count_include_pad = n->a.count_include_pad != 0};
+  conv_geom_init(n, &in[0], out, n->a.kernel.v, &J.g);
+  const int f32 = out->dtype == RLX_F32, f64 = !f32 && out->dtype != RLX_F16 && out->dtype != RLX_BF16;
+  void *x = f32 ? NULL : f64 ? (void *)cpu_load_f64(&in[0]) : (void *)cpu_load_f32(&in[0]);
+  void *y = f32 ? NULL : malloc((size_t)out->numel * (f64 ? sizeof(double) : sizeof(float)) + 1);
+  if (!f32 && (!x || !y)) {
     free(x);
     free(y);
     return rlx_set_error(RLX_ERR_NOMEM, "Pool (node %d): out of memory", n->id);
   }
-  int is_max = n->a.pool == RLX_POOL_MAX;
-  int64_t planes = in[0].d[0] * in[0].d[1];
-  for (int64_t p = 0; p < planes; p++) {
-    const double *xp = x + p * g.in[0] * g.in[1];
-    double *yp = y + p * g.out[0] * g.out[1];
-    for (int64_t oh = 0; oh < g.out[0]; oh++) {
-      for (int64_t ow = 0; ow < g.out[1]; ow++) {
-        double acc = is_max ? -INFINITY : 0.0;
-        int64_t count = 0;
-        for (int64_t kh = 0; kh < g.k[0]; kh++) {
-          int64_t ih = oh * g.stride[0] - g.pad[0] + kh;
-          if (ih < 0 || ih >= g.in[0]) continue;
-          for (int64_t kw = 0; kw < g.k[1]; kw++) {
-            int64_t iw = ow * g.stride[1] - g.pad[1] + kw;
-            if (iw < 0 || iw >= g.in[1]) continue;
-            double v = xp[ih * g.in[1] + iw];
-            if (!is_max)
-              acc += v;
-            else if (v > acc || isnan(v)) /* a NaN, once taken, stays */
-              acc = v;
-            count++;
-          }
-        }
-        if (!is_max) acc /= (double)(n->a.count_include_pad ? g.k[0] * g.k[1] : count);
-        yp[oh * g.out[1] + ow] = acc;
-      }
-    }
-  }
-  cpu_store_f64(out, y);
+  J.x = f32 ? in[0].data : x;
+  J.y = f32 ? out->data : y;
+  const int64_t planes = in[0].d[0] * in[0].d[1], per_plane = in[0].numel / (planes ? planes : 1);
+  cpu_parallel_for(ctx, planes, 1 + 16384 / (per_plane + 1), f64 ? pool_planes_f64 : pool_planes_f32, &J);
+  if (f64)
+    cpu_store_f64(out, y);
+  else if (!f32)
+    cpu_store_f32(out, y);
   free(x);
   free(y);
   return RLX_OK;

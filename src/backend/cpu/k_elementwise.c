@@ -237,6 +237,17 @@ rlx_status cpu_Where(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_t
   cpu_bcast_strides(&in[1], out->rank, out->d, sa);
   cpu_bcast_strides(&in[2], out->rank, out->d, sb);
   size_t esize = (size_t)ir_dtypes[out->dtype].size;
+  /* The common case (a ReLU-style mask: a full bool condition, each branch
+   * full or a scalar, 4-byte elements) without the per-element index walk. */
+  if (in[0].dtype == RLX_BOOL && in[0].numel == out->numel && esize == 4 &&
+      (in[1].numel == out->numel || in[1].numel == 1) && (in[2].numel == out->numel || in[2].numel == 1)) {
+    const uint8_t *c = in[0].data;
+    const uint32_t *a = in[1].data, *b = in[2].data;
+    uint32_t *y = out->data;
+    const int64_t ia = in[1].numel == 1 ? 0 : 1, ib = in[2].numel == 1 ? 0 : 1;
+    for (int64_t i = 0; i < out->numel; i++) y[i] = c[i] ? a[i * ia] : b[i * ib];
+    return RLX_OK;
+  }
   for (int64_t i = 0; i < out->numel; i++) {
     int take_a = cpu_get_i(&in[0], cpu_offset(i, out->rank, out->d, sc)) != 0;
     const cpu_tensor *src = take_a ? &in[1] : &in[2];

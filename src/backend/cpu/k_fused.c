@@ -74,7 +74,7 @@ static rlx_status matmul_bias_act_fast(cpu_ctx *ctx, const ir_node *n, const cpu
   vo->load(bias, in[2].data, in[2].dtype, N);
   gemm_operand a = gemm_matrix(&in[0], K), w = gemm_matrix(&in[1], N);
   gemm_epilogue ep = {bias, (rlx_act)n->a.act, (float)n->a.alpha};
-  cpu_gemm(ctx, 1, M, N, K, &a, &w, c, N, 0, &ep);
+  cpu_gemm_prepacked(ctx, 1, M, N, K, &a, &w, in[1].prepack, c, N, 0, &ep);
   if (c != out->data) {
     store_f32_to(ctx, out, c, N);
     free(c);
@@ -560,9 +560,9 @@ static rlx_status attention_block_fast(cpu_ctx *ctx, const ir_node *n, const cpu
   float *y = out->dtype == RLX_F32 ? out->data : sin_t + table_n;
   gemm_operand x = gemm_matrix(&in[0], hidden);
   gemm_operand wq = gemm_matrix(&in[1], qd), wk = gemm_matrix(&in[2], kvd), wv = gemm_matrix(&in[3], kvd);
-  cpu_gemm(ctx, 1, rows, qd, hidden, &x, &wq, q, qd, 0, NULL);
-  cpu_gemm(ctx, 1, rows, kvd, hidden, &x, &wk, k, kvd, 0, NULL);
-  cpu_gemm(ctx, 1, rows, kvd, hidden, &x, &wv, v, kvd, 0, NULL);
+  cpu_gemm_prepacked(ctx, 1, rows, qd, hidden, &x, &wq, in[1].prepack, q, qd, 0, NULL);
+  cpu_gemm_prepacked(ctx, 1, rows, kvd, hidden, &x, &wk, in[2].prepack, k, kvd, 0, NULL);
+  cpu_gemm_prepacked(ctx, 1, rows, kvd, hidden, &x, &wv, in[3].prepack, v, kvd, 0, NULL);
   if (n->n_in == 7) {
     /* one [S, n_rot/2] table for every batch, or one per batch */
     int64_t table_batch_stride = in[5].rank == 3 ? S * half : 0;
@@ -581,7 +581,7 @@ static rlx_status attention_block_fast(cpu_ctx *ctx, const ir_node *n, const cpu
   rlx_status st = cpu_attention_fast(ctx, &p, RLX_F32, q, k, v, NULL, att);
   if (st == RLX_OK) {
     gemm_operand ao = {att, RLX_F32, 0, qd, 0, NULL}, wo = gemm_matrix(&in[4], E);
-    cpu_gemm(ctx, 1, rows, E, qd, &ao, &wo, y, E, 0, NULL);
+    cpu_gemm_prepacked(ctx, 1, rows, E, qd, &ao, &wo, in[4].prepack, y, E, 0, NULL);
     if (out->dtype != RLX_F32) store_f32_to(ctx, out, y, E);
   }
   free(buf);

@@ -200,7 +200,8 @@ rlx_status cpu_Gather(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_
   cpu_axis_split(table, (int)n->a.axis, &outer, &len, &inner);
   rlx_status st = check_indices(n, idx, len);
   if (st != RLX_OK) return st;
-  size_t row = (size_t)inner * elem_size(table);
+  /* a block-dtype table (a quantized embedding) moves whole rows of blocks */
+  size_t row = ir_is_block(table->dtype) ? rlx_dtype_nbytes(table->dtype, inner) : (size_t)inner * elem_size(table);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < idx->numel; j++) {
       int64_t k = 0;

@@ -120,7 +120,7 @@ rlx_status cpu_MatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_
   if (a_flat && b_shared) {
     /* [..., M, K] @ [K, N]: one GEMM over every row of a */
     a.batch_offsets = b.batch_offsets = NULL;
-    cpu_gemm(ctx, 1, batch * M, N, K, &a, &b, c, N, 0, NULL);
+    cpu_gemm_prepacked(ctx, 1, batch * M, N, K, &a, &b, tb->prepack, c, N, 0, NULL);
   } else {
     cpu_gemm(ctx, batch, M, N, K, &a, &b, c, N, M * N, NULL);
   }

@@ -1,6 +1,7 @@
 /* k_signal.c — CPU reference kernels of Fft and LogMel, computed in double
  * for every dtype. Complex values are interleaved (re, im) pairs. */
 #include "cpu.h"
+#include "../../ir/mel.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -215,45 +216,6 @@ rlx_status cpu_Fft(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_ten
 
 /* ---------------------------------------------------------------- LogMel */
 
-/* Slaney's mel scale (librosa hz_to_mel / mel_to_hz, htk=False): linear
- * (200/3 Hz per mel) below 1 kHz, logarithmic (a factor 6.4 per 27 mels)
- * above. */
-#define MEL_F_SP (200.0 / 3.0)
-#define MEL_MIN_LOG_HZ 1000.0
-#define MEL_MIN_LOG_MEL (MEL_MIN_LOG_HZ / MEL_F_SP)
-#define MEL_LOGSTEP (log(6.4) / 27.0)
-
-static double hz_to_mel(double f) {
-  return f >= MEL_MIN_LOG_HZ ? MEL_MIN_LOG_MEL + log(f / MEL_MIN_LOG_HZ) / MEL_LOGSTEP
-                             : f / MEL_F_SP;
-}
-
-static double mel_to_hz(double m) {
-  return m >= MEL_MIN_LOG_MEL ? MEL_MIN_LOG_HZ * exp(MEL_LOGSTEP * (m - MEL_MIN_LOG_MEL))
-                              : MEL_F_SP * m;
-}
-
-/* librosa.filters.mel(norm="slaney"): filter i is the triangle over the
- * mel points hz[i], hz[i+1], hz[i+2] (n_mels + 2 points evenly spaced in
- * mel from f_min to f_max), scaled by 2 / (hz[i+2] - hz[i]) to unit area.
- * fb: n_mels x bins; hz: n_mels + 2 scratch. */
-static void mel_filterbank(const ir_attrs *a, int64_t bins, double *fb, double *hz) {
-  int64_t nm = a->n_mels;
-  double lo = hz_to_mel(a->f_min), hi = hz_to_mel(a->f_max);
-  for (int64_t i = 0; i < nm + 2; i++)
-    hz[i] = mel_to_hz(lo + (hi - lo) * (double)i / (double)(nm + 1));
-  for (int64_t i = 0; i < nm; i++) {
-    double enorm = 2.0 / (hz[i + 2] - hz[i]);
-    for (int64_t k = 0; k < bins; k++) {
-      double f = (double)k * (double)a->sample_rate / (double)a->n_fft;
-      double rise = (f - hz[i]) / (hz[i + 1] - hz[i]);
-      double fall = (hz[i + 2] - f) / (hz[i + 2] - hz[i + 1]);
-      double v = rise < fall ? rise : fall;
-      fb[i * bins + k] = v > 0 ? v * enorm : 0.0;
-    }
-  }
-}
-
 /* Frame f of batch b covers padded samples [f*hop, f*hop + n_fft) of the
  * audio reflect-padded by n_fft/2 (torch.stft center=True). */
 rlx_status cpu_LogMel(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
@@ -283,7 +245,7 @@ rlx_status cpu_LogMel(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_
   double *power = z + 2 * n_fft;
   for (int64_t j = 0; j < n_fft; j++) /* periodic Hann */
     window[j] = 0.5 - 0.5 * cos(2.0 * PI * (double)j / (double)n_fft);
-  mel_filterbank(a, bins, fb, hz);
+  ir_mel_filterbank(a, bins, fb, bins, 1, hz); /* n_mels x bins */
   for (int64_t b = 0; b < batch; b++) {
     const double *xb = x + b * t;
     for (int64_t f = 0; f < frames; f++) {

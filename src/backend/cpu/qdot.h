@@ -19,12 +19,14 @@
  * trick, no saturation of the 16-bit pair sums).
  *
  * Weight blocks are read in place (ggml layouts, quant_blocks.h); the
- * weight bytes may have any alignment. Two tables compute the same
- * functions: portable C (qdot_scalar.c) and AVX2/FMA/F16C (qdot_avx2.c).
- * Their quantizers write the same bytes; their dot products agree to float
- * rounding (the AVX2 kernels apply offsets and mins per block through the
- * activation sums and add in another order). qdot_best() picks the table
- * for this CPU (cpu_features.h; RLX_NO_AVX2=1 forces the portable one).
+ * weight bytes may have any alignment. Three tables compute the same
+ * functions: portable C (qdot_scalar.c), AVX2/FMA/F16C (qdot_avx2.c) and
+ * the same kernels with AVX-512 VNNI's vpdpbusd (qdot_avx512.c). Their
+ * quantizers write the same bytes; their dot products agree to float
+ * rounding (the vector kernels apply offsets and mins per block through the
+ * activation sums and add in another order; the two vector tables give the
+ * same results). qdot_best() picks the table for this CPU (cpu_features.h;
+ * RLX_NO_AVX512=1 stops at AVX2, RLX_NO_AVX2=1 forces the portable one).
  */
 #ifndef RLX_CPU_QDOT_H
 #define RLX_CPU_QDOT_H
@@ -73,7 +75,7 @@ typedef void (*qdot_fn)(int64_t nb, const void *w, const void *act, size_t act_s
                         float *out, int64_t out_stride);
 
 typedef struct {
-  const char *name; /* "avx2" or "scalar" */
+  const char *name; /* "avx512vnni", "avx2" or "scalar" */
   /* x[32 nb] -> y[nb]; x[256 nb] -> y[nb]. Both tables write the same bytes. */
   void (*quantize_q8_0)(const float *x, qdot_q8_0 *y, int64_t nb);
   void (*quantize_q8_k)(const float *x, qdot_q8_k *y, int64_t nb);
@@ -84,6 +86,8 @@ typedef struct {
 extern const qdot_ops qdot_scalar;
 /* NULL where qdot_avx2.c was built without -mavx2 -mfma -mf16c. */
 extern const qdot_ops *const qdot_avx2;
+/* NULL where qdot_avx512.c was built without -mavx512vnni -mavx512vl. */
+extern const qdot_ops *const qdot_avx512_vnni;
 
 /* The table for this CPU (chosen once; thread-safe). */
 const qdot_ops *qdot_best(void);

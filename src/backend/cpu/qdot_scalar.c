@@ -12,6 +12,7 @@
 #include "qdot.h"
 
 #include "cpu_features.h"
+#include "quant_blocks.h"
 #include "../../ir/ir.h"
 
 #include <float.h>
@@ -38,7 +39,9 @@ static const qdot_ops *chosen;
 
 static void choose(void) {
   const cpu_features *f = cpu_get_features();
-  chosen = f->avx2_fma && f->f16c && qdot_avx2 ? qdot_avx2 : &qdot_scalar;
+  if (f->avx512_vnni && qdot_avx512_vnni) chosen = qdot_avx512_vnni;
+  else if (f->avx2_fma && f->f16c && qdot_avx2) chosen = qdot_avx2;
+  else chosen = &qdot_scalar;
 }
 
 const qdot_ops *qdot_best(void) {
@@ -239,8 +242,7 @@ static void levels_q3_k(const uint8_t *b, k_levels *L) {
   L->d = f16_at(b + 108);
   L->dmin = 0.0f;
   for (int j = 0; j < 16; j++) {
-    const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
-    L->sc[j] = (lo | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+    L->sc[j] = quant_q3_k_scale(s, j);
     L->mn[j] = 0;
   }
   /* element 128 c + 32 k + l: low bits as Q2_K, high bit k + 4 c of
@@ -252,14 +254,13 @@ static void levels_q3_k(const uint8_t *b, k_levels *L) {
   }
 }
 
-/* Q4_K / Q5_K: 6-bit scale and min of sub-block j (ggml's get_scale_min_k4). */
-static void scale_min_k4(const uint8_t *q, int j, int32_t *d, int32_t *m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | (q[j - 4] >> 6) << 4;
-    *m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+/* Q4_K / Q5_K: the 8 6-bit scales and mins. */
+static void k4_scales(const uint8_t *b, k_levels *L) {
+  for (int s = 0; s < 8; s++) {
+    uint8_t d, m;
+    quant_k4_scale_min(b + 4, s, &d, &m);
+    L->sc[s] = d;
+    L->mn[s] = m;
   }
 }
 
@@ -267,7 +268,7 @@ static void levels_q4_k(const uint8_t *b, k_levels *L) {
   L->nsub = 8;
   L->d = f16_at(b);
   L->dmin = f16_at(b + 2);
-  for (int s = 0; s < 8; s++) scale_min_k4(b + 4, s, &L->sc[s], &L->mn[s]);
+  k4_scales(b, L);
   /* element 64 c + l: low nibble of qs[32 c + l]; 64 c + 32 + l: high */
   for (int i = 0; i < QDOT_QK_K; i++) {
     const uint8_t v = b[16 + 32 * (i / 64) + i % 32];
@@ -279,7 +280,7 @@ static void levels_q5_k(const uint8_t *b, k_levels *L) {
   L->nsub = 8;
   L->d = f16_at(b);
   L->dmin = f16_at(b + 2);
-  for (int s = 0; s < 8; s++) scale_min_k4(b + 4, s, &L->sc[s], &L->mn[s]);
+  k4_scales(b, L);
   /* as Q4_K, plus bit i / 32 of qh[i % 32] as bit 4 */
   for (int i = 0; i < QDOT_QK_K; i++) {
     const uint8_t v = b[48 + 32 * (i / 64) + i % 32];

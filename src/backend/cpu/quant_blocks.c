@@ -453,14 +453,6 @@ static void enc_q2_k(const float *x, uint8_t *b) {
 
 /* --------------------------------------------------- Q3_K {hmask[32], qs[64], scales[12], d} */
 
-/* 6-bit scale j (0..15) of a Q3_K block, minus 32: low 4 bits in
- * scales[j % 8] (low nibble for j < 8, high for j >= 8), high 2 bits in
- * scales[8 + j % 4] at bit 2*(j / 4). */
-static int q3_k_scale(const uint8_t *s, int j) {
-  const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
-  return (lo | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
-}
-
 static void dec_q3_k(const uint8_t *b, float *y) {
   const float d_all = get_f16(b + 108);
   const uint8_t *hm = b, *q = b + 32, *scales = b + 96;
@@ -469,7 +461,7 @@ static void dec_q3_k(const uint8_t *b, float *y) {
   for (int n = 0; n < QK_K; n += 128) {
     for (int shift = 0; shift < 8; shift += 2) {
       for (int half = 0; half < 2; half++) {
-        const float dl = d_all * q3_k_scale(scales, is++);
+        const float dl = d_all * quant_q3_k_scale(scales, is++);
         for (int l = 16 * half; l < 16 * half + 16; ++l)
           *y++ = dl * (((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
       }
@@ -507,7 +499,7 @@ static void enc_q3_k(const float *x, uint8_t *b) {
     put_f16(b + 108, 0.f);
   }
   for (int j = 0; j < QK_K / 16; ++j) {
-    float d = get_f16(b + 108) * q3_k_scale(sc, j);
+    float d = get_f16(b + 108) * quant_q3_k_scale(sc, j);
     if (!d) continue;
     for (int ii = 0; ii < 16; ++ii)
       L[16 * j + ii] = (int8_t)(imax(-4, imin(3, nearest_int(x[16 * j + ii] / d))) + 4);
@@ -523,18 +515,6 @@ static void enc_q3_k(const float *x, uint8_t *b) {
 }
 
 /* ---------------------------------------------------------------- Q4_K / Q5_K scales */
-
-/* get_scale_min_k4: 6-bit scale and min of sub-block j (0..7) from the
- * 12 packed scale bytes. */
-static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (uint8_t)((q[j + 4] & 0xF) | (q[j - 4] >> 6) << 4);
-    *m = (uint8_t)((q[j + 4] >> 4) | (q[j - 0] >> 6) << 4);
-  }
-}
 
 /* The common part of quantize_row_q4_K_ref / q5_K_ref: 8 sub-blocks of 32
  * with levels 0..nmax; writes d, dmin, scales[12] at b and the levels to L. */
@@ -572,7 +552,7 @@ static void enc_k_scale_min(const float *x, uint8_t *b, int nmax, float rmin, in
   put_f16(b + 2, max_min / 63.f);
   for (int j = 0; j < QK_K / 32; ++j) {
     uint8_t s, m;
-    get_scale_min_k4(j, scales, &s, &m);
+    quant_k4_scale_min(scales, j, &s, &m);
     const float d = get_f16(b) * s;
     if (!d) continue;
     const float dm = get_f16(b + 2) * m;
@@ -588,9 +568,9 @@ static void dec_q4_k(const uint8_t *b, float *y) {
   const uint8_t *q = b + 16;
   for (int is = 0; is < QK_K / 32; is += 2) {
     uint8_t sc, m;
-    get_scale_min_k4(is, b + 4, &sc, &m);
+    quant_k4_scale_min(b + 4, is, &sc, &m);
     const float d1 = d * sc, m1 = min * m;
-    get_scale_min_k4(is + 1, b + 4, &sc, &m);
+    quant_k4_scale_min(b + 4, is + 1, &sc, &m);
     const float d2 = d * sc, m2 = min * m;
     for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
     for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
@@ -615,9 +595,9 @@ static void dec_q5_k(const uint8_t *b, float *y) {
   uint8_t u1 = 1, u2 = 2;
   for (int is = 0; is < QK_K / 32; is += 2) {
     uint8_t sc, m;
-    get_scale_min_k4(is, b + 4, &sc, &m);
+    quant_k4_scale_min(b + 4, is, &sc, &m);
     const float d1 = d * sc, m1 = min * m;
-    get_scale_min_k4(is + 1, b + 4, &sc, &m);
+    quant_k4_scale_min(b + 4, is + 1, &sc, &m);
     const float d2 = d * sc, m2 = min * m;
     for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
     for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;

@@ -24,4 +24,28 @@ int quant_dequantize_row(rlx_dtype t, const void *blocks, float *dst, int64_t n)
  * Finite inputs give ggml's bytes; non-finite ones give some blocks, never UB. */
 int quant_quantize_row(rlx_dtype t, const float *src, void *blocks, int64_t n);
 
+/* The packed sub-block scales of the K-quants, shared by the codecs here
+ * and the portable dot products (qdot_scalar.c). */
+
+/* Q4_K / Q5_K (ggml's get_scale_min_k4): 6-bit scale and min of sub-block
+ * j (0..7) from the 12 scale bytes q: j < 4 in the low 6 bits of q[j] and
+ * q[j + 4]; j >= 4 as nibbles of q[j + 4] plus the top 2 bits of q[j - 4]
+ * and q[j]. */
+static inline void quant_k4_scale_min(const uint8_t *q, int j, uint8_t *d, uint8_t *m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (uint8_t)((q[j + 4] & 0xF) | (q[j - 4] >> 6) << 4);
+    *m = (uint8_t)((q[j + 4] >> 4) | (q[j] >> 6) << 4);
+  }
+}
+
+/* Q3_K: 6-bit scale j (0..15) minus 32: low 4 bits in s[j % 8] (low nibble
+ * for j < 8, high for j >= 8), high 2 bits in s[8 + j % 4] at bit 2 (j / 4). */
+static inline int quant_q3_k_scale(const uint8_t *s, int j) {
+  const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+  return (lo | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+}
+
 #endif /* RLX_QUANT_BLOCKS_H */

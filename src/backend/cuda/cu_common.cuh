@@ -152,6 +152,82 @@ __device__ __forceinline__ double cu_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float cu_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double cu_tanh(double x) { return tanh(x); }
 
+/* Typed float elements for the kernels that compute F16/BF16/F32 in F32
+ * (F64 in F64): acc is the compute type, ld widens, st rounds once to
+ * nearest even, round is st then ld (the value a store would keep). */
+template <typename E> struct cu_fl;
+template <> struct cu_fl<float> {
+  typedef float acc;
+  static __device__ __forceinline__ float ld(const float *p) { return *p; }
+  static __device__ __forceinline__ void st(float *p, float v) { *p = v; }
+  static __device__ __forceinline__ float round(float v) { return v; }
+};
+template <> struct cu_fl<double> {
+  typedef double acc;
+  static __device__ __forceinline__ double ld(const double *p) { return *p; }
+  static __device__ __forceinline__ void st(double *p, double v) { *p = v; }
+  static __device__ __forceinline__ double round(double v) { return v; }
+};
+template <> struct cu_fl<__half> {
+  typedef float acc;
+  static __device__ __forceinline__ float ld(const __half *p) { return __half2float(*p); }
+  static __device__ __forceinline__ void st(__half *p, float v) { *p = __float2half_rn(v); }
+  static __device__ __forceinline__ float round(float v) { return __half2float(__float2half_rn(v)); }
+};
+template <> struct cu_fl<__nv_bfloat16> {
+  typedef float acc;
+  static __device__ __forceinline__ float ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+  static __device__ __forceinline__ void st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+  static __device__ __forceinline__ float round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+};
+
+/* Activations with the CPU backend's formulas (k_elementwise.c), shared by
+ * the elementwise interpreter and the product epilogues. */
+template <typename T> __device__ __forceinline__ T cu_sigmoid(T x) {
+  if (x >= (T)0) return (T)1 / ((T)1 + cu_exp(-x));
+  T e = cu_exp(x);
+  return e / ((T)1 + e);
+}
+
+__device__ __forceinline__ float cu_erf(float x) { return erff(x); }
+__device__ __forceinline__ double cu_erf(double x) { return erf(x); }
+__device__ __forceinline__ float cu_log1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double cu_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ float cu_rint(float x) { return rintf(x); }
+__device__ __forceinline__ double cu_rint(double x) { return rint(x); }
+__device__ __forceinline__ float cu_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double cu_sin(double x) { return sin(x); }
+__device__ __forceinline__ float cu_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double cu_cos(double x) { return cos(x); }
+
+template <typename T> __device__ T cu_act(int act, T x, T alpha) {
+  const T SQRT1_2 = (T)0.70710678118654752440, SQRT_2_OVER_PI = (T)0.79788456080286535588;
+  switch (act) {
+  case RLX_ACT_GELU: return (T)0.5 * x * ((T)1 + cu_erf(x * SQRT1_2));
+  case RLX_ACT_GELU_TANH: return (T)0.5 * x * ((T)1 + cu_tanh(SQRT_2_OVER_PI * (x + (T)0.044715 * x * x * x)));
+  case RLX_ACT_SILU: return x * cu_sigmoid(x);
+  case RLX_ACT_RELU: return x < (T)0 ? (T)0 : x;
+  case RLX_ACT_LEAKY_RELU: return x < (T)0 ? alpha * x : x;
+  case RLX_ACT_SIGMOID: return cu_sigmoid(x);
+  case RLX_ACT_TANH: return cu_tanh(x);
+  case RLX_ACT_EXP: return cu_exp(x);
+  case RLX_ACT_LOG: return cu_log(x);
+  case RLX_ACT_SQRT: return cu_sqrt(x);
+  case RLX_ACT_RSQRT: return (T)1 / cu_sqrt(x);
+  case RLX_ACT_NEG: return -x;
+  case RLX_ACT_ABS: return x < (T)0 ? -x : x == (T)0 ? (T)0 : x;
+  case RLX_ACT_SIN: return cu_sin(x);
+  case RLX_ACT_COS: return cu_cos(x);
+  case RLX_ACT_ERF: return cu_erf(x);
+  case RLX_ACT_SOFTPLUS: return x > (T)0 ? x + cu_log1p(cu_exp(-x)) : cu_log1p(cu_exp(x));
+  case RLX_ACT_ROUND: return cu_rint(x);
+  case RLX_ACT_SIGN: return x > (T)0 ? (T)1 : x < (T)0 ? (T)-1 : x;
+  case RLX_ACT_RECIPROCAL: return (T)1 / x;
+  case RLX_ACT_SQUARE: return x * x;
+  default: return x;
+  }
+}
+
 template <typename T> __device__ __forceinline__ T cu_warp_sum(T v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -193,14 +193,28 @@ typedef struct {
   /* element strides of q/out and of k/v: batch, head, sequence (D is contiguous) */
   int64_t q_sb, q_sh, q_ss, kv_sb, kv_sh, kv_ss;
   double scale, softcap;
+  /* the split-key decode kernel (set by cu_attention_plan): keys split
+   * over `splits` blocks of keys_per_split per kv head, F32 partial states
+   * in part, merged by the last block of a head to arrive (count, one per
+   * (batch, kv head), left zeroed) */
+  int splits;
+  int64_t keys_per_split;
+  float *part;
+  unsigned *count;
 } cu_attn_args;
-/* Picks the tensor-core flash kernel (F16/BF16, head_dim a multiple of 16
- * up to 128) or the exact general one (any dtype, any head_dim). */
+/* Decides whether the split-key decode kernel takes a (few query rows per
+ * kv head: decode, short chunks) and how much scratch it needs: part_floats
+ * floats and counters zeroed unsigned ints, which the caller provides in
+ * part and count (0 and 0 when another kernel runs). */
+void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *counters);
+/* Runs the kernel cu_attention_plan chose, else the tensor-core flash
+ * kernel (F16/BF16, head_dim a multiple of 16 up to 128), else the exact
+ * general one (any dtype, any head_dim). */
 int cu_attention_launch(const cu_attn_args *a, cudaStream_t st);
 
 /* ---------------------------------------------------------------- quantized weights */
 
-/* 1 for the block dtypes the kernels decode (Q4_0, Q8_0, Q4_K, Q6_K). */
+/* 1 for the block dtypes the kernels decode (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K). */
 int cu_quant_supported(int scheme);
 /* x [M, K] (x_dtype) @ dequant(w [N, K])^T -> out [M, N] (x_dtype), reading
  * the packed blocks directly, for small M (decode): one pass over w. */
@@ -210,6 +224,30 @@ int cu_qmm_launch(const void *x, int x_dtype, const void *w, int scheme, void *o
 /* w [rows, K] packed -> dst [rows, K] in dst_dtype (a float dtype). */
 int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
                       cudaStream_t st);
+
+/* ---------------------------------------------------------------- products with few rows (k_gemv.cu) */
+
+/* out[M, N] = act(x[M, K] @ w + bias) for M <= CU_GEMV_MAX_M (decode),
+ * w [K, N] or, with w_trans, [N, K]; x, w, bias (NULL: none), out all of
+ * dtype (F32/F16/BF16), F32 accumulation, one rounding. cu_gemv_plan picks
+ * the split along K and says how much scratch the launch needs: part_floats
+ * F32 partial sums and counters zeroed unsigned ints (the launch leaves
+ * them zeroed again); the caller sets part and count. */
+#define CU_GEMV_MAX_M 8
+typedef struct {
+  const void *x, *w, *bias;
+  void *out;
+  int dtype, act, w_trans;
+  float alpha;               /* leaky_relu */
+  int64_t M, N, K;
+  int ksplit;
+  int64_t kchunk;            /* rows of w per K block */
+  float *part;               /* [ksplit, M, N] */
+  unsigned *count;           /* [column tiles] */
+} cu_gemv_args;
+int cu_gemv_supported(int dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x, const void *w);
+void cu_gemv_plan(cu_gemv_args *a, size_t *part_floats, size_t *counters);
+int cu_gemv_launch(const cu_gemv_args *a, cudaStream_t st);
 
 /* ---------------------------------------------------------------- GEMM (cuda_matmul.c, cuBLASLt) */
 

@@ -168,12 +168,13 @@ static int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, ch
 /* ---------------------------------------------------------------- plan */
 
 enum { ST_EW, ST_SWIGLU, ST_COPY, ST_FILL, ST_MEMCPY, ST_MEMSET, ST_GATHER, ST_IOTA, ST_ONE_HOT, ST_TRI, ST_REDUCE,
-       ST_SOFTMAX, ST_NORM, ST_ROPE, ST_ATTN, ST_GEMM, ST_QMM, ST_DEQUANT };
+       ST_SOFTMAX, ST_NORM, ST_ROPE, ST_ATTN, ST_GEMM, ST_GEMV, ST_QMM, ST_DEQUANT };
 
 typedef struct {
   int kind, node;
   int folded;                  /* parameter-only: runs after param uploads, not in the replay */
   void *args;                  /* heap argument block of the launcher (cu_*_args, cuda_gemm) */
+  void *dev_scratch;           /* device scratch of a split kernel (partial sums, arrival counters) */
   /* the scalar launchers' arguments */
   const void *src, *aux;
   void *dst;
@@ -202,6 +203,7 @@ typedef struct {
   size_t scratch_bytes;
   cu_error *err_dev, *err_host;
   int has_err, folded_ready, use_graph, tf32, attn_exact;
+  int no_gemv;                 /* RLX_CUDA_GEMV=0: cuBLASLt for every product (the speed baseline) */
   cudaGraphExec_t exec;
   /* RLX_CUDA_PROFILE=1 */
   int profile, profiled_runs;
@@ -241,6 +243,21 @@ static void *new_args(cuda_step *s, size_t bytes) {
 
 static rlx_status nomem(const ir_node *n) {
   return rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory lowering %s (node %d)", ir_ops[n->op].name, n->id);
+}
+
+static rlx_status alloc_dev(void **p, size_t bytes, const char *what);
+
+/* Scratch of a split kernel, owned by step s: `floats` F32 partials and
+ * `counters` arrival counters, zeroed (the kernels leave them zeroed). */
+static rlx_status step_scratch(cuda_step *s, size_t floats, size_t counters, float **part, unsigned **count) {
+  const size_t part_bytes = (floats * sizeof(float) + 255) / 256 * 256, bytes = part_bytes + counters * sizeof(unsigned);
+  rlx_status st = alloc_dev(&s->dev_scratch, bytes, "split-kernel partial sums");
+  if (st) return st;
+  cudaError_t e = cudaMemset(s->dev_scratch, 0, bytes);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaMemset");
+  *part = floats ? (float *)s->dev_scratch : NULL;
+  *count = (unsigned *)((uint8_t *)s->dev_scratch + part_bytes);
+  return RLX_OK;
 }
 
 /* ---------------------------------------------------------------- index helpers */
@@ -873,7 +890,9 @@ static rlx_status lower_attention(cuda_plan *pl, const ir_node *n) {
     bcast_strides(&ir_in(g, n, 3)->shape, 4, full, a->mask_stride);
     a->mask = (const float *)in_ptr(pl, n, 3);
   }
-  return RLX_OK;
+  size_t part = 0, counters = 0;
+  cu_attention_plan(a, &part, &counters);
+  return counters ? step_scratch(s, part, counters, &a->part, &a->count) : RLX_OK;
 }
 
 /* ---------------------------------------------------------------- matrix products */
@@ -882,6 +901,23 @@ static rlx_status lower_attention(cuda_plan *pl, const ir_node *n) {
 static int is_weight_transpose(const rlx_graph *g, rlx_node id) {
   const ir_node *t = &g->nodes[id];
   return t->op == RLX_OP_Transpose && t->out[0].shape.rank == 2 && t->a.perm.v[0] == 1 && t->a.perm.v[1] == 0;
+}
+
+/* A product of few rows (decode) through the GEMV kernels, where they take
+ * it: 1 (emitted), 0 (not taken: the caller uses cuBLASLt), or an error. */
+static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, double alpha, rlx_status *st) {
+  *st = RLX_OK;
+  if (d->batch != 1 || d->pa || !cu_gemv_supported(d->dtype, d->M, d->N, d->K, d->b_trans, d->a, d->b)) return 0;
+  cuda_step *s = new_step(pl, ST_GEMV, n);
+  cu_gemv_args *a = s ? new_args(s, sizeof *a) : NULL;
+  if (!a) return (*st = nomem(n)), 1;
+  a->x = d->a, a->w = d->b, a->bias = d->bias, a->out = d->c;
+  a->dtype = d->dtype, a->act = d->act, a->alpha = (float)alpha, a->w_trans = d->b_trans;
+  a->M = d->M, a->N = d->N, a->K = d->K;
+  size_t part = 0, counters = 0;
+  cu_gemv_plan(a, &part, &counters);
+  if (counters) *st = step_scratch(s, part, counters, &a->part, &a->count);
+  return 1;
 }
 
 static rlx_status emit_gemm(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, int *fused) {
@@ -928,6 +964,8 @@ static rlx_status lower_matmul(cuda_plan *pl, const ir_node *n) {
   int fused;
   if (b_br == 0) { /* one weight for every row of a: a single product over all rows */
     d.M = M * batch, d.batch = 1;
+    rlx_status st;
+    if (!pl->no_gemv && emit_gemv(pl, n, &d, 0.0, &st)) return st;
     return emit_gemm(pl, n, &d, &fused);
   }
   /* batch offsets (in matrices) of a and b per output matrix, as the CPU computes them */
@@ -1003,7 +1041,9 @@ static rlx_status lower_fused_matmul(cuda_plan *pl, const ir_node *n) {
   d.a = in_ptr(pl, n, 0), d.c = out_ptr(pl, n), d.bias = in_ptr(pl, n, 2), d.act = (int)n->a.act;
   d.b = matmul_b(pl, n, 1, &d.b_trans);
   int fused;
-  rlx_status st = emit_gemm(pl, n, &d, &fused);
+  rlx_status st;
+  if (!pl->no_gemv && emit_gemv(pl, n, &d, n->a.alpha, &st)) return st;
+  st = emit_gemm(pl, n, &d, &fused);
   if (st || fused == CUDA_FUSED_ALL) return st;
   return emit_bias_act(pl, n, (int)n->a.act, n->a.alpha, 1, fused == CUDA_FUSED_NONE ? d.bias : NULL);
 }
@@ -1117,6 +1157,7 @@ static rlx_status launch(cuda_plan *pl, const cuda_step *s) {
   case ST_ROPE: e = cu_rope_launch(s->args, st); break;
   case ST_ATTN: e = cu_attention_launch(s->args, st); break;
   case ST_GEMM: return cuda_gemm_run(s->args, st);
+  case ST_GEMV: e = cu_gemv_launch(s->args, st); break;
   case ST_QMM: e = cu_qmm_launch(s->src, s->dtype, s->aux, s->dtype2, s->dst, s->n0, s->n1, s->n2, st); break;
   case ST_DEQUANT: e = cu_dequant_launch(s->src, s->dtype, s->dst, s->dtype2, s->n0, s->n1, st); break;
   default: e = cudaErrorInvalidValue; break;
@@ -1235,6 +1276,7 @@ static void cuda_free(void *p) {
   for (int i = 0; i < pl->n_steps; i++) {
     if (pl->steps[i].kind == ST_GEMM) cuda_gemm_free(pl->steps[i].args);
     else free(pl->steps[i].args);
+    if (pl->steps[i].dev_scratch) cudaFree(pl->steps[i].dev_scratch);
   }
   free(pl->steps);
   if (pl->g) {
@@ -1318,6 +1360,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->use_graph = !env_is("RLX_CUDA_GRAPH", "0");
   pl->tf32 = env_is("RLX_CUDA_TF32", "1");
   pl->attn_exact = env_is("RLX_CUDA_ATTN_EXACT", "1");
+  pl->no_gemv = env_is("RLX_CUDA_GEMV", "0");
   pl->profile = env_is("RLX_CUDA_PROFILE", "1");
   if (pl->profile) pl->use_graph = 0;
   const size_t n_nodes = (size_t)g->n_nodes + 1;

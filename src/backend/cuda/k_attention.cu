@@ -4,7 +4,9 @@
  * mask with broadcasting), grouped-query heads, [B,S,H,D] / [B,H,S,D] /
  * [B,S,H*D] through strides, score scale and logit softcap.
  *
- * Two kernels compute the same function:
+ * Three kernels compute the same function:
+ *  - flash_decode: few query rows per kv head (decode), keys split over
+ *    blocks (below);
  *  - flash_tc: F16/BF16 with head_dim a multiple of 16 up to 128, on the
  *    tensor cores (mma.sync m16n8k16, F32 accumulation): a block of 4 warps
  *    takes 64 query rows of one (batch, head); each warp keeps its 16 rows
@@ -335,13 +337,195 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
   return cudaGetLastError();
 }
 
+/* ---------------------------------------------------------------- split-key decode kernel */
+
+#define DEC_MAX_ROWS 16   /* query rows per kv head: (H / Hkv) * S */
+#define DEC_MAX_KEYS 128  /* keys per split */
+#define DEC_THREADS 128
+#define DEC_WARPS (DEC_THREADS / 32)
+
+/* Flash-decoding: with one query row per head (decode) a kernel that tiles
+ * queries has one useful row per tile and one block per head walking all
+ * keys. Here block (split, b*Hkv + hk) takes keys_per_split keys of one kv
+ * head against all the R = (H / Hkv) * S query rows that read it (K and V
+ * read once per kv head): a warp scores one key for all R rows at a time
+ * (lanes split the head dim, coalesced), the block then forms the split's
+ * softmax state (max m, sum l, o = sum p v) per row, and the last block of
+ * the head merges the splits' states in split order. F32 throughout. */
+template <typename E> __global__ void __launch_bounds__(DEC_THREADS) flash_decode(const __grid_constant__ cu_attn_args a) {
+  extern __shared__ float dec_smem[];
+  const int R = (int)((a.H / a.Hkv) * a.S), D = (int)a.D;
+  float *qs = dec_smem;                             /* [R][D] */
+  float *ps = qs + R * D;                           /* [R][DEC_MAX_KEYS] scores, then p */
+  float *ms = ps + R * DEC_MAX_KEYS, *ls = ms + R;  /* [R] each */
+  int *nan_row = (int *)(ls + R);                   /* [R] */
+  __shared__ int last;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int64_t bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv, G = a.H / a.Hkv;
+  const int64_t j0 = (int64_t)blockIdx.x * a.keys_per_split;
+  const int n = (int)(a.T - j0 < a.keys_per_split ? a.T - j0 : a.keys_per_split);
+  const E *q = (const E *)a.q, *k = (const E *)a.k, *v = (const E *)a.v;
+  const int64_t kbase = b * a.kv_sb + hk * a.kv_sh;
+  /* row r: head hk*G + r / S, query i = r % S */
+  for (int e = t; e < R * D; e += DEC_THREADS) {
+    const int r = e / D, d = e % D;
+    const int64_t h = hk * G + r / a.S, i = r % a.S;
+    qs[e] = cu_fl<E>::ld(q + b * a.q_sb + h * a.q_sh + i * a.q_ss + d);
+  }
+  for (int r = t; r < R; r += DEC_THREADS) nan_row[r] = 0;
+  __syncthreads();
+  /* scores: warp per key */
+  for (int jj = warp; jj < n; jj += DEC_WARPS) {
+    const int64_t j = j0 + jj;
+    bool any = false;
+    for (int64_t i = 0; i < a.S; i++) any |= key_visible(a, i, j);
+    if (!any) {
+      for (int r = lane; r < R; r += 32) ps[r * DEC_MAX_KEYS + jj] = -INFINITY;
+      continue;
+    }
+    float dot[DEC_MAX_ROWS];
+#pragma unroll
+    for (int r = 0; r < DEC_MAX_ROWS; r++) dot[r] = 0.f;
+    const E *kr = k + kbase + j * a.kv_ss;
+    for (int d = lane; d < D; d += 32) {
+      const float kv = cu_fl<E>::ld(kr + d);
+#pragma unroll
+      for (int r = 0; r < DEC_MAX_ROWS; r++)
+        if (r < R) dot[r] = fmaf(qs[r * D + d], kv, dot[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < DEC_MAX_ROWS; r++) {
+      if (r >= R) break;
+      const float s = cu_warp_sum(dot[r]);
+      if (lane == 0) {
+        const int64_t h = hk * G + r / a.S, i = r % a.S;
+        float x = -INFINITY;
+        if (key_visible(a, i, j)) {
+          x = finish_score<float>(a, s, b, h, i, j);
+          if (x != x) nan_row[r] = 1, x = -INFINITY;
+        }
+        ps[r * DEC_MAX_KEYS + jj] = x;
+      }
+    }
+  }
+  __syncthreads();
+  /* the split's state per row: warp per row */
+  for (int r = warp; r < R; r += DEC_WARPS) {
+    float mx = -INFINITY;
+    for (int jj = lane; jj < n; jj += 32) mx = fmaxf(mx, ps[r * DEC_MAX_KEYS + jj]);
+    mx = cu_warp_max(mx);
+    float l = 0.f;
+    for (int jj = lane; jj < n; jj += 32) {
+      const float p = mx == -INFINITY ? 0.f : expf(ps[r * DEC_MAX_KEYS + jj] - mx);
+      ps[r * DEC_MAX_KEYS + jj] = p;
+      l += p;
+    }
+    l = cu_warp_sum(l);
+    if (lane == 0) ms[r] = mx, ls[r] = l;
+  }
+  __syncthreads();
+  /* o = sum_j p_j v_j: thread per head-dim element, all rows at once (V read once) */
+  float *po = a.splits > 1 ? a.part + ((size_t)bh * a.splits + blockIdx.x) * (size_t)R * (D + 3) : NULL;
+  for (int d = t; d < D; d += DEC_THREADS) {
+    float o[DEC_MAX_ROWS];
+#pragma unroll
+    for (int r = 0; r < DEC_MAX_ROWS; r++) o[r] = 0.f;
+    for (int jj = 0; jj < n; jj++) {
+      const float vv = cu_fl<E>::ld(v + kbase + (j0 + jj) * a.kv_ss + d);
+#pragma unroll
+      for (int r = 0; r < DEC_MAX_ROWS; r++) {
+        const float p = r < R ? ps[r * DEC_MAX_KEYS + jj] : 0.f;
+        if (p != 0.f) o[r] = fmaf(p, vv, o[r]); /* a masked key's V is never read into a sum */
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < DEC_MAX_ROWS; r++) {
+      if (r >= R) break;
+      if (a.splits == 1) {
+        const int64_t h = hk * G + r / a.S, i = r % a.S;
+        const float y = nan_row[r] ? NAN : ls[r] > 0.f ? o[r] / ls[r] : 0.f;
+        cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+      } else {
+        po[r * (D + 3) + d] = o[r];
+      }
+    }
+  }
+  if (a.splits == 1) return;
+  for (int r = t; r < R; r += DEC_THREADS) {
+    po[r * (D + 3) + D] = ms[r];
+    po[r * (D + 3) + D + 1] = ls[r];
+    po[r * (D + 3) + D + 2] = (float)nan_row[r];
+  }
+  __threadfence();
+  __syncthreads();
+  if (t == 0) last = atomicAdd(&a.count[bh], 1u) == (unsigned)a.splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float *pb = a.part + (size_t)bh * a.splits * (size_t)R * (D + 3);
+  const size_t stride = (size_t)R * (D + 3);
+  for (int e = t; e < R * D; e += DEC_THREADS) {
+    const int r = e / D, d = e % D;
+    float M = -INFINITY;
+    int any_nan = 0;
+    for (int s = 0; s < a.splits; s++) {
+      const float *ps_ = pb + s * stride + r * (D + 3);
+      M = fmaxf(M, __ldcg(ps_ + D));
+      any_nan |= __ldcg(ps_ + D + 2) != 0.f;
+    }
+    float L = 0.f, acc = 0.f;
+    if (M != -INFINITY)
+      for (int s = 0; s < a.splits; s++) {
+        const float *ps_ = pb + s * stride + r * (D + 3);
+        const float m = __ldcg(ps_ + D);
+        if (m == -INFINITY) continue;
+        const float w = expf(m - M);
+        L += w * __ldcg(ps_ + D + 1);
+        acc += w * __ldcg(ps_ + d);
+      }
+    const int64_t h = hk * G + r / a.S, i = r % a.S;
+    const float y = any_nan ? NAN : L > 0.f ? acc / L : 0.f;
+    cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+  }
+  if (t == 0) a.count[bh] = 0; /* ready for the next run */
+}
+
+static size_t dec_smem_bytes(const cu_attn_args *a) {
+  const int64_t R = (a->H / a->Hkv) * a->S;
+  return (size_t)(R * a->D + R * DEC_MAX_KEYS + 3 * R) * sizeof(float);
+}
+
+extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *counters) {
+  *part_floats = *counters = 0;
+  a->splits = 0, a->keys_per_split = 0;
+  const int64_t R = a->Hkv > 0 ? (a->H / a->Hkv) * a->S : 0;
+  if ((a->dtype != RLX_F32 && a->dtype != RLX_F16 && a->dtype != RLX_BF16) || a->force_exact || R < 1 ||
+      R > DEC_MAX_ROWS || a->D > 256 || a->T < 1 || a->B * a->Hkv >= 65536 || dec_smem_bytes(a) > 48 * 1024)
+    return;
+  /* about two blocks per multiprocessor of the H200 (132), 32 to 128 keys each */
+  const int64_t heads = a->B * a->Hkv, want = (264 + heads - 1) / heads;
+  int64_t kps = (a->T + want - 1) / want;
+  kps = (kps + 31) / 32 * 32;
+  kps = kps < 32 ? 32 : kps > DEC_MAX_KEYS ? DEC_MAX_KEYS : kps;
+  const int64_t splits = (a->T + kps - 1) / kps;
+  if (splits > 0x7fffffff) return;
+  a->keys_per_split = kps, a->splits = (int)splits;
+  *part_floats = (size_t)(heads * splits * R * (a->D + 3));
+  *counters = (size_t)heads;
+}
+
 static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
   if (a->B * a->H * a->S <= 0 || a->D <= 0) return cudaSuccess;
-  /* F16/BF16 decode too: on the H200 the key-split exact kernel (a lane
-   * per key, scalar loads) took 131 us per attention of a SmolLM2 decode
-   * step where this one takes 68 (BENCHMARKS.md) */
+  if (a->splits > 0) {
+    dim3 grid((unsigned)a->splits, (unsigned)(a->B * a->Hkv));
+    const size_t smem = dec_smem_bytes(a);
+    if (a->dtype == RLX_F16) flash_decode<__half><<<grid, DEC_THREADS, smem, st>>>(*a);
+    else if (a->dtype == RLX_BF16) flash_decode<__nv_bfloat16><<<grid, DEC_THREADS, smem, st>>>(*a);
+    else flash_decode<float><<<grid, DEC_THREADS, smem, st>>>(*a);
+    return cudaGetLastError();
+  }
   const int tc = (a->dtype == RLX_F16 || a->dtype == RLX_BF16) && a->D % 16 == 0 && a->D <= 128 &&
                  aligned16(a->q) && aligned16(a->k) && aligned16(a->v) && aligned16(a->out) &&
                  a->q_ss % 8 == 0 && a->kv_ss % 8 == 0 && a->q_sb % 8 == 0 && a->q_sh % 8 == 0 &&

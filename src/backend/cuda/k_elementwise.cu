@@ -25,56 +25,12 @@
 
 /* ---------------------------------------------------------------- scalar math */
 
-template <typename T> __device__ __forceinline__ T ew_sigmoid(T x) {
-  if (x >= (T)0) return (T)1 / ((T)1 + cu_exp(-x));
-  T e = cu_exp(x);
-  return e / ((T)1 + e);
-}
-
-__device__ __forceinline__ float ew_erf(float x) { return erff(x); }
-__device__ __forceinline__ double ew_erf(double x) { return erf(x); }
-__device__ __forceinline__ float ew_log1p(float x) { return log1pf(x); }
-__device__ __forceinline__ double ew_log1p(double x) { return log1p(x); }
-__device__ __forceinline__ float ew_rint(float x) { return rintf(x); }
-__device__ __forceinline__ double ew_rint(double x) { return rint(x); }
-__device__ __forceinline__ float ew_sin(float x) { return sinf(x); }
-__device__ __forceinline__ double ew_sin(double x) { return sin(x); }
-__device__ __forceinline__ float ew_cos(float x) { return cosf(x); }
-__device__ __forceinline__ double ew_cos(double x) { return cos(x); }
 __device__ __forceinline__ float ew_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double ew_pow(double a, double b) { return pow(a, b); }
 __device__ __forceinline__ float ew_fmod(float a, float b) { return fmodf(a, b); }
 __device__ __forceinline__ double ew_fmod(double a, double b) { return fmod(a, b); }
 __device__ __forceinline__ float ew_copysign(float a, float b) { return copysignf(a, b); }
 __device__ __forceinline__ double ew_copysign(double a, double b) { return copysign(a, b); }
-
-template <typename T> __device__ T ew_act(int act, T x, T alpha) {
-  const T SQRT1_2 = (T)0.70710678118654752440, SQRT_2_OVER_PI = (T)0.79788456080286535588;
-  switch (act) {
-  case RLX_ACT_GELU: return (T)0.5 * x * ((T)1 + ew_erf(x * SQRT1_2));
-  case RLX_ACT_GELU_TANH: return (T)0.5 * x * ((T)1 + cu_tanh(SQRT_2_OVER_PI * (x + (T)0.044715 * x * x * x)));
-  case RLX_ACT_SILU: return x * ew_sigmoid(x);
-  case RLX_ACT_RELU: return x < (T)0 ? (T)0 : x;
-  case RLX_ACT_LEAKY_RELU: return x < (T)0 ? alpha * x : x;
-  case RLX_ACT_SIGMOID: return ew_sigmoid(x);
-  case RLX_ACT_TANH: return cu_tanh(x);
-  case RLX_ACT_EXP: return cu_exp(x);
-  case RLX_ACT_LOG: return cu_log(x);
-  case RLX_ACT_SQRT: return cu_sqrt(x);
-  case RLX_ACT_RSQRT: return (T)1 / cu_sqrt(x);
-  case RLX_ACT_NEG: return -x;
-  case RLX_ACT_ABS: return x < (T)0 ? -x : x == (T)0 ? (T)0 : x;
-  case RLX_ACT_SIN: return ew_sin(x);
-  case RLX_ACT_COS: return ew_cos(x);
-  case RLX_ACT_ERF: return ew_erf(x);
-  case RLX_ACT_SOFTPLUS: return x > (T)0 ? x + ew_log1p(cu_exp(-x)) : ew_log1p(cu_exp(x));
-  case RLX_ACT_ROUND: return ew_rint(x);
-  case RLX_ACT_SIGN: return x > (T)0 ? (T)1 : x < (T)0 ? (T)-1 : x;
-  case RLX_ACT_RECIPROCAL: return (T)1 / x;
-  case RLX_ACT_SQUARE: return x * x;
-  default: return x;
-  }
-}
 
 __device__ __forceinline__ long long ew_act_i(int act, long long x) {
   unsigned long long u = (unsigned long long)x;
@@ -198,8 +154,8 @@ __device__ __forceinline__ long long eval_step(const cu_ew_step &s, long long x,
   switch (s.kind) {
   case CU_STEP_ACT:
     if (!cu_is_float(s.in_dtype)) return cu_wrap_i(ew_act_i(s.op, x), dt);
-    if (dt == RLX_F64) return of_f(ew_act<double>(s.op, as_f(x), s.f0));
-    return of_f(round_to_f32(dt, ew_act<float>(s.op, (float)as_f(x), (float)s.f0)));
+    if (dt == RLX_F64) return of_f(cu_act<double>(s.op, as_f(x), s.f0));
+    return of_f(round_to_f32(dt, cu_act<float>(s.op, (float)as_f(x), (float)s.f0)));
   case CU_STEP_BIN:
     if (!cu_is_float(s.in_dtype)) return cu_wrap_i(ew_bin_i(s.op, x, y), dt);
     if (dt == RLX_F64) return of_f(ew_bin<double>(s.op, as_f(x), as_f(y)));
@@ -273,27 +229,6 @@ __global__ void __launch_bounds__(CU_THREADS) ew_kernel(const __grid_constant__ 
  * rounded to E as the general path does, and each thread takes 4
  * consecutive elements (independent loads in flight). Same results as the
  * general kernel, at memory speed. */
-template <typename E> struct ew_float;
-template <> struct ew_float<float> {
-  static __device__ __forceinline__ float ld(const void *p, uint32_t i) { return ((const float *)p)[i]; }
-  static __device__ __forceinline__ void st(void *p, uint32_t i, float v) { ((float *)p)[i] = v; }
-  static __device__ __forceinline__ float round(float v) { return v; }
-};
-template <> struct ew_float<__half> {
-  static __device__ __forceinline__ float ld(const void *p, uint32_t i) { return __half2float(((const __half *)p)[i]); }
-  static __device__ __forceinline__ void st(void *p, uint32_t i, float v) { ((__half *)p)[i] = __float2half_rn(v); }
-  static __device__ __forceinline__ float round(float v) { return __half2float(__float2half_rn(v)); }
-};
-template <> struct ew_float<__nv_bfloat16> {
-  static __device__ __forceinline__ float ld(const void *p, uint32_t i) {
-    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-  }
-  static __device__ __forceinline__ void st(void *p, uint32_t i, float v) {
-    ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
-  }
-  static __device__ __forceinline__ float round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-};
-
 #define EW_FAST_PER_THREAD 4
 
 /* A linear chain: each step reads program inputs and at most the step
@@ -308,11 +243,11 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) ew_fast_kern
       for (int e = 0; e < EW_FAST_PER_THREAD; e++) {
         const uint32_t i = base + (uint32_t)e * lanes;
         if (i >= n) break;
-        const float x = s.a >= 0 ? ew_float<E>::ld(a.in[s.a], i) : acc[e];
+        const float x = s.a >= 0 ? cu_fl<E>::ld((const E *)a.in[s.a] + i) : acc[e];
         float r;
         switch (s.kind) {
-        case CU_STEP_ACT: r = ew_act<float>(s.op, x, (float)s.f0); break;
-        case CU_STEP_BIN: r = ew_bin<float>(s.op, x, s.b >= 0 ? ew_float<E>::ld(a.in[s.b], i) : acc[e]); break;
+        case CU_STEP_ACT: r = cu_act<float>(s.op, x, (float)s.f0); break;
+        case CU_STEP_BIN: r = ew_bin<float>(s.op, x, s.b >= 0 ? cu_fl<E>::ld((const E *)a.in[s.b] + i) : acc[e]); break;
         case CU_STEP_CLAMP: {
           const float lo = (float)s.f0, hi = (float)s.f1;
           const float y = x < lo ? lo : x;
@@ -321,13 +256,13 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) ew_fast_kern
         }
         default: r = (float)__longlong_as_double(s.i0); break; /* CU_STEP_CONST */
         }
-        acc[e] = ew_float<E>::round(r);
+        acc[e] = cu_fl<E>::round(r);
       }
     }
 #pragma unroll
     for (int e = 0; e < EW_FAST_PER_THREAD; e++) {
       const uint32_t i = base + (uint32_t)e * lanes;
-      if (i < n) ew_float<E>::st(a.out, i, acc[e]);
+      if (i < n) cu_fl<E>::st((E *)a.out + i, acc[e]);
     }
   }
 }
@@ -396,8 +331,8 @@ __global__ void __launch_bounds__(CU_THREADS) swiglu_kernel(const E *x, void *ou
   for (I t = (I)(blockIdx.x * blockDim.x + threadIdx.x); t < total; t += step) {
     const I r = t / n, j = t - r * n;
     const E *row = x + (int64_t)r * 2 * n;
-    const float g = ew_float<E>::ld(row, (uint32_t)j), u = ew_float<E>::ld(row + n, (uint32_t)j);
-    cu_st_f32(out, out_dtype, (int64_t)t, ew_act<float>(RLX_ACT_SILU, g, 0.f) * u);
+    const float g = cu_fl<E>::ld(row + j), u = cu_fl<E>::ld(row + n + j);
+    cu_st_f32(out, out_dtype, (int64_t)t, cu_act<float>(RLX_ACT_SILU, g, 0.f) * u);
   }
 }
 

@@ -1,14 +1,17 @@
 /* k_quant.cu — DequantMatMul and Dequantize over GGUF block dtypes (Q4_0,
- * Q8_0, Q4_K, Q6_K), reading the packed blocks directly.
+ * Q4_1, Q8_0, Q4_K, Q6_K), reading the packed blocks directly.
  *
  * The unit of work is a chunk of 32 consecutive weights: a whole block of
- * Q4_0 / Q8_0, one of the eight sub-blocks of a Q4_K / Q6_K super-block.
+ * Q4_0 / Q4_1 / Q8_0, one of the eight sub-blocks of a Q4_K / Q6_K
+ * super-block, decoded a quarter (8 weights) at a time.
  * Each decoder below is ggml's dequantize_row_* (quant_blocks.c) for one
  * chunk, with the same products in the same order.
  *
  * DequantMatMul for small M (decode, M <= CU_QMM_MAX_M): one warp per
- * output column n walks row n of w chunk by chunk, so every weight byte is
- * read once per call, and accumulates all M rows of x at once. Larger M is
+ * output column n walks row n of w, 8 chunks per step (four lanes a
+ * chunk, so the lanes' loads of a step fall into 8 consecutive blocks), so
+ * every weight byte is read once per call, and accumulates all M rows of
+ * x at once. Larger M is
  * lowered by the host to a dequantization into a scratch matrix followed
  * by a tensor-core GEMM. */
 #include "cu_common.cuh"
@@ -21,6 +24,7 @@ __device__ __forceinline__ float f16_at(const uint8_t *p) {
 __host__ __device__ __forceinline__ int64_t row_bytes(int scheme, int64_t K) {
   switch (scheme) {
   case RLX_Q4_0: return K / 32 * 18;
+  case RLX_Q4_1: return K / 32 * 20;
   case RLX_Q8_0: return K / 32 * 34;
   case RLX_Q4_K: return K / 256 * 144;
   case RLX_Q6_K: return K / 256 * 210;
@@ -28,22 +32,26 @@ __host__ __device__ __forceinline__ int64_t row_bytes(int scheme, int64_t K) {
   }
 }
 
-/* Chunk c (32 weights) of a row into y. */
-template <int SCHEME> __device__ __forceinline__ void chunk_decode(const uint8_t *row, int64_t c, float *y) {
-  if (SCHEME == RLX_Q4_0) {
-    const uint8_t *b = row + c * 18;
-    const float d = f16_at(b);
+/* Weights 8p .. 8p+7 (a quarter, p in 0..3) of chunk c (32 weights) of a
+ * row into y: four lanes decode a chunk together in the product below. */
+template <int SCHEME> __device__ __forceinline__ void chunk_decode8(const uint8_t *row, int64_t c, int p, float *y) {
+  const int l0 = 8 * p;
+  if (SCHEME == RLX_Q4_0 || SCHEME == RLX_Q4_1) {
+    const bool q41 = SCHEME == RLX_Q4_1;
+    const uint8_t *b = row + c * (q41 ? 20 : 18);
+    const float d = f16_at(b), m = q41 ? f16_at(b + 2) : 0.f;
+    const uint8_t *qs = b + (q41 ? 4 : 2) + (l0 & 15);
+    const int hi = l0 >= 16;
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
-      const int q = b[2 + j];
-      y[j] = ((q & 0x0F) - 8) * d;
-      y[j + 16] = ((q >> 4) - 8) * d;
+    for (int j = 0; j < 8; j++) {
+      const int q = hi ? qs[j] >> 4 : qs[j] & 0x0F;
+      y[j] = q41 ? (float)q * d + m : (float)(q - 8) * d;
     }
   } else if (SCHEME == RLX_Q8_0) {
     const uint8_t *b = row + c * 34;
     const float d = f16_at(b);
 #pragma unroll
-    for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)b[2 + j] * d;
+    for (int j = 0; j < 8; j++) y[j] = (float)(int8_t)b[2 + l0 + j] * d;
   } else if (SCHEME == RLX_Q4_K) {
     const uint8_t *b = row + (c / 8) * 144;
     const int j = (int)(c % 8);
@@ -58,99 +66,97 @@ template <int SCHEME> __device__ __forceinline__ void chunk_decode(const uint8_t
       m = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
     }
     const float d1 = d * s, m1 = dmin * m;
-    const uint8_t *q = b + 16 + 32 * (j / 2);
+    const uint8_t *q = b + 16 + 32 * (j / 2) + l0;
     const int hi = j % 2;
 #pragma unroll
-    for (int l = 0; l < 32; l++) y[l] = d1 * (hi ? q[l] >> 4 : q[l] & 0xF) - m1;
+    for (int l = 0; l < 8; l++) y[l] = d1 * (hi ? q[l] >> 4 : q[l] & 0xF) - m1;
   } else { /* Q6_K */
     const uint8_t *b = row + (c / 8) * 210;
     const int cc = (int)(c % 8), h = cc / 4, qq = cc % 4;
     const float d = f16_at(b + 208);
-    const uint8_t *ql = b + 64 * h + (qq % 2) * 32, *qh = b + 128 + 32 * h;
-    const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
+    const uint8_t *ql = b + 64 * h + (qq % 2) * 32 + l0, *qh = b + 128 + 32 * h + l0;
+    const float ds = d * (float)((const int8_t *)(b + 192 + 8 * h))[l0 / 16 + 2 * qq];
     const int shift = 2 * qq;
 #pragma unroll
-    for (int l = 0; l < 32; l++) {
+    for (int l = 0; l < 8; l++) {
       const int low = qq < 2 ? ql[l] & 0xF : ql[l] >> 4;
       const int q = (low | ((qh[l] >> shift) & 3) << 4) - 32;
-      y[l] = d * (float)sc[l / 16 + 2 * qq] * q;
+      y[l] = ds * q;
     }
   }
 }
 
-template <typename X> struct x_io;
-template <> struct x_io<float> {
-  typedef float acc;
-  static __device__ __forceinline__ float ld(const float *p) { return *p; }
-  static __device__ __forceinline__ void st(float *p, float v) { *p = v; }
-};
-template <> struct x_io<double> {
-  typedef double acc;
-  static __device__ __forceinline__ double ld(const double *p) { return *p; }
-  static __device__ __forceinline__ void st(double *p, double v) { *p = v; }
-};
-template <> struct x_io<__half> {
-  typedef float acc;
-  static __device__ __forceinline__ float ld(const __half *p) { return __half2float(*p); }
-  static __device__ __forceinline__ void st(__half *p, float v) { *p = __float2half_rn(v); }
-};
-template <> struct x_io<__nv_bfloat16> {
-  typedef float acc;
-  static __device__ __forceinline__ float ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
-  static __device__ __forceinline__ void st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
-};
+/* 8 consecutive x elements as A (16-byte loads where x is F16/BF16 and aligned). */
+template <typename X> __device__ __forceinline__ void load8(const X *p, typename cu_fl<X>::acc *v) {
+#pragma unroll
+  for (int j = 0; j < 8; j++) v[j] = cu_fl<X>::ld(p + j);
+}
 
 #define QMM_WARPS 8
 
-template <typename X, int SCHEME>
+/* One warp per output column n; each group of four lanes decodes one chunk
+ * of 32 weights (a lane a quarter), so a warp step covers 8 chunks = 256
+ * weights of row n, read once, against all M rows of x. M is a template
+ * bound (MM >= M) so the accumulators stay in registers. */
+template <typename X, int SCHEME, int MM>
 __global__ void __launch_bounds__(QMM_WARPS * 32) qmm_kernel(const X *x, const uint8_t *w, X *out, int M, int64_t N, int64_t K) {
-  typedef typename x_io<X>::acc A;
-  const int lane = threadIdx.x % 32;
+  typedef typename cu_fl<X>::acc A;
+  const int lane = threadIdx.x % 32, part = lane % 4;
   const int64_t n = (int64_t)blockIdx.x * QMM_WARPS + threadIdx.x / 32;
   if (n >= N) return;
   const uint8_t *row = w + n * row_bytes(SCHEME, K);
-  A acc[CU_QMM_MAX_M];
+  A acc[MM];
 #pragma unroll
-  for (int m = 0; m < CU_QMM_MAX_M; m++) acc[m] = 0;
-  float y[32];
-  for (int64_t c = lane; c < K / 32; c += 32) {
-    chunk_decode<SCHEME>(row, c, y);
+  for (int m = 0; m < MM; m++) acc[m] = 0;
+  float y[8];
+  A xv[8];
+  for (int64_t c = lane / 4; c < K / 32; c += 8) {
+    chunk_decode8<SCHEME>(row, c, part, y);
+    const int64_t k0 = c * 32 + 8 * part;
 #pragma unroll
-    for (int m = 0; m < CU_QMM_MAX_M; m++) {
+    for (int m = 0; m < MM; m++) {
       if (m >= M) break;
-      const X *xr = x + m * K + c * 32;
+      load8<X>(x + m * K + k0, xv);
       A s = 0;
 #pragma unroll
-      for (int l = 0; l < 32; l++) s += (A)y[l] * (A)x_io<X>::ld(xr + l);
+      for (int l = 0; l < 8; l++) s += (A)y[l] * xv[l];
       acc[m] += s;
     }
   }
 #pragma unroll
-  for (int m = 0; m < CU_QMM_MAX_M; m++) {
+  for (int m = 0; m < MM; m++) {
     if (m >= M) break;
     A s = cu_warp_sum(acc[m]);
-    if (lane == 0) x_io<X>::st(out + m * N + n, s);
+    if (lane == 0) cu_fl<X>::st(out + m * N + n, s);
   }
+}
+
+template <typename X, int SCHEME>
+static void qmm_m(const X *x, const uint8_t *w, X *out, int M, int64_t N, int64_t K, cudaStream_t st) {
+  const unsigned blocks = (unsigned)((N + QMM_WARPS - 1) / QMM_WARPS);
+  if (M == 1) qmm_kernel<X, SCHEME, 1><<<blocks, QMM_WARPS * 32, 0, st>>>(x, w, out, M, N, K);
+  else if (M <= 4) qmm_kernel<X, SCHEME, 4><<<blocks, QMM_WARPS * 32, 0, st>>>(x, w, out, M, N, K);
+  else qmm_kernel<X, SCHEME, CU_QMM_MAX_M><<<blocks, QMM_WARPS * 32, 0, st>>>(x, w, out, M, N, K);
 }
 
 template <typename X>
 static int qmm_typed(const void *x, const void *w, int scheme, void *out, int M, int64_t N, int64_t K, cudaStream_t st) {
-  const unsigned blocks = (unsigned)((N + QMM_WARPS - 1) / QMM_WARPS);
   const X *xx = (const X *)x;
   const uint8_t *ww = (const uint8_t *)w;
   X *oo = (X *)out;
   switch (scheme) {
-  case RLX_Q4_0: qmm_kernel<X, RLX_Q4_0><<<blocks, QMM_WARPS * 32, 0, st>>>(xx, ww, oo, M, N, K); break;
-  case RLX_Q8_0: qmm_kernel<X, RLX_Q8_0><<<blocks, QMM_WARPS * 32, 0, st>>>(xx, ww, oo, M, N, K); break;
-  case RLX_Q4_K: qmm_kernel<X, RLX_Q4_K><<<blocks, QMM_WARPS * 32, 0, st>>>(xx, ww, oo, M, N, K); break;
-  case RLX_Q6_K: qmm_kernel<X, RLX_Q6_K><<<blocks, QMM_WARPS * 32, 0, st>>>(xx, ww, oo, M, N, K); break;
+  case RLX_Q4_0: qmm_m<X, RLX_Q4_0>(xx, ww, oo, M, N, K, st); break;
+  case RLX_Q4_1: qmm_m<X, RLX_Q4_1>(xx, ww, oo, M, N, K, st); break;
+  case RLX_Q8_0: qmm_m<X, RLX_Q8_0>(xx, ww, oo, M, N, K, st); break;
+  case RLX_Q4_K: qmm_m<X, RLX_Q4_K>(xx, ww, oo, M, N, K, st); break;
+  case RLX_Q6_K: qmm_m<X, RLX_Q6_K>(xx, ww, oo, M, N, K, st); break;
   default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }
 
 extern "C" int cu_quant_supported(int scheme) {
-  return scheme == RLX_Q4_0 || scheme == RLX_Q8_0 || scheme == RLX_Q4_K || scheme == RLX_Q6_K;
+  return scheme == RLX_Q4_0 || scheme == RLX_Q4_1 || scheme == RLX_Q8_0 || scheme == RLX_Q4_K || scheme == RLX_Q6_K;
 }
 
 extern "C" int cu_qmm_launch(const void *x, int x_dtype, const void *w, int scheme, void *out, int64_t M, int64_t N,
@@ -174,7 +180,8 @@ __global__ void dequant_kernel(const uint8_t *w, void *dst, int dst_dtype, int64
   float y[32];
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
     const int64_t r = t / chunks, c = t % chunks;
-    chunk_decode<SCHEME>(w + r * row_bytes(SCHEME, K), c, y);
+#pragma unroll
+    for (int p = 0; p < 4; p++) chunk_decode8<SCHEME>(w + r * row_bytes(SCHEME, K), c, p, y + 8 * p);
     const int64_t base = r * K + c * 32;
 #pragma unroll
     for (int l = 0; l < 32; l++) cu_st_f32(dst, dst_dtype, base + l, y[l]);
@@ -189,6 +196,7 @@ extern "C" int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_d
   const uint8_t *ww = (const uint8_t *)w;
   switch (scheme) {
   case RLX_Q4_0: dequant_kernel<RLX_Q4_0><<<b, CU_THREADS, 0, st>>>(ww, dst, dst_dtype, rows, K); break;
+  case RLX_Q4_1: dequant_kernel<RLX_Q4_1><<<b, CU_THREADS, 0, st>>>(ww, dst, dst_dtype, rows, K); break;
   case RLX_Q8_0: dequant_kernel<RLX_Q8_0><<<b, CU_THREADS, 0, st>>>(ww, dst, dst_dtype, rows, K); break;
   case RLX_Q4_K: dequant_kernel<RLX_Q4_K><<<b, CU_THREADS, 0, st>>>(ww, dst, dst_dtype, rows, K); break;
   case RLX_Q6_K: dequant_kernel<RLX_Q6_K><<<b, CU_THREADS, 0, st>>>(ww, dst, dst_dtype, rows, K); break;

@@ -1,0 +1,230 @@
+/* k_gemv.cu — dense products with few rows (decode: M <= CU_GEMV_MAX_M),
+ * y[M, N] = act(x[M, K] @ w + bias), F32/F16/BF16 with F32 accumulation,
+ * rounded once to the output type (the CPU's FusedMatMulBiasAct rule).
+ *
+ * At M = 1 a product is a pass over the weights at memory speed, which a
+ * GEMM library's tiles (sized for reuse that a single row does not have)
+ * do not reach: cuBLASLt took 5-9 us per M = 1 product of a 135M decoder
+ * on the H200 against the ~0.2 us its weight bytes take. Two layouts:
+ *
+ *  - w [K, N] (row-major, as rlx_matmul's b): a block owns 64 columns and a
+ *    range of K; its 256 threads are 8 column groups (8 columns each, one
+ *    16-byte load per row) x 32 row groups, so a warp reads 4 rows of 128
+ *    contiguous bytes. A matrix too narrow to fill the chip is also split
+ *    along K over blocks (ksplit): each writes F32 partial sums, and the
+ *    last block of a column tile to arrive (a counter per tile, reset by
+ *    that block) adds them in split order and applies the epilogue — no
+ *    atomics on the values, so every run gives the same bits.
+ *  - w [N, K] (a transposed weight read as op T, or GGUF-style rows): one
+ *    warp per output column, each lane 8 consecutive K (16-byte loads).
+ */
+#include "cu_common.cuh"
+
+#define GEMV_THREADS 256
+#define GEMV_COLS 64  /* columns per block, [K, N] layout */
+#define GEMV_ROWG 32  /* row groups per block */
+#define GEMV_WARPS (GEMV_THREADS / 32)
+
+/* 8 consecutive elements from a 16-byte aligned address, widened to float. */
+template <typename E> __device__ __forceinline__ void ld8(const E *p, float *v);
+template <> __device__ __forceinline__ void ld8<float>(const float *p, float *v) {
+  const float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+template <> __device__ __forceinline__ void ld8<__half>(const __half *p, float *v) {
+  const uint4 u = __ldg((const uint4 *)p);
+  const __half2 *h = (const __half2 *)&u;
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const float2 f = __half22float2(h[j]);
+    v[2 * j] = f.x, v[2 * j + 1] = f.y;
+  }
+}
+template <> __device__ __forceinline__ void ld8<__nv_bfloat16>(const __nv_bfloat16 *p, float *v) {
+  const uint4 u = __ldg((const uint4 *)p);
+  const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const float2 f = __bfloat1622float2(h[j]);
+    v[2 * j] = f.x, v[2 * j + 1] = f.y;
+  }
+}
+
+template <typename E>
+__device__ __forceinline__ void gemv_store(const cu_gemv_args &a, int64_t m, int64_t col, float v) {
+  if (a.bias) v += cu_fl<E>::ld((const E *)a.bias + col);
+  if (a.act != RLX_ACT_NONE) v = cu_act<float>(a.act, v, a.alpha);
+  cu_fl<E>::st((E *)a.out + m * a.N + col, v);
+}
+
+/* w [K, N]. grid (column tiles, ksplit). */
+template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) gemv_kn(const __grid_constant__ cu_gemv_args a) {
+  __shared__ float red[GEMV_WARPS][MM][GEMV_COLS];
+  __shared__ int last;
+  const int t = threadIdx.x, cg = t % 8, rg = t / 8, lane = t % 32, warp = t / 32;
+  const int64_t col0 = (int64_t)blockIdx.x * GEMV_COLS + cg * 8;
+  const int64_t kb = (int64_t)blockIdx.y * a.kchunk, ke = kb + a.kchunk < a.K ? kb + a.kchunk : a.K;
+  const E *w = (const E *)a.w, *x = (const E *)a.x;
+  float acc[MM][8];
+#pragma unroll
+  for (int m = 0; m < MM; m++)
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[m][j] = 0.f;
+  if (col0 < a.N) {
+#pragma unroll 4
+    for (int64_t k = kb + rg; k < ke; k += GEMV_ROWG) {
+      float wv[8];
+      ld8<E>(w + k * a.N + col0, wv);
+#pragma unroll
+      for (int m = 0; m < MM; m++) {
+        if (m >= a.M) break;
+        const float xv = cu_fl<E>::ld(x + m * a.K + k);
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[m][j] = fmaf(xv, wv[j], acc[m][j]);
+      }
+    }
+  }
+  /* the 4 row groups of a warp (lanes cg, cg+8, cg+16, cg+24), then the warps */
+#pragma unroll
+  for (int m = 0; m < MM; m++)
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      float v = acc[m][j];
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      acc[m][j] = v;
+    }
+  if (lane < 8)
+#pragma unroll
+    for (int m = 0; m < MM; m++)
+#pragma unroll
+      for (int j = 0; j < 8; j++) red[warp][m][cg * 8 + j] = acc[m][j];
+  __syncthreads();
+  const int nout = (int)(a.M < MM ? a.M : MM) * GEMV_COLS;
+  const int64_t tile = (int64_t)blockIdx.x * GEMV_COLS;
+  if (a.ksplit == 1) {
+    for (int e = t; e < nout; e += GEMV_THREADS) {
+      const int m = e / GEMV_COLS, c = e % GEMV_COLS;
+      if (tile + c >= a.N) continue;
+      float v = 0.f;
+#pragma unroll
+      for (int w8 = 0; w8 < GEMV_WARPS; w8++) v += red[w8][m][c];
+      gemv_store<E>(a, m, tile + c, v);
+    }
+    return;
+  }
+  for (int e = t; e < nout; e += GEMV_THREADS) {
+    const int m = e / GEMV_COLS, c = e % GEMV_COLS;
+    if (tile + c >= a.N) continue;
+    float v = 0.f;
+#pragma unroll
+    for (int w8 = 0; w8 < GEMV_WARPS; w8++) v += red[w8][m][c];
+    a.part[((int64_t)blockIdx.y * a.M + m) * a.N + tile + c] = v;
+  }
+  __threadfence();
+  __syncthreads();
+  if (t == 0) {
+    const unsigned prev = atomicAdd(&a.count[blockIdx.x], 1u);
+    last = prev == (unsigned)a.ksplit - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int e = t; e < nout; e += GEMV_THREADS) {
+    const int m = e / GEMV_COLS, c = e % GEMV_COLS;
+    if (tile + c >= a.N) continue;
+    float v = 0.f;
+    for (int s = 0; s < a.ksplit; s++) v += __ldcg(&a.part[((int64_t)s * a.M + m) * a.N + tile + c]);
+    gemv_store<E>(a, m, tile + c, v);
+  }
+  if (t == 0) a.count[blockIdx.x] = 0; /* ready for the next run */
+}
+
+/* w [N, K]: warp per column. */
+template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) gemv_nk(const __grid_constant__ cu_gemv_args a) {
+  const int lane = threadIdx.x % 32;
+  const int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32;
+  if (n >= a.N) return;
+  const E *w = (const E *)a.w + n * a.K, *x = (const E *)a.x;
+  float acc[MM];
+#pragma unroll
+  for (int m = 0; m < MM; m++) acc[m] = 0.f;
+#pragma unroll 2
+  for (int64_t k = lane * 8; k < a.K; k += 256) {
+    float wv[8], xv[8];
+    ld8<E>(w + k, wv);
+#pragma unroll
+    for (int m = 0; m < MM; m++) {
+      if (m >= a.M) break;
+      ld8<E>(x + m * a.K + k, xv);
+#pragma unroll
+      for (int j = 0; j < 8; j++) acc[m] = fmaf(xv[j], wv[j], acc[m]);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MM; m++) {
+    if (m >= a.M) break;
+    const float v = cu_warp_sum(acc[m]);
+    if (lane == 0) gemv_store<E>(a, m, n, v);
+  }
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+extern "C" int cu_gemv_supported(int dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x,
+                                 const void *w) {
+  if (dtype != RLX_F32 && dtype != RLX_F16 && dtype != RLX_BF16) return 0;
+  if (M < 1 || M > CU_GEMV_MAX_M || N < 1 || K < 1 || !aligned16(x) || !aligned16(w)) return 0;
+  /* 16-byte rows: 8 elements of w (and, for [N, K], of x) at a time */
+  if (w_trans ? K % 8 != 0 : N % 8 != 0) return 0;
+  return N < ((int64_t)1 << 31) / GEMV_COLS && K < ((int64_t)1 << 40);
+}
+
+extern "C" void cu_gemv_plan(cu_gemv_args *a, size_t *part_floats, size_t *counters) {
+  *part_floats = *counters = 0;
+  a->ksplit = 1, a->kchunk = a->K;
+  if (a->w_trans) return;
+  const int64_t tiles = (a->N + GEMV_COLS - 1) / GEMV_COLS;
+  /* about two blocks per multiprocessor of the H200 (132), each at least
+   * 2 rows per row group */
+  const int64_t want = (264 + tiles - 1) / tiles, most = a->K / (2 * GEMV_ROWG);
+  int64_t split = want < most ? want : most;
+  if (split > 64) split = 64;
+  if (split <= 1) return;
+  int64_t chunk = (a->K + split - 1) / split;
+  chunk = (chunk + GEMV_ROWG - 1) / GEMV_ROWG * GEMV_ROWG;
+  a->kchunk = chunk;
+  a->ksplit = (int)((a->K + chunk - 1) / chunk);
+  if (a->ksplit <= 1) {
+    a->ksplit = 1, a->kchunk = a->K;
+    return;
+  }
+  *part_floats = (size_t)a->ksplit * (size_t)a->M * (size_t)a->N;
+  *counters = (size_t)tiles;
+}
+
+template <typename E, int MM> static void gemv_typed_m(const cu_gemv_args *a, cudaStream_t st) {
+  if (a->w_trans) {
+    gemv_nk<E, MM><<<(unsigned)((a->N + GEMV_WARPS - 1) / GEMV_WARPS), GEMV_THREADS, 0, st>>>(*a);
+  } else {
+    dim3 grid((unsigned)((a->N + GEMV_COLS - 1) / GEMV_COLS), (unsigned)a->ksplit);
+    gemv_kn<E, MM><<<grid, GEMV_THREADS, 0, st>>>(*a);
+  }
+}
+
+template <typename E> static void gemv_typed(const cu_gemv_args *a, cudaStream_t st) {
+  if (a->M == 1) gemv_typed_m<E, 1>(a, st);
+  else if (a->M == 2) gemv_typed_m<E, 2>(a, st);
+  else if (a->M <= 4) gemv_typed_m<E, 4>(a, st);
+  else gemv_typed_m<E, CU_GEMV_MAX_M>(a, st);
+}
+
+extern "C" int cu_gemv_launch(const cu_gemv_args *a, cudaStream_t st) {
+  switch (a->dtype) {
+  case RLX_F32: gemv_typed<float>(a, st); break;
+  case RLX_F16: gemv_typed<__half>(a, st); break;
+  case RLX_BF16: gemv_typed<__nv_bfloat16>(a, st); break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}

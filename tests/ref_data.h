@@ -1,0 +1,63 @@
+/* ref_data.h — what the tests that read data files share, most of them
+ * files a reference generator wrote: reading whole files (from a path, or
+ * by name from the generator's output folder work_dir), dtype names, and
+ * the default tolerances by dtype. */
+#ifndef RLX_REF_DATA_H
+#define RLX_REF_DATA_H
+
+#include "rlx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *work_dir;  /* the generator's output folder */
+
+/* The whole file, NUL-terminated (malloc'ed; NULL if unreadable); its
+ * length (0 if unreadable) in *len when len is not NULL. */
+static inline void *read_file(const char *path, size_t *len) {
+  if (len) *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  fclose(f);
+  if (buf) buf[n] = 0;
+  if (buf && len) *len = (size_t)n;
+  return buf;
+}
+
+static inline char *work_path(const char *name) {
+  static char path[1200];
+  snprintf(path, sizeof path, "%s/%s", work_dir, name);
+  return path;
+}
+
+static inline void *read_work(const char *name, size_t *len) { return read_file(work_path(name), len); }
+
+/* The dtype named `name` ("f32", "q4_k", ...) into *t; 0 if none is. */
+static inline int dtype_of(const char *name, rlx_dtype *t) {
+  for (int i = 0; i < RLX_DTYPE_COUNT; i++)
+    if (!strcmp(rlx_dtype_name((rlx_dtype)i), name)) return *t = (rlx_dtype)i, 1;
+  return 0;
+}
+
+/* |got - want| <= atol + rtol |want| by dtype: a few ulps of accumulated
+ * rounding for floats, exact for integers and bools. */
+static inline void default_tolerance(rlx_dtype t, double *atol, double *rtol) {
+  switch (t) {
+  case RLX_F64: *atol = 1e-9, *rtol = 1e-9; break;
+  case RLX_F32: *atol = 1e-5, *rtol = 1e-4; break;
+  case RLX_F16: *atol = 2e-3, *rtol = 2e-3; break;
+  case RLX_BF16: *atol = 1e-2, *rtol = 1.6e-2; break;
+  default: *atol = 0, *rtol = 0; break;
+  }
+}
+
+#endif /* RLX_REF_DATA_H */

