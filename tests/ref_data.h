@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *work_dir;  /* the generator's output folder */
 
@@ -31,6 +32,36 @@ static inline void *read_file(const char *path, size_t *len) {
   if (buf) buf[n] = 0;
   if (buf && len) *len = (size_t)n;
   return buf;
+}
+
+/* The file at path if it holds exactly want bytes (malloc'ed), else NULL. */
+static inline void *read_file_sized(const char *path, size_t want) {
+  size_t len;
+  void *p = read_file(path, &len);
+  if (p && len != want) {
+    free(p);
+    p = NULL;
+  }
+  return p;
+}
+
+/* This process's resident set size in bytes (0 if unknown). */
+static inline int64_t resident_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long long size = 0, resident = 0;
+  if (f) {
+    if (fscanf(f, "%lld %lld", &size, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+/* Index of the largest of n floats (the first on ties). */
+static inline int64_t argmax_f32(const float *x, int64_t n) {
+  int64_t b = 0;
+  for (int64_t i = 1; i < n; i++)
+    if (x[i] > x[b]) b = i;
+  return b;
 }
 
 static inline char *work_path(const char *name) {

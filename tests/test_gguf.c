@@ -16,20 +16,10 @@
 
 #include <unistd.h>
 
-static int64_t statm_resident_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long long size = 0, resident = 0;
-  if (f) {
-    if (fscanf(f, "%lld %lld", &size, &resident) != 2) resident = 0;
-    fclose(f);
-  }
-  return resident * sysconf(_SC_PAGESIZE);
-}
-
 /* Opening and reading all metadata must not touch the big tensor's pages;
  * reading the tensor must. */
 static void check_rss(const char *file, const char *tensor, int64_t tensor_bytes) {
-  int64_t before = statm_resident_bytes();
+  int64_t before = resident_bytes();
   rlx_model_file *f = NULL;
   rlx_status st = rlx_model_file_open(work_path(file), &f);
   CHECK(st == RLX_OK, "%s: %s", file, rlx_last_error());
@@ -42,14 +32,14 @@ static void check_rss(const char *file, const char *tensor, int64_t tensor_bytes
   }
   rlx_file_tensor t;
   st = rlx_model_file_find_tensor(f, tensor, &t);
-  int64_t opened = statm_resident_bytes();
+  int64_t opened = resident_bytes();
   CHECK(st == RLX_OK && (int64_t)t.nbytes == tensor_bytes, "%s: tensor %s: %s", file, tensor, rlx_last_error());
   CHECK(opened - before < tensor_bytes / 8, "%s: RSS grew by %lld bytes on open (the tensor has %lld)", file,
         (long long)(opened - before), (long long)tensor_bytes);
   unsigned sum = 0;
   const volatile unsigned char *p = t.data;  /* volatile: every page is really read */
   for (size_t i = 0; st == RLX_OK && i < t.nbytes; i += 4096) sum += p[i];
-  int64_t touched = statm_resident_bytes();
+  int64_t touched = resident_bytes();
   CHECK(sum == 0, "%s: the tensor %s holds zeros", file, tensor);
   CHECK(touched - before > tensor_bytes * 3 / 4, "%s: RSS grew by only %lld bytes after reading %lld", file,
         (long long)(touched - before), (long long)tensor_bytes);

@@ -18,6 +18,7 @@
  * not quantized) the logits must match the reference without activation
  * rounding to 1e-4 of the largest logit, for quantized weights too. */
 #include "check.h"
+#include "ref_data.h"
 #include "rlx.h"
 
 #include <math.h>
@@ -25,25 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *work_dir;
 static int exact; /* --exact */
 
-static char *work_path(const char *name, const char *ext) {
+/* work_dir/<name><ext>: the files llama_tiny.py wrote for one case. */
+static char *case_path(const char *name, const char *ext) {
   static char buf[4096];
   snprintf(buf, sizeof buf, "%s/%s%s", work_dir, name, ext);
   return buf;
-}
-
-static void *read_file(const char *path, size_t want) {
-  FILE *f = fopen(path, "rb");
-  void *p = malloc(want ? want : 1);
-  size_t got = f && p ? fread(p, 1, want, f) : 0;
-  if (f) fclose(f);
-  if (got != want) {
-    free(p);
-    return NULL;
-  }
-  return p;
 }
 
 /* max |a - b| over n floats */
@@ -56,31 +45,24 @@ static double max_abs_diff(const float *a, const float *b, int64_t n) {
   return m;
 }
 
-static int64_t argmax(const float *x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; i++)
-    if (x[i] > x[best]) best = i;
-  return best;
-}
-
 /* The reference's top-1 is clear at row r: a margin above the tolerance
  * (ties within rounding are no evidence either way). */
 static int clear_top1(const float *row, int64_t V, double tol) {
-  int64_t b = argmax(row, V);
+  int64_t b = argmax_f32(row, V);
   for (int64_t i = 0; i < V; i++)
     if (i != b && row[b] - row[i] < 2 * tol) return 0;
   return 1;
 }
 
 static void check_good(const char *name, int64_t n, int64_t V, double tol_rel) {
-  int32_t *tokens = read_file(work_path(name, ".tokens"), (size_t)n * sizeof(int32_t));
-  float *ref = read_file(work_path(name, exact ? ".exact" : ".logits"), (size_t)(n * V) * sizeof(float));
+  int32_t *tokens = read_file_sized(case_path(name, ".tokens"), (size_t)n * sizeof(int32_t));
+  float *ref = read_file_sized(case_path(name, exact ? ".exact" : ".logits"), (size_t)(n * V) * sizeof(float));
   float *got = malloc((size_t)(n * V) * sizeof(float));
   float *step = malloc((size_t)V * sizeof(float));
   rlx_model_file *f = NULL;
   rlx_llm *m = NULL;
   CHECK(tokens && ref && got && step, "%s: reference files", name);
-  rlx_status st = tokens && ref ? rlx_model_file_open(work_path(name, ".gguf"), &f) : RLX_ERR_IO;
+  rlx_status st = tokens && ref ? rlx_model_file_open(case_path(name, ".gguf"), &f) : RLX_ERR_IO;
   CHECK(st == RLX_OK, "%s: open: %s", name, rlx_last_error());
   if (st == RLX_OK) st = rlx_llm_load(f, NULL, &m);
   CHECK(st == RLX_OK, "%s: load: %s", name, rlx_last_error());
@@ -103,7 +85,7 @@ static void check_good(const char *name, int64_t n, int64_t V, double tol_rel) {
   for (int64_t p = 0; p < n; p++) {
     if (!clear_top1(ref + p * V, V, tol)) continue;
     clear++;
-    agree += argmax(got + p * V, V) == argmax(ref + p * V, V);
+    agree += argmax_f32(got + p * V, V) == argmax_f32(ref + p * V, V);
   }
   CHECK(worst <= tol, "%s: max |rlx - numpy| = %g > %g (largest logit %g)", name, worst, tol, ref_max);
   CHECK(agree == clear && clear >= 3, "%s: top-1 agrees at %d of %d clear positions (of %lld)", name, agree,
@@ -135,13 +117,13 @@ static void check_good(const char *name, int64_t n, int64_t V, double tol_rel) {
   int32_t t = tokens[0];
   for (int64_t p = n; p < 128 && st == RLX_OK; p++) {
     st = rlx_llm_eval(m, &t, 1, 0, step);
-    t = (int32_t)argmax(step, V);
+    t = (int32_t)argmax_f32(step, V);
   }
   CHECK(st == RLX_OK && rlx_llm_plans_built(m) == plans, "%s: %lld decode steps built %lld plans: %s", name,
         (long long)(128 - n), (long long)(rlx_llm_plans_built(m) - plans), rlx_last_error());
   for (int64_t p = 128; p < 260 && st == RLX_OK; p++) {
     st = rlx_llm_eval(m, &t, 1, 0, step);
-    t = (int32_t)argmax(step, V);
+    t = (int32_t)argmax_f32(step, V);
   }
   CHECK(st == RLX_OK && rlx_llm_plans_built(m) == plans + 2, "%s: crossing two buckets built %lld plans: %s", name,
         (long long)(rlx_llm_plans_built(m) - plans), rlx_last_error());
@@ -176,7 +158,7 @@ done:
 static void check_bad(const char *name, const char *status) {
   rlx_model_file *f = NULL;
   rlx_llm *m = NULL;
-  rlx_status st = rlx_model_file_open(work_path(name, ".gguf"), &f);
+  rlx_status st = rlx_model_file_open(case_path(name, ".gguf"), &f);
   CHECK(st == RLX_OK, "%s: open: %s", name, rlx_last_error());
   if (st) return;
   st = rlx_llm_load(f, NULL, &m);
@@ -201,7 +183,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   CHECK(rlx_llm_load(NULL, NULL, NULL) == RLX_ERR_INVALID, "NULL out");
-  FILE *cases = fopen(work_path("cases", ".txt"), "r");
+  FILE *cases = fopen(case_path("cases", ".txt"), "r");
   CHECK(cases != NULL, "cases.txt");
   char line[512];
   while (cases && fgets(line, sizeof line, cases)) {

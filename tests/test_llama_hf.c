@@ -22,6 +22,7 @@
  * kernel: activations not rounded): the logits must match HF's to 1e-3 and
  * all 64 greedy tokens must be HF's — the decoder itself is exact. */
 #include "check.h"
+#include "ref_data.h"
 #include "rlx.h"
 
 #include <math.h>
@@ -31,40 +32,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int64_t resident_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long long size = 0, resident = 0;
-  if (f) {
-    if (fscanf(f, "%lld %lld", &size, &resident) != 2) resident = 0;
-    fclose(f);
-  }
-  return resident * sysconf(_SC_PAGESIZE);
-}
-
-static void *read_file(const char *dir, const char *stem, const char *ext, size_t want) {
+/* dir/<stem><ext> if it holds exactly want bytes. */
+static void *read_prompt_file(const char *dir, const char *stem, const char *ext, size_t want) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s%s", dir, stem, ext);
-  FILE *f = fopen(path, "rb");
-  void *p = malloc(want ? want : 1);
-  size_t got = f && p ? fread(p, 1, want, f) : 0;
-  if (f) fclose(f);
-  if (got != want) {
-    free(p);
-    return NULL;
-  }
-  return p;
-}
-
-static int64_t argmax(const float *x, int64_t n) {
-  int64_t b = 0;
-  for (int64_t i = 1; i < n; i++)
-    if (x[i] > x[b]) b = i;
-  return b;
+  return read_file_sized(path, want);
 }
 
 /* Margin of the top logit over the runner-up. */
 static double top_margin(const float *x, int64_t n) {
-  int64_t b = argmax(x, n);
+  int64_t b = argmax_f32(x, n);
   double second = -INFINITY;
   for (int64_t i = 0; i < n; i++)
     if (i != b && x[i] > second) second = x[i];
@@ -83,9 +60,9 @@ static int exact; /* --exact */
 #define CLEAR_MARGIN (exact ? 1e-3 : 1.0)
 
 static void check_prompt(rlx_llm *m, const char *dir, const char *stem, int64_t n, int64_t V, int64_t n_greedy) {
-  int32_t *tokens = read_file(dir, stem, ".tokens", (size_t)n * sizeof(int32_t));
-  float *ref = read_file(dir, stem, ".logits", (size_t)(n * V) * sizeof(float));
-  int32_t *greedy = read_file(dir, stem, ".greedy", (size_t)n_greedy * sizeof(int32_t));
+  int32_t *tokens = read_prompt_file(dir, stem, ".tokens", (size_t)n * sizeof(int32_t));
+  float *ref = read_prompt_file(dir, stem, ".logits", (size_t)(n * V) * sizeof(float));
+  int32_t *greedy = read_prompt_file(dir, stem, ".greedy", (size_t)n_greedy * sizeof(int32_t));
   float *got = malloc((size_t)(n * V) * sizeof(float));
   CHECK(tokens && ref && greedy && got, "%s: reference files", stem);
   if (!tokens || !ref || !greedy || !got) goto done;
@@ -100,7 +77,7 @@ static void check_prompt(rlx_llm *m, const char *dir, const char *stem, int64_t 
     for (int64_t v = 0; v < V; v++) row_worst = fmax(row_worst, fabs((double)got[p * V + v] - ref[p * V + v]));
     worst = fmax(worst, row_worst);
     sum += row_worst;
-    int same = argmax(got + p * V, V) == argmax(ref + p * V, V);
+    int same = argmax_f32(got + p * V, V) == argmax_f32(ref + p * V, V);
     agree_all += same;
     if (top_margin(ref + p * V, V) > CLEAR_MARGIN) {
       clear++;
@@ -118,7 +95,7 @@ static void check_prompt(rlx_llm *m, const char *dir, const char *stem, int64_t 
   int match = 0;
   double tie = 0;
   for (int64_t i = 0; i < n_greedy; i++) {
-    int32_t t = (int32_t)argmax(last, V);
+    int32_t t = (int32_t)argmax_f32(last, V);
     if (t != greedy[i]) {
       tie = last[t] - last[greedy[i]]; /* how far HF's token is from rlx's pick */
       break;

@@ -13,6 +13,7 @@
  * cached in WORK_DIR). Either exits 77 (skip) when its files cannot be had.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "ref_data.h"
 #include "rlx.h"
 
 #include <stdio.h>
@@ -51,20 +52,6 @@ static int run_ref(const char *args, char *line, size_t cap) {
   }
   int rc = pclose(p);
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
-  if (s) s[n] = 0;
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return s;
 }
 
 static size_t unhex(const char *h, char *out) {
