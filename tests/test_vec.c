@@ -6,9 +6,10 @@
  * reductions, softmax pieces and attention tiles against double loops.
  *
  * Every table that can run here is checked: the portable one always, the
- * AVX2 one when the CPU has AVX2/FMA/F16C. cpu_vec() must pick AVX2 exactly
- * when the CPU has it and RLX_NO_AVX2 is not set (CTest runs this both
- * ways).
+ * AVX2 one when the CPU has AVX2/FMA/F16C, the AVX-512 one (which must also
+ * match the AVX2 one bit for bit) when it has AVX-512. cpu_vec() must pick
+ * the widest the CPU has and RLX_NO_AVX512 / RLX_NO_AVX2 allow (CTest runs
+ * this all three ways).
  */
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise_math.h"
@@ -317,14 +318,76 @@ static void check_table(const cpu_vec_ops *vo) {
   check_tiles(vo);
 }
 
+/* The AVX-512 table's activations are the AVX2 table's math on 16 lanes
+ * (one source, simd_math.h): bit for bit the same over random arguments of
+ * every magnitude, specials included, and over lengths around 8 and 16 (the
+ * masked tails). Binary ops and compares too. */
+static void check_same_as(const cpu_vec_ops *vo, const cpu_vec_ops *ref) {
+  enum { N = 4099 };
+  float *x = malloc(N * sizeof *x), *b = malloc(N * sizeof *b), *y = malloc(N * sizeof *y),
+        *want = malloc(N * sizeof *want);
+  const float sp[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f, 89.5f, -105.5f};
+  for (int i = 0; i < N; i++) {
+    /* magnitudes 2^-30 .. 2^30, either sign; every 97th a special */
+    x[i] = (float)((rng_next() & 1 ? -1.0 : 1.0) * exp2(uniform(-30.0, 30.0)));
+    if (i % 97 == 0) x[i] = sp[(i / 97) % (sizeof sp / sizeof sp[0])];
+    b[i] = (float)uniform(-4.0, 4.0);
+  }
+  const rlx_act acts[] = {RLX_ACT_GELU, RLX_ACT_GELU_TANH, RLX_ACT_SILU, RLX_ACT_RELU, RLX_ACT_LEAKY_RELU,
+                          RLX_ACT_SIGMOID, RLX_ACT_TANH, RLX_ACT_EXP, RLX_ACT_LOG, RLX_ACT_SQRT,
+                          RLX_ACT_RSQRT, RLX_ACT_NEG, RLX_ACT_ABS, RLX_ACT_ERF, RLX_ACT_ROUND,
+                          RLX_ACT_SIGN, RLX_ACT_RECIPROCAL, RLX_ACT_SQUARE, RLX_ACT_SOFTPLUS};
+  const int64_t lens[] = {N, 1, 7, 8, 9, 15, 16, 17, 31, 33};
+  for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+      const int64_t n = lens[l];
+      ref->act(acts[a], 0.125f, x, want, n);
+      vo->act(acts[a], 0.125f, x, y, n);
+      int64_t bad = -1;
+      for (int64_t i = 0; i < n && bad < 0; i++)
+        if (memcmp(&y[i], &want[i], sizeof *y) != 0) bad = i;
+      CHECK(bad < 0, "%s act %d n %lld: x = %.9g gives %.9g, %s gives %.9g", vo->name, acts[a], (long long)n,
+            bad < 0 ? 0.0 : x[bad], bad < 0 ? 0.0 : y[bad], ref->name, bad < 0 ? 0.0 : want[bad]);
+    }
+  const rlx_binop ops[] = {RLX_BIN_ADD, RLX_BIN_SUB, RLX_BIN_MUL, RLX_BIN_DIV, RLX_BIN_MAX, RLX_BIN_MIN};
+  for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+    for (int bcast = 0; bcast < 3; bcast++) {
+      int sa = bcast != 1, sb = bcast != 2;
+      ref->binary(ops[o], x, sa, b, sb, want, N);
+      vo->binary(ops[o], x, sa, b, sb, y, N);
+      CHECK(memcmp(y, want, N * sizeof *y) == 0, "%s binary %d (sa %d sb %d) differs from %s", vo->name, ops[o],
+            sa, sb, ref->name);
+    }
+  for (int c = RLX_CMP_EQ; c <= RLX_CMP_GE; c++) {
+    ref->compare((rlx_cmpop)c, x, 1, b, 1, want, N);
+    vo->compare((rlx_cmpop)c, x, 1, b, 1, y, N);
+    CHECK(memcmp(y, want, N * sizeof *y) == 0, "%s compare %d differs from %s", vo->name, c, ref->name);
+  }
+  free(x);
+  free(b);
+  free(y);
+  free(want);
+}
+
 int main(void) {
   const cpu_features *hw = cpu_get_hw_features();
-  const char *no_avx2 = getenv("RLX_NO_AVX2");
+  const char *no_avx2 = getenv("RLX_NO_AVX2"), *no_avx512 = getenv("RLX_NO_AVX512");
   int forced_off = no_avx2 && *no_avx2 && strcmp(no_avx2, "0") != 0;
-  int want_avx2 = cpu_vec_avx2 && hw->avx2_fma && hw->f16c && !forced_off;
-  CHECK(cpu_vec() == (want_avx2 ? cpu_vec_avx2 : &cpu_vec_portable), "cpu_vec() is %s", cpu_vec()->name);
+  int avx512_off = forced_off || (no_avx512 && *no_avx512 && strcmp(no_avx512, "0") != 0);
+  int have_avx2 = cpu_vec_avx2 && hw->avx2_fma && hw->f16c;
+  int have_avx512 = have_avx2 && cpu_vec_avx512() && hw->avx512;
+  const cpu_vec_ops *want = have_avx512 && !avx512_off ? cpu_vec_avx512()
+                            : have_avx2 && !forced_off ? cpu_vec_avx2
+                                                       : &cpu_vec_portable;
+  CHECK(cpu_vec() == want, "cpu_vec() is %s, want %s", cpu_vec()->name, want->name);
   check_table(&cpu_vec_portable);
-  if (cpu_vec_avx2 && hw->avx2_fma && hw->f16c) check_table(cpu_vec_avx2);
+  if (have_avx2) check_table(cpu_vec_avx2);
   else printf("no AVX2/FMA/F16C here: portable table only\n");
+  if (have_avx512) {
+    check_table(cpu_vec_avx512());
+    check_same_as(cpu_vec_avx512(), cpu_vec_avx2);
+  } else {
+    printf("no AVX-512 here: its table is not checked\n");
+  }
   return check_report();
 }

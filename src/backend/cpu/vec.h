@@ -1,10 +1,13 @@
 /* vec.h — the row and tile primitives under the fast CPU kernels (softmax,
  * norms, reductions, elementwise chains, attention), one table per
- * instruction set: portable C (vec_portable.c) and AVX2/FMA/F16C
- * (vec_avx2.c, compiled with those flags). The kernels are written once
- * against the table; cpu_vec() picks the entry for this CPU (cpu_features.h:
- * the AVX2 table only when the CPU and OS have AVX2, FMA and F16C, and not
- * under RLX_NO_AVX2=1), so vector code never runs where it cannot.
+ * instruction set: portable C (vec_portable.c), AVX2/FMA/F16C
+ * (vec_avx2.c) and AVX-512 (vec_avx512.c: the AVX2 table with the
+ * elementwise entries and softmax's exp on 16 lanes), each compiled with
+ * its flags. The kernels are written once against the table; cpu_vec()
+ * picks the entry for this CPU (cpu_features.h: AVX-512 when the CPU and OS
+ * have AVX-512 F/BW/VL and RLX_NO_AVX512 is not set, else AVX2 when they
+ * have AVX2, FMA and F16C and RLX_NO_AVX2 is not set), so vector code never
+ * runs where it cannot.
  *
  * Values are f32 (storage dtypes F16/BF16 are converted at the edges by
  * load/store). Both tables compute the same functions; they differ in
@@ -20,7 +23,7 @@
 #include <stdint.h>
 
 typedef struct {
-  const char *name; /* "avx2" or "portable" */
+  const char *name; /* "avx512", "avx2" or "portable" */
 
   /* ---- conversion (t: RLX_F32, RLX_F16 or RLX_BF16) */
   /* dst[i] = element i of src stored as t */
@@ -82,6 +85,11 @@ extern const cpu_vec_ops cpu_vec_portable;
 /* NULL where vec_avx2.c was built without -mavx2 -mfma -mf16c (not x86, or
  * a build that does not set the flags): then only the portable table runs. */
 extern const cpu_vec_ops *const cpu_vec_avx2;
+/* The AVX-512 table (built on first call; thread-safe), or NULL where
+ * vec_avx512.c or vec_avx2.c was built without their flags. Only the
+ * entries' speed differs from the AVX2 table: the activations give the same
+ * results bit for bit. */
+const cpu_vec_ops *cpu_vec_avx512(void);
 
 /* The table for this CPU (chosen once; thread-safe). */
 const cpu_vec_ops *cpu_vec(void);

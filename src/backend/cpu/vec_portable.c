@@ -184,7 +184,8 @@ static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
   const cpu_features *f = cpu_get_features();
-  chosen = f->avx2_fma && f->f16c && cpu_vec_avx2 ? cpu_vec_avx2 : &cpu_vec_portable;
+  if (f->avx512 && cpu_vec_avx512()) chosen = cpu_vec_avx512();
+  else chosen = f->avx2_fma && f->f16c && cpu_vec_avx2 ? cpu_vec_avx2 : &cpu_vec_portable;
 }
 
 const cpu_vec_ops *cpu_vec(void) {

@@ -1,0 +1,196 @@
+/* vec_avx512.c — the AVX-512 table of vec.h: the AVX2 table with its
+ * compute-bound entries on 16 lanes.
+ *
+ * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c
+ * (CMakeLists.txt) and reached only through cpu_vec(), which checks the
+ * CPU first (and RLX_NO_AVX512). What runs 16 lanes wide: the activations
+ * (exp, gelu, silu, ... : simd512.h's math, the same results bit for bit as
+ * the AVX2 table's), softmax's exp_shift_sum, the binary ops, compares,
+ * scale and norm_affine. The rest (conversions, row reductions, attention
+ * tiles) is the AVX2 table's: bound by memory or already at the FMA rate
+ * there. Built without the flags, the file defines no table.
+ */
+#include "vec.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX2__) && \
+    defined(__FMA__) && defined(__F16C__)
+#include "simd512.h"
+
+#include <pthread.h>
+#include <string.h>
+
+/* y[i] = EXPR(v) with v = x[i], 16 lanes at a time; the tail through a
+ * lane mask (masked lanes read as 0 and are not stored). */
+#define MAP1(x, y, n, EXPR)                                   \
+  do {                                                        \
+    int64_t i_ = 0;                                           \
+    for (; i_ + 16 <= (n); i_ += 16) {                        \
+      __m512 v = _mm512_loadu_ps((x) + i_);                   \
+      _mm512_storeu_ps((y) + i_, (EXPR));                     \
+    }                                                         \
+    if (i_ < (n)) {                                           \
+      __mmask16 m_ = simd16_tail_mask((n) - i_);              \
+      __m512 v = _mm512_maskz_loadu_ps(m_, (x) + i_);         \
+      _mm512_mask_storeu_ps((y) + i_, m_, (EXPR));            \
+    }                                                         \
+  } while (0)
+
+#define LT(a, b) _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)
+#define GT(a, b) _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)
+
+static void v_act(rlx_act act, float alpha, const float *x, float *y, int64_t n) {
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f), va = _mm512_set1_ps(alpha);
+  const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+  switch (act) {
+  case RLX_ACT_NONE: if (x != y) memmove(y, x, (size_t)n * sizeof *y); break;
+  case RLX_ACT_GELU: MAP1(x, y, n, simd16_gelu(v)); break;
+  case RLX_ACT_GELU_TANH: MAP1(x, y, n, simd16_gelu_tanh(v)); break;
+  case RLX_ACT_SILU: MAP1(x, y, n, simd16_silu(v)); break;
+  /* x < 0 is false for NaN and -0: both pass through, as the reference */
+  case RLX_ACT_RELU: MAP1(x, y, n, simd16_select(LT(v, zero), zero, v)); break;
+  case RLX_ACT_LEAKY_RELU: MAP1(x, y, n, simd16_select(LT(v, zero), _mm512_mul_ps(v, va), v)); break;
+  case RLX_ACT_SIGMOID: MAP1(x, y, n, simd16_sigmoid(v)); break;
+  case RLX_ACT_TANH: MAP1(x, y, n, simd16_tanh(v)); break;
+  case RLX_ACT_EXP: MAP1(x, y, n, simd16_exp(v)); break;
+  case RLX_ACT_LOG: MAP1(x, y, n, simd16_log(v)); break;
+  case RLX_ACT_SQRT: MAP1(x, y, n, _mm512_sqrt_ps(v)); break;
+  case RLX_ACT_RSQRT: MAP1(x, y, n, _mm512_div_ps(one, _mm512_sqrt_ps(v))); break;
+  case RLX_ACT_NEG:
+    MAP1(x, y, n, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), sign)));
+    break;
+  case RLX_ACT_ABS: MAP1(x, y, n, simd16_abs(v)); break;
+  case RLX_ACT_ERF: MAP1(x, y, n, simd16_erf(v)); break;
+  case RLX_ACT_ROUND:
+    MAP1(x, y, n, _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    break;
+  case RLX_ACT_SIGN: /* keeps 0, -0 and NaN */
+    MAP1(x, y, n, simd16_select(GT(v, zero), one, simd16_select(LT(v, zero), _mm512_set1_ps(-1.0f), v)));
+    break;
+  case RLX_ACT_RECIPROCAL: MAP1(x, y, n, _mm512_div_ps(one, v)); break;
+  case RLX_ACT_SQUARE: MAP1(x, y, n, _mm512_mul_ps(v, v)); break;
+  default: cpu_vec_avx2->act(act, alpha, x, y, n); break;
+  }
+}
+
+/* y[i] = EXPR(va, vb) over a[i*sa], b[i*sb] (sa, sb 0 or 1). */
+#define MAP2(a, sa, b, sb, y, n, EXPR)                                     \
+  do {                                                                     \
+    const __m512 a0_ = _mm512_set1_ps((a)[0]), b0_ = _mm512_set1_ps((b)[0]); \
+    int64_t i_ = 0;                                                        \
+    for (; i_ + 16 <= (n); i_ += 16) {                                     \
+      __m512 va = (sa) ? _mm512_loadu_ps((a) + i_) : a0_;                  \
+      __m512 vb = (sb) ? _mm512_loadu_ps((b) + i_) : b0_;                  \
+      _mm512_storeu_ps((y) + i_, (EXPR));                                  \
+    }                                                                      \
+    if (i_ < (n)) {                                                        \
+      __mmask16 m_ = simd16_tail_mask((n) - i_);                           \
+      __m512 va = (sa) ? _mm512_maskz_loadu_ps(m_, (a) + i_) : a0_;        \
+      __m512 vb = (sb) ? _mm512_maskz_loadu_ps(m_, (b) + i_) : b0_;        \
+      _mm512_mask_storeu_ps((y) + i_, m_, (EXPR));                         \
+    }                                                                      \
+  } while (0)
+
+/* max/min as the reference: a NaN operand gives a + b (NaN); otherwise
+ * a > b ? a : b (so max(0, -0) is -0, as there). */
+static inline __m512 bin_max(__m512 a, __m512 b) {
+  __m512 r = simd16_select(GT(a, b), a, b);
+  return simd16_select(_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), _mm512_add_ps(a, b), r);
+}
+
+static inline __m512 bin_min(__m512 a, __m512 b) {
+  __m512 r = simd16_select(LT(a, b), a, b);
+  return simd16_select(_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), _mm512_add_ps(a, b), r);
+}
+
+static void v_binary(rlx_binop op, const float *a, int sa, const float *b, int sb, float *y, int64_t n) {
+  if (n <= 0) return;
+  switch (op) {
+  case RLX_BIN_ADD: MAP2(a, sa, b, sb, y, n, _mm512_add_ps(va, vb)); break;
+  case RLX_BIN_SUB: MAP2(a, sa, b, sb, y, n, _mm512_sub_ps(va, vb)); break;
+  case RLX_BIN_MUL: MAP2(a, sa, b, sb, y, n, _mm512_mul_ps(va, vb)); break;
+  case RLX_BIN_DIV: MAP2(a, sa, b, sb, y, n, _mm512_div_ps(va, vb)); break;
+  case RLX_BIN_MAX: MAP2(a, sa, b, sb, y, n, bin_max(va, vb)); break;
+  case RLX_BIN_MIN: MAP2(a, sa, b, sb, y, n, bin_min(va, vb)); break;
+  default: cpu_vec_avx2->binary(op, a, sa, b, sb, y, n); break;
+  }
+}
+
+#define CMP_CASE(OP, PRED) \
+  case OP: MAP2(a, sa, b, sb, y, n, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(va, vb, PRED), one)); break
+
+static void v_compare(rlx_cmpop op, const float *a, int sa, const float *b, int sb, float *y, int64_t n) {
+  if (n <= 0) return;
+  const __m512 one = _mm512_set1_ps(1.0f);
+  switch (op) {
+  CMP_CASE(RLX_CMP_EQ, _CMP_EQ_OQ);
+  CMP_CASE(RLX_CMP_NE, _CMP_NEQ_UQ); /* NaN != x holds */
+  CMP_CASE(RLX_CMP_LT, _CMP_LT_OQ);
+  CMP_CASE(RLX_CMP_LE, _CMP_LE_OQ);
+  CMP_CASE(RLX_CMP_GT, _CMP_GT_OQ);
+  CMP_CASE(RLX_CMP_GE, _CMP_GE_OQ);
+  default: cpu_vec_avx2->compare(op, a, sa, b, sb, y, n); break;
+  }
+}
+
+static void v_scale(float *y, float s, int64_t n) {
+  const __m512 vs = _mm512_set1_ps(s);
+  MAP1(y, y, n, _mm512_mul_ps(v, vs));
+}
+
+/* The two 8-lane halves of v widened to double. */
+static inline __m512d lo_pd(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
+static inline __m512d hi_pd(__m512 v) {
+  return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+static double v_exp_shift_sum(const float *x, float c, float *y, int64_t n) {
+  const __m512 vc = _mm512_set1_ps(c);
+  __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = simd16_tail_mask(n - i);
+    __m512 e = simd16_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vc));
+    _mm512_mask_storeu_ps(y + i, m, e);
+    e = _mm512_maskz_mov_ps(m, e);
+    s0 = _mm512_add_pd(s0, lo_pd(e));
+    s1 = _mm512_add_pd(s1, hi_pd(e));
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+}
+
+static void v_norm_affine(const float *x, float shift, float scale, const float *gamma,
+                          const float *beta, float *y, int64_t n) {
+  const __m512 vs = _mm512_set1_ps(shift), vk = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = simd16_tail_mask(n - i);
+    __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vs), vk);
+    if (gamma) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, gamma + i));
+    if (beta) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, beta + i));
+    _mm512_mask_storeu_ps(y + i, m, v);
+  }
+}
+
+static cpu_vec_ops avx512_table;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void build_table(void) {
+  avx512_table = *cpu_vec_avx2;
+  avx512_table.name = "avx512";
+  avx512_table.act = v_act;
+  avx512_table.binary = v_binary;
+  avx512_table.compare = v_compare;
+  avx512_table.scale = v_scale;
+  avx512_table.exp_shift_sum = v_exp_shift_sum;
+  avx512_table.norm_affine = v_norm_affine;
+}
+
+const cpu_vec_ops *cpu_vec_avx512(void) {
+  if (!cpu_vec_avx2) return NULL;
+  pthread_once(&table_once, build_table);
+  return &avx512_table;
+}
+
+#else
+
+const cpu_vec_ops *cpu_vec_avx512(void) { return NULL; }
+
+#endif
