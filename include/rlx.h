@@ -692,6 +692,12 @@ typedef struct {
   float   rope_base, norm_eps;
   size_t  weight_bytes;   /* bytes of the mapped tensors used */
   size_t  kv_cache_bytes;
+  /* RoPE as computed: the scaling type ("none", "linear", "yarn"), its
+   * frequency scale (1 / rope.scaling.factor), and whether the file has
+   * per-rotation frequency factors (rope_freqs.weight: Llama 3.1+). */
+  char    rope_scaling[8];
+  float   rope_freq_scale;
+  int     rope_freq_factors;
 } rlx_llm_info;
 /* Builds the decoder graph from the metadata (llama / SmolLM2, qwen2,
  * qwen3), compiles it through the normal pipeline and binds the weights in

@@ -13,6 +13,8 @@
  *     crossing into the next bucket one more;
  *   - truncate and re-run gives the same logits; errors past n_ctx, bad
  *     tokens and bad truncation;
+ *   - the compiled graph transposes no weight (RLX_DUMP: every transpose
+ *     has the run's token count in its shape);
  * and every bad file fails to load with its status. With --exact (run
  * with RLX_QMATMUL_REF=1: DequantMatMul's reference kernel, activations
  * not quantized) the logits must match the reference without activation
@@ -21,10 +23,12 @@
 #include "ref_data.h"
 #include "rlx.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int exact; /* --exact */
 
@@ -54,6 +58,48 @@ static int clear_top1(const float *row, int64_t V, double tol) {
   return 1;
 }
 
+/* Nodes of the compiled decoder graph of `name` (RLX_DUMP=legalize, read
+ * back from stderr) and how many are Transposes of a static shape.
+ * Every run-time tensor has the symbolic token count in its shape; a
+ * static one would be a weight transposed on every run. */
+static void count_transposes(const char *name, int *nodes, int *static_shaped) {
+  *nodes = *static_shaped = 0;
+  char dump[4096];
+  snprintf(dump, sizeof dump, "%s/%s.dump", work_dir, name);
+  fflush(stderr);
+  int saved = dup(2), fd = open(dump, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  if (saved < 0 || fd < 0) {
+    CHECK(0, "%s: cannot redirect stderr to %s", name, dump);
+    return;
+  }
+  dup2(fd, 2);
+  close(fd);
+  setenv("RLX_DUMP", "legalize", 1);
+  rlx_model_file *f = NULL;
+  rlx_llm *m = NULL;
+  rlx_status st = rlx_model_file_open(case_path(name, ".gguf"), &f);
+  if (st == RLX_OK) st = rlx_llm_load(f, NULL, &m);
+  unsetenv("RLX_DUMP");
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  CHECK(st == RLX_OK, "%s: load with RLX_DUMP: %s", name, rlx_last_error());
+  rlx_llm_free(m);
+  rlx_model_file_close(f);
+  FILE *in = fopen(dump, "r");
+  char line[1024];
+  while (in && fgets(line, sizeof line, in)) {
+    *nodes += strstr(line, " = ") != NULL;
+    const char *type = strstr(line, "= Transpose{") ? strstr(line, " : ") : NULL;
+    if (!type) continue;
+    const char *dims = strchr(type, '[');
+    int symbolic = 0;
+    for (const char *c = dims; c && *c && *c != ']'; c++) symbolic |= (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z');
+    *static_shaped += !symbolic;
+  }
+  if (in) fclose(in);
+}
+
 static void check_good(const char *name, int64_t n, int64_t V, double tol_rel) {
   int32_t *tokens = read_file_sized(case_path(name, ".tokens"), (size_t)n * sizeof(int32_t));
   float *ref = read_file_sized(case_path(name, exact ? ".exact" : ".logits"), (size_t)(n * V) * sizeof(float));
@@ -67,6 +113,12 @@ static void check_good(const char *name, int64_t n, int64_t V, double tol_rel) {
   if (st == RLX_OK) st = rlx_llm_load(f, NULL, &m);
   CHECK(st == RLX_OK, "%s: load: %s", name, rlx_last_error());
   if (st) goto done;
+
+  /* 0. weights are read where they lie: no run transposes one */
+  int nodes, weight_transposes;
+  count_transposes(name, &nodes, &weight_transposes);
+  CHECK(nodes > 0 && weight_transposes == 0, "%s: %d of the %d nodes of the compiled graph are transposes of a "
+        "static shape (a weight transposed on every run)", name, weight_transposes, nodes);
 
   rlx_llm_info info;
   CHECK(rlx_llm_get_info(m, &info) == RLX_OK && info.n_vocab == V && info.n_layer == 2 && info.n_head == 4 &&

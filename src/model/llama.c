@@ -4,14 +4,19 @@
  * through the normal pipeline (fusion included) into one session, with the
  * file's tensors bound in place.
  *
- * The graph, per run of S tokens (inputs: tokens [S] I32, pos [S] I32,
- * n_past [] I32, mask [S, T] F32, rows [R] I32):
+ * The graph, per run of S tokens (inputs: tokens [S] I32, rope_cos and
+ * rope_sin [S, n_rot/2] F32, n_past [] I32, mask [S, T] F32, rows [R] I32):
  *   x = embed(tokens)                          Gather (+ Dequantize for a
  *                                              quantized table)
  *   per layer:
  *     h = RmsNorm(x) ; q, k, v = h Wq, h Wk, h Wv   (+ biases: qwen2)
  *     q, k = RmsNorm per head                  (qwen3)
- *     q, k = Rope(q, pos), Rope(k, pos)        normal (adjacent pairs) for
+ *     q, k = Rope(q), Rope(k)                  cos/sin tables of the run's
+ *                                              positions made on the host
+ *                                              (rope_frequencies: frequency
+ *                                              factors, linear and YaRN
+ *                                              scaling); normal (adjacent
+ *                                              pairs) for
  *                                              llama, whose GGUF Q/K rows
  *                                              the converter permuted; neox
  *                                              (halves) for qwen2/qwen3
@@ -20,8 +25,8 @@
  *     x = x + (silu(RmsNorm(x) Wg) * (RmsNorm(x) Wu)) Wd
  *   logits = RmsNorm(x)[rows] Wout             Wout = token_embd when the
  *                                              file has no output.weight
- * Weights of a block dtype feed DequantMatMul straight from the mapping;
- * float weights go through MatMul with their transpose. Only the logit
+ * Weights feed the products straight from the mapping (linear): no run
+ * converts or transposes a weight. Only the logit
  * rows asked for are projected (the last token, or all of them). */
 #include "model.h"
 
@@ -39,12 +44,26 @@
 
 typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } llm_arch;
 
+/* llama.cpp's rope scaling types (<arch>.rope.scaling.type) rlx computes. */
+typedef enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_YARN } rope_scaling;
+static const char *const rope_scaling_names[] = {"none", "linear", "yarn"};
+
 typedef struct {
   llm_arch arch;
   char name[32];
   int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot, n_ctx_train;
-  float rope_base, rope_scale, norm_eps;
+  float norm_eps;
   rlx_rope_mode rope_mode;
+  /* RoPE as llama.cpp reads it: rotation i of position p turns by
+   * p * base^(-2i/n_rot) / freq_factor[i] (rope_freqs.weight), times
+   * freq_scale (1 / rope.scaling.factor; 1 for none), YaRN blending the
+   * unscaled angle back in for the fast-turning pairs and scaling cos/sin
+   * by its magnitude factor. */
+  rope_scaling scaling;
+  float rope_base, rope_freq_scale, rope_attn_factor;
+  float yarn_ext_factor, yarn_beta_fast, yarn_beta_slow;
+  int64_t n_ctx_orig;       /* rope.scaling.original_context_length */
+  int has_freq_factors;     /* rope_freqs.weight */
 } llm_hparams;
 
 struct rlx_llm {
@@ -54,7 +73,10 @@ struct rlx_llm {
   rlx_session *sess;
   int64_t n_past;
   size_t weight_bytes;
-  int32_t *scratch;       /* pos and rows of a run: 2 * LLM_MAX_BATCH */
+  int32_t *rows;          /* the logit rows of a run: LLM_MAX_BATCH */
+  double *rope_freq;      /* [n_rot / 2]: angle per position of each rotation */
+  double rope_mscale;     /* cos and sin are scaled by it (YaRN, attn_factor) */
+  float *rope_table;      /* cos then sin of a run: 2 * LLM_MAX_BATCH * n_rot / 2 */
 };
 
 /* ---------------------------------------------------------------- metadata */
@@ -82,6 +104,47 @@ static rlx_status meta_f32(const rlx_model_file *f, const char *arch, const char
   }
   if (rlx_meta_get_f32(f, full, out) != RLX_OK || !isfinite(*out))
     return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: metadata %s is not a finite number", full);
+  return RLX_OK;
+}
+
+/* The rope keys llama.cpp honours for these archs: rope.freq_base,
+ * rope.scaling.type (none / linear / yarn; absent: linear, as llama.cpp),
+ * rope.scaling.factor (or the older rope.scale_linear; 0 or absent: 1),
+ * rope.scaling.original_context_length (absent: context_length),
+ * rope.scaling.attn_factor, and the YaRN knobs rope.scaling.yarn_ext_factor
+ * (absent: 1 for yarn, else 0), yarn_beta_fast (32), yarn_beta_slow (1). */
+static rlx_status read_rope_scaling(const rlx_model_file *f, const char *arch, llm_hparams *hp) {
+  char key[128];
+  const char *type = "linear";
+  snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+  if (rlx_meta_find(f, key) >= 0 && rlx_meta_get_string(f, key, &type, NULL) != RLX_OK)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: metadata %s is not a string", key);
+  if (!strcmp(type, "none")) hp->scaling = ROPE_SCALING_NONE;
+  else if (!strcmp(type, "linear")) hp->scaling = ROPE_SCALING_LINEAR;
+  else if (!strcmp(type, "yarn")) hp->scaling = ROPE_SCALING_YARN;
+  else
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: %s: rope scaling type \"%s\" is not supported (rlx "
+                         "computes none, linear and yarn)", arch, type);
+  float factor, linear;
+  rlx_status st;
+  if ((st = meta_f32(f, arch, "rope.freq_base", 10000.0f, &hp->rope_base)) ||
+      (st = meta_f32(f, arch, "rope.scale_linear", 0.0f, &linear)) ||
+      (st = meta_f32(f, arch, "rope.scaling.factor", linear, &factor)) ||
+      (st = meta_f32(f, arch, "rope.scaling.attn_factor", 1.0f, &hp->rope_attn_factor)) ||
+      (st = meta_f32(f, arch, "rope.scaling.yarn_ext_factor", hp->scaling == ROPE_SCALING_YARN ? 1.0f : 0.0f,
+                     &hp->yarn_ext_factor)) ||
+      (st = meta_f32(f, arch, "rope.scaling.yarn_beta_fast", 32.0f, &hp->yarn_beta_fast)) ||
+      (st = meta_f32(f, arch, "rope.scaling.yarn_beta_slow", 1.0f, &hp->yarn_beta_slow)) ||
+      (st = meta_i64(f, arch, "rope.scaling.original_context_length", hp->n_ctx_train, 0, &hp->n_ctx_orig)))
+    return st;
+  if (hp->rope_base <= 0 || factor < 0 || hp->rope_attn_factor <= 0 || hp->yarn_ext_factor < 0 ||
+      hp->yarn_beta_fast <= 0 || hp->yarn_beta_slow <= 0 || hp->n_ctx_orig <= 0)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: rope.freq_base %g, scaling factor %g, attn_factor %g, "
+                         "yarn ext_factor %g, beta_fast %g, beta_slow %g, original_context_length %lld: out of range",
+                         arch, hp->rope_base, factor, hp->rope_attn_factor, hp->yarn_ext_factor,
+                         hp->yarn_beta_fast, hp->yarn_beta_slow, (long long)hp->n_ctx_orig);
+  /* "none" never scales, whatever factor the file carries (llama.cpp) */
+  hp->rope_freq_scale = factor == 0.0f || hp->scaling == ROPE_SCALING_NONE ? 1.0f : 1.0f / factor;
   return RLX_OK;
 }
 
@@ -130,24 +193,57 @@ static rlx_status read_hparams(const rlx_model_file *f, llm_hparams *hp) {
   if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
     return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: rope.dimension_count %lld does not fit head size %lld",
                          arch, (long long)hp->n_rot, (long long)hp->head_dim);
-  if ((st = meta_f32(f, arch, "rope.freq_base", 10000.0f, &hp->rope_base)) ||
-      (st = meta_f32(f, arch, "attention.layer_norm_rms_epsilon", 1e-6f, &hp->norm_eps)))
-    return st;
-  hp->rope_scale = 1.0f;
-  char key[128];
-  const char *scaling = NULL;
-  snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-  if (rlx_meta_find(f, key) >= 0 && rlx_meta_get_string(f, key, &scaling, NULL) != RLX_OK)
-    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: metadata %s is not a string", key);
-  if (scaling && !strcmp(scaling, "linear")) {
-    if ((st = meta_f32(f, arch, "rope.scaling.factor", 1.0f, &hp->rope_scale))) return st;
-  } else if (scaling && strcmp(scaling, "none")) {
-    return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: %s: rope scaling \"%s\" (rlx has none and linear)",
-                         arch, scaling);
+  if ((st = meta_f32(f, arch, "attention.layer_norm_rms_epsilon", 1e-6f, &hp->norm_eps))) return st;
+  if (hp->norm_eps < 0)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: rms epsilon %g is negative", arch, hp->norm_eps);
+  return read_rope_scaling(f, arch, hp);
+}
+
+/* The angle per position of each of the n_rot / 2 rotations, and the scale
+ * of cos and sin, as llama.cpp's ggml_rope_ext computes them: theta_i =
+ * p * base^(-2i/n_rot) / freq_factor_i, interpolated by freq_scale; YaRN
+ * (ext_factor > 0) ramps from the interpolated angle (slow rotations, past
+ * the correction dim of beta_slow) back to the unscaled one (fast rotations,
+ * before the correction dim of beta_fast) and scales the magnitude by
+ * 1 + 0.1 ln(factor). Both angles are linear in p, so the blend is one
+ * frequency per rotation. */
+static rlx_status rope_frequencies(const rlx_model_file *f, llm_hparams *hp, double *freq, double *mscale) {
+  const int64_t half = hp->n_rot / 2;
+  rlx_file_tensor t;
+  int has_factors = hp->has_freq_factors = rlx_model_file_find_tensor(f, "rope_freqs.weight", &t) == RLX_OK;
+  if (has_factors && (!t.supported || (t.dtype != RLX_F32 && t.dtype != RLX_F16 && t.dtype != RLX_BF16) ||
+                      t.numel != half))
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: rope_freqs.weight has %lld values of type %s; expected "
+                         "%lld floats, one per rotation of rope.dimension_count %lld", hp->name, (long long)t.numel,
+                         t.type_name, (long long)half, (long long)hp->n_rot);
+  const double base = hp->rope_base, fs = hp->rope_freq_scale, ext = hp->yarn_ext_factor;
+  double low = 0, high = 0;
+  if (ext > 0) {
+    /* the rotation that turns n_ctx_orig / (2 pi beta) times over the original context */
+    const double two_pi = 6.283185307179586;
+    double d_fast = (double)hp->n_rot * log((double)hp->n_ctx_orig / (hp->yarn_beta_fast * two_pi)) / (2 * log(base));
+    double d_slow = (double)hp->n_rot * log((double)hp->n_ctx_orig / (hp->yarn_beta_slow * two_pi)) / (2 * log(base));
+    low = fmax(0.0, floor(d_fast));
+    high = fmin((double)hp->n_rot - 1, ceil(d_slow));
   }
-  if (hp->rope_base <= 0 || hp->rope_scale <= 0 || hp->norm_eps < 0)
-    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: rope.freq_base %g, rope scale %g and rms epsilon %g "
-                         "must be positive", arch, hp->rope_base, hp->rope_scale, hp->norm_eps);
+  for (int64_t i = 0; i < half; i++) {
+    double factor = 1.0;
+    if (has_factors) {
+      const unsigned char *p = (const unsigned char *)t.data + i * (t.dtype == RLX_F32 ? 4 : 2);
+      float v32;
+      uint16_t v16;
+      if (t.dtype == RLX_F32) memcpy(&v32, p, 4);
+      else memcpy(&v16, p, 2), v32 = t.dtype == RLX_F16 ? rlx_f16_to_f32(v16) : rlx_bf16_to_f32(v16);
+      factor = v32;
+      if (!(factor > 0) || !isfinite(factor))
+        return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: rope_freqs.weight[%lld] is %g; frequency factors "
+                             "are positive", hp->name, (long long)i, factor);
+    }
+    double extrap = pow(base, -2.0 * (double)i / (double)hp->n_rot) / factor, mix = 0.0;
+    if (ext > 0) mix = ext * (1.0 - fmin(1.0, fmax(0.0, ((double)i - low) / fmax(0.001, high - low))));
+    freq[i] = extrap * (fs * (1.0 - mix) + mix);
+  }
+  *mscale = hp->rope_attn_factor * (ext > 0 && fs < 1 ? 1.0 + 0.1 * log(1.0 / fs) : 1.0);
   return RLX_OK;
 }
 
@@ -161,6 +257,7 @@ typedef struct {
   rlx_file_tensor *bound;  /* the tensors used, bound after compile */
   int n_bound, cap_bound;
   size_t weight_bytes;
+  int weight_right;        /* float weights as MatMul's right operand (CUDA) */
   rlx_status st;           /* the first error (a tensor, or out of memory) */
 } llm_builder;
 
@@ -217,14 +314,25 @@ static rlx_node to_f32(rlx_graph *g, rlx_node x) {
   return t == RLX_F32 ? x : rlx_cast(g, x, RLX_F32);
 }
 
-/* x [..., K] times w [N, K] transposed: DequantMatMul for a block dtype
- * (read in place), else MatMul with the transpose. */
-static rlx_node linear(rlx_graph *g, rlx_node x, rlx_node w) {
-  rlx_dtype t;
-  if (rlx_node_type(g, w, &t, NULL) < 0) return -1;
-  if (rlx_dtype_is_block(t)) return rlx_dequant_matmul(g, x, w);
+/* x [1, S, K] times w [N, K] transposed, w read where it lies: DequantMatMul
+ * for a block dtype; for a float w on the CPU the product (w x^T)^T, whose
+ * left operand is w as stored (a decode step is one pass of dot products
+ * over w's rows, a prefill packs w as it would pack any operand) and whose
+ * transposes move activations only. An F16/BF16 w is widened to F32 per
+ * run (MatMul takes one dtype and would round an F16 product to F16). The CUDA
+ * backend reads a weight's transpose through instead (is_weight_transpose),
+ * so there w stays the right operand. */
+static rlx_node linear(llm_builder *b, rlx_node x, rlx_node w) {
+  rlx_graph *g = b->g;
+  rlx_dtype wt;
+  int64_t xd[RLX_MAX_RANK], wd[RLX_MAX_RANK];
+  if (rlx_node_type(g, w, &wt, wd) != 2 || rlx_node_type(g, x, NULL, xd) != 3) return -1;
+  if (rlx_dtype_is_block(wt)) return rlx_dequant_matmul(g, x, w);
   const int64_t perm[2] = {1, 0};
-  return rlx_matmul(g, x, rlx_transpose(g, to_f32(g, w), 2, perm));
+  if (b->weight_right) return rlx_matmul(g, x, rlx_transpose(g, to_f32(g, w), 2, perm));
+  rlx_node xt = rlx_transpose(g, rlx_reshape(g, x, 2, (const int64_t[]){xd[1], xd[2]}), 2, perm);
+  rlx_node y = rlx_transpose(g, rlx_matmul(g, to_f32(g, w), xt), 2, perm);
+  return rlx_reshape(g, y, 3, (const int64_t[]){1, xd[1], wd[0]});
 }
 
 static rlx_node rms_norm(rlx_graph *g, rlx_node x, rlx_node gamma, int64_t n, float eps) {
@@ -248,8 +356,8 @@ static rlx_node add_bias(rlx_graph *g, rlx_node x, rlx_node bias) {
 }
 
 /* One decoder layer on x [1, S, n_embd]; its two cache Assigns go to assigns. */
-static rlx_node layer(llm_builder *b, const llm_kv_cache *kv, int l, rlx_node x, rlx_node pos, rlx_node n_past,
-                      rlx_node mask, int64_t S, int64_t T, rlx_node *assigns) {
+static rlx_node layer(llm_builder *b, const llm_kv_cache *kv, int l, rlx_node x, const rlx_node *rope_tab,
+                      rlx_node n_past, rlx_node mask, int64_t S, int64_t T, rlx_node *assigns) {
   rlx_graph *g = b->g;
   const llm_hparams *hp = b->hp;
   const int64_t E = hp->n_embd, D = hp->head_dim, qd = hp->n_head * D, kvd = hp->n_head_kv * D;
@@ -283,27 +391,27 @@ static rlx_node layer(llm_builder *b, const llm_kv_cache *kv, int l, rlx_node x,
   if (b->st) return -1;
 
   rlx_node h = rms_norm(g, x, attn_norm, E, hp->norm_eps);
-  rlx_node q = add_bias(g, linear(g, h, wq), bq);
-  rlx_node k = add_bias(g, linear(g, h, wk), bk);
-  rlx_node v = add_bias(g, linear(g, h, wv), bv);
+  rlx_node q = add_bias(g, linear(b, h, wq), bq);
+  rlx_node k = add_bias(g, linear(b, h, wk), bk);
+  rlx_node v = add_bias(g, linear(b, h, wv), bv);
   if (q_norm >= 0) {
     q = head_norm(g, q, q_norm, hp->n_head, S, hp);
     k = head_norm(g, k, k_norm, hp->n_head_kv, S, hp);
   }
-  const rlx_rope_desc rope = {(int)D, (int)hp->n_rot, hp->rope_mode, hp->rope_base, hp->rope_scale};
-  q = rlx_rope(g, q, pos, &rope);
-  k = rlx_rope(g, k, pos, &rope);
+  const rlx_rope_desc rope = {(int)D, (int)hp->n_rot, hp->rope_mode, hp->rope_base, 1.0};
+  q = rlx_rope_cos_sin(g, q, rope_tab[0], rope_tab[1], &rope);
+  k = rlx_rope_cos_sin(g, k, rope_tab[0], rope_tab[1], &rope);
   rlx_node k_all, v_all;
   llm_kv_layer(g, kv, l, k, v, n_past, T, &k_all, &v_all, assigns);
   const rlx_attention_desc att = {(int)hp->n_head, (int)hp->n_head_kv, (int)D, RLX_MASK_CUSTOM, 0, 0.0, 0.0,
                                   RLX_LAYOUT_BSHD};
   rlx_node a = rlx_attention(g, q, k_all, v_all, mask, &att);
-  x = rlx_add(g, x, linear(g, a, wo));
+  x = rlx_add(g, x, linear(b, a, wo));
 
   rlx_node h2 = rms_norm(g, x, ffn_norm, E, hp->norm_eps);
-  rlx_node gate = linear(g, h2, wg), up = linear(g, h2, wu);
+  rlx_node gate = linear(b, h2, wg), up = linear(b, h2, wu);
   rlx_node f = rlx_mul(g, rlx_activation(g, RLX_ACT_SILU, gate), up);
-  return rlx_add(g, x, linear(g, f, wd));
+  return rlx_add(g, x, linear(b, f, wd));
 }
 
 /* The whole decoder graph. */
@@ -313,7 +421,9 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
   const int64_t S = rlx_dim_sym(g, "S"), T = rlx_dim_sym(g, "T"), R = rlx_dim_sym(g, "R");
   const int64_t E = hp->n_embd;
   rlx_node tokens = rlx_input(g, "tokens", RLX_I32, 1, (const int64_t[]){S});
-  rlx_node pos = rlx_input(g, "pos", RLX_I32, 1, (const int64_t[]){S});
+  const int64_t table_dims[2] = {S, hp->n_rot / 2};
+  const rlx_node rope_tab[2] = {rlx_input(g, "rope_cos", RLX_F32, 2, table_dims),
+                                rlx_input(g, "rope_sin", RLX_F32, 2, table_dims)};
   rlx_node n_past = rlx_input(g, "n_past", RLX_I32, 0, NULL);
   rlx_node mask = rlx_input(g, "mask", RLX_F32, 2, (const int64_t[]){S, T});
   rlx_node rows = rlx_input(g, "rows", RLX_I32, 1, (const int64_t[]){R});
@@ -329,7 +439,7 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
   int n_out = 1 + 2 * (int)hp->n_layer;
   rlx_node *outs = malloc((size_t)n_out * sizeof *outs);
   if (!outs) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
-  for (int l = 0; l < hp->n_layer && !b->st; l++) x = layer(b, kv, l, x, pos, n_past, mask, S, T, &outs[1 + 2 * l]);
+  for (int l = 0; l < hp->n_layer && !b->st; l++) x = layer(b, kv, l, x, rope_tab, n_past, mask, S, T, &outs[1 + 2 * l]);
   rlx_node out_norm = weight(b, "output_norm.weight", 1, (const int64_t[]){E}, 0);
   rlx_node wout = weight(b, "output.weight", 2, (const int64_t[]){hp->n_vocab, E}, 1);
   if (wout < 0) wout = embd; /* tied embeddings */
@@ -338,7 +448,7 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
     return b->st;
   }
   x = rms_norm(g, x, out_norm, E, hp->norm_eps);
-  outs[0] = linear(g, rlx_gather(g, x, rows, 1), wout);
+  outs[0] = linear(b, rlx_gather(g, x, rows, 1), wout);
   rlx_status st = rlx_graph_set_outputs(g, n_out, outs);
   free(outs);
   if (st == RLX_OK) st = rlx_graph_status(g);
@@ -391,14 +501,21 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   }
   int64_t n_ctx = o.n_ctx ? o.n_ctx : m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
   m->kv = (llm_kv_cache){n_ctx, m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, NULL, 0};
-  m->scratch = malloc(2 * LLM_MAX_BATCH * sizeof *m->scratch);
-  if (!m->scratch) {
-    free(m);
+  const int64_t half = m->hp.n_rot / 2;
+  m->rows = malloc(LLM_MAX_BATCH * sizeof *m->rows);
+  m->rope_freq = malloc((size_t)half * sizeof *m->rope_freq);
+  m->rope_table = malloc((size_t)(2 * LLM_MAX_BATCH * half) * sizeof *m->rope_table);
+  if (!m->rows || !m->rope_freq || !m->rope_table) {
+    rlx_llm_free(m);
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
+  }
+  if ((st = rope_frequencies(f, &m->hp, m->rope_freq, &m->rope_mscale))) {
+    rlx_llm_free(m);
+    return st;
   }
   char gname[64];
   snprintf(gname, sizeof gname, "rlx.llm.%s", m->hp.name);
-  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0, RLX_OK};
+  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0, o.compile.device == RLX_DEVICE_CUDA, RLX_OK};
   st = b.g ? build_graph(&b, &m->kv) : rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   if (o.progress && st == RLX_OK) o.progress(0.1, o.progress_user);
   if (st == RLX_OK) st = rlx_compile(b.g, &o.compile, &m->sess);
@@ -420,7 +537,9 @@ void rlx_llm_free(rlx_llm *m) {
   if (!m) return;
   rlx_session_free(m->sess);
   llm_kv_free(&m->kv);
-  free(m->scratch);
+  free(m->rows);
+  free(m->rope_freq);
+  free(m->rope_table);
   free(m);
 }
 
@@ -438,6 +557,9 @@ rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out) {
   out->n_ctx_train = m->hp.n_ctx_train;
   out->n_ctx = m->kv.n_ctx;
   out->rope_base = m->hp.rope_base;
+  snprintf(out->rope_scaling, sizeof out->rope_scaling, "%s", rope_scaling_names[m->hp.scaling]);
+  out->rope_freq_scale = m->hp.rope_freq_scale;
+  out->rope_freq_factors = m->hp.has_freq_factors;
   out->norm_eps = m->hp.norm_eps;
   out->weight_bytes = m->weight_bytes;
   out->kv_cache_bytes = llm_kv_bytes(&m->kv);
@@ -466,15 +588,26 @@ rlx_status rlx_llm_truncate(rlx_llm *m, int64_t n_past) {
 /* One run of S <= LLM_MAX_BATCH tokens; R logit rows into logits. */
 static rlx_status eval_chunk(rlx_llm *m, const int32_t *tokens, int64_t S, int all_logits, float *logits) {
   const int64_t T = llm_kv_key_len(&m->kv, m->n_past, S), R = all_logits ? S : 1;
-  int32_t *pos = m->scratch, *rows = m->scratch + LLM_MAX_BATCH;
-  for (int64_t i = 0; i < S; i++) pos[i] = (int32_t)(m->n_past + i);
+  const int64_t half = m->hp.n_rot / 2;
+  int32_t *rows = m->rows;
+  float *cos_t = m->rope_table, *sin_t = m->rope_table + S * half;
+  for (int64_t i = 0; i < S; i++)
+    for (int64_t j = 0; j < half; j++) {
+      double theta = (double)(m->n_past + i) * m->rope_freq[j];
+      cos_t[i * half + j] = (float)(cos(theta) * m->rope_mscale);
+      sin_t[i * half + j] = (float)(sin(theta) * m->rope_mscale);
+    }
   for (int64_t i = 0; i < R; i++) rows[i] = (int32_t)(all_logits ? i : S - 1);
   const int32_t start = (int32_t)m->n_past;
   rlx_status st = llm_kv_mask(&m->kv, m->n_past, S, T);
   if (st == RLX_OK)
     st = rlx_set_input_shaped(m->sess, "tokens", tokens, (size_t)S * sizeof *tokens, 1, (const int64_t[]){S});
   if (st == RLX_OK)
-    st = rlx_set_input_shaped(m->sess, "pos", pos, (size_t)S * sizeof *pos, 1, (const int64_t[]){S});
+    st = rlx_set_input_shaped(m->sess, "rope_cos", cos_t, (size_t)(S * half) * sizeof *cos_t, 2,
+                              (const int64_t[]){S, half});
+  if (st == RLX_OK)
+    st = rlx_set_input_shaped(m->sess, "rope_sin", sin_t, (size_t)(S * half) * sizeof *sin_t, 2,
+                              (const int64_t[]){S, half});
   if (st == RLX_OK) st = rlx_set_input(m->sess, "n_past", &start, sizeof start);
   if (st == RLX_OK)
     st = rlx_set_input_shaped(m->sess, "mask", m->kv.mask, (size_t)(S * T) * sizeof(float), 2,

@@ -11,8 +11,8 @@ to float32 and un-permutes llama's Q/K rows) and tokenizes each prompt;
 for each prompt i it writes OUT_DIR/prompt<i>.tokens (i32), .logits (f32
 [n, vocab], every position) and .greedy (i32, 64 greedy tokens after the
 prompt), and OUT_DIR/cases.txt ("prompt<i> N_TOKENS VOCAB" per line).
-Exits 77 when torch, transformers or the package is missing (the test
-then skips).
+Exits 77 when torch, transformers, accelerate or the package is missing
+(the test then skips).
 """
 import importlib.util
 import os
@@ -21,6 +21,7 @@ import sys
 try:
     import numpy as np
     import torch
+    import accelerate  # noqa: F401  (transformers loads a GGUF only with it)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 except ImportError as e:
     print(f"SKIP: {e}")

@@ -11,13 +11,15 @@ Writes DIR/cases.txt, one line per case:
 The reference is an independent float64 forward pass over the weights as
 the file stores them (quantized ones dequantized by the gguf package):
 RMSNorm, RoPE as llama.cpp applies it (normal = adjacent pairs for llama,
-neox = the two halves for qwen2/qwen3), grouped-query causal attention,
+neox = the two halves for qwen2/qwen3; rope_freqs.weight factors, linear
+and YaRN scaling from the metadata), grouped-query causal attention,
 SwiGLU, tied or separate output, logits at every position: NAME.logits
 with the activations of quantized matmuls rounded to Q8_0 as the fast
 kernels do (TOL, relative to the largest logit, covers the remaining
 rounding differences), NAME.exact without (for rlx's reference kernel).
 """
 import argparse
+import math
 import os
 
 import numpy as np
@@ -72,11 +74,35 @@ def rms_norm(x, g, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * g
 
 
-def rope(x, pos, n_rot, base, neox):
-    """x [S, H, D]; rotates the first n_rot dims of each head."""
-    half = n_rot // 2
-    theta = pos[:, None] * base ** (-2.0 * np.arange(half) / n_rot)  # [S, half]
-    c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+def rope_freqs(base, factors=None, scaling=None, n_rot=HEAD_DIM):
+    """(angle per position of each rotation [n_rot/2], cos/sin scale), written
+    from Hugging Face transformers' rope initializations (default, linear,
+    yarn), with llama.cpp's per-rotation frequency factors dividing the
+    unscaled frequencies. scaling: None, ("linear", factor) or ("yarn",
+    factor, original_context_length)."""
+    inv = 1.0 / base ** (np.arange(0, n_rot, 2) / n_rot)
+    if factors is not None:
+        inv = inv / factors
+    if scaling is None:
+        return inv, 1.0
+    if scaling[0] == "linear":
+        return inv / scaling[1], 1.0
+    _, factor, orig = scaling
+    def corr_dim(n_turns):
+        return n_rot * math.log(orig / (n_turns * 2 * math.pi)) / (2 * math.log(base))
+    low, high = max(math.floor(corr_dim(32)), 0), min(math.ceil(corr_dim(1)), n_rot - 1)
+    if low == high:
+        high += 0.001
+    extrapolate = 1 - np.clip((np.arange(n_rot // 2) - low) / (high - low), 0, 1)
+    return inv / factor * (1 - extrapolate) + inv * extrapolate, 0.1 * math.log(factor) + 1.0
+
+
+def rope(x, pos, freqs, neox):
+    """x [S, H, D]; rotates the first n_rot dims of each head (freqs = rope_freqs(...))."""
+    inv, mscale = freqs
+    half = len(inv)
+    theta = pos[:, None] * inv[None, :]  # [S, half]
+    c, s = mscale * np.cos(theta)[:, None, :], mscale * np.sin(theta)[:, None, :]
     y = x.copy()
     if neox:
         i0, i1 = np.arange(half), np.arange(half) + half
@@ -88,7 +114,7 @@ def rope(x, pos, n_rot, base, neox):
     return y
 
 
-def forward(w, tokens, arch, eps, base, quantized=()):
+def forward(w, tokens, arch, eps, freqs, quantized=()):
     """Logits [S, V] at every position of tokens (float64). A matmul with a
     weight named in quantized first rounds its activation rows to Q8_0
     blocks, as llama.cpp (and rlx) do before the integer dot products."""
@@ -119,7 +145,7 @@ def forward(w, tokens, arch, eps, base, quantized=()):
         if arch == "qwen3":
             q = rms_norm(q, w[p + "attn_q_norm.weight"], eps)
             k = rms_norm(k, w[p + "attn_k_norm.weight"], eps)
-        q, k = rope(q, pos, HEAD_DIM, base, neox), rope(k, pos, HEAD_DIM, base, neox)
+        q, k = rope(q, pos, freqs, neox), rope(k, pos, freqs, neox)
         out = np.zeros((S, N_HEAD, HEAD_DIM))
         for hh in range(N_HEAD):
             kv = hh // group
@@ -148,7 +174,9 @@ def write_gguf(path, arch, tensors, meta_overrides=None, drop=(), reshape=None):
     for k, v in meta.items():
         if v is None:
             continue
-        if isinstance(v, float):
+        if isinstance(v, str):
+            wr.add_string(f"{arch}.{k}", v)
+        elif isinstance(v, float):
             wr.add_float32(f"{arch}.{k}", v)
         else:
             wr.add_uint32(f"{arch}.{k}", v)
@@ -174,7 +202,18 @@ CASES = [
     ("llama_q4_0", "llama", True, QT.Q4_0, QT.F16, None, 0.08),
     ("qwen2_f16", "qwen2", False, QT.F16, QT.F16, QT.F16, 2e-3),
     ("qwen3_q8_0", "qwen3", True, QT.Q8_0, QT.Q8_0, None, 0.08),
+    ("llama_rope_freqs", "llama", True, QT.F32, QT.F32, None, 2e-4),
+    ("qwen2_yarn", "qwen2", False, QT.F32, QT.F32, QT.F32, 2e-4),
 ]
+
+# RoPE of the cases that are not plain: metadata, rope_freqs.weight (the
+# per-rotation factors of Llama 3.1, larger for the slow rotations), scaling
+ROPE = {
+    "llama_rope_freqs": ({"rope.scaling.type": "linear", "rope.scaling.factor": 2.0},
+                         np.array([1.0, 1.0, 1.0, 1.7, 3.1, 5.4, 8.0, 8.0]), ("linear", 2.0)),
+    "qwen2_yarn": ({"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,
+                    "rope.scaling.original_context_length": 64}, None, ("yarn", 4.0, 64)),
+}
 
 
 def main():
@@ -186,6 +225,10 @@ def main():
     rng = np.random.default_rng(1234)
     for name, arch, tied, wq, eq, oq, tol in CASES:
         w = make_weights(rng, arch, tied)
+        meta, factors, scaling = ROPE.get(name, ({}, None, None))
+        if factors is not None:
+            w["rope_freqs.weight"] = factors
+        freqs = rope_freqs(10000.0, factors, scaling)
         stored, values, quantized = {}, {}, set()
         for k, t in w.items():
             qt = QT.F32 if t.ndim == 1 else eq if k == "token_embd.weight" else oq if k == "output.weight" else wq
@@ -194,9 +237,17 @@ def main():
             if qt not in (QT.F32, QT.F16):
                 quantized.add(k)
         tokens = rng.integers(0, N_VOCAB, 40).astype(np.int32)
-        logits = forward(values, tokens, arch, 1e-5, 10000.0, quantized)
-        exact = forward(values, tokens, arch, 1e-5, 10000.0)
-        write_gguf(os.path.join(args.out, name + ".gguf"), arch, stored)
+        logits = forward(values, tokens, arch, 1e-5, freqs, quantized)
+        exact = forward(values, tokens, arch, 1e-5, freqs)
+        if name in ROPE:
+            # the case must fail if rlx ignored the factors or the scaling
+            wrongs = [rope_freqs(10000.0, factors, None)]
+            if factors is not None:
+                wrongs.append(rope_freqs(10000.0, None, scaling))
+            for wrong in wrongs:
+                off = np.abs(forward(values, tokens, arch, 1e-5, wrong) - exact).max()
+                assert off > 50 * tol * np.abs(exact).max(), (name, off)
+        write_gguf(os.path.join(args.out, name + ".gguf"), arch, stored, meta)
         tokens.tofile(os.path.join(args.out, name + ".tokens"))
         logits.astype(np.float32).tofile(os.path.join(args.out, name + ".logits"))
         exact.astype(np.float32).tofile(os.path.join(args.out, name + ".exact"))
@@ -207,8 +258,15 @@ def main():
                    ("bad_heads", {"attention.head_count_kv": 3}, (), None, "RLX_ERR_FORMAT"),
                    ("bad_no_block_count", {"block_count": None}, (), None, "RLX_ERR_FORMAT"),
                    ("bad_rope_dims", {"rope.dimension_count": 17}, (), None, "RLX_ERR_FORMAT")]
-            for bname, meta, drop, reshape, status in bad:
-                write_gguf(os.path.join(args.out, bname + ".gguf"), arch, stored, meta, drop, reshape)
+            for bname, bmeta, drop, reshape, status in bad:
+                write_gguf(os.path.join(args.out, bname + ".gguf"), arch, stored, bmeta, drop, reshape)
+                lines.append(f"bad {bname} {status}")
+        if name == "llama_rope_freqs":
+            bad = [("bad_rope_scaling", {"rope.scaling.type": "longrope"}, None, "RLX_ERR_UNSUPPORTED"),
+                   ("bad_rope_freqs", meta, {"rope_freqs.weight": 7}, "RLX_ERR_FORMAT"),
+                   ("bad_rope_factor", {"rope.scaling.factor": -2.0}, None, "RLX_ERR_FORMAT")]
+            for bname, bmeta, reshape, status in bad:
+                write_gguf(os.path.join(args.out, bname + ".gguf"), arch, stored, bmeta, (), reshape)
                 lines.append(f"bad {bname} {status}")
     w = make_weights(rng, "llama", True)
     write_gguf(os.path.join(args.out, "bad_arch.gguf"), "gpt2",
