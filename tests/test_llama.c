@@ -13,8 +13,8 @@
  *     crossing into the next bucket one more;
  *   - truncate and re-run gives the same logits; errors past n_ctx, bad
  *     tokens and bad truncation;
- *   - the compiled graph transposes no weight (RLX_DUMP: every transpose
- *     has the run's token count in its shape);
+ *   - the compiled graph copies no weight (RLX_DUMP: every transpose and
+ *     cast has the run's token count in its shape);
  * and every bad file fails to load with its status. With --exact (run
  * with RLX_QMATMUL_REF=1: DequantMatMul's reference kernel, activations
  * not quantized) the logits must match the reference without activation
@@ -59,10 +59,10 @@ static int clear_top1(const float *row, int64_t V, double tol) {
 }
 
 /* Nodes of the compiled decoder graph of `name` (RLX_DUMP=legalize, read
- * back from stderr) and how many are Transposes of a static shape.
+ * back from stderr) and how many are Transposes or Casts of a static shape.
  * Every run-time tensor has the symbolic token count in its shape; a
- * static one would be a weight transposed on every run. */
-static void count_transposes(const char *name, int *nodes, int *static_shaped) {
+ * static one would be a weight transposed or converted on every run. */
+static void count_weight_copies(const char *name, int *nodes, int *static_shaped) {
   *nodes = *static_shaped = 0;
   char dump[4096];
   snprintf(dump, sizeof dump, "%s/%s.dump", work_dir, name);
@@ -90,7 +90,7 @@ static void count_transposes(const char *name, int *nodes, int *static_shaped) {
   char line[1024];
   while (in && fgets(line, sizeof line, in)) {
     *nodes += strstr(line, " = ") != NULL;
-    const char *type = strstr(line, "= Transpose{") ? strstr(line, " : ") : NULL;
+    const char *type = strstr(line, "= Transpose{") || strstr(line, "= Cast{") ? strstr(line, " : ") : NULL;
     if (!type) continue;
     const char *dims = strchr(type, '[');
     int symbolic = 0;
@@ -114,11 +114,11 @@ static void check_good(const char *name, int64_t n, int64_t V, double tol_rel) {
   CHECK(st == RLX_OK, "%s: load: %s", name, rlx_last_error());
   if (st) goto done;
 
-  /* 0. weights are read where they lie: no run transposes one */
-  int nodes, weight_transposes;
-  count_transposes(name, &nodes, &weight_transposes);
-  CHECK(nodes > 0 && weight_transposes == 0, "%s: %d of the %d nodes of the compiled graph are transposes of a "
-        "static shape (a weight transposed on every run)", name, weight_transposes, nodes);
+  /* 0. no run transposes or converts a weight */
+  int nodes, weight_copies;
+  count_weight_copies(name, &nodes, &weight_copies);
+  CHECK(nodes > 0 && weight_copies == 0, "%s: %d of the %d nodes of the compiled graph are transposes or casts of "
+        "a static shape (a weight copied on every run)", name, weight_copies, nodes);
 
   rlx_llm_info info;
   CHECK(rlx_llm_get_info(m, &info) == RLX_OK && info.n_vocab == V && info.n_layer == 2 && info.n_head == 4 &&

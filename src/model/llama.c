@@ -73,6 +73,8 @@ struct rlx_llm {
   rlx_session *sess;
   int64_t n_past;
   size_t weight_bytes;
+  float *widened;         /* F32 copies of the F16/BF16 matrices (widen_bytes) */
+  size_t widened_bytes;
   int32_t *rows;          /* the logit rows of a run: LLM_MAX_BATCH */
   double *rope_freq;      /* [n_rot / 2]: angle per position of each rotation */
   double rope_mscale;     /* cos and sin are scaled by it (YaRN, attn_factor) */
@@ -249,25 +251,38 @@ static rlx_status rope_frequencies(const rlx_model_file *f, llm_hparams *hp, dou
 
 /* ---------------------------------------------------------------- weights */
 
+/* A tensor the graph uses; widen: bound as an F32 copy made at load. */
+typedef struct {
+  rlx_file_tensor t;
+  int widen;
+} llm_bound;
+
 /* The graph being built and the tensors it binds. */
 typedef struct {
   rlx_graph *g;
   const rlx_model_file *f;
   const llm_hparams *hp;
-  rlx_file_tensor *bound;  /* the tensors used, bound after compile */
+  llm_bound *bound;        /* the tensors used, bound after compile */
   int n_bound, cap_bound;
-  size_t weight_bytes;
+  size_t weight_bytes, widened_bytes;
   int weight_right;        /* float weights as MatMul's right operand (CUDA) */
   rlx_status st;           /* the first error (a tensor, or out of memory) */
 } llm_builder;
 
+/* weight()'s flags. A matrix feeds a product: on the CPU an F16/BF16 one is
+ * widened to F32 once at load, since MatMul takes one dtype (an F16
+ * product would round every projection to F16) and converting it in the
+ * graph would cost a pass over the weight on every run. */
+enum { WEIGHT_OPTIONAL = 1, WEIGHT_MATRIX = 2 };
+
 /* The param of tensor `name` of exactly the dims given (rank n), or -1 with
- * b->st set. optional: a missing tensor is -1 without an error. */
-static rlx_node weight(llm_builder *b, const char *name, int rank, const int64_t *dims, int optional) {
+ * b->st set. flags: WEIGHT_OPTIONAL (a missing tensor is -1 without an
+ * error), WEIGHT_MATRIX. */
+static rlx_node weight(llm_builder *b, const char *name, int rank, const int64_t *dims, int flags) {
   if (b->st) return -1;
   rlx_file_tensor t;
   if (rlx_model_file_find_tensor(b->f, name, &t) != RLX_OK) {
-    if (!optional) b->st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor %s", b->hp->name, name);
+    if (!(flags & WEIGHT_OPTIONAL)) b->st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor %s", b->hp->name, name);
     return -1;
   }
   if (!t.supported) {
@@ -295,7 +310,7 @@ static rlx_node weight(llm_builder *b, const char *name, int rank, const int64_t
   }
   if (b->n_bound == b->cap_bound) {
     int cap = b->cap_bound ? 2 * b->cap_bound : 64;
-    rlx_file_tensor *p = realloc(b->bound, (size_t)cap * sizeof *p);
+    llm_bound *p = realloc(b->bound, (size_t)cap * sizeof *p);
     if (!p) {
       b->st = rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
       return -1;
@@ -303,9 +318,11 @@ static rlx_node weight(llm_builder *b, const char *name, int rank, const int64_t
     b->bound = p;
     b->cap_bound = cap;
   }
-  b->bound[b->n_bound++] = t;
+  int widen = (flags & WEIGHT_MATRIX) && !b->weight_right && (t.dtype == RLX_F16 || t.dtype == RLX_BF16);
+  b->bound[b->n_bound++] = (llm_bound){t, widen};
   b->weight_bytes += t.nbytes;
-  return rlx_param(b->g, t.name, t.dtype, t.rank, t.dims);
+  if (widen) b->widened_bytes += (size_t)t.numel * sizeof(float);
+  return rlx_param(b->g, t.name, widen ? RLX_F32 : t.dtype, t.rank, t.dims);
 }
 
 static rlx_node to_f32(rlx_graph *g, rlx_node x) {
@@ -318,8 +335,8 @@ static rlx_node to_f32(rlx_graph *g, rlx_node x) {
  * for a block dtype; for a float w on the CPU the product (w x^T)^T, whose
  * left operand is w as stored (a decode step is one pass of dot products
  * over w's rows, a prefill packs w as it would pack any operand) and whose
- * transposes move activations only. An F16/BF16 w is widened to F32 per
- * run (MatMul takes one dtype and would round an F16 product to F16). The CUDA
+ * transposes move activations only (an F16/BF16 w comes widened to F32
+ * at load: weight(), WEIGHT_MATRIX). The CUDA
  * backend reads a weight's transpose through instead (is_weight_transpose),
  * so there w stays the right operand. */
 static rlx_node linear(llm_builder *b, rlx_node x, rlx_node w) {
@@ -363,9 +380,10 @@ static rlx_node layer(llm_builder *b, const llm_kv_cache *kv, int l, rlx_node x,
   const int64_t E = hp->n_embd, D = hp->head_dim, qd = hp->n_head * D, kvd = hp->n_head_kv * D;
   char name[96];
 #define W(suffix, rank, ...)                                                          \
-  (snprintf(name, sizeof name, "blk.%d." suffix, l), weight(b, name, rank, (const int64_t[]){__VA_ARGS__}, 0))
+  (snprintf(name, sizeof name, "blk.%d." suffix, l),                                  \
+   weight(b, name, rank, (const int64_t[]){__VA_ARGS__}, rank == 2 ? WEIGHT_MATRIX : 0))
 #define W_OPT(suffix, rank, ...)                                                      \
-  (snprintf(name, sizeof name, "blk.%d." suffix, l), weight(b, name, rank, (const int64_t[]){__VA_ARGS__}, 1))
+  (snprintf(name, sizeof name, "blk.%d." suffix, l), weight(b, name, rank, (const int64_t[]){__VA_ARGS__}, WEIGHT_OPTIONAL))
   rlx_node attn_norm = W("attn_norm.weight", 1, E);
   rlx_node wq = W("attn_q.weight", 2, qd, E), wk = W("attn_k.weight", 2, kvd, E), wv = W("attn_v.weight", 2, kvd, E);
   rlx_node wo = W("attn_output.weight", 2, E, qd);
@@ -428,7 +446,10 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
   rlx_node mask = rlx_input(g, "mask", RLX_F32, 2, (const int64_t[]){S, T});
   rlx_node rows = rlx_input(g, "rows", RLX_I32, 1, (const int64_t[]){R});
 
-  rlx_node embd = weight(b, "token_embd.weight", 2, (const int64_t[]){hp->n_vocab, E}, 0);
+  /* tied embeddings: the table is the output matrix too */
+  rlx_file_tensor out_t;
+  const int tied = rlx_model_file_find_tensor(b->f, "output.weight", &out_t) != RLX_OK;
+  rlx_node embd = weight(b, "token_embd.weight", 2, (const int64_t[]){hp->n_vocab, E}, tied ? WEIGHT_MATRIX : 0);
   if (b->st) return b->st;
   rlx_dtype embd_t;
   rlx_node_type(g, embd, &embd_t, NULL);
@@ -441,8 +462,7 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
   if (!outs) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   for (int l = 0; l < hp->n_layer && !b->st; l++) x = layer(b, kv, l, x, rope_tab, n_past, mask, S, T, &outs[1 + 2 * l]);
   rlx_node out_norm = weight(b, "output_norm.weight", 1, (const int64_t[]){E}, 0);
-  rlx_node wout = weight(b, "output.weight", 2, (const int64_t[]){hp->n_vocab, E}, 1);
-  if (wout < 0) wout = embd; /* tied embeddings */
+  rlx_node wout = tied ? embd : weight(b, "output.weight", 2, (const int64_t[]){hp->n_vocab, E}, WEIGHT_MATRIX);
   if (b->st) {
     free(outs);
     return b->st;
@@ -455,14 +475,33 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
   return st;
 }
 
-/* Binds every tensor used in place; a plain-dtype tensor not aligned to
- * its element size (a GGUF aligned to 1 or 2) is copied. */
-static rlx_status bind_weights(rlx_session *s, const llm_builder *b, const rlx_llm_options *o) {
+/* Binds every tensor used in place (the widened ones: their F32 copies,
+ * made here into m->widened); a plain-dtype tensor not aligned to its
+ * element size (a GGUF aligned to 1 or 2) is copied. */
+static rlx_status bind_weights(rlx_llm *m, const llm_builder *b, const rlx_llm_options *o) {
+  rlx_session *s = m->sess;
+  if (b->widened_bytes && !(m->widened = malloc(b->widened_bytes)))
+    return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory for %zu bytes of F32 weights",
+                         b->widened_bytes);
+  m->widened_bytes = b->widened_bytes;
+  float *next = m->widened;
   for (int i = 0; i < b->n_bound; i++) {
-    const rlx_file_tensor *t = &b->bound[i];
-    int es = rlx_dtype_is_block(t->dtype) ? 1 : (int)rlx_dtype_nbytes(t->dtype, 1);
-    rlx_status st = (uintptr_t)t->data % (uintptr_t)es ? rlx_set_param(s, t->name, t->data, t->nbytes)
-                                                       : rlx_set_param_ref(s, t->name, t->data, t->nbytes);
+    const rlx_file_tensor *t = &b->bound[i].t;
+    rlx_status st;
+    if (b->bound[i].widen) {
+      const unsigned char *src = t->data;
+      for (int64_t j = 0; j < t->numel; j++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * j, 2);
+        next[j] = t->dtype == RLX_F16 ? rlx_f16_to_f32(h) : rlx_bf16_to_f32(h);
+      }
+      st = rlx_set_param_ref(s, t->name, next, (size_t)t->numel * sizeof *next);
+      next += t->numel;
+    } else {
+      int es = rlx_dtype_is_block(t->dtype) ? 1 : (int)rlx_dtype_nbytes(t->dtype, 1);
+      st = (uintptr_t)t->data % (uintptr_t)es ? rlx_set_param(s, t->name, t->data, t->nbytes)
+                                              : rlx_set_param_ref(s, t->name, t->data, t->nbytes);
+    }
     if (st) return st;
     if (o->progress) o->progress(0.5 + 0.5 * (i + 1) / b->n_bound, o->progress_user);
   }
@@ -515,12 +554,12 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   }
   char gname[64];
   snprintf(gname, sizeof gname, "rlx.llm.%s", m->hp.name);
-  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0, o.compile.device == RLX_DEVICE_CUDA, RLX_OK};
+  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0, 0, o.compile.device == RLX_DEVICE_CUDA, RLX_OK};
   st = b.g ? build_graph(&b, &m->kv) : rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   if (o.progress && st == RLX_OK) o.progress(0.1, o.progress_user);
   if (st == RLX_OK) st = rlx_compile(b.g, &o.compile, &m->sess);
   if (o.progress && st == RLX_OK) o.progress(0.5, o.progress_user);
-  if (st == RLX_OK) st = bind_weights(m->sess, &b, &o);
+  if (st == RLX_OK) st = bind_weights(m, &b, &o);
   if (st == RLX_OK) st = llm_kv_bind(m->sess, &m->kv);
   m->weight_bytes = b.weight_bytes;
   free(b.bound);
@@ -537,6 +576,7 @@ void rlx_llm_free(rlx_llm *m) {
   if (!m) return;
   rlx_session_free(m->sess);
   llm_kv_free(&m->kv);
+  free(m->widened);
   free(m->rows);
   free(m->rope_freq);
   free(m->rope_table);
@@ -562,6 +602,7 @@ rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out) {
   out->rope_freq_factors = m->hp.has_freq_factors;
   out->norm_eps = m->hp.norm_eps;
   out->weight_bytes = m->weight_bytes;
+  out->widened_bytes = m->widened_bytes;
   out->kv_cache_bytes = llm_kv_bytes(&m->kv);
   return RLX_OK;
 }
