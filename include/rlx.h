@@ -684,6 +684,9 @@ typedef struct {
   /* Loading progress, frac in [0, 1]; NULL for none. */
   void      (*progress)(double frac, void *user);
   void       *progress_user;
+  /* KV cache dtype: RLX_F32 (0, the default), RLX_F16 or RLX_BF16 (half the
+   * memory; keys and values rounded to it, attention in it). */
+  rlx_dtype   cache_type;
 } rlx_llm_options;
 typedef struct {
   char    arch[32];       /* general.architecture: llama, qwen2, qwen3, ... */
@@ -695,6 +698,7 @@ typedef struct {
   /* F32 copies of F16/BF16 weight matrices made at load (the CPU's
    * products read F32; quantized and F32 weights are read in place). */
   size_t  widened_bytes;
+  rlx_dtype kv_cache_type;
   /* RoPE as computed: the scaling type ("none", "linear", "yarn"), its
    * frequency scale (1 / rope.scaling.factor), and whether the file has
    * per-rotation frequency factors (rope_freqs.weight: Llama 3.1+). */

@@ -13,6 +13,8 @@
  *     crossing into the next bucket one more;
  *   - truncate and re-run gives the same logits; errors past n_ctx, bad
  *     tokens and bad truncation;
+ *   - F16 and BF16 KV caches: greedy decode logits close to the F32
+ *     cache's, the same argmax except at near-ties;
  *   - the compiled graph copies no weight (RLX_DUMP: every transpose and
  *     cast has the run's token count in its shape);
  * and every bad file fails to load with its status. With --exact (run
@@ -98,6 +100,54 @@ static void count_weight_copies(const char *name, int *nodes, int *static_shaped
     *static_shaped += !symbolic;
   }
   if (in) fclose(in);
+}
+
+/* A 16-bit KV cache (rlx_llm_options.cache_type) against the F32 one:
+ * a prefill of n/4 tokens and greedy decode to 2n positions, the F16 run
+ * fed the F32 run's tokens; every step's logits within tol of the F32
+ * run's, and the same argmax wherever the F32 run's best two logits are
+ * apart by more than 2 tol (a split at a near-tie is no evidence). */
+static void check_cache_type(const char *name, const rlx_model_file *f, const int32_t *tokens, int64_t n, int64_t V,
+                             rlx_dtype cache_t, double tol) {
+  const int64_t total = 2 * n, k = n / 4;
+  int32_t *seq = malloc((size_t)total * sizeof *seq);
+  float *ref = malloc((size_t)(total * V) * sizeof *ref), *row = malloc((size_t)V * sizeof *row);
+  rlx_llm *m32 = NULL, *m16 = NULL;
+  rlx_llm_options o32 = {{RLX_DEVICE_CPU, 0, 0}, 0, NULL, NULL, RLX_F32}, o16 = o32;
+  o16.cache_type = cache_t;
+  rlx_status st = seq && ref && row ? rlx_llm_load(f, &o32, &m32) : RLX_ERR_NOMEM;
+  if (st == RLX_OK) st = rlx_llm_load(f, &o16, &m16);
+  CHECK(st == RLX_OK, "%s: load with a %s cache: %s", name, rlx_dtype_name(cache_t), rlx_last_error());
+  rlx_llm_info info;
+  CHECK(st || (rlx_llm_get_info(m16, &info) == RLX_OK && info.kv_cache_type == cache_t &&
+               info.kv_cache_bytes == (size_t)(2 * info.n_layer * info.n_ctx * info.n_head_kv * info.head_dim) * 2),
+        "%s: info of the %s cache", name, rlx_dtype_name(cache_t));
+  /* the F32 run: prompt, then greedy */
+  for (int64_t i = 0; i < k && seq; i++) seq[i] = tokens[i];
+  if (st == RLX_OK) st = rlx_llm_eval(m32, seq, k, 0, ref + (k - 1) * V);
+  for (int64_t p = k; p < total && st == RLX_OK; p++) {
+    seq[p] = (int32_t)argmax_f32(ref + (p - 1) * V, V);
+    st = rlx_llm_eval(m32, &seq[p], 1, 0, ref + p * V);
+  }
+  double worst = 0;
+  int agree = 0, clear = 0;
+  if (st == RLX_OK) st = rlx_llm_eval(m16, seq, k, 0, row);
+  for (int64_t p = k - 1; p < total && st == RLX_OK; p++) {
+    if (p >= k) st = rlx_llm_eval(m16, &seq[p], 1, 0, row);
+    const float *r = ref + p * V;
+    worst = fmax(worst, max_abs_diff(row, r, V));
+    if (clear_top1(r, V, tol)) clear++, agree += argmax_f32(row, V) == argmax_f32(r, V);
+  }
+  CHECK(st == RLX_OK && worst <= tol && agree == clear, "%s: %s cache vs f32: logits differ by %g (tol %g), argmax "
+        "agrees at %d of %d clear steps: %s", name, rlx_dtype_name(cache_t), worst, tol, agree, clear,
+        st ? rlx_last_error() : "");
+  printf("%s: %s cache, %lld steps: max |%s - f32| %.3g, argmax %d/%d\n", name, rlx_dtype_name(cache_t),
+         (long long)(total - k + 1), rlx_dtype_name(cache_t), worst, agree, clear);
+  rlx_llm_free(m32);
+  rlx_llm_free(m16);
+  free(seq);
+  free(ref);
+  free(row);
 }
 
 static void check_good(const char *name, int64_t n, int64_t V, double tol_rel) {
@@ -187,7 +237,16 @@ static void check_good(const char *name, int64_t n, int64_t V, double tol_rel) {
   CHECK(st == RLX_OK && max_abs_diff(step, got + k * V, V) <= 1e-4 * ref_max + 1e-5,
         "%s: after truncate: %g", name, max_abs_diff(step, got + k * V, V));
 
-  /* 5. errors */
+  /* 5. 16-bit KV caches (tolerances: a few roundings of the cache dtype,
+   * or the case's own where activations are quantized: a key rounded
+   * differently can move an activation across a Q8 rounding step) */
+  check_cache_type(name, f, tokens, n, V, RLX_F16, fmax(2e-3, exact ? 0 : tol_rel) * ref_max);
+  check_cache_type(name, f, tokens, n, V, RLX_BF16, fmax(2e-2, exact ? 0 : tol_rel) * ref_max);
+  rlx_llm_options bad_cache = {{RLX_DEVICE_CPU, 0, 0}, 0, NULL, NULL, RLX_F64};
+  rlx_llm *no = NULL;
+  CHECK_ERR(rlx_llm_load(f, &bad_cache, &no), RLX_ERR_INVALID, "cache_type");
+
+  /* 6. errors */
   const int32_t bad_token = (int32_t)V;
   CHECK_ERR(rlx_llm_eval(m, &bad_token, 1, 0, step), RLX_ERR_INVALID, "vocabulary");
   CHECK_ERR(rlx_llm_truncate(m, rlx_llm_n_past(m) + 1), RLX_ERR_INVALID, "truncate");

@@ -57,6 +57,8 @@ static const char *usage =
     "                          (default: a new one each run, printed)\n"
     "      --threads N         CPU threads (default: all cores)\n"
     "      --ctx N             context length (default: the model's, at most 4096)\n"
+    "      --cache-type T      KV cache type: f32 (default), f16 or bf16 (half the\n"
+    "                          memory; keys, values and queries rounded to it)\n"
     "      --device cpu|cuda   where the decoder runs (default cpu)\n"
     "      --ignore-eos        do not stop at end-of-generation tokens\n"
     "      --stats-json        also print the statistics as one JSON line on stderr\n"
@@ -70,6 +72,7 @@ typedef struct {
   int64_t n_predict, n_ctx;
   int chat, threads, ignore_eos, stats_json, seed_given;
   rlx_device device;
+  rlx_dtype cache_type;
   rlx_sampler_params sp;
 } gen_opts;
 
@@ -273,7 +276,7 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
     goto done;
   }
   load_progress lp = {isatty(fileno(stderr)), -1};
-  rlx_llm_options lo = {{o->device, o->threads, 0}, o->n_ctx, on_progress, &lp};
+  rlx_llm_options lo = {{o->device, o->threads, 0}, o->n_ctx, on_progress, &lp, o->cache_type};
   st = rlx_llm_load(f, &lo, &m);
   if (lp.tty && lp.shown >= 0) fputc('\r', stderr);
   if (st) {
@@ -292,10 +295,10 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
   t_load = now() - t_load;
   const char *base = strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path;
   fprintf(stderr, "loaded %s in %.2f s: %s, %lld layers, %lld embd, %lld heads (%lld kv), vocab %lld, ctx %lld, "
-                  "weights %.1f MiB, KV cache %.1f MiB\n",
+                  "weights %.1f MiB, KV cache %.1f MiB (%s)\n",
           base, t_load, info.arch, (long long)info.n_layer, (long long)info.n_embd, (long long)info.n_head,
           (long long)info.n_head_kv, (long long)info.n_vocab, (long long)info.n_ctx, (double)info.weight_bytes / 1048576.0,
-          (double)info.kv_cache_bytes / 1048576.0);
+          (double)info.kv_cache_bytes / 1048576.0, rlx_dtype_name(info.kv_cache_type));
 
   size_t text_len;
   if (!(text = prompt_text(o, f, prompt, &text_len))) goto done;
@@ -457,6 +460,12 @@ int cmd_generate(int argc, char **argv) {
         return 2;
       }
       o.device = !strcmp(v, "cuda") ? RLX_DEVICE_CUDA : RLX_DEVICE_CPU, i++;
+    } else if (!strcmp(a, "--cache-type")) {
+      if (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16")) {
+        fprintf(stderr, "rlx generate: --cache-type is f32, f16 or bf16, not '%s'\n", v);
+        return 2;
+      }
+      o.cache_type = !strcmp(v, "f16") ? RLX_F16 : !strcmp(v, "bf16") ? RLX_BF16 : RLX_F32, i++;
     } else {
       struct { const char *flag; double lo, hi; int integer; } nums[] = {
           {"-n", 0, 1e9, 1},          {"--n-predict", 0, 1e9, 1}, {"--temp", 0, 1e6, 0},

@@ -20,19 +20,20 @@ void llm_kv_layer(rlx_graph *g, const llm_kv_cache *c, int layer, rlx_node k_new
   for (int i = 0; i < 2; i++) {
     char name[48];
     cache_name(name, sizeof name, i ? 'v' : 'k', layer);
-    rlx_node cache = rlx_param(g, name, RLX_F32, 3, dims);
-    rlx_node updated = rlx_update_slice(g, cache, news[i], start, 1);
+    rlx_node cache = rlx_param(g, name, c->dtype, 3, dims);
+    rlx_node rows = c->dtype == RLX_F32 ? news[i] : rlx_cast(g, news[i], c->dtype);
+    rlx_node updated = rlx_update_slice(g, cache, rows, start, 1);
     assigns[i] = rlx_assign(g, cache, updated);
     *alls[i] = rlx_narrow(g, updated, 1, 0, key_len);
   }
 }
 
 size_t llm_kv_bytes(const llm_kv_cache *c) {
-  return (size_t)(2 * c->n_layer * c->n_ctx * c->kv_dim) * sizeof(float);
+  return rlx_dtype_nbytes(c->dtype, 2 * c->n_layer * c->n_ctx * c->kv_dim);
 }
 
 rlx_status llm_kv_bind(rlx_session *s, const llm_kv_cache *c) {
-  size_t nbytes = (size_t)(c->n_ctx * c->kv_dim) * sizeof(float);
+  size_t nbytes = rlx_dtype_nbytes(c->dtype, c->n_ctx * c->kv_dim);
   /* calloc'ed pages read as zeros without being resident: only the
    * session's copies take memory */
   void *zeros = calloc(1, nbytes ? nbytes : 1);

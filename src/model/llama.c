@@ -423,7 +423,11 @@ static rlx_node layer(llm_builder *b, const llm_kv_cache *kv, int l, rlx_node x,
   llm_kv_layer(g, kv, l, k, v, n_past, T, &k_all, &v_all, assigns);
   const rlx_attention_desc att = {(int)hp->n_head, (int)hp->n_head_kv, (int)D, RLX_MASK_CUSTOM, 0, 0.0, 0.0,
                                   RLX_LAYOUT_BSHD};
-  rlx_node a = rlx_attention(g, q, k_all, v_all, mask, &att);
+  /* attention runs in the cache's dtype (q rounded to it, as llama.cpp
+   * rounds q for an F16 cache), converting K/V rows as it reads them */
+  const rlx_dtype cache_t = kv->dtype;
+  if (cache_t != RLX_F32) q = rlx_cast(g, q, cache_t);
+  rlx_node a = to_f32(g, rlx_attention(g, q, k_all, v_all, mask, &att));
   x = rlx_add(g, x, linear(b, a, wo));
 
   rlx_node h2 = rms_norm(g, x, ffn_norm, E, hp->norm_eps);
@@ -512,9 +516,12 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: out is NULL");
   *out = NULL;
   if (!f) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: file is NULL");
-  rlx_llm_options o = {{RLX_DEVICE_AUTO, 0, 0}, 0, NULL, NULL};
+  rlx_llm_options o = {{RLX_DEVICE_AUTO, 0, 0}, 0, NULL, NULL, RLX_F32};
   if (opt) o = *opt;
   if (o.n_ctx < 0) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: n_ctx %lld < 0", (long long)o.n_ctx);
+  if (o.cache_type != RLX_F32 && o.cache_type != RLX_F16 && o.cache_type != RLX_BF16)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: cache_type %d is not RLX_F32, RLX_F16 or RLX_BF16",
+                         (int)o.cache_type);
   if (o.progress) o.progress(0.0, o.progress_user);
   rlx_llm *m = calloc(1, sizeof *m);
   if (!m) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
@@ -539,7 +546,7 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
     return st;
   }
   int64_t n_ctx = o.n_ctx ? o.n_ctx : m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
-  m->kv = (llm_kv_cache){n_ctx, m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, NULL, 0};
+  m->kv = (llm_kv_cache){n_ctx, m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, o.cache_type, NULL, 0};
   const int64_t half = m->hp.n_rot / 2;
   m->rows = malloc(LLM_MAX_BATCH * sizeof *m->rows);
   m->rope_freq = malloc((size_t)half * sizeof *m->rope_freq);
@@ -604,6 +611,7 @@ rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out) {
   out->weight_bytes = m->weight_bytes;
   out->widened_bytes = m->widened_bytes;
   out->kv_cache_bytes = llm_kv_bytes(&m->kv);
+  out->kv_cache_type = m->kv.dtype;
   return RLX_OK;
 }
 

@@ -6,7 +6,9 @@
 #include "rlx.h"
 
 /* The KV cache of a decoder: per layer a K and a V param of
- * [1, n_ctx, kv_dim] F32, preallocated, zero at first.
+ * [1, n_ctx, kv_dim] of dtype F32, F16 or BF16, preallocated, zero at
+ * first. A 16-bit cache halves its memory; the new rows are rounded to it
+ * as they are written.
  *
  * A run of S new tokens at positions [n_past, n_past + S) writes their K/V
  * rows into the cache params in place (UpdateSlice at n_past, Assigned back
@@ -21,14 +23,15 @@
 
 typedef struct {
   int64_t n_ctx, n_layer, kv_dim;
+  rlx_dtype dtype;
   float *mask;          /* host mask of the last run [S, T] */
   size_t mask_cap;      /* floats */
 } llm_kv_cache;
 
 /* The graph side, for one layer: writes k_new and v_new ([1, S, kv_dim],
- * F32) at start (the I32 scalar input n_past) and returns, in *k_all and
+ * F32, rounded to the cache's dtype) at start (the I32 scalar input n_past) and returns, in *k_all and
  * *v_all, the first key_len (a symbolic dim) rows of the updated caches,
- * [1, key_len, kv_dim]. The two Assigns go to assigns[0..1]: they must
+ * [1, key_len, kv_dim] in the cache's dtype. The two Assigns go to assigns[0..1]: they must
  * become graph outputs. Builder errors are sticky in g. */
 void llm_kv_layer(rlx_graph *g, const llm_kv_cache *c, int layer, rlx_node k_new, rlx_node v_new,
                   rlx_node start, int64_t key_len, rlx_node *k_all, rlx_node *v_all, rlx_node *assigns);
