@@ -170,6 +170,9 @@ static void test_shapes(cpu_ctx *ctx) {
       {200, 1, 75},  {1, 1, 70},   {2, 3, 4},      {13, 29, 17},  {14, 32, 64}, {15, 33, 65},
       {28, 64, 1},   {29, 65, 257}, {70, 70, 70},  {3, 4200, 9},  {400, 40, 300},
       {257, 129, 511},
+      /* big enough for two threads: one matrix cut into column tiles
+       * sharing one packed A (few rows), or row tiles sharing one packed B */
+      {128, 300, 200}, {130, 1100, 64}, {900, 70, 150},
   };
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
     all_layouts(ctx, shapes[s][0], shapes[s][1], shapes[s][2], s % 2 == 0, RLX_ACT_NONE);
@@ -202,6 +205,9 @@ static void test_acts(cpu_ctx *ctx) {
     all_layouts(ctx, 1, 100, 37, 1, (rlx_act)a);
     all_layouts(ctx, 67, 1, 37, 1, (rlx_act)a);
   }
+  /* the epilogue on the tiles of a threaded split */
+  all_layouts(ctx, 128, 300, 200, 1, RLX_ACT_GELU);
+  all_layouts(ctx, 900, 70, 150, 1, RLX_ACT_SILU);
 }
 
 static void test_random_data(cpu_ctx *ctx) {

@@ -19,6 +19,16 @@
  * mutex; the publisher stores the counter and then checks for sleepers, so
  * either the sleeper sees the new value or the publisher sees the sleeper
  * and signals under the mutex (no lost wake-up).
+ *
+ * The loop ends when its chunks are done, not when every worker has
+ * checked in: on a machine with more runnable threads than cores a worker
+ * may not get a core for milliseconds, and the others (the caller
+ * included) then take its chunks; waiting for it to arrive and find
+ * nothing left would stall the caller for a scheduler slice. So a worker
+ * may arrive after its job ended: it claims chunks only through `next`,
+ * which carries the job's sequence number (a compare-and-swap that fails
+ * for an old job), and it reads the job's fields only while it holds an
+ * unfinished chunk, which the caller waits for.
  */
 #include "cpu.h"
 
@@ -60,11 +70,13 @@ typedef struct {
   atomic_uint_fast64_t generation;
   atomic_int sleepers;        /* workers in (or entering) pthread_cond_wait on work_cv */
   atomic_int caller_sleeping; /* the caller in (or entering) pthread_cond_wait on done_cv */
-  atomic_int pending;         /* of those, not finished yet */
   cpu_task_fn fn;
   void *arg;
   int64_t n, chunk;
-  atomic_llong next;
+  atomic_llong chunks;        /* of the current job (read before a claim) */
+  /* (job sequence number mod 2^32) << 32 | index of the next chunk to claim */
+  atomic_uint_fast64_t next;
+  atomic_llong done;          /* chunks of the current job finished */
 } cpu_pool;
 
 struct cpu_ctx { int threads; };
@@ -80,12 +92,27 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void run_chunks(int thread) {
+/* Claims and runs chunks of job `seq` until none is left (or the job is no
+ * longer the current one). */
+static void run_chunks(int thread, uint64_t seq) {
+  const uint64_t tag = (seq & 0xffffffffu) << 32;
   for (;;) {
-    int64_t b = atomic_fetch_add(&pool.next, pool.chunk);
-    if (b >= pool.n) break;
-    int64_t e = b + pool.chunk < pool.n ? b + pool.chunk : pool.n;
+    uint64_t v = atomic_load(&pool.next);
+    int64_t c;
+    do {
+      c = (int64_t)(v & 0xffffffffu);
+      if ((v & ~(uint64_t)0xffffffffu) != tag || c >= atomic_load_explicit(&pool.chunks, memory_order_relaxed))
+        return;
+    } while (!atomic_compare_exchange_weak(&pool.next, &v, v + 1));
+    /* chunk c of job seq is ours: the job's fields stay until it is done */
+    int64_t b = c * pool.chunk, e = b + pool.chunk < pool.n ? b + pool.chunk : pool.n;
     pool.fn(pool.arg, b, e, thread);
+    int64_t total = atomic_load_explicit(&pool.chunks, memory_order_relaxed);
+    if (atomic_fetch_add(&pool.done, 1) + 1 == total && thread != 0 && atomic_load(&pool.caller_sleeping)) {
+      pthread_mutex_lock(&pool.mu);
+      pthread_cond_signal(&pool.done_cv);
+      pthread_mutex_unlock(&pool.mu);
+    }
   }
 }
 
@@ -130,25 +157,20 @@ static void *worker_main(void *p) {
     }
     seen = g;
     if (index > (int)(g & CPU_POOL_MAX_WORKERS)) continue;
-    run_chunks(index);
-    if (atomic_fetch_sub(&pool.pending, 1) == 1 && atomic_load(&pool.caller_sleeping)) {
-      pthread_mutex_lock(&pool.mu);
-      pthread_cond_signal(&pool.done_cv);
-      pthread_mutex_unlock(&pool.mu);
-    }
+    run_chunks(index, g >> 8);
   }
   return NULL;
 }
 
-/* The caller's wait for the workers of its job: spin, then sleep. */
-static void wait_for_workers(void) {
+/* The caller's wait for the chunks the workers took: spin, then sleep. */
+static void wait_for_chunks(int64_t chunks) {
   int64_t start = 0;
   int yielding = 0;
-  for (unsigned i = 1; atomic_load_explicit(&pool.pending, memory_order_acquire) > 0; i++) {
+  for (unsigned i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; i++) {
     if (!spin_step(i, &start, &yielding)) {
       pthread_mutex_lock(&pool.mu);
       atomic_store(&pool.caller_sleeping, 1);
-      while (atomic_load(&pool.pending) > 0) pthread_cond_wait(&pool.done_cv, &pool.mu);
+      while (atomic_load(&pool.done) < chunks) pthread_cond_wait(&pool.done_cv, &pool.mu);
       atomic_store(&pool.caller_sleeping, 0);
       pthread_mutex_unlock(&pool.mu);
       return;
@@ -213,15 +235,17 @@ void cpu_parallel_for(cpu_ctx *ctx, int64_t n, int64_t grain, cpu_task_fn fn, vo
   if (chunks - 1 < workers) workers = (int)(chunks - 1);
   /* A few chunks per thread balance uneven work without much overhead. */
   int64_t per = (n + (int64_t)(workers + 1) * 4 - 1) / ((int64_t)(workers + 1) * 4);
-  /* No worker touches these until the generation store below publishes
-   * them; the previous job's workers are all done (pending was 0). */
+  /* No worker reads these before it claims a chunk of this job (through
+   * `next`, published below); the previous job's chunks are all done. */
   pool.fn = fn;
   pool.arg = arg;
   pool.n = n;
   pool.chunk = per > grain ? per : grain;
-  atomic_store_explicit(&pool.next, 0, memory_order_relaxed);
-  atomic_store_explicit(&pool.pending, workers, memory_order_relaxed);
+  int64_t total = (n + pool.chunk - 1) / pool.chunk;
   uint64_t seq = (atomic_load_explicit(&pool.generation, memory_order_relaxed) >> 8) + 1;
+  atomic_store(&pool.chunks, total);
+  atomic_store(&pool.done, 0);
+  atomic_store(&pool.next, (seq & 0xffffffffu) << 32);
   atomic_store(&pool.generation, seq << 8 | (uint64_t)workers);
   if (atomic_load(&pool.sleepers) > 0) {
     pthread_mutex_lock(&pool.mu);
@@ -229,8 +253,8 @@ void cpu_parallel_for(cpu_ctx *ctx, int64_t n, int64_t grain, cpu_task_fn fn, vo
     pthread_mutex_unlock(&pool.mu);
   }
   in_task = 1;
-  run_chunks(0);
+  run_chunks(0, seq);
   in_task = 0;
-  wait_for_workers();
+  wait_for_chunks(total);
   pthread_mutex_unlock(&pool.job_mu);
 }

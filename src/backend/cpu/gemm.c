@@ -22,11 +22,14 @@
  * skip packing: they stream the matrix once through a GEMV kernel, split
  * over the threads by output elements.
  *
- * Threads: the tasks are batch x (tm x tn) tiles of C, tm x tn chosen so
- * that every thread has work and the packing that tiles repeat (each tile
- * packs its own rows of A and columns of B) is smallest. Each thread packs
- * into its own buffers, kept between calls (thread-specific, freed when the
- * thread exits).
+ * Threads: the tasks are batch x (tm x tn) tiles of C, handed out
+ * dynamically, a few per thread. One matrix is cut along one dimension
+ * only, into equal tiles (up to a micro-panel), a multiple of the thread
+ * count: columns when it has few rows (A then packed once, shared by all
+ * tiles), rows otherwise (B packed once), so no tile repeats another's
+ * packing (split_one_matrix). Batches of matrices take tiles that repeat
+ * the least packing (choose_tiles). Each thread packs into its own buffers,
+ * kept between calls (thread-specific, freed when the thread exits).
  *
  * A B operand with a gemm_prepack slot (weights) is packed once, whole, in
  * the layout the tiles would pack it in, and the tiles read their blocks
@@ -57,7 +60,9 @@ const char *cpu_gemm_variant(void) { return active_isa()->name; }
 
 /* ---------------------------------------------------------------- per-thread buffers */
 
-enum { BUF_A, BUF_B, BUF_X, BUF_Y, BUF_COUNT };
+/* BUF_SHARED: the calling thread's copy of an operand packed once for all
+ * the threads of one call (shared_operand). */
+enum { BUF_A, BUF_B, BUF_X, BUF_Y, BUF_SHARED, BUF_COUNT };
 
 typedef struct {
   float *p[BUF_COUNT];
@@ -227,6 +232,9 @@ typedef struct {
   int64_t ldc;
   const gemm_epilogue *ep;
   const float *b_packed; /* B prepacked (struct gemm_prepack) or NULL: pack per tile */
+  /* A packed whole, once per call (shared_operand), or NULL: pack per
+   * tile. Only with tiles of all M rows that take the reuse-A path. */
+  const float *a_packed;
 } gemm_problem;
 
 /* The unpacked loop: correct without any buffer (when memory is short). */
@@ -272,27 +280,38 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
   }
 }
 
+/* The largest K block: K in ceil(K / kc) even blocks (split_at). */
+static inline int64_t k_block(const gemm_isa *isa, int64_t K) {
+  return ceil_div(K, ceil_div(K, isa->kc));
+}
+
+/* Whether a tile of m rows packs one A block per K block and reuses it over
+ * all of its columns (tile_packed). */
+static inline int reuses_a(const gemm_isa *isa, int64_t m, int64_t K) {
+  return m * k_block(isa, K) <= isa->a_block_floats;
+}
+
 static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const gemm_isa *isa = pr->isa;
   const int64_t NR = isa->nr_max, MR = isa->mr_max, K = pr->K;
   const int64_t m = m1 - m0, n = n1 - n0;
-  const int64_t kblocks = ceil_div(K, isa->kc), KC = ceil_div(K, kblocks);
+  const int64_t kblocks = ceil_div(K, isa->kc), KC = k_block(isa, K);
   /* Few rows (m x kc fits the A budget; M up to ~100-200): one A block,
    * packed once per K block and reused over all of N, with B blocks sized to
    * stay in L2 between packing and use. More rows: M blocks of mc; B blocks
    * as large as nc allows, each reused by every M block (A repacked per
    * N block). */
-  const int reuse_a = m * KC <= isa->a_block_floats;
+  const int reuse_a = reuses_a(isa, m, K);
   const int64_t mblocks = reuse_a ? 1 : ceil_div(m, isa->mc), MC = ceil_div(m, mblocks);
   int64_t nc_max = reuse_a ? isa->b_block_floats / KC / NR * NR : isa->nc;
   if (nc_max < NR) nc_max = NR;
   /* a prepacked B (already in panels) needs no L2-sized blocks over N */
   if (reuse_a && pr->b_packed) nc_max = ceil_div(n, NR) * NR;
   const int64_t nblocks = ceil_div(n, nc_max), NC = ceil_div(ceil_div(n, nblocks), NR) * NR;
-  float *Ap = thread_buf(BUF_A, (size_t)(MC * KC));
+  float *Ap = pr->a_packed ? NULL : thread_buf(BUF_A, (size_t)(MC * KC));
   float *Bp = pr->b_packed ? NULL : thread_buf(BUF_B, (size_t)(KC * NC));
   float *tmp = thread_buf(BUF_X, (size_t)(pr->b_packed || KC > NC ? KC : NC));
-  if (!Ap || !(Bp || pr->b_packed) || !tmp) {
+  if (!(Ap || pr->a_packed) || !(Bp || pr->b_packed) || !tmp) {
     tile_unpacked(pr, m0, m1, n0, n1);
     return;
   }
@@ -300,12 +319,13 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
   for (int64_t kb = 0; reuse_a && kb < kblocks; kb++) {
     int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
     int flags = (kb > 0 ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
-    pack_a_block(isa, &pr->A, m0, m, pc, kc, ceil_div(m, MR), Ap, tmp);
+    const float *a = pr->a_packed ? pr->a_packed + pc * m : Ap;
+    if (!pr->a_packed) pack_a_block(isa, &pr->A, m0, m, pc, kc, ceil_div(m, MR), Ap, tmp);
     for (int64_t jc = n0; jc < n1; jc += NC) {
       int64_t nc = n1 - jc < NC ? n1 - jc : NC;
       const float *b = pr->b_packed ? pr->b_packed + pc * n_pad + jc * kc : Bp;
       if (!pr->b_packed) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
-      macro_kernel(pr, Ap, m0, m, b, jc, nc, kc, flags);
+      macro_kernel(pr, a, m0, m, b, jc, nc, kc, flags);
     }
   }
   for (int64_t jc = n0; !reuse_a && jc < n1; jc += NC) {
@@ -414,33 +434,58 @@ size_t gemm_prepack_bytes(const gemm_prepack *p) { return p && p->panels ? p->fl
 
 size_t gemm_prepack_total_bytes(void) { return atomic_load(&prepack_total); }
 
+/* ---------------------------------------------------------------- operands packed whole */
+
+/* One operand packed whole, in parallel: B in the prepacked layout above,
+ * or A (all M rows, `rows` = M) for K block kb at dst + pc * M in the row
+ * panels of tile_packed's single A block of M rows (the even split of M
+ * into ceil(M / mr) panels; a chunk of consecutive panels, split evenly
+ * on its own, gives the same panels). */
 typedef struct {
   const gemm_isa *isa;
-  mat_view B;
-  int64_t K, N, kblocks, chunks, n_pad;
-  float *panels;
-  _Atomic int failed; /* a task had no conversion buffer: panels incomplete */
-} prepack_job;
+  mat_view X;
+  int is_a;
+  int64_t K, rows, kblocks, panels, chunks;
+  float *dst;
+  _Atomic int failed; /* a task had no conversion buffer: dst incomplete */
+} pack_job;
 
-/* Panels per task of the parallel packing (columns: 16 x nr). */
-#define PREPACK_CHUNK_PANELS 16
+/* Micro-panels per task of the parallel packing. */
+#define PACK_CHUNK_PANELS 16
 
-static void prepack_task(void *arg, int64_t begin, int64_t end, int thread) {
+static void pack_task(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
-  prepack_job *j = arg;
-  const int64_t NR = j->isa->nr_max;
+  pack_job *j = arg;
+  const int64_t R = j->is_a ? j->isa->mr_max : j->isa->nr_max;
+  const int64_t pad = j->is_a ? j->rows : ceil_div(j->rows, R) * R;
   for (int64_t t = begin; t < end; t++) {
-    int64_t kb = t / j->chunks, ch = t % j->chunks;
+    int64_t kb = t / j->chunks, p0 = t % j->chunks * PACK_CHUNK_PANELS;
+    int64_t p1 = p0 + PACK_CHUNK_PANELS < j->panels ? p0 + PACK_CHUNK_PANELS : j->panels;
     int64_t pc = split_at(j->K, j->kblocks, kb), kc = split_at(j->K, j->kblocks, kb + 1) - pc;
-    int64_t j0 = ch * PREPACK_CHUNK_PANELS * NR, nc = j->N - j0;
-    if (nc > PREPACK_CHUNK_PANELS * NR) nc = PREPACK_CHUNK_PANELS * NR;
-    float *tmp = thread_buf(BUF_X, (size_t)(kc > nc ? kc : nc));
+    /* first row (A) or column (B) of the chunk, and how many */
+    int64_t r0 = j->is_a ? split_at(j->rows, j->panels, p0) : p0 * R;
+    int64_t r1 = j->is_a ? split_at(j->rows, j->panels, p1) : (p1 * R < j->rows ? p1 * R : j->rows);
+    float *tmp = thread_buf(BUF_X, (size_t)(kc > r1 - r0 ? kc : r1 - r0));
     if (!tmp) {
       atomic_store(&j->failed, 1);
       return;
     }
-    pack_b_block(j->isa, &j->B, pc, kc, j0, nc, j->panels + pc * j->n_pad + j0 * kc, tmp);
+    float *dst = j->dst + pc * pad + r0 * kc;
+    if (j->is_a) pack_a_block(j->isa, &j->X, r0, r1 - r0, pc, kc, p1 - p0, dst, tmp);
+    else pack_b_block(j->isa, &j->X, pc, kc, r0, r1 - r0, dst, tmp);
   }
+}
+
+/* Packs op(A) (is_a; rows = M) or op(B) (rows = N) of a K-deep product
+ * whole into dst (K * rows floats for A, K * rows rounded up to nr for B)
+ * on the ctx's threads; 0 when a thread had no buffer. */
+static int pack_whole(cpu_ctx *ctx, const gemm_isa *isa, const mat_view *X, int is_a, int64_t K,
+                      int64_t rows, float *dst) {
+  int64_t panels = ceil_div(rows, is_a ? isa->mr_max : isa->nr_max);
+  pack_job j = {isa, *X, is_a, K, rows, ceil_div(K, isa->kc), panels, ceil_div(panels, PACK_CHUNK_PANELS),
+                dst, 0};
+  cpu_parallel_for(ctx, j.kblocks * j.chunks, 1, pack_task, &j);
+  return !atomic_load(&j.failed);
 }
 
 /* The panels of operand b (shared by the batch) for this call, packing them
@@ -465,10 +510,8 @@ static const float *prepacked_b(cpu_ctx *ctx, const gemm_isa *isa, const gemm_op
     atomic_fetch_sub(&prepack_total, bytes);
     return NULL;
   }
-  prepack_job j = {isa, view_b(b, 0), K, N, ceil_div(K, isa->kc), ceil_div(ceil_div(N, NR), PREPACK_CHUNK_PANELS),
-                   n_pad, panels, 0};
-  cpu_parallel_for(ctx, j.kblocks * j.chunks, 1, prepack_task, &j); /* once: all threads */
-  if (atomic_load(&j.failed)) {
+  mat_view B = view_b(b, 0);
+  if (!pack_whole(ctx, isa, &B, 0, K, N, panels)) { /* once: all threads */
     free(panels);
     atomic_fetch_sub(&prepack_total, bytes);
     return NULL;
@@ -490,6 +533,7 @@ typedef struct {
   int64_t tm, tn; /* tiles per matrix: rows x columns (GEMV: tn output chunks) */
   int gemv;
   const float *b_packed; /* the shared B, prepacked, or NULL */
+  const float *a_packed; /* A packed once for all tiles (tm = 1), or NULL */
 } gemm_job;
 
 static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
@@ -499,7 +543,7 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / per, tile = t % per, ti = tile / j->tn, tj = tile % j->tn;
     gemm_problem pr = {j->isa, j->M, j->N, j->K, view_a(j->a, b), view_b(j->b, b),
-                       j->C + b * j->c_batch_stride, j->ldc, j->ep, j->b_packed};
+                       j->C + b * j->c_batch_stride, j->ldc, j->ep, j->b_packed, j->a_packed};
     if (j->gemv) {
       /* output chunks aligned to 64 elements (whole vectors, whole lines) */
       int64_t len = j->M == 1 ? j->N : j->M, units = ceil_div(len, 64);
@@ -530,7 +574,8 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
  * allow (never more pieces than rows of row panels or columns of column
  * panels), and among those the split that repacks least (tiles pack tn
  * copies of A's rows and tm of B's columns: minimize tn*M + tm*N; a
- * prepacked B is still read tm times). */
+ * prepacked B is still read tm times). For batches, where the tiles of
+ * different matrices share nothing. */
 static void choose_tiles(int64_t s, int64_t M, int64_t N, int64_t mr, int64_t nr, int64_t *tm,
                          int64_t *tn) {
   int64_t max_m = ceil_div(M, mr), max_n = ceil_div(N, nr);
@@ -547,6 +592,58 @@ static void choose_tiles(int64_t s, int64_t M, int64_t N, int64_t mr, int64_t nr
       *tn = b;
     }
   }
+}
+
+/* Tiles for `threads` threads over `units` micro-panels: up to `want`, a
+ * multiple of threads (every thread gets the same number of equal tiles;
+ * the pool hands them out largest first), fewer only when there are fewer
+ * panels than threads. */
+static int64_t even_tiles(int64_t units, int64_t threads, int64_t want) {
+  int64_t t = want < units ? want : units;
+  return t >= threads ? t / threads * threads : t;
+}
+
+/* An operand packed once per call and shared by all tiles, at most this
+ * many floats (the caller's buffer, kept between calls like the others);
+ * past it the tiles pack their own blocks. */
+#define GEMM_SHARED_MAX_FLOATS ((int64_t)16 << 20)
+
+/* One matrix (batch 1) over several threads: cut along one dimension only,
+ * so that the operand every tile needs whole is packed once (in parallel)
+ * instead of once per tile:
+ *  - few rows (the reuse-A path: M x kc fits the A budget; prefill
+ *    shapes): tiles of columns, A packed once;
+ *  - more rows: tiles of rows, each of at least mc rows where M allows
+ *    (a tile streams all of B, whose micro-panels then serve >= mc rows),
+ *    B packed once (or prepacked in a slot).
+ * Tiles are equal up to one micro-panel, a multiple of the thread count.
+ * Returns 0 when the shared copy cannot be had (too large, no memory): the
+ * caller then splits as for batches. */
+static int split_one_matrix(cpu_ctx *ctx, gemm_job *j, int64_t threads, int64_t want) {
+  const gemm_isa *isa = j->isa;
+  const int64_t M = j->M, N = j->N, K = j->K;
+  if (reuses_a(isa, M, K)) {
+    j->tm = 1;
+    j->tn = even_tiles(ceil_div(N, isa->nr_max), threads, want);
+    if (j->tn == 1) return 1;
+    if (M * K > GEMM_SHARED_MAX_FLOATS) return 0;
+    float *a = thread_buf(BUF_SHARED, (size_t)(M * K));
+    mat_view A = view_a(j->a, 0);
+    if (!a || !pack_whole(ctx, isa, &A, 1, K, M, a)) return 0;
+    j->a_packed = a;
+    return 1;
+  }
+  int64_t by_rows = M / isa->mc > threads ? M / isa->mc : threads;
+  j->tn = 1;
+  j->tm = even_tiles(ceil_div(M, isa->mr_max), threads, by_rows < want ? by_rows : want);
+  if (j->tm == 1 || j->b_packed) return 1;
+  int64_t n_pad = ceil_div(N, isa->nr_max) * isa->nr_max;
+  if (K * n_pad > GEMM_SHARED_MAX_FLOATS) return 0;
+  float *b = thread_buf(BUF_SHARED, (size_t)(K * n_pad));
+  mat_view B = view_b(j->b, 0);
+  if (!b || !pack_whole(ctx, isa, &B, 0, K, N, b)) return 0;
+  j->b_packed = b;
+  return 1;
 }
 
 static void fill_k0(const gemm_isa *isa, int64_t batch, int64_t M, int64_t N, float *C,
@@ -576,7 +673,7 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   }
   if (!operand_ok(a) || !operand_ok(b)) return;
 
-  gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1, NULL};
+  gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1, NULL, NULL};
   double work = 2.0 * (double)M * (double)N * (double)K * (double)batch *
                 (job.gemv ? GEMM_GEMV_FLOP_WEIGHT : 1);
   int64_t threads = cpu_ctx_threads(ctx);
@@ -591,7 +688,8 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   } else {
     if (b_prepack && (batch == 1 || (b->batch_stride == 0 && !b->batch_offsets)))
       job.b_packed = prepacked_b(ctx, isa, b, b_prepack, K, N);
-    choose_tiles(s, M, N, isa->mr_max, isa->nr_max, &job.tm, &job.tn);
+    if (batch > 1 || threads == 1 || !split_one_matrix(ctx, &job, threads, s))
+      choose_tiles(s, M, N, isa->mr_max, isa->nr_max, &job.tm, &job.tn);
   }
   int64_t tasks = batch * job.tm * job.tn;
   cpu_parallel_for(threads > 1 ? ctx : NULL, tasks, 1, run_task, &job);

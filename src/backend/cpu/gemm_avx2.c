@@ -186,9 +186,17 @@ void gemm_avx2_pack_t(const float *src, int64_t ld, int64_t rows, int64_t kc, fl
   }
 }
 
+/* As in gemm_avx512.c: B rows are short runs (nc columns) at a large
+ * stride, often from DRAM, which the hardware prefetchers see late: ask
+ * for rows ahead. */
+#define PACK_B_AHEAD 8
+
 static void pack_b(const float *src, int64_t ld, int64_t kc, int64_t nc, float *dst) {
   for (int64_t k = 0; k < kc; k++) {
     const float *s = src + k * ld;
+    if (k + PACK_B_AHEAD < kc)
+      for (int64_t j = 0; j < nc; j += 16)
+        _mm_prefetch((const char *)(s + PACK_B_AHEAD * ld + j), _MM_HINT_T0);
     for (int64_t j = 0; j < nc; j += NR) {
       float *d = dst + (j / NR * kc + k) * NR;
       _mm256_store_ps(d, load8(s + j, RLX_F32, nc - j));
