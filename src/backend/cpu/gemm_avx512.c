@@ -13,16 +13,27 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include "gemm_act_avx2.h"
+#include "simd512.h"
 
 #include <immintrin.h>
 
 #define MR 14
 #define NR 32
 
-/* act(x) on the two 8-lane halves (the shared math of simd.h): the epilogue
- * runs once per tile, next to kc steps of 28 FMAs. Out of line, so the
- * fourteen row-count instances share one copy of the polynomials. */
+/* act(x): the transcendental activations of transformer blocks on 16
+ * lanes (simd512.h), the others on the two 8-lane halves (gemm_act8); the
+ * same results either way. Out of line, so the fourteen row-count
+ * instances share one copy of the polynomials. */
 __attribute__((noinline)) static __m512 act_ps(__m512 x, rlx_act act, float alpha) {
+  switch (act) {
+  case RLX_ACT_GELU: return simd16_gelu(x);
+  case RLX_ACT_GELU_TANH: return simd16_gelu_tanh(x);
+  case RLX_ACT_SILU: return simd16_silu(x);
+  case RLX_ACT_SIGMOID: return simd16_sigmoid(x);
+  case RLX_ACT_TANH: return simd16_tanh(x);
+  case RLX_ACT_EXP: return simd16_exp(x);
+  default: break;
+  }
   __m256 lo = gemm_act8(_mm512_castps512_ps256(x), act, alpha);
   __m256 hi = gemm_act8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)), act, alpha);
   return _mm512_castpd_ps(
@@ -33,11 +44,6 @@ static inline __m512 act_inline(__m512 x, rlx_act act, float alpha) {
   if (act == RLX_ACT_NONE) return x;
   if (act == RLX_ACT_RELU) return _mm512_max_ps(_mm512_setzero_ps(), x);
   return act_ps(x, act, alpha);
-}
-
-/* Lanes [0, n) of 16 (n clamped to 0..16). */
-static inline __mmask16 tail_mask(int64_t n) {
-  return n <= 0 ? (__mmask16)0 : n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
 }
 
 /* ---------------------------------------------------------------- micro-kernel */
@@ -78,7 +84,7 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
     a += mr;
     b += NR;
   }
-  __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr - 16);
+  __mmask16 m0 = simd16_tail_mask(nr), m1 = simd16_tail_mask(nr - 16);
   int last = flags & GEMM_LAST;
   rlx_act act = last ? ep->act : RLX_ACT_NONE;
   int vec_act = gemm_act_vectorized(act);
@@ -141,7 +147,7 @@ static inline __m512 load16(const void *p, rlx_dtype dt, __mmask16 m) {
 static void convert(const void *src, rlx_dtype dt, float *dst, int64_t n) {
   const uint16_t *s = src;
   for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = tail_mask(n - i);
+    __mmask16 m = simd16_tail_mask(n - i);
     _mm512_mask_storeu_ps(dst + i, m, load16(s + i, dt, m));
   }
 }
@@ -158,8 +164,8 @@ static void pack_b(const float *src, int64_t ld, int64_t kc, int64_t nc, float *
         _mm_prefetch((const char *)(s + PACK_B_AHEAD * ld + j), _MM_HINT_T0);
     for (int64_t j = 0; j < nc; j += NR) {
       float *d = dst + (j / NR * kc + k) * NR;
-      _mm512_store_ps(d, _mm512_maskz_loadu_ps(tail_mask(nc - j), s + j));
-      _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(tail_mask(nc - j - 16), s + j + 16));
+      _mm512_store_ps(d, _mm512_maskz_loadu_ps(simd16_tail_mask(nc - j), s + j));
+      _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(simd16_tail_mask(nc - j - 16), s + j + 16));
     }
   }
 }
@@ -180,7 +186,7 @@ static inline __attribute__((always_inline)) void gemv_rows_dt(int64_t K, int64_
   for (int64_t j0 = 0; j0 < n; j0 += JB) {
     int64_t jb = n - j0 < JB ? n - j0 : JB;
     float *yb = y + j0;
-    for (int64_t j = 0; j < jb; j += 16) _mm512_mask_storeu_ps(yb + j, tail_mask(jb - j), _mm512_setzero_ps());
+    for (int64_t j = 0; j < jb; j += 16) _mm512_mask_storeu_ps(yb + j, simd16_tail_mask(jb - j), _mm512_setzero_ps());
     int64_t k = 0;
     for (; k + 8 <= K; k += 8) {
       __m512 xk[8];
@@ -190,7 +196,7 @@ static inline __attribute__((always_inline)) void gemv_rows_dt(int64_t K, int64_
         r[u] = elem(R, dt, (k + u) * ld + j0);
       }
       for (int64_t j = 0; j < jb; j += 16) {
-        __mmask16 m = tail_mask(jb - j);
+        __mmask16 m = simd16_tail_mask(jb - j);
         __m512 acc = _mm512_maskz_loadu_ps(m, yb + j);
         __m512 acc2 = _mm512_mul_ps(xk[1], load16(elem(r[1], dt, j), dt, m));
         acc = _mm512_fmadd_ps(xk[0], load16(elem(r[0], dt, j), dt, m), acc);
@@ -207,7 +213,7 @@ static inline __attribute__((always_inline)) void gemv_rows_dt(int64_t K, int64_
       __m512 xk = _mm512_set1_ps(x[k]);
       const void *r = elem(R, dt, k * ld + j0);
       for (int64_t j = 0; j < jb; j += 16) {
-        __mmask16 m = tail_mask(jb - j);
+        __mmask16 m = simd16_tail_mask(jb - j);
         __m512 acc = _mm512_maskz_loadu_ps(m, yb + j);
         _mm512_mask_storeu_ps(yb + j, m, _mm512_fmadd_ps(xk, load16(elem(r, dt, j), dt, m), acc));
       }
@@ -246,7 +252,7 @@ static inline __attribute__((always_inline)) void gemv_dots_dt(int64_t K, int64_
       }
     }
     for (; k < K; k += 16) {
-      __mmask16 m = tail_mask(K - k);
+      __mmask16 m = simd16_tail_mask(K - k);
       __m512 x0 = _mm512_maskz_loadu_ps(m, x + k);
       for (int u = 0; u < 4; u++)
         acc[u][0] = _mm512_fmadd_ps(load16(elem(r[u], dt, k), dt, m), x0, acc[u][0]);
@@ -257,7 +263,7 @@ static inline __attribute__((always_inline)) void gemv_dots_dt(int64_t K, int64_
     const void *r = elem(R, dt, j * ld);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k += 16) {
-      __mmask16 m = tail_mask(K - k);
+      __mmask16 m = simd16_tail_mask(K - k);
       acc = _mm512_fmadd_ps(load16(elem(r, dt, k), dt, m), _mm512_maskz_loadu_ps(m, x + k), acc);
     }
     y[j] = _mm512_reduce_add_ps(acc);
@@ -278,7 +284,7 @@ static void epilogue(float *y, int64_t n, const float *bias, int bias_step, rlx_
   int vec_act = gemm_act_vectorized(act);
   if (!bias && act == RLX_ACT_NONE) return;
   for (int64_t j = 0; j < n; j += 16) {
-    __mmask16 m = tail_mask(n - j);
+    __mmask16 m = simd16_tail_mask(n - j);
     __m512 v = _mm512_maskz_loadu_ps(m, y + j);
     if (bias)
       v = _mm512_add_ps(v, bias_step ? _mm512_maskz_loadu_ps(m, bias + j) : _mm512_set1_ps(bias[0]));
