@@ -76,11 +76,16 @@ typedef struct {
   rlx_sampler_params sp;
 } gen_opts;
 
-static double now(void) {
+static double clock_s(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static double now(void) { return clock_s(CLOCK_MONOTONIC); }
+
+/* CPU time of the process (all threads): speeds on a loaded machine. */
+static double cpu_now(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 /* ---------------------------------------------------------------- the default model */
 
@@ -338,12 +343,12 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
   text_stream ts = {{0}, 0};
   if (!o->chat) stream_write(&ts, prompt, strlen(prompt), 0);
 
-  double t0 = now();
+  double t0 = now(), c0 = cpu_now();
   if ((st = rlx_llm_eval(m, ids, n_prompt, 0, logits))) {
     cli_fail(st, "generate: prefill");
     goto done;
   }
-  double t_prefill = now() - t0, t_first = now();
+  double t_prefill = now() - t0, t_first = now(), c_prefill = cpu_now() - c0, c_first = cpu_now();
   int64_t n_gen = 0, n_decode = 0;
   const char *stop = "the token limit (-n)";
   while (n_gen < o->n_predict) {
@@ -372,7 +377,7 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
     }
     n_decode++;
   }
-  double t_decode = now() - t_first;
+  double t_decode = now() - t_first, c_decode = cpu_now() - c_first;
   stream_write(&ts, "", 0, 1);
   fputc('\n', stdout);
   fflush(stdout);
@@ -388,9 +393,11 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
     fprintf(stderr,
             "{\"load_s\": %.6f, \"prompt_tokens\": %lld, \"prefill_s\": %.6f, \"prefill_tps\": %.3f, "
             "\"generated_tokens\": %lld, \"decode_evals\": %lld, \"decode_s\": %.6f, \"decode_tps\": %.3f, "
-            "\"peak_rss_kb\": %ld, \"file_bytes\": %llu, \"threads\": %d}\n",
+            "\"prefill_cpu_s\": %.6f, \"decode_cpu_s\": %.6f, \"peak_rss_kb\": %ld, \"file_bytes\": %llu, "
+            "\"threads\": %d, \"kv_cache_bytes\": %zu}\n",
             t_load, (long long)n_prompt, t_prefill, prefill_tps, (long long)n_gen, (long long)n_decode, t_decode,
-            decode_tps, peak_rss_kb(), (unsigned long long)rlx_model_file_size(f), o->threads);
+            decode_tps, c_prefill, c_decode, peak_rss_kb(), (unsigned long long)rlx_model_file_size(f), o->threads,
+            info.kv_cache_bytes);
   rc = 0;
 done:
   free(logits);
