@@ -712,6 +712,10 @@ typedef struct {
 rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx_llm **out);
 void       rlx_llm_free(rlx_llm *m);
 rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out);
+/* The info rlx_llm_load would give with default options, from the metadata
+ * and the tensor table alone (every tensor looked up and checked, nothing
+ * compiled or allocated): whether and how rlx can run the file. */
+rlx_status rlx_llm_describe(const rlx_model_file *f, rlx_llm_info *out);
 int64_t    rlx_llm_vocab_size(const rlx_llm *m);
 /* Runs n tokens at positions [n_past, n_past + n), appends their keys and
  * values to the cache and advances n_past. logits: n_vocab floats (the last

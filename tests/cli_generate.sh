@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # cli_generate.sh MODE RLX PYTHON WORK_DIR — `rlx generate` end to end.
-#   help    --help lists every option; rlx --help lists the command
+#   help    --help lists every option; rlx --help lists the command;
+#           rlx info --help
+#   info    rlx info on tiny GGUFs: the model section (sizes, RoPE scaling,
+#           frequency factors, "not runnable" and why), the type summary
 #   errors  a missing file, a file that is not GGUF, a truncated GGUF, a
 #           GGUF of an unsupported architecture, bad options: a message
 #           and a non-zero exit (1, or 2 for usage), never a crash
@@ -34,6 +37,21 @@ help)
     grep -qE -- "(^|[ ,])$opt([ ,]|$)" <<<"$help" || fail "rlx generate --help does not list $opt"
   done
   "$rlx" --help | grep -q "generate" || fail "rlx --help does not list generate"
+  info_help=$("$rlx" info --help) || fail "rlx info --help exited non-zero"
+  grep -q -- "--full" <<<"$info_help" || fail "rlx info --help does not list --full"
+  ;;
+info)
+  # tiny GGUFs of tests/ref/llama_tiny.py: the model section of rlx info
+  "$python" "$(dirname "$0")/ref/llama_tiny.py" --out "$work" >/dev/null || fail "llama_tiny.py"
+  expect 0 "scaling yarn (factor 4)" "$rlx" info "$work/qwen2_yarn.gguf"
+  expect 0 "frequency factors (rope_freqs.weight)" "$rlx" info "$work/llama_rope_freqs.gguf"
+  expect 0 "qwen2: 2 layers, embedding 64, feed-forward 96, 4 heads of 16 (2 kv heads), vocab 96" \
+    "$rlx" info "$work/qwen2_f16.gguf"
+  expect 0 "F16 " "$rlx" info "$work/qwen2_f16.gguf"
+  expect 0 "scaling none" "$rlx" info "$work/llama_f32.gguf"
+  expect 0 'not runnable: rlx_llm_load: llama: rope scaling type "longrope"' "$rlx" info "$work/bad_rope_scaling.gguf"
+  expect 0 "not runnable" "$rlx" info "$work/bad_missing_tensor.gguf"
+  expect 2 "usage: rlx info" "$rlx" info
   ;;
 errors)
   expect 1 "cannot open" "$rlx" generate -m "$work/no such file.gguf" -p hi
@@ -84,7 +102,7 @@ print(f if f and os.path.isfile(f) else '')")
   grep -qE '"decode_cpu_s": [0-9.]+' "$work/err" || fail "no decode CPU time in --stats-json: $(cat "$work/err")"
   ;;
 *)
-  echo "usage: cli_generate.sh help|errors|real RLX PYTHON WORK_DIR"
+  echo "usage: cli_generate.sh help|errors|real|info RLX PYTHON WORK_DIR"
   exit 2
   ;;
 esac

@@ -1,6 +1,7 @@
 /* cmd_info.c — `rlx info MODEL.gguf|MODEL.safetensors [--full]`: the file's
- * layout, its metadata (long strings and arrays abbreviated unless --full)
- * and its tensor table. */
+ * layout, the model as rlx generate would build it (a GGUF), the bytes per
+ * tensor type, its metadata (long strings and arrays abbreviated unless
+ * --full) and its tensor table. */
 #include "cli.h"
 
 #include <inttypes.h>
@@ -109,6 +110,62 @@ static void print_bytes(uint64_t n) {
   else if (n >= 1024) printf(" (%.1f KiB)", (double)n / 1024.0);
 }
 
+/* The decoder rlx generate would build from a GGUF, or why it would not. */
+static void print_model(const rlx_model_file *f) {
+  rlx_llm_info mi;
+  printf("\nmodel (as rlx generate builds it):\n");
+  if (rlx_llm_describe(f, &mi) != RLX_OK) {
+    printf("  not runnable: %s\n", rlx_last_error());
+    return;
+  }
+  printf("  %s: %lld layers, embedding %lld, feed-forward %lld, %lld heads of %lld (%lld kv heads), vocab %lld\n",
+         mi.arch, (long long)mi.n_layer, (long long)mi.n_embd, (long long)mi.n_ff, (long long)mi.n_head,
+         (long long)mi.head_dim, (long long)mi.n_head_kv, (long long)mi.n_vocab);
+  printf("  context: trained %lld; rlx generate's default %lld (KV cache %.1f MiB as f32, %.1f MiB as f16)\n",
+         (long long)mi.n_ctx_train, (long long)mi.n_ctx, (double)mi.kv_cache_bytes / 1048576.0,
+         (double)mi.kv_cache_bytes / 2097152.0);
+  /* llama.cpp's default type is linear: with factor 1 it scales nothing */
+  const int scaled = mi.rope_freq_scale != 1.0f || !strcmp(mi.rope_scaling, "yarn");
+  printf("  rope: base %g, scaling %s", (double)mi.rope_base, scaled ? mi.rope_scaling : "none");
+  if (scaled) printf(" (factor %g)", 1.0 / (double)mi.rope_freq_scale);
+  printf("%s; rms epsilon %g\n", mi.rope_freq_factors ? ", frequency factors (rope_freqs.weight)" : "",
+         (double)mi.norm_eps);
+  printf("  weights used: ");
+  print_bytes(mi.weight_bytes);
+  if (mi.widened_bytes) {
+    printf(", plus ");
+    print_bytes(mi.widened_bytes);
+    printf(" of F32 copies of the F16/BF16 matrices made at load");
+  }
+  putchar('\n');
+}
+
+/* Tensor count and bytes per type, in order of first appearance. */
+static void print_type_summary(const rlx_model_file *f, int64_t n_tensors) {
+  enum { MAX_TYPES = 64 };
+  const char *names[MAX_TYPES];
+  int64_t count[MAX_TYPES];
+  uint64_t bytes[MAX_TYPES];
+  int n = 0;
+  for (int64_t i = 0; i < n_tensors; i++) {
+    rlx_file_tensor t;
+    rlx_model_file_tensor(f, i, &t);
+    int k = 0;
+    while (k < n && strcmp(names[k], t.type_name)) k++;
+    if (k == n) {
+      if (n == MAX_TYPES) continue;
+      names[n] = t.type_name, count[n] = 0, bytes[n] = 0, n++;
+    }
+    count[k]++, bytes[k] += t.nbytes;
+  }
+  printf("\ntensor types:\n");
+  for (int k = 0; k < n; k++) {
+    printf("  %-8s %6" PRId64 " tensors, ", names[k], count[k]);
+    print_bytes(bytes[k]);
+    putchar('\n');
+  }
+}
+
 static int print_file(const char *path) {
   rlx_model_file *f = NULL;
   rlx_status st = rlx_model_file_open(path, &f);
@@ -140,7 +197,10 @@ static int print_file(const char *path) {
   print_bytes(data_bytes);
   printf(" in %" PRId64 " tensors", n_tensors);
   if (unsupported) printf(" (%" PRId64 " of a type rlx does not support, marked *)", unsupported);
-  printf("\n\nmetadata (%" PRId64 " keys):\n", n_meta);
+  putchar('\n');
+  if (rlx_model_file_format(f) == RLX_FILE_GGUF && rlx_meta_find(f, "general.architecture") >= 0) print_model(f);
+  print_type_summary(f, n_tensors);
+  printf("\nmetadata (%" PRId64 " keys):\n", n_meta);
 
   size_t key_w = 0;
   for (int64_t i = 0; i < n_meta; i++) {
@@ -176,19 +236,33 @@ static int print_file(const char *path) {
   return 0;
 }
 
+static const char *usage =
+    "usage: rlx info MODEL.gguf|MODEL.safetensors [--full]\n"
+    "\n"
+    "Prints a model file: its layout; for a GGUF of an architecture rlx generate\n"
+    "runs (llama / SmolLM2, qwen2, qwen3), the model it builds (sizes, context,\n"
+    "KV cache, RoPE scaling, weight memory) or why it cannot; the bytes per\n"
+    "tensor type; every metadata key; the tensor table.\n"
+    "\n"
+    "  --full       print long strings and arrays whole (default: abbreviated)\n"
+    "  -h, --help   print this help\n";
+
 int cmd_info(int argc, char **argv) {
   const char *path = NULL;
   for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      fputs(usage, stdout);
+      return 0;
+    }
     if (!strcmp(argv[i], "--full")) full_output = 1;
     else if (!path && argv[i][0] != '-') path = argv[i];
     else {
-      fprintf(stderr, "rlx info: unexpected argument '%s'\nusage: rlx info MODEL.gguf|MODEL.safetensors [--full]\n",
-              argv[i]);
+      fprintf(stderr, "rlx info: unexpected argument '%s'\n%s", argv[i], usage);
       return 2;
     }
   }
   if (!path) {
-    fputs("usage: rlx info MODEL.gguf|MODEL.safetensors [--full]\n", stderr);
+    fputs(usage, stderr);
     return 2;
   }
   return print_file(path);

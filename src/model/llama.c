@@ -512,6 +512,75 @@ static rlx_status bind_weights(rlx_llm *m, const llm_builder *b, const rlx_llm_o
   return RLX_OK;
 }
 
+/* The hyperparameters and the vocabulary size (token_embd.weight's rows). */
+static rlx_status read_model(const rlx_model_file *f, llm_hparams *hp) {
+  rlx_status st = read_hparams(f, hp);
+  if (st) return st;
+  rlx_file_tensor embd;
+  if (rlx_model_file_find_tensor(f, "token_embd.weight", &embd) != RLX_OK)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor token_embd.weight", hp->name);
+  hp->n_vocab = embd.rank == 2 ? embd.dims[0] : 0;
+  int64_t vocab;
+  if (hp->n_vocab <= 0 || hp->n_vocab > INT32_MAX)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: token_embd.weight has rank %d; expected [n_vocab, %lld]",
+                         embd.rank, (long long)hp->n_embd);
+  if ((st = meta_i64(f, hp->name, "vocab_size", hp->n_vocab, 0, &vocab))) return st;
+  if (vocab != hp->n_vocab)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s.vocab_size %lld differs from token_embd.weight's %lld rows",
+                         hp->name, (long long)vocab, (long long)hp->n_vocab);
+  return RLX_OK;
+}
+
+/* The KV cache length without rlx_llm_options.n_ctx. */
+static int64_t default_n_ctx(const llm_hparams *hp) { return hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096; }
+
+/* The info fields that come from the hyperparameters. */
+static void fill_info(const llm_hparams *hp, rlx_llm_info *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->arch, sizeof out->arch, "%s", hp->name);
+  out->n_vocab = hp->n_vocab;
+  out->n_embd = hp->n_embd;
+  out->n_layer = hp->n_layer;
+  out->n_head = hp->n_head;
+  out->n_head_kv = hp->n_head_kv;
+  out->head_dim = hp->head_dim;
+  out->n_ff = hp->n_ff;
+  out->n_ctx_train = hp->n_ctx_train;
+  out->rope_base = hp->rope_base;
+  snprintf(out->rope_scaling, sizeof out->rope_scaling, "%s", rope_scaling_names[hp->scaling]);
+  out->rope_freq_scale = hp->rope_freq_scale;
+  out->rope_freq_factors = hp->has_freq_factors;
+  out->norm_eps = hp->norm_eps;
+}
+
+rlx_status rlx_llm_describe(const rlx_model_file *f, rlx_llm_info *out) {
+  if (!f || !out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_describe: NULL argument");
+  llm_hparams hp;
+  memset(&hp, 0, sizeof hp);
+  rlx_status st = read_model(f, &hp);
+  double *freq = NULL, mscale;
+  if (st == RLX_OK && !(freq = malloc((size_t)(hp.n_rot / 2) * sizeof *freq)))
+    st = rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_describe: out of memory");
+  if (st == RLX_OK) st = rope_frequencies(f, &hp, freq, &mscale);
+  free(freq);
+  if (st) return st;
+  /* the graph as rlx_llm_load builds it (every tensor found and checked),
+   * not compiled */
+  llm_kv_cache kv = {default_n_ctx(&hp), hp.n_layer, hp.n_head_kv * hp.head_dim, RLX_F32, NULL, 0};
+  llm_builder b = {rlx_graph_new("rlx.llm.describe"), f, &hp, NULL, 0, 0, 0, 0, 0, RLX_OK};
+  st = b.g ? build_graph(&b, &kv) : rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_describe: out of memory");
+  free(b.bound);
+  rlx_graph_free(b.g);
+  if (st) return st;
+  fill_info(&hp, out);
+  out->n_ctx = kv.n_ctx;
+  out->weight_bytes = b.weight_bytes;
+  out->widened_bytes = b.widened_bytes;
+  out->kv_cache_bytes = llm_kv_bytes(&kv);
+  out->kv_cache_type = kv.dtype;
+  return RLX_OK;
+}
+
 rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx_llm **out) {
   if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: out is NULL");
   *out = NULL;
@@ -526,26 +595,12 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   rlx_llm *m = calloc(1, sizeof *m);
   if (!m) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   m->file = f;
-  rlx_status st = read_hparams(f, &m->hp);
-  rlx_file_tensor embd;
-  if (st == RLX_OK && rlx_model_file_find_tensor(f, "token_embd.weight", &embd) != RLX_OK)
-    st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor token_embd.weight", m->hp.name);
-  if (st == RLX_OK) {
-    m->hp.n_vocab = embd.rank == 2 ? embd.dims[0] : 0;
-    int64_t vocab;
-    if (m->hp.n_vocab <= 0 || m->hp.n_vocab > INT32_MAX)
-      st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: token_embd.weight has rank %d; expected [n_vocab, %lld]",
-                         embd.rank, (long long)m->hp.n_embd);
-    else if ((st = meta_i64(f, m->hp.name, "vocab_size", m->hp.n_vocab, 0, &vocab)) == RLX_OK &&
-             vocab != m->hp.n_vocab)
-      st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s.vocab_size %lld differs from token_embd.weight's %lld rows",
-                         m->hp.name, (long long)vocab, (long long)m->hp.n_vocab);
-  }
+  rlx_status st = read_model(f, &m->hp);
   if (st) {
     free(m);
     return st;
   }
-  int64_t n_ctx = o.n_ctx ? o.n_ctx : m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+  int64_t n_ctx = o.n_ctx ? o.n_ctx : default_n_ctx(&m->hp);
   m->kv = (llm_kv_cache){n_ctx, m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, o.cache_type, NULL, 0};
   const int64_t half = m->hp.n_rot / 2;
   m->rows = malloc(LLM_MAX_BATCH * sizeof *m->rows);
@@ -592,22 +647,8 @@ void rlx_llm_free(rlx_llm *m) {
 
 rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out) {
   if (!m || !out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_get_info: NULL argument");
-  memset(out, 0, sizeof *out);
-  snprintf(out->arch, sizeof out->arch, "%s", m->hp.name);
-  out->n_vocab = m->hp.n_vocab;
-  out->n_embd = m->hp.n_embd;
-  out->n_layer = m->hp.n_layer;
-  out->n_head = m->hp.n_head;
-  out->n_head_kv = m->hp.n_head_kv;
-  out->head_dim = m->hp.head_dim;
-  out->n_ff = m->hp.n_ff;
-  out->n_ctx_train = m->hp.n_ctx_train;
+  fill_info(&m->hp, out);
   out->n_ctx = m->kv.n_ctx;
-  out->rope_base = m->hp.rope_base;
-  snprintf(out->rope_scaling, sizeof out->rope_scaling, "%s", rope_scaling_names[m->hp.scaling]);
-  out->rope_freq_scale = m->hp.rope_freq_scale;
-  out->rope_freq_factors = m->hp.has_freq_factors;
-  out->norm_eps = m->hp.norm_eps;
   out->weight_bytes = m->weight_bytes;
   out->widened_bytes = m->widened_bytes;
   out->kv_cache_bytes = llm_kv_bytes(&m->kv);
