@@ -83,6 +83,12 @@ typedef struct {
   int64_t (*stride)[RLX_MAX_RANK]; /* per input: element stride per collapsed dim */
   unsigned char half[RLX_MAX_RANK]; /* dim indexes input 0 at idx / 2 (up2x) */
   int64_t len, blocks;        /* innermost dim; blocks per row of it */
+  /* Rows shorter than half a block go several to an item (rpi rows; 1:
+   * items are blocks of one row), so short rows do not pay an item's cost
+   * each. full[k]: input k has the output's layout (one pointer serves the
+   * item); its other inputs are gathered row by row. */
+  int64_t rpi, n_rows;
+  unsigned char *full;
   cpu_tensor *out;
   float *scratch;             /* per thread: scratch_floats */
   int64_t scratch_floats;
@@ -135,6 +141,49 @@ static operand load_input(const chain_job *J, int k, int64_t off, int64_t c0, in
   return (operand){buf, 0};
 }
 
+/* Input k over rows [row0, row0 + nrows) of a multi-row item, as an
+ * operand of nrows * len elements. */
+static operand load_rows(const chain_job *J, int k, int64_t row0, int64_t nrows, float *buf) {
+  const cpu_tensor *t = J->c->ins[k];
+  const size_t es = (size_t)ir_dtypes[t->dtype].size;
+  const char *base = (const char *)t->data;
+  const int inner = J->rank - 1;
+  const int64_t len = J->len, st = J->stride[k][inner];
+  if (J->full[k]) {
+    const char *src = base + (size_t)(row0 * len) * es;
+    if (t->dtype == RLX_F32) return (operand){(const float *)(const void *)src, 0};
+    load_f32(J->vo, buf, t, src, nrows * len);
+    return (operand){buf, 0};
+  }
+  int all_zero = st == 0;
+  for (int i = 0; all_zero && i < inner; i++) all_zero = J->stride[k][i] == 0;
+  if (all_zero) { /* one value for the whole tensor */
+    load_f32(J->vo, buf, t, base, 1);
+    return (operand){buf, 1};
+  }
+  int64_t idx[RLX_MAX_RANK], r = row0;
+  for (int i = J->rank - 2; i >= 0; i--) {
+    idx[i] = r % J->dims[i];
+    r /= J->dims[i];
+  }
+  for (int64_t q = 0; q < nrows; q++) {
+    int64_t off = 0;
+    for (int i = J->rank - 2; i >= 0; i--) off += idx[i] * J->stride[k][i];
+    float *dst = buf + q * len;
+    if (t->dtype == RLX_F32) { /* no conversion call per short row */
+      const float *src = (const float *)(const void *)base + off;
+      for (int64_t i = 0; i < len; i++) dst[i] = src[i * st];
+    } else if (st == 0) {
+      load_f32(J->vo, dst, t, base + (size_t)off * es, 1);
+      for (int64_t i = 1; i < len; i++) dst[i] = dst[0];
+    } else {
+      load_f32(J->vo, dst, t, base + (size_t)off * es, len);
+    }
+    for (int i = J->rank - 2; i >= 0 && ++idx[i] == J->dims[i]; i--) idx[i] = 0;
+  }
+  return (operand){buf, 0};
+}
+
 static void chain_blocks(void *arg, int64_t begin, int64_t end, int thread) {
   const chain_job *J = arg;
   const cpu_chain *c = J->c;
@@ -149,10 +198,16 @@ static void chain_blocks(void *arg, int64_t begin, int64_t end, int thread) {
   const int direct_out = J->out->dtype == RLX_F32 && J->ci.step_t[last] == RLX_F32;
   const float zero = 0.0f;
   for (int64_t item = begin; item < end; item++) {
-    const int64_t row = item / J->blocks, c0 = item % J->blocks * CHAIN_BLOCK;
-    const int64_t w = J->len - c0 < CHAIN_BLOCK ? J->len - c0 : CHAIN_BLOCK;
+    const int multi = J->rpi > 1;
+    const int64_t row = multi ? item * J->rpi : item / J->blocks, c0 = multi ? 0 : item % J->blocks * CHAIN_BLOCK;
+    const int64_t nrows = multi ? (J->n_rows - row < J->rpi ? J->n_rows - row : J->rpi) : 1;
+    const int64_t w = multi ? nrows * J->len : J->len - c0 < CHAIN_BLOCK ? J->len - c0 : CHAIN_BLOCK;
     for (int k = 0; k < n_ins; k++) {
       if (!J->ci.in_live[k]) continue;
+      if (multi) {
+        in_op[k] = load_rows(J, k, row, nrows, in_buf + (int64_t)k * CHAIN_BLOCK);
+        continue;
+      }
       int64_t off = 0, r = row;
       for (int i = J->rank - 2; i >= 0; i--) {
         int64_t idx = r % J->dims[i];
@@ -251,6 +306,19 @@ rlx_status cpu_chain_run(cpu_ctx *ctx, const cpu_chain *c, cpu_tensor *out) {
   J.rank = rank;
   J.len = J.dims[rank - 1];
   J.blocks = (J.len + CHAIN_BLOCK - 1) / CHAIN_BLOCK;
+  J.n_rows = out->numel / J.len;
+  J.rpi = c->up2x || J.len > CHAIN_BLOCK / 2 ? 1 : CHAIN_BLOCK / J.len;
+  J.full = calloc((size_t)n_ins + 1, 1);
+  if (!J.full) {
+    free(J.stride);
+    chain_info_free(&J.ci);
+    return rlx_set_error(RLX_ERR_NOMEM, "elementwise chain: out of memory");
+  }
+  for (int k = 0; k < n_ins; k++) { /* the output's own strides */
+    int64_t want = 1;
+    J.full[k] = 1;
+    for (int i = rank - 1; i >= 0 && J.full[k]; want *= J.dims[i--]) J.full[k] = J.stride[k][i] == want;
+  }
   const int threads = cpu_ctx_threads(ctx);
   int64_t n_ops = n_ins + c->chain->n;
   J.scratch_floats = (n_ins + c->chain->n + 1) * (int64_t)CHAIN_BLOCK;
@@ -261,9 +329,11 @@ rlx_status cpu_chain_run(cpu_ctx *ctx, const cpu_chain *c, cpu_tensor *out) {
   if (!J.scratch) {
     st = rlx_set_error(RLX_ERR_NOMEM, "elementwise chain: out of memory");
   } else {
-    int64_t item = J.len < CHAIN_BLOCK ? J.len : CHAIN_BLOCK;
-    cpu_parallel_for(ctx, out->numel / J.len * J.blocks, cpu_vec_grain(item), chain_blocks, &J);
+    int64_t item = J.rpi > 1 ? J.rpi * J.len : J.len < CHAIN_BLOCK ? J.len : CHAIN_BLOCK;
+    int64_t items = J.rpi > 1 ? (J.n_rows + J.rpi - 1) / J.rpi : J.n_rows * J.blocks;
+    cpu_parallel_for(ctx, items, cpu_vec_grain(item), chain_blocks, &J);
   }
+  free(J.full);
   free(J.scratch);
   free(J.stride);
   chain_info_free(&J.ci);

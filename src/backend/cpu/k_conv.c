@@ -181,16 +181,28 @@ typedef struct {
           const int64_t w0 = ow * g->stride[1] - g->pad[1];                                         \
           const int64_t kw0 = w0 < 0 ? -w0 : 0, kw1 = g->in[1] - w0 < g->k[1] ? g->in[1] - w0 : g->k[1]; \
           T acc = J->is_max ? (T)-INFINITY : (T)0;                                                  \
+          int nan = 0;                                                                              \
+          /* max as a select (a max instruction), not a branch: ties and    \
+           * random orders of relu outputs mispredict; a window with a NaN  \
+           * gets its first NaN, as the NaN check of the scalar rule */    \
           for (int64_t kh = kh0; kh < kh1; kh++) {                                                  \
             const T *row = xp + (h0 + kh) * g->in[1] + w0;                                          \
             for (int64_t kw = kw0; kw < kw1; kw++) {                                                \
               const T v = row[kw];                                                                  \
-              if (!J->is_max)                                                                       \
+              if (J->is_max) {                                                                      \
+                acc = v > acc ? v : acc;                                                            \
+                nan |= v != v;                                                                      \
+              } else {                                                                              \
                 acc += v;                                                                           \
-              else if (v > acc || v != v) /* a NaN, once taken, stays */                            \
-                acc = v;                                                                            \
+              }                                                                                     \
             }                                                                                       \
           }                                                                                         \
+          for (int64_t kh = kh0; nan && kh < kh1; kh++)                                             \
+            for (int64_t kw = kw0; nan && kw < kw1; kw++)                                           \
+              if (xp[(h0 + kh) * g->in[1] + w0 + kw] != xp[(h0 + kh) * g->in[1] + w0 + kw]) {      \
+                acc = xp[(h0 + kh) * g->in[1] + w0 + kw];                                           \
+                nan = 0;                                                                            \
+              }                                                                                     \
           if (!J->is_max)                                                                           \
             acc /= (T)(J->count_include_pad ? g->k[0] * g->k[1] : (kh1 - kh0) * (kw1 - kw0));       \
           yp[oh * g->out[1] + ow] = acc;                                                            \
@@ -201,6 +213,33 @@ typedef struct {
 POOL_PLANES(pool_planes_f64, double)
 POOL_PLANES(pool_planes_f32, float)
 #undef POOL_PLANES
+
+/* F32 max pooling over 2x2 windows of stride 2 without pads (the usual
+ * CNN pool) as straight loops over pairs of input rows; a plane with a
+ * NaN goes through pool_planes_f32 (NaN propagation). */
+static void pool_planes_max2x2_f32(void *arg, int64_t begin, int64_t end, int thread) {
+  const pool_job *J = arg;
+  const conv_geom *g = &J->g;
+  const int64_t W = g->in[1], OH = g->out[0], OW = g->out[1];
+  for (int64_t p = begin; p < end; p++) {
+    const float *xp = (const float *)J->x + p * g->in[0] * W;
+    float *yp = (float *)J->y + p * OH * OW;
+    int nan = 0;
+    for (int64_t oh = 0; oh < OH; oh++) {
+      const float *r0 = xp + 2 * oh * W, *r1 = r0 + W;
+      float *y = yp + oh * OW;
+      for (int64_t ow = 0; ow < OW; ow++) {
+        const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+        float m = a; /* in window order: the first of equal values (-0, +0) wins */
+        m = b > m ? b : m;
+        m = c > m ? c : m;
+        y[ow] = d > m ? d : m;
+        nan |= (a != a) | (b != b) | (c != c) | (d != d);
+      }
+    }
+    if (nan) pool_planes_f32(arg, p, p + 1, thread);
+  }
+}
 
 rlx_status cpu_Pool(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
   pool_job J = {.is_max = n->a.pool == RLX_POOL_MAX, .count_include_pad = n->a.count_include_pad != 0};
@@ -216,7 +255,12 @@ rlx_status cpu_Pool(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_te
   J.x = f32 ? in[0].data : x;
   J.y = f32 ? out->data : y;
   const int64_t planes = in[0].d[0] * in[0].d[1], per_plane = in[0].numel / (planes ? planes : 1);
-  cpu_parallel_for(ctx, planes, 1 + 16384 / (per_plane + 1), f64 ? pool_planes_f64 : pool_planes_f32, &J);
+  const conv_geom *g = &J.g;
+  const int max2x2 = J.is_max && f32 && g->k[0] == 2 && g->k[1] == 2 && g->stride[0] == 2 && g->stride[1] == 2 &&
+                     g->pad[0] == 0 && g->pad[1] == 0 && g->dil[0] == 1 && g->dil[1] == 1 && n->a.pad.v[2] == 0 &&
+                     n->a.pad.v[3] == 0;
+  cpu_parallel_for(ctx, planes, 1 + 16384 / (per_plane + 1),
+                   max2x2 ? pool_planes_max2x2_f32 : f64 ? pool_planes_f64 : pool_planes_f32, &J);
   if (f64)
     cpu_store_f64(out, y);
   else if (!f32)

@@ -11,8 +11,10 @@
  * operands are read through stride-0 strides.
  */
 #include "cpu.h"
+#include "bcast_walk.h"
 #include "chain_eval.h"
 #include "elementwise_math.h"
+#include "vec.h"
 
 #include <math.h>
 #include <string.h>
@@ -228,33 +230,61 @@ rlx_status cpu_Compare(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu
   return RLX_OK;
 }
 
-/* Elements are copied as bytes: exact for every dtype (NaN payloads too). */
+/* Where over rows of the collapsed broadcast (bcast_walk.h), threaded.
+ * Elements are copied as bytes: exact for every dtype (NaN payloads too).
+ * The common 1-, 2-, 4- and 8-byte elements select through a mask, not a
+ * branch: relu masks and causal masks are unpredictable per element. */
+typedef struct {
+  bcast_walk w;
+  const uint8_t *c;
+  const char *a, *b;
+  char *y;
+  size_t es;
+} where_job;
+
+#define WHERE_ROW(T)                                                                              \
+  do {                                                                                             \
+    const T *a_ = (const T *)(const void *)a, *b_ = (const T *)(const void *)b;                    \
+    T *y_ = (T *)(void *)y;                                                                        \
+    for (int64_t i = 0; i < len; i++) {                                                            \
+      const T m = (T)0 - (T)(c[i * sc] != 0);                                                      \
+      y_[i] = (T)((a_[i * sa] & m) | (b_[i * sb] & (T)~m));                                        \
+    }                                                                                              \
+  } while (0)
+
+static void where_rows(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const where_job *J = arg;
+  const bcast_walk *w = &J->w;
+  const int64_t len = w->len, sc = bcast_walk_inner(w, 0), sa = bcast_walk_inner(w, 1), sb = bcast_walk_inner(w, 2);
+  const size_t es = J->es;
+  int64_t idx[RLX_MAX_RANK], off[BCAST_MAX_OPS];
+  bcast_walk_seek(w, begin, idx, off);
+  for (int64_t r = begin; r < end; r++, bcast_walk_next(w, idx, off)) {
+    const uint8_t *c = J->c + off[0];
+    const char *a = J->a + (size_t)off[1] * es, *b = J->b + (size_t)off[2] * es;
+    char *y = J->y + (size_t)(r * len) * es;
+    switch (es) {
+    case 1: WHERE_ROW(uint8_t); break;
+    case 2: WHERE_ROW(uint16_t); break;
+    case 4: WHERE_ROW(uint32_t); break;
+    case 8: WHERE_ROW(uint64_t); break;
+    default:
+      for (int64_t i = 0; i < len; i++)
+        memcpy(y + (size_t)i * es, c[i * sc] ? a + (size_t)(i * sa) * es : b + (size_t)(i * sb) * es, es);
+    }
+  }
+}
+#undef WHERE_ROW
+
 rlx_status cpu_Where(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
   (void)n;
-  int64_t sc[RLX_MAX_RANK], sa[RLX_MAX_RANK], sb[RLX_MAX_RANK];
-  cpu_bcast_strides(&in[0], out->rank, out->d, sc);
-  cpu_bcast_strides(&in[1], out->rank, out->d, sa);
-  cpu_bcast_strides(&in[2], out->rank, out->d, sb);
-  size_t esize = (size_t)ir_dtypes[out->dtype].size;
-  /* The common case (a ReLU-style mask: a full bool condition, each branch
-   * full or a scalar, 4-byte elements) without the per-element index walk. */
-  if (in[0].dtype == RLX_BOOL && in[0].numel == out->numel && esize == 4 &&
-      (in[1].numel == out->numel || in[1].numel == 1) && (in[2].numel == out->numel || in[2].numel == 1)) {
-    const uint8_t *c = in[0].data;
-    const uint32_t *a = in[1].data, *b = in[2].data;
-    uint32_t *y = out->data;
-    const int64_t ia = in[1].numel == 1 ? 0 : 1, ib = in[2].numel == 1 ? 0 : 1;
-    for (int64_t i = 0; i < out->numel; i++) y[i] = c[i] ? a[i * ia] : b[i * ib];
-    return RLX_OK;
-  }
-  for (int64_t i = 0; i < out->numel; i++) {
-    int take_a = cpu_get_i(&in[0], cpu_offset(i, out->rank, out->d, sc)) != 0;
-    const cpu_tensor *src = take_a ? &in[1] : &in[2];
-    int64_t off = cpu_offset(i, out->rank, out->d, take_a ? sa : sb);
-    memcpy((char *)out->data + (size_t)i * esize, (const char *)src->data + (size_t)off * esize,
-           esize);
-  }
+  if (out->numel == 0) return RLX_OK;
+  const cpu_tensor *ops[3] = {&in[0], &in[1], &in[2]};
+  where_job J = {.c = in[0].data, .a = in[1].data, .b = in[2].data, .y = out->data,
+                 .es = (size_t)ir_dtypes[out->dtype].size};
+  bcast_walk_init(&J.w, out, 3, ops);
+  cpu_parallel_for(ctx, J.w.rows, cpu_vec_grain(J.w.len), where_rows, &J);
   return RLX_OK;
 }
 

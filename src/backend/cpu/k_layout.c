@@ -7,6 +7,7 @@
  * the dtype, through cpu_get/cpu_set.
  */
 #include "cpu.h"
+#include "vec.h"
 
 #include <math.h>
 #include <string.h>
@@ -29,12 +30,22 @@ static void copy_box(char *dst, const int64_t *dst_strides, int64_t dst_off, con
   int64_t row = dims[last], ds = dst_strides[last], ss = src_strides[last];
   int64_t idx[RLX_MAX_RANK] = {0};
   for (;;) {
-    if (ds == 1 && ss == 1) {
-      memcpy(dst + dst_off * (int64_t)es, src + src_off * (int64_t)es, (size_t)row * es);
+    char *d = dst + dst_off * (int64_t)es;
+    const char *s = src + src_off * (int64_t)es;
+    if (ds == 1 && ss == 1 && row >= 16) {
+      memcpy(d, s, (size_t)row * es);
+    } else if (es == 4 && last > 0 && row < 16) { /* short rows: the next dim too, in one loop nest */
+      const int64_t rows = dims[last - 1], dr = dst_strides[last - 1], sr = src_strides[last - 1];
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < row; j++)
+          ((uint32_t *)(void *)d)[r * dr + j * ds] = ((const uint32_t *)(const void *)s)[r * sr + j * ss];
+      idx[last - 1] = rows - 1; /* the odometer below steps past the nest */
+      dst_off += dr * (rows - 1);
+      src_off += sr * (rows - 1);
+    } else if (es == 4) { /* strided rows: no call per element */
+      for (int64_t j = 0; j < row; j++) ((uint32_t *)(void *)d)[j * ds] = ((const uint32_t *)(const void *)s)[j * ss];
     } else {
-      for (int64_t j = 0; j < row; j++)
-        memcpy(dst + (dst_off + j * ds) * (int64_t)es, src + (src_off + j * ss) * (int64_t)es,
-               es);
+      for (int64_t j = 0; j < row; j++) memcpy(d + j * ds * (int64_t)es, s + j * ss * (int64_t)es, es);
     }
     /* advance the multi-index over the outer dims */
     int k = last - 1;
@@ -85,14 +96,96 @@ rlx_status cpu_Expand(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_
   return RLX_OK;
 }
 
+/* A transpose whose output rows are not input rows: with the dims
+ * collapsed, output dim `col` reads the input contiguously, so each
+ * (outer index, tile of col) item is a 2-D transpose between dst [col x
+ * row] (row the output's innermost dim) and src [row x col], done in
+ * TRANSPOSE_TILE squares so both sides stay in cache lines. */
+#define TRANSPOSE_TILE 16
+typedef struct {
+  int rank, col;
+  int64_t dims[RLX_MAX_RANK], ss[RLX_MAX_RANK], ds[RLX_MAX_RANK];
+  int64_t col_tiles;
+  const char *src;
+  char *dst;
+  size_t es;
+} transpose_job;
+
+#define TRANSPOSE_TILES(T)                                                                         \
+  do {                                                                                              \
+    const T *s_ = (const T *)(const void *)(J->src + (size_t)so * J->es);                           \
+    T *d_ = (T *)(void *)(J->dst + (size_t)doff * J->es);                                           \
+    for (int64_t r0 = 0; r0 < rows; r0 += TRANSPOSE_TILE) {                                         \
+      const int64_t r1 = r0 + TRANSPOSE_TILE < rows ? r0 + TRANSPOSE_TILE : rows;                   \
+      for (int64_t c = c0; c < c1; c++)                                                             \
+        for (int64_t r = r0; r < r1; r++) d_[c * dcol + r] = s_[r * srow + c];                      \
+    }                                                                                               \
+  } while (0)
+
+static void transpose_items(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const transpose_job *J = arg;
+  const int last = J->rank - 1, col = J->col;
+  const int64_t rows = J->dims[last], srow = J->ss[last], dcol = J->ds[col];
+  for (int64_t it = begin; it < end; it++) {
+    int64_t outer = it / J->col_tiles, so = 0, doff = 0;
+    const int64_t c0 = it % J->col_tiles * TRANSPOSE_TILE;
+    const int64_t c1 = c0 + TRANSPOSE_TILE < J->dims[col] ? c0 + TRANSPOSE_TILE : J->dims[col];
+    for (int i = last - 1; i >= 0; i--) {
+      if (i == col) continue;
+      const int64_t idx = outer % J->dims[i];
+      outer /= J->dims[i];
+      so += idx * J->ss[i];
+      doff += idx * J->ds[i];
+    }
+    switch (J->es) {
+    case 1: TRANSPOSE_TILES(uint8_t); break;
+    case 2: TRANSPOSE_TILES(uint16_t); break;
+    case 4: TRANSPOSE_TILES(uint32_t); break;
+    case 8: TRANSPOSE_TILES(uint64_t); break;
+    default:
+      for (int64_t c = c0; c < c1; c++)
+        for (int64_t r = 0; r < rows; r++)
+          memcpy(J->dst + (size_t)(doff + c * dcol + r) * J->es, J->src + (size_t)(so + r * srow + c) * J->es,
+                 J->es);
+    }
+  }
+}
+#undef TRANSPOSE_TILES
+
 rlx_status cpu_Transpose(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                          cpu_tensor *out) {
-  (void)ctx;
   int64_t in_strides[RLX_MAX_RANK], ss[RLX_MAX_RANK], ds[RLX_MAX_RANK];
   cpu_strides(in[0].rank, in[0].d, in_strides);
   for (int k = 0; k < out->rank; k++) ss[k] = in_strides[n->a.perm.v[k]];
   cpu_strides(out->rank, out->d, ds);
-  copy_box(out->data, ds, 0, in[0].data, ss, 0, out->rank, out->d, elem_size(out));
+  /* collapse: drop size-1 dims, merge output neighbours that are
+   * neighbours in the input too */
+  transpose_job J = {.src = in[0].data, .dst = out->data, .es = elem_size(out)};
+  for (int k = 0; k < out->rank; k++) {
+    if (out->d[k] == 1) continue;
+    if (J.rank > 0 && J.ss[J.rank - 1] == ss[k] * out->d[k]) {
+      J.dims[J.rank - 1] *= out->d[k];
+      J.ss[J.rank - 1] = ss[k];
+      J.ds[J.rank - 1] = ds[k];
+    } else {
+      J.dims[J.rank] = out->d[k];
+      J.ss[J.rank] = ss[k];
+      J.ds[J.rank] = ds[k];
+      J.rank++;
+    }
+  }
+  J.col = -1;
+  for (int k = 0; k + 1 < J.rank; k++)
+    if (J.ss[k] == 1) J.col = k;
+  /* an input-contiguous innermost dim, or one too short to tile: rows */
+  if (out->numel == 0 || J.col < 0 || J.dims[J.rank - 1] < 4) {
+    copy_box(out->data, J.ds, 0, in[0].data, J.ss, 0, J.rank, J.dims, elem_size(out));
+    return RLX_OK;
+  }
+  J.col_tiles = (J.dims[J.col] + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE;
+  const int64_t items = out->numel / (J.dims[J.col] * J.dims[J.rank - 1]) * J.col_tiles;
+  cpu_parallel_for(ctx, items, cpu_vec_grain(TRANSPOSE_TILE * J.dims[J.rank - 1]), transpose_items, &J);
   return RLX_OK;
 }
 
@@ -276,6 +369,14 @@ rlx_status cpu_OneHot(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_
   uint64_t one = element_bytes(out->dtype, 1.0);
   /* zero is all-zero bytes in every plain dtype */
   if (out->nbytes) memset(out->data, 0, out->nbytes);
+  if (in[0].dtype == RLX_I64 && es == 4) { /* ArgMax indices into a float mask */
+    const int64_t *idx = in[0].data;
+    uint32_t one32, *y = out->data;
+    memcpy(&one32, &one, sizeof one32);
+    for (int64_t i = 0; i < in[0].numel; i++)
+      if (idx[i] >= 0 && idx[i] < depth) y[i * depth + idx[i]] = one32;
+    return RLX_OK;
+  }
   for (int64_t i = 0; i < in[0].numel; i++) {
     int64_t k = cpu_get_i(&in[0], i);
     if (k >= 0 && k < depth) memcpy((char *)out->data + (i * depth + k) * (int64_t)es, &one, es);

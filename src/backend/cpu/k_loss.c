@@ -1,18 +1,97 @@
-/* k_loss.c — CrossEntropy and MseLoss: scalar means, computed in double. */
+/* k_loss.c — CrossEntropy and MseLoss: scalar means, computed in double
+ * (F32 CrossEntropy: exponentials in f32, sums in double). */
 #include "cpu.h"
+#include "vec.h"
 
 #include <math.h>
 #include <stdlib.h>
+
+/* F32 logits with the classes innermost: rows threaded over the pool, the
+ * exponentials in f32 (vec.h), every sum in double. Per thread: its
+ * partial total and count, and the first out-of-range target it met. */
+typedef struct {
+  const float *x;
+  const cpu_tensor *targets;
+  int64_t C, ignore;
+  double eps;
+  double *total;   /* [threads] */
+  int64_t *count;  /* [threads] */
+  int64_t *bad;    /* [threads]: first bad row, or -1 */
+  float *scratch;  /* C floats per thread */
+} ce_job;
+
+static void ce_rows_f32(void *arg, int64_t begin, int64_t end, int thread) {
+  const ce_job *J = arg;
+  const cpu_vec_ops *vo = cpu_vec();
+  const int64_t C = J->C;
+  float *e = J->scratch + thread * C;
+  double total = 0.0;
+  int64_t count = 0;
+  for (int64_t r = begin; r < end; r++) {
+    const int64_t t = cpu_get_i(J->targets, r);
+    if (t == J->ignore) continue;
+    if (t < 0 || t >= C) {
+      if (J->bad[thread] < 0) J->bad[thread] = r;
+      continue;
+    }
+    const float *row = J->x + r * C;
+    const float mx = vo->max(row, C);
+    const double lse = (double)mx + log(vo->exp_shift_sum(row, mx, e, C));
+    const double nll = lse - (double)row[t];
+    const double smooth = J->eps != 0 ? (double)C * lse - vo->sum(row, C) : 0.0; /* sum_c -log p_c */
+    total += (1.0 - J->eps) * nll + J->eps / (double)C * smooth;
+    count++;
+  }
+  J->total[thread] += total;
+  J->count[thread] += count;
+}
+
+static rlx_status bad_target(const ir_node *n, const cpu_tensor *tt, int64_t ti, int64_t C) {
+  return rlx_set_error(RLX_ERR_INVALID, "CrossEntropy (node %d): target %lld at index %lld out of range [0, %lld)",
+                       n->id, (long long)cpu_get_i(tt, ti), (long long)ti, (long long)C);
+}
+
+static rlx_status cross_entropy_f32(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out,
+                                    int64_t rows, int64_t C) {
+  const int threads = cpu_ctx_threads(ctx);
+  double *total = calloc((size_t)threads, sizeof *total);
+  int64_t *count = calloc((size_t)threads, sizeof *count), *bad = malloc((size_t)threads * sizeof *bad);
+  float *scratch = malloc((size_t)(threads * C) * sizeof *scratch + 1);
+  rlx_status st = RLX_OK;
+  if (!total || !count || !bad || !scratch) {
+    st = rlx_set_error(RLX_ERR_NOMEM, "CrossEntropy (node %d): out of memory", n->id);
+  } else {
+    for (int k = 0; k < threads; k++) bad[k] = -1;
+    ce_job J = {in[0].data, &in[1], C, n->a.ignore_index, n->a.label_smoothing, total, count, bad, scratch};
+    cpu_parallel_for(ctx, rows, cpu_vec_grain(C), ce_rows_f32, &J);
+    int64_t first_bad = -1, n_total = 0;
+    double sum = 0.0;
+    for (int k = 0; k < threads; k++) {
+      if (bad[k] >= 0 && (first_bad < 0 || bad[k] < first_bad)) first_bad = bad[k];
+      sum += total[k];
+      n_total += count[k];
+    }
+    if (first_bad >= 0)
+      st = bad_target(n, &in[1], first_bad, C);
+    else
+      cpu_set(out, 0, n_total > 0 ? sum / (double)n_total : 0.0);
+  }
+  free(total);
+  free(count);
+  free(bad);
+  free(scratch);
+  return st;
+}
 
 /* Mean over non-ignored targets of (1 - eps) * nll + eps/C * sum_c(-log p_c),
  * the label-smoothed loss of torch.nn.functional.cross_entropy. */
 rlx_status cpu_CrossEntropy(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                             cpu_tensor *out) {
-  (void)ctx;
   const cpu_tensor *tl = &in[0], *tt = &in[1];
   const double eps = n->a.label_smoothing;
   int64_t outer, C, inner;
   cpu_axis_split(tl, (int)n->a.axis, &outer, &C, &inner);
+  if (tl->dtype == RLX_F32 && inner == 1 && C > 0) return cross_entropy_f32(ctx, n, in, out, outer, C);
   double *logits = cpu_load_f64(tl);
   if (!logits)
     return rlx_set_error(RLX_ERR_NOMEM, "CrossEntropy (node %d): out of memory", n->id);
@@ -26,10 +105,7 @@ rlx_status cpu_CrossEntropy(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in
       if (t == n->a.ignore_index) continue;
       if (t < 0 || t >= C) {
         free(logits);
-        return rlx_set_error(RLX_ERR_INVALID,
-                             "CrossEntropy (node %d): target %lld at index %lld out of range "
-                             "[0, %lld)",
-                             n->id, (long long)t, (long long)ti, (long long)C);
+        return bad_target(n, tt, ti, C);
       }
       const double *row = logits + o * C * inner + r; /* class c at row[c * inner] */
       double mx = -INFINITY, sum = 0.0, sum_logits = 0.0;

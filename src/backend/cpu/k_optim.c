@@ -1,16 +1,77 @@
 /* k_optim.c — CPU kernels of the training ops: SgdStep, AdamWStep (in
  * double, stored in the param's dtype) and Assign (a copy; the session
- * does the write-back). Semantics: src/ir/infer_optim.c. */
+ * does the write-back). Semantics: src/ir/infer_optim.c.
+ *
+ * All-F32 updates (the usual case) run as plain loops over the float
+ * arrays, still in double per element (so they match the other dtypes'
+ * reference loop bit for bit), threaded over the pool; other dtypes go
+ * element by element through cpu_get / cpu_set. */
 #include "cpu.h"
+#include "vec.h"
 
 #include <math.h>
 #include <string.h>
 
+/* Whether the first n_in inputs and the outputs are all F32. */
+static int all_f32(const cpu_tensor *in, int n_in, const cpu_tensor *out, int n_out) {
+  for (int k = 0; k < n_in; k++)
+    if (in[k].dtype != RLX_F32) return 0;
+  for (int k = 0; k < n_out; k++)
+    if (out[k].dtype != RLX_F32) return 0;
+  return 1;
+}
+
+typedef struct {
+  const float *p, *g, *state;
+  float *new_p, *new_state;
+  int64_t len;
+  double lr, mu, wd, b1, b2, eps, step_size, bc2_sqrt;
+  int nesterov;
+} optim_job;
+
+static void sgd_f32(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const optim_job *J = arg;
+  const double lr = J->lr, mu = J->mu, wd = J->wd;
+  for (int64_t i = begin; i < end; i++) {
+    double pi = J->p[i], g = (double)J->g[i] + wd * pi, v = J->state[i];
+    if (mu != 0) {
+      v = mu * v + g;
+      g = J->nesterov ? g + mu * v : v;
+    }
+    J->new_p[i] = (float)(pi - lr * g);
+    J->new_state[i] = (float)v;
+  }
+}
+
+static void adamw_f32(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const optim_job *J = arg;
+  const double lr = J->lr, wd = J->wd, b1 = J->b1, b2 = J->b2, eps = J->eps;
+  const double step_size = J->step_size, bc2_sqrt = J->bc2_sqrt;
+  const float *m_in = J->state, *v_in = J->state + J->len;
+  float *m_out = J->new_state, *v_out = J->new_state + J->len;
+  for (int64_t i = begin; i < end; i++) {
+    double g = J->g[i], m = m_in[i], v = v_in[i];
+    double pi = (double)J->p[i] * (1 - lr * wd);
+    m = m + (1 - b1) * (g - m);
+    v = b2 * v + (1 - b2) * g * g;
+    J->new_p[i] = (float)(pi - step_size * m / (sqrt(v) / bc2_sqrt + eps));
+    m_out[i] = (float)m;
+    v_out[i] = (float)v;
+  }
+}
+
 rlx_status cpu_SgdStep(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
   const cpu_tensor *p = &in[0], *gr = &in[1], *vel = &in[2];
   const double lr = cpu_get(&in[3], 0), mu = n->a.momentum, wd = n->a.weight_decay;
   const int nesterov = n->a.nesterov != 0;
+  if (all_f32(in, 3, out, 2)) {
+    optim_job J = {.p = p->data, .g = gr->data, .state = vel->data, .new_p = out[0].data,
+                   .new_state = out[1].data, .len = p->numel, .lr = lr, .mu = mu, .wd = wd, .nesterov = nesterov};
+    cpu_parallel_for(ctx, p->numel, CPU_VEC_MIN_CHUNK, sgd_f32, &J);
+    return RLX_OK;
+  }
   for (int64_t i = 0; i < p->numel; i++) {
     double pi = cpu_get(p, i), g = cpu_get(gr, i) + wd * pi, v = cpu_get(vel, i);
     if (mu != 0) {
@@ -24,7 +85,6 @@ rlx_status cpu_SgdStep(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu
 }
 
 rlx_status cpu_AdamWStep(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
   const cpu_tensor *p = &in[0], *gr = &in[1], *mom = &in[2];
   const double lr = cpu_get(&in[3], 0), t = cpu_get(&in[4], 0);
   const double b1 = n->a.beta1, b2 = n->a.beta2, eps = n->a.eps, wd = n->a.weight_decay;
@@ -32,6 +92,13 @@ rlx_status cpu_AdamWStep(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, c
     return rlx_set_error(RLX_ERR_INVALID, "AdamWStep (node %d): step %g must be >= 1 (it counts this step)", n->id, t);
   const double step_size = lr / (1 - pow(b1, t)), bc2_sqrt = sqrt(1 - pow(b2, t));
   const int64_t len = p->numel;
+  if (all_f32(in, 3, out, 2)) {
+    optim_job J = {.p = p->data, .g = gr->data, .state = mom->data, .new_p = out[0].data,
+                   .new_state = out[1].data, .len = len, .lr = lr, .wd = wd, .b1 = b1, .b2 = b2, .eps = eps,
+                   .step_size = step_size, .bc2_sqrt = bc2_sqrt};
+    cpu_parallel_for(ctx, len, CPU_VEC_MIN_CHUNK, adamw_f32, &J);
+    return RLX_OK;
+  }
   for (int64_t i = 0; i < len; i++) {
     double g = cpu_get(gr, i), m = cpu_get(mom, i), v = cpu_get(mom, len + i);
     double pi = cpu_get(p, i) * (1 - lr * wd);

@@ -252,10 +252,54 @@ static int arg_better_float(double v, double best, int want_max) {
   return want_max ? v > best : v < best;
 }
 
-static rlx_status arg_reduce(const ir_node *n, const cpu_tensor *x, cpu_tensor *out,
+/* F32 in, I64 out, without branches on the data (pool windows of relu
+ * outputs tie and alternate at random, which a branch mispredicts): a
+ * running max / min as a select and the index through a mask. A row with
+ * a NaN is redone by the rule of arg_better_float. */
+typedef struct {
+  const float *x;
+  int64_t *y;
+  int64_t len, inner;
+  int want_max;
+} arg_job;
+
+static int64_t arg_row_nan(const float *x, int64_t len, int64_t inner, int want_max) {
+  int64_t best = 0;
+  for (int64_t j = 1; j < len; j++)
+    if (arg_better_float(x[j * inner], x[best * inner], want_max)) best = j;
+  return best;
+}
+
+static void arg_rows_f32(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const arg_job *J = arg;
+  const int64_t len = J->len, inner = J->inner;
+  const float sign = J->want_max ? 1.0f : -1.0f; /* argmin is argmax of -x */
+  int64_t o = begin / inner, i = begin % inner;
+  for (int64_t r = begin; r < end; r++, i = i + 1 == inner ? (o++, 0) : i + 1) {
+    const float *x = J->x + o * len * inner + i;
+    float bv = sign * x[0];
+    int64_t best = 0;
+    int nan = bv != bv;
+    for (int64_t j = 1; j < len; j++) {
+      const float v = sign * x[j * inner];
+      best += (j - best) & -(int64_t)(v > bv);
+      bv = v > bv ? v : bv;
+      nan |= v != v;
+    }
+    J->y[r] = nan ? arg_row_nan(x, len, inner, J->want_max) : best;
+  }
+}
+
+static rlx_status arg_reduce(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *x, cpu_tensor *out,
                              int want_max) {
   int64_t outer, len, inner;
   cpu_axis_split(x, (int)n->a.axis, &outer, &len, &inner);
+  if (x->dtype == RLX_F32 && out->dtype == RLX_I64 && len > 0) {
+    arg_job J = {x->data, out->data, len, inner, want_max};
+    cpu_parallel_for(ctx, outer * inner, cpu_vec_grain(len), arg_rows_f32, &J);
+    return RLX_OK;
+  }
   int is_float = ir_is_float(x->dtype);
   for (int64_t o = 0; o < outer; o++) {
     for (int64_t i = 0; i < inner; i++) {
@@ -280,13 +324,11 @@ static rlx_status arg_reduce(const ir_node *n, const cpu_tensor *x, cpu_tensor *
 }
 
 rlx_status cpu_ArgMax(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
-  return arg_reduce(n, &in[0], &out[0], 1);
+  return arg_reduce(ctx, n, &in[0], &out[0], 1);
 }
 
 rlx_status cpu_ArgMin(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
-  return arg_reduce(n, &in[0], &out[0], 0);
+  return arg_reduce(ctx, n, &in[0], &out[0], 0);
 }
 
 /* ---------------------------------------------------------------- Cumsum */
