@@ -95,35 +95,53 @@ static void tap_range(int64_t start, int64_t step, int64_t limit, int64_t run, i
 
 /* ---------------------------------------------------------------- Conv */
 
+/* The q in [0, run) with 0 <= start + q * step < limit, as [*lo, *hi):
+ * without divisions when the whole run is inside (the usual case: most
+ * runs of an unpadded conv, every run of its weight gradient). */
+static void run_range(int64_t start, int64_t step, int64_t limit, int64_t run, int64_t *lo, int64_t *hi) {
+  if (start >= 0 && start + (run - 1) * step < limit) {
+    *lo = 0;
+    *hi = run;
+  } else {
+    tap_range(start, step, limit, run, lo, hi);
+  }
+}
+
 /* col[r][j - j0] for the rows r = (c, kh, kw) of the group's input x
- * [cg, H, W] and the output positions j in [j0, j1). */
+ * [cg, H, W] and the output positions j in [j0, j1). Rows are walked as
+ * the (c, kh, kw) nest, runs are output rows: a weight gradient's conv has
+ * tens of thousands of rows of a few short runs each, so nothing here
+ * divides per row or per run. */
 static void im2col(const conv_geom *g, const float *x, int64_t rows, int64_t j0, int64_t j1, float *col) {
   const int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], KW = g->k[1];
-  const int64_t nj = j1 - j0, s = g->stride[1];
-  for (int64_t r = 0; r < rows; r++) {
-    const int64_t c = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
+  const int64_t nj = j1 - j0, s = g->stride[1], oh0 = j0 / OW, ow0 = j0 % OW;
+  float *dst = col;
+  for (int64_t c = 0; c < rows / (KH * KW); c++) {
     const float *xc = x + c * H * W;
-    float *dst = col + r * nj;
-    int64_t oh = j0 / OW, ow = j0 % OW;
-    for (int64_t j = 0; j < nj; oh++, ow = 0) {
-      const int64_t run = min64(OW - ow, nj - j), ih = oh * g->stride[0] - g->pad[0] + kh * g->dil[0];
-      float *d = dst + j;
-      j += run;
-      if (ih < 0 || ih >= H) {
-        for (int64_t q = 0; q < run; q++) d[q] = 0;
-        continue;
+    for (int64_t kh = 0; kh < KH; kh++) {
+      for (int64_t kw = 0; kw < KW; kw++, dst += nj) {
+        int64_t oh = oh0, ow = ow0;
+        for (int64_t j = 0; j < nj; oh++, ow = 0) {
+          const int64_t run = min64(OW - ow, nj - j), ih = oh * g->stride[0] - g->pad[0] + kh * g->dil[0];
+          float *d = dst + j;
+          j += run;
+          if (ih < 0 || ih >= H) {
+            for (int64_t q = 0; q < run; q++) d[q] = 0;
+            continue;
+          }
+          /* plain loops: the runs are output rows, often only a few floats */
+          const int64_t iw = ow * s - g->pad[1] + kw * g->dil[1];
+          const float *xr = xc + ih * W + iw;
+          int64_t lo, hi;
+          run_range(iw, s, W, run, &lo, &hi);
+          for (int64_t q = 0; q < lo; q++) d[q] = 0;
+          if (s == 1)
+            for (int64_t q = lo; q < hi; q++) d[q] = xr[q];
+          else
+            for (int64_t q = lo; q < hi; q++) d[q] = xr[q * s];
+          for (int64_t q = hi; q < run; q++) d[q] = 0;
+        }
       }
-      /* plain loops: the runs are output rows, often only a few floats */
-      const int64_t iw = ow * s - g->pad[1] + kw * g->dil[1];
-      const float *xr = xc + ih * W + iw;
-      int64_t lo, hi;
-      tap_range(iw, s, W, run, &lo, &hi);
-      for (int64_t q = 0; q < lo; q++) d[q] = 0;
-      if (s == 1)
-        for (int64_t q = lo; q < hi; q++) d[q] = xr[q];
-      else
-        for (int64_t q = lo; q < hi; q++) d[q] = xr[q * s];
-      for (int64_t q = hi; q < run; q++) d[q] = 0;
     }
   }
 }
@@ -211,25 +229,30 @@ rlx_status conv_gemm_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *g,
 
 /* Adds col[r][j - j0] — rows r = (oc, kh, kw) of `rows` output channels
  * starting at y, columns the input positions j in [j0, j1) — to the
- * output position each lands on; the rest fall in the cropped pads. */
+ * output position each lands on; the rest fall in the cropped pads. Rows
+ * walked as the (oc, kh, kw) nest (no division per row, nor per run
+ * inside the output). */
 static void col2im(const conv_geom *g, const float *col, int64_t rows, int64_t j0, int64_t j1, float *y) {
   const int64_t W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0], KW = g->k[1];
-  const int64_t nj = j1 - j0, s = g->stride[1];
-  for (int64_t r = 0; r < rows; r++) {
-    const int64_t oc = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
-    const float *src = col + r * nj;
+  const int64_t nj = j1 - j0, s = g->stride[1], ih0 = j0 / W, iw0 = j0 % W;
+  const float *src = col;
+  for (int64_t oc = 0; oc < rows / (KH * KW); oc++) {
     float *yc = y + oc * OH * OW;
-    int64_t ih = j0 / W, iw = j0 % W;
-    for (int64_t j = 0; j < nj; ih++, iw = 0) {
-      const int64_t run = min64(W - iw, nj - j), oh = ih * g->stride[0] - g->pad[0] + kh * g->dil[0];
-      const float *sr = src + j;
-      j += run;
-      if (oh < 0 || oh >= OH) continue;
-      const int64_t ow = iw * s - g->pad[1] + kw * g->dil[1];
-      float *yr = yc + oh * OW + ow;
-      int64_t lo, hi;
-      tap_range(ow, s, OW, run, &lo, &hi);
-      for (int64_t q = lo; q < hi; q++) yr[q * s] += sr[q];
+    for (int64_t kh = 0; kh < KH; kh++) {
+      for (int64_t kw = 0; kw < KW; kw++, src += nj) {
+        int64_t ih = ih0, iw = iw0;
+        for (int64_t j = 0; j < nj; ih++, iw = 0) {
+          const int64_t run = min64(W - iw, nj - j), oh = ih * g->stride[0] - g->pad[0] + kh * g->dil[0];
+          const float *sr = src + j;
+          j += run;
+          if (oh < 0 || oh >= OH) continue;
+          const int64_t ow = iw * s - g->pad[1] + kw * g->dil[1];
+          float *yr = yc + oh * OW + ow;
+          int64_t lo, hi;
+          run_range(ow, s, OW, run, &lo, &hi);
+          for (int64_t q = lo; q < hi; q++) yr[q * s] += sr[q];
+        }
+      }
     }
   }
 }

@@ -14,6 +14,17 @@
 
 static size_t elem_size(const cpu_tensor *t) { return (size_t)ir_dtypes[t->dtype].size; }
 
+/* 4-byte elements over the innermost m (2 or 3) dims of a box, one loop
+ * nest (short rows: a 2x2 pool window transposed has rows of 2). */
+static void copy_nest4(uint32_t *d, const int64_t *ds, const uint32_t *s, const int64_t *ss, int m,
+                       const int64_t *dims) {
+  const int64_t n0 = m == 3 ? dims[0] : 1, d0 = m == 3 ? ds[0] : 0, s0 = m == 3 ? ss[0] : 0;
+  const int64_t *dm = dims + m - 2, *dsm = ds + m - 2, *ssm = ss + m - 2;
+  for (int64_t a = 0; a < n0; a++)
+    for (int64_t r = 0; r < dm[0]; r++)
+      for (int64_t j = 0; j < dm[1]; j++) d[a * d0 + r * dsm[0] + j * dsm[1]] = s[a * s0 + r * ssm[0] + j * ssm[1]];
+}
+
 /* Copies an n-d box of `dims` elements: element i (a multi-index) goes
  * from src[src_off + sum i_k*src_strides_k] to dst[dst_off + sum
  * i_k*dst_strides_k]. Strides and offsets are in elements of size es. */
@@ -28,27 +39,25 @@ static void copy_box(char *dst, const int64_t *dst_strides, int64_t dst_off, con
   }
   int last = rank - 1;
   int64_t row = dims[last], ds = dst_strides[last], ss = src_strides[last];
+  /* short 4-byte rows: the innermost 2 or 3 dims as one nest */
+  int m = 1;
+  if (es == 4 && row < 16 && rank >= 2) m = rank >= 3 && row * dims[last - 1] < 64 ? 3 : 2;
   int64_t idx[RLX_MAX_RANK] = {0};
   for (;;) {
     char *d = dst + dst_off * (int64_t)es;
     const char *s = src + src_off * (int64_t)es;
-    if (ds == 1 && ss == 1 && row >= 16) {
+    if (m > 1) {
+      copy_nest4((uint32_t *)(void *)d, dst_strides + rank - m, (const uint32_t *)(const void *)s,
+                 src_strides + rank - m, m, dims + rank - m);
+    } else if (ds == 1 && ss == 1) {
       memcpy(d, s, (size_t)row * es);
-    } else if (es == 4 && last > 0 && row < 16) { /* short rows: the next dim too, in one loop nest */
-      const int64_t rows = dims[last - 1], dr = dst_strides[last - 1], sr = src_strides[last - 1];
-      for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < row; j++)
-          ((uint32_t *)(void *)d)[r * dr + j * ds] = ((const uint32_t *)(const void *)s)[r * sr + j * ss];
-      idx[last - 1] = rows - 1; /* the odometer below steps past the nest */
-      dst_off += dr * (rows - 1);
-      src_off += sr * (rows - 1);
     } else if (es == 4) { /* strided rows: no call per element */
       for (int64_t j = 0; j < row; j++) ((uint32_t *)(void *)d)[j * ds] = ((const uint32_t *)(const void *)s)[j * ss];
     } else {
       for (int64_t j = 0; j < row; j++) memcpy(d + j * ds * (int64_t)es, s + j * ss * (int64_t)es, es);
     }
     /* advance the multi-index over the outer dims */
-    int k = last - 1;
+    int k = rank - m - 1;
     for (; k >= 0; k--) {
       dst_off += dst_strides[k];
       src_off += src_strides[k];
