@@ -73,7 +73,7 @@ struct rlx_llm {
   rlx_session *sess;
   int64_t n_past;
   size_t weight_bytes;
-  float *widened;         /* F32 copies of the F16/BF16 matrices (widen_bytes) */
+  float *widened;         /* F32 copies of the F16/BF16 matrices (widened_bytes) */
   size_t widened_bytes;
   int32_t *rows;          /* the logit rows of a run: LLM_MAX_BATCH */
   double *rope_freq;      /* [n_rot / 2]: angle per position of each rotation */
