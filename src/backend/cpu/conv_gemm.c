@@ -24,6 +24,9 @@
 /* Floats of column scratch per item: a block of im2col columns (and the
  * panels cpu_sgemm packs from it) stays near the cache. */
 #define CONV_COL_BUDGET ((int64_t)1 << 20)
+/* Floats of one K chunk of a column block (im2col rows x columns): about
+ * an L2 cache, where the GEMM packs it from. */
+#define CONV_CHUNK_BUDGET ((int64_t)1 << 16)
 /* The fewest columns a block is cut to, so the GEMM's N stays worth it. */
 #define CONV_MIN_COLS 16
 
@@ -146,6 +149,40 @@ static void im2col(const conv_geom *g, const float *x, int64_t rows, int64_t j0,
   }
 }
 
+/* The transpose of im2col: colT[j - j0][r] for output positions j in
+ * [j0, j1) and rows r = (c, kh, kw). Runs are kernel rows (kw), so this is
+ * the layout for kernels wider than the output — the weight gradient's
+ * conv, whose "kernel" is the output gradient (24 wide against an output
+ * of 5: runs of 24 floats instead of 5). */
+static void im2col_t(const conv_geom *g, const float *x, int64_t rows, int64_t j0, int64_t j1, float *colt) {
+  const int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], KW = g->k[1];
+  const int64_t dh = g->dil[0], dw = g->dil[1], channels = rows / (KH * KW);
+  for (int64_t j = j0; j < j1; j++) {
+    const int64_t oh = j / OW, ow = j % OW;
+    const int64_t ih0 = oh * g->stride[0] - g->pad[0], iw0 = ow * g->stride[1] - g->pad[1];
+    float *d = colt + (j - j0) * rows;
+    int64_t lo, hi;
+    run_range(iw0, dw, W, KW, &lo, &hi);
+    for (int64_t c = 0; c < channels; c++) {
+      const float *xc = x + c * H * W;
+      for (int64_t kh = 0; kh < KH; kh++, d += KW) {
+        const int64_t ih = ih0 + kh * dh;
+        if (ih < 0 || ih >= H) {
+          for (int64_t q = 0; q < KW; q++) d[q] = 0;
+          continue;
+        }
+        const float *xr = xc + ih * W + iw0;
+        for (int64_t q = 0; q < lo; q++) d[q] = 0;
+        if (dw == 1)
+          for (int64_t q = lo; q < hi; q++) d[q] = xr[q];
+        else
+          for (int64_t q = lo; q < hi; q++) d[q] = xr[q * dw];
+        for (int64_t q = hi; q < KW; q++) d[q] = 0;
+      }
+    }
+  }
+}
+
 typedef struct {
   cpu_ctx *ctx; /* threads the GEMM when the items run one by one */
   conv_geom g;
@@ -153,26 +190,46 @@ typedef struct {
   int64_t c_in, c_out, groups, cg, og, K, in_plane, out_plane;
   int64_t cols, blocks; /* output positions per block, blocks per (b, group) */
   int direct;           /* 1x1 kernel, stride 1, no pad: x is its own im2col */
-  float *scratch;       /* K * cols floats per thread */
+  int transposed;       /* kernel wider than the output: im2col_t */
+  /* K is cut into chunks of chunk_c input channels (kc = chunk_c * taps
+   * rows of col), so a block's columns stay in cache between im2col and
+   * the GEMM; chunks after the first add their product through acc. */
+  int64_t taps, chunk_c;
+  float *scratch;       /* per thread: kc * cols floats of col, og * cols of acc */
+  int64_t scratch_per;
 } conv_job;
 
 static void conv_items(void *arg, int64_t begin, int64_t end, int thread) {
   conv_job *J = arg;
-  float *col = J->scratch ? J->scratch + (int64_t)thread * J->K * J->cols : NULL;
+  float *col = J->scratch ? J->scratch + (int64_t)thread * J->scratch_per : NULL;
+  float *acc = col ? col + J->chunk_c * J->taps * J->cols : NULL;
   for (int64_t it = begin; it < end; it++) {
     const int64_t bg = it / J->blocks, b = bg / J->groups, gr = bg % J->groups;
     const int64_t j0 = it % J->blocks * J->cols, nj = min64(J->cols, J->out_plane - j0);
-    const float *xg = J->op.x + (b * J->c_in + gr * J->cg) * J->in_plane;
-    const float *B = xg + j0;
-    int64_t ldb = J->in_plane;
-    if (!J->direct) {
-      im2col(&J->g, xg, J->K, j0, j0 + nj, col);
-      B = col;
-      ldb = nj;
-    }
     float *y = J->op.y + (b * J->c_out + gr * J->og) * J->out_plane + j0;
-    cpu_sgemm(J->ctx, 0, 0, J->og, nj, J->K, J->op.w + gr * J->og * J->K, J->K, B, ldb, y, J->out_plane,
-              NULL);
+    for (int64_t c0 = 0; c0 < J->cg; c0 += J->chunk_c) {
+      const int64_t kc = min64(J->chunk_c, J->cg - c0) * J->taps;
+      const float *xg = J->op.x + (b * J->c_in + gr * J->cg + c0) * J->in_plane;
+      const float *B = xg + j0;
+      int64_t ldb = J->in_plane;
+      if (J->transposed) {
+        im2col_t(&J->g, xg, kc, j0, j0 + nj, col);
+        B = col;
+        ldb = kc;
+      } else if (!J->direct) {
+        im2col(&J->g, xg, kc, j0, j0 + nj, col);
+        B = col;
+        ldb = nj;
+      }
+      const float *A = J->op.w + gr * J->og * J->K + c0 * J->taps;
+      if (c0 == 0) {
+        cpu_sgemm(J->ctx, 0, J->transposed, J->og, nj, kc, A, J->K, B, ldb, y, J->out_plane, NULL);
+        continue;
+      }
+      cpu_sgemm(J->ctx, 0, J->transposed, J->og, nj, kc, A, J->K, B, ldb, acc, nj, NULL);
+      for (int64_t o = 0; o < J->og; o++)
+        for (int64_t j = 0; j < nj; j++) y[o * J->out_plane + j] += acc[o * nj + j];
+    }
     if (J->op.bias)
       for (int64_t o = 0; o < J->og; o++) {
         const float bo = J->op.bias[gr * J->og + o];
@@ -197,6 +254,7 @@ rlx_status conv_gemm_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *g,
   J.out_plane = g->out[0] * g->out[1];
   J.direct = taps == 1 && g->stride[0] == 1 && g->stride[1] == 1 && g->pad[0] == 0 && g->pad[1] == 0 &&
              J.in_plane == J.out_plane;
+  J.transposed = !J.direct && g->k[1] > g->out[1];
   /* Column blocks: within the scratch budget, and enough of them to give
    * every thread an item where batch and groups alone do not. */
   const int threads = cpu_ctx_threads(ctx);
@@ -205,12 +263,15 @@ rlx_status conv_gemm_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *g,
   if (bgs * ceil_div(J.out_plane, J.cols) < threads)
     J.cols = min64(J.cols, max64(ceil_div(J.out_plane, ceil_div(threads, bgs)), 4 * CONV_MIN_COLS));
   J.blocks = ceil_div(J.out_plane, J.cols);
+  J.taps = taps;
+  J.chunk_c = J.direct ? J.cg : min64(J.cg, max64(1, CONV_CHUNK_BUDGET / max64(taps * J.cols, 1)));
+  J.scratch_per = J.direct ? 0 : J.chunk_c * taps * J.cols + (J.chunk_c < J.cg ? J.og * J.cols : 0);
   const int64_t items = bgs * J.blocks;
   const int pooled = items >= threads;
   rlx_status st = operands_load(n, in, out, &J.op);
   if (st != RLX_OK) return st;
   if (!J.direct) {
-    J.scratch = malloc((size_t)((pooled ? threads : 1) * J.K * J.cols) * sizeof *J.scratch + 1);
+    J.scratch = malloc((size_t)((pooled ? threads : 1) * J.scratch_per) * sizeof *J.scratch + 1);
     if (!J.scratch) {
       operands_free(&J.op);
       return rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id);
