@@ -3,8 +3,9 @@
  * (taken by F64) on the same values, over many random configurations:
  * 1-D and 2-D, groups and depthwise, strides, dilations, asymmetric pads,
  * 1x1 kernels (the im2col-free case), with and without bias, shapes large
- * enough to cut the im2col into column blocks, a weight-gradient-like
- * conv (kernel as large as the input), and 1 and 3 threads (3: the item
+ * enough to cut the im2col into column blocks and K into channel chunks,
+ * weight-gradient-like convs (kernels wider than the output: the
+ * transposed im2col), and 1 and 3 threads (3: the item
  * split over output positions / channels and the threaded-GEMM fallback).
  */
 #include "rlx.h"
@@ -236,6 +237,12 @@ int main(void) {
       fixed(1, 2, 1, 8, 12, 2, 17, 13, 4, 4, 2, 1, 1, 1),   /* transposed upsampling, batch 1 */
       fixed(0, 1, 2, 8, 16, 1, 1, 700, 1, 5, 2, 2, 1, 1),   /* long 1-D */
       fixed(1, 1, 1, 16, 8, 1, 1, 300, 1, 4, 2, 1, 1, 0),
+      /* kernels wider than the output (the transposed im2col): padded,
+       * grouped; strided and dilated */
+      fixed(0, 2, 2, 12, 6, 3, 10, 9, 7, 8, 1, 2, 1, 1),
+      fixed(0, 2, 1, 10, 4, 1, 9, 9, 6, 6, 2, 1, 2, 0),
+      fixed(0, 2, 3, 64, 8, 1, 20, 20, 16, 16, 1, 0, 1, 1), /* and K in channel chunks, 4 threads' items */
+      fixed(0, 2, 1, 64, 8, 1, 32, 32, 3, 3, 1, 1, 1, 1),   /* K chunks of 7 channels and a last one of 1 */
   };
   for (size_t i = 0; i < sizeof fixed_cases / sizeof fixed_cases[0]; i++) {
     compare(&fixed_cases[i], 1);

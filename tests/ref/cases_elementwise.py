@@ -567,7 +567,8 @@ def clamp_cases(suite, rng):
 def big_cases(suite, rng):
     """Tensors of many blocks of the chain evaluator (several threads'
     shares, partial last blocks), broadcast along rows, columns and from a
-    scalar, and the wide range of every vectorized activation."""
+    scalar, short rows taken several to a block, Where by rows, and the
+    wide range of every vectorized activation."""
     for ai, act in enumerate(["gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "erf",
                               "rsqrt", "sign", "round", "relu", "softplus"]):
         dt = ["f32", "f16", "bf16"][ai % 3] if act not in ("exp", "log") else "f32"
@@ -597,6 +598,29 @@ def big_cases(suite, rng):
         name = "bin_big_%s_%s" % (op, dt)
         suite.add(name, binary_graph(name, "Binary", dt, sa, dt, sb, op=op),
                   inputs={"a": T(a, dt), "b": T(b, dt)}, expected=[T(FLOAT_BIN_REFS[op](a, b), dt)])
+    # short rows: several rows per block of the chain evaluator, operands
+    # gathered row by row (column broadcast, a middle broadcast, a scalar)
+    for op, dt, sa, sb in [("mul", "f32", (7001, 4), (7001, 1)), ("add", "f16", (3000, 3), (1, 3)),
+                           ("sub", "f32", (50, 37, 5), (50, 1, 5)), ("mul", "bf16", (999, 2), (1,)),
+                           ("div", "f32", (3, 1, 7), (3, 400, 1))]:
+        a, b = float_bin_inputs(rng, op, sa, sb)
+        a, b = rounded(a, dt), rounded(b, dt)
+        name = "bin_short_%s_%s_%s" % (op, dt, "x".join(map(str, sa)))
+        suite.add(name, binary_graph(name, "Binary", dt, sa, dt, sb, op=op),
+                  inputs={"a": T(a, dt), "b": T(b, dt)}, expected=[T(FLOAT_BIN_REFS[op](a, b), dt)])
+    # Where by rows: a causal mask against heads, a per-row mask, a full
+    # mask of many threads' shares; 1-, 2-, 4- and 8-byte elements
+    causal = np.tril(np.ones((64, 64), bool))
+    for k, (dt, sc, sa, sb, c) in enumerate([("f32", (64, 64), (8, 4, 64, 64), (), causal),
+                              ("f32", (8, 4, 64, 1), (8, 4, 64, 64), (), rng.random((8, 4, 64, 1)) < 0.5),
+                              ("f16", (301, 257), (301, 257), (1, 257), rng.random((301, 257)) < 0.5),
+                              ("f64", (5, 1, 33), (5, 7, 1), (5, 7, 33), rng.random((5, 1, 33)) < 0.5),
+                              ("i8", (40, 3), (40, 3), (3,), rng.random((40, 3)) < 0.5),
+                              ("bool", (2, 999), (), (2, 999), rng.random((2, 999)) < 0.5)]):
+        a, b = where_values(rng, dt, sa), where_values(rng, dt, sb)
+        name = "where_big_%d_%s" % (k, dt)
+        suite.add(name, where_graph(name, "bool", sc, dt, sa, dt, sb),
+                  inputs={"c": c, "a": T(a, dt), "b": T(b, dt)}, expected=[T(np.where(c, a, b), dt)], **EXACT)
     for op, dt, sa, sb in [("lt", "f32", (700, 700), (700,)), ("ne", "bf16", (300, 1), (1, 900))]:
         a, b = rand_plain(rng, dt, sa), rand_plain(rng, dt, sb)
         name = "cmp_big_%s_%s" % (op, dt)

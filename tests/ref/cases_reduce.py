@@ -185,6 +185,13 @@ def arg_cases(suite, rng):
                       [3.0, 3.0, np.nan, -1.0]], np.float32)
         suite.add("%s_f32_nan" % op.lower(), arg_graph(op, "f32", [3, 4], 1, False),
                   inputs={"x": a}, expected=[ref_arg(op, a, 1, False)])
+        # the F32 row loop: many short rows (pool windows) full of ties, a
+        # NaN in some, the axis innermost and not
+        for shape, axis in [((5001, 4), 1), ((300, 4, 7), 1)]:
+            r = np.asarray(rng.integers(-1, 2, shape), np.float32)
+            r.reshape(-1)[rng.integers(0, r.size, 40)] = np.nan
+            suite.add("%s_f32_rows_%s" % (op.lower(), name_shape(shape)), arg_graph(op, "f32", list(shape), axis, False),
+                      inputs={"x": r}, expected=[ref_arg(op, r, axis, False)])
         # i64 values that differ only below double precision
         b = np.array([2**60 + 1, 2**60 + 3, 2**60 + 2, 2**60], np.int64)
         suite.add("%s_i64_exact" % op.lower(), arg_graph(op, "i64", [4], 0, True),
