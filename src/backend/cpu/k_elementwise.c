@@ -252,6 +252,16 @@ typedef struct {
     }                                                                                              \
   } while (0)
 
+/* One 4-byte row with a per-element condition; called with constant
+ * strides so that each (sa, sb) pattern compiles to its own vector loop. */
+static inline void where_row4(const uint8_t *c, const uint32_t *a, int64_t sa, const uint32_t *b, int64_t sb,
+                              uint32_t *y, int64_t len) {
+  for (int64_t i = 0; i < len; i++) {
+    const uint32_t m = 0u - (uint32_t)(c[i] != 0);
+    y[i] = (a[i * sa] & m) | (b[i * sb] & ~m);
+  }
+}
+
 static void where_rows(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const where_job *J = arg;
@@ -264,6 +274,25 @@ static void where_rows(void *arg, int64_t begin, int64_t end, int thread) {
     const uint8_t *c = J->c + off[0];
     const char *a = J->a + (size_t)off[1] * es, *b = J->b + (size_t)off[2] * es;
     char *y = J->y + (size_t)(r * len) * es;
+    if (sc == 0) { /* one condition for the row: a copy of one side */
+      const char *src = c[0] ? a : b;
+      const int64_t ss = c[0] ? sa : sb;
+      if (ss) {
+        memcpy(y, src, (size_t)len * es);
+      } else {
+        for (int64_t i = 0; i < len; i++) memcpy(y + (size_t)i * es, src, es);
+      }
+      continue;
+    }
+    if (es == 4) {
+      const uint32_t *a4 = (const uint32_t *)(const void *)a, *b4 = (const uint32_t *)(const void *)b;
+      uint32_t *y4 = (uint32_t *)(void *)y;
+      if (sa && sb) where_row4(c, a4, 1, b4, 1, y4, len);
+      else if (sa) where_row4(c, a4, 1, b4, 0, y4, len);
+      else if (sb) where_row4(c, a4, 0, b4, 1, y4, len);
+      else where_row4(c, a4, 0, b4, 0, y4, len);
+      continue;
+    }
     switch (es) {
     case 1: WHERE_ROW(uint8_t); break;
     case 2: WHERE_ROW(uint16_t); break;
