@@ -11,6 +11,10 @@
 
 #include <math.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 static size_t elem_size(const cpu_tensor *t) { return (size_t)ir_dtypes[t->dtype].size; }
 
@@ -131,6 +135,32 @@ typedef struct {
     }                                                                                               \
   } while (0)
 
+/* 4-byte elements: the tile in 4x4 blocks through SSE registers where the
+ * target has SSE2 (every x86-64), the edges element by element. */
+static void transpose_tile4(const uint32_t *s, int64_t srow, uint32_t *d, int64_t dcol, int64_t r0, int64_t r1,
+                            int64_t c0, int64_t c1) {
+  int64_t c4 = c0, r4 = r0;
+#ifdef __SSE2__
+  for (c4 = c0; c4 + 4 <= c1; c4 += 4) {
+    for (r4 = r0; r4 + 4 <= r1; r4 += 4) {
+      const float *src = (const float *)(const void *)(s + r4 * srow + c4);
+      __m128 x0 = _mm_loadu_ps(src), x1 = _mm_loadu_ps(src + srow), x2 = _mm_loadu_ps(src + 2 * srow),
+             x3 = _mm_loadu_ps(src + 3 * srow);
+      _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+      float *dst = (float *)(void *)(d + c4 * dcol + r4);
+      _mm_storeu_ps(dst, x0);
+      _mm_storeu_ps(dst + dcol, x1);
+      _mm_storeu_ps(dst + 2 * dcol, x2);
+      _mm_storeu_ps(dst + 3 * dcol, x3);
+    }
+    for (int64_t c = c4; c < c4 + 4; c++) /* rows past the last full block */
+      for (int64_t r = r4; r < r1; r++) d[c * dcol + r] = s[r * srow + c];
+  }
+#endif
+  for (int64_t c = c4; c < c1; c++) /* columns past the last full block */
+    for (int64_t r = r0; r < r1; r++) d[c * dcol + r] = s[r * srow + c];
+}
+
 static void transpose_items(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const transpose_job *J = arg;
@@ -150,7 +180,13 @@ static void transpose_items(void *arg, int64_t begin, int64_t end, int thread) {
     switch (J->es) {
     case 1: TRANSPOSE_TILES(uint8_t); break;
     case 2: TRANSPOSE_TILES(uint16_t); break;
-    case 4: TRANSPOSE_TILES(uint32_t); break;
+    case 4: {
+      const uint32_t *s4 = (const uint32_t *)(const void *)(J->src + (size_t)so * 4);
+      uint32_t *d4 = (uint32_t *)(void *)(J->dst + (size_t)doff * 4);
+      for (int64_t r0 = 0; r0 < rows; r0 += TRANSPOSE_TILE)
+        transpose_tile4(s4, srow, d4, dcol, r0, r0 + TRANSPOSE_TILE < rows ? r0 + TRANSPOSE_TILE : rows, c0, c1);
+      break;
+    }
     case 8: TRANSPOSE_TILES(uint64_t); break;
     default:
       for (int64_t c = c0; c < c1; c++)
