@@ -30,6 +30,7 @@
  * rows asked for are projected (the last token, or all of them). */
 #include "model.h"
 
+#include "../format/format.h"
 #include "../ir/ir.h"
 
 #include <math.h>
@@ -501,6 +502,8 @@ static rlx_status bind_weights(rlx_llm *m, const llm_builder *b, const rlx_llm_o
       }
       st = rlx_set_param_ref(s, t->name, next, (size_t)t->numel * sizeof *next);
       next += t->numel;
+      /* nothing reads the 16-bit original again: out of the resident set */
+      fmt_release_pages(t->data, t->nbytes);
     } else {
       int es = rlx_dtype_is_block(t->dtype) ? 1 : (int)rlx_dtype_nbytes(t->dtype, 1);
       st = (uintptr_t)t->data % (uintptr_t)es ? rlx_set_param(s, t->name, t->data, t->nbytes)
