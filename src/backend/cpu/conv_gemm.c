@@ -27,6 +27,9 @@
 /* Floats of one K chunk of a column block (im2col rows x columns): about
  * an L2 cache, where the GEMM packs it from. */
 #define CONV_CHUNK_BUDGET ((int64_t)1 << 16)
+/* Transposed-layout output planes smaller than this take column blocks
+ * across images. */
+#define CONV_MULTI_PLANE 256
 /* The fewest columns a block is cut to, so the GEMM's N stays worth it. */
 #define CONV_MIN_COLS 16
 
@@ -110,19 +113,20 @@ static void run_range(int64_t start, int64_t step, int64_t limit, int64_t run, i
   }
 }
 
-/* col[r][j - j0] for the rows r = (c, kh, kw) of the group's input x
- * [cg, H, W] and the output positions j in [j0, j1). Rows are walked as
+/* col[r * ld + j - j0] for the rows r = (c, kh, kw) of the group's input
+ * x [cg, H, W] and the output positions j in [j0, j1). Rows are walked as
  * the (c, kh, kw) nest, runs are output rows: a weight gradient's conv has
  * tens of thousands of rows of a few short runs each, so nothing here
  * divides per row or per run. */
-static void im2col(const conv_geom *g, const float *x, int64_t rows, int64_t j0, int64_t j1, float *col) {
+static void im2col(const conv_geom *g, const float *x, int64_t rows, int64_t j0, int64_t j1, float *col,
+                   int64_t ld) {
   const int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], KW = g->k[1];
   const int64_t nj = j1 - j0, s = g->stride[1], oh0 = j0 / OW, ow0 = j0 % OW;
   float *dst = col;
   for (int64_t c = 0; c < rows / (KH * KW); c++) {
     const float *xc = x + c * H * W;
     for (int64_t kh = 0; kh < KH; kh++) {
-      for (int64_t kw = 0; kw < KW; kw++, dst += nj) {
+      for (int64_t kw = 0; kw < KW; kw++, dst += ld) {
         int64_t oh = oh0, ow = ow0;
         for (int64_t j = 0; j < nj; oh++, ow = 0) {
           const int64_t run = min64(OW - ow, nj - j), ih = oh * g->stride[0] - g->pad[0] + kh * g->dil[0];
@@ -195,9 +199,53 @@ typedef struct {
    * rows of col), so a block's columns stay in cache between im2col and
    * the GEMM; chunks after the first add their product through acc. */
   int64_t taps, chunk_c;
-  float *scratch;       /* per thread: kc * cols floats of col, og * cols of acc */
+  /* Small output planes of the transposed layout (weight gradients): a
+   * block's columns run across images (positions q = b * out_plane + j),
+   * so the GEMM's N is not one small plane and the large "kernel" is
+   * packed once per block, not once per image; results go through ybuf to
+   * their images. (Forward convs measured no faster this way.) */
+  int multi;
+  int64_t batch;
+  float *scratch;       /* per thread: kc * cols floats of col, og * cols of acc (and of ybuf) */
   int64_t scratch_per;
 } conv_job;
+
+static void conv_multi_items(void *arg, int64_t begin, int64_t end, int thread) {
+  conv_job *J = arg;
+  const int64_t P = J->out_plane, total = J->batch * P;
+  float *col = J->scratch + (int64_t)thread * J->scratch_per;
+  float *acc = col + J->chunk_c * J->taps * J->cols, *ybuf = acc + J->og * J->cols;
+  for (int64_t it = begin; it < end; it++) {
+    const int64_t gr = it / J->blocks, q0 = it % J->blocks * J->cols, nq = min64(J->cols, total - q0);
+    for (int64_t c0 = 0; c0 < J->cg; c0 += J->chunk_c) {
+      const int64_t kc = min64(J->chunk_c, J->cg - c0) * J->taps;
+      for (int64_t q = q0; q < q0 + nq;) { /* the block's part of each image */
+        const int64_t b = q / P, j0 = q - b * P, j1 = min64(P, q0 + nq - b * P);
+        const float *xg = J->op.x + (b * J->c_in + gr * J->cg + c0) * J->in_plane;
+        if (J->transposed)
+          im2col_t(&J->g, xg, kc, j0, j1, col + (q - q0) * kc);
+        else
+          im2col(&J->g, xg, kc, j0, j1, col + (q - q0), nq);
+        q += j1 - j0;
+      }
+      const float *A = J->op.w + gr * J->og * J->K + c0 * J->taps;
+      float *dst = c0 == 0 ? ybuf : acc;
+      cpu_sgemm(J->ctx, 0, J->transposed, J->og, nq, kc, A, J->K, col, J->transposed ? kc : nq, dst, nq, NULL);
+      if (c0 > 0)
+        for (int64_t i = 0; i < J->og * nq; i++) ybuf[i] += acc[i];
+    }
+    for (int64_t q = q0; q < q0 + nq;) {
+      const int64_t b = q / P, j0 = q - b * P, j1 = min64(P, q0 + nq - b * P);
+      for (int64_t o = 0; o < J->og; o++) {
+        const float bo = J->op.bias ? J->op.bias[gr * J->og + o] : 0.0f;
+        float *y = J->op.y + (b * J->c_out + gr * J->og + o) * P;
+        const float *src = ybuf + o * nq + (q - q0);
+        for (int64_t j = j0; j < j1; j++) y[j] = src[j - j0] + bo;
+      }
+      q += j1 - j0;
+    }
+  }
+}
 
 static void conv_items(void *arg, int64_t begin, int64_t end, int thread) {
   conv_job *J = arg;
@@ -217,7 +265,7 @@ static void conv_items(void *arg, int64_t begin, int64_t end, int thread) {
         B = col;
         ldb = kc;
       } else if (!J->direct) {
-        im2col(&J->g, xg, kc, j0, j0 + nj, col);
+        im2col(&J->g, xg, kc, j0, j0 + nj, col, nj);
         B = col;
         ldb = nj;
       }
@@ -263,10 +311,21 @@ rlx_status conv_gemm_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *g,
   if (bgs * ceil_div(J.out_plane, J.cols) < threads)
     J.cols = min64(J.cols, max64(ceil_div(J.out_plane, ceil_div(threads, bgs)), 4 * CONV_MIN_COLS));
   J.blocks = ceil_div(J.out_plane, J.cols);
+  J.batch = batch;
+  J.multi = J.transposed && J.out_plane < CONV_MULTI_PLANE && batch > 1;
+  if (J.multi) { /* blocks of columns across images, as many as threads want */
+    const int64_t total = batch * J.out_plane;
+    J.cols = min64(total, max64(CONV_CHUNK_BUDGET / max64(J.K, 1), CONV_MULTI_PLANE));
+    if (J.groups * ceil_div(total, J.cols) < threads)
+      J.cols = max64(CONV_MIN_COLS, ceil_div(total, ceil_div(threads, J.groups)));
+    J.blocks = ceil_div(total, J.cols);
+  }
   J.taps = taps;
   J.chunk_c = J.direct ? J.cg : min64(J.cg, max64(1, CONV_CHUNK_BUDGET / max64(taps * J.cols, 1)));
-  J.scratch_per = J.direct ? 0 : J.chunk_c * taps * J.cols + (J.chunk_c < J.cg ? J.og * J.cols : 0);
-  const int64_t items = bgs * J.blocks;
+  J.scratch_per = J.direct ? 0
+                  : J.chunk_c * taps * J.cols + (J.chunk_c < J.cg || J.multi ? J.og * J.cols : 0) +
+                        (J.multi ? J.og * J.cols : 0);
+  const int64_t items = J.multi ? J.groups * J.blocks : bgs * J.blocks;
   const int pooled = items >= threads;
   rlx_status st = operands_load(n, in, out, &J.op);
   if (st != RLX_OK) return st;
@@ -277,10 +336,11 @@ rlx_status conv_gemm_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *g,
       return rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id);
     }
   }
+  cpu_task_fn fn = J.multi ? conv_multi_items : conv_items;
   if (pooled)
-    cpu_parallel_for(ctx, items, 1, conv_items, &J);
+    cpu_parallel_for(ctx, items, 1, fn, &J);
   else
-    conv_items(&J, 0, items, 0);
+    fn(&J, 0, items, 0);
   free(J.scratch);
   operands_finish(&J.op, out);
   return RLX_OK;
