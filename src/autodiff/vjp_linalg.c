@@ -45,7 +45,15 @@ rlx_status ad_vjp_MatMul(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
     if (sb2.rank == 2 && sa2.rank == sg2.rank && sg2.rank > 2) {
       int64_t ak[2] = {-1, sa2.d[sa2.rank - 1]}, gn[2] = {-1, sg2.d[sg2.rank - 1]};
       rlx_node af = rlx_reshape(g, a2, 2, ak), gf = rlx_reshape(g, g2, 2, gn);
-      gb = rlx_matmul(g, swap_last2(c, af), gf);
+      /* a^T g moves a [M, K] through a transpose; (g^T a)^T moves g [M, N]
+       * and the result [K, N]: the fewer elements (a wide hidden layer
+       * against a narrow output, as an MLP's down projection) */
+      int64_t M = 1, K = sa2.d[sa2.rank - 1], N = sg2.d[sg2.rank - 1];
+      for (int i = 0; i < sa2.rank - 1; i++) M = ir_dim_is_sym(sa2.d[i]) || M < 0 ? -1 : M * sa2.d[i];
+      if (M > 0 && !ir_dim_is_sym(K) && !ir_dim_is_sym(N) && M * N + K * N < M * K)
+        gb = swap_last2(c, rlx_matmul(g, swap_last2(c, gf), af));
+      else
+        gb = rlx_matmul(g, swap_last2(c, af), gf);
     } else {
       gb = ad_reduce_to(c, rlx_matmul(g, swap_last2(c, a2), g2), &sb2);
     }
