@@ -683,8 +683,13 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   int64_t want = threads > 1 ? threads * GEMM_TASKS_PER_THREAD : 1;
   int64_t s = batch >= want ? 1 : ceil_div(want, batch);
   if (job.gemv) {
-    int64_t units = ceil_div(M == 1 ? N : M, 64);
-    job.tn = s < units ? s : units;
+    /* The matrix streamed by rows (gemv_rows) is read in runs as long as
+     * an output chunk: one chunk per thread keeps them long (the prefetchers
+     * lose DRAM bandwidth on short strided runs); dot products read whole
+     * rows whatever the chunk. */
+    int by_rows = M == 1 ? !b->trans : a->trans;
+    int64_t units = ceil_div(M == 1 ? N : M, 64), chunks = by_rows && batch == 1 ? threads : s;
+    job.tn = chunks < units ? chunks : units;
   } else {
     if (b_prepack && (batch == 1 || (b->batch_stride == 0 && !b->batch_offsets)))
       job.b_packed = prepacked_b(ctx, isa, b, b_prepack, K, N);
