@@ -288,7 +288,8 @@ int main(int argc, char **argv) {
   exact = argc == 5;
   work_dir = argv[3];
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/llama_tiny.py' --out '%s'", argv[1], argv[2], argv[3]);
+  snprintf(cmd, sizeof cmd, "'%s' '%s/llama_tiny.py' --out '%s'%s", argv[1], argv[2], argv[3],
+           exact ? "" : " --hf-check");
   if (system(cmd) != 0) {
     printf("FAIL: %s\n", cmd);
     return 1;

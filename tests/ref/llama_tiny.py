@@ -1,7 +1,7 @@
 """Tiny random-weight Llama-family GGUF files and their NumPy reference
 logits, for tests/test_llama.c.
 
-usage: llama_tiny.py --out DIR
+usage: llama_tiny.py --out DIR [--hf-check]
 
 Writes DIR/cases.txt, one line per case:
   good NAME N_TOKENS N_VOCAB TOL      DIR/NAME.gguf, NAME.tokens (i32), NAME.logits (f32 [N, V]),
@@ -17,6 +17,9 @@ SwiGLU, tied or separate output, logits at every position: NAME.logits
 with the activations of quantized matmuls rounded to Q8_0 as the fast
 kernels do (TOL, relative to the largest logit, covers the remaining
 rounding differences), NAME.exact without (for rlx's reference kernel).
+The RoPE frequencies of the reference are checked against transformers'
+own linear and YaRN initializations with --hf-check (where torch is
+installed).
 """
 import argparse
 import math
@@ -95,6 +98,25 @@ def rope_freqs(base, factors=None, scaling=None, n_rot=HEAD_DIM):
         high += 0.001
     extrapolate = 1 - np.clip((np.arange(n_rot // 2) - low) / (high - low), 0, 1)
     return inv / factor * (1 - extrapolate) + inv * extrapolate, 0.1 * math.log(factor) + 1.0
+
+
+def check_against_transformers():
+    """rope_freqs against transformers' own linear and YaRN initializations,
+    where torch is installed (silently skipped otherwise: the NumPy formulas
+    stay the reference)."""
+    try:
+        from transformers import LlamaConfig
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    except Exception:  # noqa: BLE001 (no torch, or a transformers without them)
+        return
+    for scaling, hf in ((("linear", 2.0), {"rope_type": "linear", "factor": 2.0}),
+                        (("yarn", 4.0, 64), {"rope_type": "yarn", "factor": 4.0,
+                                             "original_max_position_embeddings": 64})):
+        cfg = LlamaConfig(hidden_size=N_EMBD, num_attention_heads=N_HEAD, max_position_embeddings=4 * 64,
+                          rope_theta=10000.0, rope_scaling=hf)
+        inv, scale = ROPE_INIT_FUNCTIONS[hf["rope_type"]](cfg, "cpu")
+        mine, mscale = rope_freqs(10000.0, None, scaling)
+        assert np.allclose(inv.double().numpy(), mine, rtol=1e-6, atol=0) and abs(scale - mscale) < 1e-6, scaling
 
 
 def rope(x, pos, freqs, neox):
@@ -219,8 +241,11 @@ ROPE = {
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--hf-check", action="store_true", help="also check rope_freqs against transformers")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.hf_check:
+        check_against_transformers()
     lines = []
     rng = np.random.default_rng(1234)
     for name, arch, tied, wq, eq, oq, tol in CASES:
