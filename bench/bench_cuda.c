@@ -3,9 +3,11 @@
  *
  *   bench_cuda gemm DTYPE M N K        one MatMul [M,K] @ [K,N] (b a param)
  *   bench_cuda block DTYPE B S         a Llama-3-8B-shaped decoder block forward
- *   bench_cuda decode WFMT T           one decode step of a 30-layer SmolLM2-135M-shaped
- *                                      decoder (S = 1, KV cache of T rows in every layer),
- *                                      weights WFMT bf16, q8_0, q4_0 or q4_1
+ *   bench_cuda attn DTYPE B S H HKV D  one causal attention ([B,S,H,D] layout)
+ *   bench_cuda decode WFMT T [L E H HKV F V]
+ *                                      one decode step of a decoder (S = 1, KV cache of T
+ *                                      rows in every layer), weights WFMT bf16, q8_0, q4_0,
+ *                                      q4_1 or q4_K; shape 30-layer SmolLM2-135M unless given
  *
  * Prints "RESULT <name> ms=<median ms per run> ..." lines. A run is one
  * rlx_run (one CUDA graph replay, ending in a stream synchronize); inputs
@@ -38,8 +40,15 @@ static rlx_dtype dtype_named(const char *s) {
   exit(2);
 }
 
+/* Bytes of the repeating random pattern a large leaf is filled with:
+ * drawing every element of an 8B model's 16 GB would take minutes, and a
+ * product's speed does not depend on the values beyond their not being
+ * zeros. A whole number of GGUF blocks and of elements. */
+#define PATTERN_BYTES ((size_t)4 << 20)
+
 /* Random data for every leaf of g (floats ~ U(-scale, scale); packed
- * weights: blocks with a small scale and random levels; ints: positions). */
+ * weights: blocks with small f16 scales and random levels; ints:
+ * positions), the first PATTERN_BYTES-ish of a leaf repeated over the rest. */
 static int bind_all(rlx_session *s, const rlx_graph *g, double scale, int64_t pos) {
   for (int i = 0; i < rlx_graph_num_params(g) + rlx_graph_num_inputs(g); i++) {
     rlx_node n = i < rlx_graph_num_params(g) ? rlx_graph_param(g, i) : rlx_graph_input(g, i - rlx_graph_num_params(g));
@@ -49,18 +58,34 @@ static int bind_all(rlx_session *s, const rlx_graph *g, double scale, int64_t po
     for (int k = 0; k < r; k++) numel *= dims[k];
     size_t bytes = rlx_dtype_nbytes(t, numel);
     unsigned char *p = malloc(bytes ? bytes : 1);
-    if (t == RLX_Q8_0 || t == RLX_Q4_0 || t == RLX_Q4_1) {
-      /* blocks of 32: f16 scale (Q4_1: and f16 minimum), then random levels */
-      const size_t bs = rlx_dtype_nbytes(t, 32), head = t == RLX_Q4_1 ? 4 : 2;
-      const float d = (float)(t == RLX_Q8_0 ? scale / 64 : scale / 8);
-      for (size_t b = 0; b < bytes; b += bs) {
-        uint16_t dh = rlx_f32_to_f16(d), mh = rlx_f32_to_f16(-8 * d);
+    if (!p) {
+      fprintf(stderr, "out of host memory for %zu bytes\n", bytes);
+      return 0;
+    }
+    size_t pat = bytes;
+    if (rlx_dtype_is_block(t)) {
+      /* Q8_0 / Q4_0 / Q4_1: blocks of 32 headed by an f16 scale (Q4_1: and
+       * minimum); Q4_K: blocks of 256 headed by f16 d and dmin, then scales
+       * and levels, any bits of which are valid */
+      const int k_quant = t == RLX_Q4_K;
+      const size_t bs = rlx_dtype_nbytes(t, k_quant ? 256 : 32), head = t == RLX_Q4_1 || k_quant ? 4 : 2;
+      if (t != RLX_Q8_0 && t != RLX_Q4_0 && t != RLX_Q4_1 && !k_quant) {
+        fprintf(stderr, "no random blocks for %s\n", rlx_dtype_name(t));
+        return 0;
+      }
+      pat = bytes < PATTERN_BYTES / bs * bs ? bytes : PATTERN_BYTES / bs * bs;
+      const float d = (float)(t == RLX_Q8_0 ? scale / 64 : k_quant ? scale / 256 : scale / 8);
+      for (size_t b = 0; b < pat; b += bs) {
+        uint16_t dh = rlx_f32_to_f16(d), mh = rlx_f32_to_f16(t == RLX_Q4_1 ? -8 * d : d);
         memcpy(p + b, &dh, 2);
-        if (t == RLX_Q4_1) memcpy(p + b + 2, &mh, 2);
+        if (head == 4) memcpy(p + b + 2, &mh, 2);
         for (size_t j = head; j < bs; j++) p[b + j] = (unsigned char)(int)((urand() + 0.5) * 255.99);
       }
     } else {
-      for (int64_t k = 0; k < numel; k++) {
+      const size_t es = rlx_dtype_nbytes(t, 1);
+      const int64_t n_pat = t == RLX_I32 || t == RLX_I64 || bytes <= PATTERN_BYTES ? numel : (int64_t)(PATTERN_BYTES / es);
+      pat = (size_t)n_pat * es;
+      for (int64_t k = 0; k < n_pat; k++) {
         double v = urand() * 2 * scale;
         if (t == RLX_F32) ((float *)p)[k] = (float)v;
         else if (t == RLX_BF16) ((uint16_t *)p)[k] = rlx_f32_to_bf16((float)v);
@@ -69,6 +94,7 @@ static int bind_all(rlx_session *s, const rlx_graph *g, double scale, int64_t po
         else if (t == RLX_I64) ((int64_t *)p)[k] = pos + k;
       }
     }
+    for (size_t off = pat; pat && off < bytes; off += pat) memcpy(p + off, p, bytes - off < pat ? bytes - off : pat);
     const char *name = rlx_node_name(g, n);
     rlx_status st = i < rlx_graph_num_params(g) ? rlx_set_param(s, name, p, bytes) : rlx_set_input(s, name, p, bytes);
     free(p);
@@ -163,7 +189,7 @@ static rlx_node layer(rlx_graph *g, int l, rlx_node x, rlx_node pos, rlx_node st
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: bench_cuda gemm DTYPE M N K | block DTYPE B S | decode WFMT T\n");
+    fprintf(stderr, "usage: bench_cuda gemm DTYPE M N K | block DTYPE B S | attn DTYPE B S H HKV D | decode WFMT T [L E H HKV F V]\n");
     return 2;
   }
   const char *mode = argv[1];
@@ -200,9 +226,36 @@ int main(int argc, char **argv) {
     rlx_graph_free(g);
     return 0;
   }
-  if (!strcmp(mode, "decode") && argc == 4) {
+  if (!strcmp(mode, "attn") && argc == 8) {
+    /* one causal Attention, q [B, S, H, D], k/v [B, S, HKV, D] */
+    rlx_dtype t = dtype_named(argv[2]);
+    int64_t B = atoll(argv[3]), S = atoll(argv[4]), H = atoll(argv[5]), Hkv = atoll(argv[6]), D = atoll(argv[7]);
+    rlx_graph *g = rlx_graph_new("attn");
+    int64_t qd[4] = {B, S, H, D}, kd[4] = {B, S, Hkv, D};
+    rlx_attention_desc ad = {(int)H, (int)Hkv, (int)D, RLX_MASK_CAUSAL, 0, 0, 0, RLX_LAYOUT_BSHD};
+    rlx_node y = rlx_attention(g, rlx_input(g, "q", t, 4, qd), rlx_input(g, "k", t, 4, kd), rlx_input(g, "v", t, 4, kd),
+                               -1, &ad);
+    rlx_graph_set_outputs(g, 1, &y);
+    rlx_session *s = compile_cuda(g);
+    if (!bind_all(s, g, 1.0, 0)) return 1;
+    double ms = time_session(s, 50);
+    const double flops = 4.0 * B * H * S * S * D / 2; /* causal: half of QK^T and PV */
+    printf("RESULT attn %s B=%lld S=%lld ms=%.4f tflops=%.1f\n", argv[2], (long long)B, (long long)S, ms,
+           flops / ms / 1e9);
+    rlx_session_free(s);
+    rlx_graph_free(g);
+    return 0;
+  }
+  if (!strcmp(mode, "decode") && (argc == 4 || argc == 10)) {
+    /* default: SmolLM2-135M's shape; or L E H HKV F V (e.g. Llama-3-8B:
+     * 32 4096 32 8 14336 128256) */
     rlx_dtype wt = dtype_named(argv[2]), t = RLX_BF16;
-    const int64_t T = atoll(argv[3]), L = 30, E = 576, H = 9, Hkv = 3, F = 1536, V = 49152;
+    const int64_t T = atoll(argv[3]);
+    int64_t L = 30, E = 576, H = 9, Hkv = 3, F = 1536, V = 49152;
+    if (argc == 10)
+      L = atoll(argv[4]), E = atoll(argv[5]), H = atoll(argv[6]), Hkv = atoll(argv[7]), F = atoll(argv[8]),
+      V = atoll(argv[9]);
+    const int64_t D = E / H;
     rlx_graph *g = rlx_graph_new("decode");
     int64_t one[1] = {1}, td[1] = {1}, ed[2] = {V, E}, ev[1] = {E}, x3[3] = {1, 1, E};
     rlx_node tok = rlx_input(g, "token", RLX_I32, 1, td);
@@ -221,11 +274,11 @@ int main(int argc, char **argv) {
     rlx_set_input(s, "token", &zero_tok, 4);
     rlx_set_input(s, "pos", &p, 4);
     rlx_set_input(s, "start", &p, 4);
-    double ms = time_session(s, 50);
+    double ms = time_session(s, E >= 2048 ? 10 : 50);
     /* bytes a token must read: every weight once, every KV row of every layer */
-    double wbytes = (double)rlx_dtype_nbytes(wt, L * (E * E * 2 + E * Hkv * 64 * 2 + E * 2 * F + F * E) + E * V) +
+    double wbytes = (double)rlx_dtype_nbytes(wt, L * (E * E * 2 + E * Hkv * D * 2 + E * 2 * F + F * E) + E * V) +
                     (double)rlx_dtype_nbytes(t, E) /* one embedding row */;
-    double kv = 2.0 * L * T * Hkv * 64 * 2;
+    double kv = 2.0 * L * T * Hkv * D * 2;
     printf("RESULT decode %s T=%lld ms=%.4f tok_s=%.1f weight_bytes=%.0f kv_bytes=%.0f\n", argv[2], (long long)T, ms,
            1e3 / ms, wbytes, kv);
     rlx_session_free(s);

@@ -1,13 +1,15 @@
 """bench_cuda.py — rlx's CUDA backend against PyTorch on the same GPU.
 
 usage: python3 bench/bench_cuda.py BENCH_CUDA_BINARY [--quick] [--no-compile] [--profile]
-                                  [--only=gemm,gemv,block,decode]
+                                  [--only=gemm,gemv,attn,block,decode,decode8b]
 
 Measures, in one process run:
   ceilings  device-to-device copy bandwidth (bytes read + written) and a
             bf16 8192^3 matrix product through PyTorch (cuBLAS);
   gemm      rlx MatMul vs torch.matmul (cuBLAS) for f16/bf16 4096^3 and the
             projections of a Llama-3-8B layer at 4096 tokens;
+  attn      one causal GQA attention of that block (bf16, S = 512, 32 / 8
+            heads, D = 128) vs F.scaled_dot_product_attention;
   block     a Llama-3-8B-shaped decoder block forward (bf16, S = 512,
             B = 1..8) vs PyTorch eager and torch.compile;
   gemv      M = 1 products (decode projections: Llama-3-8B and SmolLM2
@@ -16,7 +18,11 @@ Measures, in one process run:
             (S = 1, KV cache of 512 rows) vs the HBM roofline: bytes a token
             must read (every weight, every cached K/V row) over the measured
             copy bandwidth; and vs the same step in PyTorch (eager, and its
-            CUDA-graph replay), bf16 weights.
+            CUDA-graph replay), bf16 weights;
+  decode8b  the same step at Llama-3-8B's shape (32 layers, E 4096, 32 / 8
+            heads, F 14336, vocab 128256; random weights through the same
+            builders), bf16, q8_0 and q4_K weights, vs the roofline: there
+            the products must stream GBs of weights at near copy bandwidth.
 rlx numbers come from bench_cuda (C; each run is one rlx_run: a CUDA graph
 replay and a stream synchronize); torch numbers are CUDA-event medians of
 back-to-back calls. Every line gives the floor (the larger of FLOPs over
@@ -35,7 +41,7 @@ BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
 NO_COMPILE = "--no-compile" in sys.argv
 ONLY = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")),
-            ["gemm", "gemv", "block", "decode"])
+            ["gemm", "gemv", "attn", "block", "decode", "decode8b"])
 dev = torch.device("cuda")
 results = {}
 
@@ -91,21 +97,26 @@ def floor_ms(flops, nbytes):
 
 # ---------------------------------------------------------------- GEMM
 print("\n== GEMM: rlx MatMul vs torch.matmul (cuBLAS); ratio = torch ms / rlx ms (goal >= 0.95)")
-print("%-5s %-22s %9s %9s %6s %9s" % ("dtype", "M x N x K", "rlx ms", "torch ms", "ratio", "floor ms"))
-shapes = [(4096, 4096, 4096), (4096, 6144, 4096), (4096, 28672, 4096), (4096, 4096, 14336), (512, 4096, 4096)]
+print("   untuned: RLX_CUDA_GEMM_TUNE=0 (cuBLASLt's first heuristic choice, no timing at compile)")
+print("%-5s %-22s %9s %9s %9s %6s %9s" % ("dtype", "M x N x K", "rlx ms", "untuned", "torch ms", "ratio", "floor ms"))
+# 4096^3, then the block's projections at B*S = 4096 and 512 rows
+shapes = [(4096, 4096, 4096), (4096, 6144, 4096), (4096, 28672, 4096), (4096, 4096, 14336),
+          (512, 6144, 4096), (512, 4096, 4096), (512, 28672, 4096), (512, 4096, 14336)]
 if QUICK:
-    shapes = shapes[:1]
+    shapes = shapes[:1] + shapes[4:]
 results["gemm"] = []
-for dt in (("bf16", "f16") if "gemm" in ONLY else ()):
+for dt in ((("bf16",) if QUICK else ("bf16", "f16")) if "gemm" in ONLY else ()):
     tdt = torch.bfloat16 if dt == "bf16" else torch.float16
     for (M, N, K) in shapes:
         r = rlx("gemm", dt, M, N, K)
+        ru = rlx("gemm", dt, M, N, K, env={"RLX_CUDA_GEMM_TUNE": "0"})
         a = torch.randn(M, K, device=dev, dtype=tdt)
         b = torch.randn(K, N, device=dev, dtype=tdt)
         t = median_ms(lambda: a @ b, 20)
         fl = floor_ms(2 * M * N * K, 2 * (M * K + K * N + M * N))
-        print("%-5s %-22s %9.4f %9.4f %6.3f %9.4f" % (dt, "%dx%dx%d" % (M, N, K), r["ms"], t, t / r["ms"], fl))
-        results["gemm"].append({"dtype": dt, "M": M, "N": N, "K": K, "rlx_ms": r["ms"], "torch_ms": t, "floor_ms": fl})
+        print("%-5s %-22s %9.4f %9.4f %9.4f %6.3f %9.4f" % (dt, "%dx%dx%d" % (M, N, K), r["ms"], ru["ms"], t, t / r["ms"], fl))
+        results["gemm"].append({"dtype": dt, "M": M, "N": N, "K": K, "rlx_ms": r["ms"], "untuned_ms": ru["ms"],
+                                "torch_ms": t, "floor_ms": fl})
         del a, b
 
 # ---------------------------------------------------------------- GEMV (M = 1)
@@ -161,6 +172,23 @@ def make_block(B, S):
 
     return block, torch.randn(B, S, E, device=dev, dtype=torch.bfloat16)
 
+
+print("\n== causal GQA attention (32 / 8 heads, D 128, bf16): rlx vs F.scaled_dot_product_attention (flash)")
+print("%-3s %-5s %9s %8s %9s %8s %6s %9s" % ("B", "S", "rlx ms", "TFLOP/s", "torch ms", "TFLOP/s", "ratio", "floor ms"))
+results["attn"] = []
+for B in ((1, 8) if "attn" in ONLY else ()):
+    S = 512
+    r = rlx("attn", "bf16", B, S, H, HKV, D)
+    q = torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(B, HKV, S, D, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(B, HKV, S, D, device=dev, dtype=torch.bfloat16)
+    t = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), 50)
+    flops = 4 * B * H * S * S * D / 2
+    fl = floor_ms(flops, 2 * (2 * B * S * H * D + 2 * B * S * HKV * D))
+    print("%-3d %-5d %9.4f %8.1f %9.4f %8.1f %6.3f %9.4f" % (B, S, r["ms"], flops / r["ms"] / 1e9, t, flops / t / 1e9,
+                                                           t / r["ms"], fl))
+    results["attn"].append({"B": B, "S": S, "rlx_ms": r["ms"], "torch_ms": t, "floor_ms": fl})
+    del q, k, v
 
 print("\n== Llama-3-8B decoder block forward, bf16, S=512: ratio = peer ms / rlx ms (goals: eager >= 1.5, compile >= 1.0)")
 print("%-3s %9s %9s %7s %10s %7s %9s" % ("B", "rlx ms", "eager ms", "ratio", "compile ms", "ratio", "floor ms"))
@@ -267,6 +295,18 @@ if "decode" in ONLY:
         print("torch decode peer failed: %s" % str(e).splitlines()[0])
     torch.cuda.empty_cache()
 
+# ---------------------------------------------------------------- decode at 8B
+LLAMA8B = (32, 4096, 32, 8, 14336, 128256)  # L E H HKV F V
+print("\n== decode step, Llama-3-8B shape (32 layers, E 4096, 32 / 8 heads, F 14336, vocab 128256), KV cache 512")
+print("%-5s %9s %9s %11s %9s %9s" % ("wfmt", "rlx ms", "tok/s", "MB / token", "roof ms", "of roof"))
+results["decode8b"] = []
+for wf in (("bf16", "q8_0", "q4_k") if "decode8b" in ONLY else ()):
+    r = rlx("decode", wf, 512, *LLAMA8B)
+    nbytes = r["weight_bytes"] + r["kv_bytes"]
+    roof = nbytes / bw * 1e3
+    print("%-5s %9.4f %9.1f %11.1f %9.4f %8.1f%%" % (wf, r["ms"], r["tok_s"], nbytes / 1e6, roof, 100 * roof / r["ms"]))
+    results["decode8b"].append({"wfmt": wf, "rlx_ms": r["ms"], "tok_s": r["tok_s"], "bytes": nbytes, "roof_ms": roof})
+
 if "--profile" in sys.argv:
     print("\n== where the time goes (RLX_CUDA_PROFILE=1: op by op, an event around each launch)")
     if "block" in ONLY:
@@ -274,6 +314,9 @@ if "--profile" in sys.argv:
         rlx("block", "bf16", 1, 512, env={"RLX_CUDA_PROFILE": "1"})
     if "decode" in ONLY:
         rlx("decode", "bf16", 512, env={"RLX_CUDA_PROFILE": "1", "RLX_DISPATCH_REPORT": "1"})
+    if "decode8b" in ONLY:
+        for wf in ("bf16", "q4_k"):
+            rlx("decode", wf, 512, *LLAMA8B, env={"RLX_CUDA_PROFILE": "1"})
 
 out = os.environ.get("OUT")
 if out:

@@ -8,7 +8,7 @@
 # when it is set (the device tool's output folder).
 #
 #   bash tests/run_cuda_device.sh [--bench] [--quick] [--profile] [--no-tests]
-#                                 [--only=gemm,gemv,block,decode] [--no-compile]
+#                                 [--only=gemm,gemv,attn,block,decode,decode8b] [--no-compile]
 #                                 [--budget SECONDS]
 # --budget: stop starting new phases once this many seconds have passed
 # (default 540: inside the device tool's 600 s limit per command).
@@ -43,7 +43,7 @@ command -v ninja >/dev/null && gen="-G Ninja"
 cmake -S . -B $build $gen -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" \
   >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 # only what the cuda tests and the benchmark need
-cmake --build $build -j"$(nproc)" --target bench_cuda test_cuda_backend test_cuda_parity op_parity rlx \
+cmake --build $build -j"$(nproc)" --target bench_cuda test_cuda_backend test_cuda_parity test_cuda_llm op_parity rlx \
   >"$out/build.log" 2>&1 || { grep -E -A3 "error" "$out/build.log" | head -60; exit 1; }
 echo "build: $(( $(date +%s) - t_start )) s"
 status=0
@@ -60,6 +60,9 @@ if [ $tests = 1 ] && [ "$(left)" -gt 30 ]; then
   timeout "$(left)" ctest --test-dir $build -L cuda -E '^test_cuda_backend$' -j8 --output-on-failure \
     >"$out/ctest_cuda.log" 2>&1 || status=1
   grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAIL" "$out/ctest_cuda.log" | head -80
+  # every test's own output (the LLM logits comparison's numbers among them)
+  cp $build/Testing/Temporary/LastTest.log "$out/ctest_cuda_output.log" 2>/dev/null &&
+    grep -E "cuda - cpu|SKIP" "$out/ctest_cuda_output.log" | head -20
   echo "ctest: done at $(( $(date +%s) - t_start )) s"
 fi
 exit $status

@@ -55,6 +55,11 @@ static void test_attention(void) {
       {"sliding window", 1, 150, 150, 2, 1, 32, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 37, 0},
       {"custom mask softcap", 2, 40, 70, 2, 2, 96, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 30.0},
       {"no mask d80", 1, 65, 65, 3, 1, 80, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0},
+      /* many key tiles through the cp.async pipeline, ragged ends */
+      {"long causal d128", 1, 301, 301, 4, 1, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"long chunk bottom-right", 2, 70, 650, 2, 2, 64, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0},
+      {"long sliding window", 1, 420, 420, 2, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 90, 0},
+      {"long no mask d16", 1, 130, 257, 2, 1, 16, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0},
       {"d40 exact kernel", 1, 33, 45, 2, 1, 40, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
       {"d256 exact kernel", 1, 20, 20, 2, 2, 256, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0},
       /* the split-key decode kernel: few query rows per kv head */
@@ -63,6 +68,8 @@ static void test_attention(void) {
       {"decode d256", 1, 1, 64, 2, 2, 256, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
       {"decode one split", 1, 1, 20, 4, 4, 32, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0},
       {"decode chunk of 4", 1, 4, 517, 8, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"decode 8b-shaped", 1, 1, 512, 32, 8, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"decode 150 splits", 1, 1, 19000, 2, 1, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
   };
   static const rlx_dtype types[] = {RLX_BF16, RLX_F16, RLX_F32};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {

@@ -181,6 +181,23 @@ template <> struct cu_fl<__nv_bfloat16> {
   static __device__ __forceinline__ float round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 };
 
+/* 16 bytes of E at p (16-byte aligned) widened to float / rounded from
+ * float: 8 elements of F16/BF16, 4 of F32. One 16-byte access: the
+ * memory-bound kernels reach copy bandwidth only with these. */
+template <typename E> __device__ __forceinline__ void cu_ld16(const E *p, float *v) {
+  const uint4 u = __ldg((const uint4 *)p);
+  const E *e = (const E *)&u;
+#pragma unroll
+  for (int k = 0; k < 16 / (int)sizeof(E); k++) v[k] = cu_fl<E>::ld(e + k);
+}
+template <typename E> __device__ __forceinline__ void cu_st16(E *p, const float *v) {
+  uint4 u;
+  E *e = (E *)&u;
+#pragma unroll
+  for (int k = 0; k < 16 / (int)sizeof(E); k++) cu_fl<E>::st(e + k, v[k]);
+  *(uint4 *)p = u;
+}
+
 /* Activations with the CPU backend's formulas (k_elementwise.c), shared by
  * the elementwise interpreter and the product epilogues. */
 template <typename T> __device__ __forceinline__ T cu_sigmoid(T x) {

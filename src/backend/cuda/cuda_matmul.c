@@ -67,8 +67,38 @@ static cublasStatus_t set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t
   return s;
 }
 
-/* The algorithm for g's descriptors, or CUBLAS_STATUS_NOT_SUPPORTED. */
-static cublasStatus_t pick_algo(cuda_gemm *g, const void *a, const void *b, const void *c) {
+static cublasStatus_t run_algo(const cuda_gemm *g, const cublasLtMatmulAlgo_t *algo, int i, cudaStream_t st) {
+  const void *alpha = g->f64 ? (const void *)&g->alpha64 : (const void *)&g->alpha32;
+  const void *beta = g->f64 ? (const void *)&g->beta64 : (const void *)&g->beta32;
+  return cublasLtMatmul(lt_handle, g->op, alpha, g->pb[i], g->la, g->pa[i], g->lb, beta, g->pc[i], g->lc, g->pc[i],
+                        g->lc, algo, g->workspace, CUDA_GEMM_WORKSPACE, st);
+}
+
+/* Best of three timings of two calls of algo on g's own operands (ms), or
+ * a negative number when the algorithm fails to run. */
+static float time_algo(const cuda_gemm *g, const cublasLtMatmulAlgo_t *algo, cudaEvent_t e0, cudaEvent_t e1) {
+  if (run_algo(g, algo, 0, 0) != CUBLAS_STATUS_SUCCESS) return -1.f; /* warm-up */
+  float best = -1.f;
+  for (int t = 0; t < 3; t++) {
+    cudaEventRecord(e0, 0);
+    for (int r = 0; r < 2; r++)
+      if (run_algo(g, algo, 0, 0) != CUBLAS_STATUS_SUCCESS) return -1.f;
+    cudaEventRecord(e1, 0);
+    float ms = 0.f;
+    if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) return -1.f;
+    best = best < 0.f || ms < best ? ms : best;
+  }
+  return best;
+}
+
+/* The algorithm for g's descriptors, or CUBLAS_STATUS_NOT_SUPPORTED. The
+ * heuristic's first choice is not always the fastest kernel for a shape
+ * (LLM projections at a few hundred rows), so for products large enough
+ * that a wrong choice costs real time its first GEMM_CANDIDATES are timed
+ * once here, at compile time, on the plan's own operands (scratch at this
+ * point: nothing runs yet; RLX_CUDA_GEMM_TUNE=0 keeps the first choice). */
+#define GEMM_CANDIDATES 8
+static cublasStatus_t pick_algo(cuda_gemm *g, const cuda_gemm_desc *d, const void *a, const void *b, const void *c) {
   cublasLtMatmulPreference_t pref;
   cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
   if (s != CUBLAS_STATUS_SUCCESS) return s;
@@ -79,13 +109,31 @@ static cublasStatus_t pick_algo(cuda_gemm *g, const void *a, const void *b, cons
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
-  cublasLtMatmulHeuristicResult_t res;
+  const double flops = 2.0 * (double)d->M * (double)d->N * (double)d->K * (double)(d->batch > 1 ? d->batch : 1);
+  const char *tune_env = getenv("RLX_CUDA_GEMM_TUNE");
+  const int tune = flops >= 1e9 && !(tune_env && !strcmp(tune_env, "0"));
+  cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
   int found = 0;
-  s = cublasLtMatmulAlgoGetHeuristic(lt_handle, g->op, g->la, g->lb, g->lc, g->lc, pref, 1, &res, &found);
+  s = cublasLtMatmulAlgoGetHeuristic(lt_handle, g->op, g->la, g->lb, g->lc, g->lc, pref, tune ? GEMM_CANDIDATES : 1,
+                                     res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS) return s;
   if (found < 1) return CUBLAS_STATUS_NOT_SUPPORTED;
-  g->algo = res.algo;
+  int best = 0;
+  cudaEvent_t e0, e1;
+  if (found > 1 && cudaEventCreate(&e0) == cudaSuccess) {
+    if (cudaEventCreate(&e1) == cudaSuccess) {
+      float best_ms = -1.f;
+      for (int i = 0; i < found; i++) {
+        const float ms = time_algo(g, &res[i].algo, e0, e1);
+        if (ms >= 0.f && (best_ms < 0.f || ms < best_ms)) best_ms = ms, best = i;
+      }
+      cudaEventDestroy(e1);
+    }
+    cudaEventDestroy(e0);
+    (void)cudaGetLastError(); /* a candidate that failed leaves no error behind */
+  }
+  g->algo = res[best].algo;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -117,7 +165,7 @@ static cublasStatus_t build(cuda_gemm *g, const cuda_gemm_desc *d, cublasLtEpilo
     if (s == CUBLAS_STATUS_SUCCESS) s = set_batch(g->lb, d->batch, d->stride_a);
     if (s == CUBLAS_STATUS_SUCCESS) s = set_batch(g->lc, d->batch, d->stride_c);
   }
-  if (s == CUBLAS_STATUS_SUCCESS) s = pick_algo(g, d->pa ? d->pa[0] : d->a, d->pb ? d->pb[0] : d->b,
+  if (s == CUBLAS_STATUS_SUCCESS) s = pick_algo(g, d, d->pa ? d->pa[0] : d->a, d->pb ? d->pb[0] : d->b,
                                                 d->pc ? d->pc[0] : d->c);
   return s;
 }
@@ -180,11 +228,8 @@ rlx_status cuda_gemm_prepare(const cuda_gemm_desc *d, void *workspace, cuda_gemm
 }
 
 rlx_status cuda_gemm_run(const cuda_gemm *g, cudaStream_t st) {
-  const void *alpha = g->f64 ? (const void *)&g->alpha64 : (const void *)&g->alpha32;
-  const void *beta = g->f64 ? (const void *)&g->beta64 : (const void *)&g->beta32;
   for (int i = 0; i < g->n; i++) {
-    cublasStatus_t s = cublasLtMatmul(lt_handle, g->op, alpha, g->pb[i], g->la, g->pa[i], g->lb, beta, g->pc[i],
-                                      g->lc, g->pc[i], g->lc, &g->algo, g->workspace, CUDA_GEMM_WORKSPACE, st);
+    cublasStatus_t s = run_algo(g, &g->algo, i, st);
     if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(s, "cublasLtMatmul");
   }
   return RLX_OK;

@@ -151,14 +151,48 @@ template <> struct tc_type<__nv_bfloat16> {
   }
 };
 
-/* DK = head_dim / 16. */
+#define TC_STAGES 2   /* K/V tiles in flight: the next one loads while this one is used */
+
+/* Bytes of dynamic shared memory of flash_tc for head dim D: TC_STAGES
+ * tiles of K and of V, rows padded by 16 bytes (D + 8 elements), so the 8
+ * row addresses of an ldmatrix fall into distinct bank groups. */
+static constexpr size_t tc_smem_bytes(int D) { return (size_t)2 * TC_STAGES * TC_KEYS * (D + 8) * 2; }
+
+/* 16 bytes global -> shared without a register round trip; zeros when !valid. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+/* Four 8x8 b16 matrices from shared memory (lane L gives the address of
+ * row L % 8 of matrix L / 8); .trans delivers each transposed. */
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, const void *p) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+/* DK = head_dim / 16. K and V tiles [keys][D] stream through shared memory
+ * by cp.async, TC_STAGES deep; the mma B fragments come out by ldmatrix
+ * (V's transposed by ldmatrix.trans, so V is stored as it lies). The grid
+ * runs the query blocks last-first: under a causal mask they see the most
+ * keys, and starting them first evens out the tail. */
 template <typename E, int DK> __global__ void __launch_bounds__(128) flash_tc(const __grid_constant__ cu_attn_args a) {
-  constexpr int D = DK * 16, KS = D + 8, VS = TC_KEYS + 8; /* padded rows: no bank conflicts */
-  __shared__ __align__(16) E ks[TC_KEYS * KS];
-  __shared__ __align__(16) E vt[D * VS];
+  constexpr int D = DK * 16, KS = D + 8, TILE = TC_KEYS * KS;
+  extern __shared__ __align__(16) unsigned char tc_smem[];
+  E *ks = (E *)tc_smem, *vs = ks + TC_STAGES * TILE;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t4 = lane % 4;
   const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H, hk = h / (a.H / a.Hkv);
-  const int64_t q0 = (int64_t)blockIdx.x * TC_ROWS, r0 = q0 + warp * 16;
+  const int64_t q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * TC_ROWS, r0 = q0 + warp * 16;
   const E *q = (const E *)a.q, *k = (const E *)a.k, *v = (const E *)a.v;
   const int64_t qbase = b * a.q_sb + h * a.q_sh, kbase = b * a.kv_sb + hk * a.kv_sh;
 
@@ -181,121 +215,152 @@ template <typename E, int DK> __global__ void __launch_bounds__(128) flash_tc(co
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   int saw_nan[2] = {0, 0}; /* per row: g and g+8 */
   const float LOG2E = 1.4426950408889634f, scale_log2 = (float)a.scale * LOG2E;
+  const int64_t shift = a.T - a.S;
+  const bool banded = a.mask_kind == RLX_MASK_CAUSAL || a.mask_kind == RLX_MASK_SLIDING_WINDOW;
 
   /* the band of keys any row of this block may see */
   int64_t kend = a.T, kbeg = 0;
   const int64_t qlast = (q0 + TC_ROWS < a.S ? q0 + TC_ROWS : a.S) - 1;
-  if (a.mask_kind == RLX_MASK_CAUSAL || a.mask_kind == RLX_MASK_SLIDING_WINDOW) {
-    kend = qlast + (a.T - a.S) + 1;
+  if (banded) {
+    kend = qlast + shift + 1;
     kend = kend < 0 ? 0 : kend > a.T ? a.T : kend;
   }
   if (a.mask_kind == RLX_MASK_SLIDING_WINDOW) {
-    kbeg = q0 + (a.T - a.S) - a.window + 1;
+    kbeg = q0 + shift - a.window + 1;
     kbeg = kbeg < 0 ? 0 : kbeg / TC_KEYS * TC_KEYS;
   }
-  for (int64_t k0 = kbeg; k0 < kend; k0 += TC_KEYS) {
-    /* stage K [keys][D] (16-byte stores, a row per 16 threads) and V
-     * transposed [D][keys] (consecutive threads take consecutive keys, so
-     * the 2-byte stores of a warp fall into distinct banks) */
-    __syncthreads();
-    for (int e = threadIdx.x; e < TC_KEYS * (D / 8); e += blockDim.x) {
+  const int64_t ntiles = kend > kbeg ? (kend - kbeg + TC_KEYS - 1) / TC_KEYS : 0;
+  /* all 128 threads copy a tile: 16 bytes of K and of V each per step */
+  auto load_tile = [&](int stage, int64_t k0) {
+    E *kd = ks + stage * TILE, *vd = vs + stage * TILE;
+#pragma unroll 4
+    for (int e = threadIdx.x; e < TC_KEYS * (D / 8); e += 128) {
       const int kr = e / (D / 8), c = (e % (D / 8)) * 8;
-      const int64_t key = k0 + kr;
-      uint4 kv = make_uint4(0, 0, 0, 0);
-      if (key < a.T) kv = *(const uint4 *)(k + kbase + key * a.kv_ss + c);
-      *(uint4 *)(ks + kr * KS + c) = kv;
+      const bool ok = k0 + kr < a.T;
+      const int64_t off = kbase + (ok ? k0 + kr : 0) * a.kv_ss + c;
+      cp_async16(kd + kr * KS + c, k + off, ok);
+      cp_async16(vd + kr * KS + c, v + off, ok);
     }
-    for (int e = threadIdx.x; e < TC_KEYS * (D / 8); e += blockDim.x) {
-      const int kr = e % TC_KEYS, c = (e / TC_KEYS) * 8;
-      const int64_t key = k0 + kr;
-      uint4 vv = make_uint4(0, 0, 0, 0);
-      if (key < a.T) vv = *(const uint4 *)(v + kbase + key * a.kv_ss + c);
-      const E *ve = (const E *)&vv;
-#pragma unroll
-      for (int x = 0; x < 8; x++) vt[(c + x) * VS + kr] = ve[x];
-    }
+  };
+  if (ntiles > 0) load_tile(0, kbeg);
+  cp_async_commit();
+  for (int64_t it = 0; it < ntiles; it++) {
+    const int64_t k0 = kbeg + it * TC_KEYS;
+    if (it + 1 < ntiles) load_tile((int)((it + 1) % TC_STAGES), k0 + TC_KEYS);
+    cp_async_commit();
+    cp_async_wait1(); /* this tile's group has landed (the next may be in flight) */
     __syncthreads();
-    if (r0 >= a.S) continue; /* this warp's rows are past the end (it still helps load) */
-
-    float s[TC_KEYS / 8][4];
+    const E *kt = ks + (it % TC_STAGES) * TILE, *vt = vs + (it % TC_STAGES) * TILE;
+    /* a warp whose 16 rows see no key of the tile skips it */
+    const bool idle = r0 >= a.S || (banded && k0 > r0 + 15 + shift) ||
+                      (a.mask_kind == RLX_MASK_SLIDING_WINDOW && k0 + TC_KEYS - 1 <= r0 + shift - a.window);
+    if (!idle) {
+      float s[TC_KEYS / 8][4];
 #pragma unroll
-    for (int n = 0; n < TC_KEYS / 8; n++) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+      for (int n = 0; n < TC_KEYS / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+      /* S = Q K^T: one ldmatrix.x4 gives the B fragments of two 8-key tiles
+       * (matrices: keys +0..7 / d lo, keys +0..7 / d hi, keys +8..15 / d lo, hi) */
 #pragma unroll
-      for (int kk = 0; kk < DK; kk++) {
-        const E *kr = ks + (n * 8 + g) * KS + kk * 16 + 2 * t4;
-        tc_type<E>::mma(s[n], qa[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
-      }
-    }
-    /* scale, softcap, mask; row maxima of rows g (c0, c1) and g+8 (c2, c3).
-     * A tile every row of this warp sees whole (no custom mask, no softcap)
-     * needs only the scale: a NaN score then reaches the sum and so the
-     * row's output by itself. */
-    float mx[2] = {-INFINITY, -INFINITY};
-    const int64_t shift = a.T - a.S;
-    const bool interior = a.mask_kind != RLX_MASK_CUSTOM && a.softcap <= 0 && k0 + TC_KEYS <= a.T && r0 + 16 <= a.S &&
-                          (a.mask_kind == RLX_MASK_NONE || k0 + TC_KEYS - 1 <= r0 + shift) &&
-                          (a.mask_kind != RLX_MASK_SLIDING_WINDOW || k0 > r0 + 15 + shift - a.window);
-    if (interior) {
+      for (int kk = 0; kk < DK; kk++)
 #pragma unroll
-      for (int n = 0; n < TC_KEYS / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          s[n][e] *= scale_log2;
-          mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+        for (int n2 = 0; n2 < TC_KEYS / 16; n2++) {
+          uint32_t bf[4];
+          ldsm_x4(bf, kt + (n2 * 16 + (lane & 7) + (lane >> 4) * 8) * KS + kk * 16 + ((lane >> 3) & 1) * 8);
+          tc_type<E>::mma(s[2 * n2], qa[kk], bf[0], bf[1]);
+          tc_type<E>::mma(s[2 * n2 + 1], qa[kk], bf[2], bf[3]);
         }
-    } else {
+      /* scale, softcap, mask; row maxima of rows g (c0, c1) and g+8 (c2, c3).
+       * A tile every row of this warp sees whole (no custom mask, no
+       * softcap) needs only the scale: a NaN score then reaches the sum and
+       * so the row's output by itself. */
+      float mx[2] = {-INFINITY, -INFINITY};
+      const bool interior = a.mask_kind != RLX_MASK_CUSTOM && a.softcap <= 0 && k0 + TC_KEYS <= a.T &&
+                            r0 + 16 <= a.S && (a.mask_kind == RLX_MASK_NONE || k0 + TC_KEYS - 1 <= r0 + shift) &&
+                            (a.mask_kind != RLX_MASK_SLIDING_WINDOW || k0 > r0 + 15 + shift - a.window);
+      if (interior) {
+#pragma unroll
+        for (int n = 0; n < TC_KEYS / 8; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            s[n][e] *= scale_log2;
+            mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+          }
+      } else if (a.mask_kind != RLX_MASK_CUSTOM && a.softcap <= 0) {
+        /* the diagonal (and ragged) tiles of a causal / sliding-window / no
+         * mask: visibility from 32-bit offsets, rel = i + shift - j */
+        const int rel0 = (int)(r0 + g + shift - k0 - 2 * t4), jleft = (int)(a.T - k0 - 2 * t4);
+        const int rows_left = (int)(a.S - r0 - g), win = (int)(a.window < 0x7fffffff ? a.window : 0x7fffffff);
+#pragma unroll
+        for (int n = 0; n < TC_KEYS / 8; n++) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int rel = rel0 + (e >= 2 ? 8 : 0) - n * 8 - (e & 1);
+            const bool vis = rows_left > (e >= 2 ? 8 : 0) && jleft > n * 8 + (e & 1) &&
+                             (a.mask_kind == RLX_MASK_NONE || rel >= 0) &&
+                             (a.mask_kind != RLX_MASK_SLIDING_WINDOW || rel < win);
+            float x = vis ? s[n][e] * scale_log2 : -INFINITY;
+            if (x != x) saw_nan[e >> 1] = 1, x = -INFINITY;
+            s[n][e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int n = 0; n < TC_KEYS / 8; n++) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int64_t i = r0 + g + (e >= 2 ? 8 : 0), j = k0 + n * 8 + 2 * t4 + (e & 1);
+            float x = -INFINITY;
+            if (i < a.S && j < a.T && key_visible(a, i, j)) {
+              x = finish_score<float>(a, s[n][e], b, h, i, j);
+              if (x != x) saw_nan[e >> 1] = 1, x = -INFINITY;
+            }
+            s[n][e] = x * LOG2E;
+            mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+          }
+        }
+      }
+      float alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float mn = fmaxf(m[r], mx[r]);
+        alpha[r] = mn == -INFINITY ? 1.f : exp2f(m[r] - mn);
+        m[r] = mn;
+      }
+      float ls[2] = {0.f, 0.f};
+      /* P as A fragments of 16 keys: (row g, k lo), (row g+8, k lo), (row g, k hi), (row g+8, k hi) */
+      uint32_t pa[TC_KEYS / 16][4];
 #pragma unroll
       for (int n = 0; n < TC_KEYS / 8; n++) {
+        float p[4];
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-          const int64_t i = r0 + g + (e >= 2 ? 8 : 0), j = k0 + n * 8 + 2 * t4 + (e & 1);
-          float x = -INFINITY;
-          if (i < a.S && j < a.T && key_visible(a, i, j)) {
-            x = finish_score<float>(a, s[n][e], b, h, i, j);
-            if (x != x) saw_nan[e >> 1] = 1, x = -INFINITY;
-          }
-          s[n][e] = x * LOG2E;
-          mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+          const float mr = m[e >> 1];
+          p[e] = mr == -INFINITY ? 0.f : exp2f(s[n][e] - mr);
+          ls[e >> 1] += p[e];
         }
+        pa[n / 2][(n % 2) * 2 + 0] = tc_type<E>::pack(p[0], p[1]);
+        pa[n / 2][(n % 2) * 2 + 1] = tc_type<E>::pack(p[2], p[3]);
       }
+#pragma unroll
+      for (int r = 0; r < 2; r++) l[r] = l[r] * alpha[r] + ls[r];
+#pragma unroll
+      for (int n = 0; n < DK * 2; n++) o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+      /* O += P V: ldmatrix.trans of V [keys][D] gives the B fragments of two
+       * 8-column tiles (matrices: keys lo / d +0, keys hi / d +0, keys lo / d +8, keys hi / d +8) */
+#pragma unroll
+      for (int j = 0; j < TC_KEYS / 16; j++)
+#pragma unroll
+        for (int n2 = 0; n2 < DK; n2++) {
+          uint32_t bf[4];
+          ldsm_x4_trans(bf, vt + (j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * KS + n2 * 16 + (lane >> 4) * 8);
+          tc_type<E>::mma(o[2 * n2], pa[j], bf[0], bf[1]);
+          tc_type<E>::mma(o[2 * n2 + 1], pa[j], bf[2], bf[3]);
+        }
     }
-    float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float mn = fmaxf(m[r], mx[r]);
-      alpha[r] = mn == -INFINITY ? 1.f : exp2f(m[r] - mn);
-      m[r] = mn;
-    }
-    float ls[2] = {0.f, 0.f};
-    uint32_t pa[TC_KEYS / 16][4];
-#pragma unroll
-    for (int n = 0; n < TC_KEYS / 8; n++) {
-      float p[4];
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const float mr = m[e >> 1];
-        p[e] = mr == -INFINITY ? 0.f : exp2f(s[n][e] - mr);
-        ls[e >> 1] += p[e];
-      }
-      pa[n / 2][(n % 2) * 2 + 0] = tc_type<E>::pack(p[0], p[1]);
-      pa[n / 2][(n % 2) * 2 + 1] = tc_type<E>::pack(p[2], p[3]);
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) l[r] = l[r] * alpha[r] + ls[r];
-#pragma unroll
-    for (int n = 0; n < DK * 2; n++) {
-      o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-#pragma unroll
-      for (int j = 0; j < TC_KEYS / 16; j++) {
-        const E *vr = vt + (n * 8 + g) * VS + j * 16 + 2 * t4;
-        /* A fragment order: (row g, k lo), (row g+8, k lo), (row g, k hi), (row g+8, k hi) */
-        const uint32_t af[4] = {pa[j][0], pa[j][1], pa[j][2], pa[j][3]};
-        tc_type<E>::mma(o[n], af, *(const uint32_t *)vr, *(const uint32_t *)(vr + 8));
-      }
-    }
+    __syncthreads(); /* every warp is done with this stage before it is refilled */
   }
   if (r0 >= a.S) return;
   /* the four threads of a quad hold the columns of the same two rows */
@@ -321,20 +386,29 @@ template <typename E, int DK> __global__ void __launch_bounds__(128) flash_tc(co
   }
 }
 
-template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t st) {
+/* flash_tc<E, DK> for a head dim: its launch, or (smem_only) only raising
+ * its shared-memory limit past the default 48 KB, which is done at plan
+ * time, outside any stream capture. */
+template <typename E, int DK> static int tc_one(const cu_attn_args *a, cudaStream_t st, int smem_only) {
+  const size_t smem = tc_smem_bytes(DK * 16);
+  if (smem_only) return cudaFuncSetAttribute(flash_tc<E, DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   dim3 grid((unsigned)((a->S + TC_ROWS - 1) / TC_ROWS), (unsigned)(a->B * a->H));
+  flash_tc<E, DK><<<grid, 128, smem, st>>>(*a);
+  return cudaGetLastError();
+}
+
+template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t st, int smem_only) {
   switch (a->D / 16) {
-  case 1: flash_tc<E, 1><<<grid, 128, 0, st>>>(*a); break;
-  case 2: flash_tc<E, 2><<<grid, 128, 0, st>>>(*a); break;
-  case 3: flash_tc<E, 3><<<grid, 128, 0, st>>>(*a); break;
-  case 4: flash_tc<E, 4><<<grid, 128, 0, st>>>(*a); break;
-  case 5: flash_tc<E, 5><<<grid, 128, 0, st>>>(*a); break;
-  case 6: flash_tc<E, 6><<<grid, 128, 0, st>>>(*a); break;
-  case 7: flash_tc<E, 7><<<grid, 128, 0, st>>>(*a); break;
-  case 8: flash_tc<E, 8><<<grid, 128, 0, st>>>(*a); break;
+  case 1: return tc_one<E, 1>(a, st, smem_only);
+  case 2: return tc_one<E, 2>(a, st, smem_only);
+  case 3: return tc_one<E, 3>(a, st, smem_only);
+  case 4: return tc_one<E, 4>(a, st, smem_only);
+  case 5: return tc_one<E, 5>(a, st, smem_only);
+  case 6: return tc_one<E, 6>(a, st, smem_only);
+  case 7: return tc_one<E, 7>(a, st, smem_only);
+  case 8: return tc_one<E, 8>(a, st, smem_only);
   default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 /* ---------------------------------------------------------------- split-key decode kernel */
@@ -356,8 +430,9 @@ template <typename E> __global__ void __launch_bounds__(DEC_THREADS) flash_decod
   extern __shared__ float dec_smem[];
   const int R = (int)((a.H / a.Hkv) * a.S), D = (int)a.D;
   float *qs = dec_smem;                             /* [R][D] */
-  float *ps = qs + R * D;                           /* [R][DEC_MAX_KEYS] scores, then p */
-  float *ms = ps + R * DEC_MAX_KEYS, *ls = ms + R;  /* [R] each */
+  const int pcols = a.splits > DEC_MAX_KEYS ? a.splits : DEC_MAX_KEYS;
+  float *ps = qs + R * D;                           /* [R][DEC_MAX_KEYS] scores, then p; the merge's weights */
+  float *ms = ps + R * pcols, *ls = ms + R;         /* [R] each */
   int *nan_row = (int *)(ls + R);                   /* [R] */
   __shared__ int last;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
@@ -430,6 +505,7 @@ template <typename E> __global__ void __launch_bounds__(DEC_THREADS) flash_decod
     float o[DEC_MAX_ROWS];
 #pragma unroll
     for (int r = 0; r < DEC_MAX_ROWS; r++) o[r] = 0.f;
+#pragma unroll 8 /* V rows in flight: the loads are independent */
     for (int jj = 0; jj < n; jj++) {
       const float vv = cu_fl<E>::ld(v + kbase + (j0 + jj) * a.kv_ss + d);
 #pragma unroll
@@ -462,41 +538,71 @@ template <typename E> __global__ void __launch_bounds__(DEC_THREADS) flash_decod
   __syncthreads();
   if (!last) return;
   __threadfence();
+  /* the merge: each row's maximum, NaN flag and weighted sum L over the
+   * splits (a warp per row), the splits' weights kept in shared memory,
+   * then every (row, d) sums its splits' partial outputs, the loads of
+   * several splits in flight (a chain of dependent L2 reads here took
+   * most of the kernel's time) */
   const float *pb = a.part + (size_t)bh * a.splits * (size_t)R * (D + 3);
   const size_t stride = (size_t)R * (D + 3);
-  for (int e = t; e < R * D; e += DEC_THREADS) {
-    const int r = e / D, d = e % D;
+  float *wsh = ps; /* [R][splits]: the scores are no longer needed */
+  for (int r = warp; r < R; r += DEC_WARPS) {
     float M = -INFINITY;
     int any_nan = 0;
-    for (int s = 0; s < a.splits; s++) {
-      const float *ps_ = pb + s * stride + r * (D + 3);
-      M = fmaxf(M, __ldcg(ps_ + D));
-      any_nan |= __ldcg(ps_ + D + 2) != 0.f;
+    for (int s = lane; s < a.splits; s += 32) {
+      const float *q = pb + s * stride + r * (D + 3);
+      M = fmaxf(M, __ldcg(q + D));
+      any_nan |= __ldcg(q + D + 2) != 0.f;
     }
-    float L = 0.f, acc = 0.f;
-    if (M != -INFINITY)
-      for (int s = 0; s < a.splits; s++) {
-        const float *ps_ = pb + s * stride + r * (D + 3);
-        const float m = __ldcg(ps_ + D);
-        if (m == -INFINITY) continue;
-        const float w = expf(m - M);
-        L += w * __ldcg(ps_ + D + 1);
-        acc += w * __ldcg(ps_ + d);
-      }
+    M = cu_warp_max(M);
+    any_nan = __any_sync(0xffffffffu, any_nan);
+    float L = 0.f;
+    for (int s = lane; s < a.splits; s += 32) {
+      const float *q = pb + s * stride + r * (D + 3);
+      const float m = __ldcg(q + D);
+      const float w = M == -INFINITY || m == -INFINITY ? 0.f : expf(m - M);
+      wsh[r * a.splits + s] = w;
+      L += w * __ldcg(q + D + 1);
+    }
+    L = cu_warp_sum(L);
+    if (lane == 0) ls[r] = L, nan_row[r] = any_nan;
+  }
+  __syncthreads();
+  for (int e = t; e < R * D; e += DEC_THREADS) {
+    const int r = e / D, d = e % D;
+    float acc = 0.f;
+#pragma unroll 8
+    for (int s = 0; s < a.splits; s++) {
+      const float w = wsh[r * a.splits + s];
+      const float o = __ldcg(pb + s * stride + r * (D + 3) + d);
+      if (w != 0.f) acc += w * o;
+    }
     const int64_t h = hk * G + r / a.S, i = r % a.S;
-    const float y = any_nan ? NAN : L > 0.f ? acc / L : 0.f;
+    const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc / ls[r] : 0.f;
     cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
   }
   if (t == 0) a.count[bh] = 0; /* ready for the next run */
 }
 
 static size_t dec_smem_bytes(const cu_attn_args *a) {
-  const int64_t R = (a->H / a->Hkv) * a->S;
-  return (size_t)(R * a->D + R * DEC_MAX_KEYS + 3 * R) * sizeof(float);
+  const int64_t R = (a->H / a->Hkv) * a->S, pcols = a->splits > DEC_MAX_KEYS ? a->splits : DEC_MAX_KEYS;
+  return (size_t)(R * a->D + R * pcols + 3 * R) * sizeof(float);
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Whether flash_tc takes a (16-byte aligned rows for cp.async and ldmatrix). */
+static int tc_applies(const cu_attn_args *a) {
+  return (a->dtype == RLX_F16 || a->dtype == RLX_BF16) && a->D % 16 == 0 && a->D <= 128 && aligned16(a->q) &&
+         aligned16(a->k) && aligned16(a->v) && aligned16(a->out) && a->q_ss % 8 == 0 && a->kv_ss % 8 == 0 &&
+         a->q_sb % 8 == 0 && a->q_sh % 8 == 0 && a->kv_sb % 8 == 0 && a->kv_sh % 8 == 0 && a->B * a->H < 65536 &&
+         !a->force_exact;
 }
 
 extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *counters) {
   *part_floats = *counters = 0;
+  if (tc_applies(a)) /* a failure here shows as the launch's error */
+    (void)(a->dtype == RLX_F16 ? launch_tc<__half>(a, 0, 1) : launch_tc<__nv_bfloat16>(a, 0, 1));
   a->splits = 0, a->keys_per_split = 0;
   const int64_t R = a->Hkv > 0 ? (a->H / a->Hkv) * a->S : 0;
   if ((a->dtype != RLX_F32 && a->dtype != RLX_F16 && a->dtype != RLX_BF16) || a->force_exact || R < 1 ||
@@ -510,11 +616,13 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
   const int64_t splits = (a->T + kps - 1) / kps;
   if (splits > 0x7fffffff) return;
   a->keys_per_split = kps, a->splits = (int)splits;
+  if (dec_smem_bytes(a) > 48 * 1024) { /* the merge's R x splits weights do not fit */
+    a->keys_per_split = 0, a->splits = 0;
+    return;
+  }
   *part_floats = (size_t)(heads * splits * R * (a->D + 3));
   *counters = (size_t)heads;
 }
-
-static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
   if (a->B * a->H * a->S <= 0 || a->D <= 0) return cudaSuccess;
@@ -526,11 +634,7 @@ extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
     else flash_decode<float><<<grid, DEC_THREADS, smem, st>>>(*a);
     return cudaGetLastError();
   }
-  const int tc = (a->dtype == RLX_F16 || a->dtype == RLX_BF16) && a->D % 16 == 0 && a->D <= 128 &&
-                 aligned16(a->q) && aligned16(a->k) && aligned16(a->v) && aligned16(a->out) &&
-                 a->q_ss % 8 == 0 && a->kv_ss % 8 == 0 && a->q_sb % 8 == 0 && a->q_sh % 8 == 0 &&
-                 a->kv_sb % 8 == 0 && a->kv_sh % 8 == 0 && a->B * a->H < 65536 && !a->force_exact;
-  if (tc) return a->dtype == RLX_F16 ? launch_tc<__half>(a, st) : launch_tc<__nv_bfloat16>(a, st);
+  if (tc_applies(a)) return a->dtype == RLX_F16 ? launch_tc<__half>(a, st, 0) : launch_tc<__nv_bfloat16>(a, st, 0);
   if (a->D > EXACT_MAX_CHUNKS * 32) return cudaErrorInvalidValue;
   const int64_t rows = a->B * a->H * a->S;
   if (rows > 0x7fffffff) return cudaErrorInvalidValue;

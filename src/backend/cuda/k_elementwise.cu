@@ -23,6 +23,8 @@
  */
 #include "cu_common.cuh"
 
+#include <type_traits>
+
 /* ---------------------------------------------------------------- scalar math */
 
 __device__ __forceinline__ float ew_pow(float a, float b) { return powf(a, b); }
@@ -226,51 +228,84 @@ __global__ void __launch_bounds__(CU_THREADS) ew_kernel(const __grid_constant__ 
 /* Programs whose every input, step and output is one float type E (F32,
  * F16 or BF16), over contiguous inputs: the residual adds, scalings and
  * activation chains of a model. Values stay in float registers, each step
- * rounded to E as the general path does, and each thread takes 4
- * consecutive elements (independent loads in flight). Same results as the
- * general kernel, at memory speed. */
-#define EW_FAST_PER_THREAD 4
+ * rounded to E as the general path does. Each thread takes 16 bytes of
+ * consecutive elements (8 of F16/BF16, 4 of F32) and loads and stores them
+ * 16 bytes at a time where every buffer of the program is 16-byte aligned
+ * (scalar loads otherwise, and for the last partial vector). Same results
+ * as the general kernel, at memory speed. */
+#define EW_FAST_BYTES 16
+
+/* cnt (<= V) consecutive elements of E widened to float; vector when whole and aligned. */
+template <typename E, int V> __device__ __forceinline__ void ld_run(const E *p, float *v, int cnt, bool vec) {
+  if (vec && cnt == V) {
+    cu_ld16<E>(p, v);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < V; k++) v[k] = k < cnt ? cu_fl<E>::ld(p + k) : 0.f;
+}
+template <typename E, int V> __device__ __forceinline__ void st_run(E *p, const float *v, int cnt, bool vec) {
+  if (vec && cnt == V) {
+    cu_st16<E>(p, v);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < V; k++)
+    if (k < cnt) cu_fl<E>::st(p + k, v[k]);
+}
 
 /* A linear chain: each step reads program inputs and at most the step
  * just before it, so one register per element carries the value. */
 template <typename E> __global__ void __launch_bounds__(CU_THREADS) ew_fast_kernel(const __grid_constant__ cu_ew_args a) {
-  const uint32_t n = (uint32_t)a.numel, lanes = gridDim.x * blockDim.x;
-  for (uint32_t base = blockIdx.x * blockDim.x + threadIdx.x; base < n; base += lanes * EW_FAST_PER_THREAD) {
-    float acc[EW_FAST_PER_THREAD];
+  constexpr int V = EW_FAST_BYTES / (int)sizeof(E);
+  uintptr_t any = (uintptr_t)a.out;
+  for (int k = 0; k < a.n_in; k++) any |= (uintptr_t)a.in[k];
+  const bool vec = (any & 15) == 0;
+  const uint32_t n = (uint32_t)a.numel, runs = (n + V - 1) / V, lanes = gridDim.x * blockDim.x;
+  for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r < runs; r += lanes) {
+    const uint32_t i0 = r * V;
+    const int cnt = n - i0 < (uint32_t)V ? (int)(n - i0) : V;
+    float acc[V], x[V], y[V];
     for (int j = 0; j < a.n_steps; j++) {
       const cu_ew_step &s = a.s[j];
+      if (s.kind == CU_STEP_CONST) {
 #pragma unroll
-      for (int e = 0; e < EW_FAST_PER_THREAD; e++) {
-        const uint32_t i = base + (uint32_t)e * lanes;
-        if (i >= n) break;
-        const float x = s.a >= 0 ? cu_fl<E>::ld((const E *)a.in[s.a] + i) : acc[e];
+        for (int e = 0; e < V; e++) acc[e] = cu_fl<E>::round((float)__longlong_as_double(s.i0));
+        continue;
+      }
+      if (s.a >= 0) ld_run<E, V>((const E *)a.in[s.a] + i0, x, cnt, vec);
+      else
+#pragma unroll
+        for (int e = 0; e < V; e++) x[e] = acc[e];
+      if (s.kind == CU_STEP_BIN) {
+        if (s.b >= 0) ld_run<E, V>((const E *)a.in[s.b] + i0, y, cnt, vec);
+        else
+#pragma unroll
+          for (int e = 0; e < V; e++) y[e] = acc[e];
+      }
+#pragma unroll
+      for (int e = 0; e < V; e++) {
         float r;
         switch (s.kind) {
-        case CU_STEP_ACT: r = cu_act<float>(s.op, x, (float)s.f0); break;
-        case CU_STEP_BIN: r = ew_bin<float>(s.op, x, s.b >= 0 ? cu_fl<E>::ld((const E *)a.in[s.b] + i) : acc[e]); break;
-        case CU_STEP_CLAMP: {
+        case CU_STEP_ACT: r = cu_act<float>(s.op, x[e], (float)s.f0); break;
+        case CU_STEP_BIN: r = ew_bin<float>(s.op, x[e], y[e]); break;
+        default: { /* CU_STEP_CLAMP */
           const float lo = (float)s.f0, hi = (float)s.f1;
-          const float y = x < lo ? lo : x;
-          r = y > hi ? hi : y;
-          break;
+          const float z = x[e] < lo ? lo : x[e];
+          r = z > hi ? hi : z;
         }
-        default: r = (float)__longlong_as_double(s.i0); break; /* CU_STEP_CONST */
         }
         acc[e] = cu_fl<E>::round(r);
       }
     }
-#pragma unroll
-    for (int e = 0; e < EW_FAST_PER_THREAD; e++) {
-      const uint32_t i = base + (uint32_t)e * lanes;
-      if (i < n) cu_fl<E>::st((E *)a.out + i, acc[e]);
-    }
+    st_run<E, V>((E *)a.out + i0, acc, cnt, vec);
   }
 }
 
 /* Every flat index and every input offset below 2^31. */
 static bool fits_32(const cu_ew_args *a) {
   const int64_t lim = (int64_t)1 << 31;
-  if (a->numel >= lim - (int64_t)CU_THREADS * 132 * 32 * EW_FAST_PER_THREAD) return false;
+  if (a->numel >= lim - (int64_t)CU_THREADS * 132 * 32 * EW_FAST_BYTES) return false;
   for (int k = 0; k < a->n_in; k++) {
     int64_t hi = 0;
     for (int d = 0; d < a->rank; d++) hi += (a->dims[d] - 1) * a->stride[k][d];
@@ -304,7 +339,8 @@ extern "C" int cu_ew_launch(const cu_ew_args *a, cudaStream_t st) {
   const bool small = fits_32(a);
   const int fast = small ? fast_type(a) : -1;
   if (fast >= 0) {
-    const unsigned fb = cu_blocks((a->numel + EW_FAST_PER_THREAD - 1) / EW_FAST_PER_THREAD, CU_THREADS);
+    const int per_thread = EW_FAST_BYTES / (int)rlx_dtype_nbytes((rlx_dtype)fast, 1);
+    const unsigned fb = cu_blocks((a->numel + per_thread - 1) / per_thread, CU_THREADS);
     if (fast == RLX_F32) ew_fast_kernel<float><<<fb, CU_THREADS, 0, st>>>(*a);
     else if (fast == RLX_F16) ew_fast_kernel<__half><<<fb, CU_THREADS, 0, st>>>(*a);
     else ew_fast_kernel<__nv_bfloat16><<<fb, CU_THREADS, 0, st>>>(*a);
@@ -324,34 +360,48 @@ extern "C" int cu_ew_launch(const cu_ew_args *a, cudaStream_t st) {
 
 /* out[r, j] = silu(x[r, j]) * x[r, n + j] in F32, rounded once to the
  * output type (x F32/F16/BF16; F64 goes through the general program).
- * One block row of threads per row of x, 2 elements per thread. */
-template <typename E, typename I>
+ * A thread takes V consecutive j of a row: V = 16 bytes of E, read and
+ * (output of type E) written 16 bytes at a time, where n is a multiple of
+ * V and the buffers are aligned; V = 1 otherwise. */
+template <typename E, typename I, int V>
 __global__ void __launch_bounds__(CU_THREADS) swiglu_kernel(const E *x, void *out, int out_dtype, I rows, I n) {
-  const I total = rows * n, step = (I)(gridDim.x * blockDim.x);
-  for (I t = (I)(blockIdx.x * blockDim.x + threadIdx.x); t < total; t += step) {
-    const I r = t / n, j = t - r * n;
+  const I runs = rows * (n / V), step = (I)(gridDim.x * blockDim.x);
+  for (I t = (I)(blockIdx.x * blockDim.x + threadIdx.x); t < runs; t += step) {
+    const I at = t * V, r = at / n, j = at - r * n;
     const E *row = x + (int64_t)r * 2 * n;
-    const float g = cu_fl<E>::ld(row + j), u = cu_fl<E>::ld(row + n + j);
-    cu_st_f32(out, out_dtype, (int64_t)t, cu_act<float>(RLX_ACT_SILU, g, 0.f) * u);
+    float g[V], u[V], y[V];
+    ld_run<E, V>(row + j, g, V, V > 1);
+    ld_run<E, V>(row + n + j, u, V, V > 1);
+#pragma unroll
+    for (int k = 0; k < V; k++) y[k] = cu_act<float>(RLX_ACT_SILU, g[k], 0.f) * u[k];
+    if (V > 1) st_run<E, V>((E *)out + at, y, V, true); /* V > 1 only when out is E */
+    else cu_st_f32(out, out_dtype, (int64_t)at, y[0]);
   }
 }
 
 template <typename E>
-static void swiglu_typed(const void *x, void *out, int out_dtype, int64_t rows, int64_t n, unsigned b, cudaStream_t st) {
-  if (rows * 2 * n < ((int64_t)1 << 31) - (int64_t)CU_THREADS * 132 * 32)
-    swiglu_kernel<E, uint32_t><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, (uint32_t)rows, (uint32_t)n);
-  else
-    swiglu_kernel<E, int64_t><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, rows, n);
+static void swiglu_typed(const void *x, void *out, int out_dtype, int64_t rows, int64_t n, cudaStream_t st) {
+  constexpr int V = EW_FAST_BYTES / (int)sizeof(E);
+  const int same = out_dtype == (sizeof(E) == 4 ? RLX_F32 : std::is_same<E, __half>::value ? RLX_F16 : RLX_BF16);
+  const bool vec = same && n % V == 0 && (((uintptr_t)x | (uintptr_t)out) & 15) == 0;
+  const int64_t runs = rows * n / (vec ? V : 1);
+  const unsigned b = cu_blocks(runs, CU_THREADS);
+  if (rows * 2 * n < ((int64_t)1 << 31) - (int64_t)CU_THREADS * 132 * 32 * V) {
+    if (vec) swiglu_kernel<E, uint32_t, V><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, (uint32_t)rows, (uint32_t)n);
+    else swiglu_kernel<E, uint32_t, 1><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, (uint32_t)rows, (uint32_t)n);
+  } else {
+    if (vec) swiglu_kernel<E, int64_t, V><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, rows, n);
+    else swiglu_kernel<E, int64_t, 1><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, rows, n);
+  }
 }
 
 extern "C" int cu_swiglu_launch(const void *x, int x_dtype, void *out, int out_dtype, int64_t rows, int64_t n,
                                 cudaStream_t st) {
   if (rows * n <= 0) return cudaSuccess;
-  const unsigned b = cu_blocks(rows * n, CU_THREADS);
   switch (x_dtype) {
-  case RLX_F32: swiglu_typed<float>(x, out, out_dtype, rows, n, b, st); break;
-  case RLX_F16: swiglu_typed<__half>(x, out, out_dtype, rows, n, b, st); break;
-  case RLX_BF16: swiglu_typed<__nv_bfloat16>(x, out, out_dtype, rows, n, b, st); break;
+  case RLX_F32: swiglu_typed<float>(x, out, out_dtype, rows, n, st); break;
+  case RLX_F16: swiglu_typed<__half>(x, out, out_dtype, rows, n, st); break;
+  case RLX_BF16: swiglu_typed<__nv_bfloat16>(x, out, out_dtype, rows, n, st); break;
   default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

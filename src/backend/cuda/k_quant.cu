@@ -16,10 +16,6 @@
  * by a tensor-core GEMM. */
 #include "cu_common.cuh"
 
-__device__ __forceinline__ float f16_at(const uint8_t *p) {
-  return __half2float(__ushort_as_half((unsigned short)(p[0] | p[1] << 8)));
-}
-
 /* Bytes of one row of K weights. */
 __host__ __device__ __forceinline__ int64_t row_bytes(int scheme, int64_t K) {
   switch (scheme) {
@@ -32,62 +28,99 @@ __host__ __device__ __forceinline__ int64_t row_bytes(int scheme, int64_t K) {
   }
 }
 
+/* 8 bytes at p, A-byte aligned (2, 4 or 8), as two little-endian words:
+ * one to four loads where byte loads took eight (at M = 1 the products
+ * are bound by instruction issue more than by the bytes). The blocks of
+ * every scheme keep their fields at the alignments used below, given a
+ * 16-byte aligned weight matrix (a param: its own allocation). */
+template <int A> __device__ __forceinline__ void ld8b(const uint8_t *p, uint32_t *w) {
+  if (A == 8) {
+    const uint2 u = *(const uint2 *)p;
+    w[0] = u.x, w[1] = u.y;
+  } else if (A == 4) {
+    w[0] = ((const uint32_t *)p)[0], w[1] = ((const uint32_t *)p)[1];
+  } else {
+    const unsigned short *h = (const unsigned short *)p;
+    w[0] = h[0] | (uint32_t)h[1] << 16, w[1] = h[2] | (uint32_t)h[3] << 16;
+  }
+}
+__device__ __forceinline__ int byte_of(const uint32_t *w, int k) { return (int)((w[k >> 2] >> (8 * (k & 3))) & 0xFF); }
+/* An f16 at an even address. */
+__device__ __forceinline__ float f16_even(const uint8_t *p) { return __half2float(__ushort_as_half(*(const unsigned short *)p)); }
+
 /* Weights 8p .. 8p+7 (a quarter, p in 0..3) of chunk c (32 weights) of a
  * row into y: four lanes decode a chunk together in the product below. */
 template <int SCHEME> __device__ __forceinline__ void chunk_decode8(const uint8_t *row, int64_t c, int p, float *y) {
   const int l0 = 8 * p;
+  uint32_t w[2];
   if (SCHEME == RLX_Q4_0 || SCHEME == RLX_Q4_1) {
     const bool q41 = SCHEME == RLX_Q4_1;
     const uint8_t *b = row + c * (q41 ? 20 : 18);
-    const float d = f16_at(b), m = q41 ? f16_at(b + 2) : 0.f;
-    const uint8_t *qs = b + (q41 ? 4 : 2) + (l0 & 15);
+    const float d = f16_even(b), m = q41 ? f16_even(b + 2) : 0.f;
+    ld8b<q41 ? 4 : 2>(b + (q41 ? 4 : 2) + (l0 & 15), w);
     const int hi = l0 >= 16;
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-      const int q = hi ? qs[j] >> 4 : qs[j] & 0x0F;
+      const int q = hi ? byte_of(w, j) >> 4 : byte_of(w, j) & 0x0F;
       y[j] = q41 ? (float)q * d + m : (float)(q - 8) * d;
     }
   } else if (SCHEME == RLX_Q8_0) {
     const uint8_t *b = row + c * 34;
-    const float d = f16_at(b);
+    const float d = f16_even(b);
+    ld8b<2>(b + 2 + l0, w);
 #pragma unroll
-    for (int j = 0; j < 8; j++) y[j] = (float)(int8_t)b[2 + l0 + j] * d;
+    for (int j = 0; j < 8; j++) y[j] = (float)(int8_t)byte_of(w, j) * d;
   } else if (SCHEME == RLX_Q4_K) {
     const uint8_t *b = row + (c / 8) * 144;
     const int j = (int)(c % 8);
-    const float d = f16_at(b), dmin = f16_at(b + 2);
-    const uint8_t *sc = b + 4;
+    const uint32_t dd = *(const uint32_t *)b;
+    const float d = __half2float(__ushort_as_half((unsigned short)(dd & 0xFFFF)));
+    const float dmin = __half2float(__ushort_as_half((unsigned short)(dd >> 16)));
+    const uint32_t sw[3] = {((const uint32_t *)b)[1], ((const uint32_t *)b)[2], ((const uint32_t *)b)[3]};
     int s, m;
     if (j < 4) {
-      s = sc[j] & 63;
-      m = sc[j + 4] & 63;
+      s = byte_of(sw, j) & 63;
+      m = byte_of(sw, j + 4) & 63;
     } else {
-      s = (sc[j + 4] & 0xF) | (sc[j - 4] >> 6) << 4;
-      m = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+      s = (byte_of(sw, j + 4) & 0xF) | (byte_of(sw, j - 4) >> 6) << 4;
+      m = (byte_of(sw, j + 4) >> 4) | (byte_of(sw, j) >> 6) << 4;
     }
     const float d1 = d * s, m1 = dmin * m;
-    const uint8_t *q = b + 16 + 32 * (j / 2) + l0;
+    ld8b<8>(b + 16 + 32 * (j / 2) + l0, w);
     const int hi = j % 2;
 #pragma unroll
-    for (int l = 0; l < 8; l++) y[l] = d1 * (hi ? q[l] >> 4 : q[l] & 0xF) - m1;
+    for (int l = 0; l < 8; l++) y[l] = d1 * (hi ? byte_of(w, l) >> 4 : byte_of(w, l) & 0xF) - m1;
   } else { /* Q6_K */
     const uint8_t *b = row + (c / 8) * 210;
     const int cc = (int)(c % 8), h = cc / 4, qq = cc % 4;
-    const float d = f16_at(b + 208);
-    const uint8_t *ql = b + 64 * h + (qq % 2) * 32 + l0, *qh = b + 128 + 32 * h + l0;
+    const float d = f16_even(b + 208);
+    uint32_t wh[2];
+    ld8b<2>(b + 64 * h + (qq % 2) * 32 + l0, w);
+    ld8b<2>(b + 128 + 32 * h + l0, wh);
     const float ds = d * (float)((const int8_t *)(b + 192 + 8 * h))[l0 / 16 + 2 * qq];
     const int shift = 2 * qq;
 #pragma unroll
     for (int l = 0; l < 8; l++) {
-      const int low = qq < 2 ? ql[l] & 0xF : ql[l] >> 4;
-      const int q = (low | ((qh[l] >> shift) & 3) << 4) - 32;
+      const int low = qq < 2 ? byte_of(w, l) & 0xF : byte_of(w, l) >> 4;
+      const int q = (low | ((byte_of(wh, l) >> shift) & 3) << 4) - 32;
       y[l] = ds * q;
     }
   }
 }
 
-/* 8 consecutive x elements as A (16-byte loads where x is F16/BF16 and aligned). */
+/* 8 consecutive x elements as A (one 16-byte load where x is F16/BF16 and
+ * aligned: at M = 1 the product is close to bound by instruction issue, and
+ * x's loads are half of it). */
 template <typename X> __device__ __forceinline__ void load8(const X *p, typename cu_fl<X>::acc *v) {
+  if constexpr (sizeof(X) == 2) {
+    if (((uintptr_t)p & 15) == 0) {
+      float f[8];
+      cu_ld16<X>(p, f);
+#pragma unroll
+      for (int j = 0; j < 8; j++) v[j] = f[j];
+      return;
+    }
+  }
 #pragma unroll
   for (int j = 0; j < 8; j++) v[j] = cu_fl<X>::ld(p + j);
 }
@@ -99,7 +132,8 @@ template <typename X> __device__ __forceinline__ void load8(const X *p, typename
  * weights of row n, read once, against all M rows of x. M is a template
  * bound (MM >= M) so the accumulators stay in registers. */
 template <typename X, int SCHEME, int MM>
-__global__ void __launch_bounds__(QMM_WARPS * 32) qmm_kernel(const X *x, const uint8_t *w, X *out, int M, int64_t N, int64_t K) {
+__global__ void __launch_bounds__(QMM_WARPS * 32)
+    qmm_kernel(const X *__restrict__ x, const uint8_t *__restrict__ w, X *__restrict__ out, int M, int64_t N, int64_t K) {
   typedef typename cu_fl<X>::acc A;
   const int lane = threadIdx.x % 32, part = lane % 4;
   const int64_t n = (int64_t)blockIdx.x * QMM_WARPS + threadIdx.x / 32;
@@ -110,6 +144,7 @@ __global__ void __launch_bounds__(QMM_WARPS * 32) qmm_kernel(const X *x, const u
   for (int m = 0; m < MM; m++) acc[m] = 0;
   float y[8];
   A xv[8];
+#pragma unroll 4 /* several chunks' loads in flight */
   for (int64_t c = lane / 4; c < K / 32; c += 8) {
     chunk_decode8<SCHEME>(row, c, part, y);
     const int64_t k0 = c * 32 + 8 * part;
@@ -162,7 +197,7 @@ extern "C" int cu_quant_supported(int scheme) {
 extern "C" int cu_qmm_launch(const void *x, int x_dtype, const void *w, int scheme, void *out, int64_t M, int64_t N,
                              int64_t K, cudaStream_t st) {
   if (M <= 0 || N <= 0) return cudaSuccess;
-  if (M > CU_QMM_MAX_M) return cudaErrorInvalidValue;
+  if (M > CU_QMM_MAX_M || ((uintptr_t)w & 15)) return cudaErrorInvalidValue; /* w: a param's own allocation */
   switch (x_dtype) {
   case RLX_F32: return qmm_typed<float>(x, w, scheme, out, (int)M, N, K, st);
   case RLX_F64: return qmm_typed<double>(x, w, scheme, out, (int)M, N, K, st);
@@ -192,6 +227,7 @@ extern "C" int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_d
                                  cudaStream_t st) {
   const int64_t total = rows * (K / 32);
   if (total <= 0) return cudaSuccess;
+  if ((uintptr_t)w & 15) return cudaErrorInvalidValue; /* w: a param's own allocation */
   const unsigned b = cu_blocks(total, CU_THREADS);
   const uint8_t *ww = (const uint8_t *)w;
   switch (scheme) {
