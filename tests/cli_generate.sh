@@ -32,8 +32,8 @@ case $mode in
 help)
   help=$("$rlx" generate --help) || fail "rlx generate --help exited non-zero"
   for opt in -m --model -p --prompt -f --file -n --n-predict --chat --system --temp --top-k --top-p --min-p \
-             --repeat-penalty --repeat-last-n --seed --threads --ctx --cache-type --device --ignore-eos --stats-json \
-             --help; do
+             --repeat-penalty --repeat-last-n -s --seed -t --threads -c --ctx --ctx-size --cache-type \
+             --cache-type-k --cache-type-v -ctk -ctv --device --ignore-eos --stats-json --help; do
     grep -qE -- "(^|[ ,])$opt([ ,]|$)" <<<"$help" || fail "rlx generate --help does not list $opt"
   done
   "$rlx" --help | grep -q "generate" || fail "rlx --help does not list generate"
@@ -73,6 +73,7 @@ PY
   expect 2 "--device" "$rlx" generate -p hi --device tpu
   expect 2 "--seed" "$rlx" generate -p hi --seed -3
   expect 2 "--cache-type" "$rlx" generate -p hi --cache-type q8_0
+  expect 2 "one type" "$rlx" generate -p hi -ctk f16 -ctv f32
   ;;
 real)
   model=$("$python" -c "import importlib.util as u, os

@@ -53,12 +53,16 @@ static const char *usage =
     "                          included): positive logits / R, negative * R;\n"
     "                          1 is off (default 1)\n"
     "      --repeat-last-n N   the penalty's window (default 64)\n"
-    "      --seed S            random seed; the same seed gives the same text\n"
+    "  -s, --seed S            random seed; the same seed gives the same text\n"
     "                          (default: a new one each run, printed)\n"
-    "      --threads N         CPU threads (default: all cores)\n"
-    "      --ctx N             context length (default: the model's, at most 4096)\n"
+    "  -t, --threads N         CPU threads (default: all cores)\n"
+    "  -c, --ctx N             context length (default: the model's, at most 4096)\n"
+    "      --ctx-size N        the same (llama.cpp's name)\n"
     "      --cache-type T      KV cache type: f32 (default), f16 or bf16 (half the\n"
     "                          memory; keys, values and queries rounded to it)\n"
+    "  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
+    "                          llama.cpp's K and V cache types: the same, when\n"
+    "                          the two agree\n"
     "      --device cpu|cuda   where the decoder runs (default cpu)\n"
     "      --ignore-eos        do not stop at end-of-generation tokens\n"
     "      --stats-json        also print the statistics as one JSON line on stderr\n"
@@ -435,9 +439,16 @@ int cmd_generate(int argc, char **argv) {
   o.n_predict = DEFAULT_N_PREDICT;
   o.device = RLX_DEVICE_CPU;
   o.sp = rlx_sampler_default_params();
+  const char *cache_k = NULL, *cache_v = NULL; /* llama.cpp's separate K and V types */
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     double d;
+    /* llama.cpp's spellings of the same options */
+    static const char *const aliases[][2] = {{"-s", "--seed"}, {"-t", "--threads"}, {"-c", "--ctx"},
+                                             {"--ctx-size", "--ctx"}, {"-ctk", "--cache-type-k"},
+                                             {"-ctv", "--cache-type-v"}};
+    for (size_t k = 0; k < sizeof aliases / sizeof aliases[0]; k++)
+      if (!strcmp(a, aliases[k][0])) a = aliases[k][1];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs(usage, stdout);
       return 0;
@@ -473,9 +484,16 @@ int cmd_generate(int argc, char **argv) {
         return 2;
       }
       o.device = !strcmp(v, "cuda") ? RLX_DEVICE_CUDA : RLX_DEVICE_CPU, i++;
-    } else if (!strcmp(a, "--cache-type")) {
+    } else if (!strcmp(a, "--cache-type") || !strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
       if (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16")) {
-        fprintf(stderr, "rlx generate: --cache-type is f32, f16 or bf16, not '%s'\n", v);
+        fprintf(stderr, "rlx generate: %s is f32, f16 or bf16, not '%s'\n", a, v);
+        return 2;
+      }
+      if (!strcmp(a, "--cache-type-k")) cache_k = v;
+      if (!strcmp(a, "--cache-type-v")) cache_v = v;
+      if (cache_k && cache_v && strcmp(cache_k, cache_v)) {
+        fprintf(stderr, "rlx generate: rlx keeps K and V in one type: --cache-type-k %s and --cache-type-v %s "
+                        "differ\n", cache_k, cache_v);
         return 2;
       }
       o.cache_type = !strcmp(v, "f16") ? RLX_F16 : !strcmp(v, "bf16") ? RLX_BF16 : RLX_F32, i++;
