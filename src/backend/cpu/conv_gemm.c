@@ -113,6 +113,17 @@ static void run_range(int64_t start, int64_t step, int64_t limit, int64_t run, i
   }
 }
 
+/* d[q] = xr[q * step] for q in [lo, hi), 0 for the rest of [0, run)
+ * (the taps in the padding). Plain loops: runs are often a few floats. */
+static void gather_run(float *d, const float *xr, int64_t step, int64_t lo, int64_t hi, int64_t run) {
+  for (int64_t q = 0; q < lo; q++) d[q] = 0;
+  if (step == 1)
+    for (int64_t q = lo; q < hi; q++) d[q] = xr[q];
+  else
+    for (int64_t q = lo; q < hi; q++) d[q] = xr[q * step];
+  for (int64_t q = hi; q < run; q++) d[q] = 0;
+}
+
 /* col[r * ld + j - j0] for the rows r = (c, kh, kw) of the group's input
  * x [cg, H, W] and the output positions j in [j0, j1). Rows are walked as
  * the (c, kh, kw) nest, runs are output rows: a weight gradient's conv has
@@ -136,17 +147,11 @@ static void im2col(const conv_geom *g, const float *x, int64_t rows, int64_t j0,
             for (int64_t q = 0; q < run; q++) d[q] = 0;
             continue;
           }
-          /* plain loops: the runs are output rows, often only a few floats */
           const int64_t iw = ow * s - g->pad[1] + kw * g->dil[1];
           const float *xr = xc + ih * W + iw;
           int64_t lo, hi;
           run_range(iw, s, W, run, &lo, &hi);
-          for (int64_t q = 0; q < lo; q++) d[q] = 0;
-          if (s == 1)
-            for (int64_t q = lo; q < hi; q++) d[q] = xr[q];
-          else
-            for (int64_t q = lo; q < hi; q++) d[q] = xr[q * s];
-          for (int64_t q = hi; q < run; q++) d[q] = 0;
+          gather_run(d, xr, s, lo, hi, run);
         }
       }
     }
@@ -176,12 +181,7 @@ static void im2col_t(const conv_geom *g, const float *x, int64_t rows, int64_t j
           continue;
         }
         const float *xr = xc + ih * W + iw0;
-        for (int64_t q = 0; q < lo; q++) d[q] = 0;
-        if (dw == 1)
-          for (int64_t q = lo; q < hi; q++) d[q] = xr[q];
-        else
-          for (int64_t q = lo; q < hi; q++) d[q] = xr[q * dw];
-        for (int64_t q = hi; q < KW; q++) d[q] = 0;
+        gather_run(d, xr, dw, lo, hi, KW);
       }
     }
   }
