@@ -29,10 +29,11 @@ typedef struct {
 } llm_kv_cache;
 
 /* The graph side, for one layer: writes k_new and v_new ([1, S, kv_dim],
- * F32, rounded to the cache's dtype) at start (the I32 scalar input n_past) and returns, in *k_all and
- * *v_all, the first key_len (a symbolic dim) rows of the updated caches,
- * [1, key_len, kv_dim] in the cache's dtype. The two Assigns go to assigns[0..1]: they must
- * become graph outputs. Builder errors are sticky in g. */
+ * F32, rounded to the cache's dtype) at start (the I32 scalar input
+ * n_past) and returns, in *k_all and *v_all, the first key_len (a symbolic
+ * dim) rows of the updated caches, [1, key_len, kv_dim] in the cache's
+ * dtype. The two Assigns go to assigns[0..1]: they must become graph
+ * outputs. Builder errors are sticky in g. */
 void llm_kv_layer(rlx_graph *g, const llm_kv_cache *c, int layer, rlx_node k_new, rlx_node v_new,
                   rlx_node start, int64_t key_len, rlx_node *k_all, rlx_node *v_all, rlx_node *assigns);
 
