@@ -74,6 +74,39 @@ static void copy_box(char *dst, const int64_t *dst_strides, int64_t dst_off, con
   }
 }
 
+/* copy_box threaded over slices of its first dim (boxes of at least
+ * CPU_VEC_MIN_CHUNK elements per chunk; small boxes run serially). */
+typedef struct {
+  char *dst;
+  const char *src;
+  const int64_t *ds, *ss, *dims;
+  int64_t dst_off, src_off;
+  int rank;
+  size_t es;
+} box_job;
+
+static void box_slices(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const box_job *J = arg;
+  int64_t dims[RLX_MAX_RANK];
+  memcpy(dims, J->dims, (size_t)J->rank * sizeof *dims);
+  dims[0] = end - begin;
+  copy_box(J->dst, J->ds, J->dst_off + begin * J->ds[0], J->src, J->ss, J->src_off + begin * J->ss[0], J->rank,
+           dims, J->es);
+}
+
+static void copy_box_par(cpu_ctx *ctx, char *dst, const int64_t *ds, int64_t dst_off, const char *src,
+                         const int64_t *ss, int64_t src_off, int rank, const int64_t *dims, size_t es) {
+  int64_t numel = 1;
+  for (int k = 0; k < rank; k++) numel *= dims[k];
+  if (rank == 0 || numel == 0 || dims[0] < 2 || numel < 2 * CPU_VEC_MIN_CHUNK) {
+    copy_box(dst, ds, dst_off, src, ss, src_off, rank, dims, es);
+    return;
+  }
+  box_job J = {dst, src, ds, ss, dims, dst_off, src_off, rank, es};
+  cpu_parallel_for(ctx, dims[0], cpu_vec_grain(numel / dims[0]), box_slices, &J);
+}
+
 /* out = in (the planner may alias the two buffers). */
 static void copy_whole(const cpu_tensor *in, cpu_tensor *out) {
   if (out->data != in->data && out->nbytes) memcpy(out->data, in->data, out->nbytes);
@@ -101,11 +134,11 @@ rlx_status cpu_GetOutput(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
 }
 
 rlx_status cpu_Expand(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx, (void)n;
+  (void)n;
   int64_t ss[RLX_MAX_RANK], ds[RLX_MAX_RANK];
   cpu_bcast_strides(&in[0], out->rank, out->d, ss);
   cpu_strides(out->rank, out->d, ds);
-  copy_box(out->data, ds, 0, in[0].data, ss, 0, out->rank, out->d, elem_size(out));
+  copy_box_par(ctx, out->data, ds, 0, in[0].data, ss, 0, out->rank, out->d, elem_size(out));
   return RLX_OK;
 }
 
@@ -225,7 +258,7 @@ rlx_status cpu_Transpose(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
     if (J.ss[k] == 1) J.col = k;
   /* an input-contiguous innermost dim, or one too short to tile: rows */
   if (out->numel == 0 || J.col < 0 || J.dims[J.rank - 1] < 4) {
-    copy_box(out->data, J.ds, 0, in[0].data, J.ss, 0, J.rank, J.dims, elem_size(out));
+    copy_box_par(ctx, out->data, J.ds, 0, in[0].data, J.ss, 0, J.rank, J.dims, elem_size(out));
     return RLX_OK;
   }
   J.col_tiles = (J.dims[J.col] + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE;
