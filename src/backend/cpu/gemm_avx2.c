@@ -333,12 +333,13 @@ static void epilogue(float *y, int64_t n, const float *bias, int bias_step, rlx_
   if (!vec_act) gemm_scalar_act_row(y, n, act, alpha);
 }
 
-/* Blocking measured on a Zen 5 core (48 KiB L1d, 1 MiB L2) against
- * OpenBLAS's Haswell kernel, all configurations interleaved in one process
- * (session 3): kc 512 (a B micro-panel of 32 KiB, which also fits the
- * 32 KiB L1d of the AVX2-only cores); one A block up to 128 x 512
- * (256 KiB) next to B blocks of 128 KiB, so that both stay in L2 with C:
- * 5-9% faster on 128 x K x N than kc 768 with a 512 KiB B block. */
+/* Blocking measured against OpenBLAS's Haswell kernel, all configurations
+ * interleaved in one process: kc 512 (a B micro-panel of 32 KiB: an L1d of
+ * 32 KiB, as on Zen 4 and most AVX2-only cores, holds it); one A block up
+ * to 128 x 512 (256 KiB) next to B blocks of 128 KiB, so that both stay in
+ * L2 with C. On a Zen 4 core (32 KiB L1d, 1 MiB L2) that was 5-9% faster
+ * on 128 x K x N than the kc 768 / 512 KiB B block tuned on a Zen 5 core
+ * (48 KiB L1d) before. */
 const gemm_isa gemm_isa_avx2 = {
     .name = "avx2", .mr_max = MR, .nr_max = NR, .kc = 512, .mc = 120, .nc = 2048,
     .a_block_floats = 64 * 1024, .b_block_floats = 32 * 1024,
