@@ -140,12 +140,19 @@ static rlx_status read_rope_scaling(const rlx_model_file *f, const char *arch, l
       (st = meta_f32(f, arch, "rope.scaling.yarn_beta_slow", 1.0f, &hp->yarn_beta_slow)) ||
       (st = meta_i64(f, arch, "rope.scaling.original_context_length", hp->n_ctx_train, 0, &hp->n_ctx_orig)))
     return st;
-  if (hp->rope_base <= 0 || factor < 0 || hp->rope_attn_factor <= 0 || hp->yarn_ext_factor < 0 ||
-      hp->yarn_beta_fast <= 0 || hp->yarn_beta_slow <= 0 || hp->n_ctx_orig <= 0)
-    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: rope.freq_base %g, scaling factor %g, attn_factor %g, "
-                         "yarn ext_factor %g, beta_fast %g, beta_slow %g, original_context_length %lld: out of range",
-                         arch, hp->rope_base, factor, hp->rope_attn_factor, hp->yarn_ext_factor,
-                         hp->yarn_beta_fast, hp->yarn_beta_slow, (long long)hp->n_ctx_orig);
+  /* each must be positive, or (zero_ok) at least 0 */
+  const struct { const char *key; double value; int zero_ok; } checks[] = {
+      {"rope.freq_base", hp->rope_base, 0},
+      {"rope.scaling.factor", factor, 1},
+      {"rope.scaling.attn_factor", hp->rope_attn_factor, 0},
+      {"rope.scaling.yarn_ext_factor", hp->yarn_ext_factor, 1},
+      {"rope.scaling.yarn_beta_fast", hp->yarn_beta_fast, 0},
+      {"rope.scaling.yarn_beta_slow", hp->yarn_beta_slow, 0},
+      {"rope.scaling.original_context_length", (double)hp->n_ctx_orig, 0}};
+  for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
+    if (checks[i].zero_ok ? checks[i].value < 0 : checks[i].value <= 0)
+      return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s.%s is %g; it must be %s", arch, checks[i].key,
+                           checks[i].value, checks[i].zero_ok ? "0 or more" : "positive");
   /* "none" never scales, whatever factor the file carries (llama.cpp) */
   hp->rope_freq_scale = factor == 0.0f || hp->scaling == ROPE_SCALING_NONE ? 1.0f : 1.0f / factor;
   return RLX_OK;
