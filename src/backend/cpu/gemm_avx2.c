@@ -168,6 +168,30 @@ static inline void transpose8(const __m256 r[8], __m256 c[8]) {
   c[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
+/* The first n (1..8) lanes of v to p through plain 16/8/4-byte stores:
+ * vmaskmovps stores are slow on AMD cores, and the A panels (6 or 14 rows)
+ * store a partial vector per k. */
+static inline void store_first(float *p, __m256 v, int64_t n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(p, v);
+    return;
+  }
+  __m128 x = _mm256_castps256_ps128(v);
+  if (n >= 4) {
+    _mm_storeu_ps(p, x);
+    x = _mm256_extractf128_ps(v, 1);
+    p += 4;
+    n -= 4;
+  }
+  if (n >= 2) {
+    _mm_storel_pi((__m64 *)(void *)p, x);
+    x = _mm_movehl_ps(x, x);
+    p += 2;
+    n -= 2;
+  }
+  if (n) _mm_store_ss(p, x);
+}
+
 void gemm_avx2_pack_t(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst,
                       int64_t dst_stride) {
   for (int64_t r0 = 0; r0 < rows; r0 += 8) {
@@ -179,7 +203,7 @@ void gemm_avx2_pack_t(const float *src, int64_t ld, int64_t rows, int64_t kc, fl
       __m256 r[8], c[8];
       for (int i = 0; i < 8; i++) r[i] = i < nr ? _mm256_loadu_ps(s + i * ld + k) : _mm256_setzero_ps();
       transpose8(r, c);
-      for (int j = 0; j < 8; j++) store8(d + (k + j) * dst_stride, c[j], nr);
+      for (int j = 0; j < 8; j++) store_first(d + (k + j) * dst_stride, c[j], nr);
     }
     for (; k < kc; k++)
       for (int64_t i = 0; i < nr; i++) d[k * dst_stride + i] = s[i * ld + k];
