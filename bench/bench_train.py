@@ -15,11 +15,12 @@ place) through librlx.so (ctypes), rlx_options.threads = threads. torch:
 eager, zero_grad + loss.backward() + AdamW.step(), torch.set_num_threads.
 Both start from the same weights and batch; their first-step losses are
 checked to agree. Timed in interleaved rounds (one step of each per
-round, after warm-up); reported: the median step time of each and the
-ratio torch / rlx (> 1: rlx is faster).
+round, after warm-up, each after an idle gap of --gap-ms so that neither
+is timed while the other's worker threads still spin); reported: the
+median step time of each and the ratio torch / rlx (> 1: rlx is faster).
 
   python3 bench/bench_train.py [--lib build/librlx.so] [--threads 1,2]
-                               [--rounds 15] [--models cnn,transformer]
+                               [--rounds 15] [--models cnn,transformer] [--gap-ms 20]
 """
 import argparse
 import ctypes
@@ -211,6 +212,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--models", default="cnn,transformer")
+    ap.add_argument("--gap-ms", type=float, default=20.0, help="idle time before each timed step")
     args = ap.parse_args()
     torch = ensure_torch()
     import torch.nn.functional as F
@@ -241,6 +243,11 @@ def main():
             times = {"rlx": [], "torch": []}
             for r in range(args.warmup + args.rounds):
                 for who, fn in (("rlx", rlx.step), ("torch", torch_step)):
+                    # an idle gap first: the other side's worker threads spin
+                    # a while after their last task (torch's OpenMP, rlx's
+                    # pool), and on a machine with few cores that spinning
+                    # would be charged to whoever runs next
+                    time.sleep(args.gap_ms / 1e3)
                     t0 = time.perf_counter()
                     fn()
                     if r >= args.warmup:
