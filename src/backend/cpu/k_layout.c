@@ -18,16 +18,21 @@
 
 static size_t elem_size(const cpu_tensor *t) { return (size_t)ir_dtypes[t->dtype].size; }
 
-/* 4-byte elements over the innermost m (2 or 3) dims of a box, one loop
- * nest (short rows: a 2x2 pool window transposed has rows of 2). */
-static void copy_nest4(uint32_t *d, const int64_t *ds, const uint32_t *s, const int64_t *ss, int m,
-                       const int64_t *dims) {
-  const int64_t n0 = m == 3 ? dims[0] : 1, d0 = m == 3 ? ds[0] : 0, s0 = m == 3 ? ss[0] : 0;
-  const int64_t *dm = dims + m - 2, *dsm = ds + m - 2, *ssm = ss + m - 2;
-  for (int64_t a = 0; a < n0; a++)
-    for (int64_t r = 0; r < dm[0]; r++)
-      for (int64_t j = 0; j < dm[1]; j++) d[a * d0 + r * dsm[0] + j * dsm[1]] = s[a * s0 + r * ssm[0] + j * ssm[1]];
-}
+/* 4- or 8-byte elements over the innermost m (2 or 3) dims of a box, one
+ * loop nest (short rows: a 2x2 pool window transposed has rows of 2). */
+#define COPY_NEST(name, T)                                                                                   \
+  static void name(void *dv, const int64_t *ds, const void *sv, const int64_t *ss, int m, const int64_t *dims) { \
+    T *d = dv;                                                                                               \
+    const T *s = sv;                                                                                         \
+    const int64_t n0 = m == 3 ? dims[0] : 1, d0 = m == 3 ? ds[0] : 0, s0 = m == 3 ? ss[0] : 0;               \
+    const int64_t *dm = dims + m - 2, *dsm = ds + m - 2, *ssm = ss + m - 2;                                  \
+    for (int64_t a = 0; a < n0; a++)                                                                         \
+      for (int64_t r = 0; r < dm[0]; r++)                                                                    \
+        for (int64_t j = 0; j < dm[1]; j++) d[a * d0 + r * dsm[0] + j * dsm[1]] = s[a * s0 + r * ssm[0] + j * ssm[1]]; \
+  }
+COPY_NEST(copy_nest4, uint32_t)
+COPY_NEST(copy_nest8, uint64_t)
+#undef COPY_NEST
 
 /* Copies an n-d box of `dims` elements: element i (a multi-index) goes
  * from src[src_off + sum i_k*src_strides_k] to dst[dst_off + sum
@@ -43,16 +48,15 @@ static void copy_box(char *dst, const int64_t *dst_strides, int64_t dst_off, con
   }
   int last = rank - 1;
   int64_t row = dims[last], ds = dst_strides[last], ss = src_strides[last];
-  /* short 4-byte rows: the innermost 2 or 3 dims as one nest */
+  /* short rows of 4- or 8-byte elements: the innermost 2 or 3 dims as one nest */
   int m = 1;
-  if (es == 4 && row < 16 && rank >= 2) m = rank >= 3 && row * dims[last - 1] < 64 ? 3 : 2;
+  if ((es == 4 || es == 8) && row < 16 && rank >= 2) m = rank >= 3 && row * dims[last - 1] < 64 ? 3 : 2;
   int64_t idx[RLX_MAX_RANK] = {0};
   for (;;) {
     char *d = dst + dst_off * (int64_t)es;
     const char *s = src + src_off * (int64_t)es;
     if (m > 1) {
-      copy_nest4((uint32_t *)(void *)d, dst_strides + rank - m, (const uint32_t *)(const void *)s,
-                 src_strides + rank - m, m, dims + rank - m);
+      (es == 4 ? copy_nest4 : copy_nest8)(d, dst_strides + rank - m, s, src_strides + rank - m, m, dims + rank - m);
     } else if (ds == 1 && ss == 1) {
       memcpy(d, s, (size_t)row * es);
     } else if (es == 4) { /* strided rows: no call per element */
@@ -253,12 +257,25 @@ rlx_status cpu_Transpose(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
       J.rank++;
     }
   }
+  /* A contiguous innermost run of 8 bytes (two floats: a 2x2 window's
+   * rows) moves as one 8-byte element. */
+  const int64_t run = J.rank > 1 && J.ss[J.rank - 1] == 1 ? J.dims[J.rank - 1] : 0;
+  int widen = run > 1 && (int64_t)J.es * run == 8 && (uintptr_t)in[0].data % 8 == 0 && (uintptr_t)out->data % 8 == 0;
+  for (int k = 0; widen && k < J.rank - 1; k++) widen = J.ss[k] % run == 0 && J.ds[k] % run == 0;
+  if (widen) {
+    J.rank--;
+    for (int k = 0; k < J.rank; k++) {
+      J.ss[k] /= run;
+      J.ds[k] /= run;
+    }
+    J.es = 8;
+  }
   J.col = -1;
   for (int k = 0; k + 1 < J.rank; k++)
     if (J.ss[k] == 1) J.col = k;
   /* an input-contiguous innermost dim, or one too short to tile: rows */
   if (out->numel == 0 || J.col < 0 || J.dims[J.rank - 1] < 4) {
-    copy_box_par(ctx, out->data, J.ds, 0, in[0].data, J.ss, 0, J.rank, J.dims, elem_size(out));
+    copy_box_par(ctx, out->data, J.ds, 0, in[0].data, J.ss, 0, J.rank, J.dims, J.es);
     return RLX_OK;
   }
   J.col_tiles = (J.dims[J.col] + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE;
