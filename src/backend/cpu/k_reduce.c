@@ -275,6 +275,21 @@ static void arg_rows_f32(void *arg, int64_t begin, int64_t end, int thread) {
   const arg_job *J = arg;
   const int64_t len = J->len, inner = J->inner;
   const float sign = J->want_max ? 1.0f : -1.0f; /* argmin is argmax of -x */
+  if (inner == 1 && len == 4) { /* 2x2 pool windows: unrolled */
+    for (int64_t r = begin; r < end; r++) {
+      const float *x = J->x + r * 4;
+      const float a = sign * x[0], b = sign * x[1], c = sign * x[2], d = sign * x[3];
+      /* index updates through masks: a ?: here compiles to a branch */
+      int64_t best = b > a;
+      float bv = b > a ? b : a;
+      best += (2 - best) & -(int64_t)(c > bv);
+      bv = c > bv ? c : bv;
+      best += (3 - best) & -(int64_t)(d > bv);
+      const int nan = (a != a) | (b != b) | (c != c) | (d != d);
+      J->y[r] = nan ? arg_row_nan(x, 4, 1, J->want_max) : best;
+    }
+    return;
+  }
   int64_t o = begin / inner, i = begin % inner;
   for (int64_t r = begin; r < end; r++, i = i + 1 == inner ? (o++, 0) : i + 1) {
     const float *x = J->x + o * len * inner + i;
