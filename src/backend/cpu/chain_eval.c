@@ -161,6 +161,20 @@ static operand load_rows(const chain_job *J, int k, int64_t row0, int64_t nrows,
     load_f32(J->vo, buf, t, base, 1);
     return (operand){buf, 1};
   }
+  if (J->rank == 2 && t->dtype == RLX_F32) { /* [rows, len]: one row stride, no odometer */
+    const int64_t s0 = J->stride[k][0];
+    const float *src = (const float *)(const void *)base + row0 * s0;
+    for (int64_t q = 0; q < nrows; q++) {
+      float *dst = buf + q * len;
+      if (st == 0) {
+        const float v = src[q * s0];
+        for (int64_t i = 0; i < len; i++) dst[i] = v;
+      } else {
+        for (int64_t i = 0; i < len; i++) dst[i] = src[q * s0 + i];
+      }
+    }
+    return (operand){buf, 0};
+  }
   int64_t idx[RLX_MAX_RANK], r = row0;
   for (int i = J->rank - 2; i >= 0; i--) {
     idx[i] = r % J->dims[i];
