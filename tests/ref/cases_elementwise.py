@@ -609,14 +609,17 @@ def big_cases(suite, rng):
         suite.add(name, binary_graph(name, "Binary", dt, sa, dt, sb, op=op),
                   inputs={"a": T(a, dt), "b": T(b, dt)}, expected=[T(FLOAT_BIN_REFS[op](a, b), dt)])
     # Where by rows: a causal mask against heads, a per-row mask, a full
-    # mask of many threads' shares; 1-, 2-, 4- and 8-byte elements
+    # mask of many threads' shares, one long row cut in pieces; 1-, 2-, 4-
+    # and 8-byte elements
     causal = np.tril(np.ones((64, 64), bool))
     for k, (dt, sc, sa, sb, c) in enumerate([("f32", (64, 64), (8, 4, 64, 64), (), causal),
                               ("f32", (8, 4, 64, 1), (8, 4, 64, 64), (), rng.random((8, 4, 64, 1)) < 0.5),
                               ("f16", (301, 257), (301, 257), (1, 257), rng.random((301, 257)) < 0.5),
                               ("f64", (5, 1, 33), (5, 7, 1), (5, 7, 33), rng.random((5, 1, 33)) < 0.5),
                               ("i8", (40, 3), (40, 3), (3,), rng.random((40, 3)) < 0.5),
-                              ("bool", (2, 999), (), (2, 999), rng.random((2, 999)) < 0.5)]):
+                              ("bool", (2, 999), (), (2, 999), rng.random((2, 999)) < 0.5),
+                              # one long row (split across threads): a relu mask
+                              ("f32", (300, 257), (300, 257), (), rng.random((300, 257)) < 0.5)]):
         a, b = where_values(rng, dt, sa), where_values(rng, dt, sb)
         name = "where_big_%d_%s" % (k, dt)
         suite.add(name, where_graph(name, "bool", sc, dt, sa, dt, sb),

@@ -240,6 +240,7 @@ typedef struct {
   const char *a, *b;
   char *y;
   size_t es;
+  int64_t pieces;
 } where_job;
 
 #define WHERE_ROW(T)                                                                              \
@@ -262,46 +263,56 @@ static inline void where_row4(const uint8_t *c, const uint32_t *a, int64_t sa, c
   }
 }
 
+/* Elements [0, len) of a row span: c, a, b at their row offsets, with
+ * inner strides sc, sa, sb (0 or 1). */
+static void where_span(const uint8_t *c, int64_t sc, const char *a, int64_t sa, const char *b, int64_t sb, char *y,
+                       int64_t len, size_t es) {
+  if (sc == 0) { /* one condition for the span: a copy of one side */
+    const char *src = c[0] ? a : b;
+    const int64_t ss = c[0] ? sa : sb;
+    if (ss) {
+      memcpy(y, src, (size_t)len * es);
+    } else {
+      for (int64_t i = 0; i < len; i++) memcpy(y + (size_t)i * es, src, es);
+    }
+    return;
+  }
+  if (es == 4) {
+    const uint32_t *a4 = (const uint32_t *)(const void *)a, *b4 = (const uint32_t *)(const void *)b;
+    uint32_t *y4 = (uint32_t *)(void *)y;
+    if (sa && sb) where_row4(c, a4, 1, b4, 1, y4, len);
+    else if (sa) where_row4(c, a4, 1, b4, 0, y4, len);
+    else if (sb) where_row4(c, a4, 0, b4, 1, y4, len);
+    else where_row4(c, a4, 0, b4, 0, y4, len);
+    return;
+  }
+  switch (es) {
+  case 1: WHERE_ROW(uint8_t); break;
+  case 2: WHERE_ROW(uint16_t); break;
+  case 8: WHERE_ROW(uint64_t); break;
+  default:
+    for (int64_t i = 0; i < len; i++)
+      memcpy(y + (size_t)i * es, c[i * sc] ? a + (size_t)(i * sa) * es : b + (size_t)(i * sb) * es, es);
+  }
+}
+
+/* Items are pieces of rows (pieces per row: J->pieces), so that one long
+ * row (every operand contiguous or a scalar) still spreads over threads. */
 static void where_rows(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const where_job *J = arg;
   const bcast_walk *w = &J->w;
   const int64_t len = w->len, sc = bcast_walk_inner(w, 0), sa = bcast_walk_inner(w, 1), sb = bcast_walk_inner(w, 2);
+  const int64_t plen = (len + J->pieces - 1) / J->pieces;
   const size_t es = J->es;
   int64_t idx[RLX_MAX_RANK], off[BCAST_MAX_OPS];
-  bcast_walk_seek(w, begin, idx, off);
-  for (int64_t r = begin; r < end; r++, bcast_walk_next(w, idx, off)) {
-    const uint8_t *c = J->c + off[0];
-    const char *a = J->a + (size_t)off[1] * es, *b = J->b + (size_t)off[2] * es;
-    char *y = J->y + (size_t)(r * len) * es;
-    if (sc == 0) { /* one condition for the row: a copy of one side */
-      const char *src = c[0] ? a : b;
-      const int64_t ss = c[0] ? sa : sb;
-      if (ss) {
-        memcpy(y, src, (size_t)len * es);
-      } else {
-        for (int64_t i = 0; i < len; i++) memcpy(y + (size_t)i * es, src, es);
-      }
-      continue;
-    }
-    if (es == 4) {
-      const uint32_t *a4 = (const uint32_t *)(const void *)a, *b4 = (const uint32_t *)(const void *)b;
-      uint32_t *y4 = (uint32_t *)(void *)y;
-      if (sa && sb) where_row4(c, a4, 1, b4, 1, y4, len);
-      else if (sa) where_row4(c, a4, 1, b4, 0, y4, len);
-      else if (sb) where_row4(c, a4, 0, b4, 1, y4, len);
-      else where_row4(c, a4, 0, b4, 0, y4, len);
-      continue;
-    }
-    switch (es) {
-    case 1: WHERE_ROW(uint8_t); break;
-    case 2: WHERE_ROW(uint16_t); break;
-    case 4: WHERE_ROW(uint32_t); break;
-    case 8: WHERE_ROW(uint64_t); break;
-    default:
-      for (int64_t i = 0; i < len; i++)
-        memcpy(y + (size_t)i * es, c[i * sc] ? a + (size_t)(i * sa) * es : b + (size_t)(i * sb) * es, es);
-    }
+  bcast_walk_seek(w, begin / J->pieces, idx, off);
+  for (int64_t it = begin; it < end; it++) {
+    const int64_t r = it / J->pieces, c0 = it % J->pieces * plen, n = len - c0 < plen ? len - c0 : plen;
+    if (n > 0)
+      where_span(J->c + off[0] + c0 * sc, sc, J->a + (size_t)(off[1] + c0 * sa) * es, sa,
+                 J->b + (size_t)(off[2] + c0 * sb) * es, sb, J->y + (size_t)(r * len + c0) * es, n, es);
+    if (it % J->pieces == J->pieces - 1) bcast_walk_next(w, idx, off);
   }
 }
 #undef WHERE_ROW
@@ -313,7 +324,9 @@ rlx_status cpu_Where(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_t
   where_job J = {.c = in[0].data, .a = in[1].data, .b = in[2].data, .y = out->data,
                  .es = (size_t)ir_dtypes[out->dtype].size};
   bcast_walk_init(&J.w, out, 3, ops);
-  cpu_parallel_for(ctx, J.w.rows, cpu_vec_grain(J.w.len), where_rows, &J);
+  const int threads = cpu_ctx_threads(ctx);
+  J.pieces = J.w.rows < threads && J.w.len >= 2 * CPU_VEC_MIN_CHUNK ? threads : 1;
+  cpu_parallel_for(ctx, J.w.rows * J.pieces, cpu_vec_grain(J.w.len / J.pieces), where_rows, &J);
   return RLX_OK;
 }
 

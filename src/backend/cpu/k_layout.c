@@ -463,21 +463,33 @@ rlx_status cpu_Iota(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_te
   return RLX_OK;
 }
 
+typedef struct {
+  const int64_t *idx;
+  uint32_t *y;
+  int64_t depth;
+  uint32_t one;
+} onehot_job;
+
+static void onehot_rows4(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const onehot_job *J = arg;
+  memset(J->y + begin * J->depth, 0, (size_t)((end - begin) * J->depth) * sizeof *J->y);
+  for (int64_t i = begin; i < end; i++)
+    if (J->idx[i] >= 0 && J->idx[i] < J->depth) J->y[i * J->depth + J->idx[i]] = J->one;
+}
+
 rlx_status cpu_OneHot(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
   int64_t depth = n->a.depth;
   size_t es = elem_size(out);
   uint64_t one = element_bytes(out->dtype, 1.0);
   /* zero is all-zero bytes in every plain dtype */
-  if (out->nbytes) memset(out->data, 0, out->nbytes);
-  if (in[0].dtype == RLX_I64 && es == 4) { /* ArgMax indices into a float mask */
-    const int64_t *idx = in[0].data;
-    uint32_t one32, *y = out->data;
-    memcpy(&one32, &one, sizeof one32);
-    for (int64_t i = 0; i < in[0].numel; i++)
-      if (idx[i] >= 0 && idx[i] < depth) y[i * depth + idx[i]] = one32;
+  if (in[0].dtype == RLX_I64 && es == 4) { /* ArgMax indices into a float mask: threaded */
+    onehot_job J = {in[0].data, out->data, depth, 0};
+    memcpy(&J.one, &one, sizeof J.one);
+    cpu_parallel_for(ctx, in[0].numel, cpu_vec_grain(depth), onehot_rows4, &J);
     return RLX_OK;
   }
+  if (out->nbytes) memset(out->data, 0, out->nbytes);
   for (int64_t i = 0; i < in[0].numel; i++) {
     int64_t k = cpu_get_i(&in[0], i);
     if (k >= 0 && k < depth) memcpy((char *)out->data + (i * depth + k) * (int64_t)es, &one, es);
