@@ -247,6 +247,28 @@ static void conv_multi_items(void *arg, int64_t begin, int64_t end, int thread) 
   }
 }
 
+/* A conv of one item (one image, one group, one block: the weight
+ * gradient of a first layer, whose turned batch is 1) whose K spans
+ * several chunks: the chunks are spread over the threads, each adding
+ * its products into its own part (acc + og * cols), summed afterwards. */
+static void conv_splitk_chunks(void *arg, int64_t begin, int64_t end, int thread) {
+  conv_job *J = arg;
+  float *col = J->scratch + (int64_t)thread * J->scratch_per;
+  float *acc = col + J->chunk_c * J->taps * J->cols, *part = acc + J->og * J->cols;
+  const int64_t nj = J->out_plane;
+  for (int64_t ch = begin; ch < end; ch++) {
+    const int64_t c0 = ch * J->chunk_c, kc = min64(J->chunk_c, J->cg - c0) * J->taps;
+    const float *xg = J->op.x + c0 * J->in_plane;
+    if (J->transposed)
+      im2col_t(&J->g, xg, kc, 0, nj, col);
+    else
+      im2col(&J->g, xg, kc, 0, nj, col, nj);
+    cpu_sgemm(NULL, 0, J->transposed, J->og, nj, kc, J->op.w + c0 * J->taps, J->K, col, J->transposed ? kc : nj,
+              acc, nj, NULL);
+    for (int64_t i = 0; i < J->og * nj; i++) part[i] += acc[i];
+  }
+}
+
 static void conv_items(void *arg, int64_t begin, int64_t end, int thread) {
   conv_job *J = arg;
   float *col = J->scratch ? J->scratch + (int64_t)thread * J->scratch_per : NULL;
@@ -325,22 +347,36 @@ rlx_status conv_gemm_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *g,
   J.scratch_per = J.direct ? 0
                   : J.chunk_c * taps * J.cols + (J.chunk_c < J.cg || J.multi ? J.og * J.cols : 0) +
                         (J.multi ? J.og * J.cols : 0);
-  const int64_t items = J.multi ? J.groups * J.blocks : bgs * J.blocks;
-  const int pooled = items >= threads;
+  const int64_t items = J.multi ? J.groups * J.blocks : bgs * J.blocks, chunks = ceil_div(J.cg, J.chunk_c);
+  const int splitk = !J.direct && !J.multi && items == 1 && threads > 1 && chunks > 1;
+  if (splitk) J.scratch_per = J.chunk_c * taps * J.cols + 2 * J.og * J.cols;
+  const int pooled = items >= threads || splitk;
   rlx_status st = operands_load(n, in, out, &J.op);
   if (st != RLX_OK) return st;
   if (!J.direct) {
-    J.scratch = malloc((size_t)((pooled ? threads : 1) * J.scratch_per) * sizeof *J.scratch + 1);
+    const size_t floats = (size_t)((pooled ? threads : 1) * J.scratch_per) + 1;
+    J.scratch = splitk ? calloc(floats, sizeof *J.scratch) : malloc(floats * sizeof *J.scratch); /* parts start at 0 */
     if (!J.scratch) {
       operands_free(&J.op);
       return rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id);
     }
   }
-  cpu_task_fn fn = J.multi ? conv_multi_items : conv_items;
-  if (pooled)
-    cpu_parallel_for(ctx, items, 1, fn, &J);
-  else
-    fn(&J, 0, items, 0);
+  if (splitk) {
+    cpu_parallel_for(ctx, chunks, 1, conv_splitk_chunks, &J);
+    for (int64_t o = 0; o < J.og; o++)
+      for (int64_t j = 0; j < J.out_plane; j++) {
+        float v = J.op.bias ? J.op.bias[o] : 0.0f;
+        for (int t = 0; t < threads; t++)
+          v += J.scratch[t * J.scratch_per + J.chunk_c * taps * J.cols + J.og * J.cols + o * J.out_plane + j];
+        J.op.y[o * J.out_plane + j] = v;
+      }
+  } else {
+    cpu_task_fn fn = J.multi ? conv_multi_items : conv_items;
+    if (pooled)
+      cpu_parallel_for(ctx, items, 1, fn, &J);
+    else
+      fn(&J, 0, items, 0);
+  }
   free(J.scratch);
   operands_finish(&J.op, out);
   return RLX_OK;
