@@ -13,12 +13,19 @@
  * the waiting caller therefore spin on the job counter for up to
  * CPU_POOL_SPIN_NS after their last job before they sleep on the condition
  * variable, so loops in quick succession hand over through memory alone,
- * while an idle pool stops burning cores after that bound. The sleep side
- * is a Dekker pair on seq_cst atomics: a sleeper announces itself
- * (sleepers / caller_sleeping) and then re-checks the counter under the
- * mutex; the publisher stores the counter and then checks for sleepers, so
- * either the sleeper sees the new value or the publisher sees the sleeper
- * and signals under the mutex (no lost wake-up).
+ * while an idle pool stops burning cores after that bound. The bound runs
+ * from a worker's last chunk, not from the last job it saw: a worker that
+ * the loops do not need (a context of fewer threads than the pool has)
+ * sleeps after it and stays asleep, so it neither spins on a core nor is
+ * woken per loop (a pool sized to a 16-core machine serving 2-thread
+ * loops would otherwise keep 14 cores busy and pay a broadcast wake-up
+ * per loop). Each worker sleeps on its own condition variable and the
+ * publisher wakes only the ones the job uses. The sleep side is a Dekker
+ * pair on seq_cst atomics: a sleeper announces itself (sleeping[i] /
+ * caller_sleeping) and then re-checks the counter under the mutex; the
+ * publisher stores the counter and then checks for sleepers, so either the
+ * sleeper sees the new value or the publisher sees the sleeper and signals
+ * under the mutex (no lost wake-up).
  *
  * The loop ends when its chunks are done, not when every worker has
  * checked in: on a machine with more runnable threads than cores a worker
@@ -61,28 +68,30 @@
 
 typedef struct {
   pthread_mutex_t mu;
-  pthread_cond_t work_cv, done_cv;
+  pthread_cond_t done_cv;
+  pthread_cond_t work_cv[CPU_POOL_MAX_WORKERS + 1]; /* per worker (index 1..) */
   pthread_mutex_t job_mu;     /* one parallel loop at a time */
   int n_workers;              /* threads besides the caller */
   /* Per job: (sequence number << 8) | its worker count, stored after the
    * job's fields; the count travels in it because a worker that does not
    * take part must not read fields the next job may already be writing. */
   atomic_uint_fast64_t generation;
-  atomic_int sleepers;        /* workers in (or entering) pthread_cond_wait on work_cv */
+  atomic_int sleeping[CPU_POOL_MAX_WORKERS + 1]; /* worker i in (or entering) its wait */
   atomic_int caller_sleeping; /* the caller in (or entering) pthread_cond_wait on done_cv */
   cpu_task_fn fn;
   void *arg;
   int64_t n, chunk;
-  atomic_llong chunks;        /* of the current job (read before a claim) */
-  /* (job sequence number mod 2^32) << 32 | index of the next chunk to claim */
+  /* The claim word: (job sequence number mod 2^32) << 32 | the job's chunk
+   * count << 16 | index of the next chunk to claim (counts < 2^16: a job
+   * has at most 4 chunks per thread). One atomic word, so a claim sees the
+   * count of the same job it claims from. */
   atomic_uint_fast64_t next;
   atomic_llong done;          /* chunks of the current job finished */
 } cpu_pool;
 
 struct cpu_ctx { int threads; };
 
-static cpu_pool pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .work_cv = PTHREAD_COND_INITIALIZER,
-                        .done_cv = PTHREAD_COND_INITIALIZER, .job_mu = PTHREAD_MUTEX_INITIALIZER};
+static cpu_pool pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER, .job_mu = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static _Thread_local int in_task;
 
@@ -98,16 +107,15 @@ static void run_chunks(int thread, uint64_t seq) {
   const uint64_t tag = (seq & 0xffffffffu) << 32;
   for (;;) {
     uint64_t v = atomic_load(&pool.next);
-    int64_t c;
+    int64_t c, total;
     do {
-      c = (int64_t)(v & 0xffffffffu);
-      if ((v & ~(uint64_t)0xffffffffu) != tag || c >= atomic_load_explicit(&pool.chunks, memory_order_relaxed))
-        return;
+      c = (int64_t)(v & 0xffff);
+      total = (int64_t)(v >> 16 & 0xffff);
+      if ((v & ~(uint64_t)0xffffffffu) != tag || c >= total) return;
     } while (!atomic_compare_exchange_weak(&pool.next, &v, v + 1));
     /* chunk c of job seq is ours: the job's fields stay until it is done */
     int64_t b = c * pool.chunk, e = b + pool.chunk < pool.n ? b + pool.chunk : pool.n;
     pool.fn(pool.arg, b, e, thread);
-    int64_t total = atomic_load_explicit(&pool.chunks, memory_order_relaxed);
     if (atomic_fetch_add(&pool.done, 1) + 1 == total && thread != 0 && atomic_load(&pool.caller_sleeping)) {
       pthread_mutex_lock(&pool.mu);
       pthread_cond_signal(&pool.done_cv);
@@ -131,10 +139,9 @@ static int spin_step(unsigned i, int64_t *start, int *yielding) {
   return 1;
 }
 
-/* Polls until the generation differs from seen or the spin bound passes;
- * returns the generation last read. */
-static uint64_t spin_for_job(uint64_t seen) {
-  int64_t start = 0;
+/* Polls until the generation differs from seen or the spin bound counted
+ * from `start` (0: now) passes; returns the generation last read. */
+static uint64_t spin_for_job(uint64_t seen, int64_t start) {
   int yielding = 0;
   for (unsigned i = 1;; i++) {
     uint64_t g = atomic_load_explicit(&pool.generation, memory_order_acquire);
@@ -145,19 +152,24 @@ static uint64_t spin_for_job(uint64_t seen) {
 static void *worker_main(void *p) {
   int index = (int)(intptr_t)p;  /* 1..n_workers; the caller is 0 */
   uint64_t seen = 0;
+  int64_t last_work = 0; /* when it last ran chunks (0: not yet) */
   in_task = 1;
   for (;;) {
-    uint64_t g = spin_for_job(seen);
+    uint64_t g = spin_for_job(seen, last_work);
     if (g == seen) {
       pthread_mutex_lock(&pool.mu);
-      atomic_fetch_add(&pool.sleepers, 1);
-      while ((g = atomic_load(&pool.generation)) == seen) pthread_cond_wait(&pool.work_cv, &pool.mu);
-      atomic_fetch_sub(&pool.sleepers, 1);
+      atomic_store(&pool.sleeping[index], 1);
+      while ((g = atomic_load(&pool.generation)) == seen) pthread_cond_wait(&pool.work_cv[index], &pool.mu);
+      atomic_store(&pool.sleeping[index], 0);
       pthread_mutex_unlock(&pool.mu);
     }
     seen = g;
-    if (index > (int)(g & CPU_POOL_MAX_WORKERS)) continue;
+    if (index > (int)(g & CPU_POOL_MAX_WORKERS)) {
+      if (!last_work) last_work = now_ns(); /* spin from here, once */
+      continue;
+    }
     run_chunks(index, g >> 8);
+    last_work = now_ns();
   }
   return NULL;
 }
@@ -195,7 +207,9 @@ static void pool_start(void) {
   int want = default_threads();
   int hw = cpu_hardware_threads();
   int n = (want > hw ? want : hw) - 1;
+  if (n > CPU_POOL_MAX_WORKERS) n = CPU_POOL_MAX_WORKERS;
   for (int i = 0; i < n; i++) {
+    if (pthread_cond_init(&pool.work_cv[i + 1], NULL) != 0) break;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -240,16 +254,19 @@ void cpu_parallel_for(cpu_ctx *ctx, int64_t n, int64_t grain, cpu_task_fn fn, vo
   pool.fn = fn;
   pool.arg = arg;
   pool.n = n;
-  pool.chunk = per > grain ? per : grain;
+  pool.chunk = per > grain ? per : grain; /* so at most 4 (workers + 1) <= 1024 chunks */
   int64_t total = (n + pool.chunk - 1) / pool.chunk;
   uint64_t seq = (atomic_load_explicit(&pool.generation, memory_order_relaxed) >> 8) + 1;
-  atomic_store(&pool.chunks, total);
   atomic_store(&pool.done, 0);
-  atomic_store(&pool.next, (seq & 0xffffffffu) << 32);
+  atomic_store(&pool.next, (seq & 0xffffffffu) << 32 | (uint64_t)total << 16);
   atomic_store(&pool.generation, seq << 8 | (uint64_t)workers);
-  if (atomic_load(&pool.sleepers) > 0) {
+  /* wake the job's workers that sleep (only those) */
+  int asleep = 0;
+  for (int i = 1; i <= workers && !asleep; i++) asleep = atomic_load(&pool.sleeping[i]);
+  if (asleep) {
     pthread_mutex_lock(&pool.mu);
-    pthread_cond_broadcast(&pool.work_cv);
+    for (int i = 1; i <= workers; i++)
+      if (atomic_load(&pool.sleeping[i])) pthread_cond_signal(&pool.work_cv[i]);
     pthread_mutex_unlock(&pool.mu);
   }
   in_task = 1;
