@@ -30,10 +30,9 @@ __host__ __device__ __forceinline__ int64_t row_bytes(int scheme, int64_t K) {
 
 /* 8 bytes at p, A-byte aligned (2 or 4), as two little-endian words: two
  * or four loads where byte loads took eight (at M = 1 the products are
- * bound by instruction issue more than by the bytes: q8_0 8B decode step
- * 8.8 -> 7.1 ms). The blocks of every scheme keep their fields at the
- * alignments used below, given a 16-byte aligned weight matrix (a param:
- * its own allocation). */
+ * bound by instruction issue more than by the bytes). The blocks of
+ * every scheme keep their fields at the alignments used below, given a
+ * 16-byte aligned weight matrix (a param: its own allocation). */
 template <int A> __device__ __forceinline__ void ld8b(const uint8_t *p, uint32_t *w) {
   if (A == 4) {
     w[0] = ((const uint32_t *)p)[0], w[1] = ((const uint32_t *)p)[1];
