@@ -91,12 +91,14 @@ static float time_algo(const cuda_gemm *g, const cublasLtMatmulAlgo_t *algo, cud
   return best;
 }
 
-/* The algorithm for g's descriptors, or CUBLAS_STATUS_NOT_SUPPORTED. The
- * heuristic's first choice is not always the fastest kernel for a shape
- * (LLM projections at a few hundred rows), so for products large enough
- * that a wrong choice costs real time its first GEMM_CANDIDATES are timed
- * once here, at compile time, on the plan's own operands (scratch at this
- * point: nothing runs yet; RLX_CUDA_GEMM_TUNE=0 keeps the first choice). */
+/* The algorithm for g's descriptors, or CUBLAS_STATUS_NOT_SUPPORTED: the
+ * heuristic's first choice, or with RLX_CUDA_GEMM_TUNE=1, for products
+ * large enough that a wrong choice would cost real time, the fastest of
+ * its first GEMM_CANDIDATES timed once here, at compile time, on the
+ * plan's own operands (scratch at this point: nothing runs yet). Off by
+ * default: on the H200 it found nothing faster than the first choice for
+ * the LLM shapes of bench_cuda (4096^3 and a Llama-3-8B layer's products
+ * at 512 rows, within 1%), and it costs compile time. */
 #define GEMM_CANDIDATES 8
 static cublasStatus_t pick_algo(cuda_gemm *g, const cuda_gemm_desc *d, const void *a, const void *b, const void *c) {
   cublasLtMatmulPreference_t pref;
@@ -111,7 +113,7 @@ static cublasStatus_t pick_algo(cuda_gemm *g, const cuda_gemm_desc *d, const voi
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
   const double flops = 2.0 * (double)d->M * (double)d->N * (double)d->K * (double)(d->batch > 1 ? d->batch : 1);
   const char *tune_env = getenv("RLX_CUDA_GEMM_TUNE");
-  const int tune = flops >= 1e9 && !(tune_env && !strcmp(tune_env, "0"));
+  const int tune = flops >= 1e9 && tune_env && !strcmp(tune_env, "1");
   cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
   int found = 0;
   s = cublasLtMatmulAlgoGetHeuristic(lt_handle, g->op, g->la, g->lb, g->lc, g->lc, pref, tune ? GEMM_CANDIDATES : 1,
