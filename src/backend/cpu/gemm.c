@@ -445,12 +445,13 @@ typedef struct {
   const gemm_isa *isa;
   mat_view X;
   int is_a;
-  int64_t K, rows, kblocks, panels, chunks;
+  int64_t K, rows, kblocks, panels, chunk_panels, chunks;
   float *dst;
   _Atomic int failed; /* a task had no conversion buffer: dst incomplete */
 } pack_job;
 
-/* Micro-panels per task of the parallel packing. */
+/* Micro-panels per task of the parallel packing: at most this many, and
+ * few enough for 4 tasks per thread (one thread must not pack alone). */
 #define PACK_CHUNK_PANELS 16
 
 static void pack_task(void *arg, int64_t begin, int64_t end, int thread) {
@@ -459,8 +460,8 @@ static void pack_task(void *arg, int64_t begin, int64_t end, int thread) {
   const int64_t R = j->is_a ? j->isa->mr_max : j->isa->nr_max;
   const int64_t pad = j->is_a ? j->rows : ceil_div(j->rows, R) * R;
   for (int64_t t = begin; t < end; t++) {
-    int64_t kb = t / j->chunks, p0 = t % j->chunks * PACK_CHUNK_PANELS;
-    int64_t p1 = p0 + PACK_CHUNK_PANELS < j->panels ? p0 + PACK_CHUNK_PANELS : j->panels;
+    int64_t kb = t / j->chunks, p0 = t % j->chunks * j->chunk_panels;
+    int64_t p1 = p0 + j->chunk_panels < j->panels ? p0 + j->chunk_panels : j->panels;
     int64_t pc = split_at(j->K, j->kblocks, kb), kc = split_at(j->K, j->kblocks, kb + 1) - pc;
     /* first row (A) or column (B) of the chunk, and how many */
     int64_t r0 = j->is_a ? split_at(j->rows, j->panels, p0) : p0 * R;
@@ -481,9 +482,11 @@ static void pack_task(void *arg, int64_t begin, int64_t end, int thread) {
  * on the ctx's threads; 0 when a thread had no buffer. */
 static int pack_whole(cpu_ctx *ctx, const gemm_isa *isa, const mat_view *X, int is_a, int64_t K,
                       int64_t rows, float *dst) {
-  int64_t panels = ceil_div(rows, is_a ? isa->mr_max : isa->nr_max);
-  pack_job j = {isa, *X, is_a, K, rows, ceil_div(K, isa->kc), panels, ceil_div(panels, PACK_CHUNK_PANELS),
-                dst, 0};
+  int64_t panels = ceil_div(rows, is_a ? isa->mr_max : isa->nr_max), kblocks = ceil_div(K, isa->kc);
+  int64_t per = ceil_div(panels * kblocks, 4 * (int64_t)cpu_ctx_threads(ctx));
+  int64_t chunk = per < PACK_CHUNK_PANELS ? per : PACK_CHUNK_PANELS;
+  if (chunk > panels) chunk = panels;
+  pack_job j = {isa, *X, is_a, K, rows, kblocks, panels, chunk, ceil_div(panels, chunk), dst, 0};
   cpu_parallel_for(ctx, j.kblocks * j.chunks, 1, pack_task, &j);
   return !atomic_load(&j.failed);
 }
