@@ -695,9 +695,6 @@ typedef struct {
   float   rope_base, norm_eps;
   size_t  weight_bytes;   /* bytes of the mapped tensors used */
   size_t  kv_cache_bytes;
-  /* F32 copies of F16/BF16 weight matrices made at load (the CPU's
-   * products read F32; quantized and F32 weights are read in place). */
-  size_t  widened_bytes;
   rlx_dtype kv_cache_type;
   /* RoPE as computed: the scaling type ("none", "linear", "yarn"), its
    * frequency scale (1 / rope.scaling.factor), and whether the file has

@@ -311,9 +311,6 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
   if (info.rope_freq_scale != 1.0f || !strcmp(info.rope_scaling, "yarn") || info.rope_freq_factors)
     fprintf(stderr, "rope: %s scaling, factor %g%s\n", info.rope_scaling, 1.0 / (double)info.rope_freq_scale,
             info.rope_freq_factors ? ", frequency factors" : "");
-  if (info.widened_bytes)
-    fprintf(stderr, "F16/BF16 weight matrices widened to F32 at load: %.1f MiB\n",
-            (double)info.widened_bytes / 1048576.0);
 
   size_t text_len;
   if (!(text = prompt_text(o, f, prompt, &text_len))) goto done;

@@ -132,11 +132,6 @@ static void print_model(const rlx_model_file *f) {
          (double)mi.norm_eps);
   printf("  weights used: ");
   print_bytes(mi.weight_bytes);
-  if (mi.widened_bytes) {
-    printf(", plus ");
-    print_bytes(mi.widened_bytes);
-    printf(" of F32 copies of the F16/BF16 matrices made at load");
-  }
   putchar('\n');
 }
 

@@ -62,11 +62,13 @@ rlx_status ad_vjp_MatMul(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
   return st;
 }
 
-/* y = x @ dequant(w)^T: dx = g @ dequant(w). The packed weight has no
- * gradient (it is not a float tensor). */
+/* y = x @ dequant(w)^T: dx = g @ dequant(w) (for F16/BF16 w, dequant is
+ * widening: a Cast). The weight is read as a constant (a packed one is not
+ * a float tensor). */
 rlx_status ad_vjp_DequantMatMul(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
   rlx_dtype t = ad_type(c, n->in[0]).dtype;
-  rlx_node w = rlx_dequantize(c->g, n->in[1]);
+  rlx_node w = ir_is_block(ad_type(c, n->in[1]).dtype) ? rlx_dequantize(c->g, n->in[1])
+                                                       : rlx_cast(c->g, n->in[1], RLX_F32);
   if (t != RLX_F32) w = rlx_cast(c->g, w, t);
   return ad_accum(c, n->in[0], 0, rlx_matmul(c->g, gout[0], w));
 }

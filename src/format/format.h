@@ -26,10 +26,6 @@ typedef struct {
 rlx_status fmt_map_file(const char *path, fmt_mapping *m);
 void       fmt_unmap(fmt_mapping *m);
 
-/* Drops the resident pages that lie wholly inside [p, p + n) of a mapping
- * (a reader that copied those bytes elsewhere no longer needs them in
- * memory); a later read maps them in from the file again. */
-void       fmt_release_pages(const void *p, size_t n);
 
 /* ---------------------------------------------------------------- the file object */
 

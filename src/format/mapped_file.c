@@ -1,7 +1,4 @@
 /* mapped_file.c — read-only private memory maps of model files. */
-/* madvise(MADV_DONTNEED) is BSD/Linux, not POSIX: posix_madvise's
- * POSIX_MADV_DONTNEED is only a hint that glibc ignores. */
-#define _DEFAULT_SOURCE
 #include "format.h"
 
 #include <errno.h>
@@ -38,15 +35,6 @@ rlx_status fmt_map_file(const char *path, fmt_mapping *m) {
   }
   close(fd);  /* the mapping keeps the file */
   return status;
-}
-
-void fmt_release_pages(const void *p, size_t n) {
-  long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0 || !p) return;
-  uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
-  uintptr_t hi = ((uintptr_t)p + n) / (uintptr_t)page * (uintptr_t)page;
-  /* advice only: a failure leaves the pages resident, nothing else */
-  if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 void fmt_unmap(fmt_mapping *m) {

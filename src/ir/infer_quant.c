@@ -4,13 +4,15 @@
 
 static const char *dtype_s(int64_t t) { return ir_dtype_valid(t) ? ir_dtypes[t].name : "?"; }
 
-/* A block tensor's type: scheme must be t's dtype (a block dtype). The
- * builders set it from the input; a text graph may disagree, which is a
- * dtype error (RLX_ERR_DTYPE), as is a non-block input. */
-static int check_scheme(rlx_graph *g, ir_node *n, const ir_type *t, const char *what) {
-  if (!ir_is_block(t->dtype))
-    return ir_fail(g, n, RLX_ERR_DTYPE, "%s must have a GGUF block dtype, got %s", what,
-                   dtype_s(t->dtype));
+/* A packed tensor's type: scheme must be t's dtype, a block dtype (or, with
+ * sixteen_bit, F16 or BF16 too). The builders set it from the input; a text
+ * graph may disagree, which is a dtype error (RLX_ERR_DTYPE), as is any
+ * other input dtype. */
+static int check_scheme(rlx_graph *g, ir_node *n, const ir_type *t, const char *what,
+                        int sixteen_bit) {
+  if (!ir_is_block(t->dtype) && !(sixteen_bit && (t->dtype == RLX_F16 || t->dtype == RLX_BF16)))
+    return ir_fail(g, n, RLX_ERR_DTYPE, "%s must have a GGUF block dtype%s, got %s", what,
+                   sixteen_bit ? ", F16 or BF16" : "", dtype_s(t->dtype));
   if (n->a.scheme != t->dtype)
     return ir_fail(g, n, RLX_ERR_DTYPE, "scheme %s differs from the dtype %s of %s",
                    dtype_s(n->a.scheme), dtype_s(t->dtype), what);
@@ -31,10 +33,15 @@ rlx_node rlx_dequant_matmul(rlx_graph *g, rlx_node x, rlx_node w) {
 /* x [..., K] (rank >= 1, any float dtype) @ dequant(w [N, K])^T -> [..., N]
  * in x's dtype. Decisions where OPS.md is silent: w is exactly rank 2 (no
  * batch of weights, no broadcasting); F16/BF16 x is not widened in the
- * output (it has x's dtype). */
+ * output (it has x's dtype). w may also be F16 or BF16 (scheme = that
+ * dtype), GGUF tensor types like the blocks whose dequantization is
+ * widening to F32 (exact): the product of an F32 x with 16-bit weights
+ * read in place, accumulated in F32, where MatMul would need both operands
+ * in one dtype (rounding x, or a widened copy of w). Quantize and
+ * Dequantize stay block-only (a Cast is their 16-bit counterpart). */
 int ir_infer_DequantMatMul(rlx_graph *g, ir_node *n) {
   const ir_type *tx = ir_in(g, n, 0), *tw = ir_in(g, n, 1);
-  if (check_scheme(g, n, tw, "w") < 0) return -1;
+  if (check_scheme(g, n, tw, "w", 1) < 0) return -1;
   if (!ir_is_float(tx->dtype))
     return ir_fail(g, n, RLX_ERR_DTYPE, "x must be a float tensor, got %s", dtype_s(tx->dtype));
   const ir_shape *sx = &tx->shape, *sw = &tw->shape;
@@ -94,7 +101,7 @@ rlx_node rlx_dequantize(rlx_graph *g, rlx_node x) {
 /* Always to F32: ggml's dequantizers produce float. */
 int ir_infer_Dequantize(rlx_graph *g, ir_node *n) {
   const ir_type *tx = ir_in(g, n, 0);
-  if (check_scheme(g, n, tx, "x") < 0) return -1;
+  if (check_scheme(g, n, tx, "x", 0) < 0) return -1;
   n->out[0].dtype = RLX_F32;
   n->out[0].shape = tx->shape;
   return 0;

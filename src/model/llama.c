@@ -30,7 +30,6 @@
  * rows asked for are projected (the last token, or all of them). */
 #include "model.h"
 
-#include "../format/format.h"
 #include "../ir/ir.h"
 
 #include <math.h>
@@ -74,8 +73,6 @@ struct rlx_llm {
   rlx_session *sess;
   int64_t n_past;
   size_t weight_bytes;
-  float *widened;         /* F32 copies of the F16/BF16 matrices (widened_bytes) */
-  size_t widened_bytes;
   int32_t *rows;          /* the logit rows of a run: LLM_MAX_BATCH */
   double *rope_freq;      /* [n_rot / 2]: angle per position of each rotation */
   double rope_mscale;     /* cos and sin are scaled by it (YaRN, attn_factor) */
@@ -259,38 +256,25 @@ static rlx_status rope_frequencies(const rlx_model_file *f, llm_hparams *hp, dou
 
 /* ---------------------------------------------------------------- weights */
 
-/* A tensor the graph uses; widen: bound as an F32 copy made at load. */
-typedef struct {
-  rlx_file_tensor t;
-  int widen;
-} llm_bound;
-
 /* The graph being built and the tensors it binds. */
 typedef struct {
   rlx_graph *g;
   const rlx_model_file *f;
   const llm_hparams *hp;
-  llm_bound *bound;        /* the tensors used, bound after compile */
+  rlx_file_tensor *bound;  /* the tensors used, bound in place after compile */
   int n_bound, cap_bound;
-  size_t weight_bytes, widened_bytes;
+  size_t weight_bytes;
   int weight_right;        /* float weights as MatMul's right operand (CUDA) */
   rlx_status st;           /* the first error (a tensor, or out of memory) */
 } llm_builder;
 
-/* weight()'s flags. A matrix feeds a product: on the CPU an F16/BF16 one is
- * widened to F32 once at load, since MatMul takes one dtype (an F16
- * product would round every projection to F16) and converting it in the
- * graph would cost a pass over the weight on every run. */
-enum { WEIGHT_OPTIONAL = 1, WEIGHT_MATRIX = 2 };
-
 /* The param of tensor `name` of exactly the dims given (rank n), or -1 with
- * b->st set. flags: WEIGHT_OPTIONAL (a missing tensor is -1 without an
- * error), WEIGHT_MATRIX. */
-static rlx_node weight(llm_builder *b, const char *name, int rank, const int64_t *dims, int flags) {
+ * b->st set. optional: a missing tensor is -1 without an error. */
+static rlx_node weight(llm_builder *b, const char *name, int rank, const int64_t *dims, int optional) {
   if (b->st) return -1;
   rlx_file_tensor t;
   if (rlx_model_file_find_tensor(b->f, name, &t) != RLX_OK) {
-    if (!(flags & WEIGHT_OPTIONAL)) b->st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor %s", b->hp->name, name);
+    if (!optional) b->st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor %s", b->hp->name, name);
     return -1;
   }
   if (!t.supported) {
@@ -318,7 +302,7 @@ static rlx_node weight(llm_builder *b, const char *name, int rank, const int64_t
   }
   if (b->n_bound == b->cap_bound) {
     int cap = b->cap_bound ? 2 * b->cap_bound : 64;
-    llm_bound *p = realloc(b->bound, (size_t)cap * sizeof *p);
+    rlx_file_tensor *p = realloc(b->bound, (size_t)cap * sizeof *p);
     if (!p) {
       b->st = rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
       return -1;
@@ -326,11 +310,9 @@ static rlx_node weight(llm_builder *b, const char *name, int rank, const int64_t
     b->bound = p;
     b->cap_bound = cap;
   }
-  int widen = (flags & WEIGHT_MATRIX) && !b->weight_right && (t.dtype == RLX_F16 || t.dtype == RLX_BF16);
-  b->bound[b->n_bound++] = (llm_bound){t, widen};
+  b->bound[b->n_bound++] = t;
   b->weight_bytes += t.nbytes;
-  if (widen) b->widened_bytes += (size_t)t.numel * sizeof(float);
-  return rlx_param(b->g, t.name, widen ? RLX_F32 : t.dtype, t.rank, t.dims);
+  return rlx_param(b->g, t.name, t.dtype, t.rank, t.dims);
 }
 
 static rlx_node to_f32(rlx_graph *g, rlx_node x) {
@@ -340,19 +322,22 @@ static rlx_node to_f32(rlx_graph *g, rlx_node x) {
 }
 
 /* x [1, S, K] times w [N, K] transposed, w read where it lies: DequantMatMul
- * for a block dtype; for a float w on the CPU the product (w x^T)^T, whose
- * left operand is w as stored (a decode step is one pass of dot products
- * over w's rows, a prefill packs w as it would pack any operand) and whose
- * transposes move activations only (an F16/BF16 w comes widened to F32
- * at load: weight(), WEIGHT_MATRIX). The CUDA
- * backend reads a weight's transpose through instead (is_weight_transpose),
- * so there w stays the right operand. */
+ * for a block, F16 or BF16 w on the CPU (the 16-bit matrices widened in
+ * registers as they stream, or a panel at a time by the GEMM's packing:
+ * never copied, and x stays F32, where a MatMul would need both operands in
+ * one dtype); for an F32 w the product (w x^T)^T, whose left operand is w
+ * as stored (a decode step is one pass of dot products over w's rows, a
+ * prefill packs w as it would pack any operand) and whose transposes move
+ * activations only. The CUDA backend reads a weight's transpose through
+ * instead (is_weight_transpose), so there float w stays MatMul's right
+ * operand (its DequantMatMul decodes blocks only). */
 static rlx_node linear(llm_builder *b, rlx_node x, rlx_node w) {
   rlx_graph *g = b->g;
   rlx_dtype wt;
   int64_t xd[RLX_MAX_RANK], wd[RLX_MAX_RANK];
   if (rlx_node_type(g, w, &wt, wd) != 2 || rlx_node_type(g, x, NULL, xd) != 3) return -1;
-  if (rlx_dtype_is_block(wt)) return rlx_dequant_matmul(g, x, w);
+  if (rlx_dtype_is_block(wt) || (!b->weight_right && (wt == RLX_F16 || wt == RLX_BF16)))
+    return rlx_dequant_matmul(g, x, w);
   const int64_t perm[2] = {1, 0};
   if (b->weight_right) return rlx_matmul(g, x, rlx_transpose(g, to_f32(g, w), 2, perm));
   rlx_node xt = rlx_transpose(g, rlx_reshape(g, x, 2, (const int64_t[]){xd[1], xd[2]}), 2, perm);
@@ -389,9 +374,9 @@ static rlx_node layer(llm_builder *b, const llm_kv_cache *kv, int l, rlx_node x,
   char name[96];
 #define W(suffix, rank, ...)                                                          \
   (snprintf(name, sizeof name, "blk.%d." suffix, l),                                  \
-   weight(b, name, rank, (const int64_t[]){__VA_ARGS__}, rank == 2 ? WEIGHT_MATRIX : 0))
+   weight(b, name, rank, (const int64_t[]){__VA_ARGS__}, 0))
 #define W_OPT(suffix, rank, ...)                                                      \
-  (snprintf(name, sizeof name, "blk.%d." suffix, l), weight(b, name, rank, (const int64_t[]){__VA_ARGS__}, WEIGHT_OPTIONAL))
+  (snprintf(name, sizeof name, "blk.%d." suffix, l), weight(b, name, rank, (const int64_t[]){__VA_ARGS__}, 1))
   rlx_node attn_norm = W("attn_norm.weight", 1, E);
   rlx_node wq = W("attn_q.weight", 2, qd, E), wk = W("attn_k.weight", 2, kvd, E), wv = W("attn_v.weight", 2, kvd, E);
   rlx_node wo = W("attn_output.weight", 2, E, qd);
@@ -461,7 +446,7 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
   /* tied embeddings: the table is the output matrix too */
   rlx_file_tensor out_t;
   const int tied = rlx_model_file_find_tensor(b->f, "output.weight", &out_t) != RLX_OK;
-  rlx_node embd = weight(b, "token_embd.weight", 2, (const int64_t[]){hp->n_vocab, E}, tied ? WEIGHT_MATRIX : 0);
+  rlx_node embd = weight(b, "token_embd.weight", 2, (const int64_t[]){hp->n_vocab, E}, 0);
   if (b->st) return b->st;
   rlx_dtype embd_t;
   rlx_node_type(g, embd, &embd_t, NULL);
@@ -474,7 +459,7 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
   if (!outs) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   for (int l = 0; l < hp->n_layer && !b->st; l++) x = layer(b, kv, l, x, rope_tab, n_past, mask, S, T, &outs[1 + 2 * l]);
   rlx_node out_norm = weight(b, "output_norm.weight", 1, (const int64_t[]){E}, 0);
-  rlx_node wout = tied ? embd : weight(b, "output.weight", 2, (const int64_t[]){hp->n_vocab, E}, WEIGHT_MATRIX);
+  rlx_node wout = tied ? embd : weight(b, "output.weight", 2, (const int64_t[]){hp->n_vocab, E}, 0);
   if (b->st) {
     free(outs);
     return b->st;
@@ -487,35 +472,15 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
   return st;
 }
 
-/* Binds every tensor used in place (the widened ones: their F32 copies,
- * made here into m->widened); a plain-dtype tensor not aligned to its
- * element size (a GGUF aligned to 1 or 2) is copied. */
+/* Binds every tensor used in place; a plain-dtype tensor not aligned to
+ * its element size (a GGUF aligned to 1 or 2) is copied. */
 static rlx_status bind_weights(rlx_llm *m, const llm_builder *b, const rlx_llm_options *o) {
   rlx_session *s = m->sess;
-  if (b->widened_bytes && !(m->widened = malloc(b->widened_bytes)))
-    return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory for %zu bytes of F32 weights",
-                         b->widened_bytes);
-  m->widened_bytes = b->widened_bytes;
-  float *next = m->widened;
   for (int i = 0; i < b->n_bound; i++) {
-    const rlx_file_tensor *t = &b->bound[i].t;
-    rlx_status st;
-    if (b->bound[i].widen) {
-      const unsigned char *src = t->data;
-      for (int64_t j = 0; j < t->numel; j++) {
-        uint16_t h;
-        memcpy(&h, src + 2 * j, 2);
-        next[j] = t->dtype == RLX_F16 ? rlx_f16_to_f32(h) : rlx_bf16_to_f32(h);
-      }
-      st = rlx_set_param_ref(s, t->name, next, (size_t)t->numel * sizeof *next);
-      next += t->numel;
-      /* nothing reads the 16-bit original again: out of the resident set */
-      fmt_release_pages(t->data, t->nbytes);
-    } else {
-      int es = rlx_dtype_is_block(t->dtype) ? 1 : (int)rlx_dtype_nbytes(t->dtype, 1);
-      st = (uintptr_t)t->data % (uintptr_t)es ? rlx_set_param(s, t->name, t->data, t->nbytes)
-                                              : rlx_set_param_ref(s, t->name, t->data, t->nbytes);
-    }
+    const rlx_file_tensor *t = &b->bound[i];
+    int es = rlx_dtype_is_block(t->dtype) ? 1 : (int)rlx_dtype_nbytes(t->dtype, 1);
+    rlx_status st = (uintptr_t)t->data % (uintptr_t)es ? rlx_set_param(s, t->name, t->data, t->nbytes)
+                                                       : rlx_set_param_ref(s, t->name, t->data, t->nbytes);
     if (st) return st;
     if (o->progress) o->progress(0.5 + 0.5 * (i + 1) / b->n_bound, o->progress_user);
   }
@@ -577,7 +542,7 @@ rlx_status rlx_llm_describe(const rlx_model_file *f, rlx_llm_info *out) {
   /* the graph as rlx_llm_load builds it (every tensor found and checked),
    * not compiled */
   llm_kv_cache kv = {default_n_ctx(&hp), hp.n_layer, hp.n_head_kv * hp.head_dim, RLX_F32, NULL, 0};
-  llm_builder b = {rlx_graph_new("rlx.llm.describe"), f, &hp, NULL, 0, 0, 0, 0, 0, RLX_OK};
+  llm_builder b = {rlx_graph_new("rlx.llm.describe"), f, &hp, NULL, 0, 0, 0, 0, RLX_OK};
   st = b.g ? build_graph(&b, &kv) : rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_describe: out of memory");
   free(b.bound);
   rlx_graph_free(b.g);
@@ -585,7 +550,6 @@ rlx_status rlx_llm_describe(const rlx_model_file *f, rlx_llm_info *out) {
   fill_info(&hp, out);
   out->n_ctx = kv.n_ctx;
   out->weight_bytes = b.weight_bytes;
-  out->widened_bytes = b.widened_bytes;
   out->kv_cache_bytes = llm_kv_bytes(&kv);
   out->kv_cache_type = kv.dtype;
   return RLX_OK;
@@ -626,7 +590,7 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   }
   char gname[64];
   snprintf(gname, sizeof gname, "rlx.llm.%s", m->hp.name);
-  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0, 0, o.compile.device == RLX_DEVICE_CUDA, RLX_OK};
+  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0, o.compile.device == RLX_DEVICE_CUDA, RLX_OK};
   st = b.g ? build_graph(&b, &m->kv) : rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   if (o.progress && st == RLX_OK) o.progress(0.1, o.progress_user);
   if (st == RLX_OK) st = rlx_compile(b.g, &o.compile, &m->sess);
@@ -648,7 +612,6 @@ void rlx_llm_free(rlx_llm *m) {
   if (!m) return;
   rlx_session_free(m->sess);
   llm_kv_free(&m->kv);
-  free(m->widened);
   free(m->rows);
   free(m->rope_freq);
   free(m->rope_table);
@@ -660,7 +623,6 @@ rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out) {
   fill_info(&m->hp, out);
   out->n_ctx = m->kv.n_ctx;
   out->weight_bytes = m->weight_bytes;
-  out->widened_bytes = m->widened_bytes;
   out->kv_cache_bytes = llm_kv_bytes(&m->kv);
   out->kv_cache_type = m->kv.dtype;
   return RLX_OK;

@@ -226,6 +226,7 @@ CASES = [
     ("qwen3_q8_0", "qwen3", True, QT.Q8_0, QT.Q8_0, None, 0.08),
     ("llama_rope_freqs", "llama", True, QT.F32, QT.F32, None, 2e-4),
     ("qwen2_yarn", "qwen2", False, QT.F32, QT.F32, QT.F32, 2e-4),
+    ("llama_bf16", "llama", True, QT.BF16, QT.BF16, None, 2e-3),
 ]
 
 # RoPE of the cases that are not plain: metadata, rope_freqs.weight (the
@@ -259,7 +260,7 @@ def main():
             qt = QT.F32 if t.ndim == 1 else eq if k == "token_embd.weight" else oq if k == "output.weight" else wq
             stored[k] = (store(t, qt)[0], qt)
             values[k] = store(t, qt)[1]
-            if qt not in (QT.F32, QT.F16):
+            if qt not in (QT.F32, QT.F16, QT.BF16):  # 16-bit products take x as it is
                 quantized.add(k)
         tokens = rng.integers(0, N_VOCAB, 40).astype(np.int32)
         logits = forward(values, tokens, arch, 1e-5, freqs, quantized)

@@ -2,6 +2,7 @@
  * formats themselves live in quant_blocks.c and the quantized dot products
  * in qdot_*.c; these kernels walk rows. */
 #include "cpu.h"
+#include "gemm.h"
 #include "qdot.h"
 #include "quant_blocks.h"
 #include "vec.h"
@@ -37,8 +38,8 @@ static const float *f32_row(const cpu_tensor *t, int64_t r, int64_t K, float *bu
 
 /* ---------------------------------------------------------------- DequantMatMul */
 
-/* The reference: x [M, K] @ dequant(w [N, K])^T, one dequantized row of w
- * at a time, accumulated in double from x as given (not quantized). Serial
+/* The reference: x [M, K] @ dequant(w [N, K])^T, one dequantized (or
+ * widened) row of w at a time, accumulated in double from x as given (not quantized). Serial
  * and slow; chosen by RLX_QMATMUL_REF=1 (for testing the fast path). */
 static rlx_status dequant_matmul_ref(const ir_node *n, const cpu_tensor *x, const cpu_tensor *w,
                                      cpu_tensor *out) {
@@ -53,7 +54,9 @@ static rlx_status dequant_matmul_ref(const ir_node *n, const cpu_tensor *x, cons
   }
   for (int64_t j = 0; j < N; j++) {
     const uint8_t *wr = (const uint8_t *)w->data + (size_t)j * row_bytes;
-    if (quant_dequantize_row(w->dtype, wr, wrow, K)) {
+    if (qdot_widens(w->dtype)) {
+      f32_row(w, j, K, wrow);
+    } else if (quant_dequantize_row(w->dtype, wr, wrow, K)) {
       st = rlx_set_error(RLX_ERR_INTERNAL, "DequantMatMul (node %d): cannot decode %s rows of %lld",
                          n->id, rlx_dtype_name(w->dtype), (long long)K);
       goto done;
@@ -97,18 +100,18 @@ typedef struct {
   const uint8_t *w;
   size_t w_row, act_row;
   int64_t M, N, K;
-  uint8_t *act;    /* M activation rows */
+  const uint8_t *act; /* M activation rows (x itself for F32 x and F16/BF16 w) */
   float *xbuf;     /* K floats per thread: non-F32 x rows as F32 */
   float *y;        /* [M, N] F32 */
 } qmm_job;
 
-/* Activation rows [begin, end): x row -> F32 -> Q8 blocks. */
+/* Activation rows [begin, end): x row -> F32 -> Q8 blocks (or F32 rows). */
 static void qmm_quantize(void *arg, int64_t begin, int64_t end, int thread) {
   const qmm_job *J = arg;
   float *buf = J->xbuf ? J->xbuf + (size_t)thread * (size_t)J->K : NULL;
   for (int64_t i = begin; i < end; i++) {
     const float *row = f32_row(J->x, i, J->K, buf);
-    qdot_quantize_row(J->q, J->wt, row, J->act + (size_t)i * J->act_row, J->K);
+    qdot_quantize_row(J->q, J->wt, row, (uint8_t *)J->act + (size_t)i * J->act_row, J->K);
   }
 }
 
@@ -132,10 +135,50 @@ static void qmm_rows(void *arg, int64_t begin, int64_t end, int thread) {
   }
 }
 
+/* y [M, N] F32 into out of another float dtype. */
+static void store_from_f32(cpu_tensor *out, const float *y) {
+  if (out->dtype == RLX_F64) {
+    for (int64_t i = 0; i < out->numel; i++) ((double *)out->data)[i] = y[i];
+  } else {
+    cpu_vec()->store(out->data, out->dtype, y, out->numel);
+  }
+}
+
+/* F16/BF16 w and more rows than a dot pass serves (prefill): the SGEMM,
+ * which widens w to F32 while it packs it (a panel of rows at a time, into
+ * its own buffers: w itself is never expanded) and reuses each packed
+ * panel for all of x's rows. F64 x is rounded to F32 first (the GEMM's
+ * operands are F32, F16 or BF16). */
+static rlx_status dequant_matmul_gemm(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *x,
+                                      const cpu_tensor *w, cpu_tensor *out) {
+  const int64_t N = w->d[0], K = w->d[1], M = outer_rows(x);
+  const int out_f32 = out->dtype == RLX_F32, x_f64 = x->dtype == RLX_F64;
+  float *xf = x_f64 ? malloc((size_t)M * (size_t)K * sizeof(float) + 1) : NULL;
+  float *y = out_f32 ? out->data : malloc((size_t)out->numel * sizeof(float));
+  rlx_status st = RLX_OK;
+  if ((x_f64 && !xf) || !y) {
+    st = nomem(n);
+    goto done;
+  }
+  for (int64_t i = 0; x_f64 && i < M * K; i++) xf[i] = (float)((const double *)x->data)[i];
+  const gemm_operand a = {.data = xf ? (const void *)xf : x->data, .dtype = xf ? RLX_F32 : x->dtype,
+                          .trans = 0, .ld = K};
+  const gemm_operand b = {.data = w->data, .dtype = w->dtype, .trans = 1, .ld = K};
+  cpu_gemm(ctx, 1, M, N, K, &a, &b, y, N, 0, NULL);
+  if (!out_f32) store_from_f32(out, y);
+done:
+  free(xf);
+  if (!out_f32) free(y);
+  return st;
+}
+
 /* x [M, K] @ dequant(w [N, K])^T without expanding w: x quantized once to
  * 8-bit blocks (qdot.h), then integer block dot products, threaded over
  * the rows of w. F16/BF16/F64 x is converted to F32 rows first, the result
- * is computed in F32 and stored in x's dtype. */
+ * is computed in F32 and stored in x's dtype. F16/BF16 w: the same walk
+ * over w's rows with float dot products against x's F32 rows (x itself
+ * when it is F32) for up to QDOT_MAX_ROWS rows (decode: one stream over
+ * w), the SGEMM for more (dequant_matmul_gemm). */
 rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                              cpu_tensor *out) {
   const cpu_tensor *x = &in[0], *w = &in[1];
@@ -143,6 +186,8 @@ rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *i
   pthread_once(&ref_once, read_ref_flag);
   if (use_ref) return dequant_matmul_ref(n, x, w, out);
   const int64_t N = w->d[0], K = w->d[1], M = outer_rows(x);
+  const int widens = qdot_widens(w->dtype);
+  if (widens && M > QDOT_MAX_ROWS) return dequant_matmul_gemm(ctx, n, x, w, out);
   const qdot_ops *q = qdot_best();
   qmm_job J = {.q = q, .dot = q->dot[w->dtype], .x = x, .wt = w->dtype, .w = w->data,
                .w_row = rlx_dtype_nbytes(w->dtype, K), .act_row = qdot_act_row_bytes(w->dtype, K),
@@ -152,7 +197,10 @@ rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *i
                          n->id, rlx_dtype_name(w->dtype));
   const int threads = cpu_ctx_threads(ctx);
   const int out_f32 = out->dtype == RLX_F32;
-  J.act = malloc(J.act_row * (size_t)M + 1);
+  /* F32 rows of x serve F16/BF16 weights as they are */
+  const int x_as_act = widens && x->dtype == RLX_F32;
+  uint8_t *act = x_as_act ? NULL : malloc(J.act_row * (size_t)M + 1);
+  J.act = x_as_act ? x->data : act;
   J.xbuf = x->dtype == RLX_F32 ? NULL : malloc((size_t)threads * (size_t)K * sizeof(float) + 1);
   J.y = out_f32 ? out->data : malloc((size_t)out->numel * sizeof(float));
   rlx_status st = RLX_OK;
@@ -162,18 +210,12 @@ rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *i
   }
   /* about 64 KiB of activations per quantization chunk */
   const int64_t xgrain = 1 + (int64_t)(16384 / (K ? K : 1));
-  cpu_parallel_for(ctx, M, xgrain, qmm_quantize, &J);
+  if (!x_as_act) cpu_parallel_for(ctx, M, xgrain, qmm_quantize, &J);
   const int64_t grain = 1 + (int64_t)(QMM_MIN_CHUNK_BYTES / ((size_t)M * J.w_row + 1));
   cpu_parallel_for(ctx, N, grain, qmm_rows, &J);
-  if (!out_f32) {
-    if (out->dtype == RLX_F64) {
-      for (int64_t i = 0; i < out->numel; i++) ((double *)out->data)[i] = J.y[i];
-    } else {
-      cpu_vec()->store(out->data, out->dtype, J.y, out->numel);
-    }
-  }
+  if (!out_f32) store_from_f32(out, J.y);
 done:
-  free(J.act);
+  free(act);
   free(J.xbuf);
   if (!out_f32) free(J.y);
   return st;

@@ -18,6 +18,13 @@
  * -127..127, which the AVX2 kernels rely on (no int8 overflow in the sign
  * trick, no saturation of the 16-bit pair sums).
  *
+ * F16 and BF16 weights (GGUF tensor types too; llama.cpp and F16 GGUFs
+ * keep whole models or some matrices in them) are not quantized against:
+ * their "activation rows" are the F32 rows of x themselves, and each weight
+ * row is widened 8 elements at a time in registers (F16C / a 16-bit shift)
+ * and meets the rows with FMAs. Nothing is lost: every 16-bit value is
+ * exactly a float (qdot_widens).
+ *
  * Weight blocks are read in place (ggml layouts, quant_blocks.h); the
  * weight bytes may have any alignment. Three tables compute the same
  * functions: portable C (qdot_scalar.c), AVX2/FMA/F16C (qdot_avx2.c) and
@@ -60,15 +67,21 @@ typedef struct {
   int16_t bsums[QDOT_QK_K / 16];
 } qdot_q8_k;
 
-/* 1 when weight dtype w pairs with qdot_q8_k activations, 0 for qdot_q8_0. */
+/* 1 when weight dtype w pairs with qdot_q8_k activations, 0 for qdot_q8_0
+ * or F32 rows. */
 int qdot_uses_q8_k(rlx_dtype w);
+
+/* 1 for F16/BF16 weights: activation rows are F32 (k floats), the dot is
+ * a float one. */
+int qdot_widens(rlx_dtype w);
 
 /* Bytes of one activation row of k elements for weight dtype w (k a
  * multiple of w's block). */
 size_t qdot_act_row_bytes(rlx_dtype w, int64_t k);
 
 /* out[r * out_stride] = (weight row w) . (activation row r) for r < nr,
- * 1 <= nr <= QDOT_MAX_ROWS; w is nb blocks of the table entry's dtype,
+ * 1 <= nr <= QDOT_MAX_ROWS; w is nb blocks of the table entry's dtype
+ * (F16/BF16: nb elements, F32 activation rows, accumulated in F32),
  * activation row r starts act_stride bytes after row r - 1 and holds nb
  * blocks of the matching activation type. */
 typedef void (*qdot_fn)(int64_t nb, const void *w, const void *act, size_t act_stride, int nr,
@@ -79,7 +92,7 @@ typedef struct {
   /* x[32 nb] -> y[nb]; x[256 nb] -> y[nb]. Both tables write the same bytes. */
   void (*quantize_q8_0)(const float *x, qdot_q8_0 *y, int64_t nb);
   void (*quantize_q8_k)(const float *x, qdot_q8_k *y, int64_t nb);
-  /* Indexed by weight dtype; NULL for the plain dtypes. */
+  /* Indexed by weight dtype; NULL for the plain dtypes but F16/BF16. */
   qdot_fn dot[RLX_DTYPE_COUNT];
 } qdot_ops;
 
@@ -93,7 +106,8 @@ extern const qdot_ops *const qdot_avx512_vnni;
 const qdot_ops *qdot_best(void);
 
 /* Quantizes an activation row of k elements for weight dtype w into dst
- * (qdot_act_row_bytes(w, k) bytes) with table q. */
+ * (qdot_act_row_bytes(w, k) bytes) with table q; for F16/BF16 weights a
+ * copy of the floats. */
 void qdot_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, void *dst, int64_t k);
 
 #endif /* RLX_CPU_QDOT_H */

@@ -536,6 +536,62 @@ K_BODY(q5_k, RLX_Q5_K)
 K_BODY(q6_k, RLX_Q6_K)
 K_BODY(q8_k, RLX_Q8_K)
 
+/* ---------------------------------------------------------------- F16 / BF16 */
+
+/* A 16-bit weight row of nb elements against nr F32 rows: 8 weights
+ * widened per vector (load8: simd_load_f16 / simd_load_bf16) meet every row
+ * with an FMA. U vectors per step, each with its own accumulators, so that
+ * few rows still have U independent FMA chains (decode, nr = 1: 4 chains
+ * keep up with a weight stream from memory); U * nr <= 8 accumulators. */
+#define WIDE_BODY(name, load8, widen1)                                                           \
+  ALWAYS_INLINE void name##_body(int64_t nb, const uint8_t *w, const void *act, size_t as,       \
+                                 const int nr, float *out, int64_t os) {                         \
+    enum { U_MAX = 4 };                                                                          \
+    const int U = nr == 1 ? 4 : nr <= 4 ? 2 : 1;                                                 \
+    const uint16_t *wh = (const uint16_t *)(const void *)w;                                       \
+    __m256 acc[U_MAX][QDOT_MAX_ROWS];                                                            \
+    for (int u = 0; u < U; u++)                                                                  \
+      ROWS_UNROLLED for (int r = 0; r < nr; r++) acc[u][r] = _mm256_setzero_ps();                \
+    int64_t k = 0;                                                                               \
+    for (; k + 8 * U <= nb; k += 8 * U)                                                          \
+      for (int u = 0; u < U; u++) {                                                              \
+        const __m256 wv = load8(wh + k + 8 * u);                                                 \
+        ROWS_UNROLLED for (int r = 0; r < nr; r++) {                                             \
+          const float *x = (const float *)(const void *)((const uint8_t *)act + (size_t)r * as); \
+          acc[u][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + k + 8 * u), acc[u][r]);            \
+        }                                                                                        \
+      }                                                                                          \
+    for (; k + 8 <= nb; k += 8) {                                                                \
+      const __m256 wv = load8(wh + k);                                                           \
+      ROWS_UNROLLED for (int r = 0; r < nr; r++) {                                               \
+        const float *x = (const float *)(const void *)((const uint8_t *)act + (size_t)r * as);   \
+        acc[0][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + k), acc[0][r]);                      \
+      }                                                                                          \
+    }                                                                                            \
+    ROWS_UNROLLED for (int r = 0; r < nr; r++) {                                                 \
+      const float *x = (const float *)(const void *)((const uint8_t *)act + (size_t)r * as);     \
+      for (int u = 1; u < U; u++) acc[0][r] = _mm256_add_ps(acc[0][r], acc[u][r]);               \
+      float s = simd_hsum(acc[0][r]);                                                            \
+      for (int64_t t = k; t < nb; t++) {                                                         \
+        uint16_t h;                                                                              \
+        memcpy(&h, w + 2 * t, sizeof h);                                                         \
+        s += widen1(h) * x[t];                                                                   \
+      }                                                                                          \
+      out[r * os] = s;                                                                           \
+    }                                                                                            \
+  }                                                                                              \
+  ROWS_DISPATCH(dot_##name, name##_body)
+
+ALWAYS_INLINE float bf16_widen1(uint16_t h) {
+  const uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+WIDE_BODY(f16, simd_load_f16, _cvtsh_ss)
+WIDE_BODY(bf16, simd_load_bf16, bf16_widen1)
+
 static const qdot_ops qdot_table = {
   .name = QDOT_TABLE_NAME,
   .quantize_q8_0 = quantize_q8_0,
@@ -543,6 +599,7 @@ static const qdot_ops qdot_table = {
   .dot = {[RLX_Q4_0] = dot_q4_0, [RLX_Q4_1] = dot_q4_1, [RLX_Q5_0] = dot_q5_0,
           [RLX_Q5_1] = dot_q5_1, [RLX_Q8_0] = dot_q8_0, [RLX_Q2_K] = dot_q2_k,
           [RLX_Q3_K] = dot_q3_k, [RLX_Q4_K] = dot_q4_k, [RLX_Q5_K] = dot_q5_k,
-          [RLX_Q6_K] = dot_q6_k, [RLX_Q8_K] = dot_q8_k},
+          [RLX_Q6_K] = dot_q6_k, [RLX_Q8_K] = dot_q8_k, [RLX_F16] = dot_f16,
+          [RLX_BF16] = dot_bf16},
 };
 

@@ -24,13 +24,17 @@
 
 int qdot_uses_q8_k(rlx_dtype w) { return ir_dtypes[w].block == QDOT_QK_K; }
 
+int qdot_widens(rlx_dtype w) { return w == RLX_F16 || w == RLX_BF16; }
+
 size_t qdot_act_row_bytes(rlx_dtype w, int64_t k) {
+  if (qdot_widens(w)) return (size_t)k * sizeof(float);
   return qdot_uses_q8_k(w) ? (size_t)(k / QDOT_QK_K) * sizeof(qdot_q8_k)
                            : (size_t)(k / QDOT_QK) * sizeof(qdot_q8_0);
 }
 
 void qdot_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, void *dst, int64_t k) {
-  if (qdot_uses_q8_k(w)) q->quantize_q8_k(x, dst, k / QDOT_QK_K);
+  if (qdot_widens(w)) memcpy(dst, x, (size_t)k * sizeof *x);
+  else if (qdot_uses_q8_k(w)) q->quantize_q8_k(x, dst, k / QDOT_QK_K);
   else q->quantize_q8_0(x, dst, k / QDOT_QK);
 }
 
@@ -359,6 +363,32 @@ K_DOT(q5_k, 176)
 K_DOT(q6_k, 210)
 K_DOT(q8_k, 292)
 
+/* ---------------------------------------------------------------- F16 / BF16 */
+
+/* A 16-bit weight row (nb elements, little-endian, any alignment) against
+ * F32 rows, in F32 in element order. */
+static void wide_rows(float (*widen)(uint16_t), int64_t nb, const void *w, const void *act,
+                      size_t act_stride, int nr, float *out, int64_t out_stride) {
+  float acc[QDOT_MAX_ROWS] = {0};
+  const uint8_t *wb = w;
+  for (int64_t k = 0; k < nb; k++) {
+    const float v = widen((uint16_t)(wb[2 * k] | wb[2 * k + 1] << 8));
+    for (int r = 0; r < nr; r++)
+      acc[r] += v * ((const float *)(const void *)((const uint8_t *)act + r * act_stride))[k];
+  }
+  for (int r = 0; r < nr; r++) out[r * out_stride] = acc[r];
+}
+
+static void dot_f16(int64_t nb, const void *w, const void *act, size_t act_stride, int nr,
+                    float *out, int64_t out_stride) {
+  wide_rows(rlx_f16_to_f32, nb, w, act, act_stride, nr, out, out_stride);
+}
+
+static void dot_bf16(int64_t nb, const void *w, const void *act, size_t act_stride, int nr,
+                     float *out, int64_t out_stride) {
+  wide_rows(rlx_bf16_to_f32, nb, w, act, act_stride, nr, out, out_stride);
+}
+
 const qdot_ops qdot_scalar = {
   .name = "scalar",
   .quantize_q8_0 = quantize_q8_0,
@@ -366,5 +396,6 @@ const qdot_ops qdot_scalar = {
   .dot = {[RLX_Q4_0] = dot_q4_0, [RLX_Q4_1] = dot_q4_1, [RLX_Q5_0] = dot_q5_0,
           [RLX_Q5_1] = dot_q5_1, [RLX_Q8_0] = dot_q8_0, [RLX_Q2_K] = dot_q2_k,
           [RLX_Q3_K] = dot_q3_k, [RLX_Q4_K] = dot_q4_k, [RLX_Q5_K] = dot_q5_k,
-          [RLX_Q6_K] = dot_q6_k, [RLX_Q8_K] = dot_q8_k},
+          [RLX_Q6_K] = dot_q6_k, [RLX_Q8_K] = dot_q8_k, [RLX_F16] = dot_f16,
+          [RLX_BF16] = dot_bf16},
 };
