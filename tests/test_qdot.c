@@ -10,6 +10,8 @@
  *    against dequantize (quant_blocks.c) + dot in double of the quantized
  *    activations, and each vector table against the scalar one; random blocks and
  *    blocks at the extremes of the levels (no s16 saturation).
+ *    F16/BF16 weights (float dots against F32 rows): every table within
+ *    the a-priori bound of F32 accumulation.
  * 3. cpu_DequantMatMul through a context (RLX_THREADS from CTest: 1 and 2),
  *    decode (M = 1) and prefill (M up to 70) shapes, F32/F16/BF16/F64 x,
  *    against the double reference on quantized x; and its error against
@@ -274,6 +276,62 @@ static void test_dots(const qdot_ops *vt, const qdot_ops *same_as) {
   }
 }
 
+/* F16/BF16 weight rows (qdot_widens) against F32 rows, every table: within
+ * the a-priori bound of F32 accumulation in any order, (K + 1) 2^-24
+ * sum_k |w_k x_k| (one misread weight or a dropped tail of K is far more),
+ * against the double dot of the values the library's scalar converters
+ * give. K covers the vector kernels' 4-vector steps, single vectors and the
+ * scalar tail. */
+static void test_wide_dots(const qdot_ops *table) {
+  static const int64_t ks[] = {1, 7, 8, 9, 31, 32, 33, 75, 203};
+  static const rlx_dtype wts[] = {RLX_F16, RLX_BF16};
+  for (int wi = 0; wi < 2; wi++) {
+    const rlx_dtype t = wts[wi];
+    int bad = 0;
+    double worst = 0;
+    for (int ki = 0; ki < (int)(sizeof ks / sizeof ks[0]); ki++) {
+      const int64_t K = ks[ki];
+      uint16_t *w = malloc((size_t)K * sizeof *w);
+      float *x = malloc((size_t)(K * QDOT_MAX_ROWS) * sizeof *x);
+      for (int64_t k = 0; k < K; k++) {
+        const float v = (float)normal_value();
+        w[k] = t == RLX_F16 ? rlx_f32_to_f16(v) : rlx_f32_to_bf16(v);
+      }
+      for (int64_t i = 0; i < K * QDOT_MAX_ROWS; i++) x[i] = (float)normal_value();
+      double want[QDOT_MAX_ROWS], mag[QDOT_MAX_ROWS];
+      for (int r = 0; r < QDOT_MAX_ROWS; r++) {
+        want[r] = mag[r] = 0;
+        for (int64_t k = 0; k < K; k++) {
+          const double wv = t == RLX_F16 ? rlx_f16_to_f32(w[k]) : rlx_bf16_to_f32(w[k]);
+          want[r] += wv * x[r * K + k];
+          mag[r] += fabs(wv * x[r * K + k]);
+        }
+      }
+      for (int nr = 1; nr <= QDOT_MAX_ROWS; nr++) {
+        float got[3 * QDOT_MAX_ROWS];
+        for (int i = 0; i < 3 * QDOT_MAX_ROWS; i++) got[i] = NAN;
+        table->dot[t](K, w, x, (size_t)K * sizeof *x, nr, got, 3);
+        for (int r = 0; r < QDOT_MAX_ROWS; r++) {
+          const double err = fabs(got[3 * r] - want[r]);
+          if (r < nr) {
+            worst = fmax(worst, mag[r] > 0 ? err / mag[r] : err);
+            if (!(err <= (double)(K + 1) * 0x1p-24 * mag[r]) && bad++ < 5)
+              printf("  %s %s K %lld nr %d row %d: got %.9g want %.9g\n", rlx_dtype_name(t),
+                     table->name, (long long)K, nr, r, got[3 * r], want[r]);
+          } else {
+            bad += !isnan(got[3 * r]);
+          }
+          bad += !isnan(got[3 * r + 1]) || !isnan(got[3 * r + 2]);
+        }
+      }
+      free(w);
+      free(x);
+    }
+    CHECK(bad == 0, "%s %s: %d dot results off", rlx_dtype_name(t), table->name, bad);
+    printf("dot %-5s %s: largest error / magnitude %.2e\n", rlx_dtype_name(t), table->name, worst);
+  }
+}
+
 /* ---------------------------------------------------------------- 3. the kernel */
 
 static void set_tensor(cpu_tensor *t, void *data, rlx_dtype dt, int64_t rows, int64_t cols) {
@@ -417,9 +475,12 @@ int main(void) {
          vnni ? ", avx512vnni" : " (no AVX-512 VNNI here)");
   test_quantizers(avx2);
   test_dots(avx2, NULL);
+  test_wide_dots(&qdot_scalar);
+  if (avx2) test_wide_dots(avx2);
   if (vnni) {
     test_quantizers(vnni);
     test_dots(vnni, avx2);
+    test_wide_dots(vnni);
   }
   test_matmul();
   return check_report();

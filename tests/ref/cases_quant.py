@@ -1,5 +1,6 @@
 """Op-parity cases of group "quant": DequantMatMul, Quantize, Dequantize,
-FakeQuantize, over the 11 GGUF block dtypes.
+FakeQuantize, over the 11 GGUF block dtypes (and DequantMatMul of F16/BF16
+weights).
 
 The reference for the block formats is the PyPI `gguf` package (gguf.quants,
 ggml's layouts in NumPy): its dequantizer for every type it has (all but
@@ -564,6 +565,9 @@ def quantize_cases(suite, rng, gguf):
 # with the dtype's default tolerance.
 
 ACC_RTOL = 1e-6
+# F32 accumulation over K <= 203 products of F16/BF16 weights: the worst
+# relative error seen over these cases times 10 or more
+ACC_RTOL_16 = 2e-6
 # rounding of the output to its dtype (f16: half an ulp of its subnormals too)
 OUT_RTOL = {"f32": 0.0, "f64": 0.0, "f16": 1e-3, "bf16": 8e-3}
 OUT_ATOL = {"f32": 0.0, "f64": 0.0, "f16": 2.0 ** -25, "bf16": 0.0}
@@ -687,6 +691,40 @@ def dequant_matmul_cases(suite, rng, gguf):
                   inputs={"x": np.zeros(xshape, np.float32)},
                   params={"w": T.raw(bytes(n_out * k // 32 * 34), "q8_0", [n_out, k])},
                   expected=[np.zeros(xshape[:-1] + [n_out], np.float32)])
+
+
+def sixteen_bit_dequant_matmul_cases(suite, rng):
+    """DequantMatMul of F16/BF16 weights (dequantization is widening): the
+    float64 product of x and w as stored. The kernels accumulate in float32
+    (per weight row for up to 8 rows of x, the SGEMM beyond): tolerance
+    ACC_RTOL_16 x max of |x| @ |w|^T, far below what one misread weight
+    element (or a dropped tail of K) moves. K odd: full vectors, the single
+    vectors and the scalar tail of the streamed kernel; N odd; M = 1, 3, 8
+    (the streamed kernel's largest tile), 9 and 37 (the SGEMM), a batch."""
+    for wt in ("f16", "bf16"):
+        for K, n_out in ((75, 19), (203, 131), (5, 1)):
+            W = np.asarray(round_to(rng.standard_normal((n_out, K)).astype(F) * 0.2, wt),
+                           np.float64)
+            for xshape, dt in (([1, K], "f32"), ([3, K], "f32"), ([8, K], "f32"),
+                               ([9, K], "f32"), ([37, K], "f32"), ([2, 3, K], "f32"),
+                               ([2, 19, K], "f32"), ([3, K], "f16"), ([37, K], "bf16"),
+                               ([2, K], "f64"), ([37, K], "f64")):
+                if K == 5 and xshape not in ([1, K], [37, K]):
+                    continue
+                xt, xr = floats(rng, xshape, dt)
+                X = xr.reshape(-1, K)
+                # the kernels read F64 x as F32
+                Xk = np.asarray(X, F).astype(np.float64) if dt == "f64" else X
+                tol = ACC_RTOL_16 * float((np.abs(Xk) @ np.abs(W).T).max())
+                bound = 2.0 ** -24 * float((np.abs(X) @ np.abs(W).T).max()) if dt == "f64" else 0.0
+                g = Graph("dequant_matmul_16")
+                xi = g.input("x", dt, xshape)
+                w = g.param("w", wt, [n_out, K])
+                g.outputs(g.op("DequantMatMul", [xi, w], scheme=wt))
+                suite.add("dequant_matmul_%s_%s_%s_n%d" % (wt, dt, name_shape(xshape), n_out), g,
+                          inputs={"x": xt}, params={"w": T(W, wt)},
+                          expected=[T((X @ W.T).reshape(xshape[:-1] + [n_out]), dt)],
+                          atol=tol + bound + OUT_ATOL[dt], rtol=OUT_RTOL[dt])
 
 
 # ---------------------------------------------------------------- FakeQuantize
@@ -851,5 +889,6 @@ def cases(suite, rng):
     dequantize_cases(suite, rng, gguf)
     quantize_cases(suite, rng, gguf)
     dequant_matmul_cases(suite, rng, gguf)
+    sixteen_bit_dequant_matmul_cases(suite, rng)
     fake_quantize_cases(suite, rng)
     error_cases(suite, rng)
