@@ -11,10 +11,19 @@ rlx_status ad_jvp_MatMul(ad_ctx *c, const ir_node *n, rlx_node *tout) {
   return ad_status(c);
 }
 
-/* Linear in x; the packed weight is constant. */
+/* Linear in x; a packed weight is constant, an F16/BF16 one adds
+ * x @ tw^T (its tangent widened to x's dtype). */
 rlx_status ad_jvp_DequantMatMul(ad_ctx *c, const ir_node *n, rlx_node *tout) {
-  rlx_node in[2] = {ad_deriv(c, n->in[0], 0), n->in[1]};
-  tout[0] = ad_same_op(c, n, in);
+  rlx_node tx = ad_deriv(c, n->in[0], 0);
+  rlx_node tw = ir_is_block(ad_type(c, n->in[1]).dtype) ? -1 : ad_deriv(c, n->in[1], 0);
+  rlx_node in[2] = {tx, n->in[1]};
+  rlx_node t = tx >= 0 ? ad_same_op(c, n, in) : -1;
+  if (tw >= 0) {
+    const int64_t perm[2] = {1, 0};
+    rlx_node twx = rlx_cast(c->g, tw, ad_type(c, n->in[0]).dtype);
+    t = ad_add(c, t, rlx_matmul(c->g, n->in[0], rlx_transpose(c->g, twx, 2, perm)));
+  }
+  tout[0] = t;
   return ad_status(c);
 }
 

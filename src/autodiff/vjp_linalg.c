@@ -63,14 +63,24 @@ rlx_status ad_vjp_MatMul(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
 }
 
 /* y = x @ dequant(w)^T: dx = g @ dequant(w) (for F16/BF16 w, dequant is
- * widening: a Cast). The weight is read as a constant (a packed one is not
- * a float tensor). */
+ * widening: a Cast); an F16/BF16 w also gets dw = g^T x over all rows of x,
+ * in w's dtype. A packed (block) weight has no gradient (it is not a float
+ * tensor). */
 rlx_status ad_vjp_DequantMatMul(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
-  rlx_dtype t = ad_type(c, n->in[0]).dtype;
-  rlx_node w = ir_is_block(ad_type(c, n->in[1]).dtype) ? rlx_dequantize(c->g, n->in[1])
-                                                       : rlx_cast(c->g, n->in[1], RLX_F32);
-  if (t != RLX_F32) w = rlx_cast(c->g, w, t);
-  return ad_accum(c, n->in[0], 0, rlx_matmul(c->g, gout[0], w));
+  rlx_node x = n->in[0], w = n->in[1];
+  const rlx_dtype t = ad_type(c, x).dtype;
+  const ir_type tw = ad_type(c, w);
+  const int packed = ir_is_block(tw.dtype);
+  rlx_node wf = packed ? rlx_dequantize(c->g, w) : rlx_cast(c->g, w, RLX_F32);
+  if (t != RLX_F32) wf = rlx_cast(c->g, wf, t);
+  rlx_status st = ad_accum(c, x, 0, rlx_matmul(c->g, gout[0], wf));
+  if (st == RLX_OK && !packed && ad_active(c, w)) {
+    const int64_t xk[2] = {-1, tw.shape.d[1]}, gn[2] = {-1, tw.shape.d[0]};
+    rlx_node gw = rlx_matmul(c->g, swap_last2(c, rlx_reshape(c->g, gout[0], 2, gn)),
+                             rlx_reshape(c->g, x, 2, xk));
+    st = ad_accum(c, w, 0, rlx_cast(c->g, gw, tw.dtype));
+  }
+  return st;
 }
 
 rlx_status ad_vjp_Attention(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
