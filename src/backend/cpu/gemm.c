@@ -622,31 +622,30 @@ static int64_t even_tiles(int64_t units, int64_t threads, int64_t want) {
  * Tiles are equal up to one micro-panel, a multiple of the thread count.
  * Returns 0 when the shared copy cannot be had (too large, no memory): the
  * caller then splits as for batches. */
+/* Operand A (is_a) or B of job j packed whole into the calling thread's
+ * shared buffer, or NULL (too large, no memory). */
+static const float *pack_shared(cpu_ctx *ctx, const gemm_job *j, int is_a) {
+  const gemm_isa *isa = j->isa;
+  const int64_t rows = is_a ? j->M : j->N;
+  const int64_t floats = j->K * (is_a ? rows : ceil_div(rows, isa->nr_max) * isa->nr_max);
+  if (floats > GEMM_SHARED_MAX_FLOATS) return NULL;
+  float *dst = thread_buf(BUF_SHARED, (size_t)floats);
+  mat_view X = is_a ? view_a(j->a, 0) : view_b(j->b, 0);
+  return dst && pack_whole(ctx, isa, &X, is_a, j->K, rows, dst) ? dst : NULL;
+}
+
 static int split_one_matrix(cpu_ctx *ctx, gemm_job *j, int64_t threads, int64_t want) {
   const gemm_isa *isa = j->isa;
-  const int64_t M = j->M, N = j->N, K = j->K;
-  if (reuses_a(isa, M, K)) {
+  const int64_t M = j->M;
+  if (reuses_a(isa, M, j->K)) {
     j->tm = 1;
-    j->tn = even_tiles(ceil_div(N, isa->nr_max), threads, want);
-    if (j->tn == 1) return 1;
-    if (M * K > GEMM_SHARED_MAX_FLOATS) return 0;
-    float *a = thread_buf(BUF_SHARED, (size_t)(M * K));
-    mat_view A = view_a(j->a, 0);
-    if (!a || !pack_whole(ctx, isa, &A, 1, K, M, a)) return 0;
-    j->a_packed = a;
-    return 1;
+    j->tn = even_tiles(ceil_div(j->N, isa->nr_max), threads, want);
+    return j->tn == 1 || (j->a_packed = pack_shared(ctx, j, 1)) != NULL;
   }
   int64_t by_rows = M / isa->mc > threads ? M / isa->mc : threads;
   j->tn = 1;
   j->tm = even_tiles(ceil_div(M, isa->mr_max), threads, by_rows < want ? by_rows : want);
-  if (j->tm == 1 || j->b_packed) return 1;
-  int64_t n_pad = ceil_div(N, isa->nr_max) * isa->nr_max;
-  if (K * n_pad > GEMM_SHARED_MAX_FLOATS) return 0;
-  float *b = thread_buf(BUF_SHARED, (size_t)(K * n_pad));
-  mat_view B = view_b(j->b, 0);
-  if (!b || !pack_whole(ctx, isa, &B, 0, K, N, b)) return 0;
-  j->b_packed = b;
-  return 1;
+  return j->tm == 1 || j->b_packed || (j->b_packed = pack_shared(ctx, j, 0)) != NULL;
 }
 
 static void fill_k0(const gemm_isa *isa, int64_t batch, int64_t M, int64_t N, float *C,

@@ -21,6 +21,12 @@
 #include <math.h>
 #include <stdint.h>
 
+/* rlx_cmpop -> the vcmpps predicate (ordered: a NaN compares false, except
+ * for NE, which holds), as X(op, predicate) for a switch over the ops. */
+#define SIMD_CMP_PREDICATES(X)                                                           \
+  X(RLX_CMP_EQ, _CMP_EQ_OQ) X(RLX_CMP_NE, _CMP_NEQ_UQ) X(RLX_CMP_LT, _CMP_LT_OQ)         \
+  X(RLX_CMP_LE, _CMP_LE_OQ) X(RLX_CMP_GT, _CMP_GT_OQ) X(RLX_CMP_GE, _CMP_GE_OQ)
+
 /* Lanes of a where mask is set, else b. */
 static inline __m256 simd_select(__m256 mask, __m256 a, __m256 b) { return _mm256_blendv_ps(b, a, mask); }
 

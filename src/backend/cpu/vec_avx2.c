@@ -159,18 +159,13 @@ static void v_binary(rlx_binop op, const float *a, int sa, const float *b, int s
 }
 
 #define CMP_CASE(OP, PRED) \
-  case OP: MAP2(a, sa, b, sb, y, n, _mm256_and_ps(_mm256_cmp_ps(va, vb, PRED), one)); break
+  case OP: MAP2(a, sa, b, sb, y, n, _mm256_and_ps(_mm256_cmp_ps(va, vb, PRED), one)); break;
 
 static void v_compare(rlx_cmpop op, const float *a, int sa, const float *b, int sb, float *y, int64_t n) {
   if (n <= 0) return;
   const __m256 one = _mm256_set1_ps(1.0f);
   switch (op) {
-  CMP_CASE(RLX_CMP_EQ, _CMP_EQ_OQ);
-  CMP_CASE(RLX_CMP_NE, _CMP_NEQ_UQ); /* NaN != x holds */
-  CMP_CASE(RLX_CMP_LT, _CMP_LT_OQ);
-  CMP_CASE(RLX_CMP_LE, _CMP_LE_OQ);
-  CMP_CASE(RLX_CMP_GT, _CMP_GT_OQ);
-  CMP_CASE(RLX_CMP_GE, _CMP_GE_OQ);
+  SIMD_CMP_PREDICATES(CMP_CASE)
   default: cpu_vec_portable.compare(op, a, sa, b, sb, y, n); break;
   }
 }
