@@ -725,6 +725,15 @@ def sixteen_bit_dequant_matmul_cases(suite, rng):
                           inputs={"x": xt}, params={"w": T(W, wt)},
                           expected=[T((X @ W.T).reshape(xshape[:-1] + [n_out]), dt)],
                           atol=tol + bound + OUT_ATOL[dt], rtol=OUT_RTOL[dt])
+        # K = 0 (x without data): zeros, on both paths (M = 2 and 9)
+        for m in (2, 9):
+            g = Graph("dequant_matmul_16_empty")
+            xi = g.input("x", "f32", [m, 0])
+            w = g.param("w", wt, [3, 0])
+            g.outputs(g.op("DequantMatMul", [xi, w], scheme=wt))
+            suite.add("dequant_matmul_%s_empty_%dx0_n3" % (wt, m), g,
+                      inputs={"x": np.zeros((m, 0), F)}, params={"w": T(np.zeros((3, 0)), wt)},
+                      expected=[np.zeros((m, 3), F)])
 
 
 # ---------------------------------------------------------------- FakeQuantize

@@ -197,8 +197,9 @@ rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *i
                          n->id, rlx_dtype_name(w->dtype));
   const int threads = cpu_ctx_threads(ctx);
   const int out_f32 = out->dtype == RLX_F32;
-  /* F32 rows of x serve F16/BF16 weights as they are */
-  const int x_as_act = widens && x->dtype == RLX_F32;
+  /* F32 rows of x serve F16/BF16 weights as they are (K = 0: x may have
+   * no data) */
+  const int x_as_act = widens && x->dtype == RLX_F32 && K > 0;
   uint8_t *act = x_as_act ? NULL : malloc(J.act_row * (size_t)M + 1);
   J.act = x_as_act ? x->data : act;
   J.xbuf = x->dtype == RLX_F32 ? NULL : malloc((size_t)threads * (size_t)K * sizeof(float) + 1);
