@@ -4,11 +4,12 @@
  *
  * Activation, Binary and Compare on F32/F16/BF16 (and Binary / Compare on
  * BOOL) run as one-step chains of chain_eval.h: vectorized in f32, blocked,
- * threaded, broadcast operands read in place. The rest (F64, integers,
- * Where, Cast, Clamp) is the reference: floats computed in double and
- * rounded once on store; integers in int64 (wrapping through uint64, never
- * signed overflow) and wrapped to the dtype width on store. Broadcast
- * operands are read through stride-0 strides.
+ * threaded, broadcast operands read in place. Where is threaded over rows;
+ * Cast among F32, F16 and BF16 runs through vec.h's load / store, threaded.
+ * The rest (F64, integers, other Casts, Clamp) is the reference: floats
+ * computed in double and rounded once on store; integers in int64 (wrapping
+ * through uint64, never signed overflow) and wrapped to the dtype width on
+ * store. Broadcast operands are read through stride-0 strides.
  */
 #include "cpu.h"
 #include "bcast_walk.h"
@@ -343,10 +344,63 @@ static int64_t saturate_i(double v, int64_t lo, int64_t hi) {
   return (int64_t)v;
 }
 
+/* Casts among F32, F16 and BF16 (not F32 -> F32) through vec.h's load and
+ * store: F16C or integer rounding where the CPU has them, the IR's scalar
+ * helpers otherwise; threaded. The results are those of the reference loop
+ * below bit for bit: narrowing rounds to nearest even and makes a NaN
+ * quiet (in every table), and a widened signalling NaN comes out quiet, as
+ * the reference's pass through double and F16C's vcvtph2ps make it (the
+ * portable load and the BF16 shift keep it signalling: quiet_nans). */
+typedef struct {
+  const void *x;
+  void *y;
+  rlx_dtype from, to;
+  const cpu_vec_ops *vo;
+} cast_job;
+
+/* Elements per step of a widening cast: its f32 block stays in L1 between
+ * the load and quiet_nans. */
+enum { CAST_BLOCK = 2048 };
+
+static int is_half_float(rlx_dtype t) { return t == RLX_F16 || t == RLX_BF16; }
+
+/* Sets the quiet bit of every NaN in v. */
+static void quiet_nans(float *v, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &v[i], sizeof u);
+    u |= (uint32_t)((u & 0x7fffffffu) > 0x7f800000u) << 22;
+    memcpy(&v[i], &u, sizeof u);
+  }
+}
+
+static void cast_float_range(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const cast_job *J = arg;
+  if (J->from == RLX_F32) {
+    J->vo->store((uint16_t *)J->y + begin, J->to, (const float *)J->x + begin, end - begin);
+    return;
+  }
+  const uint16_t *x = (const uint16_t *)J->x;
+  float block[CAST_BLOCK];
+  for (int64_t b = begin; b < end; b += CAST_BLOCK) {
+    const int64_t len = end - b < CAST_BLOCK ? end - b : CAST_BLOCK;
+    float *f = J->to == RLX_F32 ? (float *)J->y + b : block;
+    J->vo->load(f, x + b, J->from, len);
+    if (J->to == RLX_F32) quiet_nans(f, len);
+    else J->vo->store((uint16_t *)J->y + b, J->to, f, len); /* store quiets NaNs itself */
+  }
+}
+
 rlx_status cpu_Cast(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
   (void)n;
   const cpu_tensor *x = &in[0];
+  if ((is_half_float(x->dtype) && (out->dtype == RLX_F32 || is_half_float(out->dtype))) ||
+      (x->dtype == RLX_F32 && is_half_float(out->dtype))) {
+    cast_job J = {.x = x->data, .y = out->data, .from = x->dtype, .to = out->dtype, .vo = cpu_vec()};
+    cpu_parallel_for(ctx, out->numel, cpu_vec_grain(1), cast_float_range, &J);
+    return RLX_OK;
+  }
   int from_float = ir_is_float(x->dtype), to_float = ir_is_float(out->dtype);
   for (int64_t i = 0; i < out->numel; i++) {
     if (from_float || to_float)
