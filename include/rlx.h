@@ -554,6 +554,10 @@ typedef struct rlx_session rlx_session;
  * flags), RLX_DECOMPOSE_FUSED=1 (every fused op into primitives),
  * RLX_DISPATCH_REPORT=1 (per op kind: native / decomposed / fallback). */
 rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out);
+/* The device rlx_compile takes for a request: RLX_DEVICE (cpu or cuda) in
+ * the environment overrides it, else `requested` (RLX_DEVICE_AUTO runs on
+ * the CPU). For callers that build a graph differently per device. */
+rlx_device rlx_compile_device(rlx_device requested);
 rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes);
 /* Like rlx_set_param but borrows data (no copy): it must stay valid and
  * unchanged until the session is freed or the param is set again. For

@@ -555,15 +555,6 @@ rlx_status rlx_llm_describe(const rlx_model_file *f, rlx_llm_info *out) {
   return RLX_OK;
 }
 
-/* Whether rlx_compile will run the graph on CUDA: the option, unless the
- * RLX_DEVICE environment variable overrides it (as rlx_compile reads it).
- * The CUDA graph keeps float weights as MatMul's right operand; on the CPU
- * 16-bit ones go through DequantMatMul, which CUDA declines (linear). */
-static int compiles_for_cuda(rlx_device d) {
-  const char *env = getenv("RLX_DEVICE");
-  if (env && !strcmp(env, "cpu")) return 0;
-  return d == RLX_DEVICE_CUDA || (env && !strcmp(env, "cuda"));
-}
 
 rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx_llm **out) {
   if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: out is NULL");
@@ -600,7 +591,8 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   }
   char gname[64];
   snprintf(gname, sizeof gname, "rlx.llm.%s", m->hp.name);
-  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0, compiles_for_cuda(o.compile.device), RLX_OK};
+  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0, 
+                   rlx_compile_device(o.compile.device) == RLX_DEVICE_CUDA, RLX_OK};
   st = b.g ? build_graph(&b, &m->kv) : rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   if (o.progress && st == RLX_OK) o.progress(0.1, o.progress_user);
   if (st == RLX_OK) st = rlx_compile(b.g, &o.compile, &m->sess);

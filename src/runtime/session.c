@@ -200,6 +200,13 @@ static rlx_status check_assigns(const rlx_graph *g) {
   return RLX_OK;
 }
 
+rlx_device rlx_compile_device(rlx_device requested) {
+  const char *env = getenv("RLX_DEVICE");
+  if (env && !strcmp(env, "cpu")) return RLX_DEVICE_CPU;
+  if (env && !strcmp(env, "cuda")) return RLX_DEVICE_CUDA;
+  return requested;
+}
+
 rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out) {
   if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: out is NULL");
   *out = NULL;
@@ -207,9 +214,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   if (g->err) return rlx_graph_status(g);
   rlx_options o = {RLX_DEVICE_AUTO, 0, 0};
   if (opt) o = *opt;
-  const char *env = getenv("RLX_DEVICE");
-  if (env && !strcmp(env, "cpu")) o.device = RLX_DEVICE_CPU;
-  if (env && !strcmp(env, "cuda")) o.device = RLX_DEVICE_CUDA;
+  o.device = rlx_compile_device(o.device);
   if (o.device == RLX_DEVICE_CUDA && !rlx_device_backend())
     return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: this build has no CUDA backend");
   if (o.device == RLX_DEVICE_CUDA && !rlx_device_available())
