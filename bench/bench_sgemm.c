@@ -1,6 +1,6 @@
 /* bench_sgemm.c — times cpu_sgemm for bench_sgemm.py (not a test).
  *
- *   bench_sgemm [--cpu-time] THREADS RUNS M K N [M K N ...]
+ *   bench_sgemm [--cpu-time] [--peer LIBBLAS] THREADS RUNS M K N [M K N ...]
  *
  * For each shape C[M,N] = A[M,K] · B[K,N] (row-major, no transposes, no
  * epilogue, as NumPy's a @ b), prints one line
@@ -9,9 +9,21 @@
  * warm-up call) and reports its GFLOP/s. --cpu-time divides by the process's
  * CPU time instead of the wall clock: on a machine shared with other work,
  * and with one thread, that is the kernel's speed when it had the core.
+ *
+ * --peer LIBBLAS also times cblas_sgemm of that shared library (an OpenBLAS:
+ * its openblas_set_num_threads sets THREADS) on the same matrices, its runs
+ * alternating with rlx's (rlx, peer, rlx, ...: a machine that slows down
+ * mid-way slows both alike), and prints after each rlx line
+ *   M K N peer GFLOPS_1 ... GFLOPS_RUNS
+ * This is how a machine without Debian's NumPy (the device machine) compares
+ * against the same OpenBLAS build (dlopen, so the driver needs no BLAS to
+ * link or to run without --peer). With --cpu-time the peer's worker threads,
+ * which spin after a call, would be charged to rlx: use it with THREADS 1.
  */
 #include "backend/cpu/gemm.h"
 
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,54 +47,126 @@ static float *random_matrix(int64_t n, unsigned *seed) {
   return m;
 }
 
+/* cblas_sgemm's signature with the CBLAS enums as ints (row-major 101,
+ * no transpose 111). */
+typedef void (*cblas_sgemm_fn)(int order, int ta, int tb, int M, int N, int K, float alpha,
+                               const float *A, int lda, const float *B, int ldb, float beta,
+                               float *C, int ldc);
+
+typedef struct {
+  cblas_sgemm_fn sgemm; /* NULL: no peer */
+  cpu_ctx *ctx;
+  int64_t M, N, K;
+  const float *A, *B;
+  float *C;
+} product;
+
+static void call(const product *p, int peer) {
+  if (peer)
+    p->sgemm(101, 111, 111, (int)p->M, (int)p->N, (int)p->K, 1.0f, p->A, (int)p->K, p->B,
+             (int)p->N, 0.0f, p->C, (int)p->N);
+  else
+    cpu_sgemm(p->ctx, 0, 0, p->M, p->N, p->K, p->A, p->K, p->B, p->N, p->C, p->N, NULL);
+}
+
+/* Calls per run: enough for >= 50 ms, from one timed call after a warm-up
+ * (page faults, pack buffers, the peer's thread start). */
+static int reps_for(const product *p, int peer) {
+  call(p, peer);
+  double t0 = now();
+  call(p, peer);
+  double once = now() - t0;
+  return once > 0.05 ? 1 : (int)(0.05 / (once > 1e-7 ? once : 1e-7)) + 1;
+}
+
+static double run_gflops(const product *p, int peer, int reps) {
+  double t0 = now();
+  for (int i = 0; i < reps; i++) call(p, peer);
+  return 2.0 * (double)p->M * (double)p->N * (double)p->K * reps / (now() - t0) / 1e9;
+}
+
+static void print_line(const product *p, const char *who, const double *g, int runs) {
+  printf("%lld %lld %lld %s", (long long)p->M, (long long)p->K, (long long)p->N, who);
+  for (int r = 0; r < runs; r++) printf(" %.2f", g[r]);
+  printf("\n");
+}
+
+static int usage(void) {
+  fprintf(stderr, "usage: bench_sgemm [--cpu-time] [--peer LIBBLAS] THREADS RUNS M K N [M K N ...]\n");
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--cpu-time") == 0) {
-    bench_clock = CLOCK_PROCESS_CPUTIME_ID;
-    argv++;
-    argc--;
+  const char *peer_lib = NULL;
+  for (;;) {
+    if (argc > 1 && strcmp(argv[1], "--cpu-time") == 0) {
+      bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+      argv++;
+      argc--;
+    } else if (argc > 2 && strcmp(argv[1], "--peer") == 0) {
+      peer_lib = argv[2];
+      argv += 2;
+      argc -= 2;
+    } else {
+      break;
+    }
   }
-  if (argc < 6 || (argc - 3) % 3 != 0) {
-    fprintf(stderr, "usage: bench_sgemm [--cpu-time] THREADS RUNS M K N [M K N ...]\n");
-    return 2;
-  }
+  if (argc < 6 || (argc - 3) % 3 != 0) return usage();
   int threads = atoi(argv[1]), runs = atoi(argv[2]);
   if (threads < 1 || runs < 1 || runs > 1000) {
     fprintf(stderr, "bench_sgemm: THREADS >= 1, 1 <= RUNS <= 1000\n");
     return 2;
   }
-  cpu_ctx *ctx = cpu_ctx_new(threads);
-  if (!ctx) return 1;
+  product p = {NULL, cpu_ctx_new(threads), 0, 0, 0, NULL, NULL, NULL};
+  if (!p.ctx) return 1;
+  if (peer_lib) {
+    void *lib = dlopen(peer_lib, RTLD_NOW | RTLD_LOCAL);
+    void (*set_threads)(int) = NULL;
+    if (lib) {
+      p.sgemm = (cblas_sgemm_fn)(uintptr_t)dlsym(lib, "cblas_sgemm");
+      set_threads = (void (*)(int))(uintptr_t)dlsym(lib, "openblas_set_num_threads");
+    }
+    if (!p.sgemm || !set_threads) {
+      fprintf(stderr, "bench_sgemm: %s: no cblas_sgemm / openblas_set_num_threads (%s)\n", peer_lib,
+              lib ? "missing symbol" : dlerror());
+      return 1;
+    }
+    set_threads(threads);
+  }
+  double *g_rlx = malloc((size_t)runs * sizeof *g_rlx), *g_peer = malloc((size_t)runs * sizeof *g_peer);
+  if (!g_rlx || !g_peer) return 1;
   unsigned seed = 12345u;
   for (int s = 3; s + 2 < argc; s += 3) {
-    int64_t M = atoll(argv[s]), K = atoll(argv[s + 1]), N = atoll(argv[s + 2]);
-    if (M < 1 || K < 1 || N < 1) {
-      fprintf(stderr, "bench_sgemm: sizes must be >= 1\n");
+    p.M = atoll(argv[s]);
+    p.K = atoll(argv[s + 1]);
+    p.N = atoll(argv[s + 2]);
+    if (p.M < 1 || p.K < 1 || p.N < 1 || (p.sgemm && (p.M > 1 << 30 || p.N > 1 << 30 || p.K > 1 << 30))) {
+      fprintf(stderr, "bench_sgemm: sizes must be >= 1 (and fit an int with --peer)\n");
       return 2;
     }
-    float *A = random_matrix(M * K, &seed), *B = random_matrix(K * N, &seed);
-    float *C = malloc((size_t)(M * N) * sizeof *C);
+    float *A = random_matrix(p.M * p.K, &seed), *B = random_matrix(p.K * p.N, &seed);
+    float *C = malloc((size_t)(p.M * p.N) * sizeof *C);
     if (!A || !B || !C) {
       fprintf(stderr, "bench_sgemm: out of memory\n");
       return 1;
     }
-    double flops = 2.0 * (double)M * (double)N * (double)K;
-    /* warm up (page faults, pack buffers) and size a run to >= 50 ms */
-    double t0 = now();
-    cpu_sgemm(ctx, 0, 0, M, N, K, A, K, B, N, C, N, NULL);
-    double once = now() - t0;
-    int reps = once > 0.05 ? 1 : (int)(0.05 / (once > 1e-7 ? once : 1e-7)) + 1;
-    printf("%lld %lld %lld %s", (long long)M, (long long)K, (long long)N, cpu_gemm_variant());
+    p.A = A;
+    p.B = B;
+    p.C = C;
+    int reps = reps_for(&p, 0), peer_reps = p.sgemm ? reps_for(&p, 1) : 0;
     for (int r = 0; r < runs; r++) {
-      t0 = now();
-      for (int i = 0; i < reps; i++) cpu_sgemm(ctx, 0, 0, M, N, K, A, K, B, N, C, N, NULL);
-      printf(" %.2f", flops * reps / (now() - t0) / 1e9);
+      g_rlx[r] = run_gflops(&p, 0, reps);
+      if (p.sgemm) g_peer[r] = run_gflops(&p, 1, peer_reps);
     }
-    printf("\n");
+    print_line(&p, cpu_gemm_variant(), g_rlx, runs);
+    if (p.sgemm) print_line(&p, "peer", g_peer, runs);
     fflush(stdout);
     free(A);
     free(B);
     free(C);
   }
-  cpu_ctx_free(ctx);
+  free(g_rlx);
+  free(g_peer);
+  cpu_ctx_free(p.ctx);
   return 0;
 }

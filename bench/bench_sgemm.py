@@ -20,9 +20,15 @@ then runs is printed (threadpoolctl).
 (1 thread only): on a machine shared with other jobs it shows each kernel's
 speed while it had the core.
 
+--peer-lib LIB compares against cblas_sgemm of that OpenBLAS, called by the
+driver in its own process (bench_sgemm --peer: runs alternate rlx, peer,
+...), instead of NumPy: for a machine without Debian's python3-numpy (the
+device machine: carry Debian's libopenblas.so.0 and its libgfortran /
+libquadmath there). NumPy's a @ b is that same cblas_sgemm call.
+
   python3 bench/bench_sgemm.py [--driver build/bench_sgemm] [--rounds 3]
                                [--runs 3] [--threads 1,2] [--quick] [--cpu-time]
-                               [--shapes MxKxN,...]
+                               [--shapes MxKxN,...] [--peer-lib LIB]
 """
 import argparse
 import os
@@ -74,12 +80,17 @@ def median(xs):
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
-def run_rlx(driver, threads, runs, shape, cpu_time):
+def run_driver(driver, threads, runs, shape, cpu_time, peer_lib=None):
+    """rlx's kernel variant and GFLOP/s of its runs, and the peer's GFLOP/s
+    (with peer_lib; else None)."""
     m, k, n = shape
-    cmd = [driver] + (["--cpu-time"] if cpu_time else []) + [str(threads), str(runs), str(m),
-                                                              str(k), str(n)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()
-    return out[3], [float(x) for x in out[4:]]
+    cmd = ([driver] + (["--cpu-time"] if cpu_time else []) +
+           (["--peer", peer_lib] if peer_lib else []) + [str(threads), str(runs), str(m), str(k),
+                                                         str(n)])
+    lines = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()
+    rlx = lines[0].split()
+    peer = [float(x) for x in lines[1].split()[4:]] if peer_lib else None
+    return rlx[3], [float(x) for x in rlx[4:]], peer
 
 
 def run_numpy(np, threadpool_limits, threads, runs, shape, cache, clock):
@@ -119,30 +130,35 @@ def main():
                     help="time by process CPU time (1 thread only)")
     ap.add_argument("--keep-coretype", action="store_true",
                     help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for NumPy")
+    ap.add_argument("--peer-lib", help="compare with cblas_sgemm of this OpenBLAS in the "
+                    "driver's process instead of NumPy")
     args = ap.parse_args()
     if not os.access(args.driver, os.X_OK):
         sys.exit("bench_sgemm: no driver at %s (cmake --build build --target bench_sgemm)"
                  % args.driver)
     if args.cpu_time and args.threads != "1":
         sys.exit("bench_sgemm: --cpu-time needs --threads 1")
-    if os.environ.get("RLX_BENCH_CHILD") != "1":
-        ensure_debian_numpy()
-        reexec_under_system_python(args)
+    if args.peer_lib:
+        print("peer: cblas_sgemm of %s in the driver's process" % args.peer_lib)
+    else:
+        if os.environ.get("RLX_BENCH_CHILD") != "1":
+            ensure_debian_numpy()
+            reexec_under_system_python(args)
+        import numpy as np
+        from threadpoolctl import threadpool_info, threadpool_limits
 
-    import numpy as np
-    from threadpoolctl import threadpool_info, threadpool_limits
-
-    print("numpy %s (%s)" % (np.__version__, np.__file__))
-    for lib in threadpool_info():
-        if lib.get("user_api") == "blas":
-            print("blas: %s %s, kernel %s, %s" % (lib.get("internal_api"), lib.get("version"),
-                                                 lib.get("architecture"), lib.get("filepath")))
+        print("numpy %s (%s)" % (np.__version__, np.__file__))
+        for lib in threadpool_info():
+            if lib.get("user_api") == "blas":
+                print("blas: %s %s, kernel %s, %s" % (lib.get("internal_api"), lib.get("version"),
+                                                     lib.get("architecture"), lib.get("filepath")))
     print("OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s" % (os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
                                                        os.environ.get("OPENBLAS_L2_SIZE", "(unset)")))
     print("rounds %d x runs %d per side, median GFLOP/s, clock: %s"
           % (args.rounds, args.runs, "process CPU time" if args.cpu_time else "wall"))
     clock = time.process_time if args.cpu_time else time.perf_counter
-    print("%-18s %3s %10s %10s %7s" % ("M x K x N", "thr", "rlx", "numpy", "ratio"))
+    print("%-18s %3s %10s %10s %7s" % ("M x K x N", "thr", "rlx", "peer" if args.peer_lib else "numpy",
+                                        "ratio"))
     ratios = []
     cache = {}
     variant = "?"
@@ -152,9 +168,11 @@ def main():
         for shape in todo:
             rlx, ref = [], []
             for _ in range(args.rounds):
-                variant, g = run_rlx(args.driver, threads, args.runs, shape, args.cpu_time)
+                variant, g, peer = run_driver(args.driver, threads, args.runs, shape, args.cpu_time,
+                                              args.peer_lib)
                 rlx += g
-                ref += run_numpy(np, threadpool_limits, threads, args.runs, shape, cache, clock)
+                ref += peer if args.peer_lib else run_numpy(np, threadpool_limits, threads,
+                                                            args.runs, shape, cache, clock)
             r, p = median(rlx), median(ref)
             ratios.append(r / p)
             print("%-18s %3d %10.1f %10.1f %7.2f" % ("%dx%dx%d" % shape, threads, r, p, r / p),
@@ -164,7 +182,7 @@ def main():
         geo *= x
     geo **= 1.0 / len(ratios)
     print("rlx kernel variant: %s" % variant)
-    print("ratio rlx/numpy: geometric mean %.2f, min %.2f, max %.2f" % (geo, min(ratios),
+    print("ratio rlx/%s: geometric mean %.2f, min %.2f, max %.2f" % ("peer" if args.peer_lib else "numpy", geo, min(ratios),
                                                                         max(ratios)))
 
 
