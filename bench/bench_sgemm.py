@@ -182,8 +182,8 @@ def main():
         geo *= x
     geo **= 1.0 / len(ratios)
     print("rlx kernel variant: %s" % variant)
-    print("ratio rlx/%s: geometric mean %.2f, min %.2f, max %.2f" % ("peer" if args.peer_lib else "numpy", geo, min(ratios),
-                                                                        max(ratios)))
+    print("ratio rlx/%s: geometric mean %.2f, min %.2f, max %.2f"
+          % ("peer" if args.peer_lib else "numpy", geo, min(ratios), max(ratios)))
 
 
 if __name__ == "__main__":

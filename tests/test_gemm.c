@@ -376,6 +376,58 @@ static void test_prepacked(cpu_ctx *ctx) {
       }
 }
 
+/* One matrix over several threads with the operand that all its tiles
+ * need packed by the tiles as they go (gemm.c's shared_pack), in every
+ * dtype and layout: A shared by column tiles (several K blocks), B shared
+ * by row tiles, and B shared by row tiles of more rows than one A block over
+ * more than one block of columns (on the scalar variant's small blocks). */
+static void test_shared_operands(cpu_ctx *ctx) {
+  static const rlx_dtype dts[] = {RLX_F32, RLX_F16, RLX_BF16};
+  /* M, N, K, and whether every dtype and layout (else F32, plain and both
+   * transposed: the large one is about the blocking, not the packing) */
+  static const int64_t shapes[][4] = {{40, 300, 1100, 1}, {600, 130, 300, 1}, {300, 1300, 480, 0}};
+  for (int di = 0; di < 3; di++)
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+      for (int t = 0; t < 4; t++) {
+        if (!shapes[si][3] && (di > 0 || t == 1 || t == 2)) continue;
+        rlx_dtype dt = dts[di];
+        int ta = t & 1, tb = t >> 1;
+        int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+        int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 3;
+        int64_t a_n = (ta ? K : M) * lda, b_n = (tb ? N : K) * ldb;
+        float *A = malloc((size_t)(M * K) * sizeof *A), *Af = malloc((size_t)a_n * sizeof *Af);
+        float *B = malloc((size_t)b_n * sizeof *B), *bias = malloc((size_t)N * sizeof *bias);
+        uint16_t *Ah = malloc((size_t)a_n * 2), *Bh = malloc((size_t)b_n * 2);
+        float *C = malloc((size_t)(M * N) * sizeof *C);
+        for (int64_t i = 0; i < N; i++) bias[i] = exact_value();
+        for (int64_t i = 0; i < b_n; i++) B[i] = exact_value(), Bh[i] = to_half(dt, B[i]);
+        /* count_bad reads A densely; the operand has a padded stride */
+        for (int64_t r = 0; r < (ta ? K : M); r++)
+          for (int64_t c = 0; c < lda; c++) {
+            float v = exact_value();
+            Af[r * lda + c] = v;
+            Ah[r * lda + c] = to_half(dt, v);
+            if (c < (ta ? M : K)) A[r * (ta ? M : K) + c] = v;
+          }
+        gemm_operand a = {dt == RLX_F32 ? (void *)Af : (void *)Ah, dt, ta, lda, 0, NULL};
+        gemm_operand b = {dt == RLX_F32 ? (void *)B : (void *)Bh, dt, tb, ldb, 0, NULL};
+        gemm_epilogue ep = {bias, RLX_ACT_RELU, 0.0f};
+        for (int call = 0; call < 2; call++) { /* the second reuses the shared buffer */
+          cpu_gemm(ctx, 1, M, N, K, &a, &b, C, N, 0, &ep);
+          CHECK(count_bad(C, 1, M, N, K, A, ta, B, tb, ldb, bias) == 0,
+                "shared operand %s dtype %d M=%lld N=%lld K=%lld ta=%d tb=%d call %d", cpu_gemm_variant(),
+                (int)dt, (long long)M, (long long)N, (long long)K, ta, tb, call);
+        }
+        free(A);
+        free(Af);
+        free(B);
+        free(bias);
+        free(Ah);
+        free(Bh);
+        free(C);
+      }
+}
+
 static void test_variant(void) {
   const char *v = cpu_gemm_variant();
   const char *no2 = getenv("RLX_NO_AVX2"), *no512 = getenv("RLX_NO_AVX512");
@@ -394,6 +446,7 @@ int main(void) {
   test_random_data(ctx);
   test_batched(ctx);
   test_prepacked(ctx);
+  test_shared_operands(ctx);
   cpu_ctx_free(ctx);
   return check_report();
 }

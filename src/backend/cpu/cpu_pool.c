@@ -38,6 +38,7 @@
  * unfinished chunk, which the caller waits for.
  */
 #include "cpu.h"
+#include "cpu_relax.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -45,15 +46,6 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define cpu_relax() _mm_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ volatile("yield" ::: "memory")
-#else
-#define cpu_relax() ((void)0)
-#endif
 
 #define CPU_POOL_MAX_THREADS 256
 #define CPU_POOL_MAX_WORKERS 255 /* also the mask of the count in generation */

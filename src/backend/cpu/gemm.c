@@ -27,9 +27,12 @@
  * only, into equal tiles (up to a micro-panel), a multiple of the thread
  * count: columns when it has few rows (A then packed once, shared by all
  * tiles), rows otherwise (B packed once), so no tile repeats another's
- * packing (split_one_matrix). Batches of matrices take tiles that repeat
- * the least packing (choose_tiles). Each thread packs into its own buffers,
- * kept between calls (thread-specific, freed when the thread exits).
+ * packing (split_one_matrix). The shared operand is packed by the tiles
+ * themselves, chunk by chunk as they first need it, inside the product's
+ * one parallel loop (shared_pack, as OpenBLAS's threads share B panels).
+ * Batches of matrices take tiles that repeat the least packing
+ * (choose_tiles). Each thread packs into its own buffers, kept between
+ * calls (thread-specific, freed when the thread exits).
  *
  * A B operand with a gemm_prepack slot (weights) is packed once, whole, in
  * the layout the tiles would pack it in, and the tiles read their blocks
@@ -38,9 +41,11 @@
 #include "gemm.h"
 
 #include "cpu_features.h"
+#include "cpu_relax.h"
 #include "gemm_kernels.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +227,146 @@ static void pack_b_block(const gemm_isa *isa, const mat_view *B, int64_t k0, int
   }
 }
 
+/* ---------------------------------------------------------------- operands packed whole */
+
+/* One operand packed whole: B in the prepacked layout (struct
+ * gemm_prepack), or A (all M rows, `rows` = M) for K block kb at
+ * dst + pc * M in the row panels of tile_packed's single A block of M rows
+ * (the even split of M into ceil(M / mr) panels; a chunk of consecutive
+ * panels, split evenly into as many panels on its own, gives the same
+ * panels: the larger ones come first in both). The work comes in units:
+ * unit kb * chunks + c is chunk c (chunk_panels consecutive micro-panels,
+ * the last one fewer) of K block kb. */
+typedef struct {
+  const gemm_isa *isa;
+  mat_view X;
+  int is_a;
+  int64_t K, rows, kblocks, panels, chunk_panels, chunks;
+  float *dst;
+} pack_job;
+
+/* The job for op(A) (is_a; rows = M) or op(B) (rows = N) of a K-deep
+ * product into dst (K * rows floats for A, K * rows rounded up to nr for
+ * B), in about `chunks` chunks per K block (at least 1 panel each). */
+static pack_job pack_job_for(const gemm_isa *isa, const mat_view *X, int is_a, int64_t K,
+                             int64_t rows, float *dst, int64_t chunks) {
+  int64_t panels = ceil_div(rows, is_a ? isa->mr_max : isa->nr_max);
+  int64_t per = ceil_div(panels, chunks > 1 ? chunks : 1);
+  pack_job j = {isa, *X, is_a, K, rows, ceil_div(K, isa->kc), panels, per, ceil_div(panels, per), dst};
+  return j;
+}
+
+/* Micro-panels [*p0, *p1) of chunk c. */
+static inline void chunk_range(const pack_job *j, int64_t c, int64_t *p0, int64_t *p1) {
+  *p0 = c * j->chunk_panels;
+  *p1 = *p0 + j->chunk_panels < j->panels ? *p0 + j->chunk_panels : j->panels;
+}
+
+/* The first row (A) or column (B) of micro-panel p (p = panels: the end). */
+static inline int64_t panel_start(const pack_job *j, int64_t p) {
+  if (j->is_a) return split_at(j->rows, j->panels, p);
+  int64_t r = p * j->isa->nr_max;
+  return r < j->rows ? r : j->rows;
+}
+
+/* Floats of the conversion buffer pack_unit needs. */
+static inline int64_t pack_tmp_floats(const pack_job *j) {
+  int64_t kc = ceil_div(j->K, j->kblocks), span = j->chunk_panels * (j->is_a ? j->isa->mr_max : j->isa->nr_max);
+  return kc > span ? kc : span;
+}
+
+/* Packs unit u of the job; tmp: pack_tmp_floats floats. */
+static void pack_unit(const pack_job *j, int64_t u, float *tmp) {
+  const int64_t pad = j->is_a ? j->rows : j->panels * j->isa->nr_max;
+  int64_t kb = u / j->chunks, p0, p1;
+  chunk_range(j, u % j->chunks, &p0, &p1);
+  int64_t pc = split_at(j->K, j->kblocks, kb), kc = split_at(j->K, j->kblocks, kb + 1) - pc;
+  int64_t r0 = panel_start(j, p0), r1 = panel_start(j, p1);
+  float *dst = j->dst + pc * pad + r0 * kc;
+  if (j->is_a) pack_a_block(j->isa, &j->X, r0, r1 - r0, pc, kc, p1 - p0, dst, tmp);
+  else pack_b_block(j->isa, &j->X, pc, kc, r0, r1 - r0, dst, tmp);
+}
+
+typedef struct {
+  pack_job job;
+  _Atomic int failed; /* a task had no conversion buffer: dst incomplete */
+} pack_whole_job;
+
+static void pack_task(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  pack_whole_job *w = arg;
+  float *tmp = thread_buf(BUF_X, (size_t)pack_tmp_floats(&w->job));
+  if (!tmp) {
+    atomic_store(&w->failed, 1);
+    return;
+  }
+  for (int64_t u = begin; u < end; u++) pack_unit(&w->job, u, tmp);
+}
+
+/* Micro-panels per task of the parallel packing: at most this many, and
+ * few enough for 4 tasks per thread (one thread must not pack alone). */
+#define PACK_CHUNK_PANELS 16
+
+/* Packs an operand whole (pack_job_for) on the ctx's threads, as its own
+ * parallel loop; 0 when a thread had no buffer. */
+static int pack_whole(cpu_ctx *ctx, const gemm_isa *isa, const mat_view *X, int is_a, int64_t K,
+                      int64_t rows, float *dst) {
+  int64_t panels = ceil_div(rows, is_a ? isa->mr_max : isa->nr_max), kblocks = ceil_div(K, isa->kc);
+  int64_t per = ceil_div(panels * kblocks, 4 * (int64_t)cpu_ctx_threads(ctx));
+  if (per > PACK_CHUNK_PANELS) per = PACK_CHUNK_PANELS;
+  pack_whole_job w = {pack_job_for(isa, X, is_a, K, rows, dst, ceil_div(panels, per)), 0};
+  cpu_parallel_for(ctx, w.job.kblocks * w.job.chunks, 1, pack_task, &w);
+  return !atomic_load(&w.failed);
+}
+
+/* An operand packed once per call for all the tiles of one matrix, by the
+ * tiles themselves as they first need each unit, inside the one parallel
+ * loop of the product (as OpenBLAS shares B panels between its threads):
+ * no loop of its own and no barrier before the product starts, and each
+ * thread first multiplies with the chunks it has just packed (in its own
+ * cache) before it reads the others'. A unit is packed by the first tile
+ * that claims it; a tile that needs a unit another one is packing waits
+ * for it (it never waits for a unit nobody has begun: it packs it itself,
+ * so a worker that is late or preempted before its first tile delays
+ * nothing). Chunks of one K block are the parts a tile walks in rotation
+ * (first_part). */
+enum { UNIT_FREE, UNIT_PACKING, UNIT_READY };
+
+typedef struct {
+  pack_job job;
+  _Atomic unsigned char *state; /* [kblocks * chunks] */
+} shared_pack;
+
+/* How long a tile polls a unit another tile is packing before it yields
+ * the core to that tile (on a machine with more runnable threads than
+ * cores the packer may be queued behind it). */
+#define UNIT_SPIN_POLLS 2048
+
+/* Chunk c of K block kb packed: by this tile, or by the one that claimed
+ * it first (waited for). tmp: pack_tmp_floats floats. */
+static void unit_ready(shared_pack *sp, int64_t kb, int64_t c, float *tmp) {
+  _Atomic unsigned char *s = &sp->state[kb * sp->job.chunks + c];
+  unsigned char v = atomic_load_explicit(s, memory_order_acquire);
+  if (v == UNIT_READY) return;
+  if (v == UNIT_FREE && atomic_compare_exchange_strong(s, &v, UNIT_PACKING)) {
+    pack_unit(&sp->job, kb * sp->job.chunks + c, tmp);
+    atomic_store_explicit(s, UNIT_READY, memory_order_release);
+    return;
+  }
+  for (unsigned i = 0; atomic_load_explicit(s, memory_order_acquire) != UNIT_READY; i++) {
+    if (i < UNIT_SPIN_POLLS) cpu_relax();
+    else sched_yield();
+  }
+}
+
+/* The part (chunk) a tile starts with, of `parts`, for tile t of a split
+ * over `threads`: the threads' first tiles start evenly spaced, so that each
+ * packs a run of chunks before it reaches chunks another thread packed;
+ * later tiles start one chunk further each. */
+static inline int64_t first_part(int64_t t, int64_t threads, int64_t parts) {
+  return (t % threads * parts / threads + t / threads) % parts;
+}
+
 /* ---------------------------------------------------------------- one tile */
 
 typedef struct {
@@ -231,10 +376,16 @@ typedef struct {
   float *C;
   int64_t ldc;
   const gemm_epilogue *ep;
-  const float *b_packed; /* B prepacked (struct gemm_prepack) or NULL: pack per tile */
-  /* A packed whole, once per call (shared_operand), or NULL: pack per
-   * tile. Only with tiles of all M rows that take the reuse-A path. */
+  /* B packed whole: prepacked (struct gemm_prepack), or shared by tiles of
+   * all N columns; NULL: each tile packs its own blocks. */
+  const float *b_packed;
+  /* A packed whole, shared by tiles of all M rows that take the reuse-A
+   * path; NULL: each tile packs its own blocks. */
   const float *a_packed;
+  /* the one of a_packed / b_packed that the tiles pack as they go, or NULL:
+   * what is there is complete */
+  shared_pack *shared;
+  int64_t first_part; /* the chunk of `shared` this tile starts with */
 } gemm_problem;
 
 /* The unpacked loop: correct without any buffer (when memory is short). */
@@ -254,12 +405,14 @@ static void tile_unpacked(const gemm_problem *pr, int64_t m0, int64_t m1, int64_
   }
 }
 
-/* C[ic : ic+mc, jc : jc+nc] (+)= packed A block x packed B block. */
+/* C[ic : ic+mc, jc : jc+nc] (+)= packed A block (`panels` row panels, the
+ * even split of mc) x packed B block. */
 static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, int64_t mc,
-                         const float *Bp, int64_t jc, int64_t nc, int64_t kc, int flags) {
+                         int64_t panels, const float *Bp, int64_t jc, int64_t nc, int64_t kc,
+                         int flags) {
   const gemm_isa *isa = pr->isa;
   const gemm_epilogue *ep = pr->ep;
-  const int64_t NR = isa->nr_max, panels = ceil_div(mc, isa->mr_max);
+  const int64_t NR = isa->nr_max;
   for (int64_t jr = 0; jr < nc; jr += NR) {
     int nr = (int)(nc - jr < NR ? nc - jr : NR);
     gemm_tile_epilogue tep = {ep->bias ? ep->bias + jc + jr : NULL, ep->act, ep->alpha};
@@ -296,36 +449,86 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
   const int64_t NR = isa->nr_max, MR = isa->mr_max, K = pr->K;
   const int64_t m = m1 - m0, n = n1 - n0;
   const int64_t kblocks = ceil_div(K, isa->kc), KC = k_block(isa, K);
+  shared_pack *sp = pr->shared;
   /* Few rows (m x kc fits the A budget; M up to ~100-200): one A block,
    * packed once per K block and reused over all of N, with B blocks sized to
    * stay in L2 between packing and use. More rows: M blocks of mc; B blocks
-   * as large as nc allows, each reused by every M block (A repacked per
-   * N block). */
+   * as large as nc allows, each reused by every M block. */
   const int reuse_a = reuses_a(isa, m, K);
   const int64_t mblocks = reuse_a ? 1 : ceil_div(m, isa->mc), MC = ceil_div(m, mblocks);
   int64_t nc_max = reuse_a ? isa->b_block_floats / KC / NR * NR : isa->nc;
   if (nc_max < NR) nc_max = NR;
-  /* a prepacked B (already in panels) needs no L2-sized blocks over N */
+  /* a B packed whole needs no L2-sized blocks over N */
   if (reuse_a && pr->b_packed) nc_max = ceil_div(n, NR) * NR;
-  const int64_t nblocks = ceil_div(n, nc_max), NC = ceil_div(ceil_div(n, nblocks), NR) * NR;
+  /* B packed by the tiles as they go: blocks of whole chunks */
+  const int64_t b_chunk = sp && pr->b_packed ? sp->job.chunk_panels * NR : 0;
+  if (b_chunk) nc_max = ceil_div(nc_max, b_chunk) * b_chunk;
+  const int64_t nblocks = ceil_div(n, nc_max);
+  const int64_t NC = b_chunk ? nc_max : ceil_div(ceil_div(n, nblocks), NR) * NR;
+  int64_t tmp_floats = pr->b_packed || KC > NC ? KC : NC;
+  if (sp && pack_tmp_floats(&sp->job) > tmp_floats) tmp_floats = pack_tmp_floats(&sp->job);
   float *Ap = pr->a_packed ? NULL : thread_buf(BUF_A, (size_t)(MC * KC));
   float *Bp = pr->b_packed ? NULL : thread_buf(BUF_B, (size_t)(KC * NC));
-  float *tmp = thread_buf(BUF_X, (size_t)(pr->b_packed || KC > NC ? KC : NC));
+  float *tmp = thread_buf(BUF_X, (size_t)tmp_floats);
   if (!(Ap || pr->a_packed) || !(Bp || pr->b_packed) || !tmp) {
     tile_unpacked(pr, m0, m1, n0, n1);
     return;
   }
   const int64_t n_pad = ceil_div(pr->N, NR) * NR;
+  if (pr->a_packed) {
+    /* tiles of columns, A shared (all M rows, one block per K block): its
+     * chunks for this K block made ready, the free ones packed here in
+     * rotation from this tile's first one, then each B block multiplied with
+     * all rows at once (whole columns of micro-panels per B micro-panel) */
+    for (int64_t kb = 0; kb < kblocks; kb++) {
+      int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
+      int flags = (kb > 0 ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
+      for (int64_t q = 0; sp && q < sp->job.chunks; q++)
+        unit_ready(sp, kb, (pr->first_part + q) % sp->job.chunks, tmp);
+      for (int64_t jc = n0; jc < n1; jc += NC) {
+        int64_t nc = n1 - jc < NC ? n1 - jc : NC;
+        const float *b = pr->b_packed ? pr->b_packed + pc * n_pad + jc * kc : Bp;
+        if (!pr->b_packed) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
+        macro_kernel(pr, pr->a_packed + pc * m, m0, m, ceil_div(m, MR), b, jc, nc, kc, flags);
+      }
+    }
+    return;
+  }
+  if (pr->b_packed) {
+    /* B packed whole: for each block of columns and K block, each A block
+     * packed once and multiplied with all of the block's B; B's chunks (when
+     * the tiles pack them) in rotation from this tile's first one */
+    const int64_t first_block = b_chunk ? pr->first_part * b_chunk / NC % nblocks : 0;
+    for (int64_t bi = 0; bi < nblocks; bi++) {
+      int64_t jc = n0 + (first_block + bi) % nblocks * NC, nc = n1 - jc < NC ? n1 - jc : NC;
+      int64_t parts = b_chunk ? ceil_div(nc, b_chunk) : 1, width = b_chunk ? b_chunk : nc;
+      for (int64_t kb = 0; kb < kblocks; kb++) {
+        int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
+        int flags = (kb > 0 ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
+        for (int64_t mb = 0; mb < mblocks; mb++) {
+          int64_t ic = m0 + split_at(m, mblocks, mb), mc = m0 + split_at(m, mblocks, mb + 1) - ic;
+          pack_a_block(isa, &pr->A, ic, mc, pc, kc, ceil_div(mc, MR), Ap, tmp);
+          for (int64_t q = 0; q < parts; q++) {
+            int64_t j0 = jc + (pr->first_part + q) % parts * width;
+            int64_t j1 = j0 + width < jc + nc ? j0 + width : jc + nc;
+            if (sp) unit_ready(sp, kb, j0 / b_chunk, tmp);
+            macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), pr->b_packed + pc * n_pad + j0 * kc, j0,
+                         j1 - j0, kc, flags);
+          }
+        }
+      }
+    }
+    return;
+  }
+  /* each tile packs its own blocks */
   for (int64_t kb = 0; reuse_a && kb < kblocks; kb++) {
     int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
     int flags = (kb > 0 ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
-    const float *a = pr->a_packed ? pr->a_packed + pc * m : Ap;
-    if (!pr->a_packed) pack_a_block(isa, &pr->A, m0, m, pc, kc, ceil_div(m, MR), Ap, tmp);
+    pack_a_block(isa, &pr->A, m0, m, pc, kc, ceil_div(m, MR), Ap, tmp);
     for (int64_t jc = n0; jc < n1; jc += NC) {
       int64_t nc = n1 - jc < NC ? n1 - jc : NC;
-      const float *b = pr->b_packed ? pr->b_packed + pc * n_pad + jc * kc : Bp;
-      if (!pr->b_packed) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
-      macro_kernel(pr, a, m0, m, b, jc, nc, kc, flags);
+      pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
+      macro_kernel(pr, Ap, m0, m, ceil_div(m, MR), Bp, jc, nc, kc, flags);
     }
   }
   for (int64_t jc = n0; !reuse_a && jc < n1; jc += NC) {
@@ -333,12 +536,11 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
     for (int64_t kb = 0; kb < kblocks; kb++) {
       int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
       int flags = (kb > 0 ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
-      const float *b = pr->b_packed ? pr->b_packed + pc * n_pad + jc * kc : Bp;
-      if (!pr->b_packed) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
+      pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
       for (int64_t mb = 0; mb < mblocks; mb++) {
         int64_t ic = m0 + split_at(m, mblocks, mb), mc = m0 + split_at(m, mblocks, mb + 1) - ic;
         pack_a_block(isa, &pr->A, ic, mc, pc, kc, ceil_div(mc, MR), Ap, tmp);
-        macro_kernel(pr, Ap, ic, mc, b, jc, nc, kc, flags);
+        macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), Bp, jc, nc, kc, flags);
       }
     }
   }
@@ -434,63 +636,6 @@ size_t gemm_prepack_bytes(const gemm_prepack *p) { return p && p->panels ? p->fl
 
 size_t gemm_prepack_total_bytes(void) { return atomic_load(&prepack_total); }
 
-/* ---------------------------------------------------------------- operands packed whole */
-
-/* One operand packed whole, in parallel: B in the prepacked layout above,
- * or A (all M rows, `rows` = M) for K block kb at dst + pc * M in the row
- * panels of tile_packed's single A block of M rows (the even split of M
- * into ceil(M / mr) panels; a chunk of consecutive panels, split evenly
- * on its own, gives the same panels). */
-typedef struct {
-  const gemm_isa *isa;
-  mat_view X;
-  int is_a;
-  int64_t K, rows, kblocks, panels, chunk_panels, chunks;
-  float *dst;
-  _Atomic int failed; /* a task had no conversion buffer: dst incomplete */
-} pack_job;
-
-/* Micro-panels per task of the parallel packing: at most this many, and
- * few enough for 4 tasks per thread (one thread must not pack alone). */
-#define PACK_CHUNK_PANELS 16
-
-static void pack_task(void *arg, int64_t begin, int64_t end, int thread) {
-  (void)thread;
-  pack_job *j = arg;
-  const int64_t R = j->is_a ? j->isa->mr_max : j->isa->nr_max;
-  const int64_t pad = j->is_a ? j->rows : ceil_div(j->rows, R) * R;
-  for (int64_t t = begin; t < end; t++) {
-    int64_t kb = t / j->chunks, p0 = t % j->chunks * j->chunk_panels;
-    int64_t p1 = p0 + j->chunk_panels < j->panels ? p0 + j->chunk_panels : j->panels;
-    int64_t pc = split_at(j->K, j->kblocks, kb), kc = split_at(j->K, j->kblocks, kb + 1) - pc;
-    /* first row (A) or column (B) of the chunk, and how many */
-    int64_t r0 = j->is_a ? split_at(j->rows, j->panels, p0) : p0 * R;
-    int64_t r1 = j->is_a ? split_at(j->rows, j->panels, p1) : (p1 * R < j->rows ? p1 * R : j->rows);
-    float *tmp = thread_buf(BUF_X, (size_t)(kc > r1 - r0 ? kc : r1 - r0));
-    if (!tmp) {
-      atomic_store(&j->failed, 1);
-      return;
-    }
-    float *dst = j->dst + pc * pad + r0 * kc;
-    if (j->is_a) pack_a_block(j->isa, &j->X, r0, r1 - r0, pc, kc, p1 - p0, dst, tmp);
-    else pack_b_block(j->isa, &j->X, pc, kc, r0, r1 - r0, dst, tmp);
-  }
-}
-
-/* Packs op(A) (is_a; rows = M) or op(B) (rows = N) of a K-deep product
- * whole into dst (K * rows floats for A, K * rows rounded up to nr for B)
- * on the ctx's threads; 0 when a thread had no buffer. */
-static int pack_whole(cpu_ctx *ctx, const gemm_isa *isa, const mat_view *X, int is_a, int64_t K,
-                      int64_t rows, float *dst) {
-  int64_t panels = ceil_div(rows, is_a ? isa->mr_max : isa->nr_max), kblocks = ceil_div(K, isa->kc);
-  int64_t per = ceil_div(panels * kblocks, 4 * (int64_t)cpu_ctx_threads(ctx));
-  int64_t chunk = per < PACK_CHUNK_PANELS ? per : PACK_CHUNK_PANELS;
-  if (chunk > panels) chunk = panels;
-  pack_job j = {isa, *X, is_a, K, rows, kblocks, panels, chunk, ceil_div(panels, chunk), dst, 0};
-  cpu_parallel_for(ctx, j.kblocks * j.chunks, 1, pack_task, &j);
-  return !atomic_load(&j.failed);
-}
-
 /* The panels of operand b (shared by the batch) for this call, packing them
  * when the slot does not hold them; NULL: pack per tile instead. */
 static const float *prepacked_b(cpu_ctx *ctx, const gemm_isa *isa, const gemm_operand *b,
@@ -537,16 +682,21 @@ typedef struct {
   int gemv;
   const float *b_packed; /* the shared B, prepacked, or NULL */
   const float *a_packed; /* A packed once for all tiles (tm = 1), or NULL */
+  shared_pack shared;    /* when shared.state: a_packed / b_packed packed by the tiles */
+  int64_t threads;       /* the threads the tiles are split for */
 } gemm_job;
 
 static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
-  const gemm_job *j = arg;
+  gemm_job *j = arg;
   int64_t per = j->tm * j->tn;
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / per, tile = t % per, ti = tile / j->tn, tj = tile % j->tn;
+    shared_pack *sp = j->shared.state ? &j->shared : NULL;
+    int64_t first = sp ? first_part(j->tm > 1 ? ti : tj, j->threads, sp->job.chunks) : 0;
     gemm_problem pr = {j->isa, j->M, j->N, j->K, view_a(j->a, b), view_b(j->b, b),
-                       j->C + b * j->c_batch_stride, j->ldc, j->ep, j->b_packed, j->a_packed};
+                       j->C + b * j->c_batch_stride, j->ldc, j->ep, j->b_packed, j->a_packed,
+                       sp, first};
     if (j->gemv) {
       /* output chunks aligned to 64 elements (whole vectors, whole lines) */
       int64_t len = j->M == 1 ? j->N : j->M, units = ceil_div(len, 64);
@@ -611,9 +761,28 @@ static int64_t even_tiles(int64_t units, int64_t threads, int64_t want) {
  * past it the tiles pack their own blocks. */
 #define GEMM_SHARED_MAX_FLOATS ((int64_t)16 << 20)
 
+/* Operand A (is_a) or B of job j set up to be packed whole by the tiles
+ * as they go (shared_pack) into the calling thread's shared buffer, in
+ * about one chunk per tile of the split; NULL when it cannot be had (too
+ * large, no memory). */
+static float *share_operand(gemm_job *j, int is_a, int64_t tiles) {
+  const gemm_isa *isa = j->isa;
+  const int64_t rows = is_a ? j->M : j->N;
+  const int64_t floats = j->K * (is_a ? rows : ceil_div(rows, isa->nr_max) * isa->nr_max);
+  if (floats > GEMM_SHARED_MAX_FLOATS) return NULL;
+  float *dst = thread_buf(BUF_SHARED, (size_t)floats);
+  if (!dst) return NULL;
+  mat_view X = is_a ? view_a(j->a, 0) : view_b(j->b, 0);
+  j->shared.job = pack_job_for(isa, &X, is_a, j->K, rows, dst, tiles);
+  size_t units = (size_t)(j->shared.job.kblocks * j->shared.job.chunks);
+  if (!(j->shared.state = malloc(units * sizeof *j->shared.state))) return NULL;
+  for (size_t u = 0; u < units; u++) atomic_init(&j->shared.state[u], UNIT_FREE);
+  return dst;
+}
+
 /* One matrix (batch 1) over several threads: cut along one dimension only,
- * so that the operand every tile needs whole is packed once (in parallel)
- * instead of once per tile:
+ * so that the operand every tile needs whole is packed once (by the tiles,
+ * shared_pack) instead of once per tile:
  *  - few rows (the reuse-A path: M x kc fits the A budget; prefill
  *    shapes): tiles of columns, A packed once;
  *  - more rows: tiles of rows, each of at least mc rows where M allows
@@ -622,30 +791,23 @@ static int64_t even_tiles(int64_t units, int64_t threads, int64_t want) {
  * Tiles are equal up to one micro-panel, a multiple of the thread count.
  * Returns 0 when the shared copy cannot be had (too large, no memory): the
  * caller then splits as for batches. */
-/* Operand A (is_a) or B of job j packed whole into the calling thread's
- * shared buffer, or NULL (too large, no memory). */
-static const float *pack_shared(cpu_ctx *ctx, const gemm_job *j, int is_a) {
-  const gemm_isa *isa = j->isa;
-  const int64_t rows = is_a ? j->M : j->N;
-  const int64_t floats = j->K * (is_a ? rows : ceil_div(rows, isa->nr_max) * isa->nr_max);
-  if (floats > GEMM_SHARED_MAX_FLOATS) return NULL;
-  float *dst = thread_buf(BUF_SHARED, (size_t)floats);
-  mat_view X = is_a ? view_a(j->a, 0) : view_b(j->b, 0);
-  return dst && pack_whole(ctx, isa, &X, is_a, j->K, rows, dst) ? dst : NULL;
-}
-
-static int split_one_matrix(cpu_ctx *ctx, gemm_job *j, int64_t threads, int64_t want) {
+static int split_one_matrix(gemm_job *j, int64_t threads, int64_t want) {
   const gemm_isa *isa = j->isa;
   const int64_t M = j->M;
+  j->threads = threads;
   if (reuses_a(isa, M, j->K)) {
     j->tm = 1;
     j->tn = even_tiles(ceil_div(j->N, isa->nr_max), threads, want);
-    return j->tn == 1 || (j->a_packed = pack_shared(ctx, j, 1)) != NULL;
+    return j->tn == 1 || (j->a_packed = share_operand(j, 1, j->tn)) != NULL;
   }
   int64_t by_rows = M / isa->mc > threads ? M / isa->mc : threads;
   j->tn = 1;
   j->tm = even_tiles(ceil_div(M, isa->mr_max), threads, by_rows < want ? by_rows : want);
-  return j->tm == 1 || j->b_packed || (j->b_packed = pack_shared(ctx, j, 0)) != NULL;
+  /* chunks of B: one per tile, and a few per block of nc columns (a tile
+   * walks B in such blocks of whole chunks: small chunks round them up
+   * little) */
+  int64_t chunks = 4 * ceil_div(j->N, isa->nc) > j->tm ? 4 * ceil_div(j->N, isa->nc) : j->tm;
+  return j->tm == 1 || j->b_packed || (j->b_packed = share_operand(j, 0, chunks)) != NULL;
 }
 
 static void fill_k0(const gemm_isa *isa, int64_t batch, int64_t M, int64_t N, float *C,
@@ -675,7 +837,8 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   }
   if (!operand_ok(a) || !operand_ok(b)) return;
 
-  gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1, NULL, NULL};
+  gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1, NULL, NULL,
+                  {{0}, NULL}, 1};
   double work = 2.0 * (double)M * (double)N * (double)K * (double)batch *
                 (job.gemv ? GEMM_GEMV_FLOP_WEIGHT : 1);
   int64_t threads = cpu_ctx_threads(ctx);
@@ -695,11 +858,12 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   } else {
     if (b_prepack && (batch == 1 || (b->batch_stride == 0 && !b->batch_offsets)))
       job.b_packed = prepacked_b(ctx, isa, b, b_prepack, K, N);
-    if (batch > 1 || threads == 1 || !split_one_matrix(ctx, &job, threads, s))
+    if (batch > 1 || threads == 1 || !split_one_matrix(&job, threads, s))
       choose_tiles(s, M, N, isa->mr_max, isa->nr_max, &job.tm, &job.tn);
   }
   int64_t tasks = batch * job.tm * job.tn;
   cpu_parallel_for(threads > 1 ? ctx : NULL, tasks, 1, run_task, &job);
+  free((void *)job.shared.state);
 }
 
 void cpu_gemm(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K, const gemm_operand *a,
