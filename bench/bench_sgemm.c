@@ -10,8 +10,11 @@
  * CPU time instead of the wall clock: on a machine shared with other work,
  * and with one thread, that is the kernel's speed when it had the core.
  *
- * --peer LIBBLAS also times cblas_sgemm of that shared library (an OpenBLAS:
- * its openblas_set_num_threads sets THREADS) on the same matrices, its runs
+ * --peer LIBBLAS also times that shared library (an OpenBLAS: its
+ * openblas_set_num_threads sets THREADS) on the same matrices, through the
+ * call NumPy's a @ b makes: cblas_sgemm, or cblas_sgemv (B transposed, as a
+ * row-major [K,N] matrix) when M = 1 (NumPy's matmul takes a 1-row left
+ * operand as a vector times a matrix). Its runs
  * alternating with rlx's (rlx, peer, rlx, ...: a machine that slows down
  * mid-way slows both alike), and prints after each rlx line
  *   M K N peer GFLOPS_1 ... GFLOPS_RUNS
@@ -52,9 +55,13 @@ static float *random_matrix(int64_t n, unsigned *seed) {
 typedef void (*cblas_sgemm_fn)(int order, int ta, int tb, int M, int N, int K, float alpha,
                                const float *A, int lda, const float *B, int ldb, float beta,
                                float *C, int ldc);
+/* cblas_sgemv: y = alpha op(A) x + beta y (transpose 112) */
+typedef void (*cblas_sgemv_fn)(int order, int ta, int M, int N, float alpha, const float *A,
+                               int lda, const float *x, int incx, float beta, float *y, int incy);
 
 typedef struct {
   cblas_sgemm_fn sgemm; /* NULL: no peer */
+  cblas_sgemv_fn sgemv;
   cpu_ctx *ctx;
   int64_t M, N, K;
   const float *A, *B;
@@ -62,7 +69,9 @@ typedef struct {
 } product;
 
 static void call(const product *p, int peer) {
-  if (peer)
+  if (peer && p->M == 1)
+    p->sgemv(101, 112, (int)p->K, (int)p->N, 1.0f, p->B, (int)p->N, p->A, 1, 0.0f, p->C, 1);
+  else if (peer)
     p->sgemm(101, 111, 111, (int)p->M, (int)p->N, (int)p->K, 1.0f, p->A, (int)p->K, p->B,
              (int)p->N, 0.0f, p->C, (int)p->N);
   else
@@ -117,17 +126,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_sgemm: THREADS >= 1, 1 <= RUNS <= 1000\n");
     return 2;
   }
-  product p = {NULL, cpu_ctx_new(threads), 0, 0, 0, NULL, NULL, NULL};
+  product p = {NULL, NULL, cpu_ctx_new(threads), 0, 0, 0, NULL, NULL, NULL};
   if (!p.ctx) return 1;
   if (peer_lib) {
     void *lib = dlopen(peer_lib, RTLD_NOW | RTLD_LOCAL);
     void (*set_threads)(int) = NULL;
     if (lib) {
       p.sgemm = (cblas_sgemm_fn)(uintptr_t)dlsym(lib, "cblas_sgemm");
+      p.sgemv = (cblas_sgemv_fn)(uintptr_t)dlsym(lib, "cblas_sgemv");
       set_threads = (void (*)(int))(uintptr_t)dlsym(lib, "openblas_set_num_threads");
     }
-    if (!p.sgemm || !set_threads) {
-      fprintf(stderr, "bench_sgemm: %s: no cblas_sgemm / openblas_set_num_threads (%s)\n", peer_lib,
+    if (!p.sgemm || !p.sgemv || !set_threads) {
+      fprintf(stderr, "bench_sgemm: %s: no cblas_sgemm / cblas_sgemv / openblas_set_num_threads (%s)\n", peer_lib,
               lib ? "missing symbol" : dlerror());
       return 1;
     }

@@ -20,11 +20,12 @@ then runs is printed (threadpoolctl).
 (1 thread only): on a machine shared with other jobs it shows each kernel's
 speed while it had the core.
 
---peer-lib LIB compares against cblas_sgemm of that OpenBLAS, called by the
-driver in its own process (bench_sgemm --peer: runs alternate rlx, peer,
-...), instead of NumPy: for a machine without Debian's python3-numpy (the
-device machine: carry Debian's libopenblas.so.0 and its libgfortran /
-libquadmath there). NumPy's a @ b is that same cblas_sgemm call.
+--peer-lib LIB compares against that OpenBLAS called by the driver in its
+own process (bench_sgemm --peer: runs alternate rlx, peer, ...) instead of
+NumPy: for a machine without Debian's python3-numpy (the device machine:
+carry Debian's libopenblas.so.0 and its libgfortran / libquadmath there).
+The driver makes the call NumPy's a @ b makes: cblas_sgemm, cblas_sgemv for
+M = 1.
 
   python3 bench/bench_sgemm.py [--driver build/bench_sgemm] [--rounds 3]
                                [--runs 3] [--threads 1,2] [--quick] [--cpu-time]
@@ -139,7 +140,7 @@ def main():
     if args.cpu_time and args.threads != "1":
         sys.exit("bench_sgemm: --cpu-time needs --threads 1")
     if args.peer_lib:
-        print("peer: cblas_sgemm of %s in the driver's process" % args.peer_lib)
+        print("peer: %s (cblas_sgemm; cblas_sgemv for M = 1) in the driver's process" % args.peer_lib)
     else:
         if os.environ.get("RLX_BENCH_CHILD") != "1":
             ensure_debian_numpy()
