@@ -282,6 +282,8 @@ typedef struct {
 rlx_status cuda_gemm_prepare(const cuda_gemm_desc *d, void *workspace, cuda_gemm **out, int *fused);
 rlx_status cuda_gemm_run(const cuda_gemm *g, cudaStream_t st);
 void       cuda_gemm_free(cuda_gemm *g);
+/* Why cuBLASLt could not be loaded (cublaslt_loader.c), or NULL once it is. */
+const char *cuda_cublaslt_error(void);
 
 #ifdef __cplusplus
 }

@@ -184,7 +184,10 @@ rlx_status cuda_gemm_prepare(const cuda_gemm_desc *d, void *workspace, cuda_gemm
   *out = NULL;
   *fused = CUDA_FUSED_NONE;
   pthread_once(&lt_once, lt_init);
-  if (lt_status != CUBLAS_STATUS_SUCCESS) return lt_fail(lt_status, "cublasLtCreate");
+  if (lt_status != CUBLAS_STATUS_SUCCESS) {
+    const char *why = cuda_cublaslt_error();
+    return why ? rlx_set_error(RLX_ERR_DEVICE, "cuBLASLt: %s", why) : lt_fail(lt_status, "cublasLtCreate");
+  }
   cuda_gemm *g = calloc(1, sizeof *g);
   int n = d->pa ? d->n_ptrs : 1;
   if (!g || !(g->pa = calloc((size_t)n, sizeof *g->pa)) || !(g->pb = calloc((size_t)n, sizeof *g->pb)) ||
