@@ -363,6 +363,29 @@ static void check_same_as(const cpu_vec_ops *vo, const cpu_vec_ops *ref) {
     vo->compare((rlx_cmpop)c, x, 1, b, 1, y, N);
     CHECK(memcmp(y, want, N * sizeof *y) == 0, "%s compare %d differs from %s", vo->name, c, ref->name);
   }
+  /* attention tiles: the same FMA chain per output, so the same bits */
+  const int64_t tile_shapes[][3] = {{1, 1, 1}, {5, 13, 7}, {8, 64, 64}, {13, 24, 128}, {9, 45, 80}, {3, 33, 17}};
+  for (size_t t = 0; t < sizeof tile_shapes / sizeof tile_shapes[0]; t++) {
+    const int64_t rows = tile_shapes[t][0], cols = tile_shapes[t][1], depth = tile_shapes[t][2];
+    const int64_t c8 = (cols + 7) / 8 * 8;
+    float *s0 = calloc((size_t)(rows * c8), sizeof *s0), *s1 = calloc((size_t)(rows * c8), sizeof *s1);
+    float *o0 = malloc((size_t)(rows * depth) * sizeof *o0), *o1 = malloc((size_t)(rows * depth) * sizeof *o1);
+    /* q: x's first rows x depth values; kt and v: b's (depth x c8 and cols x depth, both <= N) */
+    ref->qk_tile(x, depth, b, c8, s0, c8, rows, cols, depth);
+    vo->qk_tile(x, depth, b, c8, s1, c8, rows, cols, depth);
+    int same = 1;
+    for (int64_t r = 0; r < rows; r++) same = same && memcmp(s0 + r * c8, s1 + r * c8, (size_t)cols * 4) == 0;
+    for (int64_t i = 0; i < rows * depth; i++) o0[i] = o1[i] = b[i];
+    ref->pv_tile(s0, c8, b, depth, o0, depth, rows, cols, depth);
+    vo->pv_tile(s0, c8, b, depth, o1, depth, rows, cols, depth);
+    same = same && memcmp(o0, o1, (size_t)(rows * depth) * sizeof *o0) == 0;
+    CHECK(same, "%s qk/pv tiles %lldx%lldx%lld differ from %s", vo->name, (long long)rows, (long long)cols,
+          (long long)depth, ref->name);
+    free(s0);
+    free(s1);
+    free(o0);
+    free(o1);
+  }
   free(x);
   free(b);
   free(y);

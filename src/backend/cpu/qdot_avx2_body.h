@@ -29,8 +29,6 @@
 #include <float.h>
 #include <string.h>
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
 _Static_assert(QDOT_MAX_ROWS == 8, "the ROWS_DISPATCH macros instantiate nr = 1..8");
 
 /* ---------------------------------------------------------------- helpers */

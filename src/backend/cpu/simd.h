@@ -21,6 +21,11 @@
 #include <math.h>
 #include <stdint.h>
 
+/* The micro-kernels' register blocks are arrays indexed by constant
+ * template-like arguments: inlining them is what turns the arrays into
+ * registers. */
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
 /* rlx_cmpop -> the vcmpps predicate (ordered: a NaN compares false, except
  * for NE, which holds), as X(op, predicate) for a switch over the ops. */
 #define SIMD_CMP_PREDICATES(X)                                                           \

@@ -14,8 +14,6 @@
 #include <math.h>
 #include <string.h>
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
 /* ---------------------------------------------------------------- conversion */
 
 static void v_load(float *dst, const void *src, rlx_dtype t, int64_t n) {

@@ -6,9 +6,8 @@
  * CPU first (and RLX_NO_AVX512). What runs 16 lanes wide: the activations
  * (exp, gelu, silu, ... : simd512.h's math, the same results bit for bit as
  * the AVX2 table's), softmax's exp_shift_sum, the binary ops, compares,
- * scale and norm_affine. The rest (conversions, row reductions, attention
- * tiles) is the AVX2 table's: bound by memory or already at the FMA rate
- * there. Built without the flags, the file defines no table.
+ * scale, norm_affine and the attention tiles. The rest (conversions, row
+ * reductions, qk_rows) is the AVX2 table's: bound by memory. Built without the flags, the file defines no table.
  */
 #include "vec.h"
 
@@ -164,6 +163,103 @@ static void v_norm_affine(const float *x, float shift, float scale, const float 
   }
 }
 
+/* ---- attention tiles (vec.h's contract), 16 columns a vector. Each output
+ * is the same chain of FMAs, in the same order, as the AVX2 table's, so
+ * both give the same bits; twice the width pays where the FMA units are
+ * 512 bits wide (Intel server cores), and costs nothing where they are two
+ * 256-bit halves (Zen 4). Column tails through lane masks: nothing is read
+ * or written past cols (qk) or d (pv). */
+
+#define TILE_MR 8 /* rows per micro-tile: 16 accumulators of 32 zmm */
+
+/* s[NR rows, 16*NV columns] = q kt; m0, m1: the two vectors' lanes. */
+ALWAYS_INLINE void qk_micro16(const int NR, const int NV, __mmask16 m0, __mmask16 m1, const float *q, int64_t ldq,
+                              const float *kt, int64_t ldkt, float *s, int64_t lds, int64_t depth) {
+  __m512 acc[TILE_MR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < depth; k++) {
+    const float *kr = kt + k * ldkt;
+    __m512 b0 = _mm512_maskz_loadu_ps(m0, kr), b1 = NV > 1 ? _mm512_maskz_loadu_ps(m1, kr + 16) : b0;
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; r++) {
+      __m512 a = _mm512_set1_ps(q[r * ldq + k]);
+      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+      if (NV > 1) acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; r++) {
+    _mm512_mask_storeu_ps(s + r * lds, m0, acc[r][0]);
+    if (NV > 1) _mm512_mask_storeu_ps(s + r * lds + 16, m1, acc[r][1]);
+  }
+}
+
+/* o[NR rows, 16*NV columns] += p v. */
+ALWAYS_INLINE void pv_micro16(const int NR, const int NV, __mmask16 m0, __mmask16 m1, const float *p, int64_t ldp,
+                              const float *v, int64_t ldv, float *o, int64_t ldo, int64_t cols) {
+  __m512 acc[TILE_MR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; r++) {
+    acc[r][0] = _mm512_maskz_loadu_ps(m0, o + r * ldo);
+    acc[r][1] = NV > 1 ? _mm512_maskz_loadu_ps(m1, o + r * ldo + 16) : acc[r][0];
+  }
+  for (int64_t c = 0; c < cols; c++) {
+    const float *vr = v + c * ldv;
+    __m512 b0 = _mm512_maskz_loadu_ps(m0, vr), b1 = NV > 1 ? _mm512_maskz_loadu_ps(m1, vr + 16) : b0;
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; r++) {
+      __m512 a = _mm512_set1_ps(p[r * ldp + c]);
+      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+      if (NV > 1) acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; r++) {
+    _mm512_mask_storeu_ps(o + r * ldo, m0, acc[r][0]);
+    if (NV > 1) _mm512_mask_storeu_ps(o + r * ldo + 16, m1, acc[r][1]);
+  }
+}
+
+/* One block of NR rows of a tile: MICRO over the columns (n of them) in
+ * steps of 32, the last step on one or two masked vectors. */
+#define TILE_ROWS(MICRO, NR, n, ...)                                                                        \
+  for (int64_t c = 0; c < (n); c += 32) {                                                                   \
+    __mmask16 m0 = simd16_tail_mask((n) - c), m1 = simd16_tail_mask((n) - c - 16);                          \
+    if (m1) MICRO(NR, 2, m0, m1, __VA_ARGS__);                                                              \
+    else MICRO(NR, 1, m0, m1, __VA_ARGS__);                                                                 \
+  }
+
+#define QK_ROWS16(NR) TILE_ROWS(qk_micro16, NR, cols, q + r * ldq, ldq, kt + c, ldkt, s + r * lds + c, lds, depth)
+#define PV_ROWS16(NR) TILE_ROWS(pv_micro16, NR, d, p + r * ldp, ldp, v + c, ldv, o + r * ldo + c, ldo, cols)
+
+/* The row blocks of a tile: TILE_MR at a time, then the remainder. */
+#define TILE_ALL_ROWS(ROWS)                                                                                 \
+  do {                                                                                                      \
+    int64_t r = 0;                                                                                          \
+    for (; r + TILE_MR <= rows; r += TILE_MR) ROWS(TILE_MR)                                                 \
+    switch (rows - r) {                                                                                     \
+    case 7: ROWS(7) break;                                                                                  \
+    case 6: ROWS(6) break;                                                                                  \
+    case 5: ROWS(5) break;                                                                                  \
+    case 4: ROWS(4) break;                                                                                  \
+    case 3: ROWS(3) break;                                                                                  \
+    case 2: ROWS(2) break;                                                                                  \
+    case 1: ROWS(1) break;                                                                                  \
+    default: break;                                                                                         \
+    }                                                                                                       \
+  } while (0)
+
+static void v_qk_tile(const float *q, int64_t ldq, const float *kt, int64_t ldkt, float *s, int64_t lds,
+                      int64_t rows, int64_t cols, int64_t depth) {
+  TILE_ALL_ROWS(QK_ROWS16);
+}
+
+static void v_pv_tile(const float *p, int64_t ldp, const float *v, int64_t ldv, float *o, int64_t ldo,
+                      int64_t rows, int64_t cols, int64_t d) {
+  TILE_ALL_ROWS(PV_ROWS16);
+}
+
 static cpu_vec_ops avx512_table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
@@ -176,6 +272,8 @@ static void build_table(void) {
   avx512_table.scale = v_scale;
   avx512_table.exp_shift_sum = v_exp_shift_sum;
   avx512_table.norm_affine = v_norm_affine;
+  avx512_table.qk_tile = v_qk_tile;
+  avx512_table.pv_tile = v_pv_tile;
 }
 
 const cpu_vec_ops *cpu_vec_avx512(void) {
