@@ -271,7 +271,8 @@ static inline int64_t panel_start(const pack_job *j, int64_t p) {
 
 /* Floats of the conversion buffer pack_unit needs. */
 static inline int64_t pack_tmp_floats(const pack_job *j) {
-  int64_t kc = ceil_div(j->K, j->kblocks), span = j->chunk_panels * (j->is_a ? j->isa->mr_max : j->isa->nr_max);
+  int64_t kc = ceil_div(j->K, j->kblocks);
+  int64_t span = j->chunk_panels * (j->is_a ? j->isa->mr_max : j->isa->nr_max);
   return kc > span ? kc : span;
 }
 
