@@ -79,8 +79,26 @@ static void half_conversions(void) {
   CHECK(isnan(rlx_bf16_to_f32(rlx_f32_to_bf16(NAN))), "bf16 nan");
 }
 
+/* The one reading of on/off switches (README: Environment switches). */
+static void env_flags(void) {
+  const struct {
+    const char *value; /* NULL: unset */
+    int fallback, want;
+  } cases[] = {{NULL, 0, 0}, {NULL, 1, 1}, {"", 1, 1}, {"", 0, 0}, {"0", 1, 0}, {"00", 1, 0},
+               {"1", 0, 1}, {"2", 0, 1}, {"-1", 0, 1}, {"off", 1, 0}, {"OFF", 1, 0}, {"False", 1, 0},
+               {"no", 1, 0}, {"on", 0, 1}, {"yes", 0, 1}, {"true", 0, 1}, {"0x", 1, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (cases[i].value) setenv("RLX_TEST_FLAG", cases[i].value, 1);
+    else unsetenv("RLX_TEST_FLAG");
+    CHECK(ir_env_flag("RLX_TEST_FLAG", cases[i].fallback) == cases[i].want, "RLX_TEST_FLAG=%s (default %d)",
+          cases[i].value ? cases[i].value : "(unset)", cases[i].fallback);
+  }
+  unsetenv("RLX_TEST_FLAG");
+}
+
 int main(void) {
   op_table();
   half_conversions();
+  env_flags();
   return check_report();
 }

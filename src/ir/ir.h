@@ -262,6 +262,12 @@ rlx_status rlx_set_error(rlx_status st, const char *fmt, ...)
     ;
 rlx_status rlx_set_errorv(rlx_status st, const char *fmt, va_list ap);
 
+/* ---------------------------------------------------------------- environment */
+
+/* An on/off switch: fallback when unset or empty; off for an integer 0,
+ * "off", "false" or "no" (any case); on for anything else. */
+int ir_env_flag(const char *name, int fallback);
+
 /* ---------------------------------------------------------------- graph utilities */
 
 /* Deep copy (for specialization, passes). NULL on NOMEM. */

@@ -47,17 +47,12 @@ static const pipeline_pass PASS_LEGALIZE = {"legalize", pass_legalize, "decompos
 
 static const char *const dump_names[] = {"input", "fold", "dce", "cse", "simplify", "fuse", "legalize", "all", NULL};
 
-static int env_flag(const char *name, int def) {
-  const char *v = getenv(name);
-  return v && *v ? atoi(v) != 0 : def;
-}
-
 void pass_options_from_env(pass_options *opt) {
   memset(opt, 0, sizeof *opt);
-  opt->fuse = env_flag("RLX_FUSE", 1);
-  opt->optimize = env_flag("RLX_OPTIMIZE", 1);
-  opt->trace = env_flag("RLX_TRACE", 0);
-  opt->decompose_fused = env_flag("RLX_DECOMPOSE_FUSED", 0);
+  opt->fuse = ir_env_flag("RLX_FUSE", 1);
+  opt->optimize = ir_env_flag("RLX_OPTIMIZE", 1);
+  opt->trace = ir_env_flag("RLX_TRACE", 0);
+  opt->decompose_fused = ir_env_flag("RLX_DECOMPOSE_FUSED", 0);
   const char *dump = getenv("RLX_DUMP");
   opt->dump = dump && *dump ? dump : NULL;
 }

@@ -9,11 +9,6 @@
 
 static size_t align_up(size_t x) { return (x + RLX_ARENA_ALIGN - 1) / RLX_ARENA_ALIGN * RLX_ARENA_ALIGN; }
 
-static int env_flag(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0") != 0;
-}
-
 /* ---------------------------------------------------------------- views */
 
 /* 1 if node n can name its input 0's bytes instead of copying them: its
@@ -284,7 +279,7 @@ static rlx_status plan_fail(plan_memory *m, plan_scratch *s, rlx_status st) {
 
 rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
   memset(m, 0, sizeof *m);
-  const int no_reuse = env_flag("RLX_PLAN_NO_REUSE");
+  const int no_reuse = ir_env_flag("RLX_PLAN_NO_REUSE", 0);
   const int N = g->n_nodes;
   const size_t n_slots = (size_t)N * IR_MAX_OUTPUTS + 1; /* + 1: never a zero-size malloc */
   plan_scratch s = {0};
@@ -425,7 +420,7 @@ rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
       m->offset[slot] = (m->leaf[root] >= 0 ? 0 : s.buf[s.buf_of[root]].off) + s.view_off[slot];
     }
   }
-  if (env_flag("RLX_TRACE"))
+  if (ir_env_flag("RLX_TRACE", 0))
     fprintf(stderr, "plan_memory: %d buffers in %zu arena bytes (naive %zu, peak live %zu), %d views, %d in place%s\n",
             n_buf, m->arena_bytes, m->naive_bytes, m->peak_live_bytes, m->n_views, m->n_inplace,
             no_reuse ? " (RLX_PLAN_NO_REUSE)" : "");

@@ -67,11 +67,6 @@ typedef struct {
   size_t *staged_bytes;
 } hybrid_plan;
 
-static int trace_on(void) {
-  const char *v = getenv("RLX_TRACE");
-  return v && *v && strcmp(v, "0") != 0;
-}
-
 static void hybrid_free(void *p) {
   hybrid_plan *h = p;
   if (!h) return;
@@ -229,7 +224,7 @@ done:
 rlx_status rlx_partition_compile(const rlx_backend *dev, const rlx_graph *g, const rlx_options *opt, void **out) {
   *out = NULL;
   if (!dev) return rlx_set_error(RLX_ERR_UNSUPPORTED, "partition: this build has no device backend");
-  const int n = g->n_nodes, trace = trace_on();
+  const int n = g->n_nodes, trace = ir_env_flag("RLX_TRACE", 0);
   hybrid_plan *h = calloc(1, sizeof *h);
   uint8_t *on_dev = calloc((size_t)n + 1, 1), *need_out = calloc((size_t)n + 1, 1);
   int *order = malloc(((size_t)n + 1) * sizeof *order);

@@ -235,8 +235,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   }
   s->g = rt_compiled_graph(s->compiled);
   s->stats.compile_cache_hit = from_cache;
-  const char *report = getenv("RLX_DISPATCH_REPORT");
-  if (report && *report && atoi(report))
+  if (ir_env_flag("RLX_DISPATCH_REPORT", 0))
     rt_dispatch_report(g->name, s->backend->name, rt_compiled_dispatch(s->compiled), from_cache);
   for (int i = 0; i < s->g->n_nodes; i++) {
     const ir_node *n = &s->g->nodes[i];

@@ -1,6 +1,8 @@
 /* cpu_features.c — run-time detection behind cpu_features.h. */
 #include "cpu_features.h"
 
+#include "../../ir/ir.h"
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,16 +41,11 @@ static void detect(cpu_features *f) { (void)f; }
 static cpu_features hw, usable;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static int env_set(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && !(v[0] == '0' && v[1] == 0);
-}
-
 static void init(void) {
   detect(&hw);
   usable = hw;
-  if (env_set("RLX_NO_AVX512")) usable.avx512 = usable.avx512_vnni = 0;
-  if (env_set("RLX_NO_AVX2")) usable = (cpu_features){0};
+  if (ir_env_flag("RLX_NO_AVX512", 0)) usable.avx512 = usable.avx512_vnni = 0;
+  if (ir_env_flag("RLX_NO_AVX2", 0)) usable = (cpu_features){0};
 }
 
 const cpu_features *cpu_get_features(void) {

@@ -76,14 +76,9 @@ done:
   return st;
 }
 
-static int env_flag(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && !(v[0] == '0' && v[1] == 0);
-}
-
 static pthread_once_t ref_once = PTHREAD_ONCE_INIT;
 static int use_ref;
-static void read_ref_flag(void) { use_ref = env_flag("RLX_QMATMUL_REF"); }
+static void read_ref_flag(void) { use_ref = ir_env_flag("RLX_QMATMUL_REF", 0); }
 
 /* Bytes of weights a task streams per tile pass: a slice of weight rows
  * this size stays in L2 while every tile of activation rows (L1) meets it. */

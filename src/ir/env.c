@@ -1,0 +1,18 @@
+/* env.c — the one reading of on/off environment switches (README.md,
+ * "Environment switches"). */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <strings.h>
+
+int ir_env_flag(const char *name, int fallback) {
+  const char *v = getenv(name);
+  if (!v || !*v) return fallback;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end == 0) return n != 0; /* an integer: "0", "00" off; "1", "2" on */
+  static const char *const off[] = {"off", "false", "no"};
+  for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+    if (!strcasecmp(v, off[i])) return 0;
+  return 1;
+}
