@@ -591,7 +591,7 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   }
   char gname[64];
   snprintf(gname, sizeof gname, "rlx.llm.%s", m->hp.name);
-  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0, 
+  llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0,
                    rlx_compile_device(o.compile.device) == RLX_DEVICE_CUDA, RLX_OK};
   st = b.g ? build_graph(&b, &m->kv) : rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   if (o.progress && st == RLX_OK) o.progress(0.1, o.progress_user);
