@@ -171,8 +171,9 @@ static void test_shapes(cpu_ctx *ctx) {
       {28, 64, 1},   {29, 65, 257}, {70, 70, 70},  {3, 4200, 9},  {400, 40, 300},
       {257, 129, 511},
       /* big enough for two threads: one matrix cut into column tiles
-       * sharing one packed A (few rows), or row tiles sharing one packed B */
-      {128, 300, 200}, {130, 1100, 64}, {900, 70, 150},
+       * sharing one packed A (few rows, B over 1 MiB), or row tiles sharing
+       * one packed B (more rows, or a small B) */
+      {128, 300, 200}, {130, 1100, 64}, {900, 70, 150}, {100, 1100, 300},
   };
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
     all_layouts(ctx, shapes[s][0], shapes[s][1], shapes[s][2], s % 2 == 0, RLX_ACT_NONE);

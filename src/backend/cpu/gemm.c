@@ -25,9 +25,9 @@
  * Threads: the tasks are batch x (tm x tn) tiles of C, handed out
  * dynamically, a few per thread. One matrix is cut along one dimension
  * only, into equal tiles (up to a micro-panel), a multiple of the thread
- * count: columns when it has few rows (A then packed once, shared by all
- * tiles), rows otherwise (B packed once), so no tile repeats another's
- * packing (split_one_matrix). The shared operand is packed by the tiles
+ * count: columns when it has few rows and a large B (A then packed once,
+ * shared by all tiles), rows otherwise (B packed once), so no tile repeats
+ * another's packing (split_one_matrix). The shared operand is packed by the tiles
  * themselves, chunk by chunk as they first need it, inside the product's
  * one parallel loop (shared_pack, as OpenBLAS's threads share B panels).
  * Batches of matrices take tiles that repeat the least packing
@@ -781,11 +781,20 @@ static float *share_operand(gemm_job *j, int is_a, int64_t tiles) {
   return dst;
 }
 
+/* A B of at most this many floats (1 MiB) is shared by tiles of rows even
+ * when the matrix has few enough rows for tiles of columns: every row tile
+ * then re-reads all of B, from L2 at this size, and needs none of A from
+ * the other threads, so no tile waits for another's packing (tiles of
+ * columns all need all of A before they start; OpenBLAS also splits such
+ * products by rows). */
+#define GEMM_SMALL_B_FLOATS ((int64_t)1 << 18)
+
 /* One matrix (batch 1) over several threads: cut along one dimension only,
  * so that the operand every tile needs whole is packed once (by the tiles,
  * shared_pack) instead of once per tile:
  *  - few rows (the reuse-A path: M x kc fits the A budget; prefill
- *    shapes): tiles of columns, A packed once;
+ *    shapes) and B over GEMM_SMALL_B_FLOATS: tiles of columns, A packed
+ *    once;
  *  - more rows: tiles of rows, each of at least mc rows where M allows
  *    (a tile streams all of B, whose micro-panels then serve >= mc rows),
  *    B packed once (or prepacked in a slot).
@@ -796,7 +805,7 @@ static int split_one_matrix(gemm_job *j, int64_t threads, int64_t want) {
   const gemm_isa *isa = j->isa;
   const int64_t M = j->M;
   j->threads = threads;
-  if (reuses_a(isa, M, j->K)) {
+  if (reuses_a(isa, M, j->K) && j->K * j->N > GEMM_SMALL_B_FLOATS) {
     j->tm = 1;
     j->tn = even_tiles(ceil_div(j->N, isa->nr_max), threads, want);
     return j->tn == 1 || (j->a_packed = share_operand(j, 1, j->tn)) != NULL;
