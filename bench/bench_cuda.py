@@ -2,6 +2,7 @@
 
 usage: python3 bench/bench_cuda.py BENCH_CUDA_BINARY [--quick] [--no-compile] [--profile]
                                   [--only=gemm,gemv,attn,block,decode,decode8b]
+                                  [--batches=1,2,4,8]
 
 Measures, in one process run:
   ceilings  device-to-device copy bandwidth (bytes read + written) and a
@@ -9,9 +10,11 @@ Measures, in one process run:
   gemm      rlx MatMul vs torch.matmul (cuBLAS) for f16/bf16 4096^3 and the
             projections of a Llama-3-8B layer at 4096 tokens;
   attn      one causal GQA attention of that block (bf16, S = 512, 32 / 8
-            heads, D = 128) vs F.scaled_dot_product_attention;
+            heads, D = 128, B = 1, 2, 4, 8) vs F.scaled_dot_product_attention,
+            rlx also with each tile shape forced (RLX_CUDA_ATTN_TILE);
   block     a Llama-3-8B-shaped decoder block forward (bf16, S = 512,
-            B = 1..8) vs PyTorch eager and torch.compile;
+            B = 1, 2, 4, 8; --quick: 1 and 8; --batches: these) vs PyTorch
+            eager and torch.compile (each batch compiled on its own);
   gemv      M = 1 products (decode projections: Llama-3-8B and SmolLM2
             shapes) vs torch.matmul, and vs the copy bandwidth;
   decode    one decode step of a 30-layer SmolLM2-135M-shaped decoder
@@ -42,6 +45,8 @@ QUICK = "--quick" in sys.argv
 NO_COMPILE = "--no-compile" in sys.argv
 ONLY = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")),
             ["gemm", "gemv", "attn", "block", "decode", "decode8b"])
+BATCHES = next((tuple(int(b) for b in a.split("=", 1)[1].split(",")) for a in sys.argv if a.startswith("--batches=")),
+               (1, 8) if QUICK else (1, 2, 4, 8))
 dev = torch.device("cuda")
 results = {}
 
@@ -174,33 +179,41 @@ def make_block(B, S):
 
 
 print("\n== causal GQA attention (32 / 8 heads, D 128, bf16): rlx vs F.scaled_dot_product_attention (flash)")
-print("%-3s %-5s %9s %8s %9s %8s %6s %9s" % ("B", "S", "rlx ms", "TFLOP/s", "torch ms", "TFLOP/s", "ratio", "floor ms"))
+print("   rlx ms: the plan's tile shape; then RLX_CUDA_ATTN_TILE=64 / 128 (query rows a block: 16 / 32 a warp)")
+print("%-3s %-5s %9s %9s %9s %8s %9s %8s %6s %9s" % ("B", "S", "rlx ms", "64", "128", "TFLOP/s", "torch ms",
+                                                     "TFLOP/s", "ratio", "floor ms"))
 results["attn"] = []
-for B in ((1, 8) if "attn" in ONLY else ()):
+for B in ((1, 2, 4, 8) if "attn" in ONLY else ()):
     S = 512
     r = rlx("attn", "bf16", B, S, H, HKV, D)
+    r1 = rlx("attn", "bf16", B, S, H, HKV, D, env={"RLX_CUDA_ATTN_TILE": "64"})
+    r2 = rlx("attn", "bf16", B, S, H, HKV, D, env={"RLX_CUDA_ATTN_TILE": "128"})
     q = torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16)
     k = torch.randn(B, HKV, S, D, device=dev, dtype=torch.bfloat16)
     v = torch.randn(B, HKV, S, D, device=dev, dtype=torch.bfloat16)
     t = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), 50)
     flops = 4 * B * H * S * S * D / 2
     fl = floor_ms(flops, 2 * (2 * B * S * H * D + 2 * B * S * HKV * D))
-    print("%-3d %-5d %9.4f %8.1f %9.4f %8.1f %6.3f %9.4f" % (B, S, r["ms"], flops / r["ms"] / 1e9, t, flops / t / 1e9,
-                                                           t / r["ms"], fl))
-    results["attn"].append({"B": B, "S": S, "rlx_ms": r["ms"], "torch_ms": t, "floor_ms": fl})
+    print("%-3d %-5d %9.4f %9.4f %9.4f %8.1f %9.4f %8.1f %6.3f %9.4f" % (
+        B, S, r["ms"], r1["ms"], r2["ms"], flops / r["ms"] / 1e9, t, flops / t / 1e9, t / r["ms"], fl))
+    results["attn"].append({"B": B, "S": S, "rlx_ms": r["ms"], "tile64_ms": r1["ms"], "tile128_ms": r2["ms"],
+                            "torch_ms": t, "floor_ms": fl})
     del q, k, v
 
 print("\n== Llama-3-8B decoder block forward, bf16, S=512: ratio = peer ms / rlx ms (goals: eager >= 1.5, compile >= 1.0)")
-print("%-3s %9s %9s %7s %10s %7s %9s" % ("B", "rlx ms", "eager ms", "ratio", "compile ms", "ratio", "floor ms"))
+print("   rlx add ms: the residual adds as kernels of their own (RLX_CUDA_RESIDUAL_GEMM=0), not in the GEMMs")
+print("%-3s %9s %10s %9s %7s %10s %7s %9s" % ("B", "rlx ms", "rlx add ms", "eager ms", "ratio", "compile ms", "ratio",
+                                            "floor ms"))
 results["block"] = []
-for B in (() if "block" not in ONLY else (1, 8) if QUICK else (1, 2, 4, 8)):
+for B in (BATCHES if "block" in ONLY else ()):
     S = 512
     r = rlx("block", "bf16", B, S)
+    ru = rlx("block", "bf16", B, S, env={"RLX_CUDA_RESIDUAL_GEMM": "0"})
     block, xin = make_block(B, S)
     with torch.no_grad():
         te = median_ms(lambda: block(xin), 10)
         tc = float("nan")
-        if not NO_COMPILE and B in (1, 8):
+        if not NO_COMPILE:
             try:
                 cb = torch.compile(block)
                 t0 = time.time()
@@ -214,8 +227,10 @@ for B in (() if "block" not in ONLY else (1, 8) if QUICK else (1, 2, 4, 8)):
     flops = 2 * M * (E * E * 2 + 2 * E * HKV * D + E * 2 * FF + FF * E) + 4 * B * H * S * S * D // 2
     wbytes = 2 * (E * E * 2 + 2 * E * HKV * D + E * 2 * FF + FF * E)
     fl = floor_ms(flops, wbytes + 2 * 2 * M * E)
-    print("%-3d %9.3f %9.3f %7.3f %10.3f %7.3f %9.3f" % (B, r["ms"], te, te / r["ms"], tc, tc / r["ms"], fl))
-    results["block"].append({"B": B, "S": S, "rlx_ms": r["ms"], "eager_ms": te, "compile_ms": tc, "floor_ms": fl})
+    print("%-3d %9.3f %10.3f %9.3f %7.3f %10.3f %7.3f %9.3f" % (B, r["ms"], ru["ms"], te, te / r["ms"], tc, tc / r["ms"],
+                                                              fl))
+    results["block"].append({"B": B, "S": S, "rlx_ms": r["ms"], "rlx_add_kernels_ms": ru["ms"], "eager_ms": te,
+                             "compile_ms": tc, "floor_ms": fl})
     del block, xin
     torch.cuda.empty_cache()
 

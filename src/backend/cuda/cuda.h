@@ -182,6 +182,8 @@ typedef struct {
 } cu_rope_args;
 int cu_rope_launch(const cu_rope_args *a, cudaStream_t st);
 
+/* flash_tc shapes: 64 query rows a block (16 a warp), 128 (32 a warp) */
+enum { CU_ATTN_TILE_64, CU_ATTN_TILE_128 };
 typedef struct {
   const void *q, *k, *v;
   void *out;
@@ -189,6 +191,7 @@ typedef struct {
   int64_t mask_stride[4];
   int dtype, mask_kind;
   int force_exact;          /* RLX_CUDA_ATTN_EXACT=1: the exact kernel even where tensor cores apply */
+  int tc_tile;              /* CU_ATTN_TILE_*: the tensor-core kernel's shape (cu_attention_plan) */
   int64_t B, S, T, H, Hkv, D, window;
   /* element strides of q/out and of k/v: batch, head, sequence (D is contiguous) */
   int64_t q_sb, q_sh, q_ss, kv_sb, kv_sh, kv_ss;
@@ -275,6 +278,7 @@ typedef struct {
   void *const *pc;
   const void *bias;
   int act;                 /* rlx_act */
+  const void *resid;       /* a tensor of c's layout added to the product (beta = 1), or NULL; not with pa */
 } cuda_gemm_desc;
 
 /* Workspace the GEMMs of a plan share (one stream: one at a time). */

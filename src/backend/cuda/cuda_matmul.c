@@ -28,6 +28,7 @@ struct cuda_gemm {
   int n;                               /* calls: 1, or n_ptrs */
   const void **pa, **pb;
   void **pc;
+  const void *resid;                   /* cuBLASLt's C when it is not D (a residual added in), else NULL */
 };
 
 static cublasLtHandle_t lt_handle;
@@ -70,8 +71,9 @@ static cublasStatus_t set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t
 static cublasStatus_t run_algo(const cuda_gemm *g, const cublasLtMatmulAlgo_t *algo, int i, cudaStream_t st) {
   const void *alpha = g->f64 ? (const void *)&g->alpha64 : (const void *)&g->alpha32;
   const void *beta = g->f64 ? (const void *)&g->beta64 : (const void *)&g->beta32;
-  return cublasLtMatmul(lt_handle, g->op, alpha, g->pb[i], g->la, g->pa[i], g->lb, beta, g->pc[i], g->lc, g->pc[i],
-                        g->lc, algo, g->workspace, CUDA_GEMM_WORKSPACE, st);
+  return cublasLtMatmul(lt_handle, g->op, alpha, g->pb[i], g->la, g->pa[i], g->lb, beta,
+                        g->resid ? g->resid : g->pc[i], g->lc, g->pc[i], g->lc, algo, g->workspace,
+                        CUDA_GEMM_WORKSPACE, st);
 }
 
 /* Best of three timings of two calls of algo on g's own operands (ms), or
@@ -100,17 +102,18 @@ static float time_algo(const cuda_gemm *g, const cublasLtMatmulAlgo_t *algo, cud
  * the LLM shapes of bench_cuda (4096^3 and a Llama-3-8B layer's products
  * at 512 rows, within 1%), and it costs compile time. */
 #define GEMM_CANDIDATES 8
-static cublasStatus_t pick_algo(cuda_gemm *g, const cuda_gemm_desc *d, const void *a, const void *b, const void *c) {
+static cublasStatus_t pick_algo(cuda_gemm *g, const cuda_gemm_desc *d, const void *a, const void *b, const void *c,
+                                const void *c_in) {
   cublasLtMatmulPreference_t pref;
   cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
   if (s != CUBLAS_STATUS_SUCCESS) return s;
   uint64_t ws = CUDA_GEMM_WORKSPACE;
-  uint32_t al_a = alignment_of(b), al_b = alignment_of(a), al_c = alignment_of(c);
+  uint32_t al_a = alignment_of(b), al_b = alignment_of(a), al_c = alignment_of(c_in), al_d = alignment_of(c);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
   const double flops = 2.0 * (double)d->M * (double)d->N * (double)d->K * (double)(d->batch > 1 ? d->batch : 1);
   const char *tune_env = getenv("RLX_CUDA_GEMM_TUNE");
   const int tune = flops >= 1e9 && tune_env && !strcmp(tune_env, "1");
@@ -167,8 +170,9 @@ static cublasStatus_t build(cuda_gemm *g, const cuda_gemm_desc *d, cublasLtEpilo
     if (s == CUBLAS_STATUS_SUCCESS) s = set_batch(g->lb, d->batch, d->stride_a);
     if (s == CUBLAS_STATUS_SUCCESS) s = set_batch(g->lc, d->batch, d->stride_c);
   }
-  if (s == CUBLAS_STATUS_SUCCESS) s = pick_algo(g, d, d->pa ? d->pa[0] : d->a, d->pb ? d->pb[0] : d->b,
-                                                d->pc ? d->pc[0] : d->c);
+  const void *c = d->pc ? d->pc[0] : d->c;
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = pick_algo(g, d, d->pa ? d->pa[0] : d->a, d->pb ? d->pb[0] : d->b, c, d->resid ? d->resid : c);
   return s;
 }
 
@@ -203,7 +207,13 @@ rlx_status cuda_gemm_prepare(const cuda_gemm_desc *d, void *workspace, cuda_gemm
   }
   g->workspace = workspace;
   g->f64 = d->dtype == RLX_F64;
-  g->alpha32 = 1.f, g->beta32 = 0.f, g->alpha64 = 1.0, g->beta64 = 0.0;
+  if (d->resid && d->pa) {
+    cuda_gemm_free(g);
+    return rlx_set_error(RLX_ERR_INTERNAL, "cuBLASLt: a residual with per-matrix pointers");
+  }
+  /* D = A B + resid: cuBLASLt's C input with beta 1, rounded once in the epilogue */
+  g->resid = d->resid;
+  g->alpha32 = 1.f, g->beta32 = d->resid ? 1.f : 0.f, g->alpha64 = 1.0, g->beta64 = d->resid ? 1.0 : 0.0;
   /* the fullest epilogue the library has a kernel for: bias + act, bias, none */
   const int native_act = d->act == RLX_ACT_RELU || d->act == RLX_ACT_GELU_TANH || d->act == RLX_ACT_NONE;
   cublasLtEpilogue_t tries[3];

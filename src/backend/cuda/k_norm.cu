@@ -132,21 +132,34 @@ extern "C" int cu_norm_launch(const cu_norm_args *a, cudaStream_t st) {
 
 /* ---------------------------------------------------------------- Rope */
 
-/* One thread per (b, s, pair i < n_rot/2 or dim past n_rot, group of
- * ROPE_HEADS heads), looping over its heads: the angle of (position, i) is
- * computed once for the group, in double from positions (large positions
- * need it: theta reaches 1e5 rad), or read from the tables as given. The
- * head groups give a decode step (one position) enough threads. */
+/* The angle of pair i at position p as rope_kernel takes it below F64:
+ * theta in double, reduced to [-pi, pi], sine and cosine in float. */
+__device__ __forceinline__ void rope_angle(const cu_rope_args &a, long long p, int64_t i, float *sn, float *cs) {
+  const double TWO_PI = 6.283185307179586476925;
+  const double theta = (double)p * pow(a.base, -2.0 * (double)i / (double)a.n_rot) / a.scale;
+  sincosf((float)(theta - rint(theta / TWO_PI) * TWO_PI), sn, cs);
+}
+
+/* One thread per (b, s, pair i < n_rot/2 or dim past n_rot, group of hpt
+ * heads), looping over its heads: the angle of (position, i) is computed
+ * once for the group, in double from positions (large positions need it:
+ * theta reaches 1e5 rad), or read from the tables as given. Below F64 the
+ * double angle is reduced to [-pi, pi] and its sine and cosine taken in
+ * float (errors of an F32 ulp, where the double ones cost as much as the
+ * memory traffic of a prefill). Groups of ROPE_HEADS heads give a decode
+ * step (one position) enough threads; ROPE_HEADS_WIDE where there are
+ * threads to spare (prefill), so fewer angles are computed. */
 #define ROPE_HEADS 4
-__global__ void rope_kernel(const __grid_constant__ cu_rope_args a) {
+#define ROPE_HEADS_WIDE 8
+__global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
   const int64_t half = a.n_rot / 2, pass = a.D - a.n_rot, per_pos = half + pass;
-  const int64_t groups = (a.H + ROPE_HEADS - 1) / ROPE_HEADS, total = a.B * a.S * per_pos * groups;
+  const int64_t groups = (a.H + hpt - 1) / hpt, total = a.B * a.S * per_pos * groups;
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
     const int64_t e = t % per_pos, rest = t / per_pos, hg = rest % groups, bs = rest / groups; /* bs = b*S + s */
     const int64_t s = bs % a.S, b = bs / a.S;
     const int64_t first = bs * a.H * a.D;
-    const int64_t h0 = hg * ROPE_HEADS, h1 = h0 + ROPE_HEADS < a.H ? h0 + ROPE_HEADS : a.H;
+    const int64_t h0 = hg * hpt, h1 = h0 + hpt < a.H ? h0 + hpt : a.H;
     if (e >= half) { /* a dim past n_rot: copied */
       const int64_t d = a.n_rot + (e - half);
       for (int64_t h = h0; h < h1; h++) cu_st_f(a.out, a.dtype, first + h * a.D + d, cu_ld_f(a.x, a.dtype, first + h * a.D + d));
@@ -156,8 +169,13 @@ __global__ void rope_kernel(const __grid_constant__ cu_rope_args a) {
     double c, sn;
     if (a.pos) {
       long long p = cu_ld_i(a.pos, a.pos_dtype, a.pos_batched ? b * a.S + s : s);
-      double theta = (double)p * pow(a.base, -2.0 * (double)i / (double)a.n_rot) / a.scale;
-      sincos(theta, &sn, &c);
+      if (a.dtype == RLX_F64) {
+        sincos((double)p * pow(a.base, -2.0 * (double)i / (double)a.n_rot) / a.scale, &sn, &c);
+      } else {
+        float fs, fc;
+        rope_angle(a, p, i, &fs, &fc);
+        sn = fs, c = fc;
+      }
     } else {
       int64_t at = (a.table_batched ? b * a.S * half : 0) + s * half + i;
       c = cu_ld_f(a.cos, a.table_dtype, at);
@@ -180,9 +198,68 @@ __global__ void rope_kernel(const __grid_constant__ cu_rope_args a) {
   }
 }
 
+/* NEOX rotation of every dim (n_rot = D) from positions, F32/F16/BF16 rows
+ * aligned to 16 bytes with D / 2 a multiple of 16 bytes: the prefill case.
+ * A thread takes V consecutive pairs (16 bytes of each half of a head) of
+ * ROPE_VEC_HEADS heads: its V angles once, all heads' loads in flight
+ * before the first store (x and out may be one buffer, so the compiler
+ * cannot move loads of the next head above the stores of this one). Same
+ * arithmetic as rope_kernel, 16-byte loads and stores instead of 2-byte. */
+#define ROPE_VEC_HEADS 4
+template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_kernel(const __grid_constant__ cu_rope_args a) {
+  constexpr int V = 16 / (int)sizeof(E);
+  const int half = (int)(a.D / 2), chunks = half / V, groups = (int)((a.H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
+  const int64_t total = a.B * a.S * chunks * groups, step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
+    const int c = (int)(t % chunks);
+    const int64_t rest = t / chunks, bs = rest / groups;
+    const int h0 = (int)(rest % groups) * ROPE_VEC_HEADS;
+    const int nh = a.H - h0 < ROPE_VEC_HEADS ? (int)(a.H - h0) : ROPE_VEC_HEADS;
+    const long long p = cu_ld_i(a.pos, a.pos_dtype, a.pos_batched ? bs : bs % a.S);
+    float sn[V], cs[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) rope_angle(a, p, (int64_t)c * V + k, &sn[k], &cs[k]);
+    const int64_t at = (bs * a.H + h0) * a.D + (int64_t)c * V;
+    const E *x = (const E *)a.x + at;
+    E *out = (E *)a.out + at;
+    float x0[ROPE_VEC_HEADS][V], x1[ROPE_VEC_HEADS][V];
+#pragma unroll
+    for (int hh = 0; hh < ROPE_VEC_HEADS; hh++) {
+      if (hh >= nh) break;
+      cu_ld16<E>(x + hh * a.D, x0[hh]);
+      cu_ld16<E>(x + hh * a.D + half, x1[hh]);
+    }
+#pragma unroll
+    for (int hh = 0; hh < ROPE_VEC_HEADS; hh++) {
+      if (hh >= nh) break;
+      float y0[V], y1[V];
+#pragma unroll
+      for (int k = 0; k < V; k++) {
+        y0[k] = x0[hh][k] * cs[k] - x1[hh][k] * sn[k];
+        y1[k] = x0[hh][k] * sn[k] + x1[hh][k] * cs[k];
+      }
+      cu_st16<E>(out + hh * a.D, y0);
+      cu_st16<E>(out + hh * a.D + half, y1);
+    }
+  }
+}
+
 extern "C" int cu_rope_launch(const cu_rope_args *a, cudaStream_t st) {
-  int64_t total = a->B * a->S * (a->D - a->n_rot / 2) * ((a->H + ROPE_HEADS - 1) / ROPE_HEADS);
+  const int es = a->dtype == RLX_F32 ? 4 : a->dtype == RLX_F16 || a->dtype == RLX_BF16 ? 2 : 0;
+  if (es && a->pos && a->neox && a->n_rot == a->D && a->D / 2 * es % 16 == 0 && a->B * a->S * a->H > 0 &&
+      (((uintptr_t)a->x | (uintptr_t)a->out) & 15) == 0) {
+    const int64_t work = a->B * a->S * (a->D / 2 * es / 16) * ((a->H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
+    const unsigned blocks = cu_blocks(work, CU_THREADS);
+    if (a->dtype == RLX_F32) rope_vec_kernel<float><<<blocks, CU_THREADS, 0, st>>>(*a);
+    else if (a->dtype == RLX_F16) rope_vec_kernel<__half><<<blocks, CU_THREADS, 0, st>>>(*a);
+    else rope_vec_kernel<__nv_bfloat16><<<blocks, CU_THREADS, 0, st>>>(*a);
+    return cudaGetLastError();
+  }
+  const int64_t per_pos = a->B * a->S * (a->D - a->n_rot / 2);
+  /* wide groups where they still leave ~2048 threads per multiprocessor */
+  const int hpt = per_pos * ((a->H + ROPE_HEADS_WIDE - 1) / ROPE_HEADS_WIDE) >= 132 * 2048 ? ROPE_HEADS_WIDE : ROPE_HEADS;
+  int64_t total = per_pos * ((a->H + hpt - 1) / hpt);
   if (total <= 0 || a->H <= 0) return cudaSuccess;
-  rope_kernel<<<cu_blocks(total, CU_THREADS), CU_THREADS, 0, st>>>(*a);
+  rope_kernel<<<cu_blocks(total, CU_THREADS), CU_THREADS, 0, st>>>(*a, hpt);
   return cudaGetLastError();
 }
