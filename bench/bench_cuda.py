@@ -2,7 +2,8 @@
 
 usage: python3 bench/bench_cuda.py BENCH_CUDA_BINARY [--quick] [--no-compile] [--profile]
                                   [--only=gemm,gemv,attn,block,decode,decode8b]
-                                  [--batches=1,2,4,8]
+                                  [--kernels=BENCH_CUDA_KERNELS_BINARY [--kernels-only=gemv|quant]]
+                                  [--no-variants] [--batches=1,2,4,8]
 
 Measures, in one process run:
   ceilings  device-to-device copy bandwidth (bytes read + written) and a
@@ -25,7 +26,10 @@ Measures, in one process run:
   decode8b  the same step at Llama-3-8B's shape (32 layers, E 4096, 32 / 8
             heads, F 14336, vocab 128256; random weights through the same
             builders), bf16, q8_0 and q4_K weights, vs the roofline: there
-            the products must stream GBs of weights at near copy bandwidth.
+            the products must stream GBs of weights at near copy bandwidth
+            (q8_0 / q4_K also with RLX_QMATMUL_REF=1: the float kernel);
+  kernels   (--kernels=) bench_cuda_kernels: the decode products' kernels
+            alone at the 8B shapes, TB/s against the copy bandwidth.
 rlx numbers come from bench_cuda (C; each run is one rlx_run: a CUDA graph
 replay and a stream synchronize); torch numbers are CUDA-event medians of
 back-to-back calls. Every line gives the floor (the larger of FLOPs over
@@ -315,12 +319,30 @@ LLAMA8B = (32, 4096, 32, 8, 14336, 128256)  # L E H HKV F V
 print("\n== decode step, Llama-3-8B shape (32 layers, E 4096, 32 / 8 heads, F 14336, vocab 128256), KV cache 512")
 print("%-5s %9s %9s %11s %9s %9s" % ("wfmt", "rlx ms", "tok/s", "MB / token", "roof ms", "of roof"))
 results["decode8b"] = []
-for wf in (("bf16", "q8_0", "q4_k") if "decode8b" in ONLY else ()):
-    r = rlx("decode", wf, 512, *LLAMA8B)
+# q8_0 / q4_k also with RLX_QMATMUL_REF=1: the float GEMV from x as given
+# (the session-3 kernel) instead of the integer one over 8-bit x; q4_k also
+# with RLX_CUDA_PDL=0 (the integer GEMV not launched while x is quantized)
+DECODE8B_RUNS = (("bf16", None), ("q8_0", None), ("q8_0", "RLX_QMATMUL_REF=1"), ("q4_k", None),
+                 ("q4_k", "RLX_QMATMUL_REF=1"), ("q4_k", "RLX_CUDA_PDL=0"))
+if "--no-variants" in sys.argv:  # the plain rows only
+    DECODE8B_RUNS = tuple(r for r in DECODE8B_RUNS if r[1] is None)
+for wf, var in (DECODE8B_RUNS if "decode8b" in ONLY else ()):
+    r = rlx("decode", wf, 512, *LLAMA8B, env=dict([var.split("=")]) if var else None)
     nbytes = r["weight_bytes"] + r["kv_bytes"]
     roof = nbytes / bw * 1e3
-    print("%-5s %9.4f %9.1f %11.1f %9.4f %8.1f%%" % (wf, r["ms"], r["tok_s"], nbytes / 1e6, roof, 100 * roof / r["ms"]))
-    results["decode8b"].append({"wfmt": wf, "rlx_ms": r["ms"], "tok_s": r["tok_s"], "bytes": nbytes, "roof_ms": roof})
+    print("%-5s %9.4f %9.1f %11.1f %9.4f %8.1f%%%s" % (wf, r["ms"], r["tok_s"], nbytes / 1e6, roof, 100 * roof / r["ms"],
+                                                       "  (%s)" % var if var else ""))
+    results["decode8b"].append({"wfmt": wf, "env": var, "rlx_ms": r["ms"], "tok_s": r["tok_s"], "bytes": nbytes,
+                                "roof_ms": roof})
+
+# ---------------------------------------------------------------- kernels alone
+KERNELS = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--kernels=")), None)
+if KERNELS:
+    print("\n== decode products' kernels alone (bench_cuda_kernels), Llama-3-8B shapes, M = 1")
+    what = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--kernels-only=")), "all")
+    out = subprocess.run([KERNELS, what], capture_output=True, text=True, timeout=300)
+    print(out.stdout + out.stderr)
+    results["kernels"] = out.stdout.splitlines()
 
 if "--profile" in sys.argv:
     print("\n== where the time goes (RLX_CUDA_PROFILE=1: op by op, an event around each launch)")
@@ -330,7 +352,7 @@ if "--profile" in sys.argv:
     if "decode" in ONLY:
         rlx("decode", "bf16", 512, env={"RLX_CUDA_PROFILE": "1", "RLX_DISPATCH_REPORT": "1"})
     if "decode8b" in ONLY:
-        for wf in ("bf16", "q4_k"):
+        for wf in ("q4_k",) if "--no-variants" in sys.argv else ("bf16", "q4_k"):
             rlx("decode", wf, 512, *LLAMA8B, env={"RLX_CUDA_PROFILE": "1"})
 
 out = os.environ.get("OUT")

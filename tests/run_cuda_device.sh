@@ -8,20 +8,25 @@
 # when it is set (the device tool's output folder).
 #
 #   bash tests/run_cuda_device.sh [--bench] [--quick] [--profile] [--no-tests]
-#                                 [--only=gemm,gemv,attn,block,decode,decode8b] [--no-compile]
-#                                 [--budget SECONDS]
+#                                 [--only=gemm,gemv,attn,block,decode,decode8b] [--batches=1,2,4,8] [--no-compile]
+#                                 [--budget SECONDS] [--kernels] [--tests=REGEX]
+# --kernels: also build bench/bench_cuda_kernels.cu (nvcc, beside the cmake
+# build) and run it inside the benchmark (the decode products' kernels alone).
+# --tests=REGEX: test_cuda_backend and the ctest cases matching REGEX only.
 # --budget: stop starting new phases once this many seconds have passed
 # (default 540: inside the device tool's 600 s limit per command).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/rlx-cuda-out}
 mkdir -p "$out"
-bench=0 bench_flags="" tests=1 budget=540
+bench=0 bench_flags="" tests=1 budget=540 kernels=0 test_regex=
 while [ $# -gt 0 ]; do
   case $1 in
     --bench) bench=1 ;;
-    --quick | --profile | --no-compile | --only=*) bench_flags="$bench_flags $1" ;;
+    --quick | --profile | --no-compile | --only=* | --batches=* | --no-variants | --kernels-only=*) bench_flags="$bench_flags $1" ;;
     --no-tests) tests=0 ;;
+    --kernels) kernels=1 ;;
+    --tests=*) test_regex=${1#--tests=} ;;
     --budget) budget=$2; shift ;;
   esac
   shift
@@ -42,9 +47,19 @@ gen=""
 command -v ninja >/dev/null && gen="-G Ninja"
 cmake -S . -B $build $gen -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" \
   >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+if [ $kernels = 1 ]; then
+  mkdir -p $build
+  nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc bench/bench_cuda_kernels.cu -o $build/bench_cuda_kernels \
+    >"$out/kernels_build.log" 2>&1 &
+  kernels_pid=$!
+  bench_flags="$bench_flags --kernels=$build/bench_cuda_kernels"
+fi
 # only what the cuda tests and the benchmark need
 cmake --build $build -j"$(nproc)" --target bench_cuda test_cuda_backend test_cuda_parity test_cuda_llm op_parity rlx \
   >"$out/build.log" 2>&1 || { grep -E -A3 "error" "$out/build.log" | head -60; exit 1; }
+if [ $kernels = 1 ]; then
+  wait $kernels_pid || { tail -30 "$out/kernels_build.log"; exit 1; }
+fi
 echo "build: $(( $(date +%s) - t_start )) s"
 status=0
 if [ $tests = 1 ]; then
@@ -57,7 +72,7 @@ if [ $bench = 1 ] && [ "$(left)" -gt 60 ]; then
   echo "bench: done at $(( $(date +%s) - t_start )) s"
 fi
 if [ $tests = 1 ] && [ "$(left)" -gt 30 ]; then
-  timeout "$(left)" ctest --test-dir $build -L cuda -E '^test_cuda_backend$' -j8 --output-on-failure \
+  timeout "$(left)" ctest --test-dir $build -L cuda -E '^test_cuda_backend$' ${test_regex:+-R "$test_regex"} -j8 --output-on-failure \
     >"$out/ctest_cuda.log" 2>&1 || status=1
   grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAIL" "$out/ctest_cuda.log" | head -80
   # every test's own output (the LLM logits comparison's numbers among them)

@@ -219,6 +219,52 @@ static void test_gemv(void) {
   }
 }
 
+/* Three products of one x at decode sizes: the first two share a launch
+ * (segments), the third absorbs the residual add after it (epilogue), on
+ * both weight layouts, against the CPU; replay == op by op. */
+static void test_gemv_segments(void) {
+  static const rlx_dtype types[] = {RLX_BF16, RLX_F32};
+  for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
+    for (int trans = 0; trans < 2; trans++)
+      for (int M = 1; M <= 3; M += 2) {
+        const rlx_dtype t = types[ti];
+        const int K = 520, N[3] = {136, 72, 200};
+        rlx_graph *g = rlx_graph_new("gemv_segments");
+        int64_t xd[2] = {M, K}, rd[2] = {M, N[2]}, perm[2] = {1, 0};
+        rlx_node x = rlx_input(g, "x", t, 2, xd), y[3];
+        static const char *names[3] = {"w0", "w1", "w2"};
+        for (int i = 0; i < 3; i++) {
+          int64_t wd[2] = {trans ? N[i] : K, trans ? K : N[i]};
+          rlx_node w = rlx_param(g, names[i], t, 2, wd);
+          y[i] = rlx_matmul(g, x, trans ? rlx_transpose(g, w, 2, perm) : w);
+        }
+        y[2] = rlx_add(g, y[2], rlx_input(g, "r", t, 2, rd));
+        rlx_graph_set_outputs(g, 3, y);
+        bound_leaf l[5] = {{"x", 0, random_tensor(t, (int64_t)M * K, 1.0), (size_t)M * K * dtype_size(t)},
+                           {"w0", 1, random_tensor(t, (int64_t)N[0] * K, 0.1), (size_t)N[0] * K * dtype_size(t)},
+                           {"w1", 1, random_tensor(t, (int64_t)N[1] * K, 0.1), (size_t)N[1] * K * dtype_size(t)},
+                           {"w2", 1, random_tensor(t, (int64_t)N[2] * K, 0.1), (size_t)N[2] * K * dtype_size(t)},
+                           {"r", 0, random_tensor(t, (int64_t)M * N[2], 1.0), (size_t)M * N[2] * dtype_size(t)}};
+        for (int o = 0; o < 3; o++) {
+          size_t cb = 0, gb = 0, eb = 0;
+          void *cpu = run_graph(g, RLX_DEVICE_CPU, l, 5, o, &cb), *gpu = run_graph(g, RLX_DEVICE_CUDA, l, 5, o, &gb);
+          setenv("RLX_CUDA_GRAPH", "0", 1);
+          void *eager = run_graph(g, RLX_DEVICE_CUDA, l, 5, o, &eb);
+          unsetenv("RLX_CUDA_GRAPH");
+          double atol, rtol;
+          tolerance(t, &atol, &rtol);
+          const double r = cpu && gpu && cb == gb ? worst_ratio(t, gpu, cpu, (int64_t)(cb / dtype_size(t)), atol, rtol) : INFINITY;
+          CHECK(r <= 1.0, "gemv segments %s M=%d%s output %d: worst error %.3g of tolerance", rlx_dtype_name(t), M,
+                trans ? " (w^T)" : "", o, r);
+          CHECK(eager && gpu && eb == gb && !memcmp(eager, gpu, gb), "gemv segments %s M=%d output %d: replay == op by op",
+                rlx_dtype_name(t), M, o);
+          free(cpu), free(gpu), free(eager);
+        }
+        for (int i = 0; i < 5; i++) free(l[i].data);
+        rlx_graph_free(g);
+      }
+}
+
 /* Packed weights made by the CPU's Quantize, then DequantMatMul on both
  * CUDA paths: M <= 8 (the fused decode kernel) and M > 8 (dequantize + GEMM). */
 static void test_dequant_matmul(void) {
@@ -265,6 +311,204 @@ static void test_dequant_matmul(void) {
     free(wf);
     rlx_graph_free(qg);
   }
+}
+
+/* Random weights [N, K] packed by the CPU's Quantize into scheme q (the
+ * malloc'ed bytes, *bytes of them) and, in *dequant, those packed weights
+ * as floats (the CPU's Dequantize). NULL on failure (checked). */
+static void *packed_weights(rlx_dtype q, int64_t N, int64_t K, size_t *bytes, float **dequant) {
+  int64_t wd[2] = {N, K};
+  rlx_graph *qg = rlx_graph_new("quantize");
+  rlx_node qw = rlx_quantize(qg, rlx_input(qg, "w", RLX_F32, 2, wd), q);
+  rlx_node outs[2] = {qw, rlx_dequantize(qg, qw)};
+  rlx_graph_set_outputs(qg, 2, outs);
+  float *wf = random_tensor(RLX_F32, N * K, 1.0);
+  bound_leaf wl = {"w", 0, wf, sizeof(float) * (size_t)(N * K)};
+  size_t dbytes = 0;
+  void *packed = run_graph(qg, RLX_DEVICE_CPU, &wl, 1, 0, bytes);
+  *dequant = run_graph(qg, RLX_DEVICE_CPU, &wl, 1, 1, &dbytes);
+  CHECK(packed && *dequant, "quantize and dequantize %s", rlx_dtype_name(q));
+  free(wf);
+  rlx_graph_free(qg);
+  if (!packed || !*dequant) {
+    free(packed), free(*dequant);
+    *dequant = NULL;
+    return NULL;
+  }
+  return packed;
+}
+
+/* x's levels as the integer decode path makes them (qdot_q8_0's rule:
+ * per 32 elements d = amax / 127, levels roundf(x / d)), as doubles. */
+static void quantize_levels(const double *x, double *xq, int64_t n) {
+  for (int64_t b = 0; b < n; b += 32) {
+    float amax = 0.f;
+    for (int j = 0; j < 32; j++) amax = fabsf((float)x[b + j]) > amax ? fabsf((float)x[b + j]) : amax;
+    const float d = amax / 127, id = d != 0.f ? 1.f / d : 0.f;
+    for (int j = 0; j < 32; j++) {
+      float v = (float)x[b + j] * id;
+      v = v > 127.f ? 127.f : v < -127.f ? -127.f : v;
+      xq[b + j] = (double)d * roundf(v);
+    }
+  }
+}
+
+/* The default small-M DequantMatMul (x quantized to 8 bits per 32, integer
+ * dot products) against the product of the dequantized weights (the CPU's
+ * Dequantize) with those 8-bit levels of x, in double: the same function,
+ * so only the F32 sums and the output rounding differ. Two products of one
+ * x (one launch of two segments), a residual add in the epilogue at odd
+ * M. Ragged shapes: N
+ * not a multiple of the 4 rows of a block, rows 2-byte aligned (18, 34,
+ * 210-byte blocks), chunks of the 2048-weight stream cut short. And the
+ * quantization's own error against the exact product stays inside its a
+ * priori bound sum_k |w_k| d_k / 2 (so the levels are what they claim). */
+static void test_dequant_matmul_int8(void) {
+  static const rlx_dtype schemes[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
+  static const rlx_dtype types[] = {RLX_F32, RLX_BF16, RLX_F16};
+  static const int Ms[] = {1, 2, 3, 8};
+  setenv("RLX_QMATMUL_REF", "0", 1);
+  for (size_t si = 0; si < sizeof schemes / sizeof *schemes; si++) {
+    const rlx_dtype q = schemes[si];
+    const int64_t N = 37, K = q == RLX_Q4_K || q == RLX_Q6_K ? 256 * 9 : 32 * 67;
+    int64_t wd[2] = {N, K};
+    size_t qbytes = 0;
+    float *wdq = NULL;
+    void *packed = packed_weights(q, N, K, &qbytes, &wdq);
+    for (size_t ti = 0; packed && wdq && ti < sizeof types / sizeof *types; ti++) {
+      const rlx_dtype t = types[ti];
+      for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
+        const int M = Ms[mi];
+        /* y = x w^T (+ r at odd M: the add is computed in the product's
+         * epilogue), then x w2^T (w2: the same bytes, another param): the
+         * second product joins the first's launch as a second segment */
+        rlx_graph *g = rlx_graph_new("dequant_matmul_int8");
+        int64_t xd[2] = {M, K}, yd[2] = {M, N};
+        const int resid = M % 2;
+        rlx_node xn = rlx_input(g, "x", t, 2, xd);
+        rlx_node y = rlx_dequant_matmul(g, xn, rlx_param(g, "w", q, 2, wd));
+        if (resid) y = rlx_add(g, y, rlx_input(g, "r", t, 2, yd));
+        rlx_node outs2[2] = {y, rlx_dequant_matmul(g, xn, rlx_param(g, "w2", q, 2, wd))};
+        rlx_graph_set_outputs(g, 2, outs2);
+        void *xv = random_tensor(t, M * K, 1.0), *rv = random_tensor(t, M * N, 1.0);
+        bound_leaf l[4] = {{"x", 0, xv, (size_t)(M * K) * dtype_size(t)},
+                           {"w", 1, packed, qbytes},
+                           {"w2", 1, packed, qbytes},
+                           {"r", 0, rv, (size_t)(M * N) * dtype_size(t)}};
+        size_t gb = 0, gb2 = 0;
+        void *got = run_graph(g, RLX_DEVICE_CUDA, l, resid ? 4 : 3, 0, &gb);
+        void *got2 = run_graph(g, RLX_DEVICE_CUDA, l, resid ? 4 : 3, 1, &gb2);
+        CHECK(got && got2 && gb == (size_t)(M * N) * dtype_size(t) && gb2 == gb, "dequant_matmul int8 %s %s M=%d runs",
+              rlx_dtype_name(q), rlx_dtype_name(t), M);
+        double *x = malloc(sizeof(double) * (size_t)(M * K)), *xq = malloc(sizeof(double) * (size_t)(M * K));
+        for (int64_t i = 0; i < M * K; i++) x[i] = rlx_value_as_f64(t, xv, i);
+        quantize_levels(x, xq, M * K);
+        double worst = 0, worst_q = 0;
+        for (int m = 0; got && got2 && m < M; m++)
+          for (int64_t nn = 0; nn < N; nn++) {
+            double ref = 0, mag = 0, exact = 0, bound = 0;
+            for (int64_t k = 0; k < K; k++) {
+              const double wk = wdq[nn * K + k];
+              ref += wk * xq[m * K + k], mag += fabs(wk * xq[m * K + k]), exact += wk * x[m * K + k];
+            }
+            for (int64_t b = 0; b < K; b += 32) {
+              double amax = 0, sw = 0;
+              for (int j = 0; j < 32; j++) {
+                amax = fabs(x[m * K + b + j]) > amax ? fabs(x[m * K + b + j]) : amax;
+                sw += fabs(wdq[nn * K + b + j]);
+              }
+              bound += sw * amax / 127 / 2;
+            }
+            /* F32 sums of K terms, then one rounding to t */
+            const double rr = resid ? rlx_value_as_f64(t, rv, m * N + nn) : 0.0;
+            const double ulp = t == RLX_F32 ? 1e-6 : t == RLX_F16 ? ldexp(1.0, -11) : ldexp(1.0, -8);
+            for (int o = 0; got && got2 && o < 2; o++) {
+              const double g = rlx_value_as_f64(t, o ? got2 : got, m * N + nn), want = ref + (o ? 0.0 : rr);
+              const double tol = 1e-5 * mag + ulp * (fabs(want) + fabs(ref)) + 1e-6;
+              const double r = fabs(g - want) / tol;
+              worst = isnan(g) || r > worst ? (isnan(g) ? INFINITY : r) : worst;
+            }
+            const double rq = fabs(ref - exact) / (bound * (1 + 1e-6) + 1e-12);
+            worst_q = rq > worst_q ? rq : worst_q;
+          }
+        CHECK(worst <= 1.0, "dequant_matmul int8 %s %s M=%d: worst error %.3g of tolerance", rlx_dtype_name(q),
+              rlx_dtype_name(t), M, worst);
+        CHECK(worst_q <= 1.0, "dequant_matmul int8 %s %s M=%d: quantization error %.3g of its bound", rlx_dtype_name(q),
+              rlx_dtype_name(t), M, worst_q);
+        free(x), free(xq), free(got), free(got2), free(xv), free(rv);
+        rlx_graph_free(g);
+      }
+    }
+    free(packed), free(wdq);
+  }
+  setenv("RLX_QMATMUL_REF", "1", 1);
+}
+
+/* An RmsNorm read only by two DequantMatMuls at decode rows: the products'
+ * x quantization normalizes the rows itself (no norm launch). Against the
+ * exact products of the exact norm in double, within the a-priori bound:
+ * 8-bit levels (sum |w| d / 2 per 32) plus the norm's rounding to t
+ * (2 ulp of t per element, F32 sums in another order) and the output's. */
+static void test_dequant_matmul_norm(void) {
+  static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
+  const rlx_dtype q = RLX_Q4_K;
+  const int64_t N = 45, K = 512;
+  int64_t wd[2] = {N, K}, ev[1] = {K};
+  size_t qbytes = 0;
+  float *wdq = NULL;
+  void *packed = packed_weights(q, N, K, &qbytes, &wdq);
+  setenv("RLX_QMATMUL_REF", "0", 1);
+  for (size_t ti = 0; packed && wdq && ti < sizeof types / sizeof *types; ti++)
+    for (int M = 1; M <= 3; M += 2) {
+      const rlx_dtype t = types[ti];
+      const double eps = 1e-5, ulp = t == RLX_F32 ? ldexp(1.0, -23) : ldexp(1.0, -8);
+      rlx_graph *g = rlx_graph_new("norm_dequant_matmul");
+      int64_t xd[2] = {M, K};
+      rlx_node h = rlx_rms_norm(g, rlx_input(g, "x", t, 2, xd), rlx_param(g, "gamma", t, 1, ev),
+                                rlx_param(g, "beta", t, 1, ev), -1, eps);
+      rlx_node ys[2] = {rlx_dequant_matmul(g, h, rlx_param(g, "w", q, 2, wd)),
+                        rlx_dequant_matmul(g, h, rlx_param(g, "w2", q, 2, wd))};
+      rlx_graph_set_outputs(g, 2, ys);
+      void *xv = random_tensor(t, M * K, 1.0), *gv = random_tensor(t, K, 1.0), *bv = random_tensor(t, K, 0.1);
+      bound_leaf l[5] = {{"x", 0, xv, (size_t)(M * K) * dtype_size(t)}, {"gamma", 1, gv, (size_t)K * dtype_size(t)},
+                         {"beta", 1, bv, (size_t)K * dtype_size(t)}, {"w", 1, packed, qbytes}, {"w2", 1, packed, qbytes}};
+      double *hx = malloc(sizeof(double) * (size_t)(M * K));
+      for (int m = 0; m < M; m++) {
+        double ss = 0;
+        for (int64_t k = 0; k < K; k++) ss += rlx_value_as_f64(t, xv, m * K + k) * rlx_value_as_f64(t, xv, m * K + k);
+        const double r = 1 / sqrt(ss / K + eps);
+        for (int64_t k = 0; k < K; k++)
+          hx[m * K + k] = rlx_value_as_f64(t, xv, m * K + k) * r * rlx_value_as_f64(t, gv, k) + rlx_value_as_f64(t, bv, k);
+      }
+      for (int o = 0; o < 2; o++) {
+        size_t gb = 0;
+        void *got = run_graph(g, RLX_DEVICE_CUDA, l, 5, o, &gb);
+        double worst = got ? 0 : INFINITY;
+        for (int m = 0; got && m < M; m++)
+          for (int64_t nn = 0; nn < N; nn++) {
+            double y = 0, bound = 0;
+            for (int64_t b = 0; b < K; b += 32) {
+              double amax = 0;
+              for (int j = 0; j < 32; j++) amax = fabs(hx[m * K + b + j]) > amax ? fabs(hx[m * K + b + j]) : amax;
+              for (int j = 0; j < 32; j++) {
+                const double w = wdq[nn * K + b + j], hv = hx[m * K + b + j];
+                y += w * hv;
+                bound += fabs(w) * ((amax * (1 + 2 * ulp)) / 127 / 2 + 2 * ulp * fabs(hv));
+              }
+            }
+            const double gy = rlx_value_as_f64(t, got, m * N + nn);
+            const double r = fabs(gy - y) / (bound * 1.01 + ulp * fabs(y) + 1e-6);
+            worst = isnan(gy) || r > worst ? (isnan(gy) ? INFINITY : r) : worst;
+          }
+        CHECK(worst <= 1.0, "rms_norm -> dequant_matmul %s M=%d output %d: worst error %.3g of the bound",
+              rlx_dtype_name(t), M, o, worst);
+        free(got);
+      }
+      free(hx), free(xv), free(gv), free(bv);
+      rlx_graph_free(g);
+    }
+  setenv("RLX_QMATMUL_REF", "1", 1);
+  free(packed), free(wdq);
 }
 
 /* ---------------------------------------------------------------- a decoder block */
@@ -443,7 +687,10 @@ int main(void) {
   test_attention();
   test_matmul();
   test_gemv();
+  test_gemv_segments();
   test_dequant_matmul();
+  test_dequant_matmul_int8();
+  test_dequant_matmul_norm();
   test_decoder_block();
   return check_report();
 }

@@ -14,6 +14,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <utility>
 
 #define CU_THREADS 256
 
@@ -289,6 +290,38 @@ __device__ __forceinline__ void cu_raise(cu_error *e, int code, int node, long l
     __threadfence();
     atomicExch(&e->code, code);
   }
+}
+
+/* Asynchronous 16-byte copies global -> shared (sm_80+): a streaming
+ * kernel keeps a whole stage of loads in flight per warp without holding
+ * them in registers. cu_cp_async_wait<N>: all but the N most recent
+ * committed groups of this thread have landed (then a barrier makes them
+ * visible to the other threads). */
+__device__ __forceinline__ void cu_cp_async16(void *smem, const void *gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cu_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cu_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* Programmatic dependent launch (sm_90): a kernel launched with
+ * cu_launch(..., pdl = 1) may start while the kernel before it in the
+ * stream still runs, once that one has called cu_pdl_trigger (or ended);
+ * it must call cu_pdl_wait before reading anything the earlier kernels
+ * wrote (every thread that reads, and before it ends: the wait is what
+ * orders the chain). Both are no-ops in a kernel launched without it. */
+__device__ __forceinline__ void cu_pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void cu_pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;\n" ::); }
+template <typename... P, typename... A>
+static cudaError_t cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, int pdl,
+                             A &&...args) {
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
+  cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }
 
 #endif /* RLX_CU_COMMON_CUH */

@@ -224,32 +224,82 @@ int cu_quant_supported(int scheme);
 #define CU_QMM_MAX_M 8
 int cu_qmm_launch(const void *x, int x_dtype, const void *w, int scheme, void *out, int64_t M,
                   int64_t N, int64_t K, cudaStream_t st);
+/* The integer decode path (M <= CU_QMM_MAX_M; k_quant.cu says how):
+ * cu_quant_x turns x [M, K] (x_dtype a float dtype, K a multiple of 32)
+ * into cu_qx_bytes(M, K) bytes at qx (16-byte aligned): 8-bit levels per
+ * 32 elements and their scales; cu_qmv then computes out [M, N]
+ * (out_dtype) = x @ dequant(w [N, K])^T from them with integer dot
+ * products. With has_norm, x is the output of the RmsNorm (or
+ * FusedResidualRmsNorm) that norm describes (its len K, rows M, dtype
+ * x_dtype F32/F16/BF16; out unused): its rows are normalized here and the
+ * norm's own launch is saved. */
+size_t cu_qx_bytes(int64_t M, int64_t K);
+typedef struct {
+  const void *x;
+  void *qx;
+  int x_dtype, has_norm;
+  int pdl;                          /* programmatic dependent launch (below) */
+  int64_t M, K;
+  cu_norm_args norm;
+} cu_quant_x_args;
+int cu_quant_x_launch(const cu_quant_x_args *a, cudaStream_t st);
+/* Up to CU_QMV_MAX_SEG products of the same quantized x in one launch
+ * (segments: weights w [N, K] of one scheme, out [M, N] of out_dtype).
+ * The caller fills qx, scheme, out_dtype, M, K, nseg and seg; cu_qmv_plan
+ * sets rows and rpw. With pdl (both launches), the GEMV starts while the
+ * quantization before it runs and streams its first weights meanwhile
+ * (programmatic dependent launch: RLX_CUDA_PDL=0 turns it off). */
+#define CU_QMV_MAX_SEG 4
+typedef struct {
+  const void *qx;
+  int scheme, out_dtype, nseg, rpw; /* rpw: weight rows per warp */
+  int pdl;
+  int64_t M, K, rows;               /* rows: sum of the segments' N */
+  struct {
+    const void *w;
+    void *out;
+    const void *resid; /* [M, N] of out_dtype added to the product (a residual add), or NULL */
+    int64_t N;
+  } seg[CU_QMV_MAX_SEG];
+} cu_qmv_args;
+void cu_qmv_plan(cu_qmv_args *a);
+int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st);
 /* w [rows, K] packed -> dst [rows, K] in dst_dtype (a float dtype). */
 int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
                       cudaStream_t st);
 
 /* ---------------------------------------------------------------- products with few rows (k_gemv.cu) */
 
-/* out[M, N] = act(x[M, K] @ w + bias) for M <= CU_GEMV_MAX_M (decode),
- * w [K, N] or, with w_trans, [N, K]; x, w, bias (NULL: none), out all of
- * dtype (F32/F16/BF16), F32 accumulation, one rounding. cu_gemv_plan picks
+/* out[M, N] = act(x[M, K] @ w + bias) (+ resid) for M <= CU_GEMV_MAX_M
+ * (decode), w [K, N] or, with w_trans, [N, K]; x, w, bias (NULL: none),
+ * resid (a residual add the product absorbed; NULL: none), out all of
+ * dtype (F32/F16/BF16), F32 accumulation, one rounding. One launch serves
+ * up to CU_GEMV_MAX_SEG products of the same x (segments: q, k and v of a
+ * layer), each with its own w, N, bias, resid and out. cu_gemv_plan picks
  * the split along K and says how much scratch the launch needs: part_floats
  * F32 partial sums and counters zeroed unsigned ints (the launch leaves
- * them zeroed again); the caller sets part and count. */
+ * them zeroed again), which cu_gemv_set_scratch hands to the segments. */
 #define CU_GEMV_MAX_M 8
+#define CU_GEMV_MAX_SEG 4
 typedef struct {
-  const void *x, *w, *bias;
+  const void *w, *bias, *resid;
   void *out;
-  int dtype, act, w_trans;
-  float alpha;               /* leaky_relu */
-  int64_t M, N, K;
-  int ksplit;
-  int64_t kchunk;            /* rows of w per K block */
+  int64_t N;
   float *part;               /* [ksplit, M, N] */
   unsigned *count;           /* [column tiles] */
+} cu_gemv_seg;
+typedef struct {
+  const void *x;
+  int dtype, act, w_trans, nseg;
+  float alpha;               /* leaky_relu */
+  int64_t M, K;
+  int ksplit;
+  int64_t kchunk;            /* rows of w per K block */
+  cu_gemv_seg seg[CU_GEMV_MAX_SEG];
 } cu_gemv_args;
 int cu_gemv_supported(int dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x, const void *w);
 void cu_gemv_plan(cu_gemv_args *a, size_t *part_floats, size_t *counters);
+void cu_gemv_set_scratch(cu_gemv_args *a, float *part, unsigned *count);
 int cu_gemv_launch(const cu_gemv_args *a, cudaStream_t st);
 
 /* ---------------------------------------------------------------- GEMM (cuda_matmul.c, cuBLASLt) */

@@ -14,6 +14,10 @@
  *    and run once after their params are uploaded, not per run;
  *  - a transpose of a weight's two dims that only feeds matmuls is not run
  *    at all: the matmul reads it transposed (cuBLASLt op T);
+ *  - a residual add of a product (x + a @ w, prefill-sized) is computed by
+ *    the product's GEMM (cuBLASLt's C input, beta 1): no add launch, and
+ *    the product never round-trips device memory (RLX_CUDA_RESIDUAL_GEMM=0:
+ *    off);
  *  - the remaining launches are captured into a CUDA graph
  *    (RLX_CUDA_GRAPH=0: issued one by one each run; the same launches with
  *    the same arguments, so the results are identical; RLX_CUDA_PROFILE=1:
@@ -168,7 +172,7 @@ static int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, ch
 /* ---------------------------------------------------------------- plan */
 
 enum { ST_EW, ST_SWIGLU, ST_COPY, ST_FILL, ST_MEMCPY, ST_MEMSET, ST_GATHER, ST_IOTA, ST_ONE_HOT, ST_TRI, ST_REDUCE,
-       ST_SOFTMAX, ST_NORM, ST_ROPE, ST_ATTN, ST_GEMM, ST_GEMV, ST_QMM, ST_DEQUANT };
+       ST_SOFTMAX, ST_NORM, ST_ROPE, ST_ATTN, ST_GEMM, ST_GEMV, ST_QMM, ST_DEQUANT, ST_QUANT_X, ST_QMV };
 
 typedef struct {
   int kind, node;
@@ -195,12 +199,21 @@ typedef struct {
   void **folded_dev;           /* [n_nodes] buffer of a folded node */
   uint8_t *folded;             /* [n_nodes] parameter-only node */
   uint8_t *skip;               /* [n_nodes] node whose consumers absorbed it (no launch) */
+  int *resid_add;              /* [n_nodes] of a MatMul: the residual add its GEMM may write (-1: none) */
+  uint8_t *add_done;           /* [n_nodes] a residual add its MatMul's GEMM computed (no launch) */
   uint8_t **slot;              /* [n_nodes * IR_MAX_OUTPUTS] device address of every output */
   cuda_step *steps;
   int n_steps, cap_steps;
   void *workspace;             /* cuBLASLt, shared by the plan's GEMMs */
-  void *scratch;               /* dequantized weights for large-M DequantMatMul */
+  void *scratch;               /* dequantized weights for large-M DequantMatMul, or quantized x for small M */
   size_t scratch_bytes;
+  int qmm_exact;               /* RLX_QMATMUL_REF=1: small-M DequantMatMul in floats from x as given */
+  int pdl;                     /* programmatic dependent launch of the integer GEMVs (RLX_CUDA_PDL=0: off) */
+  /* whose quantized x the scratch holds (lower_quant reuses it for the next
+   * product of the same x): valid, x's output slot, M, K, folded or not */
+  int qx_valid, qx_folded;
+  size_t qx_slot;
+  int64_t qx_M, qx_K;
   cu_error *err_dev, *err_host;
   int has_err, folded_ready, use_graph, tf32, attn_exact;
   int no_gemv;                 /* RLX_CUDA_GEMV=0: cuBLASLt for every product (the speed baseline) */
@@ -817,11 +830,10 @@ static rlx_status lower_reduce(cuda_plan *pl, const ir_node *n) {
   return RLX_OK;
 }
 
-static rlx_status lower_norm(cuda_plan *pl, const ir_node *n) {
+/* The launch arguments of norm node n (lower_norm; and lower_quant, where a
+ * product's x quantization computes an RmsNorm it absorbed). */
+static void norm_args(const cuda_plan *pl, const ir_node *n, cu_norm_args *a) {
   const ir_type *x = ir_in(pl->g, n, 0);
-  cuda_step *s = new_step(pl, ST_NORM, n);
-  cu_norm_args *a = s ? new_args(s, sizeof *a) : NULL;
-  if (!a) return nomem(n);
   a->x = in_ptr(pl, n, 0), a->out = out_ptr(pl, n), a->dtype = x->dtype, a->eps = n->a.eps;
   if (n->op == RLX_OP_LayerNorm || n->op == RLX_OP_RmsNorm) {
     a->rms = n->op == RLX_OP_RmsNorm;
@@ -837,6 +849,13 @@ static rlx_status lower_norm(cuda_plan *pl, const ir_node *n) {
     a->gamma = in_ptr(pl, n, 2 + hb), a->beta = in_ptr(pl, n, 3 + hb);
   }
   a->rows = a->len ? numel_of(x) / a->len : 0;
+}
+
+static rlx_status lower_norm(cuda_plan *pl, const ir_node *n) {
+  cuda_step *s = new_step(pl, ST_NORM, n);
+  cu_norm_args *a = s ? new_args(s, sizeof *a) : NULL;
+  if (!a) return nomem(n);
+  norm_args(pl, n, a);
   return RLX_OK;
 }
 
@@ -903,20 +922,51 @@ static int is_weight_transpose(const rlx_graph *g, rlx_node id) {
   return t->op == RLX_OP_Transpose && t->out[0].shape.rank == 2 && t->a.perm.v[0] == 1 && t->a.perm.v[1] == 0;
 }
 
+static int residual_into(cuda_plan *pl, const ir_node *n, cuda_gemm_desc *d);
+
+/* A product operand that is a param, a constant or folded from them (read
+ * through a skipped weight transpose): no launch of the plan writes it. */
+static int weight_ready(const cuda_plan *pl, rlx_node id) {
+  const ir_node *w = &pl->g->nodes[id];
+  if (pl->skip[id]) w = &pl->g->nodes[w->in[0]];
+  return w->op == RLX_OP_Param || w->op == RLX_OP_Constant || pl->folded[w->id];
+}
+
 /* A product of few rows (decode) through the GEMV kernels, where they take
  * it: 1 (emitted), 0 (not taken: the caller uses cuBLASLt), or an error. */
 static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, double alpha, rlx_status *st) {
   *st = RLX_OK;
   if (d->batch != 1 || d->pa || !cu_gemv_supported(d->dtype, d->M, d->N, d->K, d->b_trans, d->a, d->b)) return 0;
-  cuda_step *s = new_step(pl, ST_GEMV, n);
-  cu_gemv_args *a = s ? new_args(s, sizeof *a) : NULL;
-  if (!a) return (*st = nomem(n)), 1;
-  a->x = d->a, a->w = d->b, a->bias = d->bias, a->out = d->c;
-  a->dtype = d->dtype, a->act = d->act, a->alpha = (float)alpha, a->w_trans = d->b_trans;
-  a->M = d->M, a->N = d->N, a->K = d->K;
+  cuda_gemm_desc r = *d; /* the residual add that reads the product, computed in its epilogue */
+  const int resid = residual_into(pl, n, &r);
+  /* a product right after another of the same x (q, k, v) joins its
+   * launch as one more segment: it then runs at the other's place, which
+   * is safe where nothing ran between (an absorbed residual add did: the
+   * planner may give this output the bytes of the add's operand) and the
+   * weights and bias are params (nothing the launch itself writes) */
+  cuda_step *s = pl->n_steps ? &pl->steps[pl->n_steps - 1] : NULL;
+  cu_gemv_args *a = s && s->kind == ST_GEMV && s->folded == pl->folded[n->id] ? s->args : NULL;
+  if (!a || a->nseg == CU_GEMV_MAX_SEG || a->x != d->a || a->dtype != (int)d->dtype || a->M != d->M ||
+      a->K != d->K || a->w_trans != d->b_trans || a->act != d->act || a->alpha != (float)alpha || resid || a->seg[0].resid ||
+      !weight_ready(pl, n->in[1]) || (n->n_in > 2 && !weight_ready(pl, n->in[2]))) {
+    s = new_step(pl, ST_GEMV, n);
+    if (!s || !(a = new_args(s, sizeof *a))) return (*st = nomem(n)), 1;
+    a->x = d->a, a->dtype = d->dtype, a->act = d->act, a->alpha = (float)alpha, a->w_trans = d->b_trans;
+    a->M = d->M, a->K = d->K;
+  }
+  cu_gemv_seg *g = &a->seg[a->nseg++];
+  g->w = d->b, g->bias = d->bias, g->out = r.c, g->resid = r.resid, g->N = d->N;
+  if (resid) pl->add_done[pl->resid_add[n->id]] = 1;
   size_t part = 0, counters = 0;
   cu_gemv_plan(a, &part, &counters);
-  if (counters) *st = step_scratch(s, part, counters, &a->part, &a->count);
+  if (s->dev_scratch) { /* the split's scratch for all segments, anew */
+    cudaFree(s->dev_scratch);
+    s->dev_scratch = NULL;
+  }
+  float *pp = NULL;
+  unsigned *cp = NULL;
+  if (counters) *st = step_scratch(s, part, counters, &pp, &cp);
+  cu_gemv_set_scratch(a, pp, cp);
   return 1;
 }
 
@@ -940,6 +990,35 @@ static const void *matmul_b(cuda_plan *pl, const ir_node *n, int k, int *b_trans
     return in_ptr(pl, &pl->g->nodes[src], 0);
   }
   return in_ptr(pl, n, k);
+}
+
+static int ranges_overlap(const void *p, size_t pn, const void *q, size_t qn) {
+  const uint8_t *a = p, *b = q;
+  return a < b + qn && b < a + pn;
+}
+
+/* The product d of MatMul n written straight into the residual add that
+ * reads it (mark_residual_adds chose the pair): D = A B + other operand,
+ * cuBLASLt's C input with beta 1. Taken only when the add's buffer does
+ * not overlap A or B (the planner may hand the add the bytes of a tensor
+ * that dies at the product) and is the other operand's exactly or not at
+ * all; 1 when d now writes the add. */
+static int residual_into(cuda_plan *pl, const ir_node *n, cuda_gemm_desc *d) {
+  const int add_id = pl->resid_add[n->id];
+  if (add_id < 0) return 0;
+  const ir_node *add = &pl->g->nodes[add_id];
+  const int other = add->in[0] == n->id ? 1 : 0;
+  const size_t es = elem_size(d->dtype);
+  const size_t a_bytes = (size_t)(d->M * d->K) * es, b_bytes = (size_t)(d->K * d->N) * es,
+               c_bytes = (size_t)(d->M * d->N) * es;
+  uint8_t *out = out_ptr(pl, add);
+  const uint8_t *res = in_ptr(pl, add, other);
+  if (!out || !res || ranges_overlap(out, c_bytes, d->a, a_bytes) || ranges_overlap(out, c_bytes, d->b, b_bytes) ||
+      (out != res && ranges_overlap(out, c_bytes, res, c_bytes)))
+    return 0;
+  d->c = out;
+  d->resid = res;
+  return 1;
 }
 
 static rlx_status lower_matmul(cuda_plan *pl, const ir_node *n) {
@@ -966,6 +1045,7 @@ static rlx_status lower_matmul(cuda_plan *pl, const ir_node *n) {
     d.M = M * batch, d.batch = 1;
     rlx_status st;
     if (!pl->no_gemv && emit_gemv(pl, n, &d, 0.0, &st)) return st;
+    if (residual_into(pl, n, &d)) pl->add_done[pl->resid_add[n->id]] = 1;
     return emit_gemm(pl, n, &d, &fused);
   }
   /* batch offsets (in matrices) of a and b per output matrix, as the CPU computes them */
@@ -1067,31 +1147,77 @@ static rlx_status lower_quant(cuda_plan *pl, const ir_node *n) {
     s->dst = out_ptr(pl, n), s->bytes = rlx_dtype_nbytes(out->dtype, numel_of(out));
     return RLX_OK;
   }
-  if (M <= CU_QMM_MAX_M) {
+  if (M <= CU_QMM_MAX_M && pl->qmm_exact) {
     cuda_step *s = new_step(pl, ST_QMM, n);
     if (!s) return nomem(n);
     s->src = in_ptr(pl, n, 0), s->dtype = x->dtype, s->aux = in_ptr(pl, n, 1), s->dtype2 = w->dtype;
     s->dst = out_ptr(pl, n), s->n0 = M, s->n1 = N, s->n2 = K;
     return RLX_OK;
   }
+  if (M <= CU_QMM_MAX_M) {
+    /* decode: x quantized into the scratch once for consecutive products
+     * of the same x (q, k, v of a layer), then the integer GEMV */
+    const size_t xslot = plan_input_slot(n, 0);
+    const int folded = pl->folded[n->id];
+    if (!pl->qx_valid || pl->qx_slot != xslot || pl->qx_folded != folded || pl->qx_M != M || pl->qx_K != K) {
+      cuda_step *q = new_step(pl, ST_QUANT_X, n);
+      cu_quant_x_args *qa = q ? new_args(q, sizeof *qa) : NULL;
+      if (!qa) return nomem(n);
+      qa->x = in_ptr(pl, n, 0), qa->x_dtype = x->dtype, qa->qx = pl->scratch, qa->M = M, qa->K = K;
+      qa->pdl = pl->pdl;
+      const ir_node *xn = &pl->g->nodes[n->in[0]];
+      if (pl->skip[xn->id] && (xn->op == RLX_OP_RmsNorm || xn->op == RLX_OP_FusedResidualRmsNorm)) {
+        qa->has_norm = 1; /* mark_norm_quant: the norm runs here */
+        norm_args(pl, xn, &qa->norm);
+      }
+      pl->qx_valid = 1, pl->qx_slot = xslot, pl->qx_folded = folded, pl->qx_M = M, pl->qx_K = K;
+    }
+    /* a product right after another of the same quantized x (q, k, v)
+     * joins its launch as one more segment */
+    /* the residual add that reads the product, computed in its epilogue */
+    cuda_gemm_desc r = {0};
+    r.dtype = out->dtype, r.M = M, r.N = N, r.K = K, r.a = in_ptr(pl, n, 0), r.b = in_ptr(pl, n, 1);
+    r.c = out_ptr(pl, n);
+    const int resid = residual_into(pl, n, &r);
+    if (resid) pl->add_done[pl->resid_add[n->id]] = 1;
+    cuda_step *prev = pl->n_steps ? &pl->steps[pl->n_steps - 1] : NULL;
+    cu_qmv_args *a = prev && prev->kind == ST_QMV && prev->folded == folded ? prev->args : NULL;
+    if (!a || a->nseg == CU_QMV_MAX_SEG || a->scheme != (int)w->dtype || a->out_dtype != (int)out->dtype || resid ||
+        a->seg[0].resid ||
+        !weight_ready(pl, n->in[1])) {
+      cuda_step *s = new_step(pl, ST_QMV, n);
+      if (!s || !(a = new_args(s, sizeof *a))) return nomem(n);
+      a->qx = pl->scratch, a->scheme = w->dtype, a->out_dtype = out->dtype, a->M = M, a->K = K;
+      a->pdl = pl->pdl;
+    }
+    a->seg[a->nseg].w = in_ptr(pl, n, 1), a->seg[a->nseg].out = r.c, a->seg[a->nseg].resid = r.resid;
+    a->seg[a->nseg].N = N;
+    a->nseg++;
+    cu_qmv_plan(a);
+    return RLX_OK;
+  }
   /* prefill: dequantize into the plan's scratch, then a tensor-core product with w^T */
+  pl->qx_valid = 0;
   cuda_step *s = new_step(pl, ST_DEQUANT, n);
   if (!s) return nomem(n);
   s->src = in_ptr(pl, n, 1), s->dtype = w->dtype, s->dst = pl->scratch, s->dtype2 = x->dtype, s->n0 = N, s->n1 = K;
   cuda_gemm_desc d = {0};
   d.dtype = x->dtype, d.M = M, d.N = N, d.K = K, d.batch = 1, d.b_trans = 1, d.tf32 = pl->tf32;
   d.a = in_ptr(pl, n, 0), d.b = pl->scratch, d.c = out_ptr(pl, n), d.act = RLX_ACT_NONE;
+  if (residual_into(pl, n, &d)) pl->add_done[pl->resid_add[n->id]] = 1;
   int fused;
   return emit_gemm(pl, n, &d, &fused);
 }
 
-/* Bytes of dequantization scratch node n needs (0: none). */
+/* Bytes of scratch node n needs (0: none): its dequantized weights (large
+ * M) or its quantized x (small M). */
 static size_t quant_scratch_bytes(const rlx_graph *g, const ir_node *n) {
   if (n->op != RLX_OP_DequantMatMul) return 0;
   const ir_type *x = ir_in(g, n, 0), *w = ir_in(g, n, 1);
   const int64_t N = w->shape.d[0], K = w->shape.d[1];
   const int64_t M = N ? numel_of(&n->out[0]) / N : 0;
-  return M > CU_QMM_MAX_M && K ? (size_t)(N * K) * elem_size(x->dtype) : 0;
+  if (!K || !M) return 0;
+  return M > CU_QMM_MAX_M ? (size_t)(N * K) * elem_size(x->dtype) : cu_qx_bytes(M, K);
 }
 
 /* ---------------------------------------------------------------- lowering */
@@ -1160,6 +1286,8 @@ static rlx_status launch(cuda_plan *pl, const cuda_step *s) {
   case ST_GEMV: e = cu_gemv_launch(s->args, st); break;
   case ST_QMM: e = cu_qmm_launch(s->src, s->dtype, s->aux, s->dtype2, s->dst, s->n0, s->n1, s->n2, st); break;
   case ST_DEQUANT: e = cu_dequant_launch(s->src, s->dtype, s->dst, s->dtype2, s->n0, s->n1, st); break;
+  case ST_QUANT_X: e = cu_quant_x_launch(s->args, st); break;
+  case ST_QMV: e = cu_qmv_launch(s->args, st); break;
   default: e = cudaErrorInvalidValue; break;
   }
   if (e != cudaSuccess) {
@@ -1291,6 +1419,8 @@ static void cuda_free(void *p) {
   free(pl->folded_dev);
   free(pl->folded);
   free(pl->skip);
+  free(pl->resid_add);
+  free(pl->add_done);
   free(pl->slot);
   if (pl->arena) cudaFree(pl->arena);
   if (pl->workspace) cudaFree(pl->workspace);
@@ -1340,6 +1470,81 @@ static void mark_absorbed(cuda_plan *pl, const int *uses) {
   free(absorbed);
 }
 
+/* Residual adds a GEMM can compute in its epilogue: add = MatMul + r (either
+ * side) with r of the add's shape and dtype (no broadcasting), the MatMul
+ * (or DequantMatMul) a single product over all rows (rank-2 weight, at
+ * least 16 rows, or at most CU_GEMV_MAX_M: the decode GEMV kernels add it
+ * in theirs; 9-15 rows go to cuBLASLt without it), read only by the add, and nothing that runs between
+ * the two (so the GEMM may run at the product's place and its operands are
+ * still intact). residual_into checks the buffers at lowering. */
+#define RESID_MIN_ROWS 16
+static void mark_residual_adds(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (n->op != RLX_OP_Binary || n->a.binop != RLX_BIN_ADD || n->n_in != 2 || pl->folded[i] || pl->mem.view[i])
+      continue;
+    for (int side = 0; side < 2; side++) {
+      const int mm = n->in[side], r = n->in[1 - side];
+      const ir_node *m = &g->nodes[mm];
+      const int dq = m->op == RLX_OP_DequantMatMul; /* w [N, K] */
+      if ((m->op != RLX_OP_MatMul && !dq) || mm == r || uses[mm] != 1 || pl->folded[mm] || pl->resid_add[mm] >= 0)
+        continue;
+      const ir_type *ta = ir_in(g, m, 0), *tb = ir_in(g, m, 1), *tr = &g->nodes[r].out[0];
+      const int64_t cols = tb->shape.rank == 2 ? tb->shape.d[dq ? 0 : 1] : 0, rows = cols ? numel_of(&m->out[0]) / cols : 0;
+      /* decode rows (the GEMV kernels add it in their epilogue) or GEMM rows */
+      if (tb->shape.rank != 2 || ta->shape.rank < 2 || tr->dtype != n->out[0].dtype ||
+          !ir_shape_eq(&tr->shape, &n->out[0].shape) || !ir_shape_eq(&m->out[0].shape, &n->out[0].shape) ||
+          (rows > CU_GEMV_MAX_M && rows < RESID_MIN_ROWS))
+        continue;
+      int quiet = 1;
+      for (int j = mm + 1; quiet && j < i; j++)
+        quiet = ir_ops[g->nodes[j].op].category == RLX_CAT_LEAF || pl->mem.view[j] || pl->skip[j] || pl->folded[j];
+      if (!quiet) continue;
+      pl->resid_add[mm] = i;
+      break;
+    }
+  }
+}
+
+/* RmsNorms (and FusedResidualRmsNorms without the sum as an output) of
+ * decode rows read only by DequantMatMuls on the integer path, with those
+ * products the next launching nodes: the x quantization of the first
+ * product normalizes the rows itself (cu_quant_x's has_norm), the others
+ * reuse its levels, and the norm neither launches nor gets a buffer
+ * (skip). The norm's inputs are then read at the first product's place,
+ * where nothing has run since the norm's. */
+static void mark_norm_quant(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  if (pl->qmm_exact) return;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if ((n->op != RLX_OP_RmsNorm && n->op != RLX_OP_FusedResidualRmsNorm) || n->n_out != 1 || pl->folded[i] ||
+        pl->mem.view[i] || uses[i] < 1)
+      continue;
+    const ir_type *x = ir_in(g, n, 0);
+    const rlx_dtype t = x->dtype;
+    const int64_t len = x->shape.rank ? x->shape.d[x->shape.rank - 1] : 0;
+    if ((t != RLX_F32 && t != RLX_F16 && t != RLX_BF16) || n->out[0].dtype != t || len < 32 || len % 32 ||
+        (n->op == RLX_OP_RmsNorm && n->a.axis != x->shape.rank - 1) || numel_of(x) / len > CU_QMM_MAX_M)
+      continue;
+    int found = 0, ok = 1;
+    for (int j = i + 1; ok && j < g->n_nodes && found < uses[i]; j++) {
+      const ir_node *c = &g->nodes[j];
+      int reads = 0;
+      for (int k = 0; k < c->n_in; k++) reads += c->in[k] == i;
+      if (reads) {
+        ok = c->op == RLX_OP_DequantMatMul && reads == 1 && c->in[0] == i && !pl->folded[j] &&
+             cu_quant_supported(ir_in(g, c, 1)->dtype);
+        found += reads;
+      } else {
+        ok = ir_ops[c->op].category == RLX_CAT_LEAF || pl->mem.view[j] || pl->skip[j] || pl->folded[j];
+      }
+    }
+    if (ok && found == uses[i]) pl->skip[i] = 1;
+  }
+}
+
 static rlx_status alloc_dev(void **p, size_t bytes, const char *what) {
   cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
   if (e != cudaSuccess) {
@@ -1361,6 +1566,8 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->tf32 = env_is("RLX_CUDA_TF32", "1");
   pl->attn_exact = env_is("RLX_CUDA_ATTN_EXACT", "1");
   pl->no_gemv = env_is("RLX_CUDA_GEMV", "0");
+  pl->qmm_exact = ir_env_flag("RLX_QMATMUL_REF", 0); /* the CPU backend's switch, read its way */
+  pl->pdl = ir_env_flag("RLX_CUDA_PDL", 1);
   pl->profile = env_is("RLX_CUDA_PROFILE", "1");
   if (pl->profile) pl->use_graph = 0;
   const size_t n_nodes = (size_t)g->n_nodes + 1;
@@ -1373,10 +1580,12 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->folded_dev = calloc(n_nodes, sizeof *pl->folded_dev);
   pl->folded = calloc(n_nodes, 1);
   pl->skip = calloc(n_nodes, 1);
+  pl->resid_add = malloc(n_nodes * sizeof *pl->resid_add);
+  pl->add_done = calloc(n_nodes, 1);
   pl->slot = calloc(n_nodes * IR_MAX_OUTPUTS, sizeof *pl->slot);
   uses = ir_use_counts(g);
   if (!pl->leaf_dev || !pl->leaf_bytes || !pl->leaf_version || !pl->folded_dev || !pl->folded || !pl->skip ||
-      !pl->slot || !uses) {
+      !pl->resid_add || !pl->add_done || !pl->slot || !uses) {
     st = rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
     goto fail;
   }
@@ -1396,6 +1605,9 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   memset(pl->err_host, 0, sizeof *pl->err_host);
   mark_folded(pl);
   mark_absorbed(pl, uses);
+  mark_norm_quant(pl, uses);
+  for (size_t i = 0; i < n_nodes; i++) pl->resid_add[i] = -1;
+  if (!env_is("RLX_CUDA_RESIDUAL_GEMM", "0")) mark_residual_adds(pl, uses);
   /* device addresses of every output */
   int any_gemm = 0;
   size_t scratch = 0;
@@ -1443,7 +1655,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->scratch_bytes = scratch;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
-    if (ir_ops[n->op].category == RLX_CAT_LEAF || pl->mem.view[i] || pl->skip[i]) continue;
+    if (ir_ops[n->op].category == RLX_CAT_LEAF || pl->mem.view[i] || pl->skip[i] || pl->add_done[i]) continue;
     if ((st = lower_node(pl, n))) goto fail;
   }
   if (pl->profile) {

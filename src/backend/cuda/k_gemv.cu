@@ -1,6 +1,7 @@
 /* k_gemv.cu — dense products with few rows (decode: M <= CU_GEMV_MAX_M),
- * y[M, N] = act(x[M, K] @ w + bias), F32/F16/BF16 with F32 accumulation,
- * rounded once to the output type (the CPU's FusedMatMulBiasAct rule).
+ * y[M, N] = act(x[M, K] @ w + bias) (+ resid: a residual add the product
+ * absorbed), F32/F16/BF16 with F32 accumulation, rounded once to the
+ * output type (the CPU's FusedMatMulBiasAct rule).
  *
  * At M = 1 a product is a pass over the weights at memory speed, which a
  * GEMM library's tiles (sized for reuse that a single row does not have)
@@ -17,6 +18,9 @@
  *    atomics on the values, so every run gives the same bits.
  *  - w [N, K] (a transposed weight read as op T, or GGUF-style rows): one
  *    warp per output column, each lane 8 consecutive K (16-byte loads).
+ * Several products of the same x (q, k and v of a layer) share a launch:
+ * their column tiles (columns) follow each other in the grid. At M = 1 a
+ * 4096 x 1024 product is a few us of bytes behind a launch of its own.
  */
 #include "cu_common.cuh"
 
@@ -32,30 +36,41 @@ template <typename E> __device__ __forceinline__ void ld8(const E *p, float *v) 
 }
 
 template <typename E>
-__device__ __forceinline__ void gemv_store(const cu_gemv_args &a, int64_t m, int64_t col, float v) {
-  if (a.bias) v += cu_fl<E>::ld((const E *)a.bias + col);
+__device__ __forceinline__ void gemv_store(const cu_gemv_args &a, const cu_gemv_seg &g, int64_t m, int64_t col, float v) {
+  if (g.bias) v += cu_fl<E>::ld((const E *)g.bias + col);
   if (a.act != RLX_ACT_NONE) v = cu_act<float>(a.act, v, a.alpha);
-  cu_fl<E>::st((E *)a.out + m * a.N + col, v);
+  if (g.resid) v += cu_fl<E>::ld((const E *)g.resid + m * g.N + col);
+  cu_fl<E>::st((E *)g.out + m * g.N + col, v);
 }
 
-/* w [K, N]. grid (column tiles, ksplit). */
+/* The segment that unit u (a column tile, or a column) of the launch falls
+ * in; u becomes its index within the segment. per: columns per unit. */
+__device__ __forceinline__ const cu_gemv_seg &gemv_segment(const cu_gemv_args &a, int64_t &u, int per) {
+  int s = 0;
+  while (s + 1 < a.nseg && u >= (a.seg[s].N + per - 1) / per) u -= (a.seg[s].N + per - 1) / per, s++;
+  return a.seg[s];
+}
+
+/* w [K, N]. grid (column tiles of all segments, ksplit). */
 template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) gemv_kn(const __grid_constant__ cu_gemv_args a) {
   __shared__ float red[GEMV_WARPS][MM][GEMV_COLS];
   __shared__ int last;
   const int t = threadIdx.x, cg = t % 8, rg = t / 8, lane = t % 32, warp = t / 32;
-  const int64_t col0 = (int64_t)blockIdx.x * GEMV_COLS + cg * 8;
+  int64_t tile_i = blockIdx.x;
+  const cu_gemv_seg &g = gemv_segment(a, tile_i, GEMV_COLS);
+  const int64_t col0 = tile_i * GEMV_COLS + cg * 8;
   const int64_t kb = (int64_t)blockIdx.y * a.kchunk, ke = kb + a.kchunk < a.K ? kb + a.kchunk : a.K;
-  const E *w = (const E *)a.w, *x = (const E *)a.x;
+  const E *w = (const E *)g.w, *x = (const E *)a.x;
   float acc[MM][8];
 #pragma unroll
   for (int m = 0; m < MM; m++)
 #pragma unroll
     for (int j = 0; j < 8; j++) acc[m][j] = 0.f;
-  if (col0 < a.N) {
+  if (col0 < g.N) {
 #pragma unroll 4
     for (int64_t k = kb + rg; k < ke; k += GEMV_ROWG) {
       float wv[8];
-      ld8<E>(w + k * a.N + col0, wv);
+      ld8<E>(w + k * g.N + col0, wv);
 #pragma unroll
       for (int m = 0; m < MM; m++) {
         if (m >= a.M) break;
@@ -82,30 +97,30 @@ template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) ge
       for (int j = 0; j < 8; j++) red[warp][m][cg * 8 + j] = acc[m][j];
   __syncthreads();
   const int nout = (int)(a.M < MM ? a.M : MM) * GEMV_COLS;
-  const int64_t tile = (int64_t)blockIdx.x * GEMV_COLS;
+  const int64_t tile = tile_i * GEMV_COLS;
   if (a.ksplit == 1) {
     for (int e = t; e < nout; e += GEMV_THREADS) {
       const int m = e / GEMV_COLS, c = e % GEMV_COLS;
-      if (tile + c >= a.N) continue;
+      if (tile + c >= g.N) continue;
       float v = 0.f;
 #pragma unroll
       for (int w8 = 0; w8 < GEMV_WARPS; w8++) v += red[w8][m][c];
-      gemv_store<E>(a, m, tile + c, v);
+      gemv_store<E>(a, g, m, tile + c, v);
     }
     return;
   }
   for (int e = t; e < nout; e += GEMV_THREADS) {
     const int m = e / GEMV_COLS, c = e % GEMV_COLS;
-    if (tile + c >= a.N) continue;
+    if (tile + c >= g.N) continue;
     float v = 0.f;
 #pragma unroll
     for (int w8 = 0; w8 < GEMV_WARPS; w8++) v += red[w8][m][c];
-    a.part[((int64_t)blockIdx.y * a.M + m) * a.N + tile + c] = v;
+    g.part[((int64_t)blockIdx.y * a.M + m) * g.N + tile + c] = v;
   }
   __threadfence();
   __syncthreads();
   if (t == 0) {
-    const unsigned prev = atomicAdd(&a.count[blockIdx.x], 1u);
+    const unsigned prev = atomicAdd(&g.count[tile_i], 1u);
     last = prev == (unsigned)a.ksplit - 1;
   }
   __syncthreads();
@@ -113,20 +128,21 @@ template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) ge
   __threadfence();
   for (int e = t; e < nout; e += GEMV_THREADS) {
     const int m = e / GEMV_COLS, c = e % GEMV_COLS;
-    if (tile + c >= a.N) continue;
+    if (tile + c >= g.N) continue;
     float v = 0.f;
-    for (int s = 0; s < a.ksplit; s++) v += __ldcg(&a.part[((int64_t)s * a.M + m) * a.N + tile + c]);
-    gemv_store<E>(a, m, tile + c, v);
+    for (int s = 0; s < a.ksplit; s++) v += __ldcg(&g.part[((int64_t)s * a.M + m) * g.N + tile + c]);
+    gemv_store<E>(a, g, m, tile + c, v);
   }
-  if (t == 0) a.count[blockIdx.x] = 0; /* ready for the next run */
+  if (t == 0) g.count[tile_i] = 0; /* ready for the next run */
 }
 
 /* w [N, K]: warp per column. */
 template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) gemv_nk(const __grid_constant__ cu_gemv_args a) {
   const int lane = threadIdx.x % 32;
-  const int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32;
-  if (n >= a.N) return;
-  const E *w = (const E *)a.w + n * a.K, *x = (const E *)a.x;
+  int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32;
+  const cu_gemv_seg &g = gemv_segment(a, n, 1);
+  if (n >= g.N) return;
+  const E *w = (const E *)g.w + n * a.K, *x = (const E *)a.x;
   float acc[MM];
 #pragma unroll
   for (int m = 0; m < MM; m++) acc[m] = 0.f;
@@ -146,7 +162,7 @@ template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) ge
   for (int m = 0; m < MM; m++) {
     if (m >= a.M) break;
     const float v = cu_warp_sum(acc[m]);
-    if (lane == 0) gemv_store<E>(a, m, n, v);
+    if (lane == 0) gemv_store<E>(a, g, m, n, v);
   }
 }
 
@@ -161,15 +177,26 @@ extern "C" int cu_gemv_supported(int dtype, int64_t M, int64_t N, int64_t K, int
   return N < ((int64_t)1 << 31) / GEMV_COLS && K < ((int64_t)1 << 40);
 }
 
+/* Column tiles (w [K, N]) or columns (w_trans) of all segments. */
+static int64_t gemv_units(const cu_gemv_args *a, int per) {
+  int64_t u = 0;
+  for (int s = 0; s < a->nseg; s++) u += (a->seg[s].N + per - 1) / per;
+  return u;
+}
+
 extern "C" void cu_gemv_plan(cu_gemv_args *a, size_t *part_floats, size_t *counters) {
   *part_floats = *counters = 0;
   a->ksplit = 1, a->kchunk = a->K;
   if (a->w_trans) return;
-  const int64_t tiles = (a->N + GEMV_COLS - 1) / GEMV_COLS;
-  /* about two blocks per multiprocessor of the H200 (132), each at least
-   * 2 rows per row group (eight per multiprocessor measured slower: 3.37
-   * against 3.59 TB/s at 28672 x 4096, 2.15 against 2.54 at 49152 x 576) */
-  const int64_t want = (264 + tiles - 1) / tiles, most = a->K / (2 * GEMV_ROWG);
+  const int64_t tiles = gemv_units(a, GEMV_COLS);
+  /* Column tiles enough for two blocks per multiprocessor of the H200
+   * (132): no split (any split measured slower: 28672 x 4096 3.98 TB/s
+   * unsplit, 3.40-3.82 split 2-4). Fewer: split K for about four blocks
+   * per multiprocessor, each at least 2 rows per row group (4096 x 4096:
+   * split 5 2.30 TB/s, 8 2.62, 12 2.56; 4096 x 14336: 5 3.19, 8 3.66,
+   * 12 3.71; bench_cuda_kernels on the H200). */
+  if (tiles >= 264) return;
+  const int64_t want = (528 + tiles - 1) / tiles, most = a->K / (2 * GEMV_ROWG);
   int64_t split = want < most ? want : most;
   if (split > 64) split = 64;
   if (split <= 1) return;
@@ -181,15 +208,25 @@ extern "C" void cu_gemv_plan(cu_gemv_args *a, size_t *part_floats, size_t *count
     a->ksplit = 1, a->kchunk = a->K;
     return;
   }
-  *part_floats = (size_t)a->ksplit * (size_t)a->M * (size_t)a->N;
+  int64_t cols = 0;
+  for (int s = 0; s < a->nseg; s++) cols += a->seg[s].N;
+  *part_floats = (size_t)a->ksplit * (size_t)a->M * (size_t)cols;
   *counters = (size_t)tiles;
+}
+
+extern "C" void cu_gemv_set_scratch(cu_gemv_args *a, float *part, unsigned *count) {
+  for (int s = 0; s < a->nseg; s++) {
+    a->seg[s].part = part, a->seg[s].count = count;
+    if (part) part += (size_t)a->ksplit * (size_t)a->M * (size_t)a->seg[s].N;
+    if (count) count += (a->seg[s].N + GEMV_COLS - 1) / GEMV_COLS;
+  }
 }
 
 template <typename E, int MM> static void gemv_typed_m(const cu_gemv_args *a, cudaStream_t st) {
   if (a->w_trans) {
-    gemv_nk<E, MM><<<(unsigned)((a->N + GEMV_WARPS - 1) / GEMV_WARPS), GEMV_THREADS, 0, st>>>(*a);
+    gemv_nk<E, MM><<<(unsigned)((gemv_units(a, 1) + GEMV_WARPS - 1) / GEMV_WARPS), GEMV_THREADS, 0, st>>>(*a);
   } else {
-    dim3 grid((unsigned)((a->N + GEMV_COLS - 1) / GEMV_COLS), (unsigned)a->ksplit);
+    dim3 grid((unsigned)gemv_units(a, GEMV_COLS), (unsigned)a->ksplit);
     gemv_kn<E, MM><<<grid, GEMV_THREADS, 0, st>>>(*a);
   }
 }
@@ -202,6 +239,7 @@ template <typename E> static void gemv_typed(const cu_gemv_args *a, cudaStream_t
 }
 
 extern "C" int cu_gemv_launch(const cu_gemv_args *a, cudaStream_t st) {
+  if (a->nseg < 1 || a->nseg > CU_GEMV_MAX_SEG) return cudaErrorInvalidValue;
   switch (a->dtype) {
   case RLX_F32: gemv_typed<float>(a, st); break;
   case RLX_F16: gemv_typed<__half>(a, st); break;

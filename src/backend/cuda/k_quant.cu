@@ -7,13 +7,16 @@
  * Each decoder below is ggml's dequantize_row_* (quant_blocks.c) for one
  * chunk, with the same products in the same order.
  *
- * DequantMatMul for small M (decode, M <= CU_QMM_MAX_M): one warp per
- * output column n walks row n of w, 8 chunks per step (four lanes a
- * chunk, so the lanes' loads of a step fall into 8 consecutive blocks), so
- * every weight byte is read once per call, and accumulates all M rows of
- * x at once. Larger M is
- * lowered by the host to a dequantization into a scratch matrix followed
- * by a tensor-core GEMM. */
+ * DequantMatMul for small M (decode, M <= CU_QMM_MAX_M) has two paths:
+ *  - the default, integer one (below, "integer GEMV"): x quantized to 8
+ *    bits per 32 as llama.cpp and the CPU backend's fast kernels do, dp4a;
+ *  - the exact one (RLX_QMATMUL_REF=1, as the CPU's reference mode): one
+ *    warp per output column n walks row n of w in floats, 8 chunks per
+ *    step (four lanes a chunk, so the lanes' loads of a step fall into 8
+ *    consecutive blocks), every weight byte read once per call, all M rows
+ *    of x at once, x as given.
+ * Larger M is lowered by the host to a dequantization into a scratch
+ * matrix followed by a tensor-core GEMM. */
 #include "cu_common.cuh"
 
 /* Bytes of one row of K weights. */
@@ -201,6 +204,376 @@ extern "C" int cu_qmm_launch(const void *x, int x_dtype, const void *w, int sche
   case RLX_F64: return qmm_typed<double>(x, w, scheme, out, (int)M, N, K, st);
   case RLX_F16: return qmm_typed<__half>(x, w, scheme, out, (int)M, N, K, st);
   case RLX_BF16: return qmm_typed<__nv_bfloat16>(x, w, scheme, out, (int)M, N, K, st);
+  default: return cudaErrorInvalidValue;
+  }
+}
+
+/* ---------------------------------------------------------------- integer GEMV (dp4a) */
+
+/* The decode path (M <= CU_QMM_MAX_M), as llama.cpp's MMVQ computes it:
+ * x is quantized once per product to 8-bit levels per 32 elements
+ * (cu_quantize_x: d = amax / 127, levels roundf(x / d), s = d * sum of
+ * levels — the CPU backend's qdot_q8_0 bit for bit, d kept in F32), and
+ * each 32 weights meet their 32 levels of x in eight __dp4a, scaled by the
+ * weight block's scale and d (offsets and mins through s). The CPU backend
+ * quantizes x the same way for the legacy blocks and per 256 (ggml's
+ * q8_K) for the K-quants; 32 is the finer of the two.
+ *
+ * Weights stream through shared memory: each warp owns a run of
+ * consecutive output columns (weight rows: one contiguous span of bytes
+ * per segment) and copies it a chunk of whole blocks at a time with
+ * 16-byte cp.async into a ring of qmv_stage<S>::N buffers, so a warp keeps
+ * N - 1 chunks (4-6 KB) of loads in flight while it decodes an
+ * earlier one. One launch can serve several products of the same x
+ * (segments: q, k and v of a layer). A lane decodes one 32-weight unit (a legacy block, a K-quant
+ * sub-block) from shared memory: 16-byte reads where the format keeps its
+ * levels 16-byte aligned (Q4_K), else aligned words joined by funnel
+ * shifts (blocks of 18, 34 and 210 bytes are only 2-byte aligned). A
+ * chunk's copy starts at its first byte rounded down to 16 and ends
+ * rounded up: the extra bytes share a 16-byte aligned span with a byte of
+ * the row, so they are mapped memory (the matrix is 16-byte aligned). */
+
+#define QMV_WARPS 4
+
+/* Block geometry per scheme: bytes, weights, blocks per chunk (2048
+ * weights), and the alignment the level bytes keep in shared memory. */
+template <int S> struct qmv_fmt;
+template <> struct qmv_fmt<RLX_Q4_0> { enum { BB = 18, BW = 32, CB = 64, A = 2 }; };
+template <> struct qmv_fmt<RLX_Q4_1> { enum { BB = 20, BW = 32, CB = 64, A = 4 }; };
+template <> struct qmv_fmt<RLX_Q8_0> { enum { BB = 34, BW = 32, CB = 64, A = 2 }; };
+template <> struct qmv_fmt<RLX_Q4_K> { enum { BB = 144, BW = 256, CB = 8, A = 16 }; };
+template <> struct qmv_fmt<RLX_Q6_K> { enum { BB = 210, BW = 256, CB = 8, A = 2 }; };
+/* A stage: a chunk, up to 15 bytes before it (its copy starts 16-byte
+ * aligned) and the word sm_words may read past a 2-byte aligned run. N:
+ * as many stages (3 to 6) as keep the 8 blocks of QMV_MIN_BLOCKS(1) in a
+ * multiprocessor's shared memory (27 KB a block, with the 1 KB the
+ * hardware keeps per block): the bytes a warp keeps in
+ * flight are what the stream's speed hangs on. */
+template <int S> struct qmv_stage {
+  enum { BYTES = (qmv_fmt<S>::CB * qmv_fmt<S>::BB + 32 + 15) / 16 * 16 };
+  enum { FIT = 27 * 1024 / (QMV_WARPS * BYTES), N = FIT < 3 ? 3 : FIT > 6 ? 6 : FIT };
+};
+
+/* NW little-endian words of shared memory from p, which is A-byte aligned
+ * (2: the aligned words around it, joined by funnel shifts). */
+template <int A, int NW> __device__ __forceinline__ void sm_words(const uint8_t *p, int *w) {
+  if (A >= 16 && NW % 4 == 0) {
+#pragma unroll
+    for (int k = 0; k < NW; k += 4) {
+      const int4 v = *(const int4 *)(p + 4 * k);
+      w[k] = v.x, w[k + 1] = v.y, w[k + 2] = v.z, w[k + 3] = v.w;
+    }
+  } else if (A >= 4) {
+#pragma unroll
+    for (int k = 0; k < NW; k++) w[k] = ((const int *)p)[k];
+  } else {
+    const int *q = (const int *)((uintptr_t)p & ~(uintptr_t)3);
+    const unsigned sh = ((uintptr_t)p & 2) ? 16u : 0u;
+    int prev = q[0];
+#pragma unroll
+    for (int k = 0; k < NW; k++) {
+      const int next = q[k + 1];
+      w[k] = (int)__funnelshift_r((unsigned)prev, (unsigned)next, sh);
+      prev = next;
+    }
+  }
+}
+__device__ __forceinline__ float sm_f16(const uint8_t *p) { return __half2float(__ushort_as_half(*(const unsigned short *)p)); }
+
+/* The 32-weight unit u of block b (in shared memory) as 32 signed levels
+ * v[0..7] (4 a word, in order), and how they scale: the unit contributes
+ * dx * (sc0 * (v[0..3] . xq[0..15]) + sc1 * (v[4..7] . xq[16..31]))
+ * + off * sx (sx = dx * sum(xq)). Each decoder is ggml's dequantize_row_*
+ * for those weights (quant_blocks.c), in integers. */
+template <int S> __device__ __forceinline__ void qmv_unit(const uint8_t *b, int u, int *v, float &sc0, float &sc1, float &off) {
+  typedef qmv_fmt<S> F;
+  if (S == RLX_Q4_0 || S == RLX_Q4_1) { /* 16 bytes: weight l low nibble, l + 16 high */
+    const bool q41 = S == RLX_Q4_1;
+    int q[4];
+    sm_words<F::A, 4>(b + (q41 ? 4 : 2), q);
+#pragma unroll
+    for (int k = 0; k < 4; k++) v[k] = q[k] & 0x0F0F0F0F, v[k + 4] = (q[k] >> 4) & 0x0F0F0F0F;
+    const float d = sm_f16(b);
+    sc0 = sc1 = d;
+    off = q41 ? sm_f16(b + 2) : -8.f * d;
+  } else if (S == RLX_Q8_0) {
+    sm_words<F::A, 8>(b + 2, v);
+    sc0 = sc1 = sm_f16(b);
+    off = 0.f;
+  } else if (S == RLX_Q4_K) { /* d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of levels */
+    const uint8_t *s = b + 4;
+    int ls, lm;
+    if (u < 4) {
+      ls = s[u] & 63, lm = s[u + 4] & 63;
+    } else {
+      ls = (s[u + 4] & 0xF) | (s[u - 4] >> 6) << 4;
+      lm = (s[u + 4] >> 4) | (s[u] >> 6) << 4;
+    }
+    int q[8]; /* sub-blocks 2i (low nibbles) and 2i + 1 (high) share 32 bytes */
+    sm_words<F::A, 8>(b + 16 + 32 * (u >> 1), q);
+    const int sh = 4 * (u & 1);
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = (q[k] >> sh) & 0x0F0F0F0F;
+    sc0 = sc1 = sm_f16(b) * (float)ls;
+    off = -sm_f16(b + 2) * (float)lm;
+  } else { /* Q6_K: ql[128] qh[64] scales[16] d; a scale per 16 weights */
+    const int h = u >> 2, qq = u & 3;
+    int ql[8], qh[8];
+    sm_words<F::A, 8>(b + 64 * h + 32 * (qq & 1), ql);
+    sm_words<F::A, 8>(b + 128 + 32 * h, qh);
+    const int shl = 4 * (qq >> 1), shh = 2 * qq;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      v[k] = (int)__vsub4((unsigned)(((ql[k] >> shl) & 0x0F0F0F0F) | (((qh[k] >> shh) & 0x03030303) << 4)), 0x20202020u);
+    const float d = sm_f16(b + 208);
+    const int8_t *sc = (const int8_t *)(b + 192 + 8 * h + 2 * qq);
+    sc0 = d * (float)sc[0], sc1 = d * (float)sc[1];
+    off = 0.f;
+  }
+}
+
+/* Quantized activations: levels [M, K] int8, then (d, s) [M, K / 32] F32 pairs. */
+__host__ __device__ __forceinline__ int64_t qx_levels_bytes(int64_t M, int64_t K) { return (M * K + 15) / 16 * 16; }
+
+/* Row r of the concatenated segments of a call (segment s's rows follow
+ * segment s - 1's: q, k and v of a layer in one launch): its segment (*s),
+ * its row within it (*rs) and the address of its weights. */
+__device__ __forceinline__ uintptr_t qmv_row(const cu_qmv_args &a, int64_t r, int64_t rb, int &s, int64_t &rs) {
+  s = 0;
+  while (s + 1 < a.nseg && r >= a.seg[s].N) r -= a.seg[s].N, s++;
+  rs = r;
+  return (uintptr_t)a.seg[s].w + (uintptr_t)(r * rb);
+}
+
+/* Blocks per multiprocessor the M = 1 kernel is built for (registers
+ * capped at 64 a thread: 8 x 4 warps, as many as the smem of 4 stages of
+ * Q8_0 chunks allows); more rows of x need more registers (4: no spills). */
+#define QMV_MIN_BLOCKS(MM) ((MM) == 1 ? 8 : 4)
+
+/* Each warp owns rpw consecutive rows of the concatenated segments and
+ * streams them as one run of chunks (the pipeline does not drain between
+ * rows: a row of 2-4 KB alone keeps too few bytes in flight); out[m, row]
+ * for every m < M <= MM. Two cursors walk (row, chunk) without divisions
+ * (64-bit ones per chunk made the kernel bound by instruction issue). */
+template <int S, int MM, typename O>
+__global__ void __launch_bounds__(QMV_WARPS * 32, QMV_MIN_BLOCKS(MM)) qmv_kernel(const __grid_constant__ cu_qmv_args a) {
+  typedef qmv_fmt<S> F;
+  enum { SB = qmv_stage<S>::BYTES, UPB = F::BW / 32 };
+  enum { STAGES = qmv_stage<S>::N };
+  __shared__ __align__(16) uint8_t ring[QMV_WARPS][STAGES][SB];
+  const int lane = threadIdx.x % 32, wp = threadIdx.x / 32;
+  const int64_t r0 = ((int64_t)blockIdx.x * QMV_WARPS + wp) * a.rpw;
+  if (r0 >= a.rows) {
+    cu_pdl_wait();
+    return; /* no block-wide barrier below: each warp works alone */
+  }
+  const int64_t K = a.K, nblk = K / F::BW, nchunk = (nblk + F::CB - 1) / F::CB, rb = nblk * F::BB, K32 = K / 32;
+  const int nrows = (int)(r0 + a.rpw <= a.rows ? a.rpw : a.rows - r0), nch = (int)nchunk;
+  const int8_t *xq = (const int8_t *)a.qx;
+  const float2 *dsx = (const float2 *)(xq + qx_levels_bytes(a.M, K));
+  /* the issue cursor: row ir (of this warp's), chunk ic, into stage is */
+  int64_t rs;
+  int ir = 0, ic = 0, is = 0, seg;
+  uintptr_t irow = qmv_row(a, r0, rb, seg, rs);
+  auto issue = [&]() { /* past the end an empty group keeps the count */
+    if (ir < nrows) {
+      const uintptr_t p = irow + (uintptr_t)ic * (F::CB * F::BB), p0 = p & ~(uintptr_t)15;
+      const int64_t bytes = (ic + 1 < nch ? F::CB : nblk - (int64_t)ic * F::CB) * F::BB;
+      const int n16 = (int)((p + bytes - p0 + 15) / 16);
+      uint8_t *dst = ring[wp][is];
+      for (int i = lane; i < n16; i += 32) cu_cp_async16(dst + 16 * i, (const void *)(p0 + 16 * i));
+      if (++ic == nch && ++ir < nrows) ic = 0, irow = qmv_row(a, r0 + ir, rb, seg, rs);
+      is = is + 1 == STAGES ? 0 : is + 1;
+    }
+    cu_cp_async_commit();
+  };
+  float acc[MM];
+#pragma unroll
+  for (int m = 0; m < MM; m++) acc[m] = 0.f;
+#pragma unroll
+  for (int j = 0; j < STAGES - 1; j++) issue();
+  cu_pdl_wait(); /* the weights are params; x's levels and the residual come from the kernels before */
+  /* the compute cursor: row cr, chunk cc, in stage cs */
+  int64_t crs;
+  int cr = 0, cc = 0, cs = 0, cseg;
+  uintptr_t crow = qmv_row(a, r0, rb, cseg, crs);
+  for (int j = 0, total = nrows * nch; j < total; j++) {
+    issue();
+    cu_cp_async_wait<STAGES - 1>();
+    __syncwarp(); /* every lane's copies of this chunk have landed */
+    const uint8_t *blocks = ring[wp][cs] + ((crow + (uintptr_t)cc * (F::CB * F::BB)) & 15);
+    const int units = (int)(cc + 1 < nch ? F::CB : nblk - (int64_t)cc * F::CB) * UPB;
+    const int64_t u_base = (int64_t)cc * (F::CB * UPB); /* the chunk's first 32-weight unit in its row */
+#pragma unroll 2
+    for (int i = lane; i < units; i += 32) {
+      int v[8];
+      float sc0, sc1, off;
+      qmv_unit<S>(blocks + (i / UPB) * F::BB, i % UPB, v, sc0, sc1, off);
+      const int64_t k32 = u_base + i;
+#pragma unroll
+      for (int m = 0; m < MM; m++) {
+        if (m >= a.M) break;
+        const int4 *xp = (const int4 *)(xq + m * K + 32 * k32);
+        const int4 x0 = xp[0], x1 = xp[1];
+        const float2 ds = dsx[m * K32 + k32];
+        const int lo = __dp4a(v[3], x0.w, __dp4a(v[2], x0.z, __dp4a(v[1], x0.y, __dp4a(v[0], x0.x, 0))));
+        const int hi = __dp4a(v[7], x1.w, __dp4a(v[6], x1.z, __dp4a(v[5], x1.y, __dp4a(v[4], x1.x, 0))));
+        float t;
+        if (S == RLX_Q6_K) t = fmaf(sc0, (float)lo, sc1 * (float)hi);
+        else t = sc0 * (float)(lo + hi);
+        acc[m] = fmaf(ds.x, t, acc[m]);
+        if (S == RLX_Q4_0 || S == RLX_Q4_1 || S == RLX_Q4_K) acc[m] = fmaf(off, ds.y, acc[m]);
+      }
+    }
+    __syncwarp(); /* the next iteration's issue refills this stage */
+    cs = cs + 1 == STAGES ? 0 : cs + 1;
+    if (++cc < nch) continue;
+    /* the row is done */
+    O *out = (O *)a.seg[cseg].out;
+    const int64_t N = a.seg[cseg].N;
+#pragma unroll
+    for (int m = 0; m < MM; m++) {
+      if (m >= a.M) break;
+      float v = cu_warp_sum(acc[m]);
+      if (lane == 0) {
+        if (a.seg[cseg].resid) v += (float)cu_fl<O>::ld((const O *)a.seg[cseg].resid + m * N + crs);
+        cu_fl<O>::st(out + m * N + crs, (typename cu_fl<O>::acc)v);
+      }
+      acc[m] = 0.f;
+    }
+    if (++cr < nrows) cc = 0, crow = qmv_row(a, r0 + cr, rb, cseg, crs);
+  }
+}
+
+/* The levels and (d, s) of 32 values, one a lane (v). A block with a NaN
+ * or infinity gets d = s = NaN and levels 0 (its products are NaN, as the
+ * float product's would be), as qdot_q8_0 does. */
+__device__ __forceinline__ void quantize32(float v, int8_t *xq, float2 *ds) {
+  const int lane = threadIdx.x % 32;
+  const float a = fabsf(v);
+  const bool finite = __all_sync(0xffffffffu, a <= 3.402823466e38f);
+  const float amax = cu_warp_max(finite ? a : 0.f);
+  const float d = amax / 127, id = d != 0.f ? 1.f / d : 0.f;
+  float q = __fmul_rn(v, id);
+  q = q != q ? 0.f : fminf(fmaxf(q, -127.f), 127.f);
+  const int level = finite ? (int)roundf(q) : 0;
+  xq[lane] = (int8_t)level;
+  const int sum = cu_warp_sum(level);
+  if (lane == 0) *ds = finite ? make_float2(d, __fmul_rn(d, (float)sum)) : make_float2(__int_as_float(0x7fc00000), __int_as_float(0x7fc00000));
+}
+
+/* x [M, K] -> levels and (d, s); one warp per 32 elements. */
+template <typename X> __global__ void quantize_x_kernel(const __grid_constant__ cu_quant_x_args a) {
+  cu_pdl_trigger(); /* the GEMV after may start streaming its weights */
+  cu_pdl_wait();
+  const int64_t nb = a.M * a.K / 32, step = (int64_t)gridDim.x * (blockDim.x / 32);
+  int8_t *xq = (int8_t *)a.qx;
+  float2 *dsx = (float2 *)(xq + qx_levels_bytes(a.M, a.K));
+  const X *x = (const X *)a.x;
+  for (int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; b < nb; b += step)
+    quantize32((float)cu_fl<X>::ld(x + b * 32 + threadIdx.x % 32), xq + b * 32, dsx + b);
+}
+
+/* The rows of an RmsNorm (x + res + bias if given) normalized, rounded to
+ * the norm's dtype E (what its launch would have stored) and quantized:
+ * one block per row, the norm's formulas (k_norm.cu, F32). */
+template <typename E> __global__ void quantize_norm_kernel(const __grid_constant__ cu_quant_x_args a) {
+  __shared__ float scratch[32];
+  cu_pdl_trigger(); /* the GEMV after may start streaming its weights */
+  cu_pdl_wait();
+  const cu_norm_args &nm = a.norm;
+  const int64_t row = blockIdx.x, base = row * a.K;
+  const E *x = (const E *)nm.x + base, *res = (const E *)nm.res, *bias = (const E *)nm.bias;
+  auto value = [&](int64_t j) {
+    float v = cu_fl<E>::ld(x + j);
+    if (res) v += cu_fl<E>::ld(res + base + j);
+    if (bias) v += cu_fl<E>::ld(bias + j);
+    return v;
+  };
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < a.K; j += blockDim.x) {
+    const float v = value(j);
+    s += v * v;
+  }
+  s = cu_block_sum<float>(s, scratch);
+  const float r = 1.f / sqrtf(s / (float)a.K + (float)nm.eps);
+  int8_t *xq = (int8_t *)a.qx;
+  float2 *dsx = (float2 *)(xq + qx_levels_bytes(a.M, a.K));
+  const E *gamma = (const E *)nm.gamma, *beta = (const E *)nm.beta;
+  for (int64_t j0 = (threadIdx.x / 32) * 32; j0 < a.K; j0 += blockDim.x) {
+    const int64_t j = j0 + threadIdx.x % 32;
+    const float y = cu_fl<E>::round(value(j) * r * cu_fl<E>::ld(gamma + j) + cu_fl<E>::ld(beta + j));
+    quantize32(y, xq + base + j0, dsx + (base + j0) / 32);
+  }
+}
+
+extern "C" size_t cu_qx_bytes(int64_t M, int64_t K) {
+  return (size_t)qx_levels_bytes(M, K) + (size_t)(M * K / 32) * 2 * sizeof(float);
+}
+
+extern "C" int cu_quant_x_launch(const cu_quant_x_args *a, cudaStream_t st) {
+  if (a->M <= 0 || a->K <= 0) return cudaSuccess;
+  if (a->K % 32 || ((uintptr_t)a->qx & 15)) return cudaErrorInvalidValue;
+  if (a->has_norm) {
+    if (a->M > 0x7fffffff) return cudaErrorInvalidValue;
+    const dim3 g((unsigned)a->M), t(CU_THREADS);
+    switch (a->x_dtype) {
+    case RLX_F32: return cu_launch(quantize_norm_kernel<float>, g, t, 0, st, a->pdl, *a);
+    case RLX_F16: return cu_launch(quantize_norm_kernel<__half>, g, t, 0, st, a->pdl, *a);
+    case RLX_BF16: return cu_launch(quantize_norm_kernel<__nv_bfloat16>, g, t, 0, st, a->pdl, *a);
+    default: return cudaErrorInvalidValue;
+    }
+  }
+  const dim3 g(cu_blocks(a->M * a->K / 32, CU_THREADS / 32)), t(CU_THREADS);
+  switch (a->x_dtype) {
+  case RLX_F32: return cu_launch(quantize_x_kernel<float>, g, t, 0, st, a->pdl, *a);
+  case RLX_F64: return cu_launch(quantize_x_kernel<double>, g, t, 0, st, a->pdl, *a);
+  case RLX_F16: return cu_launch(quantize_x_kernel<__half>, g, t, 0, st, a->pdl, *a);
+  case RLX_BF16: return cu_launch(quantize_x_kernel<__nv_bfloat16>, g, t, 0, st, a->pdl, *a);
+  default: return cudaErrorInvalidValue;
+  }
+}
+
+template <int S, typename O> static int qmv_m(const cu_qmv_args *a, cudaStream_t st) {
+  const dim3 g((unsigned)((a->rows + (int64_t)QMV_WARPS * a->rpw - 1) / ((int64_t)QMV_WARPS * a->rpw))), t(QMV_WARPS * 32);
+  if (a->M == 1) return cu_launch(qmv_kernel<S, 1, O>, g, t, 0, st, a->pdl, *a);
+  if (a->M == 2) return cu_launch(qmv_kernel<S, 2, O>, g, t, 0, st, a->pdl, *a);
+  if (a->M <= 4) return cu_launch(qmv_kernel<S, 4, O>, g, t, 0, st, a->pdl, *a);
+  return cu_launch(qmv_kernel<S, CU_QMM_MAX_M, O>, g, t, 0, st, a->pdl, *a);
+}
+
+template <typename O> static int qmv_typed(const cu_qmv_args *a, cudaStream_t st) {
+  switch (a->scheme) {
+  case RLX_Q4_0: return qmv_m<RLX_Q4_0, O>(a, st);
+  case RLX_Q4_1: return qmv_m<RLX_Q4_1, O>(a, st);
+  case RLX_Q8_0: return qmv_m<RLX_Q8_0, O>(a, st);
+  case RLX_Q4_K: return qmv_m<RLX_Q4_K, O>(a, st);
+  case RLX_Q6_K: return qmv_m<RLX_Q6_K, O>(a, st);
+  default: return cudaErrorInvalidValue;
+  }
+}
+
+/* Rows per warp: at most one wave of the 32 warps per multiprocessor of
+ * the H200 (132) that QMV_MIN_BLOCKS makes resident, each warp streaming
+ * its rows as one run. */
+extern "C" void cu_qmv_plan(cu_qmv_args *a) {
+  a->rows = 0;
+  for (int s = 0; s < a->nseg; s++) a->rows += a->seg[s].N;
+  const int64_t per_warp = (a->rows + 132 * 32 - 1) / (132 * 32);
+  a->rpw = (int)(per_warp < 1 ? 1 : per_warp > 64 ? 64 : per_warp);
+}
+
+extern "C" int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st) {
+  if (a->M <= 0 || a->rows <= 0) return cudaSuccess;
+  if (a->M > CU_QMM_MAX_M || a->nseg < 1 || a->nseg > CU_QMV_MAX_SEG || a->rpw < 1 || ((uintptr_t)a->qx & 15))
+    return cudaErrorInvalidValue;
+  for (int s = 0; s < a->nseg; s++)
+    if ((uintptr_t)a->seg[s].w & 15) return cudaErrorInvalidValue; /* w: a param's own allocation */
+  switch (a->out_dtype) {
+  case RLX_F32: return qmv_typed<float>(a, st);
+  case RLX_F64: return qmv_typed<double>(a, st);
+  case RLX_F16: return qmv_typed<__half>(a, st);
+  case RLX_BF16: return qmv_typed<__nv_bfloat16>(a, st);
   default: return cudaErrorInvalidValue;
   }
 }

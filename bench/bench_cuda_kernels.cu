@@ -1,0 +1,278 @@
+/* bench_cuda_kernels.cu — the decode products' kernels alone, on the shapes
+ * of a Llama-3-8B decode step, against the device's copy bandwidth: what a
+ * kernel streams per second, without the rest of an rlx run.
+ *
+ *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc bench/bench_cuda_kernels.cu -o bench_cuda_kernels
+ *   ./bench_cuda_kernels [gemv|quant|all]
+ *
+ * gemv: the bf16 w [K, N] GEMV (k_gemv.cu) at the split cu_gemv_plan picks
+ *       and at every other split of the sweep, TB/s of weight bytes.
+ * quant: the packed-weight products at M = 1: the integer path (quantize x,
+ *       then cu_qmv) and the float kernel (cu_qmm, RLX_QMATMUL_REF=1), TB/s
+ *       of weight bytes, and the two results' largest difference relative
+ *       to the largest |y| (x's 8-bit levels: about 1e-2 is expected).
+ * Weights are random (levels random bytes, block scales a small f16), in
+ * enough copies that each timed call reads its weights from HBM, not L2.
+ * Times are CUDA-event medians of 9 trials of 20 calls. Prints "COPY",
+ * "GEMV" and "QUANT" lines; bench_cuda.py runs it and keeps them. */
+#include "../src/backend/cuda/k_gemv.cu"
+#include "../src/backend/cuda/k_quant.cu"
+
+#include <algorithm>
+#include <stdio.h>
+#include <stdlib.h>
+#include <vector>
+
+#define CHECK_CUDA(x)                                                                  \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                         \
+    }                                                                                  \
+  } while (0)
+
+__global__ void fill_random(uint8_t *p, size_t n, uint32_t seed) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    p[i] = (uint8_t)h;
+  }
+}
+
+/* Sets the f16 fields of every block to small finite scales (0x211f ~ 0.01). */
+__global__ void fix_scales(uint8_t *p, size_t blocks, int bb, int off0, int off1) {
+  for (size_t b = (size_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks; b += (size_t)gridDim.x * blockDim.x) {
+    *(unsigned short *)(p + b * bb + off0) = 0x211f;
+    if (off1 >= 0) *(unsigned short *)(p + b * bb + off1) = 0x1c00;
+  }
+}
+
+/* Median ms of one call over 9 trials of 20 calls; fn(i) runs call i. */
+template <typename F> static double time_ms(F fn) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 5; i++) fn(i);
+  std::vector<double> t;
+  for (int trial = 0; trial < 9; trial++) {
+    CHECK_CUDA(cudaEventRecord(a));
+    for (int i = 0; i < 20; i++) fn(i);
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms / 20);
+  }
+  CHECK_CUDA(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return t[4];
+}
+
+/* Copies of `bytes` of weights, enough that they do not fit in L2 together. */
+static std::vector<uint8_t *> weight_copies(size_t bytes, int bb, int off0, int off1) {
+  const int n = (int)std::max<size_t>(2, ((size_t)768 << 20) / bytes + 1);
+  std::vector<uint8_t *> c(n);
+  for (int i = 0; i < n; i++) {
+    CHECK_CUDA(cudaMalloc(&c[i], bytes));
+    fill_random<<<1024, 256>>>(c[i], bytes, 1234567u + 77u * i);
+    if (bb) fix_scales<<<1024, 256>>>(c[i], bytes / bb, bb, off0, off1);
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  return c;
+}
+
+static double copy_tbps() {
+  const size_t n = (size_t)1 << 30;
+  void *a, *b;
+  CHECK_CUDA(cudaMalloc(&a, n));
+  CHECK_CUDA(cudaMalloc(&b, n));
+  CHECK_CUDA(cudaMemset(a, 1, n));
+  const double ms = time_ms([&](int) { cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice); });
+  cudaFree(a), cudaFree(b);
+  return 2.0 * n / (ms * 1e-3) / 1e12;
+}
+
+/* A bf16 x of K values (random, ~0.1). */
+static void *random_bf16(int64_t K) {
+  std::vector<__nv_bfloat16> h(K);
+  for (int64_t k = 0; k < K; k++) h[k] = __float2bfloat16((float)((k * 7919 % 1000) / 5000.0 - 0.1));
+  void *d;
+  CHECK_CUDA(cudaMalloc(&d, K * 2));
+  CHECK_CUDA(cudaMemcpy(d, h.data(), K * 2, cudaMemcpyHostToDevice));
+  return d;
+}
+
+static const int64_t SHAPES[][2] = {{4096, 4096}, {1024, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}}; /* N, K */
+
+static void bench_gemv(double copy) {
+  for (const auto &s : SHAPES) {
+    const int64_t N = s[0], K = s[1];
+    const size_t bytes = (size_t)(N * K) * 2;
+    auto w = weight_copies(bytes, 0, 0, 0);
+    void *x = random_bf16(K), *out;
+    CHECK_CUDA(cudaMalloc(&out, N * 2 * 8));
+    cu_gemv_args a = {};
+    a.x = x, a.dtype = RLX_BF16, a.act = RLX_ACT_NONE, a.M = 1, a.K = K, a.nseg = 1;
+    a.seg[0].out = out, a.seg[0].N = N;
+    size_t pf, cn;
+    cu_gemv_plan(&a, &pf, &cn);
+    const int planned = a.ksplit;
+    std::vector<int> splits = {planned, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+    float *part;
+    unsigned *count;
+    CHECK_CUDA(cudaMalloc(&part, (size_t)64 * N * 4));
+    CHECK_CUDA(cudaMalloc(&count, (size_t)(N / 64 + 1) * 4));
+    CHECK_CUDA(cudaMemset(count, 0, (size_t)(N / 64 + 1) * 4));
+    for (size_t i = 0; i < splits.size(); i++) {
+      const int sp = splits[i];
+      if (i > 0 && sp == planned) continue;
+      int64_t chunk = (K + sp - 1) / sp;
+      chunk = (chunk + 31) / 32 * 32;
+      a.kchunk = sp == 1 ? K : chunk;
+      a.ksplit = sp == 1 ? 1 : (int)((K + chunk - 1) / chunk);
+      cu_gemv_set_scratch(&a, part, count);
+      const double ms = time_ms([&](int it) {
+        a.seg[0].w = w[it % w.size()];
+        cu_gemv_launch(&a, 0);
+      });
+      const double tbps = bytes / (ms * 1e-3) / 1e12;
+      printf("GEMV bf16 N=%lld K=%lld split=%d%s ms=%.4f TBps=%.2f of_copy=%.1f%%\n", (long long)N, (long long)K,
+             a.ksplit, i == 0 ? " (planned)" : "", ms, tbps, 100 * tbps / copy);
+    }
+    for (auto p : w) cudaFree(p);
+    cudaFree(x), cudaFree(out), cudaFree(part), cudaFree(count);
+  }
+  /* q, k and v of a layer, w [4096, 4096 | 1024 | 1024], as one launch of three segments */
+  const int64_t K = 4096, Ns[3] = {4096, 1024, 1024};
+  std::vector<std::vector<uint8_t *>> ws;
+  cu_gemv_args a = {};
+  void *x = random_bf16(K);
+  a.x = x, a.dtype = RLX_BF16, a.act = RLX_ACT_NONE, a.M = 1, a.K = K, a.nseg = 3;
+  size_t bytes = 0;
+  for (int i = 0; i < 3; i++) {
+    ws.push_back(weight_copies((size_t)(Ns[i] * K) * 2, 0, 0, 0));
+    CHECK_CUDA(cudaMalloc(&a.seg[i].out, Ns[i] * 2));
+    a.seg[i].N = Ns[i];
+    bytes += (size_t)(Ns[i] * K) * 2;
+  }
+  size_t pf, cn;
+  cu_gemv_plan(&a, &pf, &cn);
+  float *part = NULL;
+  unsigned *count = NULL;
+  CHECK_CUDA(cudaMalloc(&part, pf * 4 + 4));
+  CHECK_CUDA(cudaMalloc(&count, cn * 4 + 4));
+  CHECK_CUDA(cudaMemset(count, 0, cn * 4 + 4));
+  cu_gemv_set_scratch(&a, pf ? part : NULL, cn ? count : NULL);
+  const double ms = time_ms([&](int it) {
+    for (int i = 0; i < 3; i++) a.seg[i].w = ws[i][it % ws[i].size()];
+    cu_gemv_launch(&a, 0);
+  });
+  const double tbps = bytes / (ms * 1e-3) / 1e12;
+  printf("QKV bf16 one launch of 3 segments (4096+1024+1024)x4096 split=%d MB=%.1f ms=%.4f TBps=%.2f of_copy=%.1f%%\n",
+         a.ksplit, bytes / 1e6, ms, tbps, 100 * tbps / copy);
+  for (auto &v : ws)
+    for (auto p : v) cudaFree(p);
+  for (int i = 0; i < 3; i++) cudaFree(a.seg[i].out);
+  cudaFree(x), cudaFree(part), cudaFree(count);
+}
+
+struct scheme_info {
+  int id;
+  const char *name;
+  int bb, bw, off0, off1; /* block bytes, weights, f16 fields */
+};
+
+static void bench_quant(double copy) {
+  static const scheme_info schemes[] = {{RLX_Q8_0, "q8_0", 34, 32, 0, -1},
+                                        {RLX_Q4_K, "q4_K", 144, 256, 0, 2},
+                                        {RLX_Q6_K, "q6_K", 210, 256, 208, -1},
+                                        {RLX_Q4_0, "q4_0", 18, 32, 0, -1},
+                                        {RLX_Q4_1, "q4_1", 20, 32, 0, 2}};
+  for (const auto &q : schemes) {
+    for (const auto &s : SHAPES) {
+      const int64_t N = s[0], K = s[1];
+      const size_t bytes = (size_t)(N * (K / q.bw) * q.bb);
+      auto w = weight_copies(bytes, q.bb, q.off0, q.off1);
+      void *x = random_bf16(K), *qx, *y_int, *y_flt;
+      CHECK_CUDA(cudaMalloc(&qx, cu_qx_bytes(1, K)));
+      CHECK_CUDA(cudaMalloc(&y_int, N * 2));
+      CHECK_CUDA(cudaMalloc(&y_flt, N * 2));
+      cu_quant_x_args xa = {};
+      xa.x = x, xa.qx = qx, xa.x_dtype = RLX_BF16, xa.M = 1, xa.K = K;
+      const double ms_q = time_ms([&](int) { cu_quant_x_launch(&xa, 0); });
+      cu_qmv_args qa = {};
+      qa.qx = qx, qa.scheme = q.id, qa.out_dtype = RLX_BF16, qa.M = 1, qa.K = K, qa.nseg = 1;
+      qa.seg[0].out = y_int, qa.seg[0].N = N;
+      cu_qmv_plan(&qa);
+      const double ms_int = time_ms([&](int it) {
+        qa.seg[0].w = w[it % w.size()];
+        cu_qmv_launch(&qa, 0);
+      });
+      const double ms_flt = time_ms([&](int it) { cu_qmm_launch(x, RLX_BF16, w[it % w.size()], q.id, y_flt, 1, N, K, 0); });
+      /* the same weights (copy 0) through both, then compare */
+      cu_quant_x_launch(&xa, 0);
+      qa.seg[0].w = w[0];
+      cu_qmv_launch(&qa, 0);
+      cu_qmm_launch(x, RLX_BF16, w[0], q.id, y_flt, 1, N, K, 0);
+      CHECK_CUDA(cudaDeviceSynchronize());
+      std::vector<__nv_bfloat16> hi(N), hf(N);
+      CHECK_CUDA(cudaMemcpy(hi.data(), y_int, N * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(hf.data(), y_flt, N * 2, cudaMemcpyDeviceToHost));
+      double big = 0, diff = 0;
+      for (int64_t n = 0; n < N; n++) {
+        const double a = __bfloat162float(hi[n]), b = __bfloat162float(hf[n]);
+        big = std::max(big, fabs(b));
+        diff = a == a ? std::max(diff, fabs(a - b)) : INFINITY;
+      }
+      const double t_int = bytes / (ms_int * 1e-3) / 1e12, t_flt = bytes / (ms_flt * 1e-3) / 1e12;
+      printf("QUANT %s N=%lld K=%lld MB=%.1f quantize_x_ms=%.4f int_ms=%.4f int_TBps=%.2f int_of_copy=%.1f%% "
+             "float_ms=%.4f float_TBps=%.2f rel_diff=%.2e\n",
+             q.name, (long long)N, (long long)K, bytes / 1e6, ms_q, ms_int, t_int, 100 * t_int / copy, ms_flt, t_flt,
+             big > 0 ? diff / big : diff);
+      for (auto p : w) cudaFree(p);
+      cudaFree(x), cudaFree(qx), cudaFree(y_int), cudaFree(y_flt);
+    }
+    /* q, k and v of a layer (4096 + 1024 + 1024 rows, K 4096) as one launch of three segments */
+    const int64_t K = 4096, Ns[3] = {4096, 1024, 1024};
+    std::vector<std::vector<uint8_t *>> ws;
+    cu_qmv_args qa = {};
+    void *x = random_bf16(K), *qx;
+    CHECK_CUDA(cudaMalloc(&qx, cu_qx_bytes(1, K)));
+    cu_quant_x_args xa = {};
+    xa.x = x, xa.qx = qx, xa.x_dtype = RLX_BF16, xa.M = 1, xa.K = K;
+    cu_quant_x_launch(&xa, 0);
+    qa.qx = qx, qa.scheme = q.id, qa.out_dtype = RLX_BF16, qa.M = 1, qa.K = K, qa.nseg = 3;
+    size_t bytes = 0;
+    for (int i = 0; i < 3; i++) {
+      const size_t b = (size_t)(Ns[i] * (K / q.bw) * q.bb);
+      ws.push_back(weight_copies(b, q.bb, q.off0, q.off1));
+      CHECK_CUDA(cudaMalloc(&qa.seg[i].out, Ns[i] * 2));
+      qa.seg[i].N = Ns[i];
+      bytes += b;
+    }
+    cu_qmv_plan(&qa);
+    const double ms = time_ms([&](int it) {
+      for (int i = 0; i < 3; i++) qa.seg[i].w = ws[i][it % ws[i].size()];
+      cu_qmv_launch(&qa, 0);
+    });
+    const double tbps = bytes / (ms * 1e-3) / 1e12;
+    printf("QKV %s one launch of 3 segments (4096+1024+1024)x4096 MB=%.1f ms=%.4f TBps=%.2f of_copy=%.1f%%\n", q.name,
+           bytes / 1e6, ms, tbps, 100 * tbps / copy);
+    for (auto &v : ws)
+      for (auto p : v) cudaFree(p);
+    for (int i = 0; i < 3; i++) cudaFree(qa.seg[i].out);
+    cudaFree(x), cudaFree(qx);
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *what = argc > 1 ? argv[1] : "all";
+  const double copy = copy_tbps();
+  printf("COPY TBps=%.3f (read + write of a 1 GiB device-to-device copy)\n", copy);
+  if (!strcmp(what, "gemv") || !strcmp(what, "all")) bench_gemv(copy);
+  if (!strcmp(what, "quant") || !strcmp(what, "all")) bench_quant(copy);
+  return 0;
+}
