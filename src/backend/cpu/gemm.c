@@ -614,9 +614,9 @@ static size_t prepack_budget;        /* bytes; 0: prepacking off */
 static pthread_once_t prepack_once = PTHREAD_ONCE_INIT;
 
 static void prepack_init(void) {
-  const char *on = getenv("RLX_PREPACK"), *mb = getenv("RLX_PREPACK_MAX_MB");
+  const char *mb = getenv("RLX_PREPACK_MAX_MB");
   long long max_mb = mb && *mb ? atoll(mb) : 1024;
-  prepack_budget = on && strcmp(on, "0") == 0 ? 0 : max_mb > 0 ? (size_t)max_mb << 20 : 0;
+  prepack_budget = !ir_env_flag("RLX_PREPACK", 1) ? 0 : max_mb > 0 ? (size_t)max_mb << 20 : 0;
 }
 
 gemm_prepack *gemm_prepack_new(void) { return calloc(1, sizeof(gemm_prepack)); }

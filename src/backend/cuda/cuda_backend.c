@@ -54,11 +54,6 @@ int rlx_cuda_available(void) {
   return device_count > 0;
 }
 
-static int env_is(const char *name, const char *value) {
-  const char *v = getenv(name);
-  return v && !strcmp(v, value);
-}
-
 /* ---------------------------------------------------------------- claims */
 
 static int is_block(rlx_dtype t) { return ir_is_block(t); }
@@ -1562,13 +1557,13 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   cuda_plan *pl = calloc(1, sizeof *pl);
   if (!pl) return rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
   pl->g = g;
-  pl->use_graph = !env_is("RLX_CUDA_GRAPH", "0");
-  pl->tf32 = env_is("RLX_CUDA_TF32", "1");
-  pl->attn_exact = env_is("RLX_CUDA_ATTN_EXACT", "1");
-  pl->no_gemv = env_is("RLX_CUDA_GEMV", "0");
-  pl->qmm_exact = ir_env_flag("RLX_QMATMUL_REF", 0); /* the CPU backend's switch, read its way */
+  pl->use_graph = ir_env_flag("RLX_CUDA_GRAPH", 1);
+  pl->tf32 = ir_env_flag("RLX_CUDA_TF32", 0);
+  pl->attn_exact = ir_env_flag("RLX_CUDA_ATTN_EXACT", 0);
+  pl->no_gemv = !ir_env_flag("RLX_CUDA_GEMV", 1);
+  pl->qmm_exact = ir_env_flag("RLX_QMATMUL_REF", 0); /* the CPU backend's switch */
   pl->pdl = ir_env_flag("RLX_CUDA_PDL", 1);
-  pl->profile = env_is("RLX_CUDA_PROFILE", "1");
+  pl->profile = ir_env_flag("RLX_CUDA_PROFILE", 0);
   if (pl->profile) pl->use_graph = 0;
   const size_t n_nodes = (size_t)g->n_nodes + 1;
   rlx_status st = plan_arena_offsets(g, &pl->mem);
@@ -1607,7 +1602,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   mark_absorbed(pl, uses);
   mark_norm_quant(pl, uses);
   for (size_t i = 0; i < n_nodes; i++) pl->resid_add[i] = -1;
-  if (!env_is("RLX_CUDA_RESIDUAL_GEMM", "0")) mark_residual_adds(pl, uses);
+  if (ir_env_flag("RLX_CUDA_RESIDUAL_GEMM", 1)) mark_residual_adds(pl, uses);
   /* device addresses of every output */
   int any_gemm = 0;
   size_t scratch = 0;

@@ -115,8 +115,7 @@ static cublasStatus_t pick_algo(cuda_gemm *g, const cuda_gemm_desc *d, const voi
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
   const double flops = 2.0 * (double)d->M * (double)d->N * (double)d->K * (double)(d->batch > 1 ? d->batch : 1);
-  const char *tune_env = getenv("RLX_CUDA_GEMM_TUNE");
-  const int tune = flops >= 1e9 && tune_env && !strcmp(tune_env, "1");
+  const int tune = flops >= 1e9 && ir_env_flag("RLX_CUDA_GEMM_TUNE", 0);
   cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
   int found = 0;
   s = cublasLtMatmulAlgoGetHeuristic(lt_handle, g->op, g->la, g->lb, g->lc, g->lc, pref, tune ? GEMM_CANDIDATES : 1,
