@@ -172,66 +172,45 @@ static void v_norm_affine(const float *x, float shift, float scale, const float 
 
 #define TILE_MR 8 /* rows per micro-tile: 16 accumulators of 32 zmm */
 
-/* s[NR rows, 16*NV columns] = q kt; m0, m1: the two vectors' lanes. */
-ALWAYS_INLINE void qk_micro16(const int NR, const int NV, __mmask16 m0, __mmask16 m1, const float *q, int64_t ldq,
-                              const float *kt, int64_t ldkt, float *s, int64_t lds, int64_t depth) {
+/* c[NR rows, 16*NV columns] (+)= a[NR, depth] b[depth, 16*NV] (row-major,
+ * c added to when ACC, else overwritten); m0, m1: the two vectors' lanes.
+ * qk is a = q, b = kt; pv is a = p, b = v, c = o, ACC. */
+ALWAYS_INLINE void tile_micro16(const int NR, const int NV, const int ACC, __mmask16 m0, __mmask16 m1, const float *a,
+                                int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int64_t depth) {
   __m512 acc[TILE_MR][2];
 #pragma GCC unroll 8
-  for (int r = 0; r < NR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int r = 0; r < NR; r++) {
+    acc[r][0] = ACC ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
+    acc[r][1] = NV > 1 && ACC ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
+  }
   for (int64_t k = 0; k < depth; k++) {
-    const float *kr = kt + k * ldkt;
-    __m512 b0 = _mm512_maskz_loadu_ps(m0, kr), b1 = NV > 1 ? _mm512_maskz_loadu_ps(m1, kr + 16) : b0;
+    const float *br = b + k * ldb;
+    __m512 b0 = _mm512_maskz_loadu_ps(m0, br), b1 = NV > 1 ? _mm512_maskz_loadu_ps(m1, br + 16) : b0;
 #pragma GCC unroll 8
     for (int r = 0; r < NR; r++) {
-      __m512 a = _mm512_set1_ps(q[r * ldq + k]);
-      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-      if (NV > 1) acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      __m512 x = _mm512_set1_ps(a[r * lda + k]);
+      acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
+      if (NV > 1) acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < NR; r++) {
-    _mm512_mask_storeu_ps(s + r * lds, m0, acc[r][0]);
-    if (NV > 1) _mm512_mask_storeu_ps(s + r * lds + 16, m1, acc[r][1]);
+    _mm512_mask_storeu_ps(c + r * ldc, m0, acc[r][0]);
+    if (NV > 1) _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc[r][1]);
   }
 }
 
-/* o[NR rows, 16*NV columns] += p v. */
-ALWAYS_INLINE void pv_micro16(const int NR, const int NV, __mmask16 m0, __mmask16 m1, const float *p, int64_t ldp,
-                              const float *v, int64_t ldv, float *o, int64_t ldo, int64_t cols) {
-  __m512 acc[TILE_MR][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; r++) {
-    acc[r][0] = _mm512_maskz_loadu_ps(m0, o + r * ldo);
-    acc[r][1] = NV > 1 ? _mm512_maskz_loadu_ps(m1, o + r * ldo + 16) : acc[r][0];
-  }
-  for (int64_t c = 0; c < cols; c++) {
-    const float *vr = v + c * ldv;
-    __m512 b0 = _mm512_maskz_loadu_ps(m0, vr), b1 = NV > 1 ? _mm512_maskz_loadu_ps(m1, vr + 16) : b0;
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; r++) {
-      __m512 a = _mm512_set1_ps(p[r * ldp + c]);
-      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-      if (NV > 1) acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; r++) {
-    _mm512_mask_storeu_ps(o + r * ldo, m0, acc[r][0]);
-    if (NV > 1) _mm512_mask_storeu_ps(o + r * ldo + 16, m1, acc[r][1]);
-  }
-}
-
-/* One block of NR rows of a tile: MICRO over the columns (n of them) in
- * steps of 32, the last step on one or two masked vectors. */
-#define TILE_ROWS(MICRO, NR, n, ...)                                                                        \
+/* One block of NR rows of a tile: the micro-tile over the columns (n of
+ * them) in steps of 32, the last step on one or two masked vectors. */
+#define TILE_ROWS(NR, ACC, n, ...)                                                                          \
   for (int64_t c = 0; c < (n); c += 32) {                                                                   \
     __mmask16 m0 = simd16_tail_mask((n) - c), m1 = simd16_tail_mask((n) - c - 16);                          \
-    if (m1) MICRO(NR, 2, m0, m1, __VA_ARGS__);                                                              \
-    else MICRO(NR, 1, m0, m1, __VA_ARGS__);                                                                 \
+    if (m1) tile_micro16(NR, 2, ACC, m0, m1, __VA_ARGS__);                                                  \
+    else tile_micro16(NR, 1, ACC, m0, m1, __VA_ARGS__);                                                     \
   }
 
-#define QK_ROWS16(NR) TILE_ROWS(qk_micro16, NR, cols, q + r * ldq, ldq, kt + c, ldkt, s + r * lds + c, lds, depth)
-#define PV_ROWS16(NR) TILE_ROWS(pv_micro16, NR, d, p + r * ldp, ldp, v + c, ldv, o + r * ldo + c, ldo, cols)
+#define QK_ROWS16(NR) TILE_ROWS(NR, 0, cols, q + r * ldq, ldq, kt + c, ldkt, s + r * lds + c, lds, depth)
+#define PV_ROWS16(NR) TILE_ROWS(NR, 1, d, p + r * ldp, ldp, v + c, ldv, o + r * ldo + c, ldo, cols)
 
 /* The row blocks of a tile: TILE_MR at a time, then the remainder. */
 #define TILE_ALL_ROWS(ROWS)                                                                                 \
