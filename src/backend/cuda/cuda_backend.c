@@ -1167,14 +1167,14 @@ static rlx_status lower_quant(cuda_plan *pl, const ir_node *n) {
       }
       pl->qx_valid = 1, pl->qx_slot = xslot, pl->qx_folded = folded, pl->qx_M = M, pl->qx_K = K;
     }
-    /* a product right after another of the same quantized x (q, k, v)
-     * joins its launch as one more segment */
     /* the residual add that reads the product, computed in its epilogue */
     cuda_gemm_desc r = {0};
     r.dtype = out->dtype, r.M = M, r.N = N, r.K = K, r.a = in_ptr(pl, n, 0), r.b = in_ptr(pl, n, 1);
     r.c = out_ptr(pl, n);
     const int resid = residual_into(pl, n, &r);
     if (resid) pl->add_done[pl->resid_add[n->id]] = 1;
+    /* a product right after another of the same quantized x (q, k, v)
+     * joins its launch as one more segment */
     cuda_step *prev = pl->n_steps ? &pl->steps[pl->n_steps - 1] : NULL;
     cu_qmv_args *a = prev && prev->kind == ST_QMV && prev->folded == folded ? prev->args : NULL;
     if (!a || a->nseg == CU_QMV_MAX_SEG || a->scheme != (int)w->dtype || a->out_dtype != (int)out->dtype || resid ||
@@ -1465,13 +1465,20 @@ static void mark_absorbed(cuda_plan *pl, const int *uses) {
   free(absorbed);
 }
 
+/* Node j adds no launch to a run: a leaf, a view, absorbed by its
+ * consumers, or folded (run once at set-up). */
+static int launches_nothing(const cuda_plan *pl, int j) {
+  return ir_ops[pl->g->nodes[j].op].category == RLX_CAT_LEAF || pl->mem.view[j] || pl->skip[j] || pl->folded[j];
+}
+
 /* Residual adds a GEMM can compute in its epilogue: add = MatMul + r (either
  * side) with r of the add's shape and dtype (no broadcasting), the MatMul
  * (or DequantMatMul) a single product over all rows (rank-2 weight, at
  * least 16 rows, or at most CU_GEMV_MAX_M: the decode GEMV kernels add it
- * in theirs; 9-15 rows go to cuBLASLt without it), read only by the add, and nothing that runs between
- * the two (so the GEMM may run at the product's place and its operands are
- * still intact). residual_into checks the buffers at lowering. */
+ * in theirs; 9-15 rows go to cuBLASLt without it), read only by the add,
+ * and nothing that runs between the two (so the GEMM may run at the
+ * product's place and its operands are still intact). residual_into checks
+ * the buffers at lowering. */
 #define RESID_MIN_ROWS 16
 static void mark_residual_adds(cuda_plan *pl, const int *uses) {
   const rlx_graph *g = pl->g;
@@ -1493,8 +1500,7 @@ static void mark_residual_adds(cuda_plan *pl, const int *uses) {
           (rows > CU_GEMV_MAX_M && rows < RESID_MIN_ROWS))
         continue;
       int quiet = 1;
-      for (int j = mm + 1; quiet && j < i; j++)
-        quiet = ir_ops[g->nodes[j].op].category == RLX_CAT_LEAF || pl->mem.view[j] || pl->skip[j] || pl->folded[j];
+      for (int j = mm + 1; quiet && j < i; j++) quiet = launches_nothing(pl, j);
       if (!quiet) continue;
       pl->resid_add[mm] = i;
       break;
@@ -1533,7 +1539,7 @@ static void mark_norm_quant(cuda_plan *pl, const int *uses) {
              cu_quant_supported(ir_in(g, c, 1)->dtype);
         found += reads;
       } else {
-        ok = ir_ops[c->op].category == RLX_CAT_LEAF || pl->mem.view[j] || pl->skip[j] || pl->folded[j];
+        ok = launches_nothing(pl, j);
       }
     }
     if (ok && found == uses[i]) pl->skip[i] = 1;
