@@ -352,7 +352,7 @@ if "--profile" in sys.argv:
     if "decode" in ONLY:
         rlx("decode", "bf16", 512, env={"RLX_CUDA_PROFILE": "1", "RLX_DISPATCH_REPORT": "1"})
     if "decode8b" in ONLY:
-        for wf in ("q4_k",) if "--no-variants" in sys.argv else ("bf16", "q4_k"):
+        for wf in ("bf16", "q4_k"):
             rlx("decode", wf, 512, *LLAMA8B, env={"RLX_CUDA_PROFILE": "1"})
 
 out = os.environ.get("OUT")

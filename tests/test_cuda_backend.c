@@ -71,7 +71,12 @@ static void test_attention(void) {
       {"decode one split", 1, 1, 20, 4, 4, 32, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0},
       {"decode chunk of 4", 1, 4, 517, 8, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
       {"decode 8b-shaped", 1, 1, 512, 32, 8, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
-      {"decode 150 splits", 1, 1, 19000, 2, 1, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"decode many splits", 1, 1, 19000, 2, 1, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      /* 16-bit rows of 72 bytes: staged by element loads, not cp.async */
+      {"decode d36 unaligned rows", 2, 1, 300, 4, 2, 36, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      /* 512 splits of 16 rows: shared memory past the default 48 KB (F32:
+       * past the kernel's limit, another kernel takes it) */
+      {"decode long context", 1, 1, 32768, 16, 1, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
   };
   static const rlx_dtype types[] = {RLX_BF16, RLX_F16, RLX_F32};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {

@@ -529,34 +529,64 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
 
 /* ---------------------------------------------------------------- split-key decode kernel */
 
-#define DEC_MAX_ROWS 16   /* query rows per kv head: (H / Hkv) * S */
-#define DEC_MAX_KEYS 128  /* keys per split */
+#define DEC_MAX_ROWS 16          /* query rows per kv head: (H / Hkv) * S */
+#define DEC_MAX_KEYS 128         /* keys per split */
+#define DEC_STAGE_BYTES (32 << 10) /* a split's K and V rows staged in shared memory */
 #define DEC_THREADS 128
 #define DEC_WARPS (DEC_THREADS / 32)
+
+/* Stages rows j0 .. j0+n-1 of one kv head (D contiguous elements each,
+ * row stride ss) into dst [n][D]: 16-byte cp.async copies where the rows
+ * allow (VEC), else element loads, all issued before any is used. */
+template <typename E, bool VEC>
+__device__ __forceinline__ void dec_stage_rows(E *dst, const E *src, int64_t ss, int n, int D, int t) {
+  if (VEC) {
+    constexpr int PER = 16 / (int)sizeof(E);
+    const int per_row = D / PER;
+    for (int e = t; e < n * per_row; e += DEC_THREADS) {
+      const int jj = e / per_row, c = (e % per_row) * PER;
+      cu_cp_async16(dst + jj * D + c, src + jj * ss + c);
+    }
+  } else {
+#pragma unroll 4
+    for (int e = t; e < n * D; e += DEC_THREADS) dst[e] = src[(e / D) * ss + e % D];
+  }
+}
 
 /* Flash-decoding: with one query row per head (decode) a kernel that tiles
  * queries has one useful row per tile and one block per head walking all
  * keys. Here block (split, b*Hkv + hk) takes keys_per_split keys of one kv
  * head against all the R = (H / Hkv) * S query rows that read it (K and V
- * read once per kv head): a warp scores one key for all R rows at a time
- * (lanes split the head dim, coalesced), the block then forms the split's
- * softmax state (max m, sum l, o = sum p v) per row, and the last block of
- * the head merges the splits' states in split order. F32 throughout. */
-template <typename E> __global__ void __launch_bounds__(DEC_THREADS) flash_decode(const __grid_constant__ cu_attn_args a) {
+ * read once per kv head). The split's K and V rows are copied to shared
+ * memory first, V's copy in flight while the scores are formed: a decode
+ * step's attention is a few microseconds of memory latency, and loading
+ * key by key (a warp's dot product, then its reduction, then the next
+ * key's loads) paid that latency once per key. A warp scores one key for
+ * all R rows at a time (lanes split the head dim), the block forms the
+ * split's softmax state (max m, sum l, o = sum p v) per row, and the last
+ * block of the head merges the splits' states in split order. F32
+ * arithmetic throughout. */
+template <typename E, bool VEC> __global__ void __launch_bounds__(DEC_THREADS) flash_decode(const __grid_constant__ cu_attn_args a) {
   extern __shared__ float dec_smem[];
-  const int R = (int)((a.H / a.Hkv) * a.S), D = (int)a.D;
+  const int R = (int)((a.H / a.Hkv) * a.S), D = (int)a.D, kps = (int)a.keys_per_split;
   float *qs = dec_smem;                             /* [R][D] */
-  const int pcols = a.splits > DEC_MAX_KEYS ? a.splits : DEC_MAX_KEYS;
-  float *ps = qs + R * D;                           /* [R][DEC_MAX_KEYS] scores, then p; the merge's weights */
+  const int pcols = a.splits > kps ? a.splits : kps;
+  float *ps = qs + R * D;                           /* [R][pcols] scores, then p; the merge's weights */
   float *ms = ps + R * pcols, *ls = ms + R;         /* [R] each */
   int *nan_row = (int *)(ls + R);                   /* [R] */
+  E *ks = (E *)(dec_smem + ((R * D + R * pcols + 3 * R + 3) & ~3)); /* [kps][D], 16-byte aligned */
+  E *vs = ks + (size_t)kps * D;                     /* [kps][D] */
   __shared__ int last;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int64_t bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv, G = a.H / a.Hkv;
-  const int64_t j0 = (int64_t)blockIdx.x * a.keys_per_split;
-  const int n = (int)(a.T - j0 < a.keys_per_split ? a.T - j0 : a.keys_per_split);
+  const int64_t j0 = (int64_t)blockIdx.x * kps;
+  const int n = (int)(a.T - j0 < kps ? a.T - j0 : kps);
   const E *q = (const E *)a.q, *k = (const E *)a.k, *v = (const E *)a.v;
-  const int64_t kbase = b * a.kv_sb + hk * a.kv_sh;
+  const int64_t kbase = b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss;
+  dec_stage_rows<E, VEC>(ks, k + kbase, a.kv_ss, n, D, t);
+  cu_cp_async_commit();
+  dec_stage_rows<E, VEC>(vs, v + kbase, a.kv_ss, n, D, t);
+  cu_cp_async_commit();
   /* row r: head hk*G + r / S, query i = r % S */
   for (int e = t; e < R * D; e += DEC_THREADS) {
     const int r = e / D, d = e % D;
@@ -564,6 +594,7 @@ template <typename E> __global__ void __launch_bounds__(DEC_THREADS) flash_decod
     qs[e] = cu_fl<E>::ld(q + b * a.q_sb + h * a.q_sh + i * a.q_ss + d);
   }
   for (int r = t; r < R; r += DEC_THREADS) nan_row[r] = 0;
+  cu_cp_async_wait<1>(); /* this thread's K copies */
   __syncthreads();
   /* scores: warp per key */
   for (int jj = warp; jj < n; jj += DEC_WARPS) {
@@ -571,13 +602,13 @@ template <typename E> __global__ void __launch_bounds__(DEC_THREADS) flash_decod
     bool any = false;
     for (int64_t i = 0; i < a.S; i++) any |= key_visible(a, i, j);
     if (!any) {
-      for (int r = lane; r < R; r += 32) ps[r * DEC_MAX_KEYS + jj] = -INFINITY;
+      for (int r = lane; r < R; r += 32) ps[r * pcols + jj] = -INFINITY;
       continue;
     }
     float dot[DEC_MAX_ROWS];
 #pragma unroll
     for (int r = 0; r < DEC_MAX_ROWS; r++) dot[r] = 0.f;
-    const E *kr = k + kbase + j * a.kv_ss;
+    const E *kr = ks + jj * D;
     for (int d = lane; d < D; d += 32) {
       const float kv = cu_fl<E>::ld(kr + d);
 #pragma unroll
@@ -595,7 +626,7 @@ template <typename E> __global__ void __launch_bounds__(DEC_THREADS) flash_decod
           x = finish_score<float>(a, s, b, h, i, j);
           if (x != x) nan_row[r] = 1, x = -INFINITY;
         }
-        ps[r * DEC_MAX_KEYS + jj] = x;
+        ps[r * pcols + jj] = x;
       }
     }
   }
@@ -603,30 +634,30 @@ template <typename E> __global__ void __launch_bounds__(DEC_THREADS) flash_decod
   /* the split's state per row: warp per row */
   for (int r = warp; r < R; r += DEC_WARPS) {
     float mx = -INFINITY;
-    for (int jj = lane; jj < n; jj += 32) mx = fmaxf(mx, ps[r * DEC_MAX_KEYS + jj]);
+    for (int jj = lane; jj < n; jj += 32) mx = fmaxf(mx, ps[r * pcols + jj]);
     mx = cu_warp_max(mx);
     float l = 0.f;
     for (int jj = lane; jj < n; jj += 32) {
-      const float p = mx == -INFINITY ? 0.f : expf(ps[r * DEC_MAX_KEYS + jj] - mx);
-      ps[r * DEC_MAX_KEYS + jj] = p;
+      const float p = mx == -INFINITY ? 0.f : expf(ps[r * pcols + jj] - mx);
+      ps[r * pcols + jj] = p;
       l += p;
     }
     l = cu_warp_sum(l);
     if (lane == 0) ms[r] = mx, ls[r] = l;
   }
+  cu_cp_async_wait<0>(); /* V */
   __syncthreads();
-  /* o = sum_j p_j v_j: thread per head-dim element, all rows at once (V read once) */
+  /* o = sum_j p_j v_j: thread per head-dim element, all rows at once */
   float *po = a.splits > 1 ? a.part + ((size_t)bh * a.splits + blockIdx.x) * (size_t)R * (D + 3) : NULL;
   for (int d = t; d < D; d += DEC_THREADS) {
     float o[DEC_MAX_ROWS];
 #pragma unroll
     for (int r = 0; r < DEC_MAX_ROWS; r++) o[r] = 0.f;
-#pragma unroll 8 /* V rows in flight: the loads are independent */
     for (int jj = 0; jj < n; jj++) {
-      const float vv = cu_fl<E>::ld(v + kbase + (j0 + jj) * a.kv_ss + d);
+      const float vv = cu_fl<E>::ld(vs + jj * D + d);
 #pragma unroll
       for (int r = 0; r < DEC_MAX_ROWS; r++) {
-        const float p = r < R ? ps[r * DEC_MAX_KEYS + jj] : 0.f;
+        const float p = r < R ? ps[r * pcols + jj] : 0.f;
         if (p != 0.f) o[r] = fmaf(p, vv, o[r]); /* a masked key's V is never read into a sum */
       }
     }
@@ -700,12 +731,35 @@ template <typename E> __global__ void __launch_bounds__(DEC_THREADS) flash_decod
   if (t == 0) a.count[bh] = 0; /* ready for the next run */
 }
 
+static int dec_elem_bytes(int dtype) { return dtype == RLX_F32 ? 4 : 2; }
+
+/* flash_decode's shared memory: q and the scores in F32, then (16-byte
+ * aligned) the staged K and V rows of a split. */
 static size_t dec_smem_bytes(const cu_attn_args *a) {
-  const int64_t R = (a->H / a->Hkv) * a->S, pcols = a->splits > DEC_MAX_KEYS ? a->splits : DEC_MAX_KEYS;
-  return (size_t)(R * a->D + R * pcols + 3 * R) * sizeof(float);
+  const int64_t R = (a->H / a->Hkv) * a->S, kps = a->keys_per_split;
+  const int64_t pcols = a->splits > kps ? a->splits : kps;
+  const size_t floats = (size_t)(R * a->D + R * pcols + 3 * R + 3) & ~(size_t)3;
+  return floats * sizeof(float) + (size_t)(2 * kps * a->D * dec_elem_bytes(a->dtype));
 }
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* flash_decode's shared memory may pass the default 48 KB (long contexts:
+ * the merge's R x splits weights); the limit is raised at plan time,
+ * outside any stream capture, for both forms of the dtype's kernel. */
+#define DEC_MAX_SMEM (96 << 10)
+template <typename E> static int dec_set_smem_of(size_t smem) {
+  int st = cudaFuncSetAttribute(flash_decode<E, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  return st ? st : cudaFuncSetAttribute(flash_decode<E, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+}
+static int dec_set_smem(int dtype, size_t smem) {
+  if (smem <= 48 * 1024) return cudaSuccess;
+  return dtype == RLX_F16 ? dec_set_smem_of<__half>(smem) : dtype == RLX_BF16 ? dec_set_smem_of<__nv_bfloat16>(smem) : dec_set_smem_of<float>(smem);
+}
+template <typename E> static void dec_launch(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
+  if (vec) flash_decode<E, true><<<grid, DEC_THREADS, smem, st>>>(*a);
+  else flash_decode<E, false><<<grid, DEC_THREADS, smem, st>>>(*a);
+}
 
 /* Whether flash_tc takes a (16-byte aligned rows for cp.async and ldmatrix). */
 static int tc_applies(const cu_attn_args *a) {
@@ -748,17 +802,22 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
   a->splits = 0, a->keys_per_split = 0;
   const int64_t R = a->Hkv > 0 ? (a->H / a->Hkv) * a->S : 0;
   if ((a->dtype != RLX_F32 && a->dtype != RLX_F16 && a->dtype != RLX_BF16) || a->force_exact || R < 1 ||
-      R > DEC_MAX_ROWS || a->D > 256 || a->T < 1 || a->B * a->Hkv >= 65536 || dec_smem_bytes(a) > 48 * 1024)
+      R > DEC_MAX_ROWS || a->D > 256 || a->T < 1 || a->B * a->Hkv >= 65536)
     return;
-  /* about two blocks per multiprocessor of the H200 (132), 32 to 128 keys each */
+  /* about two blocks per multiprocessor of the H200 (132), 16 to kmax keys
+   * each, kmax as many as fit the staging space */
+  int64_t kmax = DEC_STAGE_BYTES / (2 * a->D * dec_elem_bytes(a->dtype)) / 16 * 16;
+  kmax = kmax > DEC_MAX_KEYS ? DEC_MAX_KEYS : kmax;
   const int64_t heads = a->B * a->Hkv, want = (264 + heads - 1) / heads;
   int64_t kps = (a->T + want - 1) / want;
-  kps = (kps + 31) / 32 * 32;
-  kps = kps < 32 ? 32 : kps > DEC_MAX_KEYS ? DEC_MAX_KEYS : kps;
+  kps = (kps + 15) / 16 * 16;
+  kps = kps < 16 ? 16 : kps > kmax ? kmax : kps;
   const int64_t splits = (a->T + kps - 1) / kps;
   if (splits > 0x7fffffff) return;
   a->keys_per_split = kps, a->splits = (int)splits;
-  if (dec_smem_bytes(a) > 48 * 1024) { /* the merge's R x splits weights do not fit */
+  const size_t smem = dec_smem_bytes(a);
+  if (smem > DEC_MAX_SMEM || dec_set_smem(a->dtype, smem) != cudaSuccess) { /* the merge's R x splits weights do not fit */
+    (void)cudaGetLastError();
     a->keys_per_split = 0, a->splits = 0;
     return;
   }
@@ -771,9 +830,12 @@ extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
   if (a->splits > 0) {
     dim3 grid((unsigned)a->splits, (unsigned)(a->B * a->Hkv));
     const size_t smem = dec_smem_bytes(a);
-    if (a->dtype == RLX_F16) flash_decode<__half><<<grid, DEC_THREADS, smem, st>>>(*a);
-    else if (a->dtype == RLX_BF16) flash_decode<__nv_bfloat16><<<grid, DEC_THREADS, smem, st>>>(*a);
-    else flash_decode<float><<<grid, DEC_THREADS, smem, st>>>(*a);
+    const int es = dec_elem_bytes(a->dtype);
+    const bool vec = a->D * es % 16 == 0 && a->kv_ss * es % 16 == 0 && a->kv_sh * es % 16 == 0 &&
+                     a->kv_sb * es % 16 == 0 && aligned16(a->k) && aligned16(a->v);
+    if (a->dtype == RLX_F16) dec_launch<__half>(a, vec, grid, smem, st);
+    else if (a->dtype == RLX_BF16) dec_launch<__nv_bfloat16>(a, vec, grid, smem, st);
+    else dec_launch<float>(a, vec, grid, smem, st);
     return cudaGetLastError();
   }
   if (tc_applies(a)) return a->dtype == RLX_F16 ? launch_tc<__half>(a, st, 0) : launch_tc<__nv_bfloat16>(a, st, 0);

@@ -51,13 +51,19 @@ template <typename T> __global__ void norm_kernel(const __grid_constant__ cu_nor
  * NORM_VECS 16-byte vectors of the row in registers: one 16-byte read of
  * x (and res, bias, gamma, beta), one write. Same arithmetic as above. */
 #define NORM_VECS 4
+/* the kernel's form (template bits, so the per-element work carries no
+ * run-time tests): RMS, a residual input, a bias input */
+#define NORM_RMS 1
+#define NORM_RES 2
+#define NORM_BIAS 4
 
-template <typename E> __global__ void norm_vec_kernel(const __grid_constant__ cu_norm_args a) {
+template <typename E, int FORM> __global__ void norm_vec_kernel(const __grid_constant__ cu_norm_args a) {
+  constexpr bool rms = FORM & NORM_RMS, has_res = FORM & NORM_RES, has_bias = FORM & NORM_BIAS;
   constexpr int V = 16 / (int)sizeof(E);
   __shared__ float scratch[32];
   const int64_t base = (int64_t)blockIdx.x * a.len;
   const int nv = (int)(a.len / V);
-  const E *x = (const E *)a.x + base, *res = a.res ? (const E *)a.res + base : NULL;
+  const E *x = (const E *)a.x + base, *res = has_res ? (const E *)a.res + base : NULL;
   float v[NORM_VECS][V], t[V];
   float s = 0;
 #pragma unroll
@@ -65,22 +71,22 @@ template <typename E> __global__ void norm_vec_kernel(const __grid_constant__ cu
     const int c = threadIdx.x + k * blockDim.x;
     if (c >= nv) break;
     cu_ld16<E>(x + c * V, v[k]);
-    if (a.res) {
+    if (has_res) {
       cu_ld16<E>(res + c * V, t);
 #pragma unroll
       for (int e = 0; e < V; e++) v[k][e] += t[e];
     }
-    if (a.bias) {
+    if (has_bias) {
       cu_ld16<E>((const E *)a.bias + c * V, t);
 #pragma unroll
       for (int e = 0; e < V; e++) v[k][e] += t[e];
     }
 #pragma unroll
-    for (int e = 0; e < V; e++) s += a.rms ? v[k][e] * v[k][e] : v[k][e];
+    for (int e = 0; e < V; e++) s += rms ? v[k][e] * v[k][e] : v[k][e];
   }
   s = cu_block_sum<float>(s, scratch);
   float mean = 0, r;
-  if (a.rms) {
+  if (rms) {
     r = 1.f / sqrtf(s / (float)a.len + (float)a.eps);
   } else {
     mean = s / (float)a.len;
@@ -107,6 +113,20 @@ template <typename E> __global__ void norm_vec_kernel(const __grid_constant__ cu
   }
 }
 
+template <typename E> static void norm_vec_form(const cu_norm_args *a, int form, int threads, cudaStream_t st) {
+  const unsigned rows = (unsigned)a->rows;
+  switch (form) {
+  case 0: norm_vec_kernel<E, 0><<<rows, threads, 0, st>>>(*a); break;
+  case NORM_RMS: norm_vec_kernel<E, NORM_RMS><<<rows, threads, 0, st>>>(*a); break;
+  case NORM_RES: norm_vec_kernel<E, NORM_RES><<<rows, threads, 0, st>>>(*a); break;
+  case NORM_RMS | NORM_RES: norm_vec_kernel<E, NORM_RMS | NORM_RES><<<rows, threads, 0, st>>>(*a); break;
+  case NORM_BIAS: norm_vec_kernel<E, NORM_BIAS><<<rows, threads, 0, st>>>(*a); break;
+  case NORM_RMS | NORM_BIAS: norm_vec_kernel<E, NORM_RMS | NORM_BIAS><<<rows, threads, 0, st>>>(*a); break;
+  case NORM_RES | NORM_BIAS: norm_vec_kernel<E, NORM_RES | NORM_BIAS><<<rows, threads, 0, st>>>(*a); break;
+  default: norm_vec_kernel<E, NORM_RMS | NORM_RES | NORM_BIAS><<<rows, threads, 0, st>>>(*a); break;
+  }
+}
+
 static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int cu_norm_launch(const cu_norm_args *a, cudaStream_t st) {
@@ -119,9 +139,10 @@ extern "C" int cu_norm_launch(const cu_norm_args *a, cudaStream_t st) {
     /* two vectors a thread where that fills the row, up to 1024 threads */
     int threads = (int)((nv + 1) / 2 + 31) / 32 * 32;
     threads = threads < 32 ? 32 : threads > 1024 ? 1024 : threads;
-    if (a->dtype == RLX_F32) norm_vec_kernel<float><<<(unsigned)a->rows, threads, 0, st>>>(*a);
-    else if (a->dtype == RLX_F16) norm_vec_kernel<__half><<<(unsigned)a->rows, threads, 0, st>>>(*a);
-    else norm_vec_kernel<__nv_bfloat16><<<(unsigned)a->rows, threads, 0, st>>>(*a);
+    const int form = (a->rms ? NORM_RMS : 0) | (a->res ? NORM_RES : 0) | (a->bias ? NORM_BIAS : 0);
+    if (a->dtype == RLX_F32) norm_vec_form<float>(a, form, threads, st);
+    else if (a->dtype == RLX_F16) norm_vec_form<__half>(a, form, threads, st);
+    else norm_vec_form<__nv_bfloat16>(a, form, threads, st);
     return cudaGetLastError();
   }
   int threads = a->len >= 2048 ? 512 : a->len >= 512 ? 256 : a->len >= 128 ? 128 : 32;
@@ -201,42 +222,60 @@ __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
 /* NEOX rotation of every dim (n_rot = D) from positions, F32/F16/BF16 rows
  * aligned to 16 bytes with D / 2 a multiple of 16 bytes: the prefill case.
  * A thread takes V consecutive pairs (16 bytes of each half of a head) of
- * ROPE_VEC_HEADS heads: its V angles once, all heads' loads in flight
- * before the first store (x and out may be one buffer, so the compiler
- * cannot move loads of the next head above the stores of this one). Same
- * arithmetic as rope_kernel, 16-byte loads and stores instead of 2-byte. */
+ * ROPE_VEC_HEADS heads: its V angles once, all heads' raw 16-byte vectors
+ * loaded before the first store (x and out may be one buffer, so the
+ * compiler cannot move the loads of the next head above the stores of this
+ * one). The angles' frequencies base^(-2i/n_rot) for i = i0 .. i0+V-1 come
+ * from one pow and a ratio (errors ~1e-15, where a pow each was most of the
+ * kernel's time); the rest is rope_kernel's arithmetic. */
 #define ROPE_VEC_HEADS 4
+template <typename E> __device__ __forceinline__ void unpack16(const uint4 &u, float *v) {
+  const E *e = (const E *)&u;
+#pragma unroll
+  for (int k = 0; k < 16 / (int)sizeof(E); k++) v[k] = cu_fl<E>::ld(e + k);
+}
+
 template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_kernel(const __grid_constant__ cu_rope_args a) {
   constexpr int V = 16 / (int)sizeof(E);
+  const double TWO_PI = 6.283185307179586476925;
   const int half = (int)(a.D / 2), chunks = half / V, groups = (int)((a.H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
   const int64_t total = a.B * a.S * chunks * groups, step = (int64_t)gridDim.x * blockDim.x;
+  const double ratio = pow(a.base, -2.0 / (double)a.n_rot);
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
     const int c = (int)(t % chunks);
     const int64_t rest = t / chunks, bs = rest / groups;
     const int h0 = (int)(rest % groups) * ROPE_VEC_HEADS;
     const int nh = a.H - h0 < ROPE_VEC_HEADS ? (int)(a.H - h0) : ROPE_VEC_HEADS;
+    const int64_t at = (bs * a.H + h0) * a.D + (int64_t)c * V;
+    const uint4 *x = (const uint4 *)((const E *)a.x + at);
+    const int hstep = (int)(a.D * sizeof(E) / 16), hoff = half * (int)sizeof(E) / 16; /* in 16-byte vectors */
+    uint4 raw0[ROPE_VEC_HEADS], raw1[ROPE_VEC_HEADS];
+#pragma unroll
+    for (int hh = 0; hh < ROPE_VEC_HEADS; hh++) {
+      if (hh >= nh) break;
+      raw0[hh] = __ldg(x + hh * hstep);
+      raw1[hh] = __ldg(x + hh * hstep + hoff);
+    }
     const long long p = cu_ld_i(a.pos, a.pos_dtype, a.pos_batched ? bs : bs % a.S);
     float sn[V], cs[V];
+    double f = pow(a.base, -2.0 * (double)(c * V) / (double)a.n_rot);
 #pragma unroll
-    for (int k = 0; k < V; k++) rope_angle(a, p, (int64_t)c * V + k, &sn[k], &cs[k]);
-    const int64_t at = (bs * a.H + h0) * a.D + (int64_t)c * V;
-    const E *x = (const E *)a.x + at;
-    E *out = (E *)a.out + at;
-    float x0[ROPE_VEC_HEADS][V], x1[ROPE_VEC_HEADS][V];
-#pragma unroll
-    for (int hh = 0; hh < ROPE_VEC_HEADS; hh++) {
-      if (hh >= nh) break;
-      cu_ld16<E>(x + hh * a.D, x0[hh]);
-      cu_ld16<E>(x + hh * a.D + half, x1[hh]);
+    for (int k = 0; k < V; k++) {
+      const double theta = (double)p * f / a.scale;
+      sincosf((float)(theta - rint(theta / TWO_PI) * TWO_PI), &sn[k], &cs[k]);
+      f *= ratio;
     }
+    E *out = (E *)a.out + at;
 #pragma unroll
     for (int hh = 0; hh < ROPE_VEC_HEADS; hh++) {
       if (hh >= nh) break;
-      float y0[V], y1[V];
+      float x0[V], x1[V], y0[V], y1[V];
+      unpack16<E>(raw0[hh], x0);
+      unpack16<E>(raw1[hh], x1);
 #pragma unroll
       for (int k = 0; k < V; k++) {
-        y0[k] = x0[hh][k] * cs[k] - x1[hh][k] * sn[k];
-        y1[k] = x0[hh][k] * sn[k] + x1[hh][k] * cs[k];
+        y0[k] = x0[k] * cs[k] - x1[k] * sn[k];
+        y1[k] = x0[k] * sn[k] + x1[k] * cs[k];
       }
       cu_st16<E>(out + hh * a.D, y0);
       cu_st16<E>(out + hh * a.D + half, y1);
