@@ -3,7 +3,7 @@
  * kernel streams per second, without the rest of an rlx run.
  *
  *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc bench/bench_cuda_kernels.cu -o bench_cuda_kernels
- *   ./bench_cuda_kernels [gemv|quant|all]
+ *   ./bench_cuda_kernels [gemv|quant|attn|all]
  *
  * gemv: the bf16 w [K, N] GEMV (k_gemv.cu) at the split cu_gemv_plan picks
  *       and at every other split of the sweep, TB/s of weight bytes.
@@ -11,12 +11,17 @@
  *       then cu_qmv) and the float kernel (cu_qmm, RLX_QMATMUL_REF=1), TB/s
  *       of weight bytes, and the two results' largest difference relative
  *       to the largest |y| (x's 8-bit levels: about 1e-2 is expected).
+ * attn: the split-key decode attention (flash_decode) of one decode step
+ *       at the 8B shape (1 query row, 32 / 8 heads, D 128, bf16, causal)
+ *       over T = 512 .. 32768 cached keys, at the plan's keys per split and
+ *       at others: us a call, and GB/s of K/V bytes against the copy.
  * Weights are random (levels random bytes, block scales a small f16), in
  * enough copies that each timed call reads its weights from HBM, not L2.
  * Times are CUDA-event medians of 9 trials of 20 calls. Prints "COPY",
  * "GEMV" and "QUANT" lines; bench_cuda.py runs it and keeps them. */
 #include "../src/backend/cuda/k_gemv.cu"
 #include "../src/backend/cuda/k_quant.cu"
+#include "../src/backend/cuda/k_attention.cu"
 
 #include <algorithm>
 #include <stdio.h>
@@ -268,11 +273,73 @@ static void bench_quant(double copy) {
   }
 }
 
+/* bf16 values in [-1, 1) from a hash. */
+__global__ void fill_bf16(__nv_bfloat16 *p, size_t n, uint32_t seed) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    p[i] = __float2bfloat16((float)(h & 0xffff) / 32768.f - 1.f);
+  }
+}
+
+static __nv_bfloat16 *bf16_buffer(size_t n, uint32_t seed) {
+  __nv_bfloat16 *p;
+  CHECK_CUDA(cudaMalloc(&p, n * 2));
+  fill_bf16<<<1024, 256>>>(p, n, seed);
+  return p;
+}
+
+static void bench_attn(double copy) {
+  const int64_t H = 32, Hkv = 8, D = 128;
+  for (int64_t T : {512, 2048, 8192, 32768}) {
+    const size_t kvn = (size_t)(T * Hkv * D), kvb = 2 * kvn * 2; /* K and V bytes */
+    const int n = (int)std::max<size_t>(4, ((size_t)512 << 20) / kvb + 1);
+    std::vector<__nv_bfloat16 *> kc(n), vc(n);
+    for (int i = 0; i < n; i++) kc[i] = bf16_buffer(kvn, 11u + i), vc[i] = bf16_buffer(kvn, 911u + i);
+    __nv_bfloat16 *q = bf16_buffer((size_t)(H * D), 5u), *out = bf16_buffer((size_t)(H * D), 6u);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    cu_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.q = q, a.k = kc[0], a.v = vc[0], a.out = out, a.dtype = RLX_BF16, a.mask_kind = RLX_MASK_CAUSAL;
+    a.B = 1, a.S = 1, a.T = T, a.H = H, a.Hkv = Hkv, a.D = D;
+    a.q_sb = H * D, a.q_sh = D, a.q_ss = H * D, a.kv_sb = T * Hkv * D, a.kv_sh = D, a.kv_ss = Hkv * D;
+    a.scale = 1.0 / sqrt((double)D);
+    size_t pf, cn;
+    cu_attention_plan(&a, &pf, &cn);
+    const int64_t planned = a.keys_per_split;
+    const int64_t sweep[] = {planned, 16, 32, 64, 128};
+    for (int si = 0; si < 5; si++) {
+      const int64_t kps = sweep[si];
+      if (kps <= 0 || (si > 0 && kps == planned)) continue;
+      a.keys_per_split = kps, a.splits = (int)((T + kps - 1) / kps);
+      const size_t smem = dec_smem_bytes(&a);
+      if (smem > DEC_MAX_SMEM || dec_set_smem(a.dtype, smem) != cudaSuccess) continue;
+      float *part;
+      unsigned *count;
+      CHECK_CUDA(cudaMalloc(&part, sizeof(float) * (size_t)(Hkv * a.splits * 4 * (D + 3))));
+      CHECK_CUDA(cudaMalloc(&count, sizeof(unsigned) * Hkv));
+      CHECK_CUDA(cudaMemset(count, 0, sizeof(unsigned) * Hkv));
+      a.part = part, a.count = count;
+      const double ms = time_ms([&](int i) {
+        a.k = kc[i % n], a.v = vc[i % n];
+        cu_attention_launch(&a, 0);
+      });
+      printf("ATTN T=%lld keys_per_split=%lld%s splits=%d smem=%zu us=%.2f GBps=%.0f of_copy=%.1f%%\n", (long long)T,
+             (long long)kps, kps == planned ? " (plan)" : "", a.splits, smem, ms * 1e3, kvb / (ms * 1e-3) / 1e9,
+             100.0 * kvb / (ms * 1e-3) / 1e12 / copy);
+      cudaFree(part), cudaFree(count);
+    }
+    for (int i = 0; i < n; i++) cudaFree(kc[i]), cudaFree(vc[i]);
+    cudaFree(q), cudaFree(out);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "all";
   const double copy = copy_tbps();
   printf("COPY TBps=%.3f (read + write of a 1 GiB device-to-device copy)\n", copy);
   if (!strcmp(what, "gemv") || !strcmp(what, "all")) bench_gemv(copy);
   if (!strcmp(what, "quant") || !strcmp(what, "all")) bench_quant(copy);
+  if (!strcmp(what, "attn") || !strcmp(what, "all")) bench_attn(copy);
   return 0;
 }

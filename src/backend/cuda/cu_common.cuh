@@ -292,6 +292,10 @@ __device__ __forceinline__ void cu_raise(cu_error *e, int code, int node, long l
   }
 }
 
+/* Whether p may be read by 16-byte vector loads (a null pointer may: it is
+ * never read). */
+static inline int cu_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 /* Asynchronous 16-byte copies global -> shared (sm_80+): a streaming
  * kernel keeps a whole stage of loads in flight per warp without holding
  * them in registers. cu_cp_async_wait<N>: all but the N most recent

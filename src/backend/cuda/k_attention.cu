@@ -534,6 +534,7 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
 #define DEC_STAGE_BYTES (32 << 10) /* a split's K and V rows staged in shared memory */
 #define DEC_THREADS 128
 #define DEC_WARPS (DEC_THREADS / 32)
+#define DEC_MERGE_E 4
 
 /* Stages rows j0 .. j0+n-1 of one kv head (D contiguous elements each,
  * row stride ss) into dst [n][D]: 16-byte cp.async copies where the rows
@@ -688,8 +689,8 @@ template <typename E, bool VEC> __global__ void __launch_bounds__(DEC_THREADS) f
   /* the merge: each row's maximum, NaN flag and weighted sum L over the
    * splits (a warp per row), the splits' weights kept in shared memory,
    * then every (row, d) sums its splits' partial outputs, the loads of
-   * several splits in flight (a chain of dependent L2 reads here took
-   * most of the kernel's time) */
+   * several splits and elements in flight (a chain of dependent L2 reads
+   * here took most of the kernel's time) */
   const float *pb = a.part + (size_t)bh * a.splits * (size_t)R * (D + 3);
   const size_t stride = (size_t)R * (D + 3);
   float *wsh = ps; /* [R][splits]: the scores are no longer needed */
@@ -715,18 +716,35 @@ template <typename E, bool VEC> __global__ void __launch_bounds__(DEC_THREADS) f
     if (lane == 0) ls[r] = L, nan_row[r] = any_nan;
   }
   __syncthreads();
-  for (int e = t; e < R * D; e += DEC_THREADS) {
-    const int r = e / D, d = e % D;
-    float acc = 0.f;
-#pragma unroll 8
-    for (int s = 0; s < a.splits; s++) {
-      const float w = wsh[r * a.splits + s];
-      const float o = __ldcg(pb + s * stride + r * (D + 3) + d);
-      if (w != 0.f) acc += w * o;
+  /* a thread sums DEC_MERGE_E elements (row, d) at once, so that the
+   * loads of DEC_MERGE_E x 4 (split, element) pairs are in flight together */
+  const int per = R * D;
+  for (int e0 = t; e0 < per; e0 += DEC_MERGE_E * DEC_THREADS) {
+    int off[DEC_MERGE_E], wrow[DEC_MERGE_E];
+    float acc[DEC_MERGE_E];
+#pragma unroll
+    for (int u = 0; u < DEC_MERGE_E; u++) {
+      const int e = e0 + u * DEC_THREADS, r = e < per ? e / D : 0;
+      off[u] = e < per ? r * (D + 3) + e % D : 0, wrow[u] = r * a.splits, acc[u] = 0.f;
     }
-    const int64_t h = hk * G + r / a.S, i = r % a.S;
-    const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc / ls[r] : 0.f;
-    cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+#pragma unroll 4
+    for (int s = 0; s < a.splits; s++) {
+      const float *src = pb + s * stride;
+#pragma unroll
+      for (int u = 0; u < DEC_MERGE_E; u++) {
+        const float w = wsh[wrow[u] + s], o = __ldcg(src + off[u]);
+        if (w != 0.f) acc[u] += w * o;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < DEC_MERGE_E; u++) {
+      const int e = e0 + u * DEC_THREADS;
+      if (e >= per) break;
+      const int r = e / D, d = e % D;
+      const int64_t h = hk * G + r / a.S, i = r % a.S;
+      const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc[u] / ls[r] : 0.f;
+      cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+    }
   }
   if (t == 0) a.count[bh] = 0; /* ready for the next run */
 }
@@ -742,7 +760,6 @@ static size_t dec_smem_bytes(const cu_attn_args *a) {
   return floats * sizeof(float) + (size_t)(2 * kps * a->D * dec_elem_bytes(a->dtype));
 }
 
-static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* flash_decode's shared memory may pass the default 48 KB (long contexts:
  * the merge's R x splits weights); the limit is raised at plan time,
@@ -763,8 +780,8 @@ template <typename E> static void dec_launch(const cu_attn_args *a, bool vec, di
 
 /* Whether flash_tc takes a (16-byte aligned rows for cp.async and ldmatrix). */
 static int tc_applies(const cu_attn_args *a) {
-  return (a->dtype == RLX_F16 || a->dtype == RLX_BF16) && a->D % 16 == 0 && a->D <= 128 && aligned16(a->q) &&
-         aligned16(a->k) && aligned16(a->v) && aligned16(a->out) && a->q_ss % 8 == 0 && a->kv_ss % 8 == 0 &&
+  return (a->dtype == RLX_F16 || a->dtype == RLX_BF16) && a->D % 16 == 0 && a->D <= 128 && cu_aligned16(a->q) &&
+         cu_aligned16(a->k) && cu_aligned16(a->v) && cu_aligned16(a->out) && a->q_ss % 8 == 0 && a->kv_ss % 8 == 0 &&
          a->q_sb % 8 == 0 && a->q_sh % 8 == 0 && a->kv_sb % 8 == 0 && a->kv_sh % 8 == 0 && a->B * a->H < 65536 &&
          a->S < (1 << 30) && a->T < (1 << 30) &&
          !a->force_exact;
@@ -832,7 +849,7 @@ extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
     const size_t smem = dec_smem_bytes(a);
     const int es = dec_elem_bytes(a->dtype);
     const bool vec = a->D * es % 16 == 0 && a->kv_ss * es % 16 == 0 && a->kv_sh * es % 16 == 0 &&
-                     a->kv_sb * es % 16 == 0 && aligned16(a->k) && aligned16(a->v);
+                     a->kv_sb * es % 16 == 0 && cu_aligned16(a->k) && cu_aligned16(a->v);
     if (a->dtype == RLX_F16) dec_launch<__half>(a, vec, grid, smem, st);
     else if (a->dtype == RLX_BF16) dec_launch<__nv_bfloat16>(a, vec, grid, smem, st);
     else dec_launch<float>(a, vec, grid, smem, st);

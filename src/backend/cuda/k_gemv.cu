@@ -166,12 +166,11 @@ template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) ge
   }
 }
 
-static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int cu_gemv_supported(int dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x,
                                  const void *w) {
   if (dtype != RLX_F32 && dtype != RLX_F16 && dtype != RLX_BF16) return 0;
-  if (M < 1 || M > CU_GEMV_MAX_M || N < 1 || K < 1 || !aligned16(x) || !aligned16(w)) return 0;
+  if (M < 1 || M > CU_GEMV_MAX_M || N < 1 || K < 1 || !cu_aligned16(x) || !cu_aligned16(w)) return 0;
   /* 16-byte rows: 8 elements of w (and, for [N, K], of x) at a time */
   if (w_trans ? K % 8 != 0 : N % 8 != 0) return 0;
   return N < ((int64_t)1 << 31) / GEMV_COLS && K < ((int64_t)1 << 40);

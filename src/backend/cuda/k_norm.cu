@@ -127,15 +127,14 @@ template <typename E> static void norm_vec_form(const cu_norm_args *a, int form,
   }
 }
 
-static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int cu_norm_launch(const cu_norm_args *a, cudaStream_t st) {
   if (a->rows <= 0 || a->len <= 0) return cudaSuccess;
   if (a->rows > 0x7fffffff) return cudaErrorInvalidValue;
   const int es = a->dtype == RLX_F32 ? 4 : a->dtype == RLX_F16 || a->dtype == RLX_BF16 ? 2 : 0;
   const int64_t nv = es ? a->len * es / 16 : 0;
-  if (es && a->len * es % 16 == 0 && nv <= NORM_VECS * 1024 && aligned16(a->x) && aligned16(a->res) &&
-      aligned16(a->bias) && aligned16(a->gamma) && aligned16(a->beta) && aligned16(a->out)) {
+  if (es && a->len * es % 16 == 0 && nv <= NORM_VECS * 1024 && cu_aligned16(a->x) && cu_aligned16(a->res) &&
+      cu_aligned16(a->bias) && cu_aligned16(a->gamma) && cu_aligned16(a->beta) && cu_aligned16(a->out)) {
     /* two vectors a thread where that fills the row, up to 1024 threads */
     int threads = (int)((nv + 1) / 2 + 31) / 32 * 32;
     threads = threads < 32 ? 32 : threads > 1024 ? 1024 : threads;
