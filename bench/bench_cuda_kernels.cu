@@ -313,7 +313,7 @@ static void bench_attn(double copy) {
       if (kps <= 0 || (si > 0 && kps == planned)) continue;
       a.keys_per_split = kps, a.splits = (int)((T + kps - 1) / kps);
       const size_t smem = dec_smem_bytes(&a);
-      if (smem > DEC_MAX_SMEM || dec_set_smem(a.dtype, smem) != cudaSuccess) continue;
+      if (smem > DEC_MAX_SMEM || dec_set_smem(&a, smem) != cudaSuccess) continue;
       float *part;
       unsigned *count;
       CHECK_CUDA(cudaMalloc(&part, sizeof(float) * (size_t)(Hkv * a.splits * 4 * (D + 3))));

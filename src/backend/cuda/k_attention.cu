@@ -535,104 +535,116 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
 #define DEC_THREADS 128
 #define DEC_WARPS (DEC_THREADS / 32)
 #define DEC_MERGE_E 4
+static_assert(DEC_MAX_KEYS <= DEC_THREADS, "flash_decode scores a key a thread");
 
 /* Stages rows j0 .. j0+n-1 of one kv head (D contiguous elements each,
- * row stride ss) into dst [n][D]: 16-byte cp.async copies where the rows
- * allow (VEC), else element loads, all issued before any is used. */
+ * row stride ss) into dst [n][dst_ss]: 16-byte cp.async copies where the
+ * rows allow (VEC), else element loads, all issued before any is used. */
 template <typename E, bool VEC>
-__device__ __forceinline__ void dec_stage_rows(E *dst, const E *src, int64_t ss, int n, int D, int t) {
+__device__ __forceinline__ void dec_stage_rows(E *dst, int dst_ss, const E *src, int64_t ss, int n, int D, int t) {
   if (VEC) {
     constexpr int PER = 16 / (int)sizeof(E);
     const int per_row = D / PER;
     for (int e = t; e < n * per_row; e += DEC_THREADS) {
       const int jj = e / per_row, c = (e % per_row) * PER;
-      cu_cp_async16(dst + jj * D + c, src + jj * ss + c);
+      cu_cp_async16(dst + jj * dst_ss + c, src + jj * ss + c);
     }
   } else {
 #pragma unroll 4
-    for (int e = t; e < n * D; e += DEC_THREADS) dst[e] = src[(e / D) * ss + e % D];
+    for (int e = t; e < n * D; e += DEC_THREADS) dst[(e / D) * dst_ss + e % D] = src[(e / D) * ss + e % D];
   }
 }
 
+/* flash_decode's row stride of staged K rows, in elements: with 16-byte
+ * rows one 16-byte step longer than the row, so that the 8 threads of a
+ * quarter warp reading 16 bytes of 8 consecutive keys hit all 32 banks. */
+__host__ __device__ __forceinline__ int dec_k_stride(int D, int es, bool vec) { return vec ? D + 16 / es : D; }
+
 /* Flash-decoding: with one query row per head (decode) a kernel that tiles
  * queries has one useful row per tile and one block per head walking all
- * keys. Here block (split, b*Hkv + hk) takes keys_per_split keys of one kv
- * head against all the R = (H / Hkv) * S query rows that read it (K and V
- * read once per kv head). The split's K and V rows are copied to shared
- * memory first, V's copy in flight while the scores are formed: a decode
- * step's attention is a few microseconds of memory latency, and loading
- * key by key (a warp's dot product, then its reduction, then the next
- * key's loads) paid that latency once per key. A warp scores one key for
- * all R rows at a time (lanes split the head dim), the block forms the
- * split's softmax state (max m, sum l, o = sum p v) per row, and the last
- * block of the head merges the splits' states in split order. F32
- * arithmetic throughout. */
-template <typename E, bool VEC> __global__ void __launch_bounds__(DEC_THREADS) flash_decode(const __grid_constant__ cu_attn_args a) {
+ * keys. Here block (split, b*Hkv + hk) takes keys_per_split (<= the
+ * block's threads) keys of one kv head against all the R = (H / Hkv) * S
+ * query rows that read it (K and V read once per kv head):
+ *  1. the split's K and V rows are copied to shared memory, V's copy in
+ *     flight while the scores are formed;
+ *  2. a thread scores one key against all R rows (RC >= R accumulators,
+ *     the rows in shared memory read by every thread at once);
+ *  3. a warp per row forms the split's softmax state (max m, sum l);
+ *  4. a thread per head-dim element sums p v over the keys for all rows;
+ *  5. the last block of the head to finish merges the splits' states in
+ *     split order.
+ * No step walks keys one after another with a reduction between them: a
+ * decode step's attention is a few microseconds of latency, and an earlier
+ * form (a warp per key, shuffles per key and row, K loaded key by key)
+ * took 25-90 us at the 8B shape. F32 arithmetic throughout. */
+template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_THREADS) flash_decode(const __grid_constant__ cu_attn_args a) {
   extern __shared__ float dec_smem[];
-  const int R = (int)((a.H / a.Hkv) * a.S), D = (int)a.D, kps = (int)a.keys_per_split;
-  float *qs = dec_smem;                             /* [R][D] */
+  const int S = (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, kps = (int)a.keys_per_split;
+  const int kss = dec_k_stride(D, (int)sizeof(E), VEC);
   const int pcols = a.splits > kps ? a.splits : kps;
-  float *ps = qs + R * D;                           /* [R][pcols] scores, then p; the merge's weights */
+  float *qs = dec_smem;                             /* [RC][D]: rows past R are zeros */
+  float *ps = qs + RC * D;                          /* [R][pcols] scores, then p; the merge's weights */
   float *ms = ps + R * pcols, *ls = ms + R;         /* [R] each */
   int *nan_row = (int *)(ls + R);                   /* [R] */
-  E *ks = (E *)(dec_smem + ((R * D + R * pcols + 3 * R + 3) & ~3)); /* [kps][D], 16-byte aligned */
-  E *vs = ks + (size_t)kps * D;                     /* [kps][D] */
+  E *ks = (E *)(dec_smem + ((RC * D + R * pcols + 3 * R + 3) & ~3)); /* [kps][kss], 16-byte aligned */
+  E *vs = ks + (size_t)kps * kss;                   /* [kps][D] */
   __shared__ int last;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int64_t bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv, G = a.H / a.Hkv;
+  const int64_t bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv;
   const int64_t j0 = (int64_t)blockIdx.x * kps;
   const int n = (int)(a.T - j0 < kps ? a.T - j0 : kps);
   const E *q = (const E *)a.q, *k = (const E *)a.k, *v = (const E *)a.v;
   const int64_t kbase = b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss;
-  dec_stage_rows<E, VEC>(ks, k + kbase, a.kv_ss, n, D, t);
+  dec_stage_rows<E, VEC>(ks, kss, k + kbase, a.kv_ss, n, D, t);
   cu_cp_async_commit();
-  dec_stage_rows<E, VEC>(vs, v + kbase, a.kv_ss, n, D, t);
+  dec_stage_rows<E, VEC>(vs, D, v + kbase, a.kv_ss, n, D, t);
   cu_cp_async_commit();
   /* row r: head hk*G + r / S, query i = r % S */
-  for (int e = t; e < R * D; e += DEC_THREADS) {
+  for (int e = t; e < RC * D; e += DEC_THREADS) {
     const int r = e / D, d = e % D;
-    const int64_t h = hk * G + r / a.S, i = r % a.S;
-    qs[e] = cu_fl<E>::ld(q + b * a.q_sb + h * a.q_sh + i * a.q_ss + d);
+    qs[e] = r < R ? cu_fl<E>::ld(q + b * a.q_sb + (hk * G + r / S) * a.q_sh + (r % S) * a.q_ss + d) : 0.f;
   }
   for (int r = t; r < R; r += DEC_THREADS) nan_row[r] = 0;
   cu_cp_async_wait<1>(); /* this thread's K copies */
   __syncthreads();
-  /* scores: warp per key */
-  for (int jj = warp; jj < n; jj += DEC_WARPS) {
-    const int64_t j = j0 + jj;
-    bool any = false;
-    for (int64_t i = 0; i < a.S; i++) any |= key_visible(a, i, j);
-    if (!any) {
-      for (int r = lane; r < R; r += 32) ps[r * pcols + jj] = -INFINITY;
-      continue;
-    }
-    float dot[DEC_MAX_ROWS];
+  /* 2. scores: thread per key */
+  if (t < n) {
+    const int64_t j = j0 + t;
+    float dot[RC];
 #pragma unroll
-    for (int r = 0; r < DEC_MAX_ROWS; r++) dot[r] = 0.f;
-    const E *kr = ks + jj * D;
-    for (int d = lane; d < D; d += 32) {
-      const float kv = cu_fl<E>::ld(kr + d);
+    for (int r = 0; r < RC; r++) dot[r] = 0.f;
+    const E *kr = ks + t * kss;
+    if (VEC) {
+      constexpr int PER = 16 / (int)sizeof(E);
+      for (int d = 0; d < D; d += PER) {
+        float kf[PER];
+        cu_ld16<E>(kr + d, kf);
 #pragma unroll
-      for (int r = 0; r < DEC_MAX_ROWS; r++)
-        if (r < R) dot[r] = fmaf(qs[r * D + d], kv, dot[r]);
-    }
+        for (int r = 0; r < RC; r++)
 #pragma unroll
-    for (int r = 0; r < DEC_MAX_ROWS; r++) {
-      if (r >= R) break;
-      const float s = cu_warp_sum(dot[r]);
-      if (lane == 0) {
-        const int64_t h = hk * G + r / a.S, i = r % a.S;
-        float x = -INFINITY;
-        if (key_visible(a, i, j)) {
-          x = finish_score<float>(a, s, b, h, i, j);
-          if (x != x) nan_row[r] = 1, x = -INFINITY;
-        }
-        ps[r * pcols + jj] = x;
+          for (int e = 0; e < PER; e++) dot[r] = fmaf(qs[r * D + d + e], kf[e], dot[r]);
       }
+    } else {
+      for (int d = 0; d < D; d++) {
+        const float kf = cu_fl<E>::ld(kr + d);
+#pragma unroll
+        for (int r = 0; r < RC; r++) dot[r] = fmaf(qs[r * D + d], kf, dot[r]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < RC; r++) {
+      if (r >= R) break;
+      const int64_t h = hk * G + r / S, i = r % S;
+      float x = -INFINITY;
+      if (key_visible(a, i, j)) {
+        x = finish_score<float>(a, dot[r], b, h, i, j);
+        if (x != x) nan_row[r] = 1, x = -INFINITY;
+      }
+      ps[r * pcols + t] = x;
     }
   }
   __syncthreads();
-  /* the split's state per row: warp per row */
+  /* 3. the split's state per row: warp per row */
   for (int r = warp; r < R; r += DEC_WARPS) {
     float mx = -INFINITY;
     for (int jj = lane; jj < n; jj += 32) mx = fmaxf(mx, ps[r * pcols + jj]);
@@ -648,25 +660,25 @@ template <typename E, bool VEC> __global__ void __launch_bounds__(DEC_THREADS) f
   }
   cu_cp_async_wait<0>(); /* V */
   __syncthreads();
-  /* o = sum_j p_j v_j: thread per head-dim element, all rows at once */
+  /* 4. o = sum_j p_j v_j: thread per head-dim element, all rows at once */
   float *po = a.splits > 1 ? a.part + ((size_t)bh * a.splits + blockIdx.x) * (size_t)R * (D + 3) : NULL;
   for (int d = t; d < D; d += DEC_THREADS) {
-    float o[DEC_MAX_ROWS];
+    float o[RC];
 #pragma unroll
-    for (int r = 0; r < DEC_MAX_ROWS; r++) o[r] = 0.f;
+    for (int r = 0; r < RC; r++) o[r] = 0.f;
     for (int jj = 0; jj < n; jj++) {
       const float vv = cu_fl<E>::ld(vs + jj * D + d);
 #pragma unroll
-      for (int r = 0; r < DEC_MAX_ROWS; r++) {
+      for (int r = 0; r < RC; r++) {
         const float p = r < R ? ps[r * pcols + jj] : 0.f;
         if (p != 0.f) o[r] = fmaf(p, vv, o[r]); /* a masked key's V is never read into a sum */
       }
     }
 #pragma unroll
-    for (int r = 0; r < DEC_MAX_ROWS; r++) {
+    for (int r = 0; r < RC; r++) {
       if (r >= R) break;
       if (a.splits == 1) {
-        const int64_t h = hk * G + r / a.S, i = r % a.S;
+        const int64_t h = hk * G + r / S, i = r % S;
         const float y = nan_row[r] ? NAN : ls[r] > 0.f ? o[r] / ls[r] : 0.f;
         cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
       } else {
@@ -741,7 +753,7 @@ template <typename E, bool VEC> __global__ void __launch_bounds__(DEC_THREADS) f
       const int e = e0 + u * DEC_THREADS;
       if (e >= per) break;
       const int r = e / D, d = e % D;
-      const int64_t h = hk * G + r / a.S, i = r % a.S;
+      const int64_t h = hk * G + r / S, i = r % S;
       const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc[u] / ls[r] : 0.f;
       cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
     }
@@ -751,31 +763,45 @@ template <typename E, bool VEC> __global__ void __launch_bounds__(DEC_THREADS) f
 
 static int dec_elem_bytes(int dtype) { return dtype == RLX_F32 ? 4 : 2; }
 
-/* flash_decode's shared memory: q and the scores in F32, then (16-byte
- * aligned) the staged K and V rows of a split. */
-static size_t dec_smem_bytes(const cu_attn_args *a) {
-  const int64_t R = (a->H / a->Hkv) * a->S, kps = a->keys_per_split;
-  const int64_t pcols = a->splits > kps ? a->splits : kps;
-  const size_t floats = (size_t)(R * a->D + R * pcols + 3 * R + 3) & ~(size_t)3;
-  return floats * sizeof(float) + (size_t)(2 * kps * a->D * dec_elem_bytes(a->dtype));
-}
+/* The kernel's row capacity RC for R query rows a kv head. */
+static int dec_row_cap(int64_t R) { return R <= 4 ? 4 : R <= 8 ? 8 : 16; }
 
+/* flash_decode's shared memory: q (RC rows) and the scores in F32, then
+ * (16-byte aligned) the staged K rows (padded: dec_k_stride) and V rows
+ * of a split. */
+static size_t dec_smem_bytes(const cu_attn_args *a) {
+  const int64_t R = (a->H / a->Hkv) * a->S, kps = a->keys_per_split, es = dec_elem_bytes(a->dtype);
+  const int64_t pcols = a->splits > kps ? a->splits : kps;
+  const size_t floats = (size_t)(dec_row_cap(R) * a->D + R * pcols + 3 * R + 3) & ~(size_t)3;
+  return floats * sizeof(float) + (size_t)(kps * (dec_k_stride((int)a->D, (int)es, true) + a->D) * es);
+}
 
 /* flash_decode's shared memory may pass the default 48 KB (long contexts:
  * the merge's R x splits weights); the limit is raised at plan time,
  * outside any stream capture, for both forms of the dtype's kernel. */
 #define DEC_MAX_SMEM (96 << 10)
-template <typename E> static int dec_set_smem_of(size_t smem) {
-  int st = cudaFuncSetAttribute(flash_decode<E, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  return st ? st : cudaFuncSetAttribute(flash_decode<E, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+template <typename E, int RC> static int dec_set_smem_rc(size_t smem) {
+  const int st = cudaFuncSetAttribute(flash_decode<E, true, RC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  return st ? st : cudaFuncSetAttribute(flash_decode<E, false, RC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
-static int dec_set_smem(int dtype, size_t smem) {
+template <typename E> static int dec_set_smem_of(int rc, size_t smem) {
+  return rc == 4 ? dec_set_smem_rc<E, 4>(smem) : rc == 8 ? dec_set_smem_rc<E, 8>(smem) : dec_set_smem_rc<E, 16>(smem);
+}
+static int dec_set_smem(const cu_attn_args *a, size_t smem) {
   if (smem <= 48 * 1024) return cudaSuccess;
-  return dtype == RLX_F16 ? dec_set_smem_of<__half>(smem) : dtype == RLX_BF16 ? dec_set_smem_of<__nv_bfloat16>(smem) : dec_set_smem_of<float>(smem);
+  const int rc = dec_row_cap((a->H / a->Hkv) * a->S);
+  return a->dtype == RLX_F16 ? dec_set_smem_of<__half>(rc, smem)
+         : a->dtype == RLX_BF16 ? dec_set_smem_of<__nv_bfloat16>(rc, smem) : dec_set_smem_of<float>(rc, smem);
+}
+template <typename E, int RC> static void dec_launch_rc(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
+  if (vec) flash_decode<E, true, RC><<<grid, DEC_THREADS, smem, st>>>(*a);
+  else flash_decode<E, false, RC><<<grid, DEC_THREADS, smem, st>>>(*a);
 }
 template <typename E> static void dec_launch(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
-  if (vec) flash_decode<E, true><<<grid, DEC_THREADS, smem, st>>>(*a);
-  else flash_decode<E, false><<<grid, DEC_THREADS, smem, st>>>(*a);
+  const int rc = dec_row_cap((a->H / a->Hkv) * a->S);
+  if (rc == 4) dec_launch_rc<E, 4>(a, vec, grid, smem, st);
+  else if (rc == 8) dec_launch_rc<E, 8>(a, vec, grid, smem, st);
+  else dec_launch_rc<E, 16>(a, vec, grid, smem, st);
 }
 
 /* Whether flash_tc takes a (16-byte aligned rows for cp.async and ldmatrix). */
@@ -833,7 +859,7 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
   if (splits > 0x7fffffff) return;
   a->keys_per_split = kps, a->splits = (int)splits;
   const size_t smem = dec_smem_bytes(a);
-  if (smem > DEC_MAX_SMEM || dec_set_smem(a->dtype, smem) != cudaSuccess) { /* the merge's R x splits weights do not fit */
+  if (smem > DEC_MAX_SMEM || dec_set_smem(a, smem) != cudaSuccess) { /* the merge's R x splits weights do not fit */
     (void)cudaGetLastError();
     a->keys_per_split = 0, a->splits = 0;
     return;
