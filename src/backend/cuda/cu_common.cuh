@@ -183,14 +183,16 @@ template <> struct cu_fl<__nv_bfloat16> {
 };
 
 /* 16 bytes of E at p (16-byte aligned) widened to float / rounded from
- * float: 8 elements of F16/BF16, 4 of F32. One 16-byte access: the
+ * float (cu_unpack16: of 16 bytes loaded already): 8 elements of
+ * F16/BF16, 4 of F32. One 16-byte access: the
  * memory-bound kernels reach copy bandwidth only with these. */
-template <typename E> __device__ __forceinline__ void cu_ld16(const E *p, float *v) {
-  const uint4 u = __ldg((const uint4 *)p);
+template <typename E> __device__ __forceinline__ void cu_unpack16(const uint4 &u, float *v) {
   const E *e = (const E *)&u;
 #pragma unroll
   for (int k = 0; k < 16 / (int)sizeof(E); k++) v[k] = cu_fl<E>::ld(e + k);
 }
+/* (global memory only: a read-only cached load) */
+template <typename E> __device__ __forceinline__ void cu_ld16(const E *p, float *v) { cu_unpack16<E>(__ldg((const uint4 *)p), v); }
 template <typename E> __device__ __forceinline__ void cu_st16(E *p, const float *v) {
   uint4 u;
   E *e = (E *)&u;

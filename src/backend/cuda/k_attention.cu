@@ -618,7 +618,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
       constexpr int PER = 16 / (int)sizeof(E);
       for (int d = 0; d < D; d += PER) {
         float kf[PER];
-        cu_ld16<E>(kr + d, kf);
+        cu_unpack16<E>(*(const uint4 *)(kr + d), kf); /* shared memory */
 #pragma unroll
         for (int r = 0; r < RC; r++)
 #pragma unroll

@@ -228,12 +228,6 @@ __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
  * from one pow and a ratio (errors ~1e-15, where a pow each was most of the
  * kernel's time); the rest is rope_kernel's arithmetic. */
 #define ROPE_VEC_HEADS 4
-template <typename E> __device__ __forceinline__ void unpack16(const uint4 &u, float *v) {
-  const E *e = (const E *)&u;
-#pragma unroll
-  for (int k = 0; k < 16 / (int)sizeof(E); k++) v[k] = cu_fl<E>::ld(e + k);
-}
-
 template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_kernel(const __grid_constant__ cu_rope_args a) {
   constexpr int V = 16 / (int)sizeof(E);
   const double TWO_PI = 6.283185307179586476925;
@@ -269,8 +263,8 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_ker
     for (int hh = 0; hh < ROPE_VEC_HEADS; hh++) {
       if (hh >= nh) break;
       float x0[V], x1[V], y0[V], y1[V];
-      unpack16<E>(raw0[hh], x0);
-      unpack16<E>(raw1[hh], x1);
+      cu_unpack16<E>(raw0[hh], x0);
+      cu_unpack16<E>(raw1[hh], x1);
 #pragma unroll
       for (int k = 0; k < V; k++) {
         y0[k] = x0[k] * cs[k] - x1[k] * sn[k];
