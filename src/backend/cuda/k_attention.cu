@@ -531,7 +531,7 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
 
 #define DEC_MAX_ROWS 16          /* query rows per kv head: (H / Hkv) * S */
 #define DEC_MAX_KEYS 128         /* keys per split */
-#define DEC_STAGE_BYTES (32 << 10) /* a split's K and V rows staged in shared memory */
+#define DEC_STAGE_BYTES (64 << 10) /* a split's K and V rows staged in shared memory */
 #define DEC_THREADS 128
 #define DEC_WARPS (DEC_THREADS / 32)
 #define DEC_MERGE_E 4
@@ -779,7 +779,7 @@ static size_t dec_smem_bytes(const cu_attn_args *a) {
 /* flash_decode's shared memory may pass the default 48 KB (long contexts:
  * the merge's R x splits weights); the limit is raised at plan time,
  * outside any stream capture, for both forms of the dtype's kernel. */
-#define DEC_MAX_SMEM (96 << 10)
+#define DEC_MAX_SMEM (160 << 10)
 template <typename E, int RC> static int dec_set_smem_rc(size_t smem) {
   const int st = cudaFuncSetAttribute(flash_decode<E, true, RC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   return st ? st : cudaFuncSetAttribute(flash_decode<E, false, RC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -847,14 +847,19 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
   if ((a->dtype != RLX_F32 && a->dtype != RLX_F16 && a->dtype != RLX_BF16) || a->force_exact || R < 1 ||
       R > DEC_MAX_ROWS || a->D > 256 || a->T < 1 || a->B * a->Hkv >= 65536)
     return;
-  /* about two blocks per multiprocessor of the H200 (132), 16 to kmax keys
-   * each, kmax as many as fit the staging space */
+  /* keys per split: 128 (the block's threads), halved while the grid
+   * would cover fewer than half the H200's 132 multiprocessors (down to
+   * 32), at most what fits the staging space. On the H200 at the 8B decode
+   * shape (bench_cuda_kernels attn): T 512 32-64 keys 14.4 us (16: 17.0,
+   * 128: 16.5); T 2048 128 18.9 (64: 21.1, 16: 37.4); T 8192 128 48.7
+   * (64: 55.7); T 32768 128 153 (64: 241). More, shorter splits lose: each
+   * costs the merge a partial state, and a block's latency is mostly fixed. */
   int64_t kmax = DEC_STAGE_BYTES / (2 * a->D * dec_elem_bytes(a->dtype)) / 16 * 16;
   kmax = kmax > DEC_MAX_KEYS ? DEC_MAX_KEYS : kmax;
-  const int64_t heads = a->B * a->Hkv, want = (264 + heads - 1) / heads;
-  int64_t kps = (a->T + want - 1) / want;
-  kps = (kps + 15) / 16 * 16;
-  kps = kps < 16 ? 16 : kps > kmax ? kmax : kps;
+  const int64_t heads = a->B * a->Hkv;
+  int64_t kps = DEC_MAX_KEYS;
+  while (kps > 32 && heads * ((a->T + kps - 1) / kps) < 66) kps /= 2;
+  kps = kps > kmax ? kmax : kps;
   const int64_t splits = (a->T + kps - 1) / kps;
   if (splits > 0x7fffffff) return;
   a->keys_per_split = kps, a->splits = (int)splits;
