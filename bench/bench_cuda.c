@@ -4,6 +4,12 @@
  *   bench_cuda gemm DTYPE M N K        one MatMul [M,K] @ [K,N] (b a param)
  *   bench_cuda block DTYPE B S         a Llama-3-8B-shaped decoder block forward
  *   bench_cuda attn DTYPE B S H HKV D  one causal attention ([B,S,H,D] layout)
+ *   bench_cuda llm FILE.gguf P N [CACHE]  a GGUF decoder through the public LLM API
+ *                                      (rlx_llm_load on CUDA, as `rlx generate --device
+ *                                      cuda`): prefill P tokens, then N decode steps;
+ *                                      ms per step (median of 5 runs of N), the weight
+ *                                      bytes a step reads and the plans built. CACHE: f32
+ *                                      (default), f16 or bf16
  *   bench_cuda decode WFMT T [L E H HKV F V]
  *                                      one decode step of a decoder (S = 1, KV cache of T
  *                                      rows in every layer), weights WFMT bf16, q8_0, q4_0,
@@ -189,7 +195,7 @@ static rlx_node layer(rlx_graph *g, int l, rlx_node x, rlx_node pos, rlx_node st
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: bench_cuda gemm DTYPE M N K | block DTYPE B S | attn DTYPE B S H HKV D | decode WFMT T [L E H HKV F V]\n");
+    fprintf(stderr, "usage: bench_cuda gemm DTYPE M N K | block DTYPE B S | attn DTYPE B S H HKV D | decode WFMT T [L E H HKV F V] | llm FILE.gguf P N [CACHE]\n");
     return 2;
   }
   const char *mode = argv[1];
@@ -244,6 +250,49 @@ int main(int argc, char **argv) {
            flops / ms / 1e9);
     rlx_session_free(s);
     rlx_graph_free(g);
+    return 0;
+  }
+  if (!strcmp(mode, "llm") && (argc == 5 || argc == 6)) {
+    const int64_t P = atoll(argv[3]), N = atoll(argv[4]);
+    const rlx_dtype cache = argc == 6 ? dtype_named(argv[5]) : RLX_F32;
+    rlx_model_file *f = NULL;
+    rlx_llm *m = NULL;
+    /* the context `rlx generate` gives a model by default (4096), or what the run needs */
+    const int64_t need = P + 5 * N + 8;
+    rlx_llm_options o = {{RLX_DEVICE_CUDA, 0, 0}, need > 4096 ? need : 4096, NULL, NULL, cache};
+    if (P < 1 || N < 1 || rlx_model_file_open(argv[2], &f) || rlx_llm_load(f, &o, &m)) {
+      fprintf(stderr, "llm: %s\n", rlx_last_error());
+      return 1;
+    }
+    rlx_llm_info info;
+    rlx_llm_get_info(m, &info);
+    const int64_t V = rlx_llm_vocab_size(m);
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)P);
+    for (int64_t i = 0; i < P; i++) toks[i] = (int32_t)((i * 7919) % V);
+    if (!logits || !toks || rlx_llm_eval(m, toks, P, 0, logits)) {
+      fprintf(stderr, "llm prefill: %s\n", rlx_last_error());
+      return 1;
+    }
+    double trial[5];
+    for (int t = 0; t < 5; t++) { /* each trial decodes N more tokens (the cache grows) */
+      double t0 = now_ms();
+      for (int64_t i = 0; i < N; i++) {
+        int32_t tok = (int32_t)((t * N + i) * 31 % V);
+        if (rlx_llm_eval(m, &tok, 1, 0, logits)) {
+          fprintf(stderr, "llm decode: %s\n", rlx_last_error());
+          return 1;
+        }
+      }
+      trial[t] = (now_ms() - t0) / (double)N;
+    }
+    qsort(trial, 5, sizeof *trial, cmp_double);
+    printf("RESULT llm ms=%.4f tok_s=%.1f weight_bytes=%zu kv_bytes=%zu plans=%lld n_past=%lld\n", trial[2],
+           1e3 / trial[2], info.weight_bytes, info.kv_cache_bytes, (long long)rlx_llm_plans_built(m),
+           (long long)rlx_llm_n_past(m));
+    free(logits), free(toks);
+    rlx_llm_free(m);
+    rlx_model_file_close(f);
     return 0;
   }
   if (!strcmp(mode, "decode") && (argc == 4 || argc == 10)) {

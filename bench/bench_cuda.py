@@ -1,7 +1,7 @@
 """bench_cuda.py — rlx's CUDA backend against PyTorch on the same GPU.
 
 usage: python3 bench/bench_cuda.py BENCH_CUDA_BINARY [--quick] [--no-compile] [--profile]
-                                  [--only=gemm,gemv,attn,block,decode,decode8b]
+                                  [--only=gemm,gemv,attn,block,decode,decode8b,llm]
                                   [--kernels=BENCH_CUDA_KERNELS_BINARY [--kernels-only=gemv|quant]]
                                   [--no-variants] [--batches=1,2,4,8]
 
@@ -28,6 +28,13 @@ Measures, in one process run:
             builders), bf16, q8_0 and q4_K weights, vs the roofline: there
             the products must stream GBs of weights at near copy bandwidth
             (q8_0 / q4_K also with RLX_QMATMUL_REF=1: the float kernel);
+  llm       a GGUF decoder through the public LLM API (rlx_llm_load, as
+            `rlx generate --device cuda` runs it; context 4096): a random-
+            weight Llama file of TinyLlama's dims (16 layers, q8_0; made by
+            bench/make_llama_gguf.py), ms per decode step against the
+            roofline, with the KV cache kept on the device (the default)
+            and read back to the host after every step
+            (RLX_CUDA_KEEP_STATE=0); not in the default set;
   kernels   (--kernels=) bench_cuda_kernels: the decode products' kernels
             alone at the 8B shapes, TB/s against the copy bandwidth.
 rlx numbers come from bench_cuda (C; each run is one rlx_run: a CUDA graph
@@ -334,6 +341,25 @@ for wf, var in (DECODE8B_RUNS if "decode8b" in ONLY else ()):
                                                        "  (%s)" % var if var else ""))
     results["decode8b"].append({"wfmt": wf, "env": var, "rlx_ms": r["ms"], "tok_s": r["tok_s"], "bytes": nbytes,
                                 "roof_ms": roof})
+
+# ---------------------------------------------------------------- the LLM API
+if "llm" in ONLY:
+    model = "/tmp/rlx-bench-llama-q8_0.gguf"
+    print("\n== decode through the LLM API (rlx_llm_load on CUDA), random Llama GGUF: "
+          "TinyLlama dims, 16 layers, q8_0; prefill 128, then 5 x 64 steps")
+    if not os.path.exists(model):
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_llama_gguf.py"),
+                        model], check=True)
+    print("%-26s %9s %9s %9s %9s %6s" % ("KV cache", "ms/token", "tok/s", "roof ms", "of roof", "plans"))
+    results["llm"] = []
+    for cache, var in (("f32", None), ("f32", "RLX_CUDA_KEEP_STATE=0"), ("f16", None)):
+        r = rlx("llm", model, 128, 64, cache, env=dict([var.split("=")]) if var else None)
+        # a step reads every weight but the embedding table (one row of it):
+        # the file's 32000 x 2048 q8_0 table (34 bytes a block of 32)
+        roof = (r["weight_bytes"] - 32000 * 2048 // 32 * 34) / bw * 1e3
+        print("%-26s %9.4f %9.1f %9.4f %8.1f%% %6d" % (cache + (" (%s)" % var if var else ""), r["ms"], r["tok_s"], roof,
+                                                     100 * roof / r["ms"], r["plans"]))
+        results["llm"].append({"cache": cache, "env": var, "ms": r["ms"], "roof_ms": roof, "plans": r["plans"]})
 
 # ---------------------------------------------------------------- kernels alone
 KERNELS = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--kernels=")), None)

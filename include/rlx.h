@@ -597,6 +597,11 @@ typedef struct {
    * not in plans_built). */
   int     compile_cache_hit;
   int64_t plans_reused;
+  /* Params that Assign updated in the last run and that stay in device
+   * memory (a KV cache, trained weights on the GPU) instead of being copied
+   * to the session's host copy: that copy is refreshed only when a plan
+   * of another shape binding runs next. */
+  int64_t params_kept;
 } rlx_session_stats;
 rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
 

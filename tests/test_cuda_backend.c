@@ -598,6 +598,74 @@ static void test_decoder_block(void) {
 
 /* ---------------------------------------------------------------- params stay, and change */
 
+/* A KV-cache-like param that every run updates in place (UpdateSlice +
+ * Assign): the CUDA session keeps it in device memory (params_kept, no
+ * copy to the host and back), also when runs of two shape bindings (two
+ * plans) take turns and when a Param is set again, and every output
+ * matches a CPU session run in lockstep. A weight that feeds a folded
+ * transpose rides along; an assigned counter (c + 1, param-only) must not
+ * be folded: it changes on every run. */
+static void test_kept_state(void) {
+  rlx_graph *g = rlx_graph_new("kept state");
+  const int64_t S = rlx_dim_sym(g, "S");
+  int64_t cd[3] = {1, 8, 4}, rd[3] = {1, 1, 4}, one[1] = {1}, xd[2] = {S, 4}, wd[2] = {4, 4}, perm[2] = {1, 0},
+          axis1[1] = {1};
+  rlx_node cache = rlx_param(g, "cache", RLX_F32, 3, cd), counter = rlx_param(g, "counter", RLX_F32, 1, one);
+  rlx_node w = rlx_param(g, "w", RLX_F32, 2, wd);
+  rlx_node row = rlx_input(g, "row", RLX_F32, 3, rd), start = rlx_input(g, "start", RLX_I32, 1, one);
+  rlx_node x = rlx_input(g, "x", RLX_F32, 2, xd);
+  rlx_node u = rlx_update_slice(g, cache, row, start, 1);
+  float onef = 1.0f;
+  rlx_node c1 = rlx_add(g, counter, rlx_constant(g, RLX_F32, 1, one, &onef));
+  rlx_node sum = rlx_reduce(g, RLX_REDUCE_SUM, u, 1, axis1, 0); /* [1, 4] */
+  rlx_node y = rlx_add(g, rlx_add(g, rlx_matmul(g, x, rlx_transpose(g, w, 2, perm)), sum), c1);
+  rlx_node outs[3] = {y, rlx_assign(g, cache, u), rlx_assign(g, counter, c1)};
+  rlx_graph_set_outputs(g, 3, outs);
+  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0}, cpu = {RLX_DEVICE_CPU, 0, 0};
+  rlx_session *sg = NULL, *sc = NULL;
+  CHECK(rlx_compile(g, &cu, &sg) == RLX_OK && rlx_compile(g, &cpu, &sc) == RLX_OK, "compile kept-state graph: %s",
+        rlx_last_error());
+  float *zeros = calloc(32, sizeof(float)), *wv = random_tensor(RLX_F32, 16, 1.0);
+  for (int k = 0; sg && sc && k < 2; k++) {
+    rlx_session *s = k ? sc : sg;
+    CHECK(rlx_set_param(s, "cache", zeros, 32 * sizeof(float)) == RLX_OK && rlx_set_param(s, "w", wv, 64) == RLX_OK &&
+              rlx_set_param(s, "counter", zeros, 4) == RLX_OK,
+          "set params");
+  }
+  int64_t kept_runs = 0;
+  for (int step = 0; sg && sc && step < 14; step++) {
+    const int64_t n = 1 + (step / 3) % 2; /* two plans, taking turns */
+    float *xv = random_tensor(RLX_F32, 4 * n, 1.0), *rv = random_tensor(RLX_F32, 4, 1.0);
+    int32_t st = (int32_t)(step % 8);
+    if (step == 9) /* a param set again between runs: the new bytes win over the kept ones */
+      for (int k = 0; k < 2; k++) CHECK(rlx_set_param(k ? sc : sg, "cache", zeros, 32 * sizeof(float)) == RLX_OK, "reset");
+    float y[2][8], c[2][32], cnt[2];
+    for (int k = 0; k < 2; k++) {
+      rlx_session *s = k ? sc : sg;
+      rlx_status rs = rlx_set_input_shaped(s, "x", xv, (size_t)(16 * n), 2, (int64_t[]){n, 4});
+      if (rs == RLX_OK) rs = rlx_set_input(s, "row", rv, 16);
+      if (rs == RLX_OK) rs = rlx_set_input(s, "start", &st, 4);
+      if (rs == RLX_OK) rs = rlx_run(s);
+      if (rs == RLX_OK) rs = rlx_output(s, 0, y[k], (size_t)(16 * n));
+      if (rs == RLX_OK) rs = rlx_output(s, 1, c[k], sizeof c[k]);
+      if (rs == RLX_OK) rs = rlx_output(s, 2, &cnt[k], 4);
+      CHECK(rs == RLX_OK, "kept state step %d on %s: %s", step, k ? "cpu" : "cuda", rlx_last_error());
+    }
+    rlx_session_stats stats;
+    rlx_session_get_stats(sg, &stats);
+    kept_runs += stats.params_kept == 2;
+    CHECK(worst_ratio(RLX_F32, y[0], y[1], 4 * n, 1e-5, 1e-5) <= 1 && !memcmp(c[0], c[1], sizeof c[0]) && cnt[0] == cnt[1],
+          "kept state step %d (S %lld): cuda and cpu agree (counter %g / %g)", step, (long long)n, cnt[0], cnt[1]);
+    free(xv), free(rv);
+  }
+  CHECK(kept_runs == 14, "the CUDA session kept both assigned params on the device in %lld of 14 runs",
+        (long long)kept_runs);
+  free(zeros), free(wv);
+  rlx_session_free(sg);
+  rlx_session_free(sc);
+  rlx_graph_free(g);
+}
+
 static void test_params(void) {
   /* y = x @ transpose(cast(w)) * 2: transpose(cast(w)) is parameter-only */
   rlx_graph *g = rlx_graph_new("params");
@@ -689,6 +757,7 @@ int main(void) {
   }
   test_hybrid();
   test_params();
+  test_kept_state();
   test_attention();
   test_matmul();
   test_gemv();

@@ -34,6 +34,17 @@ struct rlx_backend {
    * peak_live_bytes, views and in_place. */
   void (*memory_stats)(const void *plan, rlx_session_stats *st);
   void (*free)(void *plan);
+  /* Optional (NULL: the session reads every Assign back with read()). After
+   * a run, keep the value of Assign node a as its param's value at
+   * `version` in the backend's own memory, so the next run of this plan
+   * reads it there and the session's host copy is not refreshed: 1 if
+   * kept, 0 if the backend cannot (then nothing changed). A device backend
+   * keeps a KV cache or trained weights resident this way instead of
+   * copying them out and back in on every run. */
+  int (*keep_assigned)(void *plan, rlx_node a, uint64_t version);
+  /* Copies the kept value of param p (see keep_assigned) into dst, when
+   * the session needs its host copy (another plan is about to run). */
+  rlx_status (*fetch_param)(void *plan, rlx_node p, void *dst, size_t nbytes);
 };
 
 extern const rlx_backend rlx_cpu_backend;

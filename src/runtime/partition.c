@@ -367,6 +367,36 @@ static rlx_status hybrid_read(void *p, rlx_node n, int index, void *dst, size_t 
   return s->backend->read(s->plan, h->local[n], index, dst, nbytes);
 }
 
+/* The node of segment s that is its copy of leaf o, or -1. */
+static int segment_leaf(const segment *s, rlx_node o) {
+  for (int i = 0; i < s->g->n_nodes; i++)
+    if (!s->is_cut[i] && is_leaf(&s->g->nodes[i]) && s->orig[i] == o) return i;
+  return -1;
+}
+
+/* The segment that computes Assign a keeps its value when no other segment
+ * reads the param (they would read the host copy, which is not updated). */
+static int hybrid_keep_assigned(void *p, rlx_node a, uint64_t version) {
+  hybrid_plan *h = p;
+  if (a < 0 || a >= h->g->n_nodes || h->seg_of[a] < 0) return 0;
+  const int k = h->seg_of[a];
+  const segment *s = &h->seg[k];
+  if (!s->backend->keep_assigned) return 0;
+  for (int j = 0; j < h->n_seg; j++)
+    if (j != k && segment_leaf(&h->seg[j], h->g->nodes[a].in[0]) >= 0) return 0;
+  return s->backend->keep_assigned(s->plan, h->local[a], version);
+}
+
+static rlx_status hybrid_fetch_param(void *p, rlx_node param, void *dst, size_t nbytes) {
+  hybrid_plan *h = p;
+  for (int k = 0; k < h->n_seg; k++) {
+    const segment *s = &h->seg[k];
+    int i = segment_leaf(s, param);
+    if (i >= 0 && s->backend->fetch_param) return s->backend->fetch_param(s->plan, i, dst, nbytes);
+  }
+  return rlx_set_error(RLX_ERR_INTERNAL, "partition: no segment keeps param node %d", (int)param);
+}
+
 /* Segments run one after another: the arenas add up. */
 static void hybrid_memory_stats(const void *p, rlx_session_stats *st) {
   const hybrid_plan *h = p;
@@ -398,4 +428,4 @@ static int hybrid_claims(const rlx_backend *b, const rlx_graph *g, rlx_node n, c
 }
 
 const rlx_backend rlx_hybrid_backend = {"hybrid", hybrid_claims, hybrid_compile, hybrid_run, hybrid_read, hybrid_memory_stats,
-                                        hybrid_free};
+                                        hybrid_free, hybrid_keep_assigned, hybrid_fetch_param};

@@ -21,6 +21,9 @@ typedef struct {
   size_t nbytes;
   int borrowed;           /* data belongs to the caller (rlx_set_param_ref) */
   ir_shape bound;         /* concrete dims of the last set (inputs) */
+  /* >= 0: an Assign's value that plan kept_by keeps in the backend's memory
+   * (backend keep_assigned); data is older until fetch_kept_param */
+  int kept_by;
 } session_leaf;
 
 typedef rt_plan plan_entry;
@@ -266,6 +269,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
       session_leaf *l = &s->leaves[s->n_leaves++];
       l->node = i;
       l->is_param = n->op == RLX_OP_Param;
+      l->kept_by = -1;
     }
     if (n->op == RLX_OP_Assign) s->assigns[s->n_assigns++] = i;
   }
@@ -323,6 +327,7 @@ static rlx_status store_leaf(rlx_session *s, session_leaf *l, const void *data, 
   }
   if (nbytes) memcpy(l->data, data, nbytes);
   l->bound = *shape;
+  l->kept_by = -1;
   s->leaf_data[l->node] = l->data;
   s->leaf_version[l->node] = rlx_leaf_version_next();
   return RLX_OK;
@@ -355,6 +360,7 @@ rlx_status rlx_set_param_ref(rlx_session *s, const char *name, const void *data,
   l->nbytes = nbytes;
   l->borrowed = 1;
   l->bound = n->out[0].shape;
+  l->kept_by = -1;
   s->leaf_data[l->node] = data;
   s->leaf_version[l->node] = rlx_leaf_version_next();
   return RLX_OK;
@@ -413,12 +419,35 @@ static rlx_status bind_symbols(rlx_session *s) {
   return RLX_OK;
 }
 
+/* The session leaf of node id, or NULL. */
+static session_leaf *leaf_of(rlx_session *s, rlx_node id) {
+  for (int k = 0; k < s->n_leaves; k++)
+    if (s->leaves[k].node == id) return &s->leaves[k];
+  return NULL;
+}
+
+/* Brings a kept param's value (keep_assigned) back into its host copy and
+ * gives it a new version, so that every other plan copies it in again. */
+static rlx_status fetch_kept_param(rlx_session *s, session_leaf *l) {
+  if (l->kept_by < 0) return RLX_OK;
+  rlx_status st = s->backend->fetch_param(s->plans[l->kept_by].plan, l->node, l->data, l->nbytes);
+  if (st) return st;
+  l->kept_by = -1;
+  s->leaf_version[l->node] = rlx_leaf_version_next();
+  return RLX_OK;
+}
+
 /* Copies the outputs that are inputs or params (see leaf_outputs). */
 static rlx_status keep_leaf_outputs(rlx_session *s) {
   const rlx_graph *g = s->plans[s->current].g;
   for (int k = 0; k < g->n_outputs; k++) {
     const ir_node *n = &g->nodes[g->outputs[k]];
     if (n->op != RLX_OP_Input && n->op != RLX_OP_Param) continue;
+    session_leaf *l = n->op == RLX_OP_Param ? leaf_of(s, n->id) : NULL;
+    if (l) {
+      rlx_status st = fetch_kept_param(s, l);
+      if (st) return st;
+    }
     size_t nb = rlx_dtype_nbytes(n->out[0].dtype, ir_numel(&n->out[0].shape));
     if (!s->leaf_outputs[k] || s->leaf_output_bytes[k] != nb) {
       void *p = realloc(s->leaf_outputs[k], nb ? nb : 1);
@@ -432,10 +461,9 @@ static rlx_status keep_leaf_outputs(rlx_session *s) {
 }
 
 static session_leaf *assigned_leaf(rlx_session *s, const ir_node *a) {
-  for (int k = 0; k < s->n_leaves; k++)
-    if (s->leaves[k].node == a->in[0]) return &s->leaves[k];
-  rlx_set_error(RLX_ERR_INTERNAL, "rlx_run: Assign (node %d) has no param", a->id);
-  return NULL;
+  session_leaf *l = leaf_of(s, a->in[0]);
+  if (!l) rlx_set_error(RLX_ERR_INTERNAL, "rlx_run: Assign (node %d) has no param", a->id);
+  return l;
 }
 
 /* Before a run: an assigned param that is borrowed gets a copy the session
@@ -457,14 +485,26 @@ static rlx_status own_assigned_params(rlx_session *s) {
   return RLX_OK;
 }
 
-/* After a run: each Assign's value becomes its Param's data (in place
- * already when the plan updated the param's bytes: the read is then no copy). */
+/* After a run: each Assign's value becomes its Param's data. A backend
+ * that keeps it (keep_assigned: a device) holds it for the next run of
+ * this plan, and the host copy is refreshed only when another plan needs
+ * it; else it is read into the host copy (in place already when the plan
+ * updated the param's bytes: the read is then no copy). */
 static rlx_status write_back(rlx_session *s) {
   const rt_plan *pl = &s->plans[s->current];
+  s->stats.params_kept = 0;
   for (int i = 0; i < s->n_assigns; i++) {
     const ir_node *a = &pl->g->nodes[s->assigns[i]];
     session_leaf *l = assigned_leaf(s, a);
     if (!l) return RLX_ERR_INTERNAL;
+    const uint64_t v = rlx_leaf_version_next();
+    if (s->backend->keep_assigned && s->backend->keep_assigned(pl->plan, a->id, v)) {
+      l->kept_by = s->current;
+      s->leaf_version[l->node] = v;
+      s->stats.params_kept++;
+      continue;
+    }
+    l->kept_by = -1;
     rlx_status st = s->backend->read(pl->plan, a->id, 0, l->data, l->nbytes);
     if (st) return st;
     s->leaf_data[l->node] = l->data;
@@ -482,6 +522,9 @@ rlx_status rlx_run(rlx_session *s) {
   st = get_plan(s, &idx);
   if (st) return st;
   s->current = idx;
+  for (int k = 0; k < s->n_leaves; k++) /* values another plan keeps: this one reads the host copy */
+    if (s->leaves[k].kept_by >= 0 && s->leaves[k].kept_by != idx && (st = fetch_kept_param(s, &s->leaves[k])))
+      return st;
   s->backend->memory_stats(s->plans[idx].plan, &s->stats);
   rlx_bindings b = {s->leaf_data, s->leaf_version};
   st = s->backend->run(s->plans[idx].plan, &b);

@@ -215,5 +215,7 @@ static void cpu_memory_stats(const void *p, rlx_session_stats *st) {
   st->in_place = m->n_inplace;
 }
 
+/* No keep_assigned: an in-place Assign already updates the session's host
+ * copy (the param's bytes), so reading it back copies nothing. */
 const rlx_backend rlx_cpu_backend = {"cpu", cpu_claims, cpu_compile, cpu_run, cpu_read, cpu_memory_stats,
-                                     cpu_free};
+                                     cpu_free, NULL, NULL};

@@ -77,6 +77,7 @@ static int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, ch
   case RLX_OP_Reshape:
   case RLX_OP_StopGradient:
   case RLX_OP_GetOutput:
+  case RLX_OP_Assign:
   case RLX_OP_Iota:
   case RLX_OP_MatMul:
   case RLX_OP_Rope:
@@ -215,6 +216,7 @@ typedef struct {
   cudaGraphExec_t exec;
   /* RLX_CUDA_PROFILE=1 */
   int profile, profiled_runs;
+  int keep_state;              /* keep_assigned takes Assign values (RLX_CUDA_KEEP_STATE, default 1) */
   cudaEvent_t *events;         /* [n_steps + 1]: before the first launch, after each */
   double *step_ms;             /* [n_steps] accumulated */
 } cuda_plan;
@@ -667,6 +669,8 @@ static rlx_status lower_layout(cuda_plan *pl, const ir_node *n) {
   case RLX_OP_GetOutput:
   case RLX_OP_Cast: /* same dtype (a view the planner had to copy) */
     return emit_memcpy(pl, n, dst, src, rlx_dtype_nbytes(out->dtype, numel_of(out)));
+  case RLX_OP_Assign: /* the value, input 1 (in place, plan_memory.c: a view, no copy) */
+    return emit_memcpy(pl, n, dst, in_ptr(pl, n, 1), rlx_dtype_nbytes(out->dtype, numel_of(out)));
   case RLX_OP_Expand:
     bcast_strides(&x->shape, r, out->shape.d, ss);
     return emit_copy(pl, n, r, out->shape.d, src, ss, NULL, dst, ds, 0, es, NULL);
@@ -1432,6 +1436,12 @@ static void cuda_free(void *p) {
  * plus 1 MiB (a folded Expand must not blow up memory). */
 static void mark_folded(cuda_plan *pl) {
   const rlx_graph *g = pl->g;
+  /* An assigned param is state the graph updates on every run (and the
+   * device may keep, cuda_keep_assigned): nothing derived from it folds. */
+  uint8_t *state = calloc((size_t)g->n_nodes + 1, 1);
+  if (!state) return; /* nothing folded: correct, only slower */
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == RLX_OP_Assign) state[g->nodes[i].in[0]] = 1;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
     if (ir_ops[n->op].category == RLX_CAT_LEAF || n->n_in == 0) continue;
@@ -1439,13 +1449,14 @@ static void mark_folded(cuda_plan *pl) {
     size_t in_bytes = 0;
     for (int k = 0; ok && k < n->n_in; k++) {
       const ir_node *src = &g->nodes[n->in[k]];
-      ok = src->op == RLX_OP_Param || src->op == RLX_OP_Constant || pl->folded[src->id];
+      ok = (src->op == RLX_OP_Param && !state[src->id]) || src->op == RLX_OP_Constant || pl->folded[src->id];
       in_bytes += rlx_dtype_nbytes(src->out[0].dtype, ir_numel(&src->out[0].shape));
     }
     size_t out_bytes = 0;
     for (int o = 0; o < n->n_out; o++) out_bytes += rlx_dtype_nbytes(n->out[o].dtype, ir_numel(&n->out[o].shape));
     pl->folded[i] = ok && out_bytes <= 2 * in_bytes + ((size_t)1 << 20);
   }
+  free(state);
 }
 
 /* Weight transposes every reader of which is a matmul's b operand: the
@@ -1570,6 +1581,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->qmm_exact = ir_env_flag("RLX_QMATMUL_REF", 0); /* the CPU backend's switch */
   pl->pdl = ir_env_flag("RLX_CUDA_PDL", 1);
   pl->profile = ir_env_flag("RLX_CUDA_PROFILE", 0);
+  pl->keep_state = ir_env_flag("RLX_CUDA_KEEP_STATE", 1);
   if (pl->profile) pl->use_graph = 0;
   const size_t n_nodes = (size_t)g->n_nodes + 1;
   rlx_status st = plan_arena_offsets(g, &pl->mem);
@@ -1644,8 +1656,12 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
       }
       if ((st = alloc_dev(&pl->folded_dev[i], total, "a folded parameter"))) goto fail;
       for (int o = 0; o < n->n_out; o++) pl->slot[slot0 + o] = (uint8_t *)pl->folded_dev[i] + offs[o];
-    } else {
-      for (int o = 0; o < n->n_out; o++) pl->slot[slot0 + o] = pl->arena + pl->mem.offset[slot0 + o];
+    } else { /* in the arena, or in a leaf's bytes (the UpdateSlice of an in-place Assign) */
+      for (int o = 0; o < n->n_out; o++) {
+        const int32_t leaf = pl->mem.leaf[slot0 + o];
+        pl->slot[slot0 + o] =
+            (leaf >= 0 ? (uint8_t *)pl->leaf_dev[leaf] : pl->arena) + pl->mem.offset[slot0 + o];
+      }
     }
     any_gemm |= n->op == RLX_OP_MatMul || n->op == RLX_OP_FusedMatMulBiasAct || n->op == RLX_OP_DequantMatMul;
     size_t q = quant_scratch_bytes(g, n);
@@ -1742,6 +1758,38 @@ static rlx_status cuda_read(void *p, rlx_node n, int index, void *dst, size_t nb
   return e == cudaSuccess ? RLX_OK : cuda_fail(e, "reading an output");
 }
 
+/* keep_assigned: the value of Assign a stays in the param's device buffer
+ * (in place already, else copied there), and the plan records `version`
+ * as that buffer's, so the next run does not copy the host's older bytes
+ * over it. Nothing in the plan was folded from an assigned param
+ * (mark_folded), so nothing else needs recomputing. */
+static int cuda_keep_assigned(void *p, rlx_node a, uint64_t version) {
+  cuda_plan *pl = p;
+  const rlx_graph *g = pl->g;
+  if (!pl->keep_state || a < 0 || a >= g->n_nodes || g->nodes[a].op != RLX_OP_Assign) return 0;
+  const rlx_node param = g->nodes[a].in[0];
+  const uint8_t *value = pl->slot[(size_t)a * IR_MAX_OUTPUTS];
+  if (g->nodes[param].op != RLX_OP_Param || !pl->leaf_dev[param] || !value) return 0;
+  if (value != pl->leaf_dev[param] &&
+      (cudaMemcpyAsync(pl->leaf_dev[param], value, pl->leaf_bytes[param], cudaMemcpyDeviceToDevice, pl->stream) !=
+           cudaSuccess ||
+       cudaStreamSynchronize(pl->stream) != cudaSuccess)) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  pl->leaf_version[param] = version;
+  return 1;
+}
+
+static rlx_status cuda_fetch_param(void *p, rlx_node param, void *dst, size_t nbytes) {
+  cuda_plan *pl = p;
+  if (param < 0 || param >= pl->g->n_nodes || !pl->leaf_dev[param] || pl->leaf_bytes[param] != nbytes)
+    return rlx_set_error(RLX_ERR_INTERNAL, "CUDA plan: node %d holds no param of %zu bytes", (int)param, nbytes);
+  cudaError_t e = cudaMemcpyAsync(dst, pl->leaf_dev[param], nbytes, cudaMemcpyDeviceToHost, pl->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(pl->stream);
+  return e == cudaSuccess ? RLX_OK : cuda_fail(e, "reading a kept param");
+}
+
 static void cuda_memory_stats(const void *p, rlx_session_stats *st) {
   const plan_memory *m = &((const cuda_plan *)p)->mem;
   st->arena_bytes = m->arena_bytes;
@@ -1752,4 +1800,4 @@ static void cuda_memory_stats(const void *p, rlx_session_stats *st) {
 }
 
 const rlx_backend rlx_cuda_backend = {"cuda", cuda_claims, cuda_compile, cuda_run, cuda_read, cuda_memory_stats,
-                                      cuda_free};
+                                      cuda_free, cuda_keep_assigned, cuda_fetch_param};
