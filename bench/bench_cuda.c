@@ -160,9 +160,13 @@ static rlx_node linear(rlx_graph *g, const char *name, rlx_node x, rlx_dtype wt,
 }
 
 /* One decoder layer over x [B, S, E]: pre-norm attention with rope and
- * (if T > 0) a KV cache of T rows written at pos, then a SwiGLU MLP. */
+ * (if T > 0) a KV cache of T rows written at pos, as the LLM builder does
+ * it (src/model/kv_cache.c: UpdateSlice, Assigned back into the cache
+ * params, so the rows are written in place: assigns[0..1]), then a SwiGLU
+ * MLP. */
 static rlx_node layer(rlx_graph *g, int l, rlx_node x, rlx_node pos, rlx_node start, rlx_dtype t, rlx_dtype wt,
-                      int64_t B, int64_t S, int64_t E, int64_t H, int64_t Hkv, int64_t F, int64_t T) {
+                      int64_t B, int64_t S, int64_t E, int64_t H, int64_t Hkv, int64_t F, int64_t T,
+                      rlx_node *assigns) {
   const int64_t D = E / H;
   char nm[64];
   int64_t ev[1] = {E};
@@ -179,8 +183,11 @@ static rlx_node layer(rlx_graph *g, int l, rlx_node x, rlx_node pos, rlx_node st
   v = rlx_reshape(g, v, 4, k4);
   if (T > 0) {
     int64_t cd[4] = {B, T, Hkv, D};
-    k = rlx_update_slice(g, rlx_param(g, P("l%d.k_cache"), t, 4, cd), k, start, 1);
-    v = rlx_update_slice(g, rlx_param(g, P("l%d.v_cache"), t, 4, cd), v, start, 1);
+    rlx_node kc = rlx_param(g, P("l%d.k_cache"), t, 4, cd), vc = rlx_param(g, P("l%d.v_cache"), t, 4, cd);
+    k = rlx_update_slice(g, kc, k, start, 1);
+    v = rlx_update_slice(g, vc, v, start, 1);
+    assigns[0] = rlx_assign(g, kc, k);
+    assigns[1] = rlx_assign(g, vc, v);
   }
   rlx_attention_desc ad = {(int)H, (int)Hkv, (int)D, RLX_MASK_CAUSAL, 0, 0, 0, RLX_LAYOUT_BSHD};
   rlx_node a = rlx_reshape(g, rlx_attention(g, q, k, v, -1, &ad), 3, x3);
@@ -222,7 +229,7 @@ int main(int argc, char **argv) {
     rlx_graph *g = rlx_graph_new("block");
     int64_t xd[3] = {B, S, E}, pd[1] = {S};
     rlx_node y = layer(g, 0, rlx_input(g, "x", t, 3, xd), rlx_input(g, "pos", RLX_I32, 1, pd), -1, t, t, B, S, E, H, Hkv,
-                       F, 0);
+                       F, 0, NULL);
     rlx_graph_set_outputs(g, 1, &y);
     rlx_session *s = compile_cuda(g);
     if (!bind_all(s, g, 0.02, 0)) return 1;
@@ -311,11 +318,14 @@ int main(int argc, char **argv) {
     rlx_node pos = rlx_input(g, "pos", RLX_I32, 1, one);
     rlx_node start = rlx_input(g, "start", RLX_I32, 1, one);
     rlx_node x = rlx_reshape(g, rlx_gather(g, rlx_param(g, "embed", t, 2, ed), tok, 0), 3, x3);
-    for (int l = 0; l < L; l++) x = layer(g, l, x, pos, start, t, wt, 1, 1, E, H, Hkv, F, T);
+    rlx_node *outs = malloc(sizeof(rlx_node) * (size_t)(1 + 2 * L)); /* logits, then the caches' Assigns */
+    if (!outs) return 1;
+    for (int l = 0; l < L; l++) x = layer(g, l, x, pos, start, t, wt, 1, 1, E, H, Hkv, F, T, outs + 1 + 2 * l);
     rlx_node zero = rlx_param(g, "out_zero", t, 1, ev);
     x = rlx_rms_norm(g, x, rlx_param(g, "out_norm", t, 1, ev), zero, -1, 1e-5);
-    rlx_node logits = linear(g, "lm_head", x, wt, E, V);
-    rlx_graph_set_outputs(g, 1, &logits);
+    outs[0] = linear(g, "lm_head", x, wt, E, V);
+    rlx_graph_set_outputs(g, (int)(1 + 2 * L), outs);
+    free(outs);
     rlx_session *s = compile_cuda(g);
     if (!bind_all(s, g, 0.05, T - 1)) return 1;
     /* token 0, pos T-1, start T-1: the new row is the last of the cache */
