@@ -8,7 +8,8 @@
  * gemv: the bf16 w [K, N] GEMV (k_gemv.cu) at the split cu_gemv_plan picks
  *       and at every other split of the sweep, TB/s of weight bytes.
  * quant: the packed-weight products at M = 1: the integer path (quantize x,
- *       then cu_qmv) and the float kernel (cu_qmm, RLX_QMATMUL_REF=1), TB/s
+ *       then cu_qmv; also at 1, 2 and 4 rows a warp where the plan picks
+ *       another) and the float kernel (cu_qmm, RLX_QMATMUL_REF=1), TB/s
  *       of weight bytes, and the two results' largest difference relative
  *       to the largest |y| (x's 8-bit levels: about 1e-2 is expected).
  * attn: the split-key decode attention (flash_decode) of one decode step
@@ -216,6 +217,18 @@ static void bench_quant(double copy) {
         qa.seg[0].w = w[it % w.size()];
         cu_qmv_launch(&qa, 0);
       });
+      const int planned_rpw = qa.rpw;
+      for (int rpw : {1, 2, 4}) { /* the integer kernel with other rows a warp (the plan: rows / 4224) */
+        if (rpw == planned_rpw) continue;
+        qa.rpw = rpw;
+        const double ms = time_ms([&](int it) {
+          qa.seg[0].w = w[it % w.size()];
+          cu_qmv_launch(&qa, 0);
+        });
+        printf("QUANT_RPW %s N=%lld K=%lld rows_per_warp=%d (plan %d) int_ms=%.4f int_TBps=%.2f\n", q.name, (long long)N,
+               (long long)K, rpw, planned_rpw, ms, bytes / (ms * 1e-3) / 1e12);
+      }
+      qa.rpw = planned_rpw;
       const double ms_flt = time_ms([&](int it) { cu_qmm_launch(x, RLX_BF16, w[it % w.size()], q.id, y_flt, 1, N, K, 0); });
       /* the same weights (copy 0) through both, then compare */
       cu_quant_x_launch(&xa, 0);
