@@ -218,7 +218,7 @@ static void bench_quant(double copy) {
         cu_qmv_launch(&qa, 0);
       });
       const int planned_rpw = qa.rpw;
-      for (int rpw : {1, 2, 4}) { /* the integer kernel with other rows a warp (the plan: rows / 4224) */
+      for (int rpw : {1, 2, 4}) { /* the integer kernel with other rows a warp than the plan's */
         if (rpw == planned_rpw) continue;
         qa.rpw = rpw;
         const double ms = time_ms([&](int it) {

@@ -351,10 +351,11 @@ __device__ __forceinline__ uintptr_t qmv_row(const cu_qmv_args &a, int64_t r, in
 #define QMV_MIN_BLOCKS(MM) ((MM) == 1 ? 8 : 4)
 
 /* Each warp owns rpw consecutive rows of the concatenated segments and
- * streams them as one run of chunks (the pipeline does not drain between
- * rows: a row of 2-4 KB alone keeps too few bytes in flight); out[m, row]
- * for every m < M <= MM. Two cursors walk (row, chunk) without divisions
- * (64-bit ones per chunk made the kernel bound by instruction issue). */
+ * streams them as one run of chunks (cu_qmv_plan takes one row a warp,
+ * measured fastest; runs of rows keep the pipeline from draining between
+ * rows, which did not pay); out[m, row] for every m < M <= MM. Two cursors
+ * walk (row, chunk) without divisions (64-bit ones per chunk made the
+ * kernel bound by instruction issue). */
 template <int S, int MM, typename O>
 __global__ void __launch_bounds__(QMV_WARPS * 32, QMV_MIN_BLOCKS(MM)) qmv_kernel(const __grid_constant__ cu_qmv_args a) {
   typedef qmv_fmt<S> F;
@@ -553,14 +554,17 @@ template <typename O> static int qmv_typed(const cu_qmv_args *a, cudaStream_t st
   }
 }
 
-/* Rows per warp: at most one wave of the 32 warps per multiprocessor of
- * the H200 (132) that QMV_MIN_BLOCKS makes resident, each warp streaming
- * its rows as one run. */
+/* Rows per warp: one. Session 4 planned one wave of warps (rows / 4224 a
+ * warp, streamed as one run of chunks); on the H200 one row a warp was
+ * faster at every shape bench_cuda_kernels measures (M = 1, TB/s of
+ * weights, one wave -> one row a warp): q8_0 28672x4096 3.12 -> 3.57,
+ * 128256x4096 3.54 -> 4.31; q4_K 28672x4096 1.88 -> 2.00; the smaller
+ * matrices had one row a warp already, and 2 or 4 were slower there. The
+ * kernel still takes any rpw (the bench sweeps it). */
 extern "C" void cu_qmv_plan(cu_qmv_args *a) {
   a->rows = 0;
   for (int s = 0; s < a->nseg; s++) a->rows += a->seg[s].N;
-  const int64_t per_warp = (a->rows + 132 * 32 - 1) / (132 * 32);
-  a->rpw = (int)(per_warp < 1 ? 1 : per_warp > 64 ? 64 : per_warp);
+  a->rpw = 1;
 }
 
 extern "C" int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st) {
