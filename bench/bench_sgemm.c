@@ -20,7 +20,11 @@
  *   M K N peer GFLOPS_1 ... GFLOPS_RUNS
  * This is how a machine without Debian's NumPy (the device machine) compares
  * against the same OpenBLAS build (dlopen, so the driver needs no BLAS to
- * link or to run without --peer). With --cpu-time the peer's worker threads,
+ * link or to run without --peer). Each timed run of either side starts
+ * after SETTLE_S of sleep: OpenBLAS's workers spin for about 2^28 cycles
+ * (0.1 s) after a call, and on a 2-core machine the spinning worker took a
+ * core from the rlx run that followed (rlx at 2 threads ran at its 1-thread
+ * speed: 512^3 "0.53x"); rlx's workers spin too, for less. With --cpu-time the peer's worker threads,
  * which spin after a call, would be charged to rlx: use it with THREADS 1.
  */
 #include "backend/cpu/gemm.h"
@@ -88,7 +92,16 @@ static int reps_for(const product *p, int peer) {
   return once > 0.05 ? 1 : (int)(0.05 / (once > 1e-7 ? once : 1e-7)) + 1;
 }
 
+/* Sleep between timed runs of the two sides, longer than either's worker
+ * threads spin after their last call (see the top). */
+#define SETTLE_S 0.2
+static void settle(void) {
+  struct timespec ts = {0, (long)(SETTLE_S * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
 static double run_gflops(const product *p, int peer, int reps) {
+  if (p->sgemm) settle(); /* alternating with the peer */
   double t0 = now();
   for (int i = 0; i < reps; i++) call(p, peer);
   return 2.0 * (double)p->M * (double)p->N * (double)p->K * reps / (now() - t0) / 1e9;

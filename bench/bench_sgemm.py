@@ -6,7 +6,10 @@ Shapes: square 256..2048, and the LLM shapes 1xKxN (decode) and 128xKxN
 (prefill) for (K, N) in (576, 1536), (1536, 576), (2048, 8192), (4096, 4096).
 Each side runs in rounds that alternate (rlx, NumPy, rlx, ...) so that a
 noisy machine slows both alike; each round is several timed runs of >= 50 ms
-after a warm-up. Reported: median GFLOP/s over all runs and the ratio
+after a warm-up, and starts after SETTLE_S of sleep: OpenBLAS's worker
+threads spin for about 0.1 s after a call, and on a 2-core machine a
+spinning worker of the side that just ran takes a core from the other
+(rlx's 2-thread runs then ran at its 1-thread speed). Reported: median GFLOP/s over all runs and the ratio
 rlx / NumPy (goal >= 0.95).
 
 NumPy must be Debian's (python3-numpy, linked to libopenblas0-pthread), run
@@ -39,6 +42,7 @@ import sys
 import time
 
 SYSTEM_PYTHON = "/usr/bin/python3"
+SETTLE_S = 0.2  # > the spin of OpenBLAS's idle workers (2^28 cycles)
 DEBIAN_PACKAGES = ["python3-numpy", "libopenblas0-pthread", "python3-threadpoolctl"]
 
 
@@ -169,9 +173,12 @@ def main():
         for shape in todo:
             rlx, ref = [], []
             for _ in range(args.rounds):
+                time.sleep(SETTLE_S)
                 variant, g, peer = run_driver(args.driver, threads, args.runs, shape, args.cpu_time,
                                               args.peer_lib)
                 rlx += g
+                if not args.peer_lib:
+                    time.sleep(SETTLE_S)
                 ref += peer if args.peer_lib else run_numpy(np, threadpool_limits, threads,
                                                             args.runs, shape, cache, clock)
             r, p = median(rlx), median(ref)
