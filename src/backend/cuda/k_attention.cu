@@ -534,7 +534,7 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
 #define DEC_STAGE_BYTES (64 << 10) /* a split's K and V rows staged in shared memory */
 #define DEC_THREADS 128
 #define DEC_WARPS (DEC_THREADS / 32)
-#define DEC_MERGE_E 4
+#define DEC_MERGE_E 4             /* (row, d) elements a thread of the merge sums at once */
 static_assert(DEC_MAX_KEYS <= DEC_THREADS, "flash_decode scores a key a thread");
 
 /* Stages rows j0 .. j0+n-1 of one kv head (D contiguous elements each,
