@@ -497,12 +497,14 @@ static rlx_status write_back(rlx_session *s) {
     const ir_node *a = &pl->g->nodes[s->assigns[i]];
     session_leaf *l = assigned_leaf(s, a);
     if (!l) return RLX_ERR_INTERNAL;
-    const uint64_t v = rlx_leaf_version_next();
-    if (s->backend->keep_assigned && s->backend->keep_assigned(pl->plan, a->id, v)) {
-      l->kept_by = s->current;
-      s->leaf_version[l->node] = v;
-      s->stats.params_kept++;
-      continue;
+    if (s->backend->keep_assigned) {
+      const uint64_t v = rlx_leaf_version_next();
+      if (s->backend->keep_assigned(pl->plan, a->id, v)) {
+        l->kept_by = s->current;
+        s->leaf_version[l->node] = v;
+        s->stats.params_kept++;
+        continue;
+      }
     }
     l->kept_by = -1;
     rlx_status st = s->backend->read(pl->plan, a->id, 0, l->data, l->nbytes);

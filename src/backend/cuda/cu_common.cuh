@@ -294,6 +294,12 @@ __device__ __forceinline__ void cu_raise(cu_error *e, int code, int node, long l
   }
 }
 
+/* Bytes of an element of the float dtypes the 16-byte vector paths take
+ * (F32 4, F16 / BF16 2); 0 for the others. */
+static inline int cu_float_bytes(int dtype) {
+  return dtype == RLX_F32 ? 4 : dtype == RLX_F16 || dtype == RLX_BF16 ? 2 : 0;
+}
+
 /* Whether p may be read by 16-byte vector loads (a null pointer may: it is
  * never read). */
 static inline int cu_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }

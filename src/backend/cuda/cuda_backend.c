@@ -1746,6 +1746,14 @@ static rlx_status cuda_run(void *p, const rlx_bindings *bind) {
   return check_device_error(pl);
 }
 
+/* A copy on the plan's stream, waited for. */
+static rlx_status copy_now(cuda_plan *pl, void *dst, const void *src, size_t nbytes, enum cudaMemcpyKind kind,
+                           const char *what) {
+  cudaError_t e = cudaMemcpyAsync(dst, src, nbytes, kind, pl->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(pl->stream);
+  return e == cudaSuccess ? RLX_OK : cuda_fail(e, what);
+}
+
 static rlx_status cuda_read(void *p, rlx_node n, int index, void *dst, size_t nbytes) {
   cuda_plan *pl = p;
   size_t slot = (size_t)n * IR_MAX_OUTPUTS + (size_t)index;
@@ -1753,9 +1761,7 @@ static rlx_status cuda_read(void *p, rlx_node n, int index, void *dst, size_t nb
     return rlx_set_error(RLX_ERR_INTERNAL, "CUDA plan: node %d output %d has no buffer of %zu bytes", (int)n, index,
                          nbytes);
   if (!nbytes) return RLX_OK;
-  cudaError_t e = cudaMemcpyAsync(dst, pl->slot[slot], nbytes, cudaMemcpyDeviceToHost, pl->stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(pl->stream);
-  return e == cudaSuccess ? RLX_OK : cuda_fail(e, "reading an output");
+  return copy_now(pl, dst, pl->slot[slot], nbytes, cudaMemcpyDeviceToHost, "reading an output");
 }
 
 /* keep_assigned: the value of Assign a stays in the param's device buffer
@@ -1771,11 +1777,9 @@ static int cuda_keep_assigned(void *p, rlx_node a, uint64_t version) {
   const uint8_t *value = pl->slot[(size_t)a * IR_MAX_OUTPUTS];
   if (g->nodes[param].op != RLX_OP_Param || !pl->leaf_dev[param] || !value) return 0;
   if (value != pl->leaf_dev[param] &&
-      (cudaMemcpyAsync(pl->leaf_dev[param], value, pl->leaf_bytes[param], cudaMemcpyDeviceToDevice, pl->stream) !=
-           cudaSuccess ||
-       cudaStreamSynchronize(pl->stream) != cudaSuccess)) {
+      copy_now(pl, pl->leaf_dev[param], value, pl->leaf_bytes[param], cudaMemcpyDeviceToDevice, "keeping a param")) {
     (void)cudaGetLastError();
-    return 0;
+    return 0; /* the session reads it back instead, and reports a failure there */
   }
   pl->leaf_version[param] = version;
   return 1;
@@ -1785,9 +1789,7 @@ static rlx_status cuda_fetch_param(void *p, rlx_node param, void *dst, size_t nb
   cuda_plan *pl = p;
   if (param < 0 || param >= pl->g->n_nodes || !pl->leaf_dev[param] || pl->leaf_bytes[param] != nbytes)
     return rlx_set_error(RLX_ERR_INTERNAL, "CUDA plan: node %d holds no param of %zu bytes", (int)param, nbytes);
-  cudaError_t e = cudaMemcpyAsync(dst, pl->leaf_dev[param], nbytes, cudaMemcpyDeviceToHost, pl->stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(pl->stream);
-  return e == cudaSuccess ? RLX_OK : cuda_fail(e, "reading a kept param");
+  return copy_now(pl, dst, pl->leaf_dev[param], nbytes, cudaMemcpyDeviceToHost, "reading a kept param");
 }
 
 static void cuda_memory_stats(const void *p, rlx_session_stats *st) {

@@ -177,8 +177,6 @@ template <int DK, int MS> struct tc_shape {
 __device__ __forceinline__ void cp_async16(unsigned s, const void *gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
 /* Four 8x8 b16 matrices from shared memory (lane L gives the address of
  * row L % 8 of matrix L / 8); .trans delivers each transposed. */
@@ -309,7 +307,7 @@ __global__ void __launch_bounds__(128, 2) flash_tc(const __grid_constant__ cu_at
     }
   };
   if (ntiles > 0) load_tile(0, kbeg);
-  cp_async_commit();
+  cu_cp_async_commit();
   /* each lane's ldmatrix row addresses (bytes, shared window): K and Q
    * row-major fragments, V transposed (see the products below) */
   const unsigned k_lane = (unsigned)__cvta_generic_to_shared(ks) +
@@ -321,8 +319,8 @@ __global__ void __launch_bounds__(128, 2) flash_tc(const __grid_constant__ cu_at
   for (int it = 0; it < ntiles; it++) {
     const int k0 = kbeg + it * TC_KEYS;
     if (it + 1 < ntiles) load_tile((it + 1) % TC_STAGES, k0 + TC_KEYS);
-    cp_async_commit();
-    cp_async_wait1(); /* this tile's group (and Q's) has landed; the next may be in flight */
+    cu_cp_async_commit();
+    cu_cp_async_wait<1>(); /* this tile's group (and Q's) has landed; the next may be in flight */
     __syncthreads();
     const unsigned kt = k_lane + 2u * (it % TC_STAGES) * TILE, vt = v_lane + 2u * (it % TC_STAGES) * TILE;
     /* a warp whose rows see no key of the tile skips it */
@@ -761,8 +759,6 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   if (t == 0) a.count[bh] = 0; /* ready for the next run */
 }
 
-static int dec_elem_bytes(int dtype) { return dtype == RLX_F32 ? 4 : 2; }
-
 /* The kernel's row capacity RC for R query rows a kv head. */
 static int dec_row_cap(int64_t R) { return R <= 4 ? 4 : R <= 8 ? 8 : 16; }
 
@@ -770,7 +766,7 @@ static int dec_row_cap(int64_t R) { return R <= 4 ? 4 : R <= 8 ? 8 : 16; }
  * (16-byte aligned) the staged K rows (padded: dec_k_stride) and V rows
  * of a split. */
 static size_t dec_smem_bytes(const cu_attn_args *a) {
-  const int64_t R = (a->H / a->Hkv) * a->S, kps = a->keys_per_split, es = dec_elem_bytes(a->dtype);
+  const int64_t R = (a->H / a->Hkv) * a->S, kps = a->keys_per_split, es = cu_float_bytes(a->dtype);
   const int64_t pcols = a->splits > kps ? a->splits : kps;
   const size_t floats = (size_t)(dec_row_cap(R) * a->D + R * pcols + 3 * R + 3) & ~(size_t)3;
   return floats * sizeof(float) + (size_t)(kps * (dec_k_stride((int)a->D, (int)es, true) + a->D) * es);
@@ -854,7 +850,7 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
    * 128: 16.5); T 2048 128 18.9 (64: 21.1, 16: 37.4); T 8192 128 48.7
    * (64: 55.7); T 32768 128 153 (64: 241). More, shorter splits lose: each
    * costs the merge a partial state, and a block's latency is mostly fixed. */
-  int64_t kmax = DEC_STAGE_BYTES / (2 * a->D * dec_elem_bytes(a->dtype)) / 16 * 16;
+  int64_t kmax = DEC_STAGE_BYTES / (2 * a->D * cu_float_bytes(a->dtype)) / 16 * 16;
   kmax = kmax > DEC_MAX_KEYS ? DEC_MAX_KEYS : kmax;
   const int64_t heads = a->B * a->Hkv;
   int64_t kps = DEC_MAX_KEYS;
@@ -878,7 +874,7 @@ extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
   if (a->splits > 0) {
     dim3 grid((unsigned)a->splits, (unsigned)(a->B * a->Hkv));
     const size_t smem = dec_smem_bytes(a);
-    const int es = dec_elem_bytes(a->dtype);
+    const int es = cu_float_bytes(a->dtype);
     const bool vec = a->D * es % 16 == 0 && a->kv_ss * es % 16 == 0 && a->kv_sh * es % 16 == 0 &&
                      a->kv_sb * es % 16 == 0 && cu_aligned16(a->k) && cu_aligned16(a->v);
     if (a->dtype == RLX_F16) dec_launch<__half>(a, vec, grid, smem, st);

@@ -127,11 +127,10 @@ template <typename E> static void norm_vec_form(const cu_norm_args *a, int form,
   }
 }
 
-
 extern "C" int cu_norm_launch(const cu_norm_args *a, cudaStream_t st) {
   if (a->rows <= 0 || a->len <= 0) return cudaSuccess;
   if (a->rows > 0x7fffffff) return cudaErrorInvalidValue;
-  const int es = a->dtype == RLX_F32 ? 4 : a->dtype == RLX_F16 || a->dtype == RLX_BF16 ? 2 : 0;
+  const int es = cu_float_bytes(a->dtype);
   const int64_t nv = es ? a->len * es / 16 : 0;
   if (es && a->len * es % 16 == 0 && nv <= NORM_VECS * 1024 && cu_aligned16(a->x) && cu_aligned16(a->res) &&
       cu_aligned16(a->bias) && cu_aligned16(a->gamma) && cu_aligned16(a->beta) && cu_aligned16(a->out)) {
@@ -277,7 +276,7 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_ker
 }
 
 extern "C" int cu_rope_launch(const cu_rope_args *a, cudaStream_t st) {
-  const int es = a->dtype == RLX_F32 ? 4 : a->dtype == RLX_F16 || a->dtype == RLX_BF16 ? 2 : 0;
+  const int es = cu_float_bytes(a->dtype);
   if (es && a->pos && a->neox && a->n_rot == a->D && a->D / 2 * es % 16 == 0 && a->B * a->S * a->H > 0 &&
       (((uintptr_t)a->x | (uintptr_t)a->out) & 15) == 0) {
     const int64_t work = a->B * a->S * (a->D / 2 * es / 16) * ((a->H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
