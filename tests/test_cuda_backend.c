@@ -454,10 +454,10 @@ static void test_dequant_matmul_int8(void) {
  * exact products of the exact norm in double, within the a-priori bound:
  * 8-bit levels (sum |w| d / 2 per 32) plus the norm's rounding to t
  * (2 ulp of t per element, F32 sums in another order) and the output's. */
-static void test_dequant_matmul_norm(void) {
+static void norm_dequant_matmul_k(int64_t K) {
   static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
   const rlx_dtype q = RLX_Q4_K;
-  const int64_t N = 45, K = 512;
+  const int64_t N = 45;
   int64_t wd[2] = {N, K}, ev[1] = {K};
   size_t qbytes = 0;
   float *wdq = NULL;
@@ -505,8 +505,8 @@ static void test_dequant_matmul_norm(void) {
             const double r = fabs(gy - y) / (bound * 1.01 + ulp * fabs(y) + 1e-6);
             worst = isnan(gy) || r > worst ? (isnan(gy) ? INFINITY : r) : worst;
           }
-        CHECK(worst <= 1.0, "rms_norm -> dequant_matmul %s M=%d output %d: worst error %.3g of the bound",
-              rlx_dtype_name(t), M, o, worst);
+        CHECK(worst <= 1.0, "rms_norm -> dequant_matmul %s K=%lld M=%d output %d: worst error %.3g of the bound",
+              rlx_dtype_name(t), (long long)K, M, o, worst);
         free(got);
       }
       free(hx), free(xv), free(gv), free(bv);
@@ -514,6 +514,11 @@ static void test_dequant_matmul_norm(void) {
     }
   setenv("RLX_QMATMUL_REF", "1", 1);
   free(packed), free(wdq);
+}
+/* K 8448: a row of three chunks of the kernel's 1024 x 4 elements, the last one partial */
+static void test_dequant_matmul_norm(void) {
+  norm_dequant_matmul_k(512);
+  norm_dequant_matmul_k(8448);
 }
 
 /* ---------------------------------------------------------------- a decoder block */

@@ -324,6 +324,17 @@ template <int N> __device__ __forceinline__ void cu_cp_async_wait() { asm volati
  * orders the chain). Both are no-ops in a kernel launched without it. */
 __device__ __forceinline__ void cu_pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void cu_pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;\n" ::); }
+/* The start of a kernel in a chain of dependent launches (a decode step:
+ * norm, products, rope, cache writes, attention, ...): wait for the kernel
+ * before, then let the next one launch, so that its launch is spent while
+ * this one runs and it starts the moment this one ends. Triggering before
+ * the wait let the whole chain launch ahead, every kernel's blocks holding
+ * multiprocessors while they waited: the bf16 decode step of the 8B shape
+ * went from 5.5 to 6.9 ms. */
+__device__ __forceinline__ void cu_pdl_chain() {
+  cu_pdl_wait();
+  cu_pdl_trigger();
+}
 template <typename... P, typename... A>
 static cudaError_t cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, int pdl,
                              A &&...args) {

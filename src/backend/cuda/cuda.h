@@ -12,6 +12,11 @@
  * Dtypes are rlx_dtype values. Strides and offsets are in elements unless
  * named *_bytes. Launchers return a cudaError_t (0 = cudaSuccess) from the
  * launch; an empty problem launches nothing.
+ *
+ * A block's pdl field (the kernels of a decode step have one): launch with
+ * programmatic dependent launch, so the kernel starts while the one before
+ * it ends (cu_pdl_chain in cu_common.cuh); the plan sets it (RLX_CUDA_PDL=0
+ * turns it off).
  */
 #ifndef RLX_CUDA_H
 #define RLX_CUDA_H
@@ -77,13 +82,15 @@ typedef struct {
   uint8_t half[CU_EW_MAX_IN];            /* bit d: index along dim d is halved (resize 2x prologue) */
   uint8_t in_dtype[CU_EW_MAX_IN];
   uint8_t out_dtype;
+  int pdl;
   void *out;
   cu_ew_step s[CU_EW_MAX_STEPS];
 } cu_ew_args;
 
 int cu_ew_launch(const cu_ew_args *a, cudaStream_t st);
 /* FusedSwiGLU over rows of x [rows, 2n] (F32/F16/BF16) -> out [rows, n] of out_dtype. */
-int cu_swiglu_launch(const void *x, int x_dtype, void *out, int out_dtype, int64_t rows, int64_t n, cudaStream_t st);
+int cu_swiglu_launch(const void *x, int x_dtype, void *out, int out_dtype, int64_t rows, int64_t n, int pdl,
+                     cudaStream_t st);
 
 /* ---------------------------------------------------------------- data movement */
 
@@ -101,7 +108,7 @@ typedef struct {
   void *dst;
   int64_t dst_off;
   const void *dyn;
-  int dyn_dtype, node;
+  int dyn_dtype, node, pdl;
   int64_t dyn_mul, dyn_max;
   cu_error *err;
 } cu_copy_args;
@@ -160,7 +167,7 @@ int cu_softmax_launch(const void *x, void *out, int dtype, int64_t outer, int64_
 typedef struct {
   const void *x, *res, *bias, *gamma, *beta;
   void *out;
-  int dtype, rms;
+  int dtype, rms, pdl;
   int64_t rows, len;
   double eps;
 } cu_norm_args;
@@ -171,7 +178,7 @@ int cu_norm_launch(const cu_norm_args *a, cudaStream_t st);
 typedef struct {
   const void *x;
   void *out;
-  int dtype;
+  int dtype, pdl;
   int64_t B, S, H, D, n_rot;
   int neox;
   const void *pos;          /* (x, pos): I32/I64 [S] or [B, S]; NULL with tables */
@@ -191,6 +198,7 @@ typedef struct {
   int64_t mask_stride[4];
   int dtype, mask_kind;
   int force_exact;          /* RLX_CUDA_ATTN_EXACT=1: the exact kernel even where tensor cores apply */
+  int pdl;                  /* the split-key decode kernel */
   int tc_tile;              /* CU_ATTN_TILE_*: the tensor-core kernel's shape (cu_attention_plan) */
   int64_t B, S, T, H, Hkv, D, window;
   /* element strides of q/out and of k/v: batch, head, sequence (D is contiguous) */
@@ -290,7 +298,7 @@ typedef struct {
 } cu_gemv_seg;
 typedef struct {
   const void *x;
-  int dtype, act, w_trans, nseg;
+  int dtype, act, w_trans, nseg, pdl;
   float alpha;               /* leaky_relu */
   int64_t M, K;
   int ksplit;

@@ -204,7 +204,7 @@ typedef struct {
   void *scratch;               /* dequantized weights for large-M DequantMatMul, or quantized x for small M */
   size_t scratch_bytes;
   int qmm_exact;               /* RLX_QMATMUL_REF=1: small-M DequantMatMul in floats from x as given */
-  int pdl;                     /* programmatic dependent launch of the integer GEMVs (RLX_CUDA_PDL=0: off) */
+  int pdl;                     /* programmatic dependent launch of the kernels that take it (cuda.h; RLX_CUDA_PDL=0: off) */
   /* whose quantized x the scratch holds (lower_quant reuses it for the next
    * product of the same x): valid, x's output slot, M, K, folded or not */
   int qx_valid, qx_folded;
@@ -404,6 +404,7 @@ static rlx_status emit_ew(cuda_plan *pl, const ir_node *n, const cu_ew_args *a) 
   cu_ew_args *blob = s ? new_args(s, sizeof *blob) : NULL;
   if (!blob) return nomem(n);
   *blob = *a;
+  blob->pdl = pl->pdl;
   ew_coalesce(blob);
   return RLX_OK;
 }
@@ -529,6 +530,7 @@ static rlx_status lower_swiglu(cuda_plan *pl, const ir_node *n) {
     if (!s) return nomem(n);
     s->src = in_ptr(pl, n, 0), s->dtype = x->dtype, s->dst = out_ptr(pl, n), s->dtype2 = out->dtype;
     s->n0 = half ? numel_of(out) / half : 0, s->n1 = half;
+    s->flag = pl->pdl;
     return RLX_OK;
   }
   ir_type view = {out->dtype, {2, {half ? numel_of(out) / half : 0, half}}};
@@ -630,6 +632,7 @@ static rlx_status emit_copy(cuda_plan *pl, const ir_node *n, int rank, const int
   if (!a) return nomem(n);
   a->rank = rank;
   a->es = (int)es;
+  a->pdl = pl->pdl;
   a->numel = 1;
   for (int i = 0; i < rank; i++) {
     a->dims[i] = dims[i];
@@ -855,6 +858,7 @@ static rlx_status lower_norm(cuda_plan *pl, const ir_node *n) {
   cu_norm_args *a = s ? new_args(s, sizeof *a) : NULL;
   if (!a) return nomem(n);
   norm_args(pl, n, a);
+  a->pdl = pl->pdl;
   return RLX_OK;
 }
 
@@ -865,7 +869,7 @@ static rlx_status lower_rope(cuda_plan *pl, const ir_node *n) {
   cuda_step *s = new_step(pl, ST_ROPE, n);
   cu_rope_args *a = s ? new_args(s, sizeof *a) : NULL;
   if (!a) return nomem(n);
-  a->x = in_ptr(pl, n, 0), a->out = out_ptr(pl, n), a->dtype = x->dtype;
+  a->x = in_ptr(pl, n, 0), a->out = out_ptr(pl, n), a->dtype = x->dtype, a->pdl = pl->pdl;
   a->D = n->a.head_dim, a->n_rot = n->a.n_rot, a->neox = n->a.rope_mode == RLX_ROPE_NEOX;
   a->B = x->shape.d[0], a->S = x->shape.d[1];
   a->H = x->shape.rank == 4 ? x->shape.d[2] : x->shape.d[2] / a->D;
@@ -896,6 +900,7 @@ static rlx_status lower_attention(cuda_plan *pl, const ir_node *n) {
   a->scale = n->a.score_scale > 0 ? n->a.score_scale : 1.0 / sqrt((double)a->D);
   a->softcap = n->a.softcap;
   a->force_exact = pl->attn_exact;
+  a->pdl = pl->pdl;
   if (bhsd) {
     a->q_sb = a->H * a->S * a->D, a->q_sh = a->S * a->D, a->q_ss = a->D;
     a->kv_sb = a->Hkv * a->T * a->D, a->kv_sh = a->T * a->D, a->kv_ss = a->D;
@@ -951,7 +956,7 @@ static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, d
     s = new_step(pl, ST_GEMV, n);
     if (!s || !(a = new_args(s, sizeof *a))) return (*st = nomem(n)), 1;
     a->x = d->a, a->dtype = d->dtype, a->act = d->act, a->alpha = (float)alpha, a->w_trans = d->b_trans;
-    a->M = d->M, a->K = d->K;
+    a->M = d->M, a->K = d->K, a->pdl = pl->pdl;
   }
   cu_gemv_seg *g = &a->seg[a->nseg++];
   g->w = d->b, g->bias = d->bias, g->out = r.c, g->resid = r.resid, g->N = d->N;
@@ -1267,7 +1272,7 @@ static rlx_status launch(cuda_plan *pl, const cuda_step *s) {
   int e;
   switch (s->kind) {
   case ST_EW: e = cu_ew_launch(s->args, st); break;
-  case ST_SWIGLU: e = cu_swiglu_launch(s->src, s->dtype, s->dst, s->dtype2, s->n0, s->n1, st); break;
+  case ST_SWIGLU: e = cu_swiglu_launch(s->src, s->dtype, s->dst, s->dtype2, s->n0, s->n1, s->flag, st); break;
   case ST_COPY: e = cu_copy_launch(s->args, st); break;
   case ST_FILL: e = cu_fill_launch(s->dst, s->es, s->n0, s->bits, st); break;
   case ST_MEMCPY: e = cudaMemcpyAsync(s->dst, s->src, s->bytes, cudaMemcpyDeviceToDevice, st); break;

@@ -533,6 +533,7 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
 #define DEC_THREADS 128
 #define DEC_WARPS (DEC_THREADS / 32)
 #define DEC_MERGE_E 4             /* (row, d) elements a thread of the merge sums at once */
+#define DEC_MERGE_S 8             /* over this many splits (16 spilled registers) */
 static_assert(DEC_MAX_KEYS <= DEC_THREADS, "flash_decode scores a key a thread");
 
 /* Stages rows j0 .. j0+n-1 of one kv head (D contiguous elements each,
@@ -565,8 +566,10 @@ __host__ __device__ __forceinline__ int dec_k_stride(int D, int es, bool vec) { 
  * query rows that read it (K and V read once per kv head):
  *  1. the split's K and V rows are copied to shared memory, V's copy in
  *     flight while the scores are formed;
- *  2. a thread scores one key against all R rows (RC >= R accumulators,
- *     the rows in shared memory read by every thread at once);
+ *  2. tpk threads (as many as the block has for each key, up to 8) score
+ *     one key against all R rows (RC >= R accumulators), each a slice of
+ *     the head dims, summed by shuffles (one thread a key left 3 of the 4
+ *     warps idle at 32 keys a split);
  *  3. a warp per row forms the split's softmax state (max m, sum l);
  *  4. a thread per head-dim element sums p v over the keys for all rows;
  *  5. the last block of the head to finish merges the splits' states in
@@ -593,6 +596,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   const int n = (int)(a.T - j0 < kps ? a.T - j0 : kps);
   const E *q = (const E *)a.q, *k = (const E *)a.k, *v = (const E *)a.v;
   const int64_t kbase = b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss;
+  cu_pdl_chain(); /* every K and V row may be the one the step before wrote */
   dec_stage_rows<E, VEC>(ks, kss, k + kbase, a.kv_ss, n, D, t);
   cu_cp_async_commit();
   dec_stage_rows<E, VEC>(vs, D, v + kbase, a.kv_ss, n, D, t);
@@ -605,40 +609,51 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   for (int r = t; r < R; r += DEC_THREADS) nan_row[r] = 0;
   cu_cp_async_wait<1>(); /* this thread's K copies */
   __syncthreads();
-  /* 2. scores: thread per key */
-  if (t < n) {
-    const int64_t j = j0 + t;
+  /* 2. scores: key jj by the tpk consecutive threads of a warp from jj * tpk */
+  {
+    int tpk = 1;
+    while (tpk < 8 && 2 * tpk * kps <= DEC_THREADS) tpk *= 2;
+    const int jj = t / tpk, sub = t % tpk;
     float dot[RC];
 #pragma unroll
     for (int r = 0; r < RC; r++) dot[r] = 0.f;
-    const E *kr = ks + t * kss;
-    if (VEC) {
-      constexpr int PER = 16 / (int)sizeof(E);
-      for (int d = 0; d < D; d += PER) {
-        float kf[PER];
-        cu_unpack16<E>(*(const uint4 *)(kr + d), kf); /* shared memory */
+    if (jj < n) {
+      const E *kr = ks + jj * kss;
+      if (VEC) {
+        constexpr int PER = 16 / (int)sizeof(E);
+        for (int d = sub * PER; d < D; d += tpk * PER) {
+          float kf[PER];
+          cu_unpack16<E>(*(const uint4 *)(kr + d), kf); /* shared memory */
 #pragma unroll
-        for (int r = 0; r < RC; r++)
+          for (int r = 0; r < RC; r++)
 #pragma unroll
-          for (int e = 0; e < PER; e++) dot[r] = fmaf(qs[r * D + d + e], kf[e], dot[r]);
-      }
-    } else {
-      for (int d = 0; d < D; d++) {
-        const float kf = cu_fl<E>::ld(kr + d);
+            for (int e = 0; e < PER; e++) dot[r] = fmaf(qs[r * D + d + e], kf[e], dot[r]);
+        }
+      } else {
+        for (int d = sub; d < D; d += tpk) {
+          const float kf = cu_fl<E>::ld(kr + d);
 #pragma unroll
-        for (int r = 0; r < RC; r++) dot[r] = fmaf(qs[r * D + d], kf, dot[r]);
+          for (int r = 0; r < RC; r++) dot[r] = fmaf(qs[r * D + d], kf, dot[r]);
+        }
       }
     }
+    /* every thread of the warp takes part (those past the keys with zeros) */
+    for (int o = 1; o < tpk; o *= 2)
 #pragma unroll
-    for (int r = 0; r < RC; r++) {
-      if (r >= R) break;
-      const int64_t h = hk * G + r / S, i = r % S;
-      float x = -INFINITY;
-      if (key_visible(a, i, j)) {
-        x = finish_score<float>(a, dot[r], b, h, i, j);
-        if (x != x) nan_row[r] = 1, x = -INFINITY;
+      for (int r = 0; r < RC; r++) dot[r] += __shfl_xor_sync(0xffffffffu, dot[r], o);
+    if (jj < n && sub == 0) {
+      const int64_t j = j0 + jj;
+#pragma unroll
+      for (int r = 0; r < RC; r++) {
+        if (r >= R) break;
+        const int64_t h = hk * G + r / S, i = r % S;
+        float x = -INFINITY;
+        if (key_visible(a, i, j)) {
+          x = finish_score<float>(a, dot[r], b, h, i, j);
+          if (x != x) nan_row[r] = 1, x = -INFINITY;
+        }
+        ps[r * pcols + jj] = x;
       }
-      ps[r * pcols + t] = x;
     }
   }
   __syncthreads();
@@ -705,11 +720,13 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   const size_t stride = (size_t)R * (D + 3);
   float *wsh = ps; /* [R][splits]: the scores are no longer needed */
   for (int r = warp; r < R; r += DEC_WARPS) {
-    float M = -INFINITY;
+    float M = -INFINITY, m0 = -INFINITY, l0 = 0.f; /* m0, l0: split `lane`'s, kept for the second pass */
     int any_nan = 0;
     for (int s = lane; s < a.splits; s += 32) {
       const float *q = pb + s * stride + r * (D + 3);
-      M = fmaxf(M, __ldcg(q + D));
+      const float m = __ldcg(q + D), l = __ldcg(q + D + 1);
+      if (s == lane) m0 = m, l0 = l;
+      M = fmaxf(M, m);
       any_nan |= __ldcg(q + D + 2) != 0.f;
     }
     M = cu_warp_max(M);
@@ -717,17 +734,18 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     float L = 0.f;
     for (int s = lane; s < a.splits; s += 32) {
       const float *q = pb + s * stride + r * (D + 3);
-      const float m = __ldcg(q + D);
+      const float m = s == lane ? m0 : __ldcg(q + D), l = s == lane ? l0 : __ldcg(q + D + 1);
       const float w = M == -INFINITY || m == -INFINITY ? 0.f : expf(m - M);
       wsh[r * a.splits + s] = w;
-      L += w * __ldcg(q + D + 1);
+      L += w * l;
     }
     L = cu_warp_sum(L);
     if (lane == 0) ls[r] = L, nan_row[r] = any_nan;
   }
   __syncthreads();
   /* a thread sums DEC_MERGE_E elements (row, d) at once, so that the
-   * loads of DEC_MERGE_E x 4 (split, element) pairs are in flight together */
+   * loads of DEC_MERGE_E x DEC_MERGE_S (split, element) pairs are in
+   * flight together */
   const int per = R * D;
   for (int e0 = t; e0 < per; e0 += DEC_MERGE_E * DEC_THREADS) {
     int off[DEC_MERGE_E], wrow[DEC_MERGE_E];
@@ -737,13 +755,20 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
       const int e = e0 + u * DEC_THREADS, r = e < per ? e / D : 0;
       off[u] = e < per ? r * (D + 3) + e % D : 0, wrow[u] = r * a.splits, acc[u] = 0.f;
     }
-#pragma unroll 4
-    for (int s = 0; s < a.splits; s++) {
-      const float *src = pb + s * stride;
+    for (int s0 = 0; s0 < a.splits; s0 += DEC_MERGE_S) {
+      float o[DEC_MERGE_S][DEC_MERGE_E];
 #pragma unroll
-      for (int u = 0; u < DEC_MERGE_E; u++) {
-        const float w = wsh[wrow[u] + s], o = __ldcg(src + off[u]);
-        if (w != 0.f) acc[u] += w * o;
+      for (int s = 0; s < DEC_MERGE_S; s++)
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_E; u++) o[s][u] = s0 + s < a.splits ? __ldcg(pb + (s0 + s) * stride + off[u]) : 0.f;
+#pragma unroll
+      for (int s = 0; s < DEC_MERGE_S; s++) {
+        if (s0 + s >= a.splits) break;
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_E; u++) {
+          const float w = wsh[wrow[u] + s0 + s];
+          if (w != 0.f) acc[u] += w * o[s][u];
+        }
       }
     }
 #pragma unroll
@@ -790,8 +815,7 @@ static int dec_set_smem(const cu_attn_args *a, size_t smem) {
          : a->dtype == RLX_BF16 ? dec_set_smem_of<__nv_bfloat16>(rc, smem) : dec_set_smem_of<float>(rc, smem);
 }
 template <typename E, int RC> static void dec_launch_rc(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
-  if (vec) flash_decode<E, true, RC><<<grid, DEC_THREADS, smem, st>>>(*a);
-  else flash_decode<E, false, RC><<<grid, DEC_THREADS, smem, st>>>(*a);
+  cu_launch(vec ? flash_decode<E, true, RC> : flash_decode<E, false, RC>, grid, DEC_THREADS, smem, st, a->pdl, *a);
 }
 template <typename E> static void dec_launch(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
   const int rc = dec_row_cap((a->H / a->Hkv) * a->S);

@@ -190,6 +190,7 @@ __device__ __forceinline__ long long eval_step(const cu_ew_step &s, long long x,
  * several times cheaper than 64-bit ones. */
 template <bool CONTIGUOUS, typename I>
 __global__ void __launch_bounds__(CU_THREADS) ew_kernel(const __grid_constant__ cu_ew_args a) {
+  cu_pdl_chain();
   const I n = (I)a.numel, step = (I)(gridDim.x * blockDim.x);
   for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += step) {
     I off[CU_EW_MAX_IN];
@@ -258,6 +259,7 @@ template <typename E, int V> __device__ __forceinline__ void st_run(E *p, const 
  * just before it, so one register per element carries the value. */
 template <typename E> __global__ void __launch_bounds__(CU_THREADS) ew_fast_kernel(const __grid_constant__ cu_ew_args a) {
   constexpr int V = EW_FAST_BYTES / (int)sizeof(E);
+  cu_pdl_chain();
   uintptr_t any = (uintptr_t)a.out;
   for (int k = 0; k < a.n_in; k++) any |= (uintptr_t)a.in[k];
   const bool vec = (any & 15) == 0;
@@ -341,19 +343,14 @@ extern "C" int cu_ew_launch(const cu_ew_args *a, cudaStream_t st) {
   if (fast >= 0) {
     const int per_thread = EW_FAST_BYTES / (int)rlx_dtype_nbytes((rlx_dtype)fast, 1);
     const unsigned fb = cu_blocks((a->numel + per_thread - 1) / per_thread, CU_THREADS);
-    if (fast == RLX_F32) ew_fast_kernel<float><<<fb, CU_THREADS, 0, st>>>(*a);
-    else if (fast == RLX_F16) ew_fast_kernel<__half><<<fb, CU_THREADS, 0, st>>>(*a);
-    else ew_fast_kernel<__nv_bfloat16><<<fb, CU_THREADS, 0, st>>>(*a);
-  } else if (a->contiguous && small) {
-    ew_kernel<true, uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a);
-  } else if (a->contiguous) {
-    ew_kernel<true, int64_t><<<blocks, CU_THREADS, 0, st>>>(*a);
-  } else if (small) {
-    ew_kernel<false, uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a);
-  } else {
-    ew_kernel<false, int64_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+    return cu_launch(fast == RLX_F32   ? ew_fast_kernel<float>
+                     : fast == RLX_F16 ? ew_fast_kernel<__half>
+                                       : ew_fast_kernel<__nv_bfloat16>,
+                     fb, CU_THREADS, 0, st, a->pdl, *a);
   }
-  return cudaGetLastError();
+  return cu_launch(a->contiguous ? (small ? ew_kernel<true, uint32_t> : ew_kernel<true, int64_t>)
+                                 : (small ? ew_kernel<false, uint32_t> : ew_kernel<false, int64_t>),
+                   blocks, CU_THREADS, 0, st, a->pdl, *a);
 }
 
 /* ---------------------------------------------------------------- FusedSwiGLU */
@@ -374,6 +371,7 @@ template <bool FAST> __device__ __forceinline__ float silu_f32(float x) {
 
 template <typename E, typename I, int V>
 __global__ void __launch_bounds__(CU_THREADS) swiglu_kernel(const E *x, void *out, int out_dtype, I rows, I n) {
+  cu_pdl_chain();
   const I runs = rows * (n / V), step = (I)(gridDim.x * blockDim.x);
   for (I t = (I)(blockIdx.x * blockDim.x + threadIdx.x); t < runs; t += step) {
     const I at = t * V, r = at / n, j = at - r * n;
@@ -389,29 +387,26 @@ __global__ void __launch_bounds__(CU_THREADS) swiglu_kernel(const E *x, void *ou
 }
 
 template <typename E>
-static void swiglu_typed(const void *x, void *out, int out_dtype, int64_t rows, int64_t n, cudaStream_t st) {
+static int swiglu_typed(const void *x, void *out, int out_dtype, int64_t rows, int64_t n, int pdl, cudaStream_t st) {
   constexpr int V = EW_FAST_BYTES / (int)sizeof(E);
   const int same = out_dtype == (sizeof(E) == 4 ? RLX_F32 : std::is_same<E, __half>::value ? RLX_F16 : RLX_BF16);
   const bool vec = same && n % V == 0 && (((uintptr_t)x | (uintptr_t)out) & 15) == 0;
   const int64_t runs = rows * n / (vec ? V : 1);
   const unsigned b = cu_blocks(runs, CU_THREADS);
-  if (rows * 2 * n < ((int64_t)1 << 31) - (int64_t)CU_THREADS * 132 * 32 * V) {
-    if (vec) swiglu_kernel<E, uint32_t, V><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, (uint32_t)rows, (uint32_t)n);
-    else swiglu_kernel<E, uint32_t, 1><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, (uint32_t)rows, (uint32_t)n);
-  } else {
-    if (vec) swiglu_kernel<E, int64_t, V><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, rows, n);
-    else swiglu_kernel<E, int64_t, 1><<<b, CU_THREADS, 0, st>>>((const E *)x, out, out_dtype, rows, n);
-  }
+  if (rows * 2 * n < ((int64_t)1 << 31) - (int64_t)CU_THREADS * 132 * 32 * V)
+    return cu_launch(vec ? swiglu_kernel<E, uint32_t, V> : swiglu_kernel<E, uint32_t, 1>, b, CU_THREADS, 0, st, pdl,
+                     (const E *)x, out, out_dtype, (uint32_t)rows, (uint32_t)n);
+  return cu_launch(vec ? swiglu_kernel<E, int64_t, V> : swiglu_kernel<E, int64_t, 1>, b, CU_THREADS, 0, st, pdl,
+                   (const E *)x, out, out_dtype, rows, n);
 }
 
-extern "C" int cu_swiglu_launch(const void *x, int x_dtype, void *out, int out_dtype, int64_t rows, int64_t n,
+extern "C" int cu_swiglu_launch(const void *x, int x_dtype, void *out, int out_dtype, int64_t rows, int64_t n, int pdl,
                                 cudaStream_t st) {
   if (rows * n <= 0) return cudaSuccess;
   switch (x_dtype) {
-  case RLX_F32: swiglu_typed<float>(x, out, out_dtype, rows, n, st); break;
-  case RLX_F16: swiglu_typed<__half>(x, out, out_dtype, rows, n, st); break;
-  case RLX_BF16: swiglu_typed<__nv_bfloat16>(x, out, out_dtype, rows, n, st); break;
+  case RLX_F32: return swiglu_typed<float>(x, out, out_dtype, rows, n, pdl, st);
+  case RLX_F16: return swiglu_typed<__half>(x, out, out_dtype, rows, n, pdl, st);
+  case RLX_BF16: return swiglu_typed<__nv_bfloat16>(x, out, out_dtype, rows, n, pdl, st);
   default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }

@@ -61,6 +61,7 @@ template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) ge
   const int64_t col0 = tile_i * GEMV_COLS + cg * 8;
   const int64_t kb = (int64_t)blockIdx.y * a.kchunk, ke = kb + a.kchunk < a.K ? kb + a.kchunk : a.K;
   const E *w = (const E *)g.w, *x = (const E *)a.x;
+  cu_pdl_chain();
   float acc[MM][8];
 #pragma unroll
   for (int m = 0; m < MM; m++)
@@ -141,6 +142,7 @@ template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) ge
   const int lane = threadIdx.x % 32;
   int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32;
   const cu_gemv_seg &g = gemv_segment(a, n, 1);
+  cu_pdl_chain();
   if (n >= g.N) return;
   const E *w = (const E *)g.w + n * a.K, *x = (const E *)a.x;
   float acc[MM];
@@ -222,12 +224,12 @@ extern "C" void cu_gemv_set_scratch(cu_gemv_args *a, float *part, unsigned *coun
 }
 
 template <typename E, int MM> static void gemv_typed_m(const cu_gemv_args *a, cudaStream_t st) {
-  if (a->w_trans) {
-    gemv_nk<E, MM><<<(unsigned)((gemv_units(a, 1) + GEMV_WARPS - 1) / GEMV_WARPS), GEMV_THREADS, 0, st>>>(*a);
-  } else {
-    dim3 grid((unsigned)gemv_units(a, GEMV_COLS), (unsigned)a->ksplit);
-    gemv_kn<E, MM><<<grid, GEMV_THREADS, 0, st>>>(*a);
-  }
+  if (a->w_trans)
+    cu_launch(gemv_nk<E, MM>, (unsigned)((gemv_units(a, 1) + GEMV_WARPS - 1) / GEMV_WARPS), GEMV_THREADS, 0, st, a->pdl,
+              *a);
+  else
+    cu_launch(gemv_kn<E, MM>, dim3((unsigned)gemv_units(a, GEMV_COLS), (unsigned)a->ksplit), GEMV_THREADS, 0, st,
+              a->pdl, *a);
 }
 
 template <typename E> static void gemv_typed(const cu_gemv_args *a, cudaStream_t st) {

@@ -8,6 +8,7 @@
 
 /* I: the index type, 32-bit when every index and offset fits. */
 template <typename E, typename I> __global__ void copy_kernel(const __grid_constant__ cu_copy_args a) {
+  cu_pdl_chain();
   int64_t dst_off = a.dst_off;
   if (a.dyn) {
     long long start = a.dyn_dtype == RLX_I64 ? *(const long long *)a.dyn : *(const int32_t *)a.dyn;
@@ -41,8 +42,8 @@ static bool copy_fits_32(const cu_copy_args *a) {
 }
 
 template <typename E> static void copy_typed(const cu_copy_args *a, unsigned blocks, cudaStream_t st) {
-  if (copy_fits_32(a)) copy_kernel<E, uint32_t><<<blocks, CU_THREADS, 0, st>>>(*a);
-  else copy_kernel<E, int64_t><<<blocks, CU_THREADS, 0, st>>>(*a);
+  if (copy_fits_32(a)) cu_launch(copy_kernel<E, uint32_t>, blocks, CU_THREADS, 0, st, a->pdl, *a);
+  else cu_launch(copy_kernel<E, int64_t>, blocks, CU_THREADS, 0, st, a->pdl, *a);
 }
 
 extern "C" int cu_copy_launch(const cu_copy_args *a, cudaStream_t st) {

@@ -17,6 +17,7 @@ template <typename T> __device__ __forceinline__ T norm_value(const cu_norm_args
 
 template <typename T> __global__ void norm_kernel(const __grid_constant__ cu_norm_args a) {
   __shared__ T scratch[32];
+  cu_pdl_chain();
   const int64_t base = (int64_t)blockIdx.x * a.len;
   T s = 0;
   for (int64_t j = threadIdx.x; j < a.len; j += blockDim.x) {
@@ -61,6 +62,7 @@ template <typename E, int FORM> __global__ void norm_vec_kernel(const __grid_con
   constexpr bool rms = FORM & NORM_RMS, has_res = FORM & NORM_RES, has_bias = FORM & NORM_BIAS;
   constexpr int V = 16 / (int)sizeof(E);
   __shared__ float scratch[32];
+  cu_pdl_chain();
   const int64_t base = (int64_t)blockIdx.x * a.len;
   const int nv = (int)(a.len / V);
   const E *x = (const E *)a.x + base, *res = has_res ? (const E *)a.res + base : NULL;
@@ -115,16 +117,18 @@ template <typename E, int FORM> __global__ void norm_vec_kernel(const __grid_con
 
 template <typename E> static void norm_vec_form(const cu_norm_args *a, int form, int threads, cudaStream_t st) {
   const unsigned rows = (unsigned)a->rows;
+  void (*k)(cu_norm_args);
   switch (form) {
-  case 0: norm_vec_kernel<E, 0><<<rows, threads, 0, st>>>(*a); break;
-  case NORM_RMS: norm_vec_kernel<E, NORM_RMS><<<rows, threads, 0, st>>>(*a); break;
-  case NORM_RES: norm_vec_kernel<E, NORM_RES><<<rows, threads, 0, st>>>(*a); break;
-  case NORM_RMS | NORM_RES: norm_vec_kernel<E, NORM_RMS | NORM_RES><<<rows, threads, 0, st>>>(*a); break;
-  case NORM_BIAS: norm_vec_kernel<E, NORM_BIAS><<<rows, threads, 0, st>>>(*a); break;
-  case NORM_RMS | NORM_BIAS: norm_vec_kernel<E, NORM_RMS | NORM_BIAS><<<rows, threads, 0, st>>>(*a); break;
-  case NORM_RES | NORM_BIAS: norm_vec_kernel<E, NORM_RES | NORM_BIAS><<<rows, threads, 0, st>>>(*a); break;
-  default: norm_vec_kernel<E, NORM_RMS | NORM_RES | NORM_BIAS><<<rows, threads, 0, st>>>(*a); break;
+  case 0: k = norm_vec_kernel<E, 0>; break;
+  case NORM_RMS: k = norm_vec_kernel<E, NORM_RMS>; break;
+  case NORM_RES: k = norm_vec_kernel<E, NORM_RES>; break;
+  case NORM_RMS | NORM_RES: k = norm_vec_kernel<E, NORM_RMS | NORM_RES>; break;
+  case NORM_BIAS: k = norm_vec_kernel<E, NORM_BIAS>; break;
+  case NORM_RMS | NORM_BIAS: k = norm_vec_kernel<E, NORM_RMS | NORM_BIAS>; break;
+  case NORM_RES | NORM_BIAS: k = norm_vec_kernel<E, NORM_RES | NORM_BIAS>; break;
+  default: k = norm_vec_kernel<E, NORM_RMS | NORM_RES | NORM_BIAS>; break;
   }
+  cu_launch(k, rows, threads, 0, st, a->pdl, *a);
 }
 
 extern "C" int cu_norm_launch(const cu_norm_args *a, cudaStream_t st) {
@@ -144,9 +148,8 @@ extern "C" int cu_norm_launch(const cu_norm_args *a, cudaStream_t st) {
     return cudaGetLastError();
   }
   int threads = a->len >= 2048 ? 512 : a->len >= 512 ? 256 : a->len >= 128 ? 128 : 32;
-  if (a->dtype == RLX_F64) norm_kernel<double><<<(unsigned)a->rows, threads, 0, st>>>(*a);
-  else norm_kernel<float><<<(unsigned)a->rows, threads, 0, st>>>(*a);
-  return cudaGetLastError();
+  return cu_launch(a->dtype == RLX_F64 ? norm_kernel<double> : norm_kernel<float>, (unsigned)a->rows, threads, 0, st,
+                   a->pdl, *a);
 }
 
 /* ---------------------------------------------------------------- Rope */
@@ -171,6 +174,7 @@ __device__ __forceinline__ void rope_angle(const cu_rope_args &a, long long p, i
 #define ROPE_HEADS 4
 #define ROPE_HEADS_WIDE 8
 __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
+  cu_pdl_chain();
   const int64_t half = a.n_rot / 2, pass = a.D - a.n_rot, per_pos = half + pass;
   const int64_t groups = (a.H + hpt - 1) / hpt, total = a.B * a.S * per_pos * groups;
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -233,6 +237,7 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_ker
   const int half = (int)(a.D / 2), chunks = half / V, groups = (int)((a.H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
   const int64_t total = a.B * a.S * chunks * groups, step = (int64_t)gridDim.x * blockDim.x;
   const double ratio = pow(a.base, -2.0 / (double)a.n_rot);
+  cu_pdl_chain();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
     const int c = (int)(t % chunks);
     const int64_t rest = t / chunks, bs = rest / groups;
@@ -281,16 +286,15 @@ extern "C" int cu_rope_launch(const cu_rope_args *a, cudaStream_t st) {
       (((uintptr_t)a->x | (uintptr_t)a->out) & 15) == 0) {
     const int64_t work = a->B * a->S * (a->D / 2 * es / 16) * ((a->H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
     const unsigned blocks = cu_blocks(work, CU_THREADS);
-    if (a->dtype == RLX_F32) rope_vec_kernel<float><<<blocks, CU_THREADS, 0, st>>>(*a);
-    else if (a->dtype == RLX_F16) rope_vec_kernel<__half><<<blocks, CU_THREADS, 0, st>>>(*a);
-    else rope_vec_kernel<__nv_bfloat16><<<blocks, CU_THREADS, 0, st>>>(*a);
-    return cudaGetLastError();
+    return cu_launch(a->dtype == RLX_F32   ? rope_vec_kernel<float>
+                     : a->dtype == RLX_F16 ? rope_vec_kernel<__half>
+                                           : rope_vec_kernel<__nv_bfloat16>,
+                     blocks, CU_THREADS, 0, st, a->pdl, *a);
   }
   const int64_t per_pos = a->B * a->S * (a->D - a->n_rot / 2);
   /* wide groups where they still leave ~2048 threads per multiprocessor */
   const int hpt = per_pos * ((a->H + ROPE_HEADS_WIDE - 1) / ROPE_HEADS_WIDE) >= 132 * 2048 ? ROPE_HEADS_WIDE : ROPE_HEADS;
   int64_t total = per_pos * ((a->H + hpt - 1) / hpt);
   if (total <= 0 || a->H <= 0) return cudaSuccess;
-  rope_kernel<<<cu_blocks(total, CU_THREADS), CU_THREADS, 0, st>>>(*a, hpt);
-  return cudaGetLastError();
+  return cu_launch(rope_kernel, cu_blocks(total, CU_THREADS), CU_THREADS, 0, st, a->pdl, *a, hpt);
 }
