@@ -304,9 +304,10 @@ static void test_prepacked(cpu_ctx *ctx) {
   const int on = !(env && strcmp(env, "0") == 0);
   static const rlx_dtype dts[] = {RLX_F32, RLX_F16, RLX_BF16};
   /* odd edges against every micro-tile; K past one and two K blocks; M on
-   * the A-reuse path and past it; M = 1 and N = 1 take the GEMV path */
+   * the A-reuse path and past it; M = 1 and N = 1 take the GEMV path
+   * (N 16400: past one y block of the row-streamed GEMV, 16384) */
   static const int64_t shapes[][3] = {{7, 33, 19}, {37, 129, 1100}, {300, 45, 700}, {2, 5, 3},
-                                      {1, 70, 40}, {50, 1, 64}};
+                                      {1, 70, 40}, {50, 1, 64}, {1, 16400, 9}};
   for (int di = 0; di < 3; di++)
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
       for (int t = 0; t < 4; t++) {

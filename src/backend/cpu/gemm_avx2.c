@@ -239,12 +239,12 @@ static void convert(const void *src, rlx_dtype dt, float *dst, int64_t n) {
   for (int64_t i = 0; i < n; i += 8) store8(dst + i, load8(elem(src, dt, i), dt, n - i), n - i);
 }
 
-/* As in gemm_avx512.c: 8 rows at a time through a y block in L1. */
+/* As in gemm_avx512.c: 8 rows at a time through a y block of JB outputs. */
 static inline __attribute__((always_inline)) void gemv_rows_dt(int64_t K, int64_t n,
                                                                const float *x, const void *R,
                                                                const rlx_dtype dt, int64_t ld,
                                                                float *y) {
-  enum { JB = 4096 };
+  enum { JB = 16384 };
   for (int64_t j0 = 0; j0 < n; j0 += JB) {
     int64_t jb = n - j0 < JB ? n - j0 : JB;
     float *yb = y + j0;
