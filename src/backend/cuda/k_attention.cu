@@ -533,8 +533,8 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
 #define DEC_THREADS 128
 #define DEC_WARPS (DEC_THREADS / 32)
 #define DEC_MERGE_E 4             /* (row, d) elements a thread of the merge sums at once */
-#define DEC_MERGE_S 8             /* over this many splits (16 spilled registers) */
-static_assert(DEC_MAX_KEYS <= DEC_THREADS, "flash_decode scores a key a thread");
+#define DEC_MERGE_S 8             /* over this many splits at once (16 made the kernel spill) */
+static_assert(DEC_MAX_KEYS <= DEC_THREADS, "flash_decode gives every key of a split at least one thread");
 
 /* Stages rows j0 .. j0+n-1 of one kv head (D contiguous elements each,
  * row stride ss) into dst [n][dst_ss]: 16-byte cp.async copies where the

@@ -463,7 +463,10 @@ __device__ __forceinline__ void quantize32(float v, int8_t *xq, float2 *ds) {
   if (lane == 0) *ds = finite ? make_float2(d, __fmul_rn(d, (float)sum)) : make_float2(__int_as_float(0x7fc00000), __int_as_float(0x7fc00000));
 }
 
-/* x [M, K] -> levels and (d, s); one warp per 32 elements. */
+/* x [M, K] -> levels and (d, s); one warp per 32 elements. Unlike
+ * cu_pdl_chain, the trigger comes before the wait: the integer GEMV after
+ * then streams its first weights (params) while this kernel still waits,
+ * and the run-ahead stops there, since that GEMV never triggers. */
 template <typename X> __global__ void quantize_x_kernel(const __grid_constant__ cu_quant_x_args a) {
   cu_pdl_trigger(); /* the GEMV after may start streaming its weights */
   cu_pdl_wait();
@@ -486,7 +489,7 @@ template <typename X> __global__ void quantize_x_kernel(const __grid_constant__ 
 #define QN_V 4
 template <typename E> __global__ void __launch_bounds__(1024) quantize_norm_kernel(const __grid_constant__ cu_quant_x_args a) {
   __shared__ float scratch[32];
-  cu_pdl_trigger(); /* the GEMV after may start streaming its weights */
+  cu_pdl_trigger(); /* before the wait, as in quantize_x_kernel */
   cu_pdl_wait();
   const cu_norm_args &nm = a.norm;
   const int64_t row = blockIdx.x, base = row * a.K, chunk = (int64_t)blockDim.x * QN_V;
