@@ -3,12 +3,14 @@
  * cuBLASLt products, packed-weight products on both of their paths), and
  * the properties of the executable: a graph replay equals the op-by-op
  * run bit for bit, params stay on the device and a new rlx_set_param is
- * seen (folded weight transposes too), and a graph with an op CUDA does
- * not claim runs in two backends with the declined node named by
- * RLX_TRACE. Skips (exit 77) without a CUDA device. */
+ * seen (folded weight transposes too), the plans of one session share one
+ * device copy of each param, and a graph with an op CUDA does not claim
+ * runs in two backends with the declined node named by RLX_TRACE. Skips
+ * (exit 77) without a CUDA device. */
 #include "check.h"
 #include "cuda_util.h"
 
+#include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -712,6 +714,96 @@ static void test_params(void) {
   rlx_graph_free(g);
 }
 
+/* ---------------------------------------------------------------- one copy of the params */
+
+enum { SH_N = 8192, SH_K = 8192 }; /* w: 256 MiB of f32 */
+
+static size_t device_free_bytes(void) {
+  size_t free_b = 0, total = 0;
+  cudaDeviceSynchronize();
+  return cudaMemGetInfo(&free_b, &total) == cudaSuccess ? free_b : 0;
+}
+
+/* y = x @ w^T for x of S rows on session s, against a product in doubles. */
+static void check_shared_run(rlx_session *s, const float *w, int64_t S, const char *what) {
+  float *x = random_tensor(RLX_F32, (size_t)(S * SH_K), 1.0), *y = malloc((size_t)(S * SH_N) * sizeof *y),
+        *want = malloc((size_t)(S * SH_N) * sizeof *want);
+  rlx_status st = rlx_set_input_shaped(s, "x", x, (size_t)(S * SH_K) * sizeof *x, 2, (int64_t[]){S, SH_K});
+  if (st == RLX_OK) st = rlx_run(s);
+  if (st == RLX_OK) st = rlx_output(s, 0, y, (size_t)(S * SH_N) * sizeof *y);
+  CHECK(st == RLX_OK, "%s (S %lld): %s", what, (long long)S, rlx_last_error());
+  for (int64_t r = 0; r < S; r++)
+    for (int64_t n = 0; n < SH_N; n++) {
+      double acc = 0;
+      for (int64_t k = 0; k < SH_K; k++) acc += (double)x[r * SH_K + k] * w[n * SH_K + k];
+      want[r * SH_N + n] = (float)acc;
+    }
+  double worst = st == RLX_OK ? worst_ratio(RLX_F32, y, want, (size_t)(S * SH_N), 1e-3, 1e-3) : 1e9;
+  CHECK(worst <= 1.0, "%s (S %lld): worst error %.3g of tolerance", what, (long long)S, worst);
+  free(x), free(y), free(want);
+}
+
+/* Two shape bindings are two plans; they must read one device copy of w
+ * (cudaMemGetInfo: the second plan takes far less than w's 256 MiB; the
+ * first one also loads cuBLASLt's kernels, ~70 MiB, and its workspace).
+ * The
+ * plans of a freed session go to the next session of the graph with their
+ * copy of w; a second live session may not use that copy (it would
+ * overwrite the first one's w), so it makes its own, and each session
+ * computes with its own weights. */
+static void test_shared_params(void) {
+  rlx_graph *g = rlx_graph_new("shared params");
+  const int64_t S = rlx_dim_sym(g, "S");
+  int64_t xd[2] = {S, SH_K}, wd[2] = {SH_N, SH_K}, perm[2] = {1, 0};
+  rlx_node x = rlx_input(g, "x", RLX_F32, 2, xd), w = rlx_param(g, "w", RLX_F32, 2, wd);
+  rlx_node y = rlx_matmul(g, x, rlx_transpose(g, w, 2, perm));
+  rlx_graph_set_outputs(g, 1, &y);
+  const size_t wbytes = (size_t)SH_N * SH_K * sizeof(float);
+  float *w1 = random_tensor(RLX_F32, (size_t)SH_N * SH_K, 1.0), *w2 = random_tensor(RLX_F32, (size_t)SH_N * SH_K, 1.0);
+  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0};
+  rlx_session *a = NULL, *b = NULL, *c = NULL;
+  CHECK(rlx_compile(g, &cu, &a) == RLX_OK && rlx_set_param(a, "w", w1, wbytes) == RLX_OK, "compile: %s",
+        rlx_last_error());
+  if (!a) goto done;
+  size_t free0 = device_free_bytes();
+  check_shared_run(a, w1, 2, "first plan");
+  size_t free1 = device_free_bytes();
+  check_shared_run(a, w1, 1, "second plan");
+  size_t free2 = device_free_bytes();
+  CHECK(free0 >= free1 + wbytes, "the first plan holds w: %zu MiB taken, w is %zu MiB", (free0 - free1) >> 20,
+        wbytes >> 20);
+  CHECK(free1 < free2 + wbytes / 2, "the second plan shares w: it took %lld MiB (w is %zu MiB)",
+        ((long long)free1 - (long long)free2) >> 20, wbytes >> 20);
+  rlx_set_param(a, "w", w2, wbytes); /* a new w reaches both plans */
+  check_shared_run(a, w2, 1, "first plan, new w");
+  check_shared_run(a, w2, 2, "second plan, new w");
+  rlx_session_free(a);
+  a = NULL;
+  /* b takes the idle plans over, with their copy of w; c, alive beside b, builds its own */
+  CHECK(rlx_compile(g, &cu, &b) == RLX_OK && rlx_compile(g, &cu, &c) == RLX_OK, "compile b, c: %s", rlx_last_error());
+  if (!b || !c) goto done;
+  rlx_set_param(b, "w", w1, wbytes);
+  rlx_set_param(c, "w", w2, wbytes);
+  for (int round = 0; round < 2; round++) {
+    check_shared_run(b, w1, 1, "session b");
+    check_shared_run(c, w2, 2, "session c beside b");
+    check_shared_run(b, w1, 2, "session b, its second plan");
+    check_shared_run(c, w2, 1, "session c, its second plan");
+  }
+  rlx_session_stats sb, sc;
+  rlx_session_get_stats(b, &sb);
+  rlx_session_get_stats(c, &sc);
+  CHECK(sb.plans_reused == 2 && sb.plans_built == 0 && sc.plans_reused == 0 && sc.plans_built == 2,
+        "b took over both idle plans (reused %lld, built %lld), c built its own (reused %lld, built %lld)",
+        (long long)sb.plans_reused, (long long)sb.plans_built, (long long)sc.plans_reused, (long long)sc.plans_built);
+done:
+  rlx_session_free(a);
+  rlx_session_free(b);
+  rlx_session_free(c);
+  free(w1), free(w2);
+  rlx_graph_free(g);
+}
+
 /* ---------------------------------------------------------------- hybrid */
 
 static void test_hybrid(void) {
@@ -763,6 +855,7 @@ int main(void) {
   test_hybrid();
   test_params();
   test_kept_state();
+  test_shared_params();
   test_attention();
   test_matmul();
   test_gemv();

@@ -61,7 +61,7 @@ int main(void) {
   dup2(fd, 2);
   setenv("RLX_TRACE", "1", 1);
   void *hp = NULL, *cp = NULL;
-  rlx_status st = rlx_partition_compile(&stand_in, g, NULL, &hp);
+  rlx_status st = rlx_partition_compile(&stand_in, g, NULL, NULL, &hp);
   unsetenv("RLX_TRACE");
   fflush(stderr);
   dup2(saved, 2);
@@ -73,7 +73,7 @@ int main(void) {
   close(fd);
   unlink(path);
   CHECK(st == RLX_OK, "partition compile: %s", rlx_last_error());
-  CHECK(rlx_cpu_backend.compile(&rlx_cpu_backend, g, NULL, &cp) == RLX_OK, "cpu compile: %s", rlx_last_error());
+  CHECK(rlx_cpu_backend.compile(&rlx_cpu_backend, g, NULL, NULL, &cp) == RLX_OK, "cpu compile: %s", rlx_last_error());
 
   CHECK(strstr(trace, "stand-in declines node 2 (Softmax): the stand-in device has no Softmax") != NULL,
         "trace names Softmax; trace:\n%s", trace);

@@ -25,8 +25,10 @@ struct rlx_backend {
   /* 1 if this backend can run node n of g (op, dtypes, shapes); else 0 with
    * the reason in why (for RLX_TRACE and the dispatch report). */
   int (*claims)(const rlx_backend *b, const rlx_graph *g, rlx_node n, char *why, size_t cap);
-  /* Lower g (specialized; it outlives the plan) into *plan. */
-  rlx_status (*compile)(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void **plan);
+  /* Lower g (specialized; it outlives the plan) into *plan. store: the
+   * session's store (store_new) the plan keeps its params in, or NULL (the
+   * plan keeps its own); it outlives the plan. */
+  rlx_status (*compile)(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void *store, void **plan);
   rlx_status (*run)(void *plan, const rlx_bindings *bind);
   /* Copy output `index` of non-leaf node n after a run into dst (nbytes exact). */
   rlx_status (*read)(void *plan, rlx_node n, int index, void *dst, size_t nbytes);
@@ -45,6 +47,18 @@ struct rlx_backend {
   /* Copies the kept value of param p (see keep_assigned) into dst, when
    * the session needs its host copy (another plan is about to run). */
   rlx_status (*fetch_param)(void *plan, rlx_node p, void *dst, size_t nbytes);
+  /* Optional (NULL: no store). A store holds the params of one session in
+   * the backend's memory for all of its plans, so that a plan for a new
+   * shape binding does not upload every weight again (a device keeps a
+   * copy per plan otherwise). store_new: NULL on out of memory. */
+  void *(*store_new)(void);
+  void (*store_free)(void *store);
+  /* Optional (NULL: never). Param p_from of plan `from` is kept there
+   * (keep_assigned); make it plan `to`'s param p_to with no copy: 1 when
+   * `to` reads p_to from the same memory (the store) and now counts the
+   * kept value as its own, else 0 (the session fetches it to the host and
+   * `to` copies it in). */
+  int (*share_kept)(void *from, rlx_node p_from, void *to, rlx_node p_to);
 };
 
 extern const rlx_backend rlx_cpu_backend;

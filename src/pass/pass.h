@@ -130,7 +130,12 @@ static inline size_t plan_input_slot(const ir_node *n, int k) {
   return (size_t)n->in[k] * IR_MAX_OUTPUTS + (size_t)o;
 }
 
-rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *out);
+/* outside: NULL, or [n_nodes] nodes whose outputs the backend keeps in
+ * buffers of its own (results folded once from params, weight transposes
+ * its products read through): unless they are views they get no arena
+ * bytes, and their offsets (and their views') are from the start of the
+ * backend's buffer. */
+rlx_status plan_arena_offsets(const rlx_graph *g, const uint8_t *outside, plan_memory *out);
 void       plan_memory_free(plan_memory *m);
 
 #endif /* RLX_PASS_H */

@@ -250,6 +250,7 @@ static int can_write_into(const rlx_graph *g, const ir_node *n, int k, size_t ou
   size_t in_slot = plan_input_slot(n, k);
   int root = s->root[in_slot];
   if (m->leaf[root] >= 0) return 0; /* leaves are the caller's: never written */
+  if (s->buf_of[root] < 0) return 0; /* outside the arena: the backend's */
   const plan_buffer *b = &s->buf[s->buf_of[root]];
   /* The buffer dies here: no later reader, view or graph output. */
   if (b->last != n->id) return 0;
@@ -277,7 +278,7 @@ static rlx_status plan_fail(plan_memory *m, plan_scratch *s, rlx_status st) {
   return st;
 }
 
-rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
+rlx_status plan_arena_offsets(const rlx_graph *g, const uint8_t *outside, plan_memory *m) {
   memset(m, 0, sizeof *m);
   const int no_reuse = ir_env_flag("RLX_PLAN_NO_REUSE", 0);
   const int N = g->n_nodes;
@@ -379,7 +380,7 @@ rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
   int n_buf = 0;
   for (int i = 0; i < N; i++) {
     const ir_node *n = &g->nodes[i];
-    if (ir_ops[n->op].category == RLX_CAT_LEAF || m->view[i]) continue;
+    if (ir_ops[n->op].category == RLX_CAT_LEAF || m->view[i] || (outside && outside[i])) continue;
     for (int o = 0; o < n->n_out; o++) {
       size_t slot = (size_t)i * IR_MAX_OUTPUTS + (size_t)o;
       if (s.root[slot] != (int)slot) continue; /* an in-place Assign's UpdateSlice: the param's bytes */
@@ -417,7 +418,7 @@ rlx_status plan_arena_offsets(const rlx_graph *g, plan_memory *m) {
       size_t slot = (size_t)i * IR_MAX_OUTPUTS + (size_t)o;
       int root = s.root[slot];
       m->leaf[slot] = m->leaf[root];
-      m->offset[slot] = (m->leaf[root] >= 0 ? 0 : s.buf[s.buf_of[root]].off) + s.view_off[slot];
+      m->offset[slot] = (m->leaf[root] >= 0 || s.buf_of[root] < 0 ? 0 : s.buf[s.buf_of[root]].off) + s.view_off[slot];
     }
   }
   if (ir_env_flag("RLX_TRACE", 0))

@@ -68,6 +68,7 @@ const pass_dispatch_count *rt_compiled_dispatch(const rt_compiled *c) { return c
 
 void rt_plan_free(const rlx_backend *b, rt_plan *p) {
   if (p->plan) b->free(p->plan);
+  rt_store_release(p->store); /* after the plan, which gave its params back to it */
   rlx_graph_free(p->g);
   free(p->binding);
   memset(p, 0, sizeof *p);
@@ -274,13 +275,14 @@ void rt_compiled_release(rt_compiled *c) {
 
 static size_t binding_bytes(const rt_compiled *c) { return (size_t)c->opt->n_syms * sizeof(int64_t); }
 
-int rt_cache_take_plan(rt_compiled *c, const int64_t *binding, int threads, rt_plan *out) {
+int rt_cache_take_plan(rt_compiled *c, const int64_t *binding, int threads, rt_store **store, rt_plan *out) {
   size_t bsz = binding_bytes(c);
   int found = 0;
   pthread_mutex_lock(&cache.mu);
   for (int i = 0; i < c->n_idle && !found; i++) {
     idle_plan *ip = &c->idle[i];
-    if (ip->threads != threads || (bsz && memcmp(ip->p.binding, binding, bsz))) continue;
+    if (ip->threads != threads || (bsz && memcmp(ip->p.binding, binding, bsz)) || !rt_store_adopt(store, ip->p.store))
+      continue;
     *out = ip->p;
     cache.idle_bytes -= ip->bytes;
     c->idle[i] = c->idle[--c->n_idle];

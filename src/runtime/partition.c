@@ -221,7 +221,8 @@ done:
   return st;
 }
 
-rlx_status rlx_partition_compile(const rlx_backend *dev, const rlx_graph *g, const rlx_options *opt, void **out) {
+rlx_status rlx_partition_compile(const rlx_backend *dev, const rlx_graph *g, const rlx_options *opt, void *store,
+                                 void **out) {
   *out = NULL;
   if (!dev) return rlx_set_error(RLX_ERR_UNSUPPORTED, "partition: this build has no device backend");
   const int n = g->n_nodes, trace = ir_env_flag("RLX_TRACE", 0);
@@ -296,7 +297,7 @@ rlx_status rlx_partition_compile(const rlx_backend *dev, const rlx_graph *g, con
     }
     for (int i = 0; i < s->g->n_nodes; i++)
       if (s->g->nodes[i].op == RLX_OP_Constant) s->leaf_data[i] = s->g->nodes[i].a.data.p;
-    if ((st = s->backend->compile(s->backend, s->g, opt, &s->plan))) goto done;
+    if ((st = s->backend->compile(s->backend, s->g, opt, s->backend == dev ? store : NULL, &s->plan))) goto done;
     p = q;
   }
   for (int i = 0; i < n; i++) {
@@ -326,9 +327,21 @@ done:
   return RLX_OK;
 }
 
-static rlx_status hybrid_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void **out) {
+static rlx_status hybrid_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void *store,
+                                 void **out) {
   (void)b;
-  return rlx_partition_compile(rlx_device_backend(), g, opt, out);
+  return rlx_partition_compile(rlx_device_backend(), g, opt, store, out);
+}
+
+/* The store is the device backend's: the device segments of every plan share it. */
+static void *hybrid_store_new(void) {
+  const rlx_backend *dev = rlx_device_backend();
+  return dev && dev->store_new ? dev->store_new() : NULL;
+}
+
+static void hybrid_store_free(void *store) {
+  const rlx_backend *dev = rlx_device_backend();
+  if (store && dev && dev->store_free) dev->store_free(store);
 }
 
 static rlx_status hybrid_run(void *p, const rlx_bindings *bind) {
@@ -397,6 +410,22 @@ static rlx_status hybrid_fetch_param(void *p, rlx_node param, void *dst, size_t 
   return rlx_set_error(RLX_ERR_INTERNAL, "partition: no segment keeps param node %d", (int)param);
 }
 
+/* Param p is kept by its one reading segment of `from` (hybrid_keep_assigned);
+ * `to` shares it when its one reading segment is on the same backend and
+ * that backend shares it (a CPU segment would read the host copy). */
+static int hybrid_share_kept(void *from, rlx_node p_from, void *to, rlx_node p_to) {
+  const hybrid_plan *a = from, *b = to;
+  int ka = -1, kb = -1, readers = 0;
+  for (int k = 0; k < a->n_seg; k++)
+    if (segment_leaf(&a->seg[k], p_from) >= 0) ka = k;
+  for (int k = 0; k < b->n_seg; k++)
+    if (segment_leaf(&b->seg[k], p_to) >= 0) kb = k, readers++;
+  if (ka < 0 || readers != 1) return 0;
+  const segment *sa = &a->seg[ka], *sb = &b->seg[kb];
+  if (sa->backend != sb->backend || !sa->backend->share_kept) return 0;
+  return sa->backend->share_kept(sa->plan, segment_leaf(sa, p_from), sb->plan, segment_leaf(sb, p_to));
+}
+
 /* Segments run one after another: the arenas add up. */
 static void hybrid_memory_stats(const void *p, rlx_session_stats *st) {
   const hybrid_plan *h = p;
@@ -427,5 +456,7 @@ static int hybrid_claims(const rlx_backend *b, const rlx_graph *g, rlx_node n, c
   return 1;
 }
 
-const rlx_backend rlx_hybrid_backend = {"hybrid", hybrid_claims, hybrid_compile, hybrid_run, hybrid_read, hybrid_memory_stats,
-                                        hybrid_free, hybrid_keep_assigned, hybrid_fetch_param};
+const rlx_backend rlx_hybrid_backend = {"hybrid",          hybrid_claims,        hybrid_compile,
+                                        hybrid_run,        hybrid_read,          hybrid_memory_stats,
+                                        hybrid_free,       hybrid_keep_assigned, hybrid_fetch_param,
+                                        hybrid_store_new,  hybrid_store_free,    hybrid_share_kept};

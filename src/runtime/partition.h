@@ -21,8 +21,10 @@ extern const rlx_backend rlx_hybrid_backend;
 
 /* The hybrid compile with `device` standing for the device backend (tests
  * partition with a CPU backend that declines some ops); the plan runs,
- * reads and frees through rlx_hybrid_backend. */
-rlx_status rlx_partition_compile(const rlx_backend *device, const rlx_graph *g, const rlx_options *opt, void **plan);
+ * reads and frees through rlx_hybrid_backend. store: the device backend's
+ * (backend.h store_new) or NULL. */
+rlx_status rlx_partition_compile(const rlx_backend *device, const rlx_graph *g, const rlx_options *opt, void *store,
+                                 void **plan);
 
 /* A new leaf version, unique in the process (rlx_bindings.leaf_version):
  * sessions take one each time a leaf's data is set. Never 0. */

@@ -7,12 +7,29 @@
 #include "../backend/backend.h"
 #include "../pass/pass.h"
 
+/* session_store.c: the param store of a session (backend.h store_new),
+ * which all its plans share; the session and each plan hold a reference,
+ * and the session that uses it claims it (one live session per store). */
+typedef struct rt_store rt_store;
+/* A new store of backend b, held and claimed; *out NULL (and RLX_OK) when
+ * b keeps no store. */
+rlx_status rt_store_new(const rlx_backend *b, rt_store **out);
+void *rt_store_data(const rt_store *s);   /* the backend's store; NULL for NULL */
+void rt_store_retain(rt_store *s);
+void rt_store_release(rt_store *s);       /* the last reference frees it */
+/* May a plan of store `theirs` join the session of store *mine? 1 if it is
+ * the same store, or if *mine is NULL and no live session claims theirs:
+ * then the session claims and holds it (*mine = theirs). */
+int rt_store_adopt(rt_store **mine, rt_store *theirs);
+void rt_store_unclaim(rt_store *s);       /* its session is freed */
+
 /* One plan of a session: the graph specialized to a shape binding, and the
  * backend's plan of it. */
 typedef struct {
   int64_t *binding;       /* [n_syms of the compiled graph] */
   rlx_graph *g;           /* specialized graph (the plan refers to it) */
   void *plan;
+  rt_store *store;        /* held: the store the plan keeps its params in, or NULL */
 } rt_plan;
 
 void rt_plan_free(const rlx_backend *b, rt_plan *p);
@@ -44,9 +61,10 @@ rt_compiled *rt_cache_lookup(const rlx_graph *g, const rt_compile_key *key);
 rt_compiled *rt_compiled_new(const rlx_graph *g, const rt_compile_key *key, rlx_graph *opt,
                              const pass_dispatch_count *dispatch, int cacheable);
 void rt_compiled_release(rt_compiled *c);
-/* An idle plan of c for binding and threads (rlx_options.threads), moved
- * into *out: 1, else 0. */
-int  rt_cache_take_plan(rt_compiled *c, const int64_t *binding, int threads, rt_plan *out);
+/* An idle plan of c for binding and threads (rlx_options.threads) whose
+ * store the session of *store may use (rt_store_adopt), moved into *out:
+ * 1, else 0. */
+int  rt_cache_take_plan(rt_compiled *c, const int64_t *binding, int threads, rt_store **store, rt_plan *out);
 /* Hands a session's plan back: kept idle for the next session of c when
  * the cache has room, else freed. *p is emptied either way. */
 void rt_cache_put_plan(rt_compiled *c, int threads, rt_plan *p);

@@ -39,6 +39,7 @@ struct rlx_session {
   uint64_t *leaf_version; /* [n_nodes]: a new number each time a leaf is set (device backends copy on change) */
   plan_entry *plans;
   int n_plans, cap_plans;
+  rt_store *store;        /* held and claimed: the params the plans share (NULL until a plan needs it, or none) */
   int current;            /* plan of the last run, -1 before */
   int64_t *binding;       /* scratch [n_syms] */
   /* [n_outputs]: the last run's copy of an output that is an input or param
@@ -68,6 +69,8 @@ void rlx_session_free(rlx_session *s) {
   /* The plans wait in the compile cache for the next session of this graph. */
   for (int i = 0; i < s->n_plans; i++) rt_cache_put_plan(s->compiled, s->opt.threads, &s->plans[i]);
   free(s->plans);
+  rt_store_unclaim(s->store); /* its idle plans may go to a later session */
+  rt_store_release(s->store);
   for (int i = 0; i < s->n_leaves; i++)
     if (!s->leaves[i].borrowed) free(s->leaves[i].data);
   free(s->leaves);
@@ -100,7 +103,7 @@ static rlx_status get_plan(rlx_session *s, int *out) {
     s->cap_plans = cap;
   }
   plan_entry e = {0};
-  if (rt_cache_take_plan(s->compiled, s->binding, s->opt.threads, &e)) {
+  if (rt_cache_take_plan(s->compiled, s->binding, s->opt.threads, &s->store, &e)) {
     s->plans[s->n_plans] = e;
     *out = s->n_plans++;
     s->stats.plans_reused++;
@@ -113,7 +116,14 @@ static rlx_status get_plan(rlx_session *s, int *out) {
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory");
   }
   if (bsz) memcpy(e.binding, s->binding, bsz);
-  rlx_status st = ir_graph_specialize(e.g, s->binding);
+  rlx_status st = s->store ? RLX_OK : rt_store_new(s->backend, &s->store);
+  if (st) {
+    rt_plan_free(s->backend, &e);
+    return st;
+  }
+  e.store = s->store;
+  rt_store_retain(e.store);
+  st = ir_graph_specialize(e.g, s->binding);
   for (int i = 0; st == RLX_OK && i < e.g->n_nodes; i++) {
     const ir_node *n = &e.g->nodes[i];
     for (int o = 0; o < n->n_out; o++)
@@ -125,7 +135,7 @@ static rlx_status get_plan(rlx_session *s, int *out) {
         break;
       }
   }
-  if (st == RLX_OK) st = s->backend->compile(s->backend, e.g, &s->opt, &e.plan);
+  if (st == RLX_OK) st = s->backend->compile(s->backend, e.g, &s->opt, rt_store_data(e.store), &e.plan);
   if (st) {
     rt_plan_free(s->backend, &e);
     return st;
@@ -524,9 +534,14 @@ rlx_status rlx_run(rlx_session *s) {
   st = get_plan(s, &idx);
   if (st) return st;
   s->current = idx;
-  for (int k = 0; k < s->n_leaves; k++) /* values another plan keeps: this one reads the host copy */
-    if (s->leaves[k].kept_by >= 0 && s->leaves[k].kept_by != idx && (st = fetch_kept_param(s, &s->leaves[k])))
+  for (int k = 0; k < s->n_leaves; k++) { /* values another plan keeps: shared with this one, or via the host */
+    session_leaf *l = &s->leaves[k];
+    if (l->kept_by < 0 || l->kept_by == idx) continue;
+    if (s->backend->share_kept && s->backend->share_kept(s->plans[l->kept_by].plan, l->node, s->plans[idx].plan, l->node))
+      l->kept_by = idx;
+    else if ((st = fetch_kept_param(s, l)))
       return st;
+  }
   s->backend->memory_stats(s->plans[idx].plan, &s->stats);
   rlx_bindings b = {s->leaf_data, s->leaf_version};
   st = s->backend->run(s->plans[idx].plan, &b);

@@ -95,8 +95,9 @@ static int prepack_of(cpu_plan *pl, int leaf, size_t offset) {
   return pl->n_prepacks++;
 }
 
-static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void **out) {
-  (void)b;
+static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void *store,
+                              void **out) {
+  (void)b, (void)store; /* the CPU reads params where the session holds them */
   *out = NULL;
   cpu_plan *pl = calloc(1, sizeof *pl);
   if (!pl || !(pl->ctx = cpu_ctx_new(opt ? opt->threads : 0))) {
@@ -104,7 +105,7 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
     return rlx_set_error(RLX_ERR_NOMEM, "cpu plan: out of memory");
   }
   pl->g = g;
-  rlx_status st = plan_arena_offsets(g, &pl->mem);
+  rlx_status st = plan_arena_offsets(g, NULL, &pl->mem);
   if (st) {
     cpu_ctx_free(pl->ctx);
     free(pl);
@@ -218,4 +219,4 @@ static void cpu_memory_stats(const void *p, rlx_session_stats *st) {
 /* No keep_assigned: an in-place Assign already updates the session's host
  * copy (the param's bytes), so reading it back copies nothing. */
 const rlx_backend rlx_cpu_backend = {"cpu", cpu_claims, cpu_compile, cpu_run, cpu_read, cpu_memory_stats,
-                                     cpu_free, NULL, NULL};
+                                     cpu_free, NULL, NULL, NULL, NULL, NULL};

@@ -8,7 +8,8 @@
  *    share their input's buffer, exactly as on the CPU;
  *  - every leaf gets a device buffer (constants are uploaded now), so each
  *    tensor has a final device address and every launch's argument block
- *    is built once, here;
+ *    is built once, here; a param's buffer is the session's, in its store
+ *    (param_store.h), which every plan of the session shares;
  *  - parameter-only subgraphs (transposes, casts, reshapes of weights)
  *    are marked "folded": they get buffers of their own outside the arena
  *    and run once after their params are uploaded, not per run;
@@ -25,12 +26,14 @@
  *    per op kind printed to stderr after 10 runs).
  * Run: inputs are copied to their device buffers when their version
  * changed (so a repeated run on unchanged inputs copies nothing), params
- * likewise (then the folded steps rerun), then one graph replay, then the
+ * when the store's buffer holds another version (and the folded steps
+ * rerun when a param is not the version they were folded from), then one graph replay, then the
  * device error word (an out-of-range index) is checked.
  */
 #include "../../pass/pass.h"
 #include "../backend.h"
 #include "cuda.h"
+#include "param_store.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -191,7 +194,11 @@ typedef struct {
   uint8_t *arena;
   void **leaf_dev;             /* [n_nodes] device buffer of a leaf, NULL for other nodes and empty leaves */
   size_t *leaf_bytes;          /* [n_nodes] */
-  uint64_t *leaf_version;      /* [n_nodes] version of the data in leaf_dev (0: none yet) */
+  /* [n_nodes] version of the data in leaf_dev as this plan last ran on it
+   * (0: none yet); a param in the store has the version of its buffer too */
+  uint64_t *leaf_version;
+  cuda_store *store;           /* the session's params (NULL: the plan keeps its own) */
+  cuda_store_entry **entry;    /* [n_nodes] a param's buffer in the store, else NULL */
   void **folded_dev;           /* [n_nodes] buffer of a folded node */
   uint8_t *folded;             /* [n_nodes] parameter-only node */
   uint8_t *skip;               /* [n_nodes] node whose consumers absorbed it (no launch) */
@@ -1413,13 +1420,15 @@ static void cuda_free(void *p) {
   free(pl->steps);
   if (pl->g) {
     for (int i = 0; i < pl->g->n_nodes; i++) {
-      if (pl->leaf_dev && pl->leaf_dev[i]) cudaFree(pl->leaf_dev[i]);
+      if (pl->entry && pl->entry[i]) cuda_store_put(pl->store, pl->entry[i]);
+      else if (pl->leaf_dev && pl->leaf_dev[i]) cudaFree(pl->leaf_dev[i]);
       if (pl->folded_dev && pl->folded_dev[i]) cudaFree(pl->folded_dev[i]);
     }
   }
   free(pl->leaf_dev);
   free(pl->leaf_bytes);
   free(pl->leaf_version);
+  free(pl->entry);
   free(pl->folded_dev);
   free(pl->folded);
   free(pl->skip);
@@ -1477,7 +1486,7 @@ static void mark_absorbed(cuda_plan *pl, const int *uses) {
       if (is_weight_transpose(g, n->in[1]) && n->in[0] != n->in[1]) absorbed[n->in[1]]++;
   }
   for (int i = 0; i < g->n_nodes; i++)
-    if (absorbed[i] && absorbed[i] == uses[i] && !pl->mem.view[i]) pl->skip[i] = 1;
+    if (absorbed[i] && absorbed[i] == uses[i]) pl->skip[i] = 1; /* unless it is a view (cuda_compile) */
   free(absorbed);
 }
 
@@ -1572,13 +1581,15 @@ static rlx_status alloc_dev(void **p, size_t bytes, const char *what) {
   return RLX_OK;
 }
 
-static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void **out) {
+static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void *store,
+                               void **out) {
   (void)b, (void)opt;
   *out = NULL;
   if (!rlx_cuda_available()) return rlx_set_error(RLX_ERR_DEVICE, "CUDA: no CUDA device is present");
   cuda_plan *pl = calloc(1, sizeof *pl);
   if (!pl) return rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
   pl->g = g;
+  pl->store = store;
   pl->use_graph = ir_env_flag("RLX_CUDA_GRAPH", 1);
   pl->tf32 = ir_env_flag("RLX_CUDA_TF32", 0);
   pl->attn_exact = ir_env_flag("RLX_CUDA_ATTN_EXACT", 0);
@@ -1589,12 +1600,13 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->keep_state = ir_env_flag("RLX_CUDA_KEEP_STATE", 1);
   if (pl->profile) pl->use_graph = 0;
   const size_t n_nodes = (size_t)g->n_nodes + 1;
-  rlx_status st = plan_arena_offsets(g, &pl->mem);
+  rlx_status st = RLX_OK;
   int *uses = NULL;
-  if (st) goto fail;
+  uint8_t *outside = NULL;
   pl->leaf_dev = calloc(n_nodes, sizeof *pl->leaf_dev);
   pl->leaf_bytes = calloc(n_nodes, sizeof *pl->leaf_bytes);
   pl->leaf_version = calloc(n_nodes, sizeof *pl->leaf_version);
+  pl->entry = calloc(n_nodes, sizeof *pl->entry);
   pl->folded_dev = calloc(n_nodes, sizeof *pl->folded_dev);
   pl->folded = calloc(n_nodes, 1);
   pl->skip = calloc(n_nodes, 1);
@@ -1602,11 +1614,20 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->add_done = calloc(n_nodes, 1);
   pl->slot = calloc(n_nodes * IR_MAX_OUTPUTS, sizeof *pl->slot);
   uses = ir_use_counts(g);
-  if (!pl->leaf_dev || !pl->leaf_bytes || !pl->leaf_version || !pl->folded_dev || !pl->folded || !pl->skip ||
-      !pl->resid_add || !pl->add_done || !pl->slot || !uses) {
+  outside = calloc(n_nodes, 1);
+  if (!pl->leaf_dev || !pl->leaf_bytes || !pl->leaf_version || !pl->entry || !pl->folded_dev || !pl->folded || !pl->skip ||
+      !pl->resid_add || !pl->add_done || !pl->slot || !uses || !outside) {
     st = rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
     goto fail;
   }
+  /* Folded results have buffers of their own and absorbed transposes none:
+   * the arena leaves both out (it held a weight-sized hole per plan). */
+  mark_folded(pl);
+  mark_absorbed(pl, uses);
+  for (int i = 0; i < g->n_nodes; i++) outside[i] = pl->folded[i] || pl->skip[i];
+  if ((st = plan_arena_offsets(g, outside, &pl->mem))) goto fail;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (pl->mem.view[i]) pl->skip[i] = 0; /* a view names its input's bytes: nothing to absorb */
   cudaError_t e = cudaStreamCreateWithFlags(&pl->stream, cudaStreamNonBlocking);
   if (e != cudaSuccess) {
     pl->stream = NULL;
@@ -1621,8 +1642,6 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
     goto fail;
   }
   memset(pl->err_host, 0, sizeof *pl->err_host);
-  mark_folded(pl);
-  mark_absorbed(pl, uses);
   mark_norm_quant(pl, uses);
   for (size_t i = 0; i < n_nodes; i++) pl->resid_add[i] = -1;
   if (ir_env_flag("RLX_CUDA_RESIDUAL_GEMM", 1)) mark_residual_adds(pl, uses);
@@ -1635,7 +1654,10 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
     if (ir_ops[n->op].category == RLX_CAT_LEAF) {
       size_t bytes = rlx_dtype_nbytes(n->out[0].dtype, ir_numel(&n->out[0].shape));
       pl->leaf_bytes[i] = bytes;
-      if (bytes) {
+      if (bytes && n->op == RLX_OP_Param && pl->store) {
+        if ((st = cuda_store_get(pl->store, n->a.name, bytes, &pl->entry[i]))) goto fail;
+        pl->leaf_dev[i] = pl->entry[i]->dev;
+      } else if (bytes) {
         if ((st = alloc_dev(&pl->leaf_dev[i], bytes, n->a.name ? n->a.name : "a constant"))) goto fail;
         if (n->op == RLX_OP_Constant &&
             (e = cudaMemcpy(pl->leaf_dev[i], n->a.data.p, bytes, cudaMemcpyHostToDevice)) != cudaSuccess) {
@@ -1694,10 +1716,12 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   for (int i = 0; i < pl->n_steps; i++) replayed |= !pl->steps[i].folded;
   if (pl->use_graph && replayed && (st = capture(pl))) goto fail;
   free(uses);
+  free(outside);
   *out = pl;
   return RLX_OK;
 fail:
   free(uses);
+  free(outside);
   cuda_free(pl);
   return st;
 }
@@ -1710,14 +1734,19 @@ static rlx_status cuda_run(void *p, const rlx_bindings *bind) {
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
     if ((n->op != RLX_OP_Input && n->op != RLX_OP_Param) || !pl->leaf_dev[i]) continue;
-    uint64_t v = bind->leaf_version ? bind->leaf_version[i] : 0;
-    if (v != 0 && v == pl->leaf_version[i]) continue; /* on the device already */
-    const void *src = bind->leaf_data[i];
-    if (!src) return rlx_set_error(RLX_ERR_INVALID, "CUDA: %s \"%s\" has no data", ir_ops[n->op].name, n->a.name);
-    if ((e = cudaMemcpyAsync(pl->leaf_dev[i], src, pl->leaf_bytes[i], cudaMemcpyHostToDevice, pl->stream)) != cudaSuccess)
-      return cuda_fail(e, "uploading a leaf");
+    const uint64_t v = bind->leaf_version ? bind->leaf_version[i] : 0;
+    /* the buffer's version: the store's when shared (another plan may have copied v in already) */
+    uint64_t *held = pl->entry[i] ? &pl->entry[i]->version : &pl->leaf_version[i];
+    params_changed |= n->op == RLX_OP_Param && (v == 0 || v != pl->leaf_version[i]);
+    if (v == 0 || v != *held) {
+      const void *src = bind->leaf_data[i];
+      if (!src) return rlx_set_error(RLX_ERR_INVALID, "CUDA: %s \"%s\" has no data", ir_ops[n->op].name, n->a.name);
+      if ((e = cudaMemcpyAsync(pl->leaf_dev[i], src, pl->leaf_bytes[i], cudaMemcpyHostToDevice, pl->stream)) !=
+          cudaSuccess)
+        return cuda_fail(e, "uploading a leaf");
+      *held = v;
+    }
     pl->leaf_version[i] = v;
-    params_changed |= n->op == RLX_OP_Param;
   }
   if (params_changed || !pl->folded_ready) {
     if (pl->has_err && (e = cudaMemsetAsync(pl->err_dev, 0, sizeof *pl->err_dev, pl->stream)) != cudaSuccess)
@@ -1787,8 +1816,25 @@ static int cuda_keep_assigned(void *p, rlx_node a, uint64_t version) {
     return 0; /* the session reads it back instead, and reports a failure there */
   }
   pl->leaf_version[param] = version;
+  if (pl->entry[param]) pl->entry[param]->version = version;
   return 1;
 }
+
+/* share_kept: two plans of one session read a param from the same store
+ * buffer, which holds the kept value already; `to` only records that it
+ * has seen that version (so it neither copies it in nor refolds). */
+static int cuda_share_kept(void *from, rlx_node p_from, void *to, rlx_node p_to) {
+  const cuda_plan *a = from;
+  cuda_plan *b = to;
+  if (p_from < 0 || p_from >= a->g->n_nodes || p_to < 0 || p_to >= b->g->n_nodes) return 0;
+  const cuda_store_entry *e = a->entry[p_from];
+  if (!e || e != b->entry[p_to]) return 0;
+  b->leaf_version[p_to] = e->version;
+  return 1;
+}
+
+static void *cuda_store_new_any(void) { return cuda_store_new(); }
+static void cuda_store_free_any(void *store) { cuda_store_free(store); }
 
 static rlx_status cuda_fetch_param(void *p, rlx_node param, void *dst, size_t nbytes) {
   cuda_plan *pl = p;
@@ -1806,5 +1852,7 @@ static void cuda_memory_stats(const void *p, rlx_session_stats *st) {
   st->in_place = m->n_inplace;
 }
 
-const rlx_backend rlx_cuda_backend = {"cuda", cuda_claims, cuda_compile, cuda_run, cuda_read, cuda_memory_stats,
-                                      cuda_free, cuda_keep_assigned, cuda_fetch_param};
+const rlx_backend rlx_cuda_backend = {"cuda",          cuda_claims,        cuda_compile,
+                                      cuda_run,        cuda_read,          cuda_memory_stats,
+                                      cuda_free,       cuda_keep_assigned, cuda_fetch_param,
+                                      cuda_store_new_any, cuda_store_free_any, cuda_share_kept};
