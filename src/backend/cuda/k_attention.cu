@@ -641,12 +641,11 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     for (int o = 1; o < tpk; o *= 2)
 #pragma unroll
       for (int r = 0; r < RC; r++) dot[r] += __shfl_xor_sync(0xffffffffu, dot[r], o);
-    if (jj < n) { /* the shuffles left every thread of the key the sums: each finishes every tpk-th row */
+    if (jj < n && sub == 0) {
       const int64_t j = j0 + jj;
 #pragma unroll
       for (int r = 0; r < RC; r++) {
         if (r >= R) break;
-        if ((r & (tpk - 1)) != sub) continue;
         const int64_t h = hk * G + r / S, i = r % S;
         float x = -INFINITY;
         if (key_visible(a, i, j)) {
@@ -674,15 +673,13 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   }
   cu_cp_async_wait<0>(); /* V */
   __syncthreads();
-  /* 4. o = sum_j p_j v_j: thread per head-dim element, all rows at once;
-   * with D <= half the threads, the two halves of the block take every
-   * other key (one thread walking all the keys for all rows was the
-   * kernel's longest chain), the second half's sums added through qs */
+  /* 4. o = sum_j p_j v_j: thread per head-dim element, all rows at once */
   float *po = a.splits > 1 ? a.part + ((size_t)bh * a.splits + blockIdx.x) * (size_t)R * (D + 3) : NULL;
-  auto sum_pv = [&](float (&o)[RC], int d, int first, int step) {
+  for (int d = t; d < D; d += DEC_THREADS) {
+    float o[RC];
 #pragma unroll
     for (int r = 0; r < RC; r++) o[r] = 0.f;
-    for (int jj = first; jj < n; jj += step) {
+    for (int jj = 0; jj < n; jj++) {
       const float vv = cu_fl<E>::ld(vs + jj * D + d);
 #pragma unroll
       for (int r = 0; r < RC; r++) {
@@ -690,8 +687,6 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
         if (p != 0.f) o[r] = fmaf(p, vv, o[r]); /* a masked key's V is never read into a sum */
       }
     }
-  };
-  auto store_o = [&](const float (&o)[RC], int d) {
 #pragma unroll
     for (int r = 0; r < RC; r++) {
       if (r >= R) break;
@@ -702,28 +697,6 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
       } else {
         po[r * (D + 3) + d] = o[r];
       }
-    }
-  };
-  if (2 * D <= DEC_THREADS) {
-    const int d = t % D, half = t / D; /* threads past 2 D idle */
-    float o[RC];
-    if (half < 2) sum_pv(o, d, half, 2);
-    if (half == 1)
-#pragma unroll
-      for (int r = 0; r < RC; r++)
-        if (r < R) qs[r * D + d] = o[r]; /* q was last read before step 3's barrier */
-    __syncthreads();
-    if (half == 0) {
-#pragma unroll
-      for (int r = 0; r < RC; r++)
-        if (r < R) o[r] += qs[r * D + d];
-      store_o(o, d);
-    }
-  } else {
-    for (int d = t; d < D; d += DEC_THREADS) {
-      float o[RC];
-      sum_pv(o, d, 0, 1);
-      store_o(o, d);
     }
   }
   if (a.splits == 1) return;
