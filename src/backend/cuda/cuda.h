@@ -32,6 +32,7 @@ extern "C" {
 #endif
 
 #define CU_MAX_RANK 8
+#define CU_ROPE_MAX_PAIRS 128 /* rotated pairs of a head: n_rot <= 256 */
 
 /* ---------------------------------------------------------------- run-time errors */
 
@@ -186,6 +187,9 @@ typedef struct {
   const void *cos, *sin;    /* (x, cos, sin): [S, n_rot/2] or [B, S, n_rot/2] */
   int table_dtype, table_batched;
   double base, scale;
+  /* (x, pos): base^(-2i / n_rot) / scale of pair i, computed once at
+   * lowering (a double pow per thread was most of a decode step's rope) */
+  double freq[CU_ROPE_MAX_PAIRS];
 } cu_rope_args;
 int cu_rope_launch(const cu_rope_args *a, cudaStream_t st);
 

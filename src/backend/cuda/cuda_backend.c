@@ -74,6 +74,10 @@ static int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, ch
   const ir_node *n = &g->nodes[id];
   const ir_type *x = n->n_in ? ir_in(g, n, 0) : NULL;
   switch (n->op) {
+  case RLX_OP_Rope:
+    if (n->a.n_rot > 2 * CU_ROPE_MAX_PAIRS)
+      DECLINE("Rope: %lld rotated dims (at most %d)", (long long)n->a.n_rot, 2 * CU_ROPE_MAX_PAIRS);
+    return 1;
   case RLX_OP_Input:
   case RLX_OP_Param:
   case RLX_OP_Constant:
@@ -83,7 +87,6 @@ static int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, ch
   case RLX_OP_Assign:
   case RLX_OP_Iota:
   case RLX_OP_MatMul:
-  case RLX_OP_Rope:
   case RLX_OP_FusedMatMulBiasAct:
   case RLX_OP_FusedResidualLN:
   case RLX_OP_FusedResidualRmsNorm:
@@ -884,6 +887,7 @@ static rlx_status lower_rope(cuda_plan *pl, const ir_node *n) {
     const ir_type *p = ir_in(pl->g, n, 1);
     a->pos = in_ptr(pl, n, 1), a->pos_dtype = p->dtype, a->pos_batched = p->shape.rank == 2;
     a->base = n->a.base, a->scale = n->a.scale;
+    for (int64_t i = 0; i < a->n_rot / 2; i++) a->freq[i] = pow(a->base, -2.0 * (double)i / (double)a->n_rot) / a->scale;
   } else {
     const ir_type *c = ir_in(pl->g, n, 1);
     a->cos = in_ptr(pl, n, 1), a->sin = in_ptr(pl, n, 2), a->table_dtype = c->dtype;

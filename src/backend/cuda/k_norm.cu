@@ -154,12 +154,12 @@ extern "C" int cu_norm_launch(const cu_norm_args *a, cudaStream_t st) {
 
 /* ---------------------------------------------------------------- Rope */
 
-/* The angle of pair i at position p as rope_kernel takes it below F64:
- * theta in double, reduced to [-pi, pi], sine and cosine in float. */
-__device__ __forceinline__ void rope_angle(const cu_rope_args &a, long long p, int64_t i, float *sn, float *cs) {
-  const double TWO_PI = 6.283185307179586476925;
-  const double theta = (double)p * pow(a.base, -2.0 * (double)i / (double)a.n_rot) / a.scale;
-  sincosf((float)(theta - rint(theta / TWO_PI) * TWO_PI), sn, cs);
+/* sin and cos of angle theta below F64: theta in double (positions make it
+ * large), reduced to about [-pi, pi] (a multiply, not a division: a
+ * quotient rounded the other way leaves it a hair outside), then float. */
+__device__ __forceinline__ void rope_sincos(double theta, float *sn, float *cs) {
+  const double TWO_PI = 6.283185307179586476925, INV_TWO_PI = 0.15915494309189533577;
+  sincosf((float)(theta - rint(theta * INV_TWO_PI) * TWO_PI), sn, cs);
 }
 
 /* One thread per (b, s, pair i < n_rot/2 or dim past n_rot, group of hpt
@@ -196,7 +196,7 @@ __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
         sincos((double)p * pow(a.base, -2.0 * (double)i / (double)a.n_rot) / a.scale, &sn, &c);
       } else {
         float fs, fc;
-        rope_angle(a, p, i, &fs, &fc);
+        rope_sincos((double)p * a.freq[i], &fs, &fc);
         sn = fs, c = fc;
       }
     } else {
@@ -227,16 +227,13 @@ __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
  * ROPE_VEC_HEADS heads: its V angles once, all heads' raw 16-byte vectors
  * loaded before the first store (x and out may be one buffer, so the
  * compiler cannot move the loads of the next head above the stores of this
- * one). The angles' frequencies base^(-2i/n_rot) for i = i0 .. i0+V-1 come
- * from one pow and a ratio (errors ~1e-15, where a pow each was most of the
- * kernel's time); the rest is rope_kernel's arithmetic. */
+ * one). The angles' frequencies come from the lowering's table (a.freq);
+ * the rest is rope_kernel's arithmetic. */
 #define ROPE_VEC_HEADS 4
 template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_kernel(const __grid_constant__ cu_rope_args a) {
   constexpr int V = 16 / (int)sizeof(E);
-  const double TWO_PI = 6.283185307179586476925;
   const int half = (int)(a.D / 2), chunks = half / V, groups = (int)((a.H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
   const int64_t total = a.B * a.S * chunks * groups, step = (int64_t)gridDim.x * blockDim.x;
-  const double ratio = pow(a.base, -2.0 / (double)a.n_rot);
   cu_pdl_chain();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
     const int c = (int)(t % chunks);
@@ -255,13 +252,8 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_ker
     }
     const long long p = cu_ld_i(a.pos, a.pos_dtype, a.pos_batched ? bs : bs % a.S);
     float sn[V], cs[V];
-    double f = pow(a.base, -2.0 * (double)(c * V) / (double)a.n_rot);
 #pragma unroll
-    for (int k = 0; k < V; k++) {
-      const double theta = (double)p * f / a.scale;
-      sincosf((float)(theta - rint(theta / TWO_PI) * TWO_PI), &sn[k], &cs[k]);
-      f *= ratio;
-    }
+    for (int k = 0; k < V; k++) rope_sincos((double)p * a.freq[c * V + k], &sn[k], &cs[k]);
     E *out = (E *)a.out + at;
 #pragma unroll
     for (int hh = 0; hh < ROPE_VEC_HEADS; hh++) {
