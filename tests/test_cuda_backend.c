@@ -716,7 +716,7 @@ static void test_params(void) {
 
 /* ---------------------------------------------------------------- one copy of the params */
 
-enum { SH_N = 8192, SH_K = 8192 }; /* w: 256 MiB of f32 */
+enum { SH_N = 8192, SH_K = 8192 }; /* w: 128 MiB of f16, 256 MiB as f32 */
 
 static size_t device_free_bytes(void) {
   size_t free_b = 0, total = 0;
@@ -743,9 +743,11 @@ static void check_shared_run(rlx_session *s, const float *w, int64_t S, const ch
   free(x), free(y), free(want);
 }
 
-/* Two shape bindings are two plans; they must read one device copy of w
- * (cudaMemGetInfo: the second plan takes far less than w's 256 MiB; the
- * first one also loads cuBLASLt's kernels, ~70 MiB, and its workspace).
+/* y = x @ transpose(cast(w, F32)), w an F16 param: the cast is folded
+ * (computed once from w, kept on the device). Two shape bindings are two
+ * plans; they must read one device copy of w and of its folded cast
+ * (cudaMemGetInfo: the second plan takes far less than the cast's 256 MiB;
+ * the first one also loads cuBLASLt's kernels, ~70 MiB, and its workspace).
  * The
  * plans of a freed session go to the next session of the graph with their
  * copy of w; a second live session may not use that copy (it would
@@ -755,14 +757,17 @@ static void test_shared_params(void) {
   rlx_graph *g = rlx_graph_new("shared params");
   const int64_t S = rlx_dim_sym(g, "S");
   int64_t xd[2] = {S, SH_K}, wd[2] = {SH_N, SH_K}, perm[2] = {1, 0};
-  rlx_node x = rlx_input(g, "x", RLX_F32, 2, xd), w = rlx_param(g, "w", RLX_F32, 2, wd);
-  rlx_node y = rlx_matmul(g, x, rlx_transpose(g, w, 2, perm));
+  rlx_node x = rlx_input(g, "x", RLX_F32, 2, xd), w = rlx_param(g, "w", RLX_F16, 2, wd);
+  rlx_node y = rlx_matmul(g, x, rlx_transpose(g, rlx_cast(g, w, RLX_F32), 2, perm));
   rlx_graph_set_outputs(g, 1, &y);
-  const size_t wbytes = (size_t)SH_N * SH_K * sizeof(float);
-  float *w1 = random_tensor(RLX_F32, (size_t)SH_N * SH_K, 1.0), *w2 = random_tensor(RLX_F32, (size_t)SH_N * SH_K, 1.0);
+  const size_t n_w = (size_t)SH_N * SH_K, wbytes = n_w * sizeof(float), hbytes = n_w * sizeof(uint16_t);
+  uint16_t *h1 = random_tensor(RLX_F16, (int64_t)n_w, 1.0), *h2 = random_tensor(RLX_F16, (int64_t)n_w, 1.0);
+  float *w1 = malloc(wbytes), *w2 = malloc(wbytes); /* the references' weights: the f16 values */
+  for (size_t i = 0; i < n_w; i++) w1[i] = (float)rlx_value_as_f64(RLX_F16, h1, (int64_t)i);
+  for (size_t i = 0; i < n_w; i++) w2[i] = (float)rlx_value_as_f64(RLX_F16, h2, (int64_t)i);
   rlx_options cu = {RLX_DEVICE_CUDA, 0, 0};
   rlx_session *a = NULL, *b = NULL, *c = NULL;
-  CHECK(rlx_compile(g, &cu, &a) == RLX_OK && rlx_set_param(a, "w", w1, wbytes) == RLX_OK, "compile: %s",
+  CHECK(rlx_compile(g, &cu, &a) == RLX_OK && rlx_set_param(a, "w", h1, hbytes) == RLX_OK, "compile: %s",
         rlx_last_error());
   if (!a) goto done;
   size_t free0 = device_free_bytes();
@@ -770,11 +775,11 @@ static void test_shared_params(void) {
   size_t free1 = device_free_bytes();
   check_shared_run(a, w1, 1, "second plan");
   size_t free2 = device_free_bytes();
-  CHECK(free0 >= free1 + wbytes, "the first plan holds w: %zu MiB taken, w is %zu MiB", (free0 - free1) >> 20,
-        wbytes >> 20);
-  CHECK(free1 < free2 + wbytes / 2, "the second plan shares w: it took %lld MiB (w is %zu MiB)",
+  CHECK(free0 >= free1 + wbytes + hbytes, "the first plan holds w and its cast: %zu MiB taken, they are %zu MiB",
+        (free0 - free1) >> 20, (wbytes + hbytes) >> 20);
+  CHECK(free1 < free2 + wbytes / 2, "the second plan shares w and its cast: it took %lld MiB (the cast is %zu MiB)",
         ((long long)free1 - (long long)free2) >> 20, wbytes >> 20);
-  rlx_set_param(a, "w", w2, wbytes); /* a new w reaches both plans */
+  rlx_set_param(a, "w", h2, hbytes); /* a new w reaches both plans */
   check_shared_run(a, w2, 1, "first plan, new w");
   check_shared_run(a, w2, 2, "second plan, new w");
   rlx_session_free(a);
@@ -782,8 +787,8 @@ static void test_shared_params(void) {
   /* b takes the idle plans over, with their copy of w; c, alive beside b, builds its own */
   CHECK(rlx_compile(g, &cu, &b) == RLX_OK && rlx_compile(g, &cu, &c) == RLX_OK, "compile b, c: %s", rlx_last_error());
   if (!b || !c) goto done;
-  rlx_set_param(b, "w", w1, wbytes);
-  rlx_set_param(c, "w", w2, wbytes);
+  rlx_set_param(b, "w", h1, hbytes);
+  rlx_set_param(c, "w", h2, hbytes);
   for (int round = 0; round < 2; round++) {
     check_shared_run(b, w1, 1, "session b");
     check_shared_run(c, w2, 2, "session c beside b");
@@ -800,7 +805,7 @@ done:
   rlx_session_free(a);
   rlx_session_free(b);
   rlx_session_free(c);
-  free(w1), free(w2);
+  free(w1), free(w2), free(h1), free(h2);
   rlx_graph_free(g);
 }
 

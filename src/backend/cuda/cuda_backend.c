@@ -201,7 +201,7 @@ typedef struct {
    * (0: none yet); a param in the store has the version of its buffer too */
   uint64_t *leaf_version;
   cuda_store *store;           /* the session's params (NULL: the plan keeps its own) */
-  cuda_store_entry **entry;    /* [n_nodes] a param's buffer in the store, else NULL */
+  cuda_store_entry **entry;    /* [n_nodes] a param's or folded node's buffer in the store, else NULL */
   void **folded_dev;           /* [n_nodes] buffer of a folded node */
   uint8_t *folded;             /* [n_nodes] parameter-only node */
   uint8_t *skip;               /* [n_nodes] node whose consumers absorbed it (no launch) */
@@ -1424,8 +1424,11 @@ static void cuda_free(void *p) {
   free(pl->steps);
   if (pl->g) {
     for (int i = 0; i < pl->g->n_nodes; i++) {
-      if (pl->entry && pl->entry[i]) cuda_store_put(pl->store, pl->entry[i]);
-      else if (pl->leaf_dev && pl->leaf_dev[i]) cudaFree(pl->leaf_dev[i]);
+      if (pl->entry && pl->entry[i]) {
+        cuda_store_put(pl->store, pl->entry[i]);
+        continue;
+      }
+      if (pl->leaf_dev && pl->leaf_dev[i]) cudaFree(pl->leaf_dev[i]);
       if (pl->folded_dev && pl->folded_dev[i]) cudaFree(pl->folded_dev[i]);
     }
   }
@@ -1475,6 +1478,24 @@ static void mark_folded(cuda_plan *pl) {
     pl->folded[i] = ok && out_bytes <= 2 * in_bytes + ((size_t)1 << 20);
   }
   free(state);
+}
+
+/* key[i]: how node i is computed — its op, attributes (a param's name, a
+ * constant's bytes), types and inputs, hashed recursively — which is the
+ * same in every plan of the session: a folded node's buffer in the store
+ * goes by it, so the plans share one copy of a weight folded from params
+ * (an F16 weight cast to F32). */
+static void folded_store_keys(const rlx_graph *g, uint64_t *key) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    uint64_t h = pass_hash_bytes(0xcbf29ce484222325ull, &n->op, sizeof n->op);
+    for (int k = 0; k < n->n_in; k++) h = pass_hash_bytes(h, &key[n->in[k]], sizeof key[0]);
+    for (int o = 0; o < n->n_out; o++) {
+      h = pass_hash_bytes(h, &n->out[o].dtype, sizeof n->out[o].dtype);
+      h = pass_hash_bytes(h, n->out[o].shape.d, (size_t)n->out[o].shape.rank * sizeof(int64_t));
+    }
+    key[i] = pass_attrs_hash(n->op, &n->a, h);
+  }
 }
 
 /* Weight transposes every reader of which is a matmul's b operand: the
@@ -1607,6 +1628,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   rlx_status st = RLX_OK;
   int *uses = NULL;
   uint8_t *outside = NULL;
+  uint64_t *fold_key = NULL;
   pl->leaf_dev = calloc(n_nodes, sizeof *pl->leaf_dev);
   pl->leaf_bytes = calloc(n_nodes, sizeof *pl->leaf_bytes);
   pl->leaf_version = calloc(n_nodes, sizeof *pl->leaf_version);
@@ -1619,8 +1641,9 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->slot = calloc(n_nodes * IR_MAX_OUTPUTS, sizeof *pl->slot);
   uses = ir_use_counts(g);
   outside = calloc(n_nodes, 1);
+  fold_key = malloc(n_nodes * sizeof *fold_key);
   if (!pl->leaf_dev || !pl->leaf_bytes || !pl->leaf_version || !pl->entry || !pl->folded_dev || !pl->folded || !pl->skip ||
-      !pl->resid_add || !pl->add_done || !pl->slot || !uses || !outside) {
+      !pl->resid_add || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
     st = rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
     goto fail;
   }
@@ -1629,6 +1652,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   mark_folded(pl);
   mark_absorbed(pl, uses);
   for (int i = 0; i < g->n_nodes; i++) outside[i] = pl->folded[i] || pl->skip[i];
+  if (pl->store) folded_store_keys(g, fold_key);
   if ((st = plan_arena_offsets(g, outside, &pl->mem))) goto fail;
   for (int i = 0; i < g->n_nodes; i++)
     if (pl->mem.view[i]) pl->skip[i] = 0; /* a view names its input's bytes: nothing to absorb */
@@ -1685,7 +1709,14 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
         total += (rlx_dtype_nbytes(n->out[o].dtype, ir_numel(&n->out[o].shape)) + RLX_ARENA_ALIGN - 1) /
                  RLX_ARENA_ALIGN * RLX_ARENA_ALIGN;
       }
-      if ((st = alloc_dev(&pl->folded_dev[i], total, "a folded parameter"))) goto fail;
+      if (pl->store) {
+        char name[40];
+        snprintf(name, sizeof name, "rlx.folded.%016llx", (unsigned long long)fold_key[i]);
+        if ((st = cuda_store_get(pl->store, name, total, &pl->entry[i]))) goto fail;
+        pl->folded_dev[i] = pl->entry[i]->dev;
+      } else if ((st = alloc_dev(&pl->folded_dev[i], total, "a folded parameter"))) {
+        goto fail;
+      }
       for (int o = 0; o < n->n_out; o++) pl->slot[slot0 + o] = (uint8_t *)pl->folded_dev[i] + offs[o];
     } else { /* in the arena, or in a leaf's bytes (the UpdateSlice of an in-place Assign) */
       for (int o = 0; o < n->n_out; o++) {
@@ -1721,11 +1752,13 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   if (pl->use_graph && replayed && (st = capture(pl))) goto fail;
   free(uses);
   free(outside);
+  free(fold_key);
   *out = pl;
   return RLX_OK;
 fail:
   free(uses);
   free(outside);
+  free(fold_key);
   cuda_free(pl);
   return st;
 }
