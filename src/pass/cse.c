@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FNV_OFFSET 0xcbf29ce484222325ull
 
 /* Open addressing over node ids (-1 empty); capacity a power of two. */
 typedef struct {
@@ -24,12 +23,9 @@ typedef struct {
 
 /* Hash of node n with its inputs replaced by their representatives. */
 static uint64_t node_hash(const ir_node *n, const rlx_node *rep) {
-  uint64_t h = pass_hash_bytes(FNV_OFFSET, &n->op, sizeof n->op);
+  uint64_t h = pass_hash_bytes(PASS_HASH_SEED, &n->op, sizeof n->op);
   for (int k = 0; k < n->n_in; k++) h = pass_hash_bytes(h, &rep[n->in[k]], sizeof(rlx_node));
-  if (n->op == RLX_OP_Constant) {
-    h = pass_hash_bytes(h, &n->out[0].dtype, sizeof n->out[0].dtype);
-    h = pass_hash_bytes(h, n->out[0].shape.d, (size_t)n->out[0].shape.rank * sizeof(int64_t));
-  }
+  if (n->op == RLX_OP_Constant) h = pass_type_hash(h, &n->out[0]);
   return pass_attrs_hash(n->op, &n->a, h);
 }
 

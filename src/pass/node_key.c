@@ -19,6 +19,12 @@ uint64_t pass_hash_bytes(uint64_t h, const void *p, size_t n) {
 
 static uint64_t hash_i64(uint64_t h, int64_t v) { return pass_hash_bytes(h, &v, sizeof v); }
 
+uint64_t pass_type_hash(uint64_t h, const ir_type *t) {
+  h = pass_hash_bytes(h, &t->dtype, sizeof t->dtype);
+  h = pass_hash_bytes(h, &t->shape.rank, sizeof t->shape.rank);
+  return pass_hash_bytes(h, t->shape.d, (size_t)t->shape.rank * sizeof t->shape.d[0]);
+}
+
 /* Bitwise, so NaN attributes (a Pad value) equal themselves and -0 differs
  * from +0: the text form prints them differently too. */
 static int f64_same(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }

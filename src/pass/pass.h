@@ -75,6 +75,8 @@ int      pass_can_decompose(const rlx_graph *g, rlx_node id);
 int      pass_attrs_equal(int op, const ir_attrs *a, const ir_attrs *b);
 uint64_t pass_attrs_hash(int op, const ir_attrs *a, uint64_t h);
 uint64_t pass_hash_bytes(uint64_t h, const void *p, size_t n);   /* FNV-1a step */
+#define PASS_HASH_SEED 0xcbf29ce484222325ull /* FNV-1a's offset basis: the first h */
+uint64_t pass_type_hash(uint64_t h, const ir_type *t);             /* dtype, rank and dims */
 
 /* verify -> fold -> dce -> cse -> simplify -> fuse -> legalize, with dumps
  * and traces. The result verifies. */

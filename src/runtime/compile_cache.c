@@ -31,7 +31,6 @@ extern char **environ; /* POSIX */
 #define RT_IDLE_PER_GRAPH 4
 #define RT_IDLE_MAX_BYTES ((size_t)256 << 20)
 #define RT_GRAPH_MAX_BYTES ((size_t)256 << 20) /* constants of the graphs held */
-#define FNV_OFFSET 0xcbf29ce484222325ull
 
 typedef struct {
   rt_plan p;
@@ -76,13 +75,13 @@ void rt_plan_free(const rlx_backend *b, rt_plan *p) {
 
 uint64_t rt_env_fingerprint(void) {
   static const char *const print_only[] = {"RLX_TRACE=", "RLX_DUMP=", "RLX_DISPATCH_REPORT=", "RLX_COMPILE_CACHE=", NULL};
-  uint64_t h = FNV_OFFSET;
+  uint64_t h = PASS_HASH_SEED;
   for (char **e = environ; *e; e++) {
     if (strncmp(*e, "RLX_", 4)) continue;
     int skip = 0;
     for (int i = 0; print_only[i] && !skip; i++) skip = !strncmp(*e, print_only[i], strlen(print_only[i]));
     /* order-independent: the environment's order is not the settings' */
-    if (!skip) h ^= pass_hash_bytes(FNV_OFFSET, *e, strlen(*e)) * 0x9e3779b97f4a7c15ull;
+    if (!skip) h ^= pass_hash_bytes(PASS_HASH_SEED, *e, strlen(*e)) * 0x9e3779b97f4a7c15ull;
   }
   return h;
 }
@@ -97,20 +96,14 @@ static int capacity(void) {
 
 /* ---------------------------------------------------------------- graph identity */
 
-static uint64_t hash_type(uint64_t h, const ir_type *t) {
-  h = pass_hash_bytes(h, &t->dtype, sizeof t->dtype);
-  h = pass_hash_bytes(h, &t->shape.rank, sizeof t->shape.rank);
-  return pass_hash_bytes(h, t->shape.d, (size_t)t->shape.rank * sizeof t->shape.d[0]);
-}
-
 static uint64_t graph_hash(const rlx_graph *g) {
-  uint64_t h = pass_hash_bytes(FNV_OFFSET, g->name, strlen(g->name) + 1);
+  uint64_t h = pass_hash_bytes(PASS_HASH_SEED, g->name, strlen(g->name) + 1);
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
     int head[] = {n->op, n->n_in, n->n_out};
     h = pass_hash_bytes(h, head, sizeof head);
     h = pass_hash_bytes(h, n->in, (size_t)n->n_in * sizeof *n->in);
-    for (int o = 0; o < n->n_out; o++) h = hash_type(h, &n->out[o]);
+    for (int o = 0; o < n->n_out; o++) h = pass_type_hash(h, &n->out[o]);
     h = pass_attrs_hash(n->op, &n->a, h);
   }
   h = pass_hash_bytes(h, g->outputs, (size_t)g->n_outputs * sizeof *g->outputs);

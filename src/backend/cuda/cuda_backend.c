@@ -1488,12 +1488,9 @@ static void mark_folded(cuda_plan *pl) {
 static void folded_store_keys(const rlx_graph *g, uint64_t *key) {
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
-    uint64_t h = pass_hash_bytes(0xcbf29ce484222325ull, &n->op, sizeof n->op);
+    uint64_t h = pass_hash_bytes(PASS_HASH_SEED, &n->op, sizeof n->op);
     for (int k = 0; k < n->n_in; k++) h = pass_hash_bytes(h, &key[n->in[k]], sizeof key[0]);
-    for (int o = 0; o < n->n_out; o++) {
-      h = pass_hash_bytes(h, &n->out[o].dtype, sizeof n->out[o].dtype);
-      h = pass_hash_bytes(h, n->out[o].shape.d, (size_t)n->out[o].shape.rank * sizeof(int64_t));
-    }
+    for (int o = 0; o < n->n_out; o++) h = pass_type_hash(h, &n->out[o]);
     key[i] = pass_attrs_hash(n->op, &n->a, h);
   }
 }
