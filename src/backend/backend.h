@@ -45,7 +45,8 @@ struct rlx_backend {
    * copying them out and back in on every run. */
   int (*keep_assigned)(void *plan, rlx_node a, uint64_t version);
   /* Copies the kept value of param p (see keep_assigned) into dst, when
-   * the session needs its host copy (another plan is about to run). */
+   * the session needs its host copy (another plan that cannot share it,
+   * share_kept, is about to run). */
   rlx_status (*fetch_param)(void *plan, rlx_node p, void *dst, size_t nbytes);
   /* Optional (NULL: no store). A store holds the params of one session in
    * the backend's memory for all of its plans, so that a plan for a new

@@ -415,15 +415,18 @@ static rlx_status hybrid_fetch_param(void *p, rlx_node param, void *dst, size_t 
  * that backend shares it (a CPU segment would read the host copy). */
 static int hybrid_share_kept(void *from, rlx_node p_from, void *to, rlx_node p_to) {
   const hybrid_plan *a = from, *b = to;
-  int ka = -1, kb = -1, readers = 0;
-  for (int k = 0; k < a->n_seg; k++)
-    if (segment_leaf(&a->seg[k], p_from) >= 0) ka = k;
-  for (int k = 0; k < b->n_seg; k++)
-    if (segment_leaf(&b->seg[k], p_to) >= 0) kb = k, readers++;
-  if (ka < 0 || readers != 1) return 0;
-  const segment *sa = &a->seg[ka], *sb = &b->seg[kb];
-  if (sa->backend != sb->backend || !sa->backend->share_kept) return 0;
-  return sa->backend->share_kept(sa->plan, segment_leaf(sa, p_from), sb->plan, segment_leaf(sb, p_to));
+  const segment *sa = NULL, *sb = NULL;
+  int la = -1, lb = -1, readers = 0; /* the param's node in sa and sb */
+  for (int k = 0; k < a->n_seg; k++) {
+    int i = segment_leaf(&a->seg[k], p_from);
+    if (i >= 0) sa = &a->seg[k], la = i;
+  }
+  for (int k = 0; k < b->n_seg; k++) {
+    int i = segment_leaf(&b->seg[k], p_to);
+    if (i >= 0) sb = &b->seg[k], lb = i, readers++;
+  }
+  if (!sa || readers != 1 || sa->backend != sb->backend || !sa->backend->share_kept) return 0;
+  return sa->backend->share_kept(sa->plan, la, sb->plan, lb);
 }
 
 /* Segments run one after another: the arenas add up. */

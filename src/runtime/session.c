@@ -537,7 +537,8 @@ rlx_status rlx_run(rlx_session *s) {
   for (int k = 0; k < s->n_leaves; k++) { /* values another plan keeps: shared with this one, or via the host */
     session_leaf *l = &s->leaves[k];
     if (l->kept_by < 0 || l->kept_by == idx) continue;
-    if (s->backend->share_kept && s->backend->share_kept(s->plans[l->kept_by].plan, l->node, s->plans[idx].plan, l->node))
+    void *keeper = s->plans[l->kept_by].plan;
+    if (s->backend->share_kept && s->backend->share_kept(keeper, l->node, s->plans[idx].plan, l->node))
       l->kept_by = idx;
     else if ((st = fetch_kept_param(s, l)))
       return st;

@@ -12,7 +12,8 @@
  *    (param_store.h), which every plan of the session shares;
  *  - parameter-only subgraphs (transposes, casts, reshapes of weights)
  *    are marked "folded": they get buffers of their own outside the arena
- *    and run once after their params are uploaded, not per run;
+ *    (in the store too, shared by the session's plans) and run once after
+ *    their params are uploaded, not per run;
  *  - a transpose of a weight's two dims that only feeds matmuls is not run
  *    at all: the matmul reads it transposed (cuBLASLt op T);
  *  - a residual add of a product (x + a @ w, prefill-sized) is computed by
@@ -27,8 +28,9 @@
  * Run: inputs are copied to their device buffers when their version
  * changed (so a repeated run on unchanged inputs copies nothing), params
  * when the store's buffer holds another version (and the folded steps
- * rerun when a param is not the version they were folded from), then one graph replay, then the
- * device error word (an out-of-range index) is checked.
+ * rerun when a param is not the version this plan folded them from), then
+ * one graph replay, then the device error word (an out-of-range index) is
+ * checked.
  */
 #include "../../pass/pass.h"
 #include "../backend.h"
