@@ -121,7 +121,7 @@ static void bench_gemv(double copy) {
     void *x = random_bf16(K), *out;
     CHECK_CUDA(cudaMalloc(&out, N * 2 * 8));
     cu_gemv_args a = {};
-    a.x = x, a.dtype = RLX_BF16, a.act = RLX_ACT_NONE, a.M = 1, a.K = K, a.nseg = 1;
+    a.x = x, a.dtype = a.w_dtype = RLX_BF16, a.act = RLX_ACT_NONE, a.M = 1, a.K = K, a.nseg = 1;
     a.seg[0].out = out, a.seg[0].N = N;
     size_t pf, cn;
     cu_gemv_plan(&a, &pf, &cn);
@@ -156,7 +156,7 @@ static void bench_gemv(double copy) {
   std::vector<std::vector<uint8_t *>> ws;
   cu_gemv_args a = {};
   void *x = random_bf16(K);
-  a.x = x, a.dtype = RLX_BF16, a.act = RLX_ACT_NONE, a.M = 1, a.K = K, a.nseg = 3;
+  a.x = x, a.dtype = a.w_dtype = RLX_BF16, a.act = RLX_ACT_NONE, a.M = 1, a.K = K, a.nseg = 3;
   size_t bytes = 0;
   for (int i = 0; i < 3; i++) {
     ws.push_back(weight_copies((size_t)(Ns[i] * K) * 2, 0, 0, 0));

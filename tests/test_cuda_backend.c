@@ -320,6 +320,56 @@ static void test_dequant_matmul(void) {
   }
 }
 
+/* DequantMatMul of 16-bit weights (GGUF F16/BF16 matrices read in place)
+ * under x of their dtype or F32: at decode rows the GEMV widening w as it
+ * streams, two products of one x joined in a launch and the residual add
+ * in the second's epilogue; at 19 rows, or K not a multiple of 8, cuBLASLt
+ * on w as given or widened into the scratch. Against the CPU; replay ==
+ * op by op. */
+static void test_dequant_matmul_16bit(void) {
+  static const rlx_dtype wtypes[] = {RLX_F16, RLX_BF16};
+  static const int64_t Ks[] = {520, 100}, Ms[] = {1, 3, 19};
+  for (size_t wi = 0; wi < 2; wi++)
+    for (int same = 0; same < 2; same++)
+      for (size_t ki = 0; ki < 2; ki++)
+        for (size_t mi = 0; mi < 3; mi++) {
+          const rlx_dtype wt = wtypes[wi], t = same ? wt : RLX_F32;
+          const int64_t K = Ks[ki], M = Ms[mi], N[2] = {136, 72};
+          rlx_graph *g = rlx_graph_new("dequant_matmul_16bit");
+          int64_t xd[2] = {M, K}, rd[2] = {M, N[1]}, w0d[2] = {N[0], K}, w1d[2] = {N[1], K};
+          rlx_node x = rlx_input(g, "x", t, 2, xd);
+          rlx_node y[2] = {rlx_dequant_matmul(g, x, rlx_param(g, "w0", wt, 2, w0d)),
+                           rlx_dequant_matmul(g, x, rlx_param(g, "w1", wt, 2, w1d))};
+          y[1] = rlx_add(g, y[1], rlx_input(g, "r", t, 2, rd));
+          rlx_graph_set_outputs(g, 2, y);
+          bound_leaf l[4] = {{"x", 0, random_tensor(t, M * K, 1.0), (size_t)(M * K) * dtype_size(t)},
+                             {"w0", 1, random_tensor(wt, N[0] * K, 0.1), (size_t)(N[0] * K) * dtype_size(wt)},
+                             {"w1", 1, random_tensor(wt, N[1] * K, 0.1), (size_t)(N[1] * K) * dtype_size(wt)},
+                             {"r", 0, random_tensor(t, M * N[1], 1.0), (size_t)(M * N[1]) * dtype_size(t)}};
+          for (int o = 0; o < 2; o++) {
+            size_t cb = 0, gb = 0, eb = 0;
+            void *cpu = run_graph(g, RLX_DEVICE_CPU, l, 4, o, &cb), *gpu = run_graph(g, RLX_DEVICE_CUDA, l, 4, o, &gb);
+            setenv("RLX_CUDA_GRAPH", "0", 1);
+            void *eager = run_graph(g, RLX_DEVICE_CUDA, l, 4, o, &eb);
+            unsetenv("RLX_CUDA_GRAPH");
+            double atol, rtol;
+            tolerance(t, &atol, &rtol);
+            /* 16-bit x at 19 rows: cuBLASLt's split-K partials rounded as in test_dequant_matmul */
+            if (t == RLX_BF16 && M > 8) atol += 4 * ldexp(1.0, -9) * sqrt((double)K) * 0.1;
+            const double r =
+                cpu && gpu && cb == gb ? worst_ratio(t, gpu, cpu, (int64_t)(cb / dtype_size(t)), atol, rtol) : INFINITY;
+            CHECK(r <= 1.0, "dequant_matmul %s w, %s x, M=%lld K=%lld output %d: worst error %.3g of tolerance",
+                  rlx_dtype_name(wt), rlx_dtype_name(t), (long long)M, (long long)K, o, r);
+            CHECK(eager && gpu && eb == gb && !memcmp(eager, gpu, gb),
+                  "dequant_matmul %s w, %s x, M=%lld K=%lld output %d: replay == op by op", rlx_dtype_name(wt),
+                  rlx_dtype_name(t), (long long)M, (long long)K, o);
+            free(cpu), free(gpu), free(eager);
+          }
+          for (int i = 0; i < 4; i++) free(l[i].data);
+          rlx_graph_free(g);
+        }
+}
+
 /* Random weights [N, K] packed by the CPU's Quantize into scheme q (the
  * malloc'ed bytes, *bytes of them) and, in *dequant, those packed weights
  * as floats (the CPU's Dequantize). NULL on failure (checked). */
@@ -844,6 +894,12 @@ static void test_hybrid(void) {
   CHECK(strstr(buf, "cuda declines node") && strstr(buf, "(GroupNorm): GroupNorm: no CUDA kernel"),
         "RLX_TRACE names the declined GroupNorm node; trace was:\n%s", buf);
   CHECK(strstr(buf, "3 segments (2 on cuda, 1 on cpu)") != NULL, "partition: cuda | cpu | cuda; trace was:\n%s", buf);
+  rlx_options o = {RLX_DEVICE_CUDA, 0, 0};
+  rlx_session *s = NULL;
+  rlx_session_stats stats = {0};
+  CHECK(rlx_compile(g, &o, &s) == RLX_OK && rlx_session_get_stats(s, &stats) == RLX_OK && stats.fallback_nodes == 1,
+        "hybrid: the session counts 1 node on the CPU, got %lld", (long long)stats.fallback_nodes);
+  rlx_session_free(s);
   for (int i = 0; i < 3; i++) free(l[i].data);
   rlx_graph_free(g);
 }
@@ -866,6 +922,7 @@ int main(void) {
   test_gemv();
   test_gemv_segments();
   test_dequant_matmul();
+  test_dequant_matmul_16bit();
   test_dequant_matmul_int8();
   test_dequant_matmul_norm();
   test_decoder_block();

@@ -13,7 +13,8 @@
  * of half the tokens followed by decode steps of one token for the rest
  * (the decode-shaped kernels and the KV cache on the device). Every
  * position's logits must agree within TOL of the largest CPU logit, and
- * the top-1 token must agree wherever the CPU's margin clears twice that.
+ * the top-1 token must agree wherever the CPU's margin clears twice that,
+ * and no op of the CUDA decoder may fall back to the CPU.
  * Run with RLX_QMATMUL_REF=1 (CTest sets it): the CPU's DequantMatMul then
  * keeps activations in F32, as the CUDA kernels do, so what is left is
  * summation order. */
@@ -33,6 +34,10 @@ static int run_model(const rlx_model_file *f, rlx_device dev, int64_t n_ctx, con
   rlx_status st = rlx_llm_load(f, &o, &m);
   CHECK(st == RLX_OK, "load on %s: %s", dev == RLX_DEVICE_CUDA ? "cuda" : "cpu", rlx_last_error());
   if (st) return 0;
+  rlx_llm_info info = {0};
+  /* every op of these decoders has a CUDA kernel: none may run on the CPU */
+  CHECK(rlx_llm_get_info(m, &info) == RLX_OK && info.fallback_nodes == 0, "%lld ops fall back to the CPU",
+        (long long)info.fallback_nodes);
   st = rlx_llm_eval(m, tokens, n, 1, all);
   CHECK(st == RLX_OK, "prefill: %s", rlx_last_error());
   const int64_t k = n / 2;

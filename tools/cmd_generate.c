@@ -311,6 +311,9 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
   if (info.rope_freq_scale != 1.0f || !strcmp(info.rope_scaling, "yarn") || info.rope_freq_factors)
     fprintf(stderr, "rope: %s scaling, factor %g%s\n", info.rope_scaling, 1.0 / (double)info.rope_freq_scale,
             info.rope_freq_factors ? ", frequency factors" : "");
+  if (info.fallback_nodes)
+    fprintf(stderr, "device: %lld ops of the decoder run on the CPU (RLX_TRACE=1 says which and why)\n",
+            (long long)info.fallback_nodes);
 
   size_t text_len;
   if (!(text = prompt_text(o, f, prompt, &text_len))) goto done;

@@ -264,7 +264,7 @@ typedef struct {
   rlx_file_tensor *bound;  /* the tensors used, bound in place after compile */
   int n_bound, cap_bound;
   size_t weight_bytes;
-  int weight_right;        /* float weights as MatMul's right operand (CUDA) */
+  int weight_right;        /* F32 weights as MatMul's right operand (CUDA) */
   rlx_status st;           /* the first error (a tensor, or out of memory) */
 } llm_builder;
 
@@ -322,22 +322,20 @@ static rlx_node to_f32(rlx_graph *g, rlx_node x) {
 }
 
 /* x [1, S, K] times w [N, K] transposed, w read where it lies: DequantMatMul
- * for a block, F16 or BF16 w on the CPU (the 16-bit matrices widened in
- * registers as they stream, or a panel at a time by the GEMM's packing:
- * never copied, and x stays F32, where a MatMul would need both operands in
- * one dtype); for an F32 w the product (w x^T)^T, whose left operand is w
- * as stored (a decode step is one pass of dot products over w's rows, a
- * prefill packs w as it would pack any operand) and whose transposes move
+ * for a block, F16 or BF16 w (the 16-bit matrices widened in registers as
+ * they stream, or a panel at a time by the CPU GEMM's packing: never
+ * copied, and x stays F32, where a MatMul would need both operands in one
+ * dtype); for an F32 w on the CPU the product (w x^T)^T, whose left operand
+ * is w as stored (a decode step is one pass of dot products over w's rows,
+ * a prefill packs w as it would pack any operand) and whose transposes move
  * activations only. The CUDA backend reads a weight's transpose through
- * instead (is_weight_transpose), so there float w stays MatMul's right
- * operand (its DequantMatMul decodes blocks only). */
+ * instead (is_weight_transpose), so there F32 w is MatMul's right operand. */
 static rlx_node linear(llm_builder *b, rlx_node x, rlx_node w) {
   rlx_graph *g = b->g;
   rlx_dtype wt;
   int64_t xd[RLX_MAX_RANK], wd[RLX_MAX_RANK];
   if (rlx_node_type(g, w, &wt, wd) != 2 || rlx_node_type(g, x, NULL, xd) != 3) return -1;
-  if (rlx_dtype_is_block(wt) || (!b->weight_right && (wt == RLX_F16 || wt == RLX_BF16)))
-    return rlx_dequant_matmul(g, x, w);
+  if (rlx_dtype_is_block(wt) || wt == RLX_F16 || wt == RLX_BF16) return rlx_dequant_matmul(g, x, w);
   const int64_t perm[2] = {1, 0};
   if (b->weight_right) return rlx_matmul(g, x, rlx_transpose(g, to_f32(g, w), 2, perm));
   rlx_node xt = rlx_transpose(g, rlx_reshape(g, x, 2, (const int64_t[]){xd[1], xd[2]}), 2, perm);
@@ -627,6 +625,8 @@ rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out) {
   out->weight_bytes = m->weight_bytes;
   out->kv_cache_bytes = llm_kv_bytes(&m->kv);
   out->kv_cache_type = m->kv.dtype;
+  rlx_session_stats st;
+  if (rlx_session_get_stats(m->sess, &st) == RLX_OK) out->fallback_nodes = st.fallback_nodes;
   return RLX_OK;
 }
 

@@ -276,16 +276,17 @@ typedef struct {
 } cu_qmv_args;
 void cu_qmv_plan(cu_qmv_args *a);
 int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st);
-/* w [rows, K] packed -> dst [rows, K] in dst_dtype (a float dtype). */
+/* w [rows, K] packed (or F16/BF16: widened) -> dst [rows, K] in dst_dtype (a float dtype). */
 int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
                       cudaStream_t st);
 
 /* ---------------------------------------------------------------- products with few rows (k_gemv.cu) */
 
 /* out[M, N] = act(x[M, K] @ w + bias) (+ resid) for M <= CU_GEMV_MAX_M
- * (decode), w [K, N] or, with w_trans, [N, K]; x, w, bias (NULL: none),
+ * (decode), w [K, N] or, with w_trans, [N, K]; x, bias (NULL: none),
  * resid (a residual add the product absorbed; NULL: none), out all of
- * dtype (F32/F16/BF16), F32 accumulation, one rounding. One launch serves
+ * dtype (F32/F16/BF16), w of w_dtype (dtype, or F16/BF16 under an F32
+ * x), F32 accumulation, one rounding. One launch serves
  * up to CU_GEMV_MAX_SEG products of the same x (segments: q, k and v of a
  * layer), each with its own w, N, bias, resid and out. cu_gemv_plan picks
  * the split along K and says how much scratch the launch needs: part_floats
@@ -302,14 +303,14 @@ typedef struct {
 } cu_gemv_seg;
 typedef struct {
   const void *x;
-  int dtype, act, w_trans, nseg, pdl;
+  int dtype, w_dtype, act, w_trans, nseg, pdl;
   float alpha;               /* leaky_relu */
   int64_t M, K;
   int ksplit;
   int64_t kchunk;            /* rows of w per K block */
   cu_gemv_seg seg[CU_GEMV_MAX_SEG];
 } cu_gemv_args;
-int cu_gemv_supported(int dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x, const void *w);
+int cu_gemv_supported(int dtype, int w_dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x, const void *w);
 void cu_gemv_plan(cu_gemv_args *a, size_t *part_floats, size_t *counters);
 void cu_gemv_set_scratch(cu_gemv_args *a, float *part, unsigned *count);
 int cu_gemv_launch(const cu_gemv_args *a, cudaStream_t st);

@@ -141,6 +141,12 @@ static int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, ch
   case RLX_OP_DequantMatMul:
   case RLX_OP_Dequantize: {
     rlx_dtype scheme = n->op == RLX_OP_DequantMatMul ? ir_in(g, n, 1)->dtype : x->dtype;
+    if (scheme == RLX_F16 || scheme == RLX_BF16) { /* 16-bit weights (lower_half_weight_matmul) */
+      if (x->dtype != RLX_F32 && x->dtype != scheme)
+        DECLINE("DequantMatMul of %s weights under %s x: no CUDA kernel", rlx_dtype_name(scheme),
+                rlx_dtype_name(x->dtype));
+      return 1;
+    }
     if (!cu_quant_supported(scheme))
       DECLINE("%s of %s: the CUDA kernels decode q4_0, q8_0, q4_k, q6_k", ir_ops[n->op].name, rlx_dtype_name(scheme));
     return 1;
@@ -950,10 +956,13 @@ static int weight_ready(const cuda_plan *pl, rlx_node id) {
 }
 
 /* A product of few rows (decode) through the GEMV kernels, where they take
- * it: 1 (emitted), 0 (not taken: the caller uses cuBLASLt), or an error. */
-static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, double alpha, rlx_status *st) {
+ * it (b of w_dtype: d's dtype, or a DequantMatMul's 16-bit weights): 1
+ * (emitted), 0 (not taken: the caller uses cuBLASLt), or an error. */
+static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, rlx_dtype w_dtype, double alpha,
+                     rlx_status *st) {
   *st = RLX_OK;
-  if (d->batch != 1 || d->pa || !cu_gemv_supported(d->dtype, d->M, d->N, d->K, d->b_trans, d->a, d->b)) return 0;
+  if (d->batch != 1 || d->pa || !cu_gemv_supported(d->dtype, w_dtype, d->M, d->N, d->K, d->b_trans, d->a, d->b))
+    return 0;
   cuda_gemm_desc r = *d; /* the residual add that reads the product, computed in its epilogue */
   const int resid = residual_into(pl, n, &r);
   /* a product right after another of the same x (q, k, v) joins its
@@ -963,12 +972,14 @@ static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, d
    * weights and bias are params (nothing the launch itself writes) */
   cuda_step *s = pl->n_steps ? &pl->steps[pl->n_steps - 1] : NULL;
   cu_gemv_args *a = s && s->kind == ST_GEMV && s->folded == pl->folded[n->id] ? s->args : NULL;
-  if (!a || a->nseg == CU_GEMV_MAX_SEG || a->x != d->a || a->dtype != (int)d->dtype || a->M != d->M ||
+  if (!a || a->nseg == CU_GEMV_MAX_SEG || a->x != d->a || a->dtype != (int)d->dtype || a->w_dtype != (int)w_dtype ||
+      a->M != d->M ||
       a->K != d->K || a->w_trans != d->b_trans || a->act != d->act || a->alpha != (float)alpha || resid || a->seg[0].resid ||
       !weight_ready(pl, n->in[1]) || (n->n_in > 2 && !weight_ready(pl, n->in[2]))) {
     s = new_step(pl, ST_GEMV, n);
     if (!s || !(a = new_args(s, sizeof *a))) return (*st = nomem(n)), 1;
-    a->x = d->a, a->dtype = d->dtype, a->act = d->act, a->alpha = (float)alpha, a->w_trans = d->b_trans;
+    a->x = d->a, a->dtype = d->dtype, a->w_dtype = w_dtype, a->act = d->act, a->alpha = (float)alpha;
+    a->w_trans = d->b_trans;
     a->M = d->M, a->K = d->K, a->pdl = pl->pdl;
   }
   cu_gemv_seg *g = &a->seg[a->nseg++];
@@ -1061,7 +1072,7 @@ static rlx_status lower_matmul(cuda_plan *pl, const ir_node *n) {
   if (b_br == 0) { /* one weight for every row of a: a single product over all rows */
     d.M = M * batch, d.batch = 1;
     rlx_status st;
-    if (!pl->no_gemv && emit_gemv(pl, n, &d, 0.0, &st)) return st;
+    if (!pl->no_gemv && emit_gemv(pl, n, &d, d.dtype, 0.0, &st)) return st;
     if (residual_into(pl, n, &d)) pl->add_done[pl->resid_add[n->id]] = 1;
     return emit_gemm(pl, n, &d, &fused);
   }
@@ -1139,10 +1150,48 @@ static rlx_status lower_fused_matmul(cuda_plan *pl, const ir_node *n) {
   d.b = matmul_b(pl, n, 1, &d.b_trans);
   int fused;
   rlx_status st;
-  if (!pl->no_gemv && emit_gemv(pl, n, &d, n->a.alpha, &st)) return st;
+  if (!pl->no_gemv && emit_gemv(pl, n, &d, d.dtype, n->a.alpha, &st)) return st;
   st = emit_gemm(pl, n, &d, &fused);
   if (st || fused == CUDA_FUSED_ALL) return st;
   return emit_bias_act(pl, n, (int)n->a.act, n->a.alpha, 1, fused == CUDA_FUSED_NONE ? d.bias : NULL);
+}
+
+/* Whether DequantMatMul n of 16-bit weights widens them into the plan's
+ * scratch: under x of another dtype, where the GEMV does not take it. */
+static int half_weight_widened(const cuda_plan *pl, const ir_node *n, int64_t M, int64_t K) {
+  const rlx_dtype xt = ir_in(pl->g, n, 0)->dtype, wt = ir_in(pl->g, n, 1)->dtype;
+  return xt != wt && (pl->no_gemv || M > CU_GEMV_MAX_M || K % 8 != 0);
+}
+
+/* DequantMatMul of F16/BF16 weights w [N, K] (a 16-bit GGUF matrix read in
+ * place), the CPU's rule: x as given times the widened weights, F32
+ * accumulation. At decode rows the GEMV widens w in registers as it
+ * streams (2 bytes an element read); at more rows cuBLASLt reads w as op T,
+ * first widened into the plan's scratch when x has another dtype (F32 x:
+ * an exact F32 product). */
+static rlx_status lower_half_weight_matmul(cuda_plan *pl, const ir_node *n, int64_t M, int64_t N, int64_t K) {
+  const ir_type *x = ir_in(pl->g, n, 0), *w = ir_in(pl->g, n, 1);
+  cuda_gemm_desc d = {0};
+  d.dtype = x->dtype, d.M = M, d.N = N, d.K = K, d.batch = 1, d.b_trans = 1, d.tf32 = pl->tf32;
+  d.a = in_ptr(pl, n, 0), d.b = in_ptr(pl, n, 1), d.c = out_ptr(pl, n), d.act = RLX_ACT_NONE;
+  rlx_status st;
+  if (!half_weight_widened(pl, n, M, K)) {
+    if (!pl->no_gemv && emit_gemv(pl, n, &d, w->dtype, 0.0, &st)) return st;
+    if (w->dtype != x->dtype)
+      return rlx_set_error(RLX_ERR_INTERNAL, "CUDA: node %d (DequantMatMul of %s): the GEMV did not take it", n->id,
+                           rlx_dtype_name(w->dtype));
+  } else {
+    if ((size_t)(N * K) * elem_size(x->dtype) > pl->scratch_bytes)
+      return rlx_set_error(RLX_ERR_INTERNAL, "CUDA: node %d: the scratch holds no widened weights", n->id);
+    pl->qx_valid = 0; /* the scratch no longer holds a quantized x */
+    cuda_step *s = new_step(pl, ST_DEQUANT, n);
+    if (!s) return nomem(n);
+    s->src = d.b, s->dtype = w->dtype, s->dst = pl->scratch, s->dtype2 = x->dtype, s->n0 = N, s->n1 = K;
+    d.b = pl->scratch;
+  }
+  if (residual_into(pl, n, &d)) pl->add_done[pl->resid_add[n->id]] = 1;
+  int fused;
+  return emit_gemm(pl, n, &d, &fused);
 }
 
 static rlx_status lower_quant(cuda_plan *pl, const ir_node *n) {
@@ -1164,6 +1213,7 @@ static rlx_status lower_quant(cuda_plan *pl, const ir_node *n) {
     s->dst = out_ptr(pl, n), s->bytes = rlx_dtype_nbytes(out->dtype, numel_of(out));
     return RLX_OK;
   }
+  if (!rlx_dtype_is_block(w->dtype)) return lower_half_weight_matmul(pl, n, M, N, K);
   if (M <= CU_QMM_MAX_M && pl->qmm_exact) {
     cuda_step *s = new_step(pl, ST_QMM, n);
     if (!s) return nomem(n);
@@ -1226,15 +1276,17 @@ static rlx_status lower_quant(cuda_plan *pl, const ir_node *n) {
   return emit_gemm(pl, n, &d, &fused);
 }
 
-/* Bytes of scratch node n needs (0: none): its dequantized weights (large
- * M) or its quantized x (small M). */
-static size_t quant_scratch_bytes(const rlx_graph *g, const ir_node *n) {
+/* Bytes of scratch node n needs (0: none): its dequantized or widened
+ * weights (large M) or its quantized x (small M). */
+static size_t quant_scratch_bytes(const cuda_plan *pl, const ir_node *n) {
   if (n->op != RLX_OP_DequantMatMul) return 0;
-  const ir_type *x = ir_in(g, n, 0), *w = ir_in(g, n, 1);
+  const ir_type *x = ir_in(pl->g, n, 0), *w = ir_in(pl->g, n, 1);
   const int64_t N = w->shape.d[0], K = w->shape.d[1];
   const int64_t M = N ? numel_of(&n->out[0]) / N : 0;
   if (!K || !M) return 0;
-  return M > CU_QMM_MAX_M ? (size_t)(N * K) * elem_size(x->dtype) : cu_qx_bytes(M, K);
+  const size_t widened = (size_t)(N * K) * elem_size(x->dtype);
+  if (!rlx_dtype_is_block(w->dtype)) return half_weight_widened(pl, n, M, K) ? widened : 0;
+  return M > CU_QMM_MAX_M ? widened : cu_qx_bytes(M, K);
 }
 
 /* ---------------------------------------------------------------- lowering */
@@ -1725,7 +1777,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
       }
     }
     any_gemm |= n->op == RLX_OP_MatMul || n->op == RLX_OP_FusedMatMulBiasAct || n->op == RLX_OP_DequantMatMul;
-    size_t q = quant_scratch_bytes(g, n);
+    size_t q = quant_scratch_bytes(pl, n);
     scratch = q > scratch ? q : scratch;
   }
   if (any_gemm && (st = alloc_dev(&pl->workspace, CUDA_GEMM_WORKSPACE, "the cuBLASLt workspace"))) goto fail;

@@ -1,7 +1,9 @@
 /* k_gemv.cu — dense products with few rows (decode: M <= CU_GEMV_MAX_M),
  * y[M, N] = act(x[M, K] @ w + bias) (+ resid: a residual add the product
  * absorbed), F32/F16/BF16 with F32 accumulation, rounded once to the
- * output type (the CPU's FusedMatMulBiasAct rule).
+ * output type (the CPU's FusedMatMulBiasAct rule). w may also be F16/BF16
+ * under an F32 x (DequantMatMul of a 16-bit GGUF weight): widened in
+ * registers as it streams, so a decode step reads its 2 bytes an element.
  *
  * At M = 1 a product is a pass over the weights at memory speed, which a
  * GEMM library's tiles (sized for reuse that a single row does not have)
@@ -52,7 +54,7 @@ __device__ __forceinline__ const cu_gemv_seg &gemv_segment(const cu_gemv_args &a
 }
 
 /* w [K, N]. grid (column tiles of all segments, ksplit). */
-template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) gemv_kn(const __grid_constant__ cu_gemv_args a) {
+template <typename E, typename W, int MM> __global__ void __launch_bounds__(GEMV_THREADS) gemv_kn(const __grid_constant__ cu_gemv_args a) {
   __shared__ float red[GEMV_WARPS][MM][GEMV_COLS];
   __shared__ int last;
   const int t = threadIdx.x, cg = t % 8, rg = t / 8, lane = t % 32, warp = t / 32;
@@ -60,7 +62,8 @@ template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) ge
   const cu_gemv_seg &g = gemv_segment(a, tile_i, GEMV_COLS);
   const int64_t col0 = tile_i * GEMV_COLS + cg * 8;
   const int64_t kb = (int64_t)blockIdx.y * a.kchunk, ke = kb + a.kchunk < a.K ? kb + a.kchunk : a.K;
-  const E *w = (const E *)g.w, *x = (const E *)a.x;
+  const W *w = (const W *)g.w;
+  const E *x = (const E *)a.x;
   cu_pdl_chain();
   float acc[MM][8];
 #pragma unroll
@@ -71,7 +74,7 @@ template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) ge
 #pragma unroll 4
     for (int64_t k = kb + rg; k < ke; k += GEMV_ROWG) {
       float wv[8];
-      ld8<E>(w + k * g.N + col0, wv);
+      ld8<W>(w + k * g.N + col0, wv);
 #pragma unroll
       for (int m = 0; m < MM; m++) {
         if (m >= a.M) break;
@@ -138,20 +141,21 @@ template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) ge
 }
 
 /* w [N, K]: warp per column. */
-template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) gemv_nk(const __grid_constant__ cu_gemv_args a) {
+template <typename E, typename W, int MM> __global__ void __launch_bounds__(GEMV_THREADS) gemv_nk(const __grid_constant__ cu_gemv_args a) {
   const int lane = threadIdx.x % 32;
   int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32;
   const cu_gemv_seg &g = gemv_segment(a, n, 1);
   cu_pdl_chain();
   if (n >= g.N) return;
-  const E *w = (const E *)g.w + n * a.K, *x = (const E *)a.x;
+  const W *w = (const W *)g.w + n * a.K;
+  const E *x = (const E *)a.x;
   float acc[MM];
 #pragma unroll
   for (int m = 0; m < MM; m++) acc[m] = 0.f;
 #pragma unroll 2
   for (int64_t k = lane * 8; k < a.K; k += 256) {
     float wv[8], xv[8];
-    ld8<E>(w + k, wv);
+    ld8<W>(w + k, wv);
 #pragma unroll
     for (int m = 0; m < MM; m++) {
       if (m >= a.M) break;
@@ -169,9 +173,10 @@ template <typename E, int MM> __global__ void __launch_bounds__(GEMV_THREADS) ge
 }
 
 
-extern "C" int cu_gemv_supported(int dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x,
+extern "C" int cu_gemv_supported(int dtype, int w_dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x,
                                  const void *w) {
   if (dtype != RLX_F32 && dtype != RLX_F16 && dtype != RLX_BF16) return 0;
+  if (w_dtype != dtype && !(dtype == RLX_F32 && (w_dtype == RLX_F16 || w_dtype == RLX_BF16))) return 0;
   if (M < 1 || M > CU_GEMV_MAX_M || N < 1 || K < 1 || !cu_aligned16(x) || !cu_aligned16(w)) return 0;
   /* 16-byte rows: 8 elements of w (and, for [N, K], of x) at a time */
   if (w_trans ? K % 8 != 0 : N % 8 != 0) return 0;
@@ -223,29 +228,33 @@ extern "C" void cu_gemv_set_scratch(cu_gemv_args *a, float *part, unsigned *coun
   }
 }
 
-template <typename E, int MM> static void gemv_typed_m(const cu_gemv_args *a, cudaStream_t st) {
+template <typename E, typename W, int MM> static void gemv_typed_m(const cu_gemv_args *a, cudaStream_t st) {
   if (a->w_trans)
-    cu_launch(gemv_nk<E, MM>, (unsigned)((gemv_units(a, 1) + GEMV_WARPS - 1) / GEMV_WARPS), GEMV_THREADS, 0, st, a->pdl,
-              *a);
+    cu_launch(gemv_nk<E, W, MM>, (unsigned)((gemv_units(a, 1) + GEMV_WARPS - 1) / GEMV_WARPS), GEMV_THREADS, 0, st,
+              a->pdl, *a);
   else
-    cu_launch(gemv_kn<E, MM>, dim3((unsigned)gemv_units(a, GEMV_COLS), (unsigned)a->ksplit), GEMV_THREADS, 0, st,
+    cu_launch(gemv_kn<E, W, MM>, dim3((unsigned)gemv_units(a, GEMV_COLS), (unsigned)a->ksplit), GEMV_THREADS, 0, st,
               a->pdl, *a);
 }
 
-template <typename E> static void gemv_typed(const cu_gemv_args *a, cudaStream_t st) {
-  if (a->M == 1) gemv_typed_m<E, 1>(a, st);
-  else if (a->M == 2) gemv_typed_m<E, 2>(a, st);
-  else if (a->M <= 4) gemv_typed_m<E, 4>(a, st);
-  else gemv_typed_m<E, CU_GEMV_MAX_M>(a, st);
+template <typename E, typename W> static void gemv_typed(const cu_gemv_args *a, cudaStream_t st) {
+  if (a->M == 1) gemv_typed_m<E, W, 1>(a, st);
+  else if (a->M == 2) gemv_typed_m<E, W, 2>(a, st);
+  else if (a->M <= 4) gemv_typed_m<E, W, 4>(a, st);
+  else gemv_typed_m<E, W, CU_GEMV_MAX_M>(a, st);
 }
 
 extern "C" int cu_gemv_launch(const cu_gemv_args *a, cudaStream_t st) {
   if (a->nseg < 1 || a->nseg > CU_GEMV_MAX_SEG) return cudaErrorInvalidValue;
-  switch (a->dtype) {
-  case RLX_F32: gemv_typed<float>(a, st); break;
-  case RLX_F16: gemv_typed<__half>(a, st); break;
-  case RLX_BF16: gemv_typed<__nv_bfloat16>(a, st); break;
+#define MIXED(x, w) (16 * ((x) + 1) + (w)) /* x of one dtype, w of another */
+  switch (a->dtype == a->w_dtype ? a->dtype : MIXED(a->dtype, a->w_dtype)) {
+  case RLX_F32: gemv_typed<float, float>(a, st); break;
+  case RLX_F16: gemv_typed<__half, __half>(a, st); break;
+  case RLX_BF16: gemv_typed<__nv_bfloat16, __nv_bfloat16>(a, st); break;
+  case MIXED(RLX_F32, RLX_F16): gemv_typed<float, __half>(a, st); break;
+  case MIXED(RLX_F32, RLX_BF16): gemv_typed<float, __nv_bfloat16>(a, st); break;
   default: return cudaErrorInvalidValue;
   }
+#undef MIXED
   return cudaGetLastError();
 }

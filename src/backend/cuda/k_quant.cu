@@ -635,8 +635,24 @@ __global__ void dequant_kernel(const uint8_t *w, void *dst, int dst_dtype, int64
   }
 }
 
+/* F16/BF16 "dequantized" (DequantMatMul of a 16-bit weight at prefill
+ * rows, under x of another dtype): widened, exactly. */
+template <typename W> __global__ void widen_kernel(const W *w, void *dst, int dst_dtype, int64_t total) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step)
+    cu_st_f32(dst, dst_dtype, i, cu_fl<W>::ld(w + i));
+}
+
 extern "C" int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
                                  cudaStream_t st) {
+  if (scheme == RLX_F16 || scheme == RLX_BF16) {
+    const int64_t n = rows * K;
+    if (n <= 0) return cudaSuccess;
+    const unsigned b = cu_blocks(n, CU_THREADS);
+    if (scheme == RLX_F16) widen_kernel<__half><<<b, CU_THREADS, 0, st>>>((const __half *)w, dst, dst_dtype, n);
+    else widen_kernel<__nv_bfloat16><<<b, CU_THREADS, 0, st>>>((const __nv_bfloat16 *)w, dst, dst_dtype, n);
+    return cudaGetLastError();
+  }
   const int64_t total = rows * (K / 32);
   if (total <= 0) return cudaSuccess;
   if ((uintptr_t)w & 15) return cudaErrorInvalidValue; /* w: a param's own allocation */
