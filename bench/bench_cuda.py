@@ -3,7 +3,7 @@
 usage: python3 bench/bench_cuda.py BENCH_CUDA_BINARY [--quick] [--no-compile] [--profile]
                                   [--only=gemm,gemv,attn,block,decode,decode8b,llm]
                                   [--kernels=BENCH_CUDA_KERNELS_BINARY [--kernels-only=gemv|quant]]
-                                  [--no-variants] [--batches=1,2,4,8]
+                                  [--no-variants] [--batches=1,2,4,8] [--llm-models=llama3-8b-bf16,...]
 
 Measures, in one process run:
   ceilings  device-to-device copy bandwidth (bytes read + written) and a
@@ -28,15 +28,16 @@ Measures, in one process run:
             builders), bf16, q8_0 and q4_K weights, vs the roofline: there
             the products must stream GBs of weights at near copy bandwidth
             (q8_0 / q4_K also with RLX_QMATMUL_REF=1: the float kernel);
-  llm       a GGUF decoder through the public LLM API (rlx_llm_load, as
-            `rlx generate --device cuda` runs it; context 4096): a random-
-            weight Llama file of TinyLlama's dims (16 layers, q8_0; made by
-            bench/make_llama_gguf.py), ms per decode step against the
-            roofline (the median step; beside it the mean, which also pays
-            for the plans built as the keys pass each 128-key bucket),
-            with the KV cache kept on the device (the default) and read
-            back to the host after every step (RLX_CUDA_KEEP_STATE=0);
-            not in the default set;
+  llm       GGUF decoders through the public LLM API (rlx_llm_load, as
+            `rlx generate --device cuda` runs it; context 4096): random-
+            weight Llama files (made by bench/make_llama_gguf.py) of
+            TinyLlama's dims (16 layers; q8_0, bf16) and of Llama-3-8B's
+            (q8_0, bf16), ms per decode step against the roofline (the
+            median step; beside it the mean, which also pays for the plans
+            built as the keys pass each 128-key bucket), the q8_0 TinyLlama
+            also with the KV cache read back to the host after every step
+            (RLX_CUDA_KEEP_STATE=0) and in f16; --llm-models=NAME-WTYPE,...
+            (e.g. llama3-8b-bf16) picks some; not in the default set;
   kernels   (--kernels=) bench_cuda_kernels: the decode products' kernels
             alone at the 8B shapes, TB/s against the copy bandwidth.
 rlx numbers come from bench_cuda (C; each run is one rlx_run: a CUDA graph
@@ -345,25 +346,42 @@ for wf, var in (DECODE8B_RUNS if "decode8b" in ONLY else ()):
                                 "roof_ms": roof})
 
 # ---------------------------------------------------------------- the LLM API
+# (label, make_llama_gguf.py arguments, weight type, KV cache runs): random-
+# weight Llama files, made on the spot and removed after (the 8B ones are
+# 8.5 and 16 GB)
+TINYLLAMA = ()
+LLAMA8B_DIMS = ("--layers", "32", "--embd", "4096", "--heads", "32", "--heads-kv", "8", "--ff", "14336",
+                "--vocab", "128256")
+LLM_MODELS = (("tinyllama-16L", TINYLLAMA, "q8_0", (("f32", None), ("f32", "RLX_CUDA_KEEP_STATE=0"), ("f16", None))),
+              ("tinyllama-16L", TINYLLAMA, "bf16", (("f32", None),)),
+              ("llama3-8b", LLAMA8B_DIMS, "q8_0", (("f32", None),)),
+              ("llama3-8b", LLAMA8B_DIMS, "bf16", (("f32", None), ("bf16", None))))
+LLM_ONLY = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--llm-models=")), None)
 if "llm" in ONLY:
-    model = "/tmp/rlx-bench-llama-q8_0.gguf"
-    print("\n== decode through the LLM API (rlx_llm_load on CUDA), random Llama GGUF: "
-          "TinyLlama dims, 16 layers, q8_0; prefill 128, then 5 x 64 steps")
-    if not os.path.exists(model):
-        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_llama_gguf.py"),
-                        model], check=True)
-    print("%-26s %9s %9s %9s %9s %9s %6s" % ("KV cache", "ms/token", "tok/s", "mean ms", "roof ms", "of roof",
-                                            "plans"))
+    print("\n== decode through the LLM API (rlx_llm_load on CUDA), random-weight Llama GGUFs "
+          "(bench/make_llama_gguf.py); prefill 128, then 5 x 64 steps; roof: the bytes a step reads "
+          "(every weight but the embedding table) over the copy bandwidth")
+    print("%-34s %9s %9s %9s %9s %9s %6s %5s" % ("model, KV cache", "ms/token", "tok/s", "mean ms", "roof ms",
+                                                "of roof", "plans", "cpu"))
     results["llm"] = []
-    for cache, var in (("f32", None), ("f32", "RLX_CUDA_KEEP_STATE=0"), ("f16", None)):
-        r = rlx("llm", model, 128, 64, cache, env=dict([var.split("=")]) if var else None)
-        # a step reads every weight but the embedding table (one row of it):
-        # the file's 32000 x 2048 q8_0 table (34 bytes a block of 32)
-        roof = (r["weight_bytes"] - 32000 * 2048 // 32 * 34) / bw * 1e3
-        print("%-26s %9.4f %9.1f %9.4f %9.4f %8.1f%% %6d" % (cache + (" (%s)" % var if var else ""), r["ms"], r["tok_s"],
-                                                           r["mean_ms"], roof, 100 * roof / r["ms"], r["plans"]))
-        results["llm"].append({"cache": cache, "env": var, "ms": r["ms"], "mean_ms": r["mean_ms"], "roof_ms": roof,
-                               "plans": r["plans"]})
+    for label, dims, wf, runs in LLM_MODELS:
+        if LLM_ONLY and "%s-%s" % (label, wf) not in LLM_ONLY:
+            continue
+        model = "/tmp/rlx-bench-%s-%s.gguf" % (label, wf)
+        t0 = time.time()
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_llama_gguf.py"),
+                        model, "--wtype", wf, *dims], check=True, stdout=subprocess.DEVNULL)
+        print("(%s %s: %.1f GB, made in %.0f s)" % (label, wf, os.path.getsize(model) / 1e9, time.time() - t0))
+        for cache, var in runs:
+            r = rlx("llm", model, 128, 64, cache, env=dict([var.split("=")]) if var else None)
+            roof = r["step_bytes"] / bw * 1e3
+            what = "%s %s, %s%s" % (label, wf, cache, " (%s)" % var if var else "")
+            print("%-34s %9.4f %9.1f %9.4f %9.4f %8.1f%% %6d %5d" % (what, r["ms"], r["tok_s"], r["mean_ms"], roof,
+                                                                    100 * roof / r["ms"], r["plans"], r["fallback"]))
+            results["llm"].append({"model": label, "wfmt": wf, "cache": cache, "env": var, "ms": r["ms"],
+                                   "mean_ms": r["mean_ms"], "roof_ms": roof, "plans": r["plans"],
+                                   "fallback": r["fallback"]})
+        os.remove(model)
 
 # ---------------------------------------------------------------- kernels alone
 KERNELS = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--kernels=")), None)

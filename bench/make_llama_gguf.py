@@ -7,10 +7,15 @@ decode step does not depend on the values, only on the shapes and the
 weight type; the file has no tokenizer (the bench feeds token ids).
 
   python3 bench/make_llama_gguf.py OUT.gguf [--layers 16] [--embd 2048]
-      [--heads 32] [--heads-kv 4] [--ff 5632] [--vocab 32000] [--wtype q8_0]
+      [--heads 32] [--heads-kv 4] [--ff 5632] [--vocab 32000]
+      [--wtype q8_0|q4_0|f16|bf16|f32]
 
-The defaults are TinyLlama-1.1B's dims with 16 of its 22 layers. Needs
-numpy and the gguf package (tests/ref/llama_tiny.py writes the file).
+The defaults are TinyLlama-1.1B's dims with 16 of its 22 layers; Llama 3
+8B is --layers 32 --embd 4096 --heads 32 --heads-kv 8 --ff 14336 --vocab
+128256. A matrix repeats one random block of 512 rows (quantized once), so
+an 8B file takes seconds of numpy, not minutes; a decode step still reads
+every byte. Needs numpy and the gguf package (tests/ref/llama_tiny.py
+writes the file).
 """
 import argparse
 import os
@@ -24,7 +29,8 @@ from llama_tiny import write_gguf  # noqa: E402
 from gguf import GGMLQuantizationType as QT  # noqa: E402
 from gguf.quants import quantize  # noqa: E402
 
-WTYPES = {"q8_0": QT.Q8_0, "q4_0": QT.Q4_0, "f16": QT.F16, "f32": QT.F32}
+WTYPES = {"q8_0": QT.Q8_0, "q4_0": QT.Q4_0, "f16": QT.F16, "bf16": QT.BF16, "f32": QT.F32}
+BLOCK_ROWS = 512
 
 
 def main():
@@ -43,12 +49,10 @@ def main():
     kvd = a.heads_kv * (a.embd // a.heads)
 
     def weight(rows, cols, scale):
-        w = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(scale)
-        if qt == QT.F32:
-            return w, QT.F32
-        if qt == QT.F16:
-            return w.astype(np.float16), QT.F16
-        return quantize(w, qt), qt
+        w = rng.standard_normal((min(rows, BLOCK_ROWS), cols), dtype=np.float32) * np.float32(scale)
+        w = w if qt == QT.F32 else w.astype(np.float16) if qt == QT.F16 else quantize(w, qt)
+        reps = -(-rows // w.shape[0])
+        return np.tile(w, (reps, 1))[:rows], qt
 
     t0 = time.time()
     tensors = {"token_embd.weight": weight(a.vocab, a.embd, 0.5),

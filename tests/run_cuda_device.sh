@@ -9,7 +9,7 @@
 #
 #   bash tests/run_cuda_device.sh [--bench] [--quick] [--profile] [--no-tests]
 #                                 [--only=gemm,gemv,attn,block,decode,decode8b] [--batches=1,2,4,8] [--no-compile]
-#                                 [--budget SECONDS] [--kernels] [--tests=REGEX]
+#                                 [--budget SECONDS] [--kernels] [--tests=REGEX] [--llm-models=NAME-WTYPE,...]
 # --kernels: also build bench/bench_cuda_kernels.cu (nvcc, beside the cmake
 # build) and run it inside the benchmark (the decode products' kernels alone).
 # --tests=REGEX: test_cuda_backend and the ctest cases matching REGEX only.
@@ -23,7 +23,8 @@ bench=0 bench_flags="" tests=1 budget=540 kernels=0 test_regex=
 while [ $# -gt 0 ]; do
   case $1 in
     --bench) bench=1 ;;
-    --quick | --profile | --no-compile | --only=* | --batches=* | --no-variants | --kernels-only=*) bench_flags="$bench_flags $1" ;;
+    --quick | --profile | --no-compile | --only=* | --batches=* | --no-variants | --kernels-only=* | --llm-models=*)
+      bench_flags="$bench_flags $1" ;;
     --no-tests) tests=0 ;;
     --kernels) kernels=1 ;;
     --tests=*) test_regex=${1#--tests=} ;;
