@@ -602,7 +602,7 @@ typedef struct {
    * to the session's host copy: that copy is refreshed only when a plan
    * of another shape binding runs next. */
   int64_t params_kept;
-  /* Nodes of the compiled graph the device does not take, run on the CPU
+  /* Nodes of the current plan the device does not take, run on the CPU
    * between its segments (RLX_TRACE=1 names each and says why); 0 on the
    * CPU. */
   int64_t fallback_nodes;
@@ -715,8 +715,8 @@ typedef struct {
   char    rope_scaling[8];
   float   rope_freq_scale;
   int     rope_freq_factors;
-  /* Nodes of the compiled decoder its device passes to the CPU
-   * (rlx_session_stats.fallback_nodes; rlx_llm_get_info only, else 0). */
+  /* Nodes of the decoder's last plan (run) that its device passes to the
+   * CPU (rlx_session_stats.fallback_nodes; rlx_llm_get_info only, else 0). */
   int64_t fallback_nodes;
 } rlx_llm_info;
 /* Builds the decoder graph from the metadata (llama / SmolLM2, qwen2,

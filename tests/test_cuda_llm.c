@@ -34,10 +34,6 @@ static int run_model(const rlx_model_file *f, rlx_device dev, int64_t n_ctx, con
   rlx_status st = rlx_llm_load(f, &o, &m);
   CHECK(st == RLX_OK, "load on %s: %s", dev == RLX_DEVICE_CUDA ? "cuda" : "cpu", rlx_last_error());
   if (st) return 0;
-  rlx_llm_info info = {0};
-  /* every op of these decoders has a CUDA kernel: none may run on the CPU */
-  CHECK(rlx_llm_get_info(m, &info) == RLX_OK && info.fallback_nodes == 0, "%lld ops fall back to the CPU",
-        (long long)info.fallback_nodes);
   st = rlx_llm_eval(m, tokens, n, 1, all);
   CHECK(st == RLX_OK, "prefill: %s", rlx_last_error());
   const int64_t k = n / 2;
@@ -46,6 +42,10 @@ static int run_model(const rlx_model_file *f, rlx_device dev, int64_t n_ctx, con
   if (!st) st = rlx_llm_eval(m, tokens, k, 0, steps + (k - 1) * V);
   for (int64_t p = k; p < n && !st; p++) st = rlx_llm_eval(m, &tokens[p], 1, 0, steps + p * V);
   CHECK(st == RLX_OK, "decode: %s", rlx_last_error());
+  rlx_llm_info info = {0};
+  /* every op of these decoders has a CUDA kernel: none may run on the CPU (the decode plan's count) */
+  CHECK(rlx_llm_get_info(m, &info) == RLX_OK && info.fallback_nodes == 0, "%lld ops fall back to the CPU",
+        (long long)info.fallback_nodes);
   rlx_llm_free(m);
   return st == RLX_OK;
 }

@@ -4,7 +4,8 @@
  * every output (values crossing cuts both ways, a value read by two later
  * segments, a graph output that is a cut value), that independent nodes of
  * one backend are scheduled together (five segments where node order gives
- * seven), and that RLX_TRACE names each declined node. */
+ * seven), that RLX_TRACE names each declined node and that the plan counts
+ * them (rlx_session_stats.fallback_nodes). */
 #include "check.h"
 #include "runtime/partition.h"
 
@@ -82,6 +83,10 @@ int main(void) {
   /* device {relu, exp, add} | cpu {softmax, log_softmax} | device {add} | cpu {sum} | device {mul} */
   CHECK(strstr(trace, "5 segments (3 on stand-in, 2 on cpu), 5 values cross a cut") != NULL,
         "segments merged by scheduling; trace:\n%s", trace);
+  rlx_session_stats stats = {0};
+  if (hp) rlx_hybrid_backend.memory_stats(hp, &stats);
+  CHECK(stats.fallback_nodes == 3, "the plan counts its 3 CPU nodes as fallbacks, got %lld",
+        (long long)stats.fallback_nodes);
 
   for (int round = 0; st == RLX_OK && hp && cp && round < 2; round++) {
     if (round) xv[4] = -7.5f; /* new input data: cut values are staged again */

@@ -311,9 +311,6 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
   if (info.rope_freq_scale != 1.0f || !strcmp(info.rope_scaling, "yarn") || info.rope_freq_factors)
     fprintf(stderr, "rope: %s scaling, factor %g%s\n", info.rope_scaling, 1.0 / (double)info.rope_freq_scale,
             info.rope_freq_factors ? ", frequency factors" : "");
-  if (info.fallback_nodes)
-    fprintf(stderr, "device: %lld ops of the decoder run on the CPU (RLX_TRACE=1 says which and why)\n",
-            (long long)info.fallback_nodes);
 
   size_t text_len;
   if (!(text = prompt_text(o, f, prompt, &text_len))) goto done;
@@ -399,6 +396,9 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
   fprintf(stderr, "stopped at %s\n", stop);
   fprintf(stderr, "prompt: %lld tokens, prefill %.1f tokens/s | generated: %lld tokens, decode %.1f tokens/s\n",
           (long long)n_prompt, prefill_tps, (long long)n_gen, decode_tps);
+  if (rlx_llm_get_info(m, &info) == RLX_OK && info.fallback_nodes)
+    fprintf(stderr, "device: %lld ops of the decode step ran on the CPU (RLX_TRACE=1 says which and why)\n",
+            (long long)info.fallback_nodes);
   if (o->stats_json)
     fprintf(stderr,
             "{\"load_s\": %.6f, \"prompt_tokens\": %lld, \"prefill_s\": %.6f, \"prefill_tps\": %.3f, "

@@ -429,12 +429,15 @@ static int hybrid_share_kept(void *from, rlx_node p_from, void *to, rlx_node p_t
   return sa->backend->share_kept(sa->plan, la, sb->plan, lb);
 }
 
-/* Segments run one after another: the arenas add up. */
+/* Segments run one after another: the arenas add up. The nodes of the CPU
+ * segments are the device's fallbacks. */
 static void hybrid_memory_stats(const void *p, rlx_session_stats *st) {
   const hybrid_plan *h = p;
   rlx_session_stats sum = *st;
   sum.arena_bytes = sum.naive_bytes = sum.peak_live_bytes = 0;
-  sum.views = sum.in_place = 0;
+  sum.views = sum.in_place = sum.fallback_nodes = 0;
+  for (int i = 0; i < h->g->n_nodes; i++)
+    sum.fallback_nodes += h->seg_of[i] >= 0 && h->seg[h->seg_of[i]].backend == &rlx_cpu_backend;
   for (int i = 0; i < h->n_seg; i++) {
     rlx_session_stats one = *st;
     h->seg[i].backend->memory_stats(h->seg[i].plan, &one);

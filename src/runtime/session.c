@@ -248,10 +248,8 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   }
   s->g = rt_compiled_graph(s->compiled);
   s->stats.compile_cache_hit = from_cache;
-  const pass_dispatch_count *dispatch = rt_compiled_dispatch(s->compiled);
-  for (int op = 0; op < RLX_OP_COUNT; op++) s->stats.fallback_nodes += dispatch[op].fallback;
   if (ir_env_flag("RLX_DISPATCH_REPORT", 0))
-    rt_dispatch_report(g->name, s->backend->name, dispatch, from_cache);
+    rt_dispatch_report(g->name, s->backend->name, rt_compiled_dispatch(s->compiled), from_cache);
   for (int i = 0; i < s->g->n_nodes; i++) {
     const ir_node *n = &s->g->nodes[i];
     if (n->op != RLX_OP_Param) continue;
