@@ -410,6 +410,39 @@ static void quantize_levels(const double *x, double *xq, int64_t n) {
   }
 }
 
+/* Rows of a block table (a GGUF embedding) gathered on the device, then
+ * dequantized: the same floats as the CPU's, exactly. */
+static void test_block_gather(void) {
+  static const rlx_dtype schemes[] = {RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
+  const int64_t V = 40, E = 512;
+  for (size_t si = 0; si < sizeof schemes / sizeof *schemes; si++) {
+    size_t bytes = 0;
+    float *dq = NULL;
+    void *packed = packed_weights(schemes[si], V, E, &bytes, &dq);
+    if (!packed) continue;
+    rlx_graph *g = rlx_graph_new("block_gather");
+    int64_t td[2] = {V, E}, id[1] = {5};
+    rlx_node rows = rlx_gather(g, rlx_param(g, "table", schemes[si], 2, td), rlx_input(g, "idx", RLX_I32, 1, id), 0);
+    rlx_node y = rlx_dequantize(g, rows);
+    rlx_graph_set_outputs(g, 1, &y);
+    int32_t idx[5] = {3, 39, 0, 3, 17};
+    bound_leaf l[2] = {{"table", 1, packed, bytes}, {"idx", 0, idx, sizeof idx}};
+    size_t cb = 0, gb = 0;
+    void *cpu = run_graph(g, RLX_DEVICE_CPU, l, 2, 0, &cb), *gpu = run_graph(g, RLX_DEVICE_CUDA, l, 2, 0, &gb);
+    CHECK(cpu && gpu && cb == gb && cb == 5 * E * sizeof(float) && !memcmp(cpu, gpu, cb),
+          "gather of %s rows, dequantized: the CPU's floats", rlx_dtype_name(schemes[si]));
+    rlx_session *sess = NULL;
+    rlx_options o = {RLX_DEVICE_CUDA, 0, 0};
+    rlx_session_stats st = {0};
+    CHECK(rlx_compile(g, &o, &sess) == RLX_OK && rlx_session_get_stats(sess, &st) == RLX_OK && st.fallback_nodes == 0,
+          "gather of %s rows: on the device (%lld nodes on the CPU)", rlx_dtype_name(schemes[si]),
+          (long long)st.fallback_nodes);
+    rlx_session_free(sess);
+    free(cpu), free(gpu), free(packed), free(dq);
+    rlx_graph_free(g);
+  }
+}
+
 /* The default small-M DequantMatMul (x quantized to 8 bits per 32, integer
  * dot products) against the product of the dequantized weights (the CPU's
  * Dequantize) with those 8-bit levels of x, in double: the same function,
@@ -923,6 +956,7 @@ int main(void) {
   test_gemv_segments();
   test_dequant_matmul();
   test_dequant_matmul_16bit();
+  test_block_gather();
   test_dequant_matmul_int8();
   test_dequant_matmul_norm();
   test_decoder_block();

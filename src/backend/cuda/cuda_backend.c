@@ -116,6 +116,8 @@ static int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, ch
   case RLX_OP_ArgMax:
   case RLX_OP_ArgMin:
   case RLX_OP_Cumsum:
+    /* a block table (a GGUF embedding) gathered by rows: whole blocks move as bytes */
+    if (n->op == RLX_OP_Gather && is_block(x->dtype) && n->a.axis < x->shape.rank - 1) return 1;
     if (any_block_input(g, n)) DECLINE("%s of block dtype %s: no CUDA kernel", ir_ops[n->op].name, rlx_dtype_name(x->dtype));
     return 1;
   case RLX_OP_Softmax:
@@ -766,6 +768,11 @@ static rlx_status lower_layout(cuda_plan *pl, const ir_node *n) {
     a->n_idx = numel_of(idx);
     a->table = src, a->idx = in_ptr(pl, n, 1), a->out = dst;
     a->es = (int)es, a->idx_dtype = idx->dtype, a->node = n->id, a->err = pl->err_dev;
+    if (is_block(x->dtype)) { /* rows of whole blocks (claims): moved as the widest words that divide them */
+      const int64_t bytes = (int64_t)rlx_dtype_nbytes(x->dtype, a->inner);
+      a->es = bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
+      a->inner = bytes / a->es;
+    }
     pl->has_err = 1;
     return RLX_OK;
   }
