@@ -152,28 +152,16 @@ template <typename E, typename W, int MM> __global__ void __launch_bounds__(GEMV
   float acc[MM];
 #pragma unroll
   for (int m = 0; m < MM; m++) acc[m] = 0.f;
-  /* U rows of 8 weights a lane are loaded before any is used: a warp keeps
-   * U x 512 bytes (16-bit w) in flight, which a row of a few thousand
-   * elements needs to stream at HBM speed (with U = 2: 3.0-3.3 TB/s on the
-   * 8B decoder's q|k|v, o and down rows) */
-  constexpr int U = sizeof(W) == 4 ? 2 : 4;
-  for (int64_t k0 = lane * 8; k0 < a.K; k0 += 256 * U) {
-    float wv[U][8];
+#pragma unroll 2
+  for (int64_t k = lane * 8; k < a.K; k += 256) {
+    float wv[8], xv[8];
+    ld8<W>(w + k, wv);
 #pragma unroll
-    for (int u = 0; u < U; u++)
-      if (k0 + u * 256 < a.K) ld8<W>(w + k0 + u * 256, wv[u]);
+    for (int m = 0; m < MM; m++) {
+      if (m >= a.M) break;
+      ld8<E>(x + m * a.K + k, xv);
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int64_t k = k0 + u * 256;
-      if (k >= a.K) break;
-#pragma unroll
-      for (int m = 0; m < MM; m++) {
-        if (m >= a.M) break;
-        float xv[8];
-        ld8<E>(x + m * a.K + k, xv);
-#pragma unroll
-        for (int j = 0; j < 8; j++) acc[m] = fmaf(xv[j], wv[u][j], acc[m]);
-      }
+      for (int j = 0; j < 8; j++) acc[m] = fmaf(xv[j], wv[j], acc[m]);
     }
   }
 #pragma unroll
