@@ -235,7 +235,6 @@ static void test_gemv_segments(void) {
     for (int trans = 0; trans < 2; trans++)
       for (int M = 1; M <= 3; M += 2) {
         const rlx_dtype t = types[ti];
-        /* K = 2056: w^T's 408 columns split over 4 warps each (cu_gemv_plan), a ragged last run */
         const int K = 2056, N[3] = {136, 72, 200};
         rlx_graph *g = rlx_graph_new("gemv_segments");
         int64_t xd[2] = {M, K}, rd[2] = {M, N[2]}, perm[2] = {1, 0};
@@ -329,7 +328,7 @@ static void test_dequant_matmul(void) {
  * op by op. */
 static void test_dequant_matmul_16bit(void) {
   static const rlx_dtype wtypes[] = {RLX_F16, RLX_BF16};
-  static const int64_t Ks[] = {4104, 100}, Ms[] = {1, 3, 19}; /* 4104: 8 warps a column, a ragged last run */
+  static const int64_t Ks[] = {4104, 100}, Ms[] = {1, 3, 19};
   for (size_t wi = 0; wi < 2; wi++)
     for (int same = 0; same < 2; same++)
       for (size_t ki = 0; ki < 2; ki++)

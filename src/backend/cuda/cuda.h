@@ -308,7 +308,6 @@ typedef struct {
   int64_t M, K;
   int ksplit;
   int64_t kchunk;            /* rows of w per K block */
-  int warps_per_row;         /* w_trans: warps sharing a column's dot product */
   cu_gemv_seg seg[CU_GEMV_MAX_SEG];
 } cu_gemv_args;
 int cu_gemv_supported(int dtype, int w_dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x, const void *w);

@@ -18,9 +18,8 @@
  *    last block of a column tile to arrive (a counter per tile, reset by
  *    that block) adds them in split order and applies the epilogue — no
  *    atomics on the values, so every run gives the same bits.
- *  - w [N, K] (a transposed weight read as op T, or GGUF-style rows): a
- *    warp per output column, each lane 8 consecutive K (16-byte loads); a
- *    matrix of few columns splits each over up to 8 warps of a block.
+ *  - w [N, K] (a transposed weight read as op T, or GGUF-style rows): one
+ *    warp per output column, each lane 8 consecutive K (16-byte loads).
  * Several products of the same x (q, k and v of a layer) share a launch:
  * their column tiles (columns) follow each other in the grid. At M = 1 a
  * 4096 x 1024 product is a few us of bytes behind a launch of its own.
@@ -141,52 +140,35 @@ template <typename E, typename W, int MM> __global__ void __launch_bounds__(GEMV
   if (t == 0) g.count[tile_i] = 0; /* ready for the next run */
 }
 
-/* w [N, K]: wpr warps per column (a.warps_per_row: 1, 2, 4 or 8), warp
- * p of a column taking the 512-byte runs p, p + wpr, ... of its row; the
- * first warp adds the others' sums in order. */
+/* w [N, K]: warp per column. */
 template <typename E, typename W, int MM> __global__ void __launch_bounds__(GEMV_THREADS) gemv_nk(const __grid_constant__ cu_gemv_args a) {
-  __shared__ float red[GEMV_WARPS][MM];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wpr = a.warps_per_row, part = warp % wpr;
-  int64_t n = (int64_t)blockIdx.x * (GEMV_WARPS / wpr) + warp / wpr;
+  const int lane = threadIdx.x % 32;
+  int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32;
   const cu_gemv_seg &g = gemv_segment(a, n, 1);
   cu_pdl_chain();
-  const bool live = n < g.N; /* no early return: the block meets at __syncthreads */
+  if (n >= g.N) return;
   const W *w = (const W *)g.w + n * a.K;
   const E *x = (const E *)a.x;
   float acc[MM];
 #pragma unroll
   for (int m = 0; m < MM; m++) acc[m] = 0.f;
-  if (live) {
 #pragma unroll 2
-    for (int64_t k = (int64_t)(part * 32 + lane) * 8; k < a.K; k += 256 * wpr) {
-      float wv[8], xv[8];
-      ld8<W>(w + k, wv);
+  for (int64_t k = lane * 8; k < a.K; k += 256) {
+    float wv[8], xv[8];
+    ld8<W>(w + k, wv);
 #pragma unroll
-      for (int m = 0; m < MM; m++) {
-        if (m >= a.M) break;
-        ld8<E>(x + m * a.K + k, xv);
+    for (int m = 0; m < MM; m++) {
+      if (m >= a.M) break;
+      ld8<E>(x + m * a.K + k, xv);
 #pragma unroll
-        for (int j = 0; j < 8; j++) acc[m] = fmaf(xv[j], wv[j], acc[m]);
-      }
+      for (int j = 0; j < 8; j++) acc[m] = fmaf(xv[j], wv[j], acc[m]);
     }
   }
 #pragma unroll
-  for (int m = 0; m < MM; m++) acc[m] = cu_warp_sum(acc[m]);
-  if (wpr == 1) {
-    if (live && lane == 0)
-#pragma unroll
-      for (int m = 0; m < MM; m++)
-        if (m < a.M) gemv_store<E>(a, g, m, n, acc[m]);
-    return;
-  }
-  if (lane == 0)
-#pragma unroll
-    for (int m = 0; m < MM; m++) red[warp][m] = acc[m];
-  __syncthreads();
-  if (live && part == 0 && lane < MM && lane < a.M) {
-    float v = 0.f;
-    for (int p = 0; p < wpr; p++) v += red[warp + p][lane];
-    gemv_store<E>(a, g, lane, n, v);
+  for (int m = 0; m < MM; m++) {
+    if (m >= a.M) break;
+    const float v = cu_warp_sum(acc[m]);
+    if (lane == 0) gemv_store<E>(a, g, m, n, v);
   }
 }
 
@@ -210,19 +192,8 @@ static int64_t gemv_units(const cu_gemv_args *a, int per) {
 
 extern "C" void cu_gemv_plan(cu_gemv_args *a, size_t *part_floats, size_t *counters) {
   *part_floats = *counters = 0;
-  a->ksplit = 1, a->kchunk = a->K, a->warps_per_row = 1;
-  if (a->w_trans) {
-    /* Rows too few for two waves of the H200's warps (132 x 64, each
-     * streaming one row) are split over 2-8 warps, each at least 4 runs
-     * of its row long: a warp per row left the 8B decoder's q|k|v, o and
-     * down products (4096-6144 rows) at 2.5-3.3 TB/s against 3.8 for its
-     * 28672-row gate|up. */
-    const int64_t rows = gemv_units(a, 1);
-    while (a->warps_per_row < GEMV_WARPS && rows * a->warps_per_row < 2 * 132 * 64 &&
-           a->K >= (int64_t)4 * 256 * a->warps_per_row)
-      a->warps_per_row *= 2;
-    return;
-  }
+  a->ksplit = 1, a->kchunk = a->K;
+  if (a->w_trans) return;
   const int64_t tiles = gemv_units(a, GEMV_COLS);
   /* Column tiles enough for two blocks per multiprocessor of the H200
    * (132): no split (any split measured slower: 28672 x 4096 3.98 TB/s
@@ -258,11 +229,9 @@ extern "C" void cu_gemv_set_scratch(cu_gemv_args *a, float *part, unsigned *coun
 }
 
 template <typename E, typename W, int MM> static void gemv_typed_m(const cu_gemv_args *a, cudaStream_t st) {
-  if (a->w_trans) {
-    const int64_t rows_per_block = GEMV_WARPS / a->warps_per_row;
-    cu_launch(gemv_nk<E, W, MM>, (unsigned)((gemv_units(a, 1) + rows_per_block - 1) / rows_per_block), GEMV_THREADS, 0,
-              st, a->pdl, *a);
-  }
+  if (a->w_trans)
+    cu_launch(gemv_nk<E, W, MM>, (unsigned)((gemv_units(a, 1) + GEMV_WARPS - 1) / GEMV_WARPS), GEMV_THREADS, 0, st,
+              a->pdl, *a);
   else
     cu_launch(gemv_kn<E, W, MM>, dim3((unsigned)gemv_units(a, GEMV_COLS), (unsigned)a->ksplit), GEMV_THREADS, 0, st,
               a->pdl, *a);
@@ -276,9 +245,7 @@ template <typename E, typename W> static void gemv_typed(const cu_gemv_args *a, 
 }
 
 extern "C" int cu_gemv_launch(const cu_gemv_args *a, cudaStream_t st) {
-  if (a->nseg < 1 || a->nseg > CU_GEMV_MAX_SEG || a->warps_per_row < 1 || a->warps_per_row > GEMV_WARPS ||
-      GEMV_WARPS % a->warps_per_row)
-    return cudaErrorInvalidValue;
+  if (a->nseg < 1 || a->nseg > CU_GEMV_MAX_SEG) return cudaErrorInvalidValue;
 #define MIXED(x, w) (16 * ((x) + 1) + (w)) /* x of one dtype, w of another */
   switch (a->dtype == a->w_dtype ? a->dtype : MIXED(a->dtype, a->w_dtype)) {
   case RLX_F32: gemv_typed<float, float>(a, st); break;
