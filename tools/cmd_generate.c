@@ -393,12 +393,12 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
    * included. */
   double prefill_tps = t_prefill > 0 ? (double)n_prompt / t_prefill : 0;
   double decode_tps = n_gen > 1 && t_decode > 0 ? (double)(n_gen - 1) / t_decode : 0;
-  fprintf(stderr, "stopped at %s\n", stop);
-  fprintf(stderr, "prompt: %lld tokens, prefill %.1f tokens/s | generated: %lld tokens, decode %.1f tokens/s\n",
-          (long long)n_prompt, prefill_tps, (long long)n_gen, decode_tps);
   if (rlx_llm_get_info(m, &info) == RLX_OK && info.fallback_nodes)
     fprintf(stderr, "device: %lld ops of the decode step ran on the CPU (RLX_TRACE=1 says which and why)\n",
             (long long)info.fallback_nodes);
+  fprintf(stderr, "stopped at %s\n", stop);
+  fprintf(stderr, "prompt: %lld tokens, prefill %.1f tokens/s | generated: %lld tokens, decode %.1f tokens/s\n",
+          (long long)n_prompt, prefill_tps, (long long)n_gen, decode_tps);
   if (o->stats_json)
     fprintf(stderr,
             "{\"load_s\": %.6f, \"prompt_tokens\": %lld, \"prefill_s\": %.6f, \"prefill_tps\": %.3f, "
