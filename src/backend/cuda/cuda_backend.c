@@ -1170,26 +1170,17 @@ static int half_weight_widened(const cuda_plan *pl, const ir_node *n, int64_t M,
   return xt != wt && (pl->no_gemv || M > CU_GEMV_MAX_M || K % 8 != 0);
 }
 
-/* DequantMatMul of F16/BF16 weights w [N, K] (a 16-bit GGUF matrix read in
- * place), the CPU's rule: x as given times the widened weights, F32
- * accumulation. At decode rows the GEMV widens w in registers as it
- * streams (2 bytes an element read); at more rows cuBLASLt reads w as op T,
- * first widened into the plan's scratch when x has another dtype (F32 x:
- * an exact F32 product). */
-static rlx_status lower_half_weight_matmul(cuda_plan *pl, const ir_node *n, int64_t M, int64_t N, int64_t K) {
+/* DequantMatMul n as a cuBLASLt product with w [N, K] read as op T: w as
+ * it is (16-bit w under x of its dtype), or with decode, first decoded
+ * (blocks) or widened (16-bit) into the plan's scratch in x's dtype. */
+static rlx_status emit_weight_gemm(cuda_plan *pl, const ir_node *n, int64_t M, int64_t N, int64_t K, int decode) {
   const ir_type *x = ir_in(pl->g, n, 0), *w = ir_in(pl->g, n, 1);
   cuda_gemm_desc d = {0};
   d.dtype = x->dtype, d.M = M, d.N = N, d.K = K, d.batch = 1, d.b_trans = 1, d.tf32 = pl->tf32;
   d.a = in_ptr(pl, n, 0), d.b = in_ptr(pl, n, 1), d.c = out_ptr(pl, n), d.act = RLX_ACT_NONE;
-  rlx_status st;
-  if (!half_weight_widened(pl, n, M, K)) {
-    if (!pl->no_gemv && emit_gemv(pl, n, &d, w->dtype, 0.0, &st)) return st;
-    if (w->dtype != x->dtype)
-      return rlx_set_error(RLX_ERR_INTERNAL, "CUDA: node %d (DequantMatMul of %s): the GEMV did not take it", n->id,
-                           rlx_dtype_name(w->dtype));
-  } else {
+  if (decode) {
     if ((size_t)(N * K) * elem_size(x->dtype) > pl->scratch_bytes)
-      return rlx_set_error(RLX_ERR_INTERNAL, "CUDA: node %d: the scratch holds no widened weights", n->id);
+      return rlx_set_error(RLX_ERR_INTERNAL, "CUDA: node %d: the scratch holds no decoded weights", n->id);
     pl->qx_valid = 0; /* the scratch no longer holds a quantized x */
     cuda_step *s = new_step(pl, ST_DEQUANT, n);
     if (!s) return nomem(n);
@@ -1199,6 +1190,26 @@ static rlx_status lower_half_weight_matmul(cuda_plan *pl, const ir_node *n, int6
   if (residual_into(pl, n, &d)) pl->add_done[pl->resid_add[n->id]] = 1;
   int fused;
   return emit_gemm(pl, n, &d, &fused);
+}
+
+/* DequantMatMul of F16/BF16 weights w [N, K] (a 16-bit GGUF matrix read in
+ * place), the CPU's rule: x as given times the widened weights, F32
+ * accumulation. At decode rows the GEMV widens w in registers as it
+ * streams (2 bytes an element read); at more rows cuBLASLt reads w as op T,
+ * first widened into the plan's scratch when x has another dtype (F32 x:
+ * an exact F32 product). */
+static rlx_status lower_half_weight_matmul(cuda_plan *pl, const ir_node *n, int64_t M, int64_t N, int64_t K) {
+  const ir_type *x = ir_in(pl->g, n, 0), *w = ir_in(pl->g, n, 1);
+  if (half_weight_widened(pl, n, M, K)) return emit_weight_gemm(pl, n, M, N, K, 1);
+  cuda_gemm_desc d = {0};
+  d.dtype = x->dtype, d.M = M, d.N = N, d.K = K, d.batch = 1, d.b_trans = 1;
+  d.a = in_ptr(pl, n, 0), d.b = in_ptr(pl, n, 1), d.c = out_ptr(pl, n), d.act = RLX_ACT_NONE;
+  rlx_status st;
+  if (!pl->no_gemv && emit_gemv(pl, n, &d, w->dtype, 0.0, &st)) return st;
+  if (w->dtype != x->dtype)
+    return rlx_set_error(RLX_ERR_INTERNAL, "CUDA: node %d (DequantMatMul of %s): the GEMV did not take it", n->id,
+                         rlx_dtype_name(w->dtype));
+  return emit_weight_gemm(pl, n, M, N, K, 0);
 }
 
 static rlx_status lower_quant(cuda_plan *pl, const ir_node *n) {
@@ -1271,16 +1282,7 @@ static rlx_status lower_quant(cuda_plan *pl, const ir_node *n) {
     return RLX_OK;
   }
   /* prefill: dequantize into the plan's scratch, then a tensor-core product with w^T */
-  pl->qx_valid = 0;
-  cuda_step *s = new_step(pl, ST_DEQUANT, n);
-  if (!s) return nomem(n);
-  s->src = in_ptr(pl, n, 1), s->dtype = w->dtype, s->dst = pl->scratch, s->dtype2 = x->dtype, s->n0 = N, s->n1 = K;
-  cuda_gemm_desc d = {0};
-  d.dtype = x->dtype, d.M = M, d.N = N, d.K = K, d.batch = 1, d.b_trans = 1, d.tf32 = pl->tf32;
-  d.a = in_ptr(pl, n, 0), d.b = pl->scratch, d.c = out_ptr(pl, n), d.act = RLX_ACT_NONE;
-  if (residual_into(pl, n, &d)) pl->add_done[pl->resid_add[n->id]] = 1;
-  int fused;
-  return emit_gemm(pl, n, &d, &fused);
+  return emit_weight_gemm(pl, n, M, N, K, 1);
 }
 
 /* Bytes of scratch node n needs (0: none): its dequantized or widened
