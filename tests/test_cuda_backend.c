@@ -38,6 +38,25 @@ static void compare(const char *what, const rlx_graph *g, const bound_leaf *leav
   compare_tol(what, g, leaves, n, t, 0.0);
 }
 
+/* Output o of g on the CUDA graph replay against the CPU (tolerance of t,
+ * atol raised by extra_atol), and the same output op by op
+ * (RLX_CUDA_GRAPH=0): the replay's bytes. */
+static void compare_replay(const char *what, const rlx_graph *g, const bound_leaf *leaves, int n, int o, rlx_dtype t,
+                           double extra_atol) {
+  size_t cb = 0, gb = 0, eb = 0;
+  void *cpu = run_graph(g, RLX_DEVICE_CPU, leaves, n, o, &cb), *gpu = run_graph(g, RLX_DEVICE_CUDA, leaves, n, o, &gb);
+  setenv("RLX_CUDA_GRAPH", "0", 1);
+  void *eager = run_graph(g, RLX_DEVICE_CUDA, leaves, n, o, &eb);
+  unsetenv("RLX_CUDA_GRAPH");
+  double atol, rtol;
+  tolerance(t, &atol, &rtol);
+  atol += extra_atol;
+  const double r = cpu && gpu && cb == gb ? worst_ratio(t, gpu, cpu, (int64_t)(cb / dtype_size(t)), atol, rtol) : INFINITY;
+  CHECK(r <= 1.0, "%s output %d: worst error %.3g of tolerance", what, o, r);
+  CHECK(eager && gpu && eb == gb && !memcmp(eager, gpu, gb), "%s output %d: replay == op by op", what, o);
+  free(cpu), free(gpu), free(eager);
+}
+
 /* ---------------------------------------------------------------- attention */
 
 typedef struct {
@@ -252,21 +271,9 @@ static void test_gemv_segments(void) {
                            {"w1", 1, random_tensor(t, (int64_t)N[1] * K, 0.1), (size_t)N[1] * K * dtype_size(t)},
                            {"w2", 1, random_tensor(t, (int64_t)N[2] * K, 0.1), (size_t)N[2] * K * dtype_size(t)},
                            {"r", 0, random_tensor(t, (int64_t)M * N[2], 1.0), (size_t)M * N[2] * dtype_size(t)}};
-        for (int o = 0; o < 3; o++) {
-          size_t cb = 0, gb = 0, eb = 0;
-          void *cpu = run_graph(g, RLX_DEVICE_CPU, l, 5, o, &cb), *gpu = run_graph(g, RLX_DEVICE_CUDA, l, 5, o, &gb);
-          setenv("RLX_CUDA_GRAPH", "0", 1);
-          void *eager = run_graph(g, RLX_DEVICE_CUDA, l, 5, o, &eb);
-          unsetenv("RLX_CUDA_GRAPH");
-          double atol, rtol;
-          tolerance(t, &atol, &rtol);
-          const double r = cpu && gpu && cb == gb ? worst_ratio(t, gpu, cpu, (int64_t)(cb / dtype_size(t)), atol, rtol) : INFINITY;
-          CHECK(r <= 1.0, "gemv segments %s M=%d%s output %d: worst error %.3g of tolerance", rlx_dtype_name(t), M,
-                trans ? " (w^T)" : "", o, r);
-          CHECK(eager && gpu && eb == gb && !memcmp(eager, gpu, gb), "gemv segments %s M=%d output %d: replay == op by op",
-                rlx_dtype_name(t), M, o);
-          free(cpu), free(gpu), free(eager);
-        }
+        char what[96];
+        snprintf(what, sizeof what, "gemv segments %s M=%d%s", rlx_dtype_name(t), M, trans ? " (w^T)" : "");
+        for (int o = 0; o < 3; o++) compare_replay(what, g, l, 5, o, t, 0.0);
         for (int i = 0; i < 5; i++) free(l[i].data);
         rlx_graph_free(g);
       }
@@ -346,25 +353,12 @@ static void test_dequant_matmul_16bit(void) {
                              {"w0", 1, random_tensor(wt, N[0] * K, 0.1), (size_t)(N[0] * K) * dtype_size(wt)},
                              {"w1", 1, random_tensor(wt, N[1] * K, 0.1), (size_t)(N[1] * K) * dtype_size(wt)},
                              {"r", 0, random_tensor(t, M * N[1], 1.0), (size_t)(M * N[1]) * dtype_size(t)}};
-          for (int o = 0; o < 2; o++) {
-            size_t cb = 0, gb = 0, eb = 0;
-            void *cpu = run_graph(g, RLX_DEVICE_CPU, l, 4, o, &cb), *gpu = run_graph(g, RLX_DEVICE_CUDA, l, 4, o, &gb);
-            setenv("RLX_CUDA_GRAPH", "0", 1);
-            void *eager = run_graph(g, RLX_DEVICE_CUDA, l, 4, o, &eb);
-            unsetenv("RLX_CUDA_GRAPH");
-            double atol, rtol;
-            tolerance(t, &atol, &rtol);
-            /* 16-bit x at 19 rows: cuBLASLt's split-K partials rounded as in test_dequant_matmul */
-            if (t == RLX_BF16 && M > 8) atol += 4 * ldexp(1.0, -9) * sqrt((double)K) * 0.1;
-            const double r =
-                cpu && gpu && cb == gb ? worst_ratio(t, gpu, cpu, (int64_t)(cb / dtype_size(t)), atol, rtol) : INFINITY;
-            CHECK(r <= 1.0, "dequant_matmul %s w, %s x, M=%lld K=%lld output %d: worst error %.3g of tolerance",
-                  rlx_dtype_name(wt), rlx_dtype_name(t), (long long)M, (long long)K, o, r);
-            CHECK(eager && gpu && eb == gb && !memcmp(eager, gpu, gb),
-                  "dequant_matmul %s w, %s x, M=%lld K=%lld output %d: replay == op by op", rlx_dtype_name(wt),
-                  rlx_dtype_name(t), (long long)M, (long long)K, o);
-            free(cpu), free(gpu), free(eager);
-          }
+          char what[96];
+          snprintf(what, sizeof what, "dequant_matmul %s w, %s x, M=%lld K=%lld", rlx_dtype_name(wt),
+                   rlx_dtype_name(t), (long long)M, (long long)K);
+          /* 16-bit x at 19 rows: cuBLASLt's split-K partials rounded as in test_dequant_matmul */
+          const double extra = t == RLX_BF16 && M > 8 ? 4 * ldexp(1.0, -9) * sqrt((double)K) * 0.1 : 0.0;
+          for (int o = 0; o < 2; o++) compare_replay(what, g, l, 4, o, t, extra);
           for (int i = 0; i < 4; i++) free(l[i].data);
           rlx_graph_free(g);
         }
