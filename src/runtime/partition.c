@@ -63,6 +63,7 @@ typedef struct {
   int n_seg;
   int *seg_of;               /* [n_nodes] segment of each non-leaf node */
   rlx_node *local;           /* [n_nodes] its id in that segment's graph */
+  int64_t fallback_nodes;    /* nodes of the CPU segments: the device's fallbacks */
   void **staged;             /* [n_nodes] host copy of a value read across a cut, NULL otherwise */
   size_t *staged_bytes;
 } hybrid_plan;
@@ -287,6 +288,7 @@ rlx_status rlx_partition_compile(const rlx_backend *dev, const rlx_graph *g, con
     while (q < count && on_dev[order[q]] == on_dev[order[p]]) q++;
     segment *s = &h->seg[h->n_seg];
     s->backend = on_dev[order[p]] ? dev : &rlx_cpu_backend;
+    if (!on_dev[order[p]]) h->fallback_nodes += q - p;
     if ((st = build_segment(h, s, order, p, q, need_out, h->n_seg))) goto done;
     h->n_seg++;
     s->leaf_data = calloc((size_t)s->g->n_nodes + 1, sizeof *s->leaf_data);
@@ -429,15 +431,13 @@ static int hybrid_share_kept(void *from, rlx_node p_from, void *to, rlx_node p_t
   return sa->backend->share_kept(sa->plan, la, sb->plan, lb);
 }
 
-/* Segments run one after another: the arenas add up. The nodes of the CPU
- * segments are the device's fallbacks. */
+/* Segments run one after another: the arenas add up. */
 static void hybrid_memory_stats(const void *p, rlx_session_stats *st) {
   const hybrid_plan *h = p;
   rlx_session_stats sum = *st;
   sum.arena_bytes = sum.naive_bytes = sum.peak_live_bytes = 0;
-  sum.views = sum.in_place = sum.fallback_nodes = 0;
-  for (int i = 0; i < h->g->n_nodes; i++)
-    sum.fallback_nodes += h->seg_of[i] >= 0 && h->seg[h->seg_of[i]].backend == &rlx_cpu_backend;
+  sum.views = sum.in_place = 0;
+  sum.fallback_nodes = h->fallback_nodes;
   for (int i = 0; i < h->n_seg; i++) {
     rlx_session_stats one = *st;
     h->seg[i].backend->memory_stats(h->seg[i].plan, &one);
