@@ -606,6 +606,10 @@ typedef struct {
    * between its segments (RLX_TRACE=1 names each and says why); 0 on the
    * CPU. */
   int64_t fallback_nodes;
+  /* Kernel launches and library calls (cuBLASLt) a run of the current
+   * plan issues on the device, all segments together: what fusion left
+   * (a captured CUDA graph replays them); 0 on the CPU. */
+  int64_t device_launches;
 } rlx_session_stats;
 rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
 

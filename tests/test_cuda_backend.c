@@ -364,6 +364,63 @@ static void test_dequant_matmul_16bit(void) {
         }
 }
 
+/* Launches a run of g issues on the device (rlx_session_stats), -1 on failure. */
+static int64_t device_launches(const rlx_graph *g) {
+  rlx_session *sess = NULL;
+  rlx_options o = {RLX_DEVICE_CUDA, 0, 0};
+  rlx_session_stats st = {0};
+  const int ok = rlx_compile(g, &o, &sess) == RLX_OK && rlx_session_get_stats(sess, &st) == RLX_OK;
+  rlx_session_free(sess);
+  return ok ? st.device_launches : -1;
+}
+
+/* silu(x @ wg) * (x @ wu) at decode rows (an MLP's gate and up
+ * projections): one GEMV launch writes the region (glu) — against the CPU,
+ * replay == op by op, the same bytes as the two products and the region
+ * launched apart (RLX_CUDA_GLU_GEMV=0), one launch fewer. Weights as a
+ * 16-bit GGUF's (DequantMatMul, F32 or 16-bit x) and as F32 params read
+ * transposed (MatMul). With the up projection also an output, nothing is
+ * fused (launch count unchanged) and the outputs still agree. */
+static void test_glu_gemv(void) {
+  static const struct { rlx_dtype w, x; } kinds[] = {{RLX_BF16, RLX_F32}, {RLX_F16, RLX_F16}, {RLX_F32, RLX_F32}};
+  for (size_t ki = 0; ki < sizeof kinds / sizeof *kinds; ki++)
+    for (int M = 1; M <= 3; M += 2)
+      for (int up_out = 0; up_out < 2; up_out++) {
+        const rlx_dtype wt = kinds[ki].w, t = kinds[ki].x;
+        const int64_t K = 2056, N = 136;
+        rlx_graph *g = rlx_graph_new("glu_gemv");
+        int64_t xd[2] = {M, K}, wd[2] = {N, K}, perm[2] = {1, 0};
+        rlx_node x = rlx_input(g, "x", t, 2, xd), p[2];
+        static const char *names[2] = {"wg", "wu"};
+        for (int i = 0; i < 2; i++) {
+          rlx_node w = rlx_param(g, names[i], wt, 2, wd);
+          p[i] = wt == RLX_F32 ? rlx_matmul(g, x, rlx_transpose(g, w, 2, perm)) : rlx_dequant_matmul(g, x, w);
+        }
+        rlx_node y[2] = {rlx_mul(g, rlx_activation(g, RLX_ACT_SILU, p[0]), p[1]), p[1]};
+        rlx_graph_set_outputs(g, 1 + up_out, y);
+        bound_leaf l[3] = {{"x", 0, random_tensor(t, M * K, 1.0), (size_t)(M * K) * dtype_size(t)},
+                           {"wg", 1, random_tensor(wt, N * K, 0.1), (size_t)(N * K) * dtype_size(wt)},
+                           {"wu", 1, random_tensor(wt, N * K, 0.1), (size_t)(N * K) * dtype_size(wt)}};
+        char what[96];
+        snprintf(what, sizeof what, "glu gemv %s w, %s x, M=%d%s", rlx_dtype_name(wt), rlx_dtype_name(t), M,
+                 up_out ? " (up an output)" : "");
+        for (int o = 0; o <= up_out; o++) compare_replay(what, g, l, 3, o, t, 0.0);
+        const int64_t fused = device_launches(g);
+        size_t b1 = 0, b2 = 0;
+        void *on = run_graph(g, RLX_DEVICE_CUDA, l, 3, 0, &b1);
+        setenv("RLX_CUDA_GLU_GEMV", "0", 1);
+        const int64_t apart = device_launches(g);
+        void *off = run_graph(g, RLX_DEVICE_CUDA, l, 3, 0, &b2);
+        unsetenv("RLX_CUDA_GLU_GEMV");
+        CHECK(on && off && b1 == b2 && !memcmp(on, off, b1), "%s: the bytes of the products and region apart", what);
+        CHECK(fused > 0 && fused == apart - (up_out ? 0 : 1), "%s: %lld launches (apart: %lld)", what,
+              (long long)fused, (long long)apart);
+        free(on), free(off);
+        for (int i = 0; i < 3; i++) free(l[i].data);
+        rlx_graph_free(g);
+      }
+}
+
 /* Random weights [N, K] packed by the CPU's Quantize into scheme q (the
  * malloc'ed bytes, *bytes of them) and, in *dequant, those packed weights
  * as floats (the CPU's Dequantize). NULL on failure (checked). */
@@ -950,6 +1007,7 @@ int main(void) {
   test_gemv_segments();
   test_dequant_matmul();
   test_dequant_matmul_16bit();
+  test_glu_gemv();
   test_block_gather();
   test_dequant_matmul_int8();
   test_dequant_matmul_norm();

@@ -33,8 +33,8 @@ struct rlx_backend {
   /* Copy output `index` of non-leaf node n after a run into dst (nbytes exact). */
   rlx_status (*read)(void *plan, rlx_node n, int index, void *dst, size_t nbytes);
   /* The plan's memory figures into st->arena_bytes, naive_bytes,
-   * peak_live_bytes, views and in_place (and the hybrid plan's
-   * fallback_nodes). */
+   * peak_live_bytes, views and in_place, a device's device_launches (and
+   * the hybrid plan's fallback_nodes). */
   void (*memory_stats)(const void *plan, rlx_session_stats *st);
   void (*free)(void *plan);
   /* Optional (NULL: the session reads every Assign back with read()). After

@@ -436,7 +436,7 @@ static void hybrid_memory_stats(const void *p, rlx_session_stats *st) {
   const hybrid_plan *h = p;
   rlx_session_stats sum = *st;
   sum.arena_bytes = sum.naive_bytes = sum.peak_live_bytes = 0;
-  sum.views = sum.in_place = 0;
+  sum.views = sum.in_place = sum.device_launches = 0;
   sum.fallback_nodes = h->fallback_nodes;
   for (int i = 0; i < h->n_seg; i++) {
     rlx_session_stats one = *st;
@@ -446,6 +446,7 @@ static void hybrid_memory_stats(const void *p, rlx_session_stats *st) {
     sum.peak_live_bytes = one.peak_live_bytes > sum.peak_live_bytes ? one.peak_live_bytes : sum.peak_live_bytes;
     sum.views += one.views;
     sum.in_place += one.in_place;
+    sum.device_launches += one.device_launches;
   }
   *st = sum;
 }

@@ -193,6 +193,15 @@ template <typename E> __device__ __forceinline__ void cu_unpack16(const uint4 &u
 }
 /* (global memory only: a read-only cached load) */
 template <typename E> __device__ __forceinline__ void cu_ld16(const E *p, float *v) { cu_unpack16<E>(__ldg((const uint4 *)p), v); }
+/* 16 bytes of global memory read once (a weight streamed by a product):
+ * through L2 only, leaving L1 to the data the block rereads. */
+__device__ __forceinline__ uint4 cu_ld16_stream(const void *p) {
+  uint4 u;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+      : "l"(p));
+  return u;
+}
 template <typename E> __device__ __forceinline__ void cu_st16(E *p, const float *v) {
   uint4 u;
   E *e = (E *)&u;

@@ -291,7 +291,11 @@ int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64
  * layer), each with its own w, N, bias, resid and out. cu_gemv_plan picks
  * the split along K and says how much scratch the launch needs: part_floats
  * F32 partial sums and counters zeroed unsigned ints (the launch leaves
- * them zeroed again), which cu_gemv_set_scratch hands to the segments. */
+ * them zeroed again), which cu_gemv_set_scratch hands to the segments.
+ * glu (w_trans, act none, no bias or resid, nseg 2: the gate's w and N
+ * and the output in seg[0], the up's w of the same shape in seg[1]):
+ * out = silu(x @ w0) * (x @ w1), each value rounded to dtype as the
+ * ElementwiseRegion [act.silu(i0), bin.mul(s0, i1)] rounds its steps. */
 #define CU_GEMV_MAX_M 8
 #define CU_GEMV_MAX_SEG 4
 typedef struct {
@@ -304,6 +308,7 @@ typedef struct {
 typedef struct {
   const void *x;
   int dtype, w_dtype, act, w_trans, nseg, pdl;
+  int glu;                   /* a gate|up pair writing silu(gate) * up */
   float alpha;               /* leaky_relu */
   int64_t M, K;
   int ksplit;

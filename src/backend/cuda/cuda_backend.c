@@ -20,17 +20,22 @@
  *    the product's GEMM (cuBLASLt's C input, beta 1): no add launch, and
  *    the product never round-trips device memory (RLX_CUDA_RESIDUAL_GEMM=0:
  *    off);
+ *  - at decode rows, silu(x @ wg) * (x @ wu) (an MLP's gate and up
+ *    projections and the region that reads them) is one GEMV launch that
+ *    writes the region's output (RLX_CUDA_GLU_GEMV=0: off);
  *  - the remaining launches are captured into a CUDA graph
  *    (RLX_CUDA_GRAPH=0: issued one by one each run; the same launches with
  *    the same arguments, so the results are identical; RLX_CUDA_PROFILE=1:
  *    op by op with an event around each launch, and a table of the time
  *    per op kind printed to stderr after 10 runs).
  * Run: inputs are copied to their device buffers when their version
- * changed (so a repeated run on unchanged inputs copies nothing), params
+ * changed (so a repeated run on unchanged inputs copies nothing; small
+ * ones go to a pinned block that the replay itself copies over), params
  * when the store's buffer holds another version (and the folded steps
  * rerun when a param is not the version this plan folded them from), then
- * one graph replay, then the device error word (an out-of-range index) is
- * checked.
+ * one graph replay, which ends by copying the device error word (an
+ * out-of-range index, checked then) and the small outputs to pinned
+ * memory, where a read finds them.
  */
 #include "../../pass/pass.h"
 #include "../backend.h"
@@ -207,6 +212,17 @@ typedef struct {
   uint8_t *arena;
   void **leaf_dev;             /* [n_nodes] device buffer of a leaf, NULL for other nodes and empty leaves */
   size_t *leaf_bytes;          /* [n_nodes] */
+  /* Small inputs and outputs cross through pinned host memory inside the
+   * replay (stage_copies_in / stage_copies_out): a run copies an input's
+   * new bytes into in_host and reads an output from out_host, with no copy
+   * call of its own; the pageable copies these replace each cost a call
+   * and a wait on the host. */
+  uint8_t *in_host, *in_dev;   /* the staged inputs: pinned, and their device buffers */
+  size_t in_bytes;
+  size_t *in_off;              /* [n_nodes] a staged input's offset in both (SIZE_MAX: not staged) */
+  uint8_t *out_host;           /* pinned copies of the mirrored outputs after each run */
+  int n_out_copies;
+  struct out_copy { size_t slot, off, bytes; } *out_copy;
   /* [n_nodes] version of the data in leaf_dev as this plan last ran on it
    * (0: none yet); a param in the store has the version of its buffer too */
   uint64_t *leaf_version;
@@ -216,7 +232,9 @@ typedef struct {
   uint8_t *folded;             /* [n_nodes] parameter-only node */
   uint8_t *skip;               /* [n_nodes] node whose consumers absorbed it (no launch) */
   int *resid_add;              /* [n_nodes] of a MatMul: the residual add its GEMM may write (-1: none) */
-  uint8_t *add_done;           /* [n_nodes] a residual add its MatMul's GEMM computed (no launch) */
+  int *glu_region;             /* [n_nodes] of a gate or up product: the SwiGLU region its GEMV may write (-1: none) */
+  uint8_t *add_done;           /* [n_nodes] computed by another node's launch (no launch of its own): a residual
+                                  add by its product's, a SwiGLU region and its second product by the first's */
   uint8_t **slot;              /* [n_nodes * IR_MAX_OUTPUTS] device address of every output */
   cuda_step *steps;
   int n_steps, cap_steps;
@@ -962,6 +980,50 @@ static int weight_ready(const cuda_plan *pl, rlx_node id) {
   return w->op == RLX_OP_Param || w->op == RLX_OP_Constant || pl->folded[w->id];
 }
 
+static int ranges_overlap(const void *p, size_t pn, const void *q, size_t qn);
+static const void *matmul_b(cuda_plan *pl, const ir_node *n, int k, int *b_trans);
+
+/* The weight of a glu product as the GEMV reads it: [N, K] (NULL: it reads
+ * this one as [K, N], which glu does not take). */
+static const void *glu_weight(cuda_plan *pl, const ir_node *p) {
+  int trans = 1;
+  const void *w = p->op == RLX_OP_DequantMatMul ? in_ptr(pl, p, 1) : matmul_b(pl, p, 1, &trans);
+  return trans ? w : NULL;
+}
+
+/* Product n (the first of a gate|up pair that mark_glu_regions chose, d
+ * taken by the GEMV) and its partner as one glu launch writing their
+ * region's output: 1 (emitted, the partner and the region marked done), 0
+ * where the buffers do not allow it (the region's output overlaps x: the
+ * planner may give it the bytes of an x that dies at the second product)
+ * or the partner's weight is not aligned for the kernel; both products
+ * and the region then lower as they are. */
+static int emit_glu_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, rlx_dtype w_dtype, rlx_status *st) {
+  const ir_node *r = &pl->g->nodes[pl->glu_region[n->id]];
+  const ir_node *gate = &pl->g->nodes[r->in[0]], *up = &pl->g->nodes[r->in[1]];
+  const ir_node *partner = gate == n ? up : gate;
+  const void *wg = glu_weight(pl, gate), *wu = glu_weight(pl, up);
+  uint8_t *out = out_ptr(pl, r);
+  const size_t es = elem_size(d->dtype);
+  pl->glu_region[partner->id] = -1; /* decided here, for both */
+  if (!wg || !wu || !d->b_trans || d->bias || d->act != RLX_ACT_NONE || !out ||
+      !cu_gemv_supported(d->dtype, w_dtype, d->M, d->N, d->K, 1, d->a, wu) ||
+      !cu_gemv_supported(d->dtype, w_dtype, d->M, d->N, d->K, 1, d->a, wg) ||
+      ranges_overlap(out, (size_t)(d->M * d->N) * es, d->a, (size_t)(d->M * d->K) * es))
+    return 0;
+  cuda_step *s = new_step(pl, ST_GEMV, n);
+  cu_gemv_args *a = s ? new_args(s, sizeof *a) : NULL;
+  if (!a) return (*st = nomem(n)), 1;
+  a->x = d->a, a->dtype = d->dtype, a->w_dtype = w_dtype, a->act = RLX_ACT_NONE, a->w_trans = 1, a->glu = 1;
+  a->M = d->M, a->K = d->K, a->pdl = pl->pdl, a->nseg = 2;
+  a->seg[0].w = wg, a->seg[0].out = out, a->seg[0].N = d->N;
+  a->seg[1].w = wu, a->seg[1].N = d->N;
+  size_t part = 0, counters = 0;
+  cu_gemv_plan(a, &part, &counters); /* [N, K]: no split, no scratch */
+  pl->add_done[partner->id] = pl->add_done[r->id] = 1;
+  return 1;
+}
+
 /* A product of few rows (decode) through the GEMV kernels, where they take
  * it (b of w_dtype: d's dtype, or a DequantMatMul's 16-bit weights): 1
  * (emitted), 0 (not taken: the caller uses cuBLASLt), or an error. */
@@ -970,6 +1032,7 @@ static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, r
   *st = RLX_OK;
   if (d->batch != 1 || d->pa || !cu_gemv_supported(d->dtype, w_dtype, d->M, d->N, d->K, d->b_trans, d->a, d->b))
     return 0;
+  if (pl->glu_region[n->id] >= 0 && emit_glu_gemv(pl, n, d, w_dtype, st)) return 1;
   cuda_gemm_desc r = *d; /* the residual add that reads the product, computed in its epilogue */
   const int resid = residual_into(pl, n, &r);
   /* a product right after another of the same x (q, k, v) joins its
@@ -979,7 +1042,7 @@ static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, r
    * weights and bias are params (nothing the launch itself writes) */
   cuda_step *s = pl->n_steps ? &pl->steps[pl->n_steps - 1] : NULL;
   cu_gemv_args *a = s && s->kind == ST_GEMV && s->folded == pl->folded[n->id] ? s->args : NULL;
-  if (!a || a->nseg == CU_GEMV_MAX_SEG || a->x != d->a || a->dtype != (int)d->dtype || a->w_dtype != (int)w_dtype ||
+  if (!a || a->glu || a->nseg == CU_GEMV_MAX_SEG || a->x != d->a || a->dtype != (int)d->dtype || a->w_dtype != (int)w_dtype ||
       a->M != d->M ||
       a->K != d->K || a->w_trans != d->b_trans || a->act != d->act || a->alpha != (float)alpha || resid || a->seg[0].resid ||
       !weight_ready(pl, n->in[1]) || (n->n_in > 2 && !weight_ready(pl, n->in[2]))) {
@@ -1381,6 +1444,9 @@ static rlx_status issue_run(cuda_plan *pl) {
   cudaError_t e;
   if (pl->has_err && (e = cudaMemsetAsync(pl->err_dev, 0, sizeof *pl->err_dev, pl->stream)) != cudaSuccess)
     return cuda_fail(e, "cudaMemsetAsync");
+  if (pl->in_bytes &&
+      (e = cudaMemcpyAsync(pl->in_dev, pl->in_host, pl->in_bytes, cudaMemcpyHostToDevice, pl->stream)) != cudaSuccess)
+    return cuda_fail(e, "staging the inputs");
   if (pl->events) cudaEventRecord(pl->events[0], pl->stream);
   for (int i = 0; i < pl->n_steps; i++) {
     if (pl->steps[i].folded) continue;
@@ -1391,6 +1457,12 @@ static rlx_status issue_run(cuda_plan *pl) {
   if (pl->has_err &&
       (e = cudaMemcpyAsync(pl->err_host, pl->err_dev, sizeof *pl->err_dev, cudaMemcpyDeviceToHost, pl->stream)) != cudaSuccess)
     return cuda_fail(e, "cudaMemcpyAsync");
+  for (int i = 0; i < pl->n_out_copies; i++) {
+    const struct out_copy *c = &pl->out_copy[i];
+    if ((e = cudaMemcpyAsync(pl->out_host + c->off, pl->slot[c->slot], c->bytes, cudaMemcpyDeviceToHost, pl->stream)) !=
+        cudaSuccess)
+      return cuda_fail(e, "copying an output");
+  }
   return RLX_OK;
 }
 
@@ -1491,7 +1563,7 @@ static void cuda_free(void *p) {
         cuda_store_put(pl->store, pl->entry[i]);
         continue;
       }
-      if (pl->leaf_dev && pl->leaf_dev[i]) cudaFree(pl->leaf_dev[i]);
+      if (pl->leaf_dev && pl->leaf_dev[i] && !(pl->in_off && pl->in_off[i] != SIZE_MAX)) cudaFree(pl->leaf_dev[i]);
       if (pl->folded_dev && pl->folded_dev[i]) cudaFree(pl->folded_dev[i]);
     }
   }
@@ -1503,6 +1575,7 @@ static void cuda_free(void *p) {
   free(pl->folded);
   free(pl->skip);
   free(pl->resid_add);
+  free(pl->glu_region);
   free(pl->add_done);
   free(pl->slot);
   if (pl->arena) cudaFree(pl->arena);
@@ -1510,6 +1583,11 @@ static void cuda_free(void *p) {
   if (pl->scratch) cudaFree(pl->scratch);
   if (pl->err_dev) cudaFree(pl->err_dev);
   if (pl->err_host) cudaFreeHost(pl->err_host);
+  if (pl->in_host) cudaFreeHost(pl->in_host);
+  if (pl->out_host) cudaFreeHost(pl->out_host);
+  if (pl->in_dev) cudaFree(pl->in_dev);
+  free(pl->in_off);
+  free(pl->out_copy);
   if (pl->stream) cudaStreamDestroy(pl->stream);
   plan_memory_free(&pl->mem);
   free(pl);
@@ -1618,6 +1696,43 @@ static void mark_residual_adds(cuda_plan *pl, const int *uses) {
   }
 }
 
+/* SwiGLU regions a GEMV computes with the products they read (glu in
+ * cu_gemv_args): an ElementwiseRegion [act.silu(i0), bin.mul(s0, i1)]
+ * without prologue over gate = i0 and up = i1, two products of one x
+ * (DequantMatMuls, or MatMuls) by weights of one shape and dtype, each read
+ * only by the region, with at most CU_GEMV_MAX_M rows and no residual add
+ * of their own, and nothing launching between the first product and the
+ * region but the second (so the launch may run at the first's place).
+ * emit_glu_gemv checks the weights' layout and the buffers at lowering. */
+static void mark_glu_regions(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *r = &g->nodes[i];
+    if (r->op != RLX_OP_ElementwiseRegion || r->n_in != 2 || r->a.prologue != RLX_PROLOGUE_NONE ||
+        r->a.chain.n != 2 || pl->folded[i] || pl->mem.view[i])
+      continue;
+    const rlx_region_step *s0 = &r->a.chain.s[0], *s1 = &r->a.chain.s[1];
+    if (s0->kind != RLX_STEP_ACT || s0->op != RLX_ACT_SILU || s0->a != 0 || s1->kind != RLX_STEP_BIN ||
+        s1->op != RLX_BIN_MUL || !((s1->a == -1 && s1->b == 1) || (s1->a == 1 && s1->b == -1)))
+      continue;
+    const int gi = r->in[0], ui = r->in[1];
+    const ir_node *gate = &g->nodes[gi], *up = &g->nodes[ui];
+    if (gi == ui || gate->op != up->op || (gate->op != RLX_OP_MatMul && gate->op != RLX_OP_DequantMatMul) ||
+        gate->in[0] != up->in[0] || uses[gi] != 1 || uses[ui] != 1 || pl->folded[gi] || pl->folded[ui] ||
+        pl->resid_add[gi] >= 0 || pl->resid_add[ui] >= 0)
+      continue;
+    const ir_type *wg = ir_in(g, gate, 1), *wu = ir_in(g, up, 1);
+    if (wg->dtype != wu->dtype || !ir_shape_eq(&wg->shape, &wu->shape) || wg->shape.rank != 2 ||
+        !ir_shape_eq(&gate->out[0].shape, &r->out[0].shape) || !ir_shape_eq(&up->out[0].shape, &r->out[0].shape) ||
+        numel_of(&r->out[0]) / wg->shape.d[gate->op == RLX_OP_DequantMatMul ? 0 : 1] > CU_GEMV_MAX_M)
+      continue;
+    const int first = gi < ui ? gi : ui, second = gi < ui ? ui : gi;
+    int quiet = 1;
+    for (int j = first + 1; quiet && j < i; j++) quiet = j == second || launches_nothing(pl, j);
+    if (quiet) pl->glu_region[gi] = pl->glu_region[ui] = i;
+  }
+}
+
 /* RmsNorms (and FusedResidualRmsNorms without the sum as an output) of
  * decode rows read only by DequantMatMuls on the integer path, with those
  * products the next launching nodes: the x quantization of the first
@@ -1666,6 +1781,62 @@ static rlx_status alloc_dev(void **p, size_t bytes, const char *what) {
   return RLX_OK;
 }
 
+/* Inputs staged through pinned memory: each of at most STAGE_LEAF_MAX
+ * bytes, STAGE_IN_MAX in all (a decode step's tokens, positions, rope rows
+ * and mask; not a prefill's activations). Outputs copied back inside the
+ * replay: STAGE_OUT_MAX in all (a decode step's logits). */
+#define STAGE_LEAF_MAX ((size_t)64 << 10)
+#define STAGE_IN_MAX ((size_t)256 << 10)
+#define STAGE_OUT_MAX ((size_t)1 << 20)
+#define STAGE_ALIGN ((size_t)256)
+
+static rlx_status alloc_pinned(uint8_t **p, size_t bytes) {
+  cudaError_t e = cudaHostAlloc((void **)p, bytes, cudaHostAllocDefault);
+  if (e == cudaSuccess) return RLX_OK;
+  *p = NULL;
+  return cuda_fail(e, "cudaHostAlloc");
+}
+
+/* Offsets of the staged inputs in in_host / in_dev, and both blocks. */
+static rlx_status plan_staged_inputs(cuda_plan *pl) {
+  const rlx_graph *g = pl->g;
+  pl->in_off = malloc((size_t)g->n_nodes * sizeof *pl->in_off);
+  if (!pl->in_off) return rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    const size_t bytes = n->op == RLX_OP_Input ? rlx_dtype_nbytes(n->out[0].dtype, ir_numel(&n->out[0].shape)) : 0;
+    pl->in_off[i] = SIZE_MAX;
+    if (bytes && bytes <= STAGE_LEAF_MAX && pl->in_bytes + bytes <= STAGE_IN_MAX) {
+      pl->in_off[i] = pl->in_bytes;
+      pl->in_bytes += (bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+    }
+  }
+  if (!pl->in_bytes) return RLX_OK;
+  rlx_status st = alloc_dev((void **)&pl->in_dev, pl->in_bytes, "the staged inputs");
+  if (!st) st = alloc_pinned(&pl->in_host, pl->in_bytes);
+  if (!st) memset(pl->in_host, 0, pl->in_bytes);
+  return st;
+}
+
+/* The outputs copied to out_host at the end of each run (their device
+ * addresses known), as many as fit STAGE_OUT_MAX. */
+static rlx_status plan_output_copies(cuda_plan *pl) {
+  const rlx_graph *g = pl->g;
+  pl->out_copy = calloc((size_t)g->n_outputs + 1, sizeof *pl->out_copy);
+  if (!pl->out_copy) return rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
+  size_t total = 0;
+  for (int k = 0; k < g->n_outputs; k++) {
+    const size_t slot = (size_t)g->outputs[k] * IR_MAX_OUTPUTS, bytes = pl->mem.nbytes[slot];
+    int seen = 0;
+    for (int j = 0; j < pl->n_out_copies; j++) seen |= pl->out_copy[j].slot == slot;
+    if (seen || !bytes || !pl->slot[slot] || pl->mem.offset[slot] == SIZE_MAX || total + bytes > STAGE_OUT_MAX)
+      continue;
+    pl->out_copy[pl->n_out_copies++] = (struct out_copy){slot, total, bytes};
+    total += (bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+  }
+  return total ? alloc_pinned(&pl->out_host, total) : RLX_OK;
+}
+
 static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void *store,
                                void **out) {
   (void)b, (void)opt;
@@ -1697,13 +1868,14 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->folded = calloc(n_nodes, 1);
   pl->skip = calloc(n_nodes, 1);
   pl->resid_add = malloc(n_nodes * sizeof *pl->resid_add);
+  pl->glu_region = malloc(n_nodes * sizeof *pl->glu_region);
   pl->add_done = calloc(n_nodes, 1);
   pl->slot = calloc(n_nodes * IR_MAX_OUTPUTS, sizeof *pl->slot);
   uses = ir_use_counts(g);
   outside = calloc(n_nodes, 1);
   fold_key = malloc(n_nodes * sizeof *fold_key);
   if (!pl->leaf_dev || !pl->leaf_bytes || !pl->leaf_version || !pl->entry || !pl->folded_dev || !pl->folded || !pl->skip ||
-      !pl->resid_add || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
+      !pl->resid_add || !pl->glu_region || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
     st = rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
     goto fail;
   }
@@ -1730,9 +1902,12 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
     goto fail;
   }
   memset(pl->err_host, 0, sizeof *pl->err_host);
+  if ((st = plan_staged_inputs(pl))) goto fail;
   mark_norm_quant(pl, uses);
   for (size_t i = 0; i < n_nodes; i++) pl->resid_add[i] = -1;
   if (ir_env_flag("RLX_CUDA_RESIDUAL_GEMM", 1)) mark_residual_adds(pl, uses);
+  for (size_t i = 0; i < n_nodes; i++) pl->glu_region[i] = -1;
+  if (ir_env_flag("RLX_CUDA_GLU_GEMV", 1)) mark_glu_regions(pl, uses);
   /* device addresses of every output */
   int any_gemm = 0;
   size_t scratch = 0;
@@ -1745,6 +1920,8 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
       if (bytes && n->op == RLX_OP_Param && pl->store) {
         if ((st = cuda_store_get(pl->store, n->a.name, bytes, &pl->entry[i]))) goto fail;
         pl->leaf_dev[i] = pl->entry[i]->dev;
+      } else if (pl->in_off[i] != SIZE_MAX) {
+        pl->leaf_dev[i] = pl->in_dev + pl->in_off[i];
       } else if (bytes) {
         if ((st = alloc_dev(&pl->leaf_dev[i], bytes, n->a.name ? n->a.name : "a constant"))) goto fail;
         if (n->op == RLX_OP_Constant &&
@@ -1789,6 +1966,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
     size_t q = quant_scratch_bytes(pl, n);
     scratch = q > scratch ? q : scratch;
   }
+  if ((st = plan_output_copies(pl))) goto fail;
   if (any_gemm && (st = alloc_dev(&pl->workspace, CUDA_GEMM_WORKSPACE, "the cuBLASLt workspace"))) goto fail;
   if (scratch && (st = alloc_dev(&pl->scratch, scratch, "dequantized weights"))) goto fail;
   pl->scratch_bytes = scratch;
@@ -1838,8 +2016,10 @@ static rlx_status cuda_run(void *p, const rlx_bindings *bind) {
     if (v == 0 || v != *held) {
       const void *src = bind->leaf_data[i];
       if (!src) return rlx_set_error(RLX_ERR_INVALID, "CUDA: %s \"%s\" has no data", ir_ops[n->op].name, n->a.name);
-      if ((e = cudaMemcpyAsync(pl->leaf_dev[i], src, pl->leaf_bytes[i], cudaMemcpyHostToDevice, pl->stream)) !=
-          cudaSuccess)
+      if (pl->in_off[i] != SIZE_MAX) /* the replay copies it over */
+        memcpy(pl->in_host + pl->in_off[i], src, pl->leaf_bytes[i]);
+      else if ((e = cudaMemcpyAsync(pl->leaf_dev[i], src, pl->leaf_bytes[i], cudaMemcpyHostToDevice, pl->stream)) !=
+               cudaSuccess)
         return cuda_fail(e, "uploading a leaf");
       *held = v;
     }
@@ -1892,6 +2072,11 @@ static rlx_status cuda_read(void *p, rlx_node n, int index, void *dst, size_t nb
     return rlx_set_error(RLX_ERR_INTERNAL, "CUDA plan: node %d output %d has no buffer of %zu bytes", (int)n, index,
                          nbytes);
   if (!nbytes) return RLX_OK;
+  for (int i = 0; i < pl->n_out_copies; i++)
+    if (pl->out_copy[i].slot == slot && pl->out_copy[i].bytes == nbytes) { /* copied by the run */
+      memcpy(dst, pl->out_host + pl->out_copy[i].off, nbytes);
+      return RLX_OK;
+    }
   return copy_now(pl, dst, pl->slot[slot], nbytes, cudaMemcpyDeviceToHost, "reading an output");
 }
 
@@ -1941,12 +2126,15 @@ static rlx_status cuda_fetch_param(void *p, rlx_node param, void *dst, size_t nb
 }
 
 static void cuda_memory_stats(const void *p, rlx_session_stats *st) {
-  const plan_memory *m = &((const cuda_plan *)p)->mem;
+  const cuda_plan *pl = p;
+  const plan_memory *m = &pl->mem;
   st->arena_bytes = m->arena_bytes;
   st->naive_bytes = m->naive_bytes;
   st->peak_live_bytes = m->peak_live_bytes;
   st->views = m->n_views;
   st->in_place = m->n_inplace;
+  st->device_launches = 0;
+  for (int i = 0; i < pl->n_steps; i++) st->device_launches += !pl->steps[i].folded;
 }
 
 const rlx_backend rlx_cuda_backend = {"cuda",          cuda_claims,        cuda_compile,
