@@ -421,6 +421,58 @@ static void test_glu_gemv(void) {
       }
 }
 
+/* Rope of q and of k by the same positions (or tables): one launch with
+ * the heads of both (the second joins the first's), against the CPU,
+ * replay == op by op; in both kernels (NEOX over all dims from positions
+ * takes the vector one) and at a decode and a prefill length. A rope of
+ * the first rope's output does not join (it reads what that one writes). */
+static void test_rope_join(void) {
+  for (int form = 0; form < 3; form++) /* positions NEOX, positions normal with a pass-through, tables */
+    for (int S = 1; S <= 7; S += 6)
+      for (int chain = 0; chain < 2; chain++) {
+        const rlx_dtype t = RLX_F32;
+        const int D = 64, Hq = 8, Hk = 2;
+        rlx_rope_desc d = {D, form == 1 ? 48 : D, form == 0 ? RLX_ROPE_NEOX : RLX_ROPE_NORMAL, 10000.0, 1.0};
+        rlx_graph *g = rlx_graph_new("rope_join");
+        int64_t qd[3] = {1, S, Hq * D}, kd[3] = {1, S, Hk * D}, pd[1] = {S}, td[2] = {S, d.n_rot / 2};
+        rlx_node q = rlx_input(g, "q", t, 3, qd), k = chain ? q : rlx_input(g, "k", t, 3, kd), y[2];
+        if (form < 2) {
+          rlx_node pos = rlx_input(g, "pos", RLX_I32, 1, pd);
+          y[0] = rlx_rope(g, q, pos, &d);
+          y[1] = rlx_rope(g, chain ? y[0] : k, pos, &d);
+        } else {
+          rlx_node c = rlx_input(g, "cos", t, 2, td), sn = rlx_input(g, "sin", t, 2, td);
+          y[0] = rlx_rope_cos_sin(g, q, c, sn, &d);
+          y[1] = rlx_rope_cos_sin(g, chain ? y[0] : k, c, sn, &d);
+        }
+        rlx_graph_set_outputs(g, 2, y);
+        int32_t pos[7];
+        for (int i = 0; i < S; i++) pos[i] = 3 * i + 100;
+        float *cs = malloc(sizeof(float) * (size_t)(S * d.n_rot)), *sn = cs + S * d.n_rot / 2;
+        for (int i = 0; i < S; i++)
+          for (int j = 0; j < d.n_rot / 2; j++) {
+            const double th = pos[i] * pow(10000.0, -2.0 * j / d.n_rot);
+            cs[i * d.n_rot / 2 + j] = (float)cos(th), sn[i * d.n_rot / 2 + j] = (float)sin(th);
+          }
+        bound_leaf l[4] = {{"q", 0, random_tensor(t, S * Hq * D, 1.0), (size_t)(S * Hq * D) * dtype_size(t)},
+                           {"k", 0, random_tensor(t, S * Hk * D, 1.0), (size_t)(S * Hk * D) * dtype_size(t)},
+                           {form < 2 ? "pos" : "cos", 0, form < 2 ? (void *)pos : (void *)cs,
+                            form < 2 ? sizeof(int32_t) * (size_t)S : sizeof(float) * (size_t)(S * d.n_rot / 2)},
+                           {"sin", 0, sn, sizeof(float) * (size_t)(S * d.n_rot / 2)}};
+        bound_leaf use[4];
+        int nl = 0;
+        for (int i = 0; i < 4; i++)
+          if (!(chain && i == 1) && !(form < 2 && i == 3)) use[nl++] = l[i];
+        char what[96];
+        snprintf(what, sizeof what, "rope join form %d S=%d%s", form, S, chain ? " (rope of a rope)" : "");
+        for (int o = 0; o < 2; o++) compare_replay(what, g, use, nl, o, t, 0.0);
+        const int64_t launches = device_launches(g);
+        CHECK(launches == (chain ? 2 : 1), "%s: %lld launches", what, (long long)launches);
+        free(l[0].data), free(l[1].data), free(cs);
+        rlx_graph_free(g);
+      }
+}
+
 /* Random weights [N, K] packed by the CPU's Quantize into scheme q (the
  * malloc'ed bytes, *bytes of them) and, in *dequant, those packed weights
  * as floats (the CPU's Dequantize). NULL on failure (checked). */
@@ -1008,6 +1060,7 @@ int main(void) {
   test_dequant_matmul();
   test_dequant_matmul_16bit();
   test_glu_gemv();
+  test_rope_join();
   test_block_gather();
   test_dequant_matmul_int8();
   test_dequant_matmul_norm();

@@ -190,6 +190,11 @@ typedef struct {
   /* (x, pos): base^(-2i / n_rot) / scale of pair i, computed once at
    * lowering (a double pow per thread was most of a decode step's rope) */
   double freq[CU_ROPE_MAX_PAIRS];
+  /* a second tensor [B, S, H2 * D] rotated by the same positions (k after
+   * q), its heads after x's in the launch; H2 = 0: none */
+  const void *x2;
+  void *out2;
+  int64_t H2;
 } cu_rope_args;
 int cu_rope_launch(const cu_rope_args *a, cudaStream_t st);
 

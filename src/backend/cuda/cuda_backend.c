@@ -293,6 +293,12 @@ static rlx_status nomem(const ir_node *n) {
   return rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory lowering %s (node %d)", ir_ops[n->op].name, n->id);
 }
 
+/* Whether byte ranges [p, p + pn) and [q, q + qn) share a byte. */
+static int ranges_overlap(const void *p, size_t pn, const void *q, size_t qn) {
+  const uint8_t *a = p, *b = q;
+  return a < b + qn && b < a + pn;
+}
+
 static rlx_status alloc_dev(void **p, size_t bytes, const char *what);
 
 /* Scratch of a split kernel, owned by step s: `floats` F32 partials and
@@ -907,11 +913,30 @@ static rlx_status lower_norm(cuda_plan *pl, const ir_node *n) {
 
 /* ---------------------------------------------------------------- attention and positions */
 
+/* Rope n joined to the launch of the rope just before it (k's after q's):
+ * the same positions or tables, geometry and dtype, nothing run between,
+ * and n's buffers apart from the other's (x and out may be one buffer:
+ * in place). 1 when joined. */
+static int join_rope(cuda_plan *pl, const ir_node *n, const cu_rope_args *mine) {
+  cuda_step *s = pl->n_steps ? &pl->steps[pl->n_steps - 1] : NULL;
+  cu_rope_args *a = s && s->kind == ST_ROPE && s->folded == pl->folded[n->id] ? s->args : NULL;
+  if (!a || a->H2 || a->dtype != mine->dtype || a->D != mine->D || a->n_rot != mine->n_rot || a->neox != mine->neox ||
+      a->B != mine->B || a->S != mine->S || a->pos != mine->pos || a->cos != mine->cos || a->sin != mine->sin ||
+      a->pos_dtype != mine->pos_dtype || a->pos_batched != mine->pos_batched || a->table_dtype != mine->table_dtype ||
+      a->table_batched != mine->table_batched || a->base != mine->base || a->scale != mine->scale)
+    return 0;
+  const size_t b1 = (size_t)(a->B * a->S * a->H * a->D) * elem_size((rlx_dtype)a->dtype),
+               b2 = (size_t)(mine->B * mine->S * mine->H * mine->D) * elem_size((rlx_dtype)a->dtype);
+  if (ranges_overlap(mine->x, b2, a->x, b1) || ranges_overlap(mine->x, b2, a->out, b1) ||
+      ranges_overlap(mine->out, b2, a->x, b1) || ranges_overlap(mine->out, b2, a->out, b1))
+    return 0;
+  a->x2 = mine->x, a->out2 = mine->out, a->H2 = mine->H;
+  return 1;
+}
+
 static rlx_status lower_rope(cuda_plan *pl, const ir_node *n) {
   const ir_type *x = ir_in(pl->g, n, 0);
-  cuda_step *s = new_step(pl, ST_ROPE, n);
-  cu_rope_args *a = s ? new_args(s, sizeof *a) : NULL;
-  if (!a) return nomem(n);
+  cu_rope_args r = {0}, *a = &r;
   a->x = in_ptr(pl, n, 0), a->out = out_ptr(pl, n), a->dtype = x->dtype, a->pdl = pl->pdl;
   a->D = n->a.head_dim, a->n_rot = n->a.n_rot, a->neox = n->a.rope_mode == RLX_ROPE_NEOX;
   a->B = x->shape.d[0], a->S = x->shape.d[1];
@@ -926,6 +951,11 @@ static rlx_status lower_rope(cuda_plan *pl, const ir_node *n) {
     a->cos = in_ptr(pl, n, 1), a->sin = in_ptr(pl, n, 2), a->table_dtype = c->dtype;
     a->table_batched = c->shape.rank == 3;
   }
+  if (join_rope(pl, n, a)) return RLX_OK;
+  cuda_step *s = new_step(pl, ST_ROPE, n);
+  cu_rope_args *mine = s ? new_args(s, sizeof *mine) : NULL;
+  if (!mine) return nomem(n);
+  *mine = r;
   return RLX_OK;
 }
 
@@ -980,7 +1010,6 @@ static int weight_ready(const cuda_plan *pl, rlx_node id) {
   return w->op == RLX_OP_Param || w->op == RLX_OP_Constant || pl->folded[w->id];
 }
 
-static int ranges_overlap(const void *p, size_t pn, const void *q, size_t qn);
 static const void *matmul_b(cuda_plan *pl, const ir_node *n, int k, int *b_trans);
 
 /* The weight of a glu product as the GEMV reads it: [N, K] (NULL: it reads
@@ -1088,11 +1117,6 @@ static const void *matmul_b(cuda_plan *pl, const ir_node *n, int k, int *b_trans
     return in_ptr(pl, &pl->g->nodes[src], 0);
   }
   return in_ptr(pl, n, k);
-}
-
-static int ranges_overlap(const void *p, size_t pn, const void *q, size_t qn) {
-  const uint8_t *a = p, *b = q;
-  return a < b + qn && b < a + pn;
 }
 
 /* The product d of MatMul n written straight into the residual add that

@@ -173,19 +173,37 @@ __device__ __forceinline__ void rope_sincos(double theta, float *sn, float *cs) 
  * threads to spare (prefill), so fewer angles are computed. */
 #define ROPE_HEADS 4
 #define ROPE_HEADS_WIDE 8
+/* The part of a joined launch that work item t falls in: x's heads, then
+ * x2's (t becomes the index within the part). */
+struct rope_part {
+  const void *x;
+  void *out;
+  int64_t H;
+};
+__device__ __forceinline__ rope_part rope_part_of(const cu_rope_args &a, int64_t &t, int64_t total1) {
+  if (t < total1) return rope_part{a.x, a.out, a.H};
+  t -= total1;
+  return rope_part{a.x2, a.out2, a.H2};
+}
+
 __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
   cu_pdl_chain();
   const int64_t half = a.n_rot / 2, pass = a.D - a.n_rot, per_pos = half + pass;
-  const int64_t groups = (a.H + hpt - 1) / hpt, total = a.B * a.S * per_pos * groups;
+  const int64_t total1 = a.B * a.S * per_pos * ((a.H + hpt - 1) / hpt);
+  const int64_t total = total1 + a.B * a.S * per_pos * ((a.H2 + hpt - 1) / hpt);
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
+  for (int64_t t0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t0 < total; t0 += step) {
+    int64_t t = t0;
+    const rope_part pt = rope_part_of(a, t, total1);
+    const int64_t groups = (pt.H + hpt - 1) / hpt;
     const int64_t e = t % per_pos, rest = t / per_pos, hg = rest % groups, bs = rest / groups; /* bs = b*S + s */
     const int64_t s = bs % a.S, b = bs / a.S;
-    const int64_t first = bs * a.H * a.D;
-    const int64_t h0 = hg * hpt, h1 = h0 + hpt < a.H ? h0 + hpt : a.H;
+    const int64_t first = bs * pt.H * a.D;
+    const int64_t h0 = hg * hpt, h1 = h0 + hpt < pt.H ? h0 + hpt : pt.H;
     if (e >= half) { /* a dim past n_rot: copied */
       const int64_t d = a.n_rot + (e - half);
-      for (int64_t h = h0; h < h1; h++) cu_st_f(a.out, a.dtype, first + h * a.D + d, cu_ld_f(a.x, a.dtype, first + h * a.D + d));
+      for (int64_t h = h0; h < h1; h++)
+        cu_st_f(pt.out, a.dtype, first + h * a.D + d, cu_ld_f(pt.x, a.dtype, first + h * a.D + d));
       continue;
     }
     const int64_t i = e;
@@ -209,13 +227,13 @@ __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
     for (int64_t h = h0; h < h1; h++) {
       const int64_t row = first + h * a.D;
       if (a.dtype == RLX_F64) {
-        double x0 = cu_ld_f(a.x, a.dtype, row + i0), x1 = cu_ld_f(a.x, a.dtype, row + i1);
-        cu_st_f(a.out, a.dtype, row + i0, x0 * c - x1 * sn);
-        cu_st_f(a.out, a.dtype, row + i1, x0 * sn + x1 * c);
+        double x0 = cu_ld_f(pt.x, a.dtype, row + i0), x1 = cu_ld_f(pt.x, a.dtype, row + i1);
+        cu_st_f(pt.out, a.dtype, row + i0, x0 * c - x1 * sn);
+        cu_st_f(pt.out, a.dtype, row + i1, x0 * sn + x1 * c);
       } else {
-        float x0 = cu_ld_f32(a.x, a.dtype, row + i0), x1 = cu_ld_f32(a.x, a.dtype, row + i1);
-        cu_st_f32(a.out, a.dtype, row + i0, x0 * fc - x1 * fs);
-        cu_st_f32(a.out, a.dtype, row + i1, x0 * fs + x1 * fc);
+        float x0 = cu_ld_f32(pt.x, a.dtype, row + i0), x1 = cu_ld_f32(pt.x, a.dtype, row + i1);
+        cu_st_f32(pt.out, a.dtype, row + i0, x0 * fc - x1 * fs);
+        cu_st_f32(pt.out, a.dtype, row + i1, x0 * fs + x1 * fc);
       }
     }
   }
@@ -232,16 +250,21 @@ __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
 #define ROPE_VEC_HEADS 4
 template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_kernel(const __grid_constant__ cu_rope_args a) {
   constexpr int V = 16 / (int)sizeof(E);
-  const int half = (int)(a.D / 2), chunks = half / V, groups = (int)((a.H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
-  const int64_t total = a.B * a.S * chunks * groups, step = (int64_t)gridDim.x * blockDim.x;
+  const int half = (int)(a.D / 2), chunks = half / V;
+  const int64_t total1 = a.B * a.S * chunks * ((a.H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
+  const int64_t total = total1 + a.B * a.S * chunks * ((a.H2 + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
   cu_pdl_chain();
-  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
+  for (int64_t t0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t0 < total; t0 += step) {
+    int64_t t = t0;
+    const rope_part pt = rope_part_of(a, t, total1);
+    const int groups = (int)((pt.H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
     const int c = (int)(t % chunks);
     const int64_t rest = t / chunks, bs = rest / groups;
     const int h0 = (int)(rest % groups) * ROPE_VEC_HEADS;
-    const int nh = a.H - h0 < ROPE_VEC_HEADS ? (int)(a.H - h0) : ROPE_VEC_HEADS;
-    const int64_t at = (bs * a.H + h0) * a.D + (int64_t)c * V;
-    const uint4 *x = (const uint4 *)((const E *)a.x + at);
+    const int nh = pt.H - h0 < ROPE_VEC_HEADS ? (int)(pt.H - h0) : ROPE_VEC_HEADS;
+    const int64_t at = (bs * pt.H + h0) * a.D + (int64_t)c * V;
+    const uint4 *x = (const uint4 *)((const E *)pt.x + at);
     const int hstep = (int)(a.D * sizeof(E) / 16), hoff = half * (int)sizeof(E) / 16; /* in 16-byte vectors */
     uint4 raw0[ROPE_VEC_HEADS], raw1[ROPE_VEC_HEADS];
 #pragma unroll
@@ -254,7 +277,7 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_ker
     float sn[V], cs[V];
 #pragma unroll
     for (int k = 0; k < V; k++) rope_sincos((double)p * a.freq[c * V + k], &sn[k], &cs[k]);
-    E *out = (E *)a.out + at;
+    E *out = (E *)pt.out + at;
 #pragma unroll
     for (int hh = 0; hh < ROPE_VEC_HEADS; hh++) {
       if (hh >= nh) break;
@@ -275,8 +298,9 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_ker
 extern "C" int cu_rope_launch(const cu_rope_args *a, cudaStream_t st) {
   const int es = cu_float_bytes(a->dtype);
   if (es && a->pos && a->neox && a->n_rot == a->D && a->D / 2 * es % 16 == 0 && a->B * a->S * a->H > 0 &&
-      (((uintptr_t)a->x | (uintptr_t)a->out) & 15) == 0) {
-    const int64_t work = a->B * a->S * (a->D / 2 * es / 16) * ((a->H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
+      (((uintptr_t)a->x | (uintptr_t)a->out | (uintptr_t)a->x2 | (uintptr_t)a->out2) & 15) == 0) {
+    const int64_t work = a->B * a->S * (a->D / 2 * es / 16) *
+                         ((a->H + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS + (a->H2 + ROPE_VEC_HEADS - 1) / ROPE_VEC_HEADS);
     const unsigned blocks = cu_blocks(work, CU_THREADS);
     return cu_launch(a->dtype == RLX_F32   ? rope_vec_kernel<float>
                      : a->dtype == RLX_F16 ? rope_vec_kernel<__half>
@@ -286,7 +310,7 @@ extern "C" int cu_rope_launch(const cu_rope_args *a, cudaStream_t st) {
   const int64_t per_pos = a->B * a->S * (a->D - a->n_rot / 2);
   /* wide groups where they still leave ~2048 threads per multiprocessor */
   const int hpt = per_pos * ((a->H + ROPE_HEADS_WIDE - 1) / ROPE_HEADS_WIDE) >= 132 * 2048 ? ROPE_HEADS_WIDE : ROPE_HEADS;
-  int64_t total = per_pos * ((a->H + hpt - 1) / hpt);
+  int64_t total = per_pos * ((a->H + hpt - 1) / hpt + (a->H2 + hpt - 1) / hpt);
   if (total <= 0 || a->H <= 0) return cudaSuccess;
   return cu_launch(rope_kernel, cu_blocks(total, CU_THREADS), CU_THREADS, 0, st, a->pdl, *a, hpt);
 }
