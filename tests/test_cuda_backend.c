@@ -473,6 +473,48 @@ static void test_rope_join(void) {
       }
 }
 
+/* UpdateSlice(cache, Cast(x), start): a new K or V row into a cache of
+ * another float type. The copy converts (no Cast launch): the CPU's bytes
+ * exactly, replay == op by op, and one launch fewer than with the Cast
+ * also an output (then it runs). Into the param itself (Assign, in place)
+ * and into a new tensor. */
+static void test_cast_update(void) {
+  static const struct { rlx_dtype x, cache; } kinds[] = {{RLX_F32, RLX_BF16}, {RLX_F32, RLX_F16}, {RLX_F16, RLX_F32}};
+  for (size_t ki = 0; ki < sizeof kinds / sizeof *kinds; ki++)
+    for (int assign = 0; assign < 2; assign++) {
+      const rlx_dtype xt = kinds[ki].x, ct = kinds[ki].cache;
+      const int64_t T = 64, E = 40, S = 3;
+      int64_t launches[2] = {0, 0};
+      for (int cast_out = 0; cast_out < 2; cast_out++) {
+        rlx_graph *g = rlx_graph_new("cast_update");
+        int64_t cd[3] = {1, T, E}, xd[3] = {1, S, E};
+        rlx_node cache = rlx_param(g, "cache", ct, 3, cd), x = rlx_input(g, "x", xt, 3, xd);
+        rlx_node c = rlx_cast(g, x, ct), u = rlx_update_slice(g, cache, c, rlx_input(g, "start", RLX_I32, 0, NULL), 1);
+        rlx_node outs[3] = {u, c, 0};
+        int n_out = 1 + cast_out;
+        if (assign) outs[n_out++] = rlx_assign(g, cache, u);
+        rlx_graph_set_outputs(g, n_out, outs);
+        int32_t start = 37;
+        bound_leaf l[3] = {{"cache", 1, random_tensor(ct, T * E, 1.0), (size_t)(T * E) * dtype_size(ct)},
+                           {"x", 0, random_tensor(xt, S * E, 3.0), (size_t)(S * E) * dtype_size(xt)},
+                           {"start", 0, &start, sizeof start}};
+        char what[96];
+        snprintf(what, sizeof what, "cast update %s -> %s%s%s", rlx_dtype_name(xt), rlx_dtype_name(ct),
+                 assign ? " (assign)" : "", cast_out ? " (cast an output)" : "");
+        size_t cb = 0, gb = 0;
+        void *cpu = run_graph(g, RLX_DEVICE_CPU, l, 3, 0, &cb), *gpu = run_graph(g, RLX_DEVICE_CUDA, l, 3, 0, &gb);
+        CHECK(cpu && gpu && cb == gb && !memcmp(cpu, gpu, cb), "%s: the CPU's bytes", what);
+        compare_replay(what, g, l, 3, 0, ct, 0.0);
+        launches[cast_out] = device_launches(g);
+        free(cpu), free(gpu), free(l[0].data), free(l[1].data);
+        rlx_graph_free(g);
+      }
+      CHECK(launches[0] > 0 && launches[0] == launches[1] - 1, "cast update %s -> %s%s: %lld launches (cast run: %lld)",
+            rlx_dtype_name(xt), rlx_dtype_name(ct), assign ? " (assign)" : "", (long long)launches[0],
+            (long long)launches[1]);
+    }
+}
+
 /* Random weights [N, K] packed by the CPU's Quantize into scheme q (the
  * malloc'ed bytes, *bytes of them) and, in *dequant, those packed weights
  * as floats (the CPU's Dequantize). NULL on failure (checked). */
@@ -1061,6 +1103,7 @@ int main(void) {
   test_dequant_matmul_16bit();
   test_glu_gemv();
   test_rope_join();
+  test_cast_update();
   test_block_gather();
   test_dequant_matmul_int8();
   test_dequant_matmul_norm();

@@ -98,7 +98,9 @@ int cu_swiglu_launch(const void *x, int x_dtype, void *out, int out_dtype, int64
 /* dst[dst_off + sum i_k dst_stride_k] = src[sum (i_k >> shift_k) src_stride_k]
  * for every multi-index i of dims, elements of es bytes (1, 2, 4 or 8).
  * With dyn (UpdateSlice), dst_off gains dyn_mul * start, start read from
- * dyn (I32 or I64 scalar) and checked against [0, dyn_max]. */
+ * dyn (I32 or I64 scalar) and checked against [0, dyn_max]. With convert
+ * (the Cast an UpdateSlice absorbed), src holds src_dtype and dst
+ * dst_dtype (two of F32/F16/BF16), rounded to nearest even as Cast does. */
 typedef struct {
   int rank, es;
   int64_t numel;
@@ -112,6 +114,7 @@ typedef struct {
   int dyn_dtype, node, pdl;
   int64_t dyn_mul, dyn_max;
   cu_error *err;
+  int convert, src_dtype, dst_dtype;
 } cu_copy_args;
 
 int cu_copy_launch(const cu_copy_args *a, cudaStream_t st);

@@ -23,6 +23,8 @@
  *  - at decode rows, silu(x @ wg) * (x @ wu) (an MLP's gate and up
  *    projections and the region that reads them) is one GEMV launch that
  *    writes the region's output (RLX_CUDA_GLU_GEMV=0: off);
+ *  - a float Cast whose one reader is an UpdateSlice (a new K or V row
+ *    into a 16-bit cache) is done by that UpdateSlice's copy;
  *  - the remaining launches are captured into a CUDA graph
  *    (RLX_CUDA_GRAPH=0: issued one by one each run; the same launches with
  *    the same arguments, so the results are identical; RLX_CUDA_PROFILE=1:
@@ -233,6 +235,7 @@ typedef struct {
   uint8_t *skip;               /* [n_nodes] node whose consumers absorbed it (no launch) */
   int *resid_add;              /* [n_nodes] of a MatMul: the residual add its GEMM may write (-1: none) */
   int *glu_region;             /* [n_nodes] of a gate or up product: the SwiGLU region its GEMV may write (-1: none) */
+  int *cast_into;              /* [n_nodes] of a Cast: the UpdateSlice that may convert as it copies (-1: none) */
   uint8_t *add_done;           /* [n_nodes] computed by another node's launch (no launch of its own): a residual
                                   add by its product's, a SwiGLU region and its second product by the first's */
   uint8_t **slot;              /* [n_nodes * IR_MAX_OUTPUTS] device address of every output */
@@ -766,9 +769,14 @@ static rlx_status lower_layout(cuda_plan *pl, const ir_node *n) {
     if (st) return st;
     int64_t us[RLX_MAX_RANK];
     contig_strides(upd->shape.rank, upd->shape.d, us);
+    /* the update through the Cast it absorbed (lower_node left the Cast out) */
+    const ir_node *cast = &g->nodes[n->in[1]];
+    const int through = cast->op == RLX_OP_Cast && pl->cast_into[cast->id] == n->id;
     cu_copy_args *a;
-    st = emit_copy(pl, n, r, upd->shape.d, in_ptr(pl, n, 1), us, NULL, dst, ds, 0, es, &a);
+    st = emit_copy(pl, n, r, upd->shape.d, through ? in_ptr(pl, cast, 0) : in_ptr(pl, n, 1), us, NULL, dst, ds, 0,
+                   es, &a);
     if (st) return st;
+    if (through) a->convert = 1, a->src_dtype = ir_in(g, cast, 0)->dtype, a->dst_dtype = out->dtype;
     a->dyn = in_ptr(pl, n, 2);
     a->dyn_dtype = start->dtype;
     a->dyn_mul = ds[n->a.axis];
@@ -1387,7 +1395,22 @@ static size_t quant_scratch_bytes(const cuda_plan *pl, const ir_node *n) {
 
 /* ---------------------------------------------------------------- lowering */
 
+/* Whether Cast n (marked by mark_cast_updates) is left to its UpdateSlice:
+ * where that one's output does not overlap the Cast's input (the planner
+ * may give the UpdateSlice, when not in place, the bytes of an input that
+ * dies at the Cast). Else the mark goes and the Cast runs. */
+static int cast_absorbed(cuda_plan *pl, const ir_node *n) {
+  const ir_node *u = &pl->g->nodes[pl->cast_into[n->id]];
+  const ir_type *x = ir_in(pl->g, n, 0);
+  if (!ranges_overlap(out_ptr(pl, u), rlx_dtype_nbytes(u->out[0].dtype, numel_of(&u->out[0])), in_ptr(pl, n, 0),
+                      rlx_dtype_nbytes(x->dtype, numel_of(x))))
+    return 1;
+  pl->cast_into[n->id] = -1;
+  return 0;
+}
+
 static rlx_status lower_node(cuda_plan *pl, const ir_node *n) {
+  if (n->op == RLX_OP_Cast && pl->cast_into[n->id] >= 0 && cast_absorbed(pl, n)) return RLX_OK;
   switch (n->op) {
   case RLX_OP_Activation:
   case RLX_OP_Binary:
@@ -1600,6 +1623,7 @@ static void cuda_free(void *p) {
   free(pl->skip);
   free(pl->resid_add);
   free(pl->glu_region);
+  free(pl->cast_into);
   free(pl->add_done);
   free(pl->slot);
   if (pl->arena) cudaFree(pl->arena);
@@ -1757,6 +1781,28 @@ static void mark_glu_regions(cuda_plan *pl, const int *uses) {
   }
 }
 
+/* Casts an UpdateSlice can do as it copies (cu_copy_args.convert): one
+ * of F32/F16/BF16 to another, read only by the UpdateSlice as its update,
+ * with nothing launching between the two (so the Cast's input is intact
+ * when the copy runs). cast_absorbed checks the buffers at lowering. */
+static int is_half_or_f32(rlx_dtype t) { return t == RLX_F32 || t == RLX_F16 || t == RLX_BF16; }
+static void mark_cast_updates(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *u = &g->nodes[i];
+    if (u->op != RLX_OP_UpdateSlice || pl->folded[i] || pl->mem.view[i]) continue;
+    const int c = u->in[1];
+    const ir_node *cast = &g->nodes[c];
+    if (cast->op != RLX_OP_Cast || uses[c] != 1 || u->in[0] == c || u->in[2] == c || pl->folded[c] ||
+        pl->mem.view[c] || !is_half_or_f32(ir_in(g, cast, 0)->dtype) || !is_half_or_f32(cast->out[0].dtype) ||
+        ir_in(g, cast, 0)->dtype == cast->out[0].dtype)
+      continue;
+    int quiet = 1;
+    for (int j = c + 1; quiet && j < i; j++) quiet = launches_nothing(pl, j);
+    if (quiet) pl->cast_into[c] = i;
+  }
+}
+
 /* RmsNorms (and FusedResidualRmsNorms without the sum as an output) of
  * decode rows read only by DequantMatMuls on the integer path, with those
  * products the next launching nodes: the x quantization of the first
@@ -1893,13 +1939,14 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->skip = calloc(n_nodes, 1);
   pl->resid_add = malloc(n_nodes * sizeof *pl->resid_add);
   pl->glu_region = malloc(n_nodes * sizeof *pl->glu_region);
+  pl->cast_into = malloc(n_nodes * sizeof *pl->cast_into);
   pl->add_done = calloc(n_nodes, 1);
   pl->slot = calloc(n_nodes * IR_MAX_OUTPUTS, sizeof *pl->slot);
   uses = ir_use_counts(g);
   outside = calloc(n_nodes, 1);
   fold_key = malloc(n_nodes * sizeof *fold_key);
   if (!pl->leaf_dev || !pl->leaf_bytes || !pl->leaf_version || !pl->entry || !pl->folded_dev || !pl->folded || !pl->skip ||
-      !pl->resid_add || !pl->glu_region || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
+      !pl->resid_add || !pl->glu_region || !pl->cast_into || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
     st = rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
     goto fail;
   }
@@ -1932,6 +1979,8 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   if (ir_env_flag("RLX_CUDA_RESIDUAL_GEMM", 1)) mark_residual_adds(pl, uses);
   for (size_t i = 0; i < n_nodes; i++) pl->glu_region[i] = -1;
   if (ir_env_flag("RLX_CUDA_GLU_GEMV", 1)) mark_glu_regions(pl, uses);
+  for (size_t i = 0; i < n_nodes; i++) pl->cast_into[i] = -1;
+  mark_cast_updates(pl, uses);
   /* device addresses of every output */
   int any_gemm = 0;
   size_t scratch = 0;

@@ -3,11 +3,20 @@
  * TransformRegion (the lowering only chooses strides), a fill, Gather
  * (indices checked on the device), Iota, OneHot and Tri.
  *
- * Elements move as bytes of their size, so every plain dtype is exact. */
+ * Elements move as bytes of their size, so every plain dtype is exact;
+ * a copy that converts (an absorbed Cast) takes float types. */
 #include "cu_common.cuh"
 
+#include <type_traits>
+
 /* I: the index type, 32-bit when every index and offset fits. */
-template <typename E, typename I> __global__ void copy_kernel(const __grid_constant__ cu_copy_args a) {
+/* One element: bytes as they are (S = D), or widened and rounded. */
+template <typename S, typename D> __device__ __forceinline__ void copy_elem(D *d, const S *s) {
+  if constexpr (std::is_same<S, D>::value) *d = *s;
+  else cu_fl<D>::st(d, cu_fl<S>::ld(s));
+}
+
+template <typename S, typename D, typename I> __global__ void copy_kernel(const __grid_constant__ cu_copy_args a) {
   cu_pdl_chain();
   int64_t dst_off = a.dst_off;
   if (a.dyn) {
@@ -18,8 +27,8 @@ template <typename E, typename I> __global__ void copy_kernel(const __grid_const
     }
     dst_off += start * a.dyn_mul;
   }
-  const E *src = (const E *)a.src;
-  E *dst = (E *)a.dst + dst_off;
+  const S *src = (const S *)a.src;
+  D *dst = (D *)a.dst + dst_off;
   const I n = (I)a.numel, step = (I)(gridDim.x * blockDim.x);
   for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += step) {
     I rest = i, so = 0, d_o = 0;
@@ -29,7 +38,7 @@ template <typename E, typename I> __global__ void copy_kernel(const __grid_const
       so += (idx >> a.shift[d]) * (I)a.src_stride[d];
       d_o += idx * (I)a.dst_stride[d];
     }
-    dst[d_o] = src[so];
+    copy_elem<S, D>(dst + d_o, src + so);
   }
 }
 
@@ -41,14 +50,31 @@ static bool copy_fits_32(const cu_copy_args *a) {
   return hs < lim && hd < lim;
 }
 
-template <typename E> static void copy_typed(const cu_copy_args *a, unsigned blocks, cudaStream_t st) {
-  if (copy_fits_32(a)) cu_launch(copy_kernel<E, uint32_t>, blocks, CU_THREADS, 0, st, a->pdl, *a);
-  else cu_launch(copy_kernel<E, int64_t>, blocks, CU_THREADS, 0, st, a->pdl, *a);
+template <typename S, typename D = S> static void copy_typed(const cu_copy_args *a, unsigned blocks, cudaStream_t st) {
+  if (copy_fits_32(a)) cu_launch(copy_kernel<S, D, uint32_t>, blocks, CU_THREADS, 0, st, a->pdl, *a);
+  else cu_launch(copy_kernel<S, D, int64_t>, blocks, CU_THREADS, 0, st, a->pdl, *a);
+}
+
+template <typename S> static int copy_from(const cu_copy_args *a, unsigned blocks, cudaStream_t st) {
+  switch (a->dst_dtype) {
+  case RLX_F32: copy_typed<S, float>(a, blocks, st); break;
+  case RLX_F16: copy_typed<S, __half>(a, blocks, st); break;
+  case RLX_BF16: copy_typed<S, __nv_bfloat16>(a, blocks, st); break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
 }
 
 extern "C" int cu_copy_launch(const cu_copy_args *a, cudaStream_t st) {
   if (a->numel <= 0 && !a->dyn) return cudaSuccess; /* an empty UpdateSlice still checks its start */
   unsigned blocks = cu_blocks(a->numel, CU_THREADS);
+  if (a->convert) {
+    const int e = a->src_dtype == RLX_F32   ? copy_from<float>(a, blocks, st)
+                  : a->src_dtype == RLX_F16 ? copy_from<__half>(a, blocks, st)
+                  : a->src_dtype == RLX_BF16 ? copy_from<__nv_bfloat16>(a, blocks, st)
+                                             : cudaErrorInvalidValue;
+    return e != cudaSuccess ? e : cudaGetLastError();
+  }
   switch (a->es) {
   case 1: copy_typed<uint8_t>(a, blocks, st); break;
   case 2: copy_typed<uint16_t>(a, blocks, st); break;
