@@ -215,10 +215,10 @@ typedef struct {
   void **leaf_dev;             /* [n_nodes] device buffer of a leaf, NULL for other nodes and empty leaves */
   size_t *leaf_bytes;          /* [n_nodes] */
   /* Small inputs and outputs cross through pinned host memory inside the
-   * replay (stage_copies_in / stage_copies_out): a run copies an input's
-   * new bytes into in_host and reads an output from out_host, with no copy
-   * call of its own; the pageable copies these replace each cost a call
-   * and a wait on the host. */
+   * replay (plan_staged_inputs, plan_output_copies; issue_run copies): a
+   * run copies an input's new bytes into in_host and reads an output from
+   * out_host, with no copy call of its own; the pageable copies these
+   * replace each cost a call and a wait on the host. */
   uint8_t *in_host, *in_dev;   /* the staged inputs: pinned, and their device buffers */
   size_t in_bytes;
   size_t *in_off;              /* [n_nodes] a staged input's offset in both (SIZE_MAX: not staged) */
@@ -241,6 +241,7 @@ typedef struct {
   uint8_t **slot;              /* [n_nodes * IR_MAX_OUTPUTS] device address of every output */
   cuda_step *steps;
   int n_steps, cap_steps;
+  int64_t launches;            /* steps a run issues (not folded): rlx_session_stats.device_launches */
   void *workspace;             /* cuBLASLt, shared by the plan's GEMMs */
   void *scratch;               /* dequantized weights for large-M DequantMatMul, or quantized x for small M */
   size_t scratch_bytes;
@@ -1707,6 +1708,14 @@ static int launches_nothing(const cuda_plan *pl, int j) {
   return ir_ops[pl->g->nodes[j].op].category == RLX_CAT_LEAF || pl->mem.view[j] || pl->skip[j] || pl->folded[j];
 }
 
+/* No node strictly between from and to launches, but `except` (-1: none):
+ * a launch at from's place may then stand for one at to's. */
+static int quiet_between(const cuda_plan *pl, int from, int to, int except) {
+  for (int j = from + 1; j < to; j++)
+    if (j != except && !launches_nothing(pl, j)) return 0;
+  return 1;
+}
+
 /* Residual adds a GEMM can compute in its epilogue: add = MatMul + r (either
  * side) with r of the add's shape and dtype (no broadcasting), the MatMul
  * (or DequantMatMul) a single product over all rows (rank-2 weight, at
@@ -1735,9 +1744,7 @@ static void mark_residual_adds(cuda_plan *pl, const int *uses) {
           !ir_shape_eq(&tr->shape, &n->out[0].shape) || !ir_shape_eq(&m->out[0].shape, &n->out[0].shape) ||
           (rows > CU_GEMV_MAX_M && rows < RESID_MIN_ROWS))
         continue;
-      int quiet = 1;
-      for (int j = mm + 1; quiet && j < i; j++) quiet = launches_nothing(pl, j);
-      if (!quiet) continue;
+      if (!quiet_between(pl, mm, i, -1)) continue;
       pl->resid_add[mm] = i;
       break;
     }
@@ -1774,10 +1781,7 @@ static void mark_glu_regions(cuda_plan *pl, const int *uses) {
         !ir_shape_eq(&gate->out[0].shape, &r->out[0].shape) || !ir_shape_eq(&up->out[0].shape, &r->out[0].shape) ||
         numel_of(&r->out[0]) / wg->shape.d[gate->op == RLX_OP_DequantMatMul ? 0 : 1] > CU_GEMV_MAX_M)
       continue;
-    const int first = gi < ui ? gi : ui, second = gi < ui ? ui : gi;
-    int quiet = 1;
-    for (int j = first + 1; quiet && j < i; j++) quiet = j == second || launches_nothing(pl, j);
-    if (quiet) pl->glu_region[gi] = pl->glu_region[ui] = i;
+    if (quiet_between(pl, gi < ui ? gi : ui, i, gi < ui ? ui : gi)) pl->glu_region[gi] = pl->glu_region[ui] = i;
   }
 }
 
@@ -1797,9 +1801,7 @@ static void mark_cast_updates(cuda_plan *pl, const int *uses) {
         pl->mem.view[c] || !is_half_or_f32(ir_in(g, cast, 0)->dtype) || !is_half_or_f32(cast->out[0].dtype) ||
         ir_in(g, cast, 0)->dtype == cast->out[0].dtype)
       continue;
-    int quiet = 1;
-    for (int j = c + 1; quiet && j < i; j++) quiet = launches_nothing(pl, j);
-    if (quiet) pl->cast_into[c] = i;
+    if (quiet_between(pl, c, i, -1)) pl->cast_into[c] = i;
   }
 }
 
@@ -1860,6 +1862,8 @@ static rlx_status alloc_dev(void **p, size_t bytes, const char *what) {
 #define STAGE_OUT_MAX ((size_t)1 << 20)
 #define STAGE_ALIGN ((size_t)256)
 
+static size_t stage_round(size_t bytes) { return (bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN; }
+
 static rlx_status alloc_pinned(uint8_t **p, size_t bytes) {
   cudaError_t e = cudaHostAlloc((void **)p, bytes, cudaHostAllocDefault);
   if (e == cudaSuccess) return RLX_OK;
@@ -1878,7 +1882,7 @@ static rlx_status plan_staged_inputs(cuda_plan *pl) {
     pl->in_off[i] = SIZE_MAX;
     if (bytes && bytes <= STAGE_LEAF_MAX && pl->in_bytes + bytes <= STAGE_IN_MAX) {
       pl->in_off[i] = pl->in_bytes;
-      pl->in_bytes += (bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+      pl->in_bytes += stage_round(bytes);
     }
   }
   if (!pl->in_bytes) return RLX_OK;
@@ -1902,7 +1906,7 @@ static rlx_status plan_output_copies(cuda_plan *pl) {
     if (seen || !bytes || !pl->slot[slot] || pl->mem.offset[slot] == SIZE_MAX || total + bytes > STAGE_OUT_MAX)
       continue;
     pl->out_copy[pl->n_out_copies++] = (struct out_copy){slot, total, bytes};
-    total += (bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+    total += stage_round(bytes);
   }
   return total ? alloc_pinned(&pl->out_host, total) : RLX_OK;
 }
@@ -2058,9 +2062,8 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
     }
     for (int i = 0; i <= pl->n_steps; i++) cudaEventCreate(&pl->events[i]);
   }
-  int replayed = pl->has_err;
-  for (int i = 0; i < pl->n_steps; i++) replayed |= !pl->steps[i].folded;
-  if (pl->use_graph && replayed && (st = capture(pl))) goto fail;
+  for (int i = 0; i < pl->n_steps; i++) pl->launches += !pl->steps[i].folded;
+  if (pl->use_graph && (pl->has_err || pl->launches) && (st = capture(pl))) goto fail;
   free(uses);
   free(outside);
   free(fold_key);
@@ -2206,8 +2209,7 @@ static void cuda_memory_stats(const void *p, rlx_session_stats *st) {
   st->peak_live_bytes = m->peak_live_bytes;
   st->views = m->n_views;
   st->in_place = m->n_inplace;
-  st->device_launches = 0;
-  for (int i = 0; i < pl->n_steps; i++) st->device_launches += !pl->steps[i].folded;
+  st->device_launches = pl->launches;
 }
 
 const rlx_backend rlx_cuda_backend = {"cuda",          cuda_claims,        cuda_compile,
