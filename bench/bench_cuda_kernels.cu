@@ -15,7 +15,9 @@
  * attn: the split-key decode attention (flash_decode) of one decode step
  *       at the 8B shape (1 query row, 32 / 8 heads, D 128, bf16, causal)
  *       over T = 512 .. 32768 cached keys, at the plan's keys per split and
- *       at others: us a call, and GB/s of K/V bytes against the copy.
+ *       at others, the splits merged through global memory and (up to 16
+ *       splits) in a cluster: us a call, and GB/s of K/V bytes against the
+ *       copy.
  * Weights are random (levels random bytes, block scales a small f16), in
  * enough copies that each timed call reads its weights from HBM, not L2.
  * Times are CUDA-event medians of 9 trials of 20 calls. Prints "COPY",
@@ -304,7 +306,7 @@ static __nv_bfloat16 *bf16_buffer(size_t n, uint32_t seed) {
 
 static void bench_attn(double copy) {
   const int64_t H = 32, Hkv = 8, D = 128;
-  for (int64_t T : {512, 2048, 8192, 32768}) {
+  for (int64_t T : {450, 512, 1024, 2048, 8192, 32768}) {
     const size_t kvn = (size_t)(T * Hkv * D), kvb = 2 * kvn * 2; /* K and V bytes */
     const int n = (int)std::max<size_t>(4, ((size_t)512 << 20) / kvb + 1);
     std::vector<__nv_bfloat16 *> kc(n), vc(n);
@@ -320,28 +322,36 @@ static void bench_attn(double copy) {
     size_t pf, cn;
     cu_attention_plan(&a, &pf, &cn);
     const int64_t planned = a.keys_per_split;
+    const int planned_cluster = a.cluster;
     const int64_t sweep[] = {planned, 16, 32, 64, 128};
-    for (int si = 0; si < 5; si++) {
-      const int64_t kps = sweep[si];
-      if (kps <= 0 || (si > 0 && kps == planned)) continue;
-      a.keys_per_split = kps, a.splits = (int)((T + kps - 1) / kps);
-      const size_t smem = dec_smem_bytes(&a);
-      if (smem > DEC_MAX_SMEM || dec_set_smem(&a, smem) != cudaSuccess) continue;
-      float *part;
-      unsigned *count;
-      CHECK_CUDA(cudaMalloc(&part, sizeof(float) * (size_t)(Hkv * a.splits * 4 * (D + 3))));
-      CHECK_CUDA(cudaMalloc(&count, sizeof(unsigned) * Hkv));
-      CHECK_CUDA(cudaMemset(count, 0, sizeof(unsigned) * Hkv));
-      a.part = part, a.count = count;
-      const double ms = time_ms([&](int i) {
-        a.k = kc[i % n], a.v = vc[i % n];
-        cu_attention_launch(&a, 0);
-      });
-      printf("ATTN T=%lld keys_per_split=%lld%s splits=%d smem=%zu us=%.2f GBps=%.0f of_copy=%.1f%%\n", (long long)T,
-             (long long)kps, kps == planned ? " (plan)" : "", a.splits, smem, ms * 1e3, kvb / (ms * 1e-3) / 1e9,
-             100.0 * kvb / (ms * 1e-3) / 1e12 / copy);
-      cudaFree(part), cudaFree(count);
-    }
+    for (int si = 0; si < 5; si++)
+      for (int cl = 0; cl < 2; cl++) { /* merged through global memory, then in a cluster */
+        const int64_t kps = sweep[si];
+        if (kps <= 0 || (si > 0 && kps == planned)) continue;
+        a.keys_per_split = kps, a.splits = (int)((T + kps - 1) / kps);
+        a.cluster = cl ? a.splits : 0;
+        if (cl && (a.splits < 2 || a.splits > DEC_MAX_CLUSTER)) continue;
+        const size_t smem = dec_smem_bytes(&a);
+        if (smem > DEC_MAX_SMEM || dec_set_attrs(&a, smem) != cudaSuccess) {
+          (void)cudaGetLastError();
+          continue;
+        }
+        float *part;
+        unsigned *count;
+        CHECK_CUDA(cudaMalloc(&part, sizeof(float) * (size_t)(Hkv * a.splits * 4 * (D + 3))));
+        CHECK_CUDA(cudaMalloc(&count, sizeof(unsigned) * Hkv));
+        CHECK_CUDA(cudaMemset(count, 0, sizeof(unsigned) * Hkv));
+        a.part = part, a.count = count;
+        const double ms = time_ms([&](int i) {
+          a.k = kc[i % n], a.v = vc[i % n];
+          cu_attention_launch(&a, 0);
+        });
+        const bool plan = kps == planned && (a.cluster > 0) == (planned_cluster > 0);
+        printf("ATTN T=%lld keys_per_split=%lld%s splits=%d merge=%s smem=%zu us=%.2f GBps=%.0f of_copy=%.1f%%\n",
+               (long long)T, (long long)kps, plan ? " (plan)" : "", a.splits, a.cluster ? "cluster" : "global", smem,
+               ms * 1e3, kvb / (ms * 1e-3) / 1e9, 100.0 * kvb / (ms * 1e-3) / 1e12 / copy);
+        cudaFree(part), cudaFree(count);
+      }
     for (int i = 0; i < n; i++) cudaFree(kc[i]), cudaFree(vc[i]);
     cudaFree(q), cudaFree(out);
   }

@@ -344,16 +344,36 @@ __device__ __forceinline__ void cu_pdl_chain() {
   cu_pdl_wait();
   cu_pdl_trigger();
 }
+/* A launch's configuration: pdl as above; cluster > 1: thread block
+ * clusters of that many blocks along x (sm_90: their shared memory is one
+ * space, cooperative_groups::this_cluster()). at: room for the attributes. */
+static inline cudaLaunchConfig_t cu_launch_config(dim3 grid, dim3 block, size_t smem, cudaStream_t st, int pdl,
+                                                  int cluster, cudaLaunchAttribute at[2]) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st, cfg.attrs = at;
+  if (pdl) {
+    at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    at[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+    at[cfg.numAttrs].val.clusterDim.x = (unsigned)cluster;
+    at[cfg.numAttrs].val.clusterDim.y = at[cfg.numAttrs].val.clusterDim.z = 1;
+    cfg.numAttrs++;
+  }
+  return cfg;
+}
+template <typename... P, typename... A>
+static cudaError_t cu_launch_cluster(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                     int pdl, int cluster, A &&...args) {
+  cudaLaunchAttribute at[2];
+  const cudaLaunchConfig_t cfg = cu_launch_config(grid, block, smem, st, pdl, cluster, at);
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
 template <typename... P, typename... A>
 static cudaError_t cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, int pdl,
                              A &&...args) {
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
-  cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+  return cu_launch_cluster(kernel, grid, block, smem, st, pdl, 1, std::forward<A>(args)...);
 }
 
 #endif /* RLX_CU_COMMON_CUH */

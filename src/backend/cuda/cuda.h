@@ -217,10 +217,12 @@ typedef struct {
   int64_t q_sb, q_sh, q_ss, kv_sb, kv_sh, kv_ss;
   double scale, softcap;
   /* the split-key decode kernel (set by cu_attention_plan): keys split
-   * over `splits` blocks of keys_per_split per kv head, F32 partial states
-   * in part, merged by the last block of a head to arrive (count, one per
-   * (batch, kv head), left zeroed) */
-  int splits;
+   * over `splits` blocks of keys_per_split per kv head; their F32 partial
+   * states merged either in shared memory, the splits of a head one
+   * thread block cluster (cluster = splits), or through part, by the last
+   * block of a head to arrive (count, one per (batch, kv head), left
+   * zeroed; cluster = 0) */
+  int splits, cluster;
   int64_t keys_per_split;
   float *part;
   unsigned *count;

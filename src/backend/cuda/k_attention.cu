@@ -22,6 +22,7 @@
  * visible key gives zeros (the CPU kernel's rules, k_attention.c). */
 #include "cu_common.cuh"
 
+#include <cooperative_groups.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -534,6 +535,7 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
 #define DEC_WARPS (DEC_THREADS / 32)
 #define DEC_MERGE_E 4             /* (row, d) elements a thread of the merge sums at once */
 #define DEC_MERGE_S 8             /* over this many splits at once (16 made the kernel spill) */
+#define DEC_MAX_CLUSTER 16        /* splits merged in a cluster's shared memory (the H200's largest cluster) */
 static_assert(DEC_MAX_KEYS <= DEC_THREADS, "flash_decode gives every key of a split at least one thread");
 
 /* Stages rows j0 .. j0+n-1 of one kv head (D contiguous elements each,
@@ -559,6 +561,92 @@ __device__ __forceinline__ void dec_stage_rows(E *dst, int dst_ss, const E *src,
  * quarter warp reading 16 bytes of 8 consecutive keys hit all 32 banks. */
 __host__ __device__ __forceinline__ int dec_k_stride(int D, int es, bool vec) { return vec ? D + 16 / es : D; }
 
+/* Where the merge reads the splits' partial states of a head: [R][D + 3]
+ * floats a split (each row's unnormalized o, then its m, l and NaN flag),
+ * in global memory (part) or in the shared memory of the cluster's
+ * blocks. */
+struct dec_parts_global {
+  const float *base;
+  size_t stride;
+  __device__ float ld(int s, int off) const { return __ldcg(base + s * stride + off); }
+};
+struct dec_parts_cluster {
+  float *os;
+  __device__ float ld(int s, int off) const { return cooperative_groups::this_cluster().map_shared_rank(os, s)[off]; }
+};
+
+/* The merge of a head's splits: each row's maximum, NaN flag and weighted
+ * sum L over the splits (a warp per row), the splits' weights kept in wsh
+ * [R][splits], then every (row, d) sums its splits' partial outputs, the
+ * loads of several splits and elements in flight (a chain of dependent
+ * reads here took most of the kernel's time). The (row, d) elements go to
+ * nranks merging blocks in chunks of DEC_MERGE_E x DEC_THREADS; this block
+ * is `rank`. */
+template <typename E, typename P>
+__device__ void dec_merge(const cu_attn_args &a, const P &src, int rank, int nranks, float *wsh, float *ls, int *nan_row) {
+  const int S = (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, splits = a.splits;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int64_t bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv;
+  const int per = R * D, chunk = DEC_MERGE_E * DEC_THREADS;
+  if (rank * chunk >= per) return;
+  for (int r = warp; r < R; r += DEC_WARPS) {
+    float M = -INFINITY, m0 = -INFINITY, l0 = 0.f; /* m0, l0: split `lane`'s, kept for the second pass */
+    int any_nan = 0;
+    for (int s = lane; s < splits; s += 32) {
+      const float m = src.ld(s, r * (D + 3) + D), l = src.ld(s, r * (D + 3) + D + 1);
+      if (s == lane) m0 = m, l0 = l;
+      M = fmaxf(M, m);
+      any_nan |= src.ld(s, r * (D + 3) + D + 2) != 0.f;
+    }
+    M = cu_warp_max(M);
+    any_nan = __any_sync(0xffffffffu, any_nan);
+    float L = 0.f;
+    for (int s = lane; s < splits; s += 32) {
+      const float m = s == lane ? m0 : src.ld(s, r * (D + 3) + D), l = s == lane ? l0 : src.ld(s, r * (D + 3) + D + 1);
+      const float w = M == -INFINITY || m == -INFINITY ? 0.f : expf(m - M);
+      wsh[r * splits + s] = w;
+      L += w * l;
+    }
+    L = cu_warp_sum(L);
+    if (lane == 0) ls[r] = L, nan_row[r] = any_nan;
+  }
+  __syncthreads();
+  for (int e0 = rank * chunk + t; e0 < per; e0 += nranks * chunk) {
+    int off[DEC_MERGE_E], wrow[DEC_MERGE_E];
+    float acc[DEC_MERGE_E];
+#pragma unroll
+    for (int u = 0; u < DEC_MERGE_E; u++) {
+      const int e = e0 + u * DEC_THREADS, r = e < per ? e / D : 0;
+      off[u] = e < per ? r * (D + 3) + e % D : 0, wrow[u] = r * splits, acc[u] = 0.f;
+    }
+    for (int s0 = 0; s0 < splits; s0 += DEC_MERGE_S) {
+      float o[DEC_MERGE_S][DEC_MERGE_E];
+#pragma unroll
+      for (int s = 0; s < DEC_MERGE_S; s++)
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_E; u++) o[s][u] = s0 + s < splits ? src.ld(s0 + s, off[u]) : 0.f;
+#pragma unroll
+      for (int s = 0; s < DEC_MERGE_S; s++) {
+        if (s0 + s >= splits) break;
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_E; u++) {
+          const float w = wsh[wrow[u] + s0 + s];
+          if (w != 0.f) acc[u] += w * o[s][u];
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < DEC_MERGE_E; u++) {
+      const int e = e0 + u * DEC_THREADS;
+      if (e >= per) break;
+      const int r = e / D, d = e % D;
+      const int64_t h = hk * G + r / S, i = r % S;
+      const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc[u] / ls[r] : 0.f;
+      cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+    }
+  }
+}
+
 /* Flash-decoding: with one query row per head (decode) a kernel that tiles
  * queries has one useful row per tile and one block per head walking all
  * keys. Here block (split, b*Hkv + hk) takes keys_per_split (<= the
@@ -572,8 +660,14 @@ __host__ __device__ __forceinline__ int dec_k_stride(int D, int es, bool vec) { 
  *     warps idle at 32 keys a split);
  *  3. a warp per row forms the split's softmax state (max m, sum l);
  *  4. a thread per head-dim element sums p v over the keys for all rows;
- *  5. the last block of the head to finish merges the splits' states in
- *     split order.
+ *  5. the splits' states are merged in split order: where the splits of
+ *     a head are one thread block cluster (up to DEC_MAX_CLUSTER), from
+ *     the blocks' shared memory, by the first blocks of the cluster
+ *     together; else through global memory, by the last block of the head
+ *     to finish (the fence, the counter and the L2 reads after the
+ *     splits' own work: 5-6 of the kernel's 12 us at the 8B decode shape,
+ *     T 450, by clock stamps; merged in the cluster, the 8B bf16 decode
+ *     step through the LLM API took 5.024-5.033 ms against 5.040-5.047).
  * No step walks keys one after another with a reduction between them: a
  * decode step's attention is a few microseconds of latency, and an earlier
  * form (a warp per key, shuffles per key and row, K loaded key by key)
@@ -589,6 +683,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   int *nan_row = (int *)(ls + R);                   /* [R] */
   E *ks = (E *)(dec_smem + ((RC * D + R * pcols + 3 * R + 3) & ~3)); /* [kps][kss], 16-byte aligned */
   E *vs = ks + (size_t)kps * kss;                   /* [kps][D] */
+  float *os = (float *)(vs + (size_t)kps * D);      /* [R][D + 3]: this split's state (cluster) */
   __shared__ int last;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int64_t bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv;
@@ -674,7 +769,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   cu_cp_async_wait<0>(); /* V */
   __syncthreads();
   /* 4. o = sum_j p_j v_j: thread per head-dim element, all rows at once */
-  float *po = a.splits > 1 ? a.part + ((size_t)bh * a.splits + blockIdx.x) * (size_t)R * (D + 3) : NULL;
+  float *po = a.splits == 1 ? NULL : a.cluster ? os : a.part + ((size_t)bh * a.splits + blockIdx.x) * (size_t)R * (D + 3);
   for (int d = t; d < D; d += DEC_THREADS) {
     float o[RC];
 #pragma unroll
@@ -705,82 +800,21 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     po[r * (D + 3) + D + 1] = ls[r];
     po[r * (D + 3) + D + 2] = (float)nan_row[r];
   }
+  if (a.cluster) {
+    const cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    cl.sync(); /* every split's state written */
+    dec_merge<E>(a, dec_parts_cluster{os}, (int)cl.block_rank(), a.splits, ps, ls, nan_row);
+    cl.sync(); /* no block leaves while another reads its shared memory */
+    return;
+  }
   __threadfence();
   __syncthreads();
   if (t == 0) last = atomicAdd(&a.count[bh], 1u) == (unsigned)a.splits - 1;
   __syncthreads();
   if (!last) return;
   __threadfence();
-  /* the merge: each row's maximum, NaN flag and weighted sum L over the
-   * splits (a warp per row), the splits' weights kept in shared memory,
-   * then every (row, d) sums its splits' partial outputs, the loads of
-   * several splits and elements in flight (a chain of dependent L2 reads
-   * here took most of the kernel's time) */
-  const float *pb = a.part + (size_t)bh * a.splits * (size_t)R * (D + 3);
   const size_t stride = (size_t)R * (D + 3);
-  float *wsh = ps; /* [R][splits]: the scores are no longer needed */
-  for (int r = warp; r < R; r += DEC_WARPS) {
-    float M = -INFINITY, m0 = -INFINITY, l0 = 0.f; /* m0, l0: split `lane`'s, kept for the second pass */
-    int any_nan = 0;
-    for (int s = lane; s < a.splits; s += 32) {
-      const float *q = pb + s * stride + r * (D + 3);
-      const float m = __ldcg(q + D), l = __ldcg(q + D + 1);
-      if (s == lane) m0 = m, l0 = l;
-      M = fmaxf(M, m);
-      any_nan |= __ldcg(q + D + 2) != 0.f;
-    }
-    M = cu_warp_max(M);
-    any_nan = __any_sync(0xffffffffu, any_nan);
-    float L = 0.f;
-    for (int s = lane; s < a.splits; s += 32) {
-      const float *q = pb + s * stride + r * (D + 3);
-      const float m = s == lane ? m0 : __ldcg(q + D), l = s == lane ? l0 : __ldcg(q + D + 1);
-      const float w = M == -INFINITY || m == -INFINITY ? 0.f : expf(m - M);
-      wsh[r * a.splits + s] = w;
-      L += w * l;
-    }
-    L = cu_warp_sum(L);
-    if (lane == 0) ls[r] = L, nan_row[r] = any_nan;
-  }
-  __syncthreads();
-  /* a thread sums DEC_MERGE_E elements (row, d) at once, so that the
-   * loads of DEC_MERGE_E x DEC_MERGE_S (split, element) pairs are in
-   * flight together */
-  const int per = R * D;
-  for (int e0 = t; e0 < per; e0 += DEC_MERGE_E * DEC_THREADS) {
-    int off[DEC_MERGE_E], wrow[DEC_MERGE_E];
-    float acc[DEC_MERGE_E];
-#pragma unroll
-    for (int u = 0; u < DEC_MERGE_E; u++) {
-      const int e = e0 + u * DEC_THREADS, r = e < per ? e / D : 0;
-      off[u] = e < per ? r * (D + 3) + e % D : 0, wrow[u] = r * a.splits, acc[u] = 0.f;
-    }
-    for (int s0 = 0; s0 < a.splits; s0 += DEC_MERGE_S) {
-      float o[DEC_MERGE_S][DEC_MERGE_E];
-#pragma unroll
-      for (int s = 0; s < DEC_MERGE_S; s++)
-#pragma unroll
-        for (int u = 0; u < DEC_MERGE_E; u++) o[s][u] = s0 + s < a.splits ? __ldcg(pb + (s0 + s) * stride + off[u]) : 0.f;
-#pragma unroll
-      for (int s = 0; s < DEC_MERGE_S; s++) {
-        if (s0 + s >= a.splits) break;
-#pragma unroll
-        for (int u = 0; u < DEC_MERGE_E; u++) {
-          const float w = wsh[wrow[u] + s0 + s];
-          if (w != 0.f) acc[u] += w * o[s][u];
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < DEC_MERGE_E; u++) {
-      const int e = e0 + u * DEC_THREADS;
-      if (e >= per) break;
-      const int r = e / D, d = e % D;
-      const int64_t h = hk * G + r / S, i = r % S;
-      const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc[u] / ls[r] : 0.f;
-      cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
-    }
-  }
+  dec_merge<E>(a, dec_parts_global{a.part + (size_t)bh * a.splits * stride, stride}, 0, 1, ps, ls, nan_row);
   if (t == 0) a.count[bh] = 0; /* ready for the next run */
 }
 
@@ -789,33 +823,47 @@ static int dec_row_cap(int64_t R) { return R <= 4 ? 4 : R <= 8 ? 8 : 16; }
 
 /* flash_decode's shared memory: q (RC rows) and the scores in F32, then
  * (16-byte aligned) the staged K rows (padded: dec_k_stride) and V rows
- * of a split. */
+ * of a split, then (cluster) the split's state. */
 static size_t dec_smem_bytes(const cu_attn_args *a) {
   const int64_t R = (a->H / a->Hkv) * a->S, kps = a->keys_per_split, es = cu_float_bytes(a->dtype);
   const int64_t pcols = a->splits > kps ? a->splits : kps;
   const size_t floats = (size_t)(dec_row_cap(R) * a->D + R * pcols + 3 * R + 3) & ~(size_t)3;
-  return floats * sizeof(float) + (size_t)(kps * (dec_k_stride((int)a->D, (int)es, true) + a->D) * es);
+  const size_t state = a->cluster ? (size_t)(R * (a->D + 3)) * sizeof(float) : 0;
+  return floats * sizeof(float) + (size_t)(kps * (dec_k_stride((int)a->D, (int)es, true) + a->D) * es) + state;
 }
 
-/* flash_decode's shared memory may pass the default 48 KB (long contexts:
- * the merge's R x splits weights); the limit is raised at plan time,
- * outside any stream capture, for both forms of the dtype's kernel. */
+/* flash_decode's launch attributes, set at plan time, outside any stream
+ * capture, for both forms of the dtype's kernel: shared memory past the
+ * default 48 KB (long contexts: the merge's R x splits weights), clusters
+ * past the portable 8 blocks. With a cluster, whether the device can run
+ * one at all (cudaOccupancyMaxActiveClusters). */
 #define DEC_MAX_SMEM (160 << 10)
-template <typename E, int RC> static int dec_set_smem_rc(size_t smem) {
-  const int st = cudaFuncSetAttribute(flash_decode<E, true, RC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  return st ? st : cudaFuncSetAttribute(flash_decode<E, false, RC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+template <typename E, int RC> static int dec_set_attrs_rc(const cu_attn_args *a, size_t smem) {
+  void (*const kernels[2])(cu_attn_args) = {flash_decode<E, true, RC>, flash_decode<E, false, RC>};
+  for (int i = 0; i < 2; i++) {
+    int st = smem > 48 * 1024 ? cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) : 0;
+    if (!st && a->cluster > 8) st = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (st) return st;
+  }
+  if (a->cluster <= 1) return cudaSuccess;
+  cudaLaunchAttribute at[2];
+  const cudaLaunchConfig_t cfg =
+      cu_launch_config(dim3((unsigned)a->splits, (unsigned)(a->B * a->Hkv)), DEC_THREADS, smem, 0, 0, a->cluster, at);
+  int n = 0;
+  const int st = cudaOccupancyMaxActiveClusters(&n, kernels[0], &cfg);
+  return st ? st : n < 1 ? cudaErrorInvalidConfiguration : cudaSuccess;
 }
-template <typename E> static int dec_set_smem_of(int rc, size_t smem) {
-  return rc == 4 ? dec_set_smem_rc<E, 4>(smem) : rc == 8 ? dec_set_smem_rc<E, 8>(smem) : dec_set_smem_rc<E, 16>(smem);
+template <typename E> static int dec_set_attrs_of(const cu_attn_args *a, int rc, size_t smem) {
+  return rc == 4 ? dec_set_attrs_rc<E, 4>(a, smem) : rc == 8 ? dec_set_attrs_rc<E, 8>(a, smem) : dec_set_attrs_rc<E, 16>(a, smem);
 }
-static int dec_set_smem(const cu_attn_args *a, size_t smem) {
-  if (smem <= 48 * 1024) return cudaSuccess;
+static int dec_set_attrs(const cu_attn_args *a, size_t smem) {
   const int rc = dec_row_cap((a->H / a->Hkv) * a->S);
-  return a->dtype == RLX_F16 ? dec_set_smem_of<__half>(rc, smem)
-         : a->dtype == RLX_BF16 ? dec_set_smem_of<__nv_bfloat16>(rc, smem) : dec_set_smem_of<float>(rc, smem);
+  return a->dtype == RLX_F16 ? dec_set_attrs_of<__half>(a, rc, smem)
+         : a->dtype == RLX_BF16 ? dec_set_attrs_of<__nv_bfloat16>(a, rc, smem) : dec_set_attrs_of<float>(a, rc, smem);
 }
 template <typename E, int RC> static void dec_launch_rc(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
-  cu_launch(vec ? flash_decode<E, true, RC> : flash_decode<E, false, RC>, grid, DEC_THREADS, smem, st, a->pdl, *a);
+  cu_launch_cluster(vec ? flash_decode<E, true, RC> : flash_decode<E, false, RC>, grid, DEC_THREADS, smem, st, a->pdl,
+                    a->cluster, *a);
 }
 template <typename E> static void dec_launch(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
   const int rc = dec_row_cap((a->H / a->Hkv) * a->S);
@@ -862,7 +910,7 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
     a->tc_tile = tc_tile_for(a);
     (void)(a->dtype == RLX_F16 ? launch_tc<__half>(a, 0, 1) : launch_tc<__nv_bfloat16>(a, 0, 1));
   }
-  a->splits = 0, a->keys_per_split = 0;
+  a->splits = 0, a->keys_per_split = 0, a->cluster = 0;
   const int64_t R = a->Hkv > 0 ? (a->H / a->Hkv) * a->S : 0;
   if ((a->dtype != RLX_F32 && a->dtype != RLX_F16 && a->dtype != RLX_BF16) || a->force_exact || R < 1 ||
       R > DEC_MAX_ROWS || a->D > 256 || a->T < 1 || a->B * a->Hkv >= 65536)
@@ -883,8 +931,18 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
   const int64_t splits = (a->T + kps - 1) / kps;
   if (splits > 0x7fffffff) return;
   a->keys_per_split = kps, a->splits = (int)splits;
+  /* the splits of a head as one cluster, merged in shared memory, where
+   * they are few enough and RLX_CUDA_ATTN_CLUSTER is not 0 */
+  const char *env = getenv("RLX_CUDA_ATTN_CLUSTER");
+  if (splits > 1 && splits <= DEC_MAX_CLUSTER && !(env && !strcmp(env, "0"))) {
+    a->cluster = (int)splits;
+    const size_t smem = dec_smem_bytes(a);
+    if (smem <= DEC_MAX_SMEM && dec_set_attrs(a, smem) == cudaSuccess) return;
+    (void)cudaGetLastError();
+  }
+  a->cluster = 0;
   const size_t smem = dec_smem_bytes(a);
-  if (smem > DEC_MAX_SMEM || dec_set_smem(a, smem) != cudaSuccess) { /* the merge's R x splits weights do not fit */
+  if (smem > DEC_MAX_SMEM || dec_set_attrs(a, smem) != cudaSuccess) { /* the merge's R x splits weights do not fit */
     (void)cudaGetLastError();
     a->keys_per_split = 0, a->splits = 0;
     return;
