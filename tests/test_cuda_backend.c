@@ -524,6 +524,62 @@ static void test_cast_update(void) {
     }
 }
 
+/* A K row and a V row into their caches in place (UpdateSlice + Assign, a
+ * decode step's cache writes), by one start or two: one launch for both
+ * (the second copy joins the first's) with the CPU's bytes, replay == op
+ * by op. Not joined: the V update reading the K cache just written. A
+ * start out of range in the joined launch is reported for its own node. */
+static void test_update_join(void) {
+  enum { SAME_START, TWO_STARTS, READS_FIRST, BAD_SECOND, FORMS };
+  static const char *const names[FORMS] = {"one start", "two starts", "second reads the first", "second start bad"};
+  for (int form = 0; form < FORMS; form++) {
+    const int64_t T = 48, E = 24, S = 2;
+    const rlx_dtype t = RLX_BF16;
+    rlx_graph *g = rlx_graph_new("update_join");
+    int64_t cd[3] = {1, T, E}, xd[3] = {1, S, E};
+    rlx_node kc = rlx_param(g, "kc", t, 3, cd), vc = rlx_param(g, "vc", t, 3, cd);
+    rlx_node start = rlx_input(g, "start", RLX_I32, 0, NULL);
+    rlx_node start2 = form == SAME_START || form == READS_FIRST ? start : rlx_input(g, "start2", RLX_I32, 0, NULL);
+    rlx_node uk = rlx_update_slice(g, kc, rlx_input(g, "k", t, 3, xd), start, 1);
+    rlx_node vrow = form == READS_FIRST ? rlx_narrow(g, uk, 1, 0, S) : rlx_input(g, "v", t, 3, xd);
+    rlx_node uv = rlx_update_slice(g, vc, vrow, start2, 1);
+    rlx_node outs[4] = {uk, uv, rlx_assign(g, kc, uk), rlx_assign(g, vc, uv)};
+    rlx_graph_set_outputs(g, 4, outs);
+    int32_t s0 = 37, s1 = form == BAD_SECOND ? (int32_t)T : 5;
+    bound_leaf l[6] = {{"kc", 1, random_tensor(t, T * E, 1.0), (size_t)(T * E) * dtype_size(t)},
+                       {"vc", 1, random_tensor(t, T * E, 1.0), (size_t)(T * E) * dtype_size(t)},
+                       {"k", 0, random_tensor(t, S * E, 3.0), (size_t)(S * E) * dtype_size(t)},
+                       {"start", 0, &s0, sizeof s0}};
+    int nl = 4;
+    if (form != READS_FIRST) l[nl++] = (bound_leaf){"v", 0, random_tensor(t, S * E, 3.0), (size_t)(S * E) * dtype_size(t)};
+    if (start2 != start) l[nl++] = (bound_leaf){"start2", 0, &s1, sizeof s1};
+    char what[96];
+    snprintf(what, sizeof what, "update join, %s", names[form]);
+    if (form == BAD_SECOND) {
+      size_t gb = 0;
+      void *gpu = run_graph(g, RLX_DEVICE_CUDA, l, nl, 0, &gb);
+      char want[64]; /* the second's start (the first's is in range) */
+      snprintf(want, sizeof want, "): start %d out of range", (int)T);
+      CHECK(!gpu && strstr(rlx_last_error(), "UpdateSlice (node") && strstr(rlx_last_error(), want),
+            "%s: fails naming the second update: %s", what, rlx_last_error());
+      free(gpu);
+    } else {
+      for (int o = 0; o < 2; o++) {
+        size_t cb = 0, gb = 0;
+        void *cpu = run_graph(g, RLX_DEVICE_CPU, l, nl, o, &cb), *gpu = run_graph(g, RLX_DEVICE_CUDA, l, nl, o, &gb);
+        CHECK(cpu && gpu && cb == gb && !memcmp(cpu, gpu, cb), "%s output %d: the CPU's bytes", what, o);
+        free(cpu), free(gpu);
+        compare_replay(what, g, l, nl, o, t, 0.0);
+      }
+      const int64_t launches = device_launches(g);
+      CHECK(form == READS_FIRST ? launches >= 2 : launches == 1, "%s: %lld launches", what, (long long)launches);
+    }
+    for (int i = 0; i < nl; i++)
+      if (strncmp(l[i].name, "start", 5)) free(l[i].data);
+    rlx_graph_free(g);
+  }
+}
+
 /* Random weights [N, K] packed by the CPU's Quantize into scheme q (the
  * malloc'ed bytes, *bytes of them) and, in *dequant, those packed weights
  * as floats (the CPU's Dequantize). NULL on failure (checked). */
@@ -1116,6 +1172,7 @@ int main(void) {
   test_block_gather();
   test_dequant_matmul_int8();
   test_dequant_matmul_norm();
+  test_update_join();
   test_decoder_block();
   return check_report();
 }

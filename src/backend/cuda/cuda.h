@@ -100,7 +100,10 @@ int cu_swiglu_launch(const void *x, int x_dtype, void *out, int out_dtype, int64
  * With dyn (UpdateSlice), dst_off gains dyn_mul * start, start read from
  * dyn (I32 or I64 scalar) and checked against [0, dyn_max]. With convert
  * (the Cast an UpdateSlice absorbed), src holds src_dtype and dst
- * dst_dtype (two of F32/F16/BF16), rounded to nearest even as Cast does. */
+ * dst_dtype (two of F32/F16/BF16), rounded to nearest even as Cast does.
+ * With src2, a second UpdateSlice of the same geometry shares the launch
+ * (a layer's V row after its K row): its update src2, destination dst2
+ * (same dst_off) and start dyn2, checked for node2. */
 typedef struct {
   int rank, es;
   int64_t numel;
@@ -115,6 +118,9 @@ typedef struct {
   int64_t dyn_mul, dyn_max;
   cu_error *err;
   int convert, src_dtype, dst_dtype;
+  const void *src2, *dyn2;
+  void *dst2;
+  int node2;
 } cu_copy_args;
 
 int cu_copy_launch(const cu_copy_args *a, cudaStream_t st);

@@ -24,7 +24,9 @@
  *    projections and the region that reads them) is one GEMV launch that
  *    writes the region's output (RLX_CUDA_GLU_GEMV=0: off);
  *  - a float Cast whose one reader is an UpdateSlice (a new K or V row
- *    into a 16-bit cache) is done by that UpdateSlice's copy;
+ *    into a 16-bit cache) is done by that UpdateSlice's copy, and two
+ *    in-place UpdateSlices of one geometry in a row (the K and the V row)
+ *    share a launch;
  *  - the remaining launches are captured into a CUDA graph
  *    (RLX_CUDA_GRAPH=0: issued one by one each run; the same launches with
  *    the same arguments, so the results are identical; RLX_CUDA_PROFILE=1:
@@ -705,6 +707,33 @@ static rlx_status emit_memcpy(cuda_plan *pl, const ir_node *n, void *dst, const 
   return RLX_OK;
 }
 
+/* The UpdateSlice copy just emitted (the last step) joined to the launch
+ * of the one before it as its second part (cu_copy_args.src2: a layer's V
+ * row after its K row): that one an UpdateSlice's copy too (nothing ran
+ * between, so both are in place: a copy of the whole tensor would have
+ * come between), the same geometry and types, no part 2 yet, and neither
+ * reading what the other writes (dst_bytes: each destination tensor). */
+static void join_update_slice(cuda_plan *pl, size_t dst_bytes) {
+  if (pl->n_steps < 2) return;
+  cuda_step *s = &pl->steps[pl->n_steps - 1], *p = &pl->steps[pl->n_steps - 2];
+  cu_copy_args *b = s->args, *a = p->kind == ST_COPY && p->folded == s->folded ? p->args : NULL;
+  if (!a || !a->dyn || a->src2 || a->rank != b->rank || a->es != b->es || a->numel != b->numel ||
+      a->dst_off != b->dst_off || a->dyn_dtype != b->dyn_dtype || a->dyn_mul != b->dyn_mul ||
+      a->dyn_max != b->dyn_max || a->convert != b->convert || a->src_dtype != b->src_dtype ||
+      a->dst_dtype != b->dst_dtype || memcmp(a->dims, b->dims, sizeof a->dims) ||
+      memcmp(a->src_stride, b->src_stride, sizeof a->src_stride) ||
+      memcmp(a->dst_stride, b->dst_stride, sizeof a->dst_stride) || memcmp(a->shift, b->shift, sizeof a->shift))
+    return;
+  const size_t src_bytes = (size_t)b->numel * (size_t)(b->convert ? ir_dtypes[b->src_dtype].size : b->es);
+  if (ranges_overlap(a->dst, dst_bytes, b->dst, dst_bytes) || ranges_overlap(a->dst, dst_bytes, b->src, src_bytes) ||
+      ranges_overlap(b->dst, dst_bytes, a->src, src_bytes) || ranges_overlap(a->dst, dst_bytes, b->dyn, 8) ||
+      ranges_overlap(b->dst, dst_bytes, a->dyn, 8))
+    return;
+  a->src2 = b->src, a->dst2 = b->dst, a->dyn2 = b->dyn, a->node2 = b->node;
+  free(s->args);
+  pl->n_steps--;
+}
+
 static rlx_status lower_layout(cuda_plan *pl, const ir_node *n) {
   const rlx_graph *g = pl->g;
   const ir_type *out = &n->out[0], *x = n->n_in ? ir_in(g, n, 0) : NULL;
@@ -786,6 +815,7 @@ static rlx_status lower_layout(cuda_plan *pl, const ir_node *n) {
     a->err = pl->err_dev;
     pl->has_err = 1;
     copy_coalesce(a);
+    join_update_slice(pl, rlx_dtype_nbytes(out->dtype, numel_of(out)));
     return RLX_OK;
   }
   case RLX_OP_Gather: {

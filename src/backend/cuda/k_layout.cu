@@ -16,35 +16,45 @@ template <typename S, typename D> __device__ __forceinline__ void copy_elem(D *d
   else cu_fl<D>::st(d, cu_fl<S>::ld(s));
 }
 
+/* The start of an UpdateSlice's copy (its dyn), checked: -1 when out of
+ * range (raised as node's error). */
+__device__ __forceinline__ long long copy_start(const cu_copy_args &a, const void *dyn, int node) {
+  const long long start = a.dyn_dtype == RLX_I64 ? *(const long long *)dyn : *(const int32_t *)dyn;
+  if (start >= 0 && start <= a.dyn_max) return start;
+  if (blockIdx.x == 0 && threadIdx.x == 0) cu_raise(a.err, CU_ERR_START, node, start, 0, a.dyn_max);
+  return -1;
+}
+
+/* Elements [0, numel) of the copy, then (src2) [numel, 2 numel) of the
+ * second one. */
 template <typename S, typename D, typename I> __global__ void copy_kernel(const __grid_constant__ cu_copy_args a) {
   cu_pdl_chain();
-  int64_t dst_off = a.dst_off;
-  if (a.dyn) {
-    long long start = a.dyn_dtype == RLX_I64 ? *(const long long *)a.dyn : *(const int32_t *)a.dyn;
-    if (start < 0 || start > a.dyn_max) {
-      if (blockIdx.x == 0 && threadIdx.x == 0) cu_raise(a.err, CU_ERR_START, a.node, start, 0, a.dyn_max);
-      return;
-    }
-    dst_off += start * a.dyn_mul;
+  int64_t off[2] = {a.dst_off, a.dst_off};
+  if (a.dyn) { /* both starts checked in order, so that the first's error is the one kept */
+    const long long s0 = copy_start(a, a.dyn, a.node), s1 = a.src2 ? copy_start(a, a.dyn2, a.node2) : 0;
+    off[0] = s0 < 0 ? -1 : off[0] + s0 * a.dyn_mul;
+    off[1] = s1 < 0 ? -1 : off[1] + s1 * a.dyn_mul;
   }
-  const S *src = (const S *)a.src;
-  D *dst = (D *)a.dst + dst_off;
-  const I n = (I)a.numel, step = (I)(gridDim.x * blockDim.x);
-  for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += step) {
-    I rest = i, so = 0, d_o = 0;
+  const I n = (I)a.numel, total = a.src2 ? 2 * n : n, step = (I)(gridDim.x * blockDim.x);
+  for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += step) {
+    const int part = i >= n;
+    if (off[part] < 0) continue;
+    I rest = i - (part ? n : 0), so = 0, d_o = 0;
     for (int d = a.rank - 1; d >= 0; d--) {
       const I dim = (I)a.dims[d], q = rest / dim, idx = rest - q * dim;
       rest = q;
       so += (idx >> a.shift[d]) * (I)a.src_stride[d];
       d_o += idx * (I)a.dst_stride[d];
     }
+    const S *src = (const S *)(part ? a.src2 : a.src);
+    D *dst = (D *)(part ? a.dst2 : a.dst) + off[part];
     copy_elem<S, D>(dst + d_o, src + so);
   }
 }
 
 static bool copy_fits_32(const cu_copy_args *a) {
   const int64_t lim = (int64_t)1 << 31;
-  if (a->numel >= lim - (int64_t)CU_THREADS * 132 * 32) return false;
+  if (a->numel * (a->src2 ? 2 : 1) >= lim - (int64_t)CU_THREADS * 132 * 32) return false;
   int64_t hs = 0, hd = 0;
   for (int d = 0; d < a->rank; d++) hs += (a->dims[d] - 1) * a->src_stride[d], hd += (a->dims[d] - 1) * a->dst_stride[d];
   return hs < lim && hd < lim;
@@ -67,7 +77,8 @@ template <typename S> static int copy_from(const cu_copy_args *a, unsigned block
 
 extern "C" int cu_copy_launch(const cu_copy_args *a, cudaStream_t st) {
   if (a->numel <= 0 && !a->dyn) return cudaSuccess; /* an empty UpdateSlice still checks its start */
-  unsigned blocks = cu_blocks(a->numel, CU_THREADS);
+  if (a->src2 && !a->dyn) return cudaErrorInvalidValue;
+  unsigned blocks = cu_blocks(a->numel * (a->src2 ? 2 : 1), CU_THREADS);
   if (a->convert) {
     const int e = a->src_dtype == RLX_F32   ? copy_from<float>(a, blocks, st)
                   : a->src_dtype == RLX_F16 ? copy_from<__half>(a, blocks, st)
