@@ -105,6 +105,7 @@ def check_against_transformers():
     where torch is installed (silently skipped otherwise: the NumPy formulas
     stay the reference)."""
     try:
+        import torch  # noqa: F401 (transformers 5 imports these without torch, then needs it to run them)
         from transformers import LlamaConfig
         from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
     except Exception:  # noqa: BLE001 (no torch, or a transformers without them)
