@@ -290,6 +290,13 @@ static cuda_step *new_step(cuda_plan *pl, int kind, const ir_node *n) {
   return s;
 }
 
+/* The last step when it is a launch of `kind` that node n may join as
+ * one more part (the same folded flag; nothing emitted since), else NULL. */
+static cuda_step *joinable_step(cuda_plan *pl, const ir_node *n, int kind) {
+  cuda_step *s = pl->n_steps ? &pl->steps[pl->n_steps - 1] : NULL;
+  return s && s->kind == kind && s->folded == pl->folded[n->id] ? s : NULL;
+}
+
 static void *new_args(cuda_step *s, size_t bytes) {
   s->args = calloc(1, bytes);
   return s->args;
@@ -959,8 +966,8 @@ static rlx_status lower_norm(cuda_plan *pl, const ir_node *n) {
  * and n's buffers apart from the other's (x and out may be one buffer:
  * in place). 1 when joined. */
 static int join_rope(cuda_plan *pl, const ir_node *n, const cu_rope_args *mine) {
-  cuda_step *s = pl->n_steps ? &pl->steps[pl->n_steps - 1] : NULL;
-  cu_rope_args *a = s && s->kind == ST_ROPE && s->folded == pl->folded[n->id] ? s->args : NULL;
+  cuda_step *s = joinable_step(pl, n, ST_ROPE);
+  cu_rope_args *a = s ? s->args : NULL;
   if (!a || a->H2 || a->dtype != mine->dtype || a->D != mine->D || a->n_rot != mine->n_rot || a->neox != mine->neox ||
       a->B != mine->B || a->S != mine->S || a->pos != mine->pos || a->cos != mine->cos || a->sin != mine->sin ||
       a->pos_dtype != mine->pos_dtype || a->pos_batched != mine->pos_batched || a->table_dtype != mine->table_dtype ||
@@ -1110,8 +1117,8 @@ static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, r
    * is safe where nothing ran between (an absorbed residual add did: the
    * planner may give this output the bytes of the add's operand) and the
    * weights and bias are params (nothing the launch itself writes) */
-  cuda_step *s = pl->n_steps ? &pl->steps[pl->n_steps - 1] : NULL;
-  cu_gemv_args *a = s && s->kind == ST_GEMV && s->folded == pl->folded[n->id] ? s->args : NULL;
+  cuda_step *s = joinable_step(pl, n, ST_GEMV);
+  cu_gemv_args *a = s ? s->args : NULL;
   if (!a || a->glu || a->nseg == CU_GEMV_MAX_SEG || a->x != d->a || a->dtype != (int)d->dtype || a->w_dtype != (int)w_dtype ||
       a->M != d->M ||
       a->K != d->K || a->w_trans != d->b_trans || a->act != d->act || a->alpha != (float)alpha || resid || a->seg[0].resid ||
@@ -1393,8 +1400,8 @@ static rlx_status lower_quant(cuda_plan *pl, const ir_node *n) {
     if (resid) pl->add_done[pl->resid_add[n->id]] = 1;
     /* a product right after another of the same quantized x (q, k, v)
      * joins its launch as one more segment */
-    cuda_step *prev = pl->n_steps ? &pl->steps[pl->n_steps - 1] : NULL;
-    cu_qmv_args *a = prev && prev->kind == ST_QMV && prev->folded == folded ? prev->args : NULL;
+    cuda_step *prev = joinable_step(pl, n, ST_QMV);
+    cu_qmv_args *a = prev ? prev->args : NULL;
     if (!a || a->nseg == CU_QMV_MAX_SEG || a->scheme != (int)w->dtype || a->out_dtype != (int)out->dtype || resid ||
         a->seg[0].resid ||
         !weight_ready(pl, n->in[1])) {
