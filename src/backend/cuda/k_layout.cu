@@ -52,9 +52,12 @@ template <typename S, typename D, typename I> __global__ void copy_kernel(const 
   }
 }
 
+/* Elements a launch of copy_kernel moves: both copies' with src2. */
+static int64_t copy_elements(const cu_copy_args *a) { return a->numel * (a->src2 ? 2 : 1); }
+
 static bool copy_fits_32(const cu_copy_args *a) {
   const int64_t lim = (int64_t)1 << 31;
-  if (a->numel * (a->src2 ? 2 : 1) >= lim - (int64_t)CU_THREADS * 132 * 32) return false;
+  if (copy_elements(a) >= lim - (int64_t)CU_THREADS * 132 * 32) return false;
   int64_t hs = 0, hd = 0;
   for (int d = 0; d < a->rank; d++) hs += (a->dims[d] - 1) * a->src_stride[d], hd += (a->dims[d] - 1) * a->dst_stride[d];
   return hs < lim && hd < lim;
@@ -78,7 +81,7 @@ template <typename S> static int copy_from(const cu_copy_args *a, unsigned block
 extern "C" int cu_copy_launch(const cu_copy_args *a, cudaStream_t st) {
   if (a->numel <= 0 && !a->dyn) return cudaSuccess; /* an empty UpdateSlice still checks its start */
   if (a->src2 && !a->dyn) return cudaErrorInvalidValue;
-  unsigned blocks = cu_blocks(a->numel * (a->src2 ? 2 : 1), CU_THREADS);
+  unsigned blocks = cu_blocks(copy_elements(a), CU_THREADS);
   if (a->convert) {
     const int e = a->src_dtype == RLX_F32   ? copy_from<float>(a, blocks, st)
                   : a->src_dtype == RLX_F16 ? copy_from<__half>(a, blocks, st)
