@@ -80,7 +80,12 @@ static size_t assign_in_place(const rlx_graph *g, const ir_node *a, const int *r
  *                      element i from the inputs into per-step cells, and
  *                      only then copies the last cell into out[i]; with
  *                      the resize prologue, input 0 is a quarter of the
- *                      output and never qualifies.
+ *                      output and never qualifies;
+ *   Rope               rotates pairs (x[i0], x[i1]) of a head: both loaded
+ *                      before either is stored (cpu_rope_apply_f32/f64,
+ *                      after rope_f32 loads all of x into out or a copy);
+ *                      dims past n_rot are out[i] = x[i]; the cos and sin
+ *                      tables never have x's shape.
  * Not here: Where (moves elements with memcpy, whose buffers must not
  * overlap), BatchElementwiseRegion (its results tile the output by rows,
  * so an output-sized input is read at other rows than are being written),
@@ -96,6 +101,7 @@ static int inplace_allowed(int op) {
   case RLX_OP_Compare:
   case RLX_OP_Cast:
   case RLX_OP_ElementwiseRegion:
+  case RLX_OP_Rope:
     return 1;
   default:
     return 0;

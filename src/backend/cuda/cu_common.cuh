@@ -182,6 +182,14 @@ template <> struct cu_fl<__nv_bfloat16> {
   static __device__ __forceinline__ float round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 };
 
+/* Rope's rotation of the pair (x0, x1) by the angle of cosine c and sine
+ * s: member 0 is x0 c - x1 s, member 1 x0 s + x1 c, each operation
+ * rounded (no contraction into an FMA), so that every kernel that rotates
+ * (the rope kernels, the GEMV that applies a Rope) gives the same bits. */
+__device__ __forceinline__ float cu_rope_rotate(float x0, float x1, float c, float s, int member) {
+  return member ? __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)) : __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+}
+
 /* 16 bytes of E at p (16-byte aligned) widened to float / rounded from
  * float (cu_unpack16: of 16 bytes loaded already): 8 elements of
  * F16/BF16, 4 of F32. One 16-byte access: the

@@ -314,12 +314,23 @@ int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64
  * ElementwiseRegion [act.silu(i0), bin.mul(s0, i1)] rounds its steps. */
 #define CU_GEMV_MAX_M 8
 #define CU_GEMV_MAX_SEG 4
+/* A Rope by tables of a segment's output, applied by the launch before
+ * it stores (w [N, K] only): the output's M = B * S rows are [H * D]
+ * heads; pair i < n_rot / 2 of a head is dims (2i, 2i+1), or (i, i +
+ * n_rot / 2) with neox; cos and sin are [S, n_rot / 2] or, batched, [B, S,
+ * n_rot / 2] of table_dtype. cu_gemv_rope_fits says where it applies. */
+typedef struct {
+  int on, neox, table_dtype, table_batched;
+  int64_t D, n_rot, S;
+  const void *cos, *sin;
+} cu_gemv_rope;
 typedef struct {
   const void *w, *bias, *resid;
   void *out;
   int64_t N;
   float *part;               /* [ksplit, M, N] */
   unsigned *count;           /* [column tiles] */
+  cu_gemv_rope rope;
 } cu_gemv_seg;
 typedef struct {
   const void *x;
@@ -332,6 +343,11 @@ typedef struct {
   cu_gemv_seg seg[CU_GEMV_MAX_SEG];
 } cu_gemv_args;
 int cu_gemv_supported(int dtype, int w_dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x, const void *w);
+/* Whether segment `seg` of a (its N, D and n_rot set in seg.rope) can
+ * take a Rope: w [N, K], no glu, the pairs of every head within one block
+ * of the launch (the segment and those before it a whole number of
+ * blocks). */
+int cu_gemv_rope_fits(const cu_gemv_args *a, int seg);
 void cu_gemv_plan(cu_gemv_args *a, size_t *part_floats, size_t *counters);
 void cu_gemv_set_scratch(cu_gemv_args *a, float *part, unsigned *count);
 int cu_gemv_launch(const cu_gemv_args *a, cudaStream_t st);

@@ -23,6 +23,9 @@
  *  - at decode rows, silu(x @ wg) * (x @ wu) (an MLP's gate and up
  *    projections and the region that reads them) is one GEMV launch that
  *    writes the region's output (RLX_CUDA_GLU_GEMV=0: off);
+ *  - at decode rows a Rope by tables of a product that only it reads (q
+ *    and k of a layer) is applied by the product's GEMV launch as it
+ *    stores (RLX_CUDA_GEMV_ROPE=0: off);
  *  - a float Cast whose one reader is an UpdateSlice (a new K or V row
  *    into a 16-bit cache) is done by that UpdateSlice's copy, and two
  *    in-place UpdateSlices of one geometry in a row (the K and the V row)
@@ -238,6 +241,8 @@ typedef struct {
   int *resid_add;              /* [n_nodes] of a MatMul: the residual add its GEMM may write (-1: none) */
   int *glu_region;             /* [n_nodes] of a gate or up product: the SwiGLU region its GEMV may write (-1: none) */
   int *cast_into;              /* [n_nodes] of a Cast: the UpdateSlice that may convert as it copies (-1: none) */
+  uint8_t *rope_gemv;          /* [n_nodes] of a Rope by tables: its x is a product read only by it, which a GEMV
+                                  launch may write rotated (join_gemv_rope) */
   uint8_t *add_done;           /* [n_nodes] computed by another node's launch (no launch of its own): a residual
                                   add by its product's, a SwiGLU region and its second product by the first's */
   uint8_t **slot;              /* [n_nodes * IR_MAX_OUTPUTS] device address of every output */
@@ -982,6 +987,42 @@ static int join_rope(cuda_plan *pl, const ir_node *n, const cu_rope_args *mine) 
   return 1;
 }
 
+/* Rope n (tables, marked by mark_gemv_ropes) applied by the GEMV launch
+ * just before it, which computes n's x as one of its segments (q's or
+ * k's product, with the others of its x): that segment then writes n's
+ * output, rotated, and n launches nothing. Where the kernel takes it
+ * (cu_gemv_rope_fits), and with n's output apart from everything else the
+ * launch reads and writes (the planner may give it the bytes of x, which
+ * is dead at n but read by the launch). 1 when joined. */
+static int join_gemv_rope(cuda_plan *pl, const ir_node *n, const cu_rope_args *r) {
+  cuda_step *s = joinable_step(pl, n, ST_GEMV);
+  cu_gemv_args *a = s ? s->args : NULL;
+  if (!a || a->dtype != r->dtype || a->M != r->B * r->S) return 0;
+  int k = 0;
+  while (k < a->nseg && !(a->seg[k].out == r->x && !a->seg[k].rope.on)) k++;
+  if (k == a->nseg || a->seg[k].N != r->H * r->D) return 0;
+  const size_t es = elem_size((rlx_dtype)a->dtype), out_bytes = (size_t)(a->M * a->seg[k].N) * es;
+  const size_t table_bytes = (size_t)((r->table_batched ? r->B : 1) * r->S * (r->n_rot / 2)) * elem_size((rlx_dtype)r->table_dtype);
+  if (ranges_overlap(r->out, out_bytes, a->x, (size_t)(a->M * a->K) * es) ||
+      ranges_overlap(r->out, out_bytes, r->cos, table_bytes) || ranges_overlap(r->out, out_bytes, r->sin, table_bytes))
+    return 0;
+  for (int j = 0; j < a->nseg; j++) {
+    const cu_gemv_seg *o = &a->seg[j];
+    const size_t ob = (size_t)(a->M * o->N) * es;
+    if ((j != k && ranges_overlap(r->out, out_bytes, o->out, ob)) || (o->bias && ranges_overlap(r->out, out_bytes, o->bias, (size_t)o->N * es)) ||
+        (o->resid && ranges_overlap(r->out, out_bytes, o->resid, ob)))
+      return 0;
+  }
+  cu_gemv_rope *g = &a->seg[k].rope;
+  *g = (cu_gemv_rope){1, r->neox, r->table_dtype, r->table_batched, r->D, r->n_rot, r->S, r->cos, r->sin};
+  if (!cu_gemv_rope_fits(a, k)) {
+    memset(g, 0, sizeof *g);
+    return 0;
+  }
+  a->seg[k].out = r->out;
+  return 1;
+}
+
 static rlx_status lower_rope(cuda_plan *pl, const ir_node *n) {
   const ir_type *x = ir_in(pl->g, n, 0);
   cu_rope_args r = {0}, *a = &r;
@@ -999,7 +1040,7 @@ static rlx_status lower_rope(cuda_plan *pl, const ir_node *n) {
     a->cos = in_ptr(pl, n, 1), a->sin = in_ptr(pl, n, 2), a->table_dtype = c->dtype;
     a->table_batched = c->shape.rank == 3;
   }
-  if (join_rope(pl, n, a)) return RLX_OK;
+  if ((pl->rope_gemv[n->id] && join_gemv_rope(pl, n, a)) || join_rope(pl, n, a)) return RLX_OK;
   cuda_step *s = new_step(pl, ST_ROPE, n);
   cu_rope_args *mine = s ? new_args(s, sizeof *mine) : NULL;
   if (!mine) return nomem(n);
@@ -1664,6 +1705,7 @@ static void cuda_free(void *p) {
   free(pl->resid_add);
   free(pl->glu_region);
   free(pl->cast_into);
+  free(pl->rope_gemv);
   free(pl->add_done);
   free(pl->slot);
   if (pl->arena) cudaFree(pl->arena);
@@ -1844,6 +1886,23 @@ static void mark_cast_updates(cuda_plan *pl, const int *uses) {
   }
 }
 
+/* Ropes by tables whose x is a product (MatMul, DequantMatMul) that
+ * only the Rope reads: at decode rows the product's GEMV launch may write
+ * the rotated values instead (join_gemv_rope decides at lowering, where
+ * it knows the launch and the buffers). */
+static void mark_gemv_ropes(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (n->op != RLX_OP_Rope || n->n_in != 3 || pl->folded[i] || pl->mem.view[i]) continue;
+    const int x = n->in[0];
+    const ir_node *p = &g->nodes[x];
+    if ((p->op == RLX_OP_MatMul || p->op == RLX_OP_DequantMatMul) && uses[x] == 1 && !pl->folded[x] &&
+        !pl->mem.view[x] && pl->resid_add[x] < 0)
+      pl->rope_gemv[i] = 1;
+  }
+}
+
 /* RmsNorms (and FusedResidualRmsNorms without the sum as an output) of
  * decode rows read only by DequantMatMuls on the integer path, with those
  * products the next launching nodes: the x quantization of the first
@@ -1983,13 +2042,14 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->resid_add = malloc(n_nodes * sizeof *pl->resid_add);
   pl->glu_region = malloc(n_nodes * sizeof *pl->glu_region);
   pl->cast_into = malloc(n_nodes * sizeof *pl->cast_into);
+  pl->rope_gemv = calloc(n_nodes, 1);
   pl->add_done = calloc(n_nodes, 1);
   pl->slot = calloc(n_nodes * IR_MAX_OUTPUTS, sizeof *pl->slot);
   uses = ir_use_counts(g);
   outside = calloc(n_nodes, 1);
   fold_key = malloc(n_nodes * sizeof *fold_key);
   if (!pl->leaf_dev || !pl->leaf_bytes || !pl->leaf_version || !pl->entry || !pl->folded_dev || !pl->folded || !pl->skip ||
-      !pl->resid_add || !pl->glu_region || !pl->cast_into || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
+      !pl->resid_add || !pl->glu_region || !pl->cast_into || !pl->rope_gemv || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
     st = rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
     goto fail;
   }
@@ -2024,6 +2084,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   if (ir_env_flag("RLX_CUDA_GLU_GEMV", 1)) mark_glu_regions(pl, uses);
   for (size_t i = 0; i < n_nodes; i++) pl->cast_into[i] = -1;
   mark_cast_updates(pl, uses);
+  if (ir_env_flag("RLX_CUDA_GEMV_ROPE", 1)) mark_gemv_ropes(pl, uses);
   /* device addresses of every output */
   int any_gemm = 0;
   size_t scratch = 0;

@@ -50,12 +50,29 @@ template <typename W> __device__ __forceinline__ void ld8w(const W *p, float *v)
   if (sizeof(W) == 4) cu_unpack16<W>(cu_ld16_stream(p + 4), v + 4);
 }
 
+/* Output (m, col) of sum v: the bias, act and residual applied; the store
+ * rounds it to E. */
 template <typename E>
-__device__ __forceinline__ void gemv_store(const cu_gemv_args &a, const cu_gemv_seg &g, int64_t m, int64_t col, float v) {
+__device__ __forceinline__ float gemv_value(const cu_gemv_args &a, const cu_gemv_seg &g, int64_t m, int64_t col, float v) {
   if (g.bias) v += cu_fl<E>::ld((const E *)g.bias + col);
   if (a.act != RLX_ACT_NONE) v = cu_act<float>(a.act, v, a.alpha);
   if (g.resid) v += cu_fl<E>::ld((const E *)g.resid + m * g.N + col);
-  cu_fl<E>::st((E *)g.out + m * g.N + col, v);
+  return v;
+}
+template <typename E>
+__device__ __forceinline__ void gemv_store(const cu_gemv_args &a, const cu_gemv_seg &g, int64_t m, int64_t col, float v) {
+  cu_fl<E>::st((E *)g.out + m * g.N + col, gemv_value<E>(a, g, m, col, v));
+}
+
+/* A segment with a Rope (gemv_nk): unit n of the segment computes output
+ * column gemv_rope_col(n), so that the two columns of a rotated pair are
+ * the units 2p and 2p + 1 of a head (adjacent warps of one block): with
+ * neox, pair i is columns (i, i + n_rot / 2), else (2i, 2i + 1), which are
+ * the units themselves; dims past n_rot keep their column. */
+__device__ __forceinline__ int64_t gemv_rope_col(const cu_gemv_rope &r, int64_t n) {
+  const int64_t e = n % r.D;
+  if (!r.neox || e >= r.n_rot) return n;
+  return n - e + e / 2 + (e & 1) * (r.n_rot / 2);
 }
 
 /* silu(gate) * up of a glu launch, each value rounded to E as the region
@@ -161,15 +178,46 @@ template <typename E, typename W, int MM> __global__ void __launch_bounds__(GEMV
   if (t == 0) g.count[tile_i] = 0; /* ready for the next run */
 }
 
+/* The epilogue of gemv_nk's warps in a Rope's segment: each warp's
+ * outputs (column col, rounded to E as a store would) go to shared memory,
+ * and each is stored rotated with its pair's partner, the adjacent warp's
+ * (rows m of the output are the B * S positions). */
+template <typename E, int MM>
+__device__ __forceinline__ void gemv_rope_store(const cu_gemv_args &a, const cu_gemv_seg &g, int64_t col,
+                                                const float *acc) {
+  __shared__ float pv[MM][GEMV_WARPS];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const cu_gemv_rope &r = g.rope;
+#pragma unroll
+  for (int m = 0; m < MM; m++) {
+    if (m >= a.M) break;
+    const float v = cu_warp_sum(acc[m]);
+    if (lane == 0) pv[m][warp] = cu_fl<E>::round(gemv_value<E>(a, g, m, col, v));
+  }
+  __syncthreads();
+  const int64_t e = col % r.D, half = r.n_rot / 2;
+  const int64_t i = r.neox ? e % half : e / 2; /* the pair, where e < n_rot */
+  if (lane >= MM || lane >= a.M) return;
+  const int m = lane;
+  float y = pv[m][warp];
+  if (e < r.n_rot) {
+    const int64_t s = m % r.S, at = (r.table_batched ? m / r.S * r.S * half : 0) + s * half + i;
+    y = cu_rope_rotate(pv[m][warp & ~1], pv[m][warp | 1], cu_ld_f32(r.cos, r.table_dtype, at),
+                       cu_ld_f32(r.sin, r.table_dtype, at), warp & 1);
+  }
+  cu_fl<E>::st((E *)g.out + m * g.N + col, y);
+}
+
 /* w [N, K]: warp per column; GLU: of the gate (segment 0) and the up
  * (segment 1) weights, summed in the same order as two plain launches. */
 template <typename E, typename W, int MM, bool GLU>
 __global__ void __launch_bounds__(GEMV_THREADS) gemv_nk(const __grid_constant__ cu_gemv_args a) {
-  const int lane = threadIdx.x % 32;
-  int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + warp;
   const cu_gemv_seg &g = gemv_segment(a, n, 1);
   cu_pdl_chain();
-  if (n >= g.N) return;
+  if (n >= g.N) return; /* never in a Rope's segment (a whole number of blocks) */
+  if (!GLU && g.rope.on) n = gemv_rope_col(g.rope, n);
   const W *w = (const W *)g.w + n * a.K, *wu = GLU ? (const W *)a.seg[1].w + n * a.K : w;
   const E *x = (const E *)a.x;
   float acc[MM], accu[MM];
@@ -191,6 +239,10 @@ __global__ void __launch_bounds__(GEMV_THREADS) gemv_nk(const __grid_constant__ 
         for (int j = 0; j < 8; j++) accu[m] = fmaf(xv[j], uv[j], accu[m]);
     }
   }
+  if (!GLU && g.rope.on) { /* block-uniform: the whole block is in this segment */
+    gemv_rope_store<E, MM>(a, g, n, acc);
+    return;
+  }
 #pragma unroll
   for (int m = 0; m < MM; m++) {
     if (m >= a.M) break;
@@ -210,6 +262,16 @@ extern "C" int cu_gemv_supported(int dtype, int w_dtype, int64_t M, int64_t N, i
   /* 16-byte rows: 8 elements of w (and, for [N, K], of x) at a time */
   if (w_trans ? K % 8 != 0 : N % 8 != 0) return 0;
   return N < ((int64_t)1 << 31) / GEMV_COLS && K < ((int64_t)1 << 40);
+}
+
+extern "C" int cu_gemv_rope_fits(const cu_gemv_args *a, int seg) {
+  const cu_gemv_rope *r = &a->seg[seg].rope;
+  if (!a->w_trans || a->glu || r->D < 2 || r->n_rot < 2 || r->n_rot % 2 || r->n_rot > r->D || r->D % 2 ||
+      a->seg[seg].N % r->D || r->S < 1 || a->M % r->S)
+    return 0;
+  for (int s = 0; s <= seg; s++)
+    if (a->seg[s].N % GEMV_WARPS) return 0;
+  return 1;
 }
 
 /* Column tiles (w [K, N]) or columns (w_trans) of all segments (of the

@@ -232,8 +232,8 @@ __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
         cu_st_f(pt.out, a.dtype, row + i1, x0 * sn + x1 * c);
       } else {
         float x0 = cu_ld_f32(pt.x, a.dtype, row + i0), x1 = cu_ld_f32(pt.x, a.dtype, row + i1);
-        cu_st_f32(pt.out, a.dtype, row + i0, x0 * fc - x1 * fs);
-        cu_st_f32(pt.out, a.dtype, row + i1, x0 * fs + x1 * fc);
+        cu_st_f32(pt.out, a.dtype, row + i0, cu_rope_rotate(x0, x1, fc, fs, 0));
+        cu_st_f32(pt.out, a.dtype, row + i1, cu_rope_rotate(x0, x1, fc, fs, 1));
       }
     }
   }
@@ -286,8 +286,8 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_ker
       cu_unpack16<E>(raw1[hh], x1);
 #pragma unroll
       for (int k = 0; k < V; k++) {
-        y0[k] = x0[k] * cs[k] - x1[k] * sn[k];
-        y1[k] = x0[k] * sn[k] + x1[k] * cs[k];
+        y0[k] = cu_rope_rotate(x0[k], x1[k], cs[k], sn[k], 0);
+        y1[k] = cu_rope_rotate(x0[k], x1[k], cs[k], sn[k], 1);
       }
       cu_st16<E>(out + hh * a.D, y0);
       cu_st16<E>(out + hh * a.D + half, y1);
