@@ -34,14 +34,24 @@ __device__ __forceinline__ bool key_visible(const cu_attn_args &a, int64_t i, in
   return true;
 }
 
+/* The custom mask's value for (b, h, query i, key j). */
+__device__ __forceinline__ float mask_value(const cu_attn_args &a, int64_t b, int64_t h, int64_t i, int64_t j) {
+  return a.mask[b * a.mask_stride[0] + h * a.mask_stride[1] + i * a.mask_stride[2] + j * a.mask_stride[3]];
+}
+
+/* Score from the raw dot product: scale, softcap, and with a custom mask
+ * its value m (mask_value, read ahead where a kernel can). */
+template <typename T> __device__ __forceinline__ T finish_score_masked(const cu_attn_args &a, T dot, float m) {
+  T s = dot * (T)a.scale;
+  if (a.softcap > 0) s = (T)a.softcap * cu_tanh(s / (T)a.softcap);
+  if (a.mask_kind == RLX_MASK_CUSTOM) s += (T)m;
+  return s;
+}
+
 /* Score of query i, key j from the raw dot product (scale, softcap, mask). */
 template <typename T>
 __device__ __forceinline__ T finish_score(const cu_attn_args &a, T dot, int64_t b, int64_t h, int64_t i, int64_t j) {
-  T s = dot * (T)a.scale;
-  if (a.softcap > 0) s = (T)a.softcap * cu_tanh(s / (T)a.softcap);
-  if (a.mask_kind == RLX_MASK_CUSTOM)
-    s += (T)a.mask[b * a.mask_stride[0] + h * a.mask_stride[1] + i * a.mask_stride[2] + j * a.mask_stride[3]];
-  return s;
+  return finish_score_masked<T>(a, dot, a.mask_kind == RLX_MASK_CUSTOM ? mask_value(a, b, h, i, j) : 0.f);
 }
 
 /* ---------------------------------------------------------------- exact kernel */
@@ -562,33 +572,31 @@ __device__ __forceinline__ void dec_stage_rows(E *dst, int dst_ss, const E *src,
 __host__ __device__ __forceinline__ int dec_k_stride(int D, int es, bool vec) { return vec ? D + 16 / es : D; }
 
 /* Where the merge reads the splits' partial states of a head: [R][D + 3]
- * floats a split (each row's unnormalized o, then its m, l and NaN flag),
- * in global memory (part) or in the shared memory of the cluster's
- * blocks. */
+ * floats a split, `stride` apart (each row's unnormalized o, then its m, l
+ * and NaN flag), in global memory (part) or in the shared memory of the
+ * merging block (the first of a cluster, which the others wrote). */
 struct dec_parts_global {
   const float *base;
   size_t stride;
   __device__ float ld(int s, int off) const { return __ldcg(base + s * stride + off); }
 };
-struct dec_parts_cluster {
-  float *os;
-  __device__ float ld(int s, int off) const { return cooperative_groups::this_cluster().map_shared_rank(os, s)[off]; }
+struct dec_parts_shared {
+  const float *base;
+  size_t stride;
+  __device__ float ld(int s, int off) const { return base[s * stride + off]; }
 };
 
 /* The merge of a head's splits: each row's maximum, NaN flag and weighted
  * sum L over the splits (a warp per row), the splits' weights kept in wsh
  * [R][splits], then every (row, d) sums its splits' partial outputs, the
  * loads of several splits and elements in flight (a chain of dependent
- * reads here took most of the kernel's time). The (row, d) elements go to
- * nranks merging blocks in chunks of DEC_MERGE_E x DEC_THREADS; this block
- * is `rank`. */
+ * reads here took most of the kernel's time). */
 template <typename E, typename P>
-__device__ void dec_merge(const cu_attn_args &a, const P &src, int rank, int nranks, float *wsh, float *ls, int *nan_row) {
+__device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float *ls, int *nan_row) {
   const int S = (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, splits = a.splits;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int64_t bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv;
   const int per = R * D, chunk = DEC_MERGE_E * DEC_THREADS;
-  if (rank * chunk >= per) return;
   for (int r = warp; r < R; r += DEC_WARPS) {
     float M = -INFINITY, m0 = -INFINITY, l0 = 0.f; /* m0, l0: split `lane`'s, kept for the second pass */
     int any_nan = 0;
@@ -611,7 +619,7 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, int rank, int nra
     if (lane == 0) ls[r] = L, nan_row[r] = any_nan;
   }
   __syncthreads();
-  for (int e0 = rank * chunk + t; e0 < per; e0 += nranks * chunk) {
+  for (int e0 = t; e0 < per; e0 += chunk) {
     int off[DEC_MERGE_E], wrow[DEC_MERGE_E];
     float acc[DEC_MERGE_E];
 #pragma unroll
@@ -661,13 +669,18 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, int rank, int nra
  *  3. a warp per row forms the split's softmax state (max m, sum l);
  *  4. a thread per head-dim element sums p v over the keys for all rows;
  *  5. the splits' states are merged in split order: where the splits of
- *     a head are one thread block cluster (up to DEC_MAX_CLUSTER), from
- *     the blocks' shared memory, by the first blocks of the cluster
- *     together; else through global memory, by the last block of the head
- *     to finish (the fence, the counter and the L2 reads after the
- *     splits' own work: 5-6 of the kernel's 12 us at the 8B decode shape,
- *     T 450, by clock stamps; merged in the cluster, the 8B bf16 decode
- *     step through the LLM API took 5.024-5.033 ms against 5.040-5.047).
+ *     a head are one thread block cluster (up to DEC_MAX_CLUSTER), every
+ *     block writes its state into the shared memory of the cluster's
+ *     first block, which merges them there; else through global memory,
+ *     by the last block of the head to finish (the fence, the counter and
+ *     the L2 reads after the splits' own work: 5-6 of the kernel's 12 us
+ *     at the 8B decode shape, T 450, by clock stamps). The first blocks of
+ *     a cluster reading the others' states where they lay (distributed
+ *     shared memory) took 5 us of a 15 us kernel at that shape, in the
+ *     step (globaltimer stamps).
+ * A custom mask's values for the split's keys are read with the q rows,
+ * while K is in flight: read after the scores they were a global round
+ * trip of their own (2.7 us of scores at that shape).
  * No step walks keys one after another with a reduction between them: a
  * decode step's attention is a few microseconds of latency, and an earlier
  * form (a warp per key, shuffles per key and row, K loaded key by key)
@@ -681,9 +694,10 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   float *ps = qs + RC * D;                          /* [R][pcols] scores, then p; the merge's weights */
   float *ms = ps + R * pcols, *ls = ms + R;         /* [R] each */
   int *nan_row = (int *)(ls + R);                   /* [R] */
-  E *ks = (E *)(dec_smem + ((RC * D + R * pcols + 3 * R + 3) & ~3)); /* [kps][kss], 16-byte aligned */
+  float *mk = (float *)(nan_row + R);               /* [R][kps]: the custom mask's values */
+  E *ks = (E *)(dec_smem + ((RC * D + R * pcols + 3 * R + R * kps + 3) & ~3)); /* [kps][kss], 16-byte aligned */
   E *vs = ks + (size_t)kps * kss;                   /* [kps][D] */
-  float *os = (float *)(vs + (size_t)kps * D);      /* [R][D + 3]: this split's state (cluster) */
+  float *os = (float *)(vs + (size_t)kps * D);      /* [splits][R][D + 3]: the cluster's states (first block) */
   __shared__ int last;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int64_t bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv;
@@ -702,6 +716,11 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     qs[e] = r < R ? cu_fl<E>::ld(q + b * a.q_sb + (hk * G + r / S) * a.q_sh + (r % S) * a.q_ss + d) : 0.f;
   }
   for (int r = t; r < R; r += DEC_THREADS) nan_row[r] = 0;
+  if (a.mask_kind == RLX_MASK_CUSTOM)
+    for (int e = t; e < R * n; e += DEC_THREADS) {
+      const int r = e / n, jj = e % n;
+      mk[r * kps + jj] = mask_value(a, b, hk * G + r / S, r % S, j0 + jj);
+    }
   cu_cp_async_wait<1>(); /* this thread's K copies */
   __syncthreads();
   /* 2. scores: key jj by the tpk consecutive threads of a warp from jj * tpk */
@@ -741,10 +760,9 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
 #pragma unroll
       for (int r = 0; r < RC; r++) {
         if (r >= R) break;
-        const int64_t h = hk * G + r / S, i = r % S;
         float x = -INFINITY;
-        if (key_visible(a, i, j)) {
-          x = finish_score<float>(a, dot[r], b, h, i, j);
+        if (key_visible(a, r % S, j)) {
+          x = finish_score_masked<float>(a, dot[r], a.mask_kind == RLX_MASK_CUSTOM ? mk[r * kps + jj] : 0.f);
           if (x != x) nan_row[r] = 1, x = -INFINITY;
         }
         ps[r * pcols + jj] = x;
@@ -769,7 +787,10 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   cu_cp_async_wait<0>(); /* V */
   __syncthreads();
   /* 4. o = sum_j p_j v_j: thread per head-dim element, all rows at once */
-  float *po = a.splits == 1 ? NULL : a.cluster ? os : a.part + ((size_t)bh * a.splits + blockIdx.x) * (size_t)R * (D + 3);
+  const size_t stride = (size_t)R * (D + 3);
+  float *po = a.splits == 1 ? NULL
+              : a.cluster ? cooperative_groups::this_cluster().map_shared_rank(os, 0) + blockIdx.x * stride
+                          : a.part + ((size_t)bh * a.splits + blockIdx.x) * stride;
   for (int d = t; d < D; d += DEC_THREADS) {
     float o[RC];
 #pragma unroll
@@ -802,9 +823,8 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   }
   if (a.cluster) {
     const cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    cl.sync(); /* every split's state written */
-    dec_merge<E>(a, dec_parts_cluster{os}, (int)cl.block_rank(), a.splits, ps, ls, nan_row);
-    cl.sync(); /* no block leaves while another reads its shared memory */
+    cl.sync(); /* every split's state written into the first block */
+    if (cl.block_rank() == 0) dec_merge<E>(a, dec_parts_shared{os, stride}, ps, ls, nan_row);
     return;
   }
   __threadfence();
@@ -813,22 +833,22 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   __syncthreads();
   if (!last) return;
   __threadfence();
-  const size_t stride = (size_t)R * (D + 3);
-  dec_merge<E>(a, dec_parts_global{a.part + (size_t)bh * a.splits * stride, stride}, 0, 1, ps, ls, nan_row);
+  dec_merge<E>(a, dec_parts_global{a.part + (size_t)bh * a.splits * stride, stride}, ps, ls, nan_row);
   if (t == 0) a.count[bh] = 0; /* ready for the next run */
 }
 
 /* The kernel's row capacity RC for R query rows a kv head. */
 static int dec_row_cap(int64_t R) { return R <= 4 ? 4 : R <= 8 ? 8 : 16; }
 
-/* flash_decode's shared memory: q (RC rows) and the scores in F32, then
- * (16-byte aligned) the staged K rows (padded: dec_k_stride) and V rows
- * of a split, then (cluster) the split's state. */
+/* flash_decode's shared memory: q (RC rows), the scores, the row states
+ * and the mask values in F32, then (16-byte aligned) the staged K rows
+ * (padded: dec_k_stride) and V rows of a split, then (cluster) every
+ * split's state, which the first block merges. */
 static size_t dec_smem_bytes(const cu_attn_args *a) {
   const int64_t R = (a->H / a->Hkv) * a->S, kps = a->keys_per_split, es = cu_float_bytes(a->dtype);
   const int64_t pcols = a->splits > kps ? a->splits : kps;
-  const size_t floats = (size_t)(dec_row_cap(R) * a->D + R * pcols + 3 * R + 3) & ~(size_t)3;
-  const size_t state = a->cluster ? (size_t)(R * (a->D + 3)) * sizeof(float) : 0;
+  const size_t floats = (size_t)(dec_row_cap(R) * a->D + R * pcols + 3 * R + R * kps + 3) & ~(size_t)3;
+  const size_t state = a->cluster ? (size_t)(a->splits * R * (a->D + 3)) * sizeof(float) : 0;
   return floats * sizeof(float) + (size_t)(kps * (dec_k_stride((int)a->D, (int)es, true) + a->D) * es) + state;
 }
 
