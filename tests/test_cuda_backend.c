@@ -558,6 +558,79 @@ static void test_gemv_rope(void) {
         }
 }
 
+/* RmsNorm (beta zeros, as the LLM graphs give it) of decode rows read by
+ * products: the products' GEMV launch computes the norm, and the norm
+ * launches nothing. q, k and v of one x (three segments), and a gate and
+ * up pair (glu); 16-bit GGUF weights (DequantMatMul, F32 or 16-bit x)
+ * and F32 params read transposed (MatMul). Against the CPU, replay == op
+ * by op, within the tolerance of the norm launched (RLX_CUDA_GEMV_NORM=0;
+ * the sums run in another order), one launch fewer. With the norm's
+ * output also an output (the launch writes it too), and with a beta of
+ * ones (not taken: the same launches as with the switch off). */
+static void test_gemv_norm(void) {
+  static const struct { rlx_dtype w, x; } kinds[] = {{RLX_BF16, RLX_F32}, {RLX_F16, RLX_F16}, {RLX_F32, RLX_F32}};
+  for (size_t ki = 0; ki < sizeof kinds / sizeof *kinds; ki++)
+    for (int glu = 0; glu < 2; glu++)
+      for (int M = 1; M <= 3; M += 2)
+        for (int variant = 0; variant < 3; variant++) { /* plain; norm an output; beta of ones */
+          const rlx_dtype wt = kinds[ki].w, t = kinds[ki].x;
+          const int64_t K = 1032, N[3] = {256, 128, 136};
+          rlx_graph *g = rlx_graph_new("gemv_norm");
+          int64_t xd[2] = {M, K}, vd[1] = {K}, perm[2] = {1, 0};
+          void *betav = calloc((size_t)K, dtype_size(t));
+          if (variant == 2)
+            for (int64_t i = 0; i < K; i++) store_as(t, betav, i, 1.0);
+          rlx_node x = rlx_input(g, "x", t, 2, xd), gamma = rlx_param(g, "gamma", t, 1, vd);
+          rlx_node h = rlx_rms_norm(g, x, gamma, rlx_constant(g, t, 1, vd, betav), -1, 1e-5);
+          free(betav);
+          static const char *names[3] = {"w0", "w1", "w2"};
+          rlx_node p[3];
+          const int np = glu ? 2 : 3;
+          for (int i = 0; i < np; i++) {
+            int64_t wd[2] = {glu ? 264 : N[i], K};
+            rlx_node w = rlx_param(g, names[i], wt, 2, wd);
+            p[i] = wt == RLX_F32 ? rlx_matmul(g, h, rlx_transpose(g, w, 2, perm)) : rlx_dequant_matmul(g, h, w);
+          }
+          rlx_node y[4];
+          int n_out = 0;
+          if (glu) y[n_out++] = rlx_mul(g, rlx_activation(g, RLX_ACT_SILU, p[0]), p[1]);
+          else
+            for (int i = 0; i < 3; i++) y[n_out++] = p[i];
+          if (variant == 1) y[n_out++] = h;
+          rlx_graph_set_outputs(g, n_out, y);
+          bound_leaf l[5] = {{"x", 0, random_tensor(t, M * K, 1.0), (size_t)(M * K) * dtype_size(t)},
+                             {"gamma", 1, random_tensor(t, K, 1.0), (size_t)K * dtype_size(t)}};
+          for (int i = 0; i < np; i++) {
+            const int64_t rows = glu ? 264 : N[i];
+            l[2 + i] = (bound_leaf){names[i], 1, random_tensor(wt, rows * K, 0.1), (size_t)(rows * K) * dtype_size(wt)};
+          }
+          char what[112];
+          snprintf(what, sizeof what, "gemv norm %s w, %s x, %s, M=%d%s", rlx_dtype_name(wt), rlx_dtype_name(t),
+                   glu ? "glu" : "q|k|v", M, variant == 1 ? " (norm an output)" : variant == 2 ? " (beta ones)" : "");
+          for (int o = 0; o < n_out; o++) compare_replay(what, g, l, 2 + np, o, t, 0.0);
+          const int64_t fused = device_launches(g);
+          setenv("RLX_CUDA_GEMV_NORM", "0", 1);
+          const int64_t apart = device_launches(g);
+          for (int o = 0; o < n_out; o++) {
+            size_t b1 = 0, b2 = 0;
+            unsetenv("RLX_CUDA_GEMV_NORM");
+            void *on = run_graph(g, RLX_DEVICE_CUDA, l, 2 + np, o, &b1);
+            setenv("RLX_CUDA_GEMV_NORM", "0", 1);
+            void *off = run_graph(g, RLX_DEVICE_CUDA, l, 2 + np, o, &b2);
+            double atol, rtol;
+            tolerance(t, &atol, &rtol);
+            const double r = on && off && b1 == b2 ? worst_ratio(t, on, off, (int64_t)(b1 / dtype_size(t)), atol, rtol) : INFINITY;
+            CHECK(r <= 1.0, "%s output %d: worst difference %.3g of tolerance from the norm launched", what, o, r);
+            free(on), free(off);
+          }
+          unsetenv("RLX_CUDA_GEMV_NORM");
+          CHECK(fused > 0 && fused == apart - (variant == 2 ? 0 : 1), "%s: %lld launches (norm launched: %lld)", what,
+                (long long)fused, (long long)apart);
+          for (int i = 0; i < 2 + np; i++) free(l[i].data);
+          rlx_graph_free(g);
+        }
+}
+
 /* UpdateSlice(cache, Cast(x), start): a new K or V row into a cache of
  * another float type. The copy converts (no Cast launch): the CPU's bytes
  * exactly, replay == op by op, and one launch fewer than with the Cast
@@ -1245,6 +1318,7 @@ int main(void) {
   test_glu_gemv();
   test_rope_join();
   test_gemv_rope();
+  test_gemv_norm();
   test_cast_update();
   test_block_gather();
   test_dequant_matmul_int8();

@@ -341,6 +341,13 @@ typedef struct {
   int ksplit;
   int64_t kchunk;            /* rows of w per K block */
   cu_gemv_seg seg[CU_GEMV_MAX_SEG];
+  /* w [N, K] only: x is the output of an RmsNorm (no beta) of norm_x's
+   * rows, which the launch computes: every column's sum is over
+   * x_k * gamma_k, times the row's 1 / sqrt(mean(x^2) + eps); the first
+   * block also writes the norm's output x itself, for its other readers */
+  int norm;
+  const void *norm_x, *norm_gamma;
+  double norm_eps;
 } cu_gemv_args;
 int cu_gemv_supported(int dtype, int w_dtype, int64_t M, int64_t N, int64_t K, int w_trans, const void *x, const void *w);
 /* Whether segment `seg` of a (its N, D and n_rot set in seg.rope) can

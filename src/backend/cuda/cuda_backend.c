@@ -23,6 +23,10 @@
  *  - at decode rows, silu(x @ wg) * (x @ wu) (an MLP's gate and up
  *    projections and the region that reads them) is one GEMV launch that
  *    writes the region's output (RLX_CUDA_GLU_GEMV=0: off);
+ *  - at decode rows an RmsNorm (zero beta) launched just before the
+ *    products that read it is computed by their GEMV launch, which scales
+ *    each sum by the row's norm and writes the norm's output as well
+ *    (RLX_CUDA_GEMV_NORM=0: off);
  *  - at decode rows a Rope by tables of a product that only it reads (q
  *    and k of a layer) is applied by the product's GEMV launch as it
  *    stores (RLX_CUDA_GEMV_ROPE=0: off);
@@ -254,6 +258,7 @@ typedef struct {
   size_t scratch_bytes;
   int qmm_exact;               /* RLX_QMATMUL_REF=1: small-M DequantMatMul in floats from x as given */
   int pdl;                     /* programmatic dependent launch of the kernels that take it (cuda.h; RLX_CUDA_PDL=0: off) */
+  int gemv_norm;               /* a GEMV launch may compute the RmsNorm before it (take_norm; RLX_CUDA_GEMV_NORM) */
   /* whose quantized x the scratch holds (lower_quant reuses it for the next
    * product of the same x): valid, x's output slot, M, K, folded or not */
   int qx_valid, qx_folded;
@@ -1116,6 +1121,39 @@ static const void *glu_weight(cuda_plan *pl, const ir_node *p) {
  * planner may give it the bytes of an x that dies at the second product)
  * or the partner's weight is not aligned for the kernel; both products
  * and the region then lower as they are. */
+/* 1 when node id is a Constant whose bytes are all zero (an RmsNorm's
+ * beta that the LLM graphs give as zeros). */
+static int zero_constant(const rlx_graph *g, rlx_node id) {
+  const ir_node *c = &g->nodes[id];
+  if (c->op != RLX_OP_Constant) return 0;
+  const size_t bytes = rlx_dtype_nbytes(c->out[0].dtype, numel_of(&c->out[0]));
+  const uint8_t *p = c->a.data.p;
+  for (size_t i = 0; i < bytes; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
+/* The RmsNorm launched just before product n (w [N, K], M <= CU_GEMV_MAX_M)
+ * that computes n's x, taken into the GEMV launch that n starts
+ * (cu_gemv_args.norm): its step is removed and 1 returned, with a's norm
+ * fields set. Where the norm has no residual or bias input and its beta is
+ * zeros, its rows are n's rows, and its buffers are 16-byte aligned and
+ * apart (RLX_CUDA_GEMV_NORM=0: never). */
+static int take_norm(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, cu_gemv_args *a) {
+  cuda_step *s = pl->gemv_norm ? joinable_step(pl, n, ST_NORM) : NULL;
+  const cu_norm_args *na = s ? s->args : NULL;
+  if (!na || !d->b_trans || !na->rms || na->res || na->bias || na->out != d->a || na->rows != d->M || na->len != d->K ||
+      na->dtype != (int)d->dtype || pl->g->nodes[s->node].op != RLX_OP_RmsNorm ||
+      (pl->g->nodes[s->node].n_in > 2 && !zero_constant(pl->g, pl->g->nodes[s->node].in[2])) ||
+      ((uintptr_t)na->x | (uintptr_t)na->gamma | (uintptr_t)na->out) % 16 ||
+      ranges_overlap(na->x, (size_t)(d->M * d->K) * elem_size(d->dtype), na->out, (size_t)(d->M * d->K) * elem_size(d->dtype)))
+    return 0;
+  a->norm = 1, a->norm_x = na->x, a->norm_gamma = na->gamma, a->norm_eps = na->eps;
+  free(s->args);
+  pl->n_steps--;
+  return 1;
+}
+
 static int emit_glu_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, rlx_dtype w_dtype, rlx_status *st) {
   const ir_node *r = &pl->g->nodes[pl->glu_region[n->id]];
   const ir_node *gate = &pl->g->nodes[r->in[0]], *up = &pl->g->nodes[r->in[1]];
@@ -1129,9 +1167,12 @@ static int emit_glu_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *
       !cu_gemv_supported(d->dtype, w_dtype, d->M, d->N, d->K, 1, d->a, wg) ||
       ranges_overlap(out, (size_t)(d->M * d->N) * es, d->a, (size_t)(d->M * d->K) * es))
     return 0;
+  cu_gemv_args norm = {0};
+  take_norm(pl, n, d, &norm);
   cuda_step *s = new_step(pl, ST_GEMV, n);
   cu_gemv_args *a = s ? new_args(s, sizeof *a) : NULL;
   if (!a) return (*st = nomem(n)), 1;
+  *a = norm;
   a->x = d->a, a->dtype = d->dtype, a->w_dtype = w_dtype, a->act = RLX_ACT_NONE, a->w_trans = 1, a->glu = 1;
   a->M = d->M, a->K = d->K, a->pdl = pl->pdl, a->nseg = 2;
   a->seg[0].w = wg, a->seg[0].out = out, a->seg[0].N = d->N;
@@ -1164,8 +1205,11 @@ static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, r
       a->M != d->M ||
       a->K != d->K || a->w_trans != d->b_trans || a->act != d->act || a->alpha != (float)alpha || resid || a->seg[0].resid ||
       !weight_ready(pl, n->in[1]) || (n->n_in > 2 && !weight_ready(pl, n->in[2]))) {
+    cu_gemv_args norm = {0};
+    take_norm(pl, n, d, &norm);
     s = new_step(pl, ST_GEMV, n);
     if (!s || !(a = new_args(s, sizeof *a))) return (*st = nomem(n)), 1;
+    *a = norm;
     a->x = d->a, a->dtype = d->dtype, a->w_dtype = w_dtype, a->act = d->act, a->alpha = (float)alpha;
     a->w_trans = d->b_trans;
     a->M = d->M, a->K = d->K, a->pdl = pl->pdl;
@@ -2024,6 +2068,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->no_gemv = !ir_env_flag("RLX_CUDA_GEMV", 1);
   pl->qmm_exact = ir_env_flag("RLX_QMATMUL_REF", 0); /* the CPU backend's switch */
   pl->pdl = ir_env_flag("RLX_CUDA_PDL", 1);
+  pl->gemv_norm = ir_env_flag("RLX_CUDA_GEMV_NORM", 1);
   pl->profile = ir_env_flag("RLX_CUDA_PROFILE", 0);
   pl->keep_state = ir_env_flag("RLX_CUDA_KEEP_STATE", 1);
   if (pl->profile) pl->use_graph = 0;

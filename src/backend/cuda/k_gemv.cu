@@ -208,36 +208,73 @@ __device__ __forceinline__ void gemv_rope_store(const cu_gemv_args &a, const cu_
   cu_fl<E>::st((E *)g.out + m * g.N + col, y);
 }
 
+/* The rows of the norm's output that gemv_nk's first warp writes (NORM):
+ * row m is x * r[m] * gamma, as the norm kernel computes it. */
+template <typename E, int MM>
+__device__ __forceinline__ void gemv_norm_out(const cu_gemv_args &a, const float *r) {
+  const E *x = (const E *)a.norm_x, *gamma = (const E *)a.norm_gamma;
+  for (int64_t k = (int64_t)(threadIdx.x % 32) * 8; k < a.K; k += 256) {
+    float gv[8], xv[8];
+    ld8<E>(gamma + k, gv);
+#pragma unroll
+    for (int m = 0; m < MM; m++) {
+      if (m >= a.M) break;
+      ld8<E>(x + m * a.K + k, xv);
+#pragma unroll
+      for (int j = 0; j < 8; j++) xv[j] = xv[j] * r[m] * gv[j];
+      cu_st16<E>((E *)a.x + m * a.K + k, xv);
+      if (sizeof(E) == 4) cu_st16<E>((E *)a.x + m * a.K + k + 4, xv + 4);
+    }
+  }
+}
+
 /* w [N, K]: warp per column; GLU: of the gate (segment 0) and the up
- * (segment 1) weights, summed in the same order as two plain launches. */
-template <typename E, typename W, int MM, bool GLU>
+ * (segment 1) weights, summed in the same order as two plain launches.
+ * NORM: x is an RmsNorm's output that the launch computes
+ * (cu_gemv_args.norm): each warp sums w * norm_x * gamma and the squares
+ * of norm_x, and scales its sums by the row's 1 / sqrt(mean + eps), so
+ * that the norm's own launch goes; the first warp also writes x. */
+template <typename E, typename W, int MM, bool GLU, bool NORM>
 __global__ void __launch_bounds__(GEMV_THREADS) gemv_nk(const __grid_constant__ cu_gemv_args a) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + warp;
   const cu_gemv_seg &g = gemv_segment(a, n, 1);
   cu_pdl_chain();
-  if (n >= g.N) return; /* never in a Rope's segment (a whole number of blocks) */
+  if (n >= g.N) return; /* never in a Rope's segment (a whole number of blocks), nor the first warp */
   if (!GLU && g.rope.on) n = gemv_rope_col(g.rope, n);
   const W *w = (const W *)g.w + n * a.K, *wu = GLU ? (const W *)a.seg[1].w + n * a.K : w;
-  const E *x = (const E *)a.x;
-  float acc[MM], accu[MM];
+  const E *x = (const E *)(NORM ? a.norm_x : a.x), *gamma = (const E *)a.norm_gamma;
+  float acc[MM], accu[MM], ss[MM];
 #pragma unroll
-  for (int m = 0; m < MM; m++) acc[m] = accu[m] = 0.f;
+  for (int m = 0; m < MM; m++) acc[m] = accu[m] = ss[m] = 0.f;
 #pragma unroll 2
   for (int64_t k = lane * 8; k < a.K; k += 256) {
-    float wv[8], uv[8], xv[8];
+    float wv[8], uv[8], xv[8], gv[8];
     ld8w<W>(w + k, wv);
     if (GLU) ld8w<W>(wu + k, uv);
+    if (NORM) ld8<E>(gamma + k, gv);
 #pragma unroll
     for (int m = 0; m < MM; m++) {
       if (m >= a.M) break;
       ld8<E>(x + m * a.K + k, xv);
+      if (NORM)
+#pragma unroll
+        for (int j = 0; j < 8; j++) ss[m] = fmaf(xv[j], xv[j], ss[m]), xv[j] *= gv[j];
 #pragma unroll
       for (int j = 0; j < 8; j++) acc[m] = fmaf(xv[j], wv[j], acc[m]);
       if (GLU)
 #pragma unroll
         for (int j = 0; j < 8; j++) accu[m] = fmaf(xv[j], uv[j], accu[m]);
     }
+  }
+  if (NORM) {
+    float r[MM];
+#pragma unroll
+    for (int m = 0; m < MM; m++) {
+      r[m] = 1.f / sqrtf(cu_warp_sum(ss[m]) / (float)a.K + (float)a.norm_eps);
+      acc[m] *= r[m], accu[m] *= r[m];
+    }
+    if (blockIdx.x == 0 && warp == 0) gemv_norm_out<E, MM>(a, r);
   }
   if (!GLU && g.rope.on) { /* block-uniform: the whole block is in this segment */
     gemv_rope_store<E, MM>(a, g, n, acc);
@@ -322,7 +359,8 @@ extern "C" void cu_gemv_set_scratch(cu_gemv_args *a, float *part, unsigned *coun
 
 template <typename E, typename W, int MM> static void gemv_typed_m(const cu_gemv_args *a, cudaStream_t st) {
   if (a->w_trans)
-    cu_launch(a->glu ? gemv_nk<E, W, MM, true> : gemv_nk<E, W, MM, false>,
+    cu_launch(a->norm ? (a->glu ? gemv_nk<E, W, MM, true, true> : gemv_nk<E, W, MM, false, true>)
+                      : (a->glu ? gemv_nk<E, W, MM, true, false> : gemv_nk<E, W, MM, false, false>),
               (unsigned)((gemv_units(a, 1) + GEMV_WARPS - 1) / GEMV_WARPS), GEMV_THREADS, 0, st, a->pdl, *a);
   else
     cu_launch(gemv_kn<E, W, MM>, dim3((unsigned)gemv_units(a, GEMV_COLS), (unsigned)a->ksplit), GEMV_THREADS, 0, st,
