@@ -999,6 +999,7 @@ static int join_rope(cuda_plan *pl, const ir_node *n, const cu_rope_args *mine) 
  * (cu_gemv_rope_fits), and with n's output apart from everything else the
  * launch reads and writes (the planner may give it the bytes of x, which
  * is dead at n but read by the launch). 1 when joined. */
+static int norm_overlaps(const cu_gemv_args *a, const void *p, size_t bytes);
 static int join_gemv_rope(cuda_plan *pl, const ir_node *n, const cu_rope_args *r) {
   cuda_step *s = joinable_step(pl, n, ST_GEMV);
   cu_gemv_args *a = s ? s->args : NULL;
@@ -1008,7 +1009,7 @@ static int join_gemv_rope(cuda_plan *pl, const ir_node *n, const cu_rope_args *r
   if (k == a->nseg || a->seg[k].N != r->H * r->D) return 0;
   const size_t es = elem_size((rlx_dtype)a->dtype), out_bytes = (size_t)(a->M * a->seg[k].N) * es;
   const size_t table_bytes = (size_t)((r->table_batched ? r->B : 1) * r->S * (r->n_rot / 2)) * elem_size((rlx_dtype)r->table_dtype);
-  if (ranges_overlap(r->out, out_bytes, a->x, (size_t)(a->M * a->K) * es) ||
+  if (ranges_overlap(r->out, out_bytes, a->x, (size_t)(a->M * a->K) * es) || norm_overlaps(a, r->out, out_bytes) ||
       ranges_overlap(r->out, out_bytes, r->cos, table_bytes) || ranges_overlap(r->out, out_bytes, r->sin, table_bytes))
     return 0;
   for (int j = 0; j < a->nseg; j++) {
@@ -1138,20 +1139,30 @@ static int zero_constant(const rlx_graph *g, rlx_node id) {
  * (cu_gemv_args.norm): its step is removed and 1 returned, with a's norm
  * fields set. Where the norm has no residual or bias input and its beta is
  * zeros, its rows are n's rows, and its buffers are 16-byte aligned and
- * apart (RLX_CUDA_GEMV_NORM=0: never). */
-static int take_norm(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, cu_gemv_args *a) {
+ * apart, also from n's output `out` (the planner may give that the bytes
+ * of the norm's input, which the launch still reads: every output that
+ * joins the launch is checked so, norm_overlaps) (RLX_CUDA_GEMV_NORM=0:
+ * never). */
+static int take_norm(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, const void *out, cu_gemv_args *a) {
   cuda_step *s = pl->gemv_norm ? joinable_step(pl, n, ST_NORM) : NULL;
   const cu_norm_args *na = s ? s->args : NULL;
   if (!na || !d->b_trans || !na->rms || na->res || na->bias || na->out != d->a || na->rows != d->M || na->len != d->K ||
       na->dtype != (int)d->dtype || pl->g->nodes[s->node].op != RLX_OP_RmsNorm ||
       (pl->g->nodes[s->node].n_in > 2 && !zero_constant(pl->g, pl->g->nodes[s->node].in[2])) ||
       ((uintptr_t)na->x | (uintptr_t)na->gamma | (uintptr_t)na->out) % 16 ||
-      ranges_overlap(na->x, (size_t)(d->M * d->K) * elem_size(d->dtype), na->out, (size_t)(d->M * d->K) * elem_size(d->dtype)))
+      ranges_overlap(na->x, (size_t)(d->M * d->K) * elem_size(d->dtype), na->out, (size_t)(d->M * d->K) * elem_size(d->dtype)) ||
+      ranges_overlap(na->x, (size_t)(d->M * d->K) * elem_size(d->dtype), out, (size_t)(d->M * d->N) * elem_size(d->dtype)))
     return 0;
   a->norm = 1, a->norm_x = na->x, a->norm_gamma = na->gamma, a->norm_eps = na->eps;
   free(s->args);
   pl->n_steps--;
   return 1;
+}
+
+/* 1 when launch a computes a norm (take_norm) whose input overlaps the
+ * bytes [p, p + bytes) that would be written in it. */
+static int norm_overlaps(const cu_gemv_args *a, const void *p, size_t bytes) {
+  return a->norm && ranges_overlap(a->norm_x, (size_t)(a->M * a->K) * elem_size((rlx_dtype)a->dtype), p, bytes);
 }
 
 static int emit_glu_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, rlx_dtype w_dtype, rlx_status *st) {
@@ -1168,7 +1179,7 @@ static int emit_glu_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *
       ranges_overlap(out, (size_t)(d->M * d->N) * es, d->a, (size_t)(d->M * d->K) * es))
     return 0;
   cu_gemv_args norm = {0};
-  take_norm(pl, n, d, &norm);
+  take_norm(pl, n, d, out, &norm);
   cuda_step *s = new_step(pl, ST_GEMV, n);
   cu_gemv_args *a = s ? new_args(s, sizeof *a) : NULL;
   if (!a) return (*st = nomem(n)), 1;
@@ -1204,9 +1215,10 @@ static int emit_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, r
   if (!a || a->glu || a->nseg == CU_GEMV_MAX_SEG || a->x != d->a || a->dtype != (int)d->dtype || a->w_dtype != (int)w_dtype ||
       a->M != d->M ||
       a->K != d->K || a->w_trans != d->b_trans || a->act != d->act || a->alpha != (float)alpha || resid || a->seg[0].resid ||
-      !weight_ready(pl, n->in[1]) || (n->n_in > 2 && !weight_ready(pl, n->in[2]))) {
+      !weight_ready(pl, n->in[1]) || (n->n_in > 2 && !weight_ready(pl, n->in[2])) ||
+      norm_overlaps(a, r.c, (size_t)(d->M * d->N) * elem_size(d->dtype))) {
     cu_gemv_args norm = {0};
-    take_norm(pl, n, d, &norm);
+    take_norm(pl, n, d, r.c, &norm);
     s = new_step(pl, ST_GEMV, n);
     if (!s || !(a = new_args(s, sizeof *a))) return (*st = nomem(n)), 1;
     *a = norm;
