@@ -344,7 +344,7 @@ typedef struct {
   /* w [N, K] only: x is the output of an RmsNorm (no beta) of norm_x's
    * rows, which the launch computes: every column's sum is over
    * x_k * gamma_k, times the row's 1 / sqrt(mean(x^2) + eps); the first
-   * block also writes the norm's output x itself, for its other readers */
+   * warp also writes the norm's output x itself, for its other readers */
   int norm;
   const void *norm_x, *norm_gamma;
   double norm_eps;
