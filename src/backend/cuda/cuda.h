@@ -216,6 +216,8 @@ typedef struct {
   int64_t mask_stride[4];
   int dtype, mask_kind;
   int force_exact;          /* RLX_CUDA_ATTN_EXACT=1: the exact kernel even where tensor cores apply */
+  int no_cluster;           /* RLX_CUDA_ATTN_CLUSTER=0: split-key decode merges through global memory only */
+  int tile_force;           /* RLX_CUDA_ATTN_TILE: 64 or 128 query rows a tensor-core block forced; 0: chosen */
   int pdl;                  /* the split-key decode kernel */
   int tc_tile;              /* CU_ATTN_TILE_*: the tensor-core kernel's shape (cu_attention_plan) */
   int64_t B, S, T, H, Hkv, D, window;

@@ -266,6 +266,8 @@ typedef struct {
   int64_t qx_M, qx_K;
   cu_error *err_dev, *err_host;
   int has_err, folded_ready, use_graph, tf32, attn_exact;
+  int attn_no_cluster;         /* RLX_CUDA_ATTN_CLUSTER=0 */
+  int attn_tile;               /* RLX_CUDA_ATTN_TILE: 64 or 128 (else 0) */
   int no_gemv;                 /* RLX_CUDA_GEMV=0: cuBLASLt for every product (the speed baseline) */
   cudaGraphExec_t exec;
   /* RLX_CUDA_PROFILE=1 */
@@ -1068,7 +1070,7 @@ static rlx_status lower_attention(cuda_plan *pl, const ir_node *n) {
   a->H = n->a.num_heads, a->Hkv = n->a.num_kv_heads, a->D = n->a.head_dim;
   a->scale = n->a.score_scale > 0 ? n->a.score_scale : 1.0 / sqrt((double)a->D);
   a->softcap = n->a.softcap;
-  a->force_exact = pl->attn_exact;
+  a->force_exact = pl->attn_exact, a->no_cluster = pl->attn_no_cluster, a->tile_force = pl->attn_tile;
   a->pdl = pl->pdl;
   if (bhsd) {
     a->q_sb = a->H * a->S * a->D, a->q_sh = a->S * a->D, a->q_ss = a->D;
@@ -2077,6 +2079,9 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->use_graph = ir_env_flag("RLX_CUDA_GRAPH", 1);
   pl->tf32 = ir_env_flag("RLX_CUDA_TF32", 0);
   pl->attn_exact = ir_env_flag("RLX_CUDA_ATTN_EXACT", 0);
+  pl->attn_no_cluster = !ir_env_flag("RLX_CUDA_ATTN_CLUSTER", 1);
+  const char *tile = getenv("RLX_CUDA_ATTN_TILE"); /* a number, not a switch */
+  pl->attn_tile = tile && (!strcmp(tile, "64") || !strcmp(tile, "128")) ? atoi(tile) : 0;
   pl->no_gemv = !ir_env_flag("RLX_CUDA_GEMV", 1);
   pl->qmm_exact = ir_env_flag("RLX_QMATMUL_REF", 0); /* the CPU backend's switch */
   pl->pdl = ir_env_flag("RLX_CUDA_PDL", 1);

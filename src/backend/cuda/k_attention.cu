@@ -24,8 +24,6 @@
 
 #include <cooperative_groups.h>
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 __device__ __forceinline__ bool key_visible(const cu_attn_args &a, int64_t i, int64_t j) {
   const int64_t last = i + (a.T - a.S);
@@ -912,9 +910,8 @@ static int tc_applies(const cu_attn_args *a) {
  * held to 168 registers, 3 a multiprocessor, measured slower at every B.) */
 static int tc_tile_for(const cu_attn_args *a) {
   const int plain = a->mask_kind != RLX_MASK_CUSTOM && a->softcap <= 0;
-  const char *env = getenv("RLX_CUDA_ATTN_TILE");
-  if (env && !strcmp(env, "64")) return CU_ATTN_TILE_64;
-  if (env && !strcmp(env, "128")) return plain ? CU_ATTN_TILE_128 : CU_ATTN_TILE_64;
+  if (a->tile_force == 64) return CU_ATTN_TILE_64;
+  if (a->tile_force == 128) return plain ? CU_ATTN_TILE_128 : CU_ATTN_TILE_64;
   if (!plain) return CU_ATTN_TILE_64;
   int dev = 0, sms = 132;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
@@ -954,8 +951,7 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
   a->keys_per_split = kps, a->splits = (int)splits;
   /* the splits of a head as one cluster, merged in shared memory, where
    * they are few enough and RLX_CUDA_ATTN_CLUSTER is not 0 */
-  const char *env = getenv("RLX_CUDA_ATTN_CLUSTER");
-  if (splits > 1 && splits <= DEC_MAX_CLUSTER && !(env && !strcmp(env, "0"))) {
+  if (splits > 1 && splits <= DEC_MAX_CLUSTER && !a->no_cluster) {
     a->cluster = (int)splits;
     const size_t smem = dec_smem_bytes(a);
     if (smem <= DEC_MAX_SMEM && dec_set_attrs(a, smem) == cudaSuccess) return;
