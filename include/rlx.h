@@ -610,6 +610,10 @@ typedef struct {
    * plan issues on the device, all segments together: what fusion left
    * (a captured CUDA graph replays them); 0 on the CPU. */
   int64_t device_launches;
+  /* Plans the session holds (at most 8: past that the least recently run
+   * one waits in the compile cache's idle plans, as a freed session's do,
+   * and is taken back from there if its shape binding comes again). */
+  int64_t plans_held;
 } rlx_session_stats;
 rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
 

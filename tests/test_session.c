@@ -1,7 +1,7 @@
 /* test_session.c — sessions over symbolic dims: rlx_set_input_shaped binds
  * sizes at run time; each distinct binding is planned once and cached (a
- * second run with the same sizes plans nothing); conflicting bindings and
- * misuse get statuses. */
+ * second run with the same sizes plans nothing), up to 8 plans a session;
+ * conflicting bindings and misuse get statuses. */
 #include "rlx.h"
 
 #include <math.h>
@@ -74,6 +74,24 @@ int main(void) {
   rlx_session_get_stats(s, &st);
   CHECK(st.plans_built == 3 && st.plan_cache_hits == 2 && st.runs == 5, "built %lld hits %lld runs %lld",
         (long long)st.plans_built, (long long)st.plan_cache_hits, (long long)st.runs);
+
+  /* 20 more sizes: the session holds 8 plans at most, the least recently
+   * run go to the compile cache's idle plans (4 a graph), and a size run
+   * again comes back from there, with a right result */
+  for (int64_t S = 10; S < 30; S++) {
+    run_rows(s, S);
+    rlx_session_get_stats(s, &st);
+    CHECK(st.plans_held >= 1 && st.plans_held <= 8, "S=%lld: %lld plans held", (long long)S, (long long)st.plans_held);
+  }
+  run_rows(s, 21); /* the last one let go */
+  run_rows(s, 29);
+  rlx_session_get_stats(s, &st);
+  CHECK(st.plans_built == 23 && st.plans_reused == 1 && st.plans_held == 8, "built %lld reused %lld held %lld",
+        (long long)st.plans_built, (long long)st.plans_reused, (long long)st.plans_held);
+  run_rows(s, 3); /* let go long ago, and dropped from the cache: built again */
+  rlx_session_get_stats(s, &st);
+  CHECK(st.plans_built == 24 && st.plans_held == 8, "built %lld held %lld", (long long)st.plans_built,
+        (long long)st.plans_held);
 
   /* misuse */
   float buf[64] = {0};

@@ -38,6 +38,8 @@ struct rlx_session {
   const void **leaf_data; /* [n_nodes] */
   uint64_t *leaf_version; /* [n_nodes]: a new number each time a leaf is set (device backends copy on change) */
   plan_entry *plans;
+  uint64_t *plan_run;     /* [cap_plans] when each plan last ran (runs_started then) */
+  uint64_t runs_started;
   int n_plans, cap_plans;
   rt_store *store;        /* held and claimed: the params the plans share (NULL until a plan needs it, or none) */
   int current;            /* plan of the last run, -1 before */
@@ -69,6 +71,7 @@ void rlx_session_free(rlx_session *s) {
   /* The plans wait in the compile cache for the next session of this graph. */
   for (int i = 0; i < s->n_plans; i++) rt_cache_put_plan(s->compiled, s->opt.threads, &s->plans[i]);
   free(s->plans);
+  free(s->plan_run);
   rt_store_unclaim(s->store); /* its idle plans may go to a later session */
   rt_store_release(s->store);
   for (int i = 0; i < s->n_leaves; i++)
@@ -98,8 +101,10 @@ static rlx_status get_plan(rlx_session *s, int *out) {
   if (s->n_plans == s->cap_plans) {
     int cap = s->cap_plans ? 2 * s->cap_plans : 4;
     plan_entry *p = realloc(s->plans, (size_t)cap * sizeof *p);
-    if (!p) return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory");
-    s->plans = p;
+    if (p) s->plans = p;
+    uint64_t *r = p ? realloc(s->plan_run, (size_t)cap * sizeof *r) : NULL;
+    if (!r) return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory");
+    s->plan_run = r;
     s->cap_plans = cap;
   }
   plan_entry e = {0};
@@ -525,6 +530,37 @@ static rlx_status write_back(rlx_session *s) {
   return RLX_OK;
 }
 
+/* The plans a session holds at most: one per shape binding it has run
+ * (an LLM's decode steps by key-length bucket, and its prompts by
+ * length), each with an arena of its own, in device memory on a GPU. Past
+ * this many the least recently run one goes to the compile cache's idle
+ * plans (bounded there; the session takes it back from there if that
+ * shape comes again), so a long chat of prompts of every length does not
+ * keep every arena. */
+#define SESSION_MAX_PLANS 8
+
+/* After a run: plans past SESSION_MAX_PLANS handed to the compile cache,
+ * least recently run first. Never the current plan, nor one that keeps a
+ * param's value (after a run only the current one can: rlx_run shares or
+ * fetches the others' first). */
+static void release_old_plans(rlx_session *s) {
+  while (s->n_plans > SESSION_MAX_PLANS) {
+    int v = -1;
+    for (int i = 0; i < s->n_plans; i++) {
+      int keeps = i == s->current;
+      for (int k = 0; k < s->n_leaves && !keeps; k++) keeps = s->leaves[k].kept_by == i;
+      if (!keeps && (v < 0 || s->plan_run[i] < s->plan_run[v])) v = i;
+    }
+    if (v < 0) return;
+    rt_cache_put_plan(s->compiled, s->opt.threads, &s->plans[v]);
+    const int last = --s->n_plans; /* the last plan takes v's place */
+    s->plans[v] = s->plans[last], s->plan_run[v] = s->plan_run[last];
+    if (s->current == last) s->current = v;
+    for (int k = 0; k < s->n_leaves; k++)
+      if (s->leaves[k].kept_by == last) s->leaves[k].kept_by = v;
+  }
+}
+
 rlx_status rlx_run(rlx_session *s) {
   if (!s) return rlx_set_error(RLX_ERR_INVALID, "rlx_run: session is NULL");
   rlx_status st = bind_symbols(s);
@@ -534,6 +570,7 @@ rlx_status rlx_run(rlx_session *s) {
   st = get_plan(s, &idx);
   if (st) return st;
   s->current = idx;
+  s->plan_run[idx] = ++s->runs_started;
   for (int k = 0; k < s->n_leaves; k++) { /* values another plan keeps: shared with this one, or via the host */
     session_leaf *l = &s->leaves[k];
     if (l->kept_by < 0 || l->kept_by == idx) continue;
@@ -549,6 +586,8 @@ rlx_status rlx_run(rlx_session *s) {
   if (st == RLX_OK) st = keep_leaf_outputs(s);
   if (st == RLX_OK) st = write_back(s);
   if (st == RLX_OK) s->stats.runs++;
+  if (st == RLX_OK) release_old_plans(s);
+  s->stats.plans_held = s->n_plans;
   return st;
 }
 
