@@ -614,6 +614,9 @@ typedef struct {
    * one waits in the compile cache's idle plans, as a freed session's do,
    * and is taken back from there if its shape binding comes again). */
   int64_t plans_held;
+  /* Device memory of the params (and the weights folded from them) that
+   * the current plan reads from its session's one copy; 0 on the CPU. */
+  size_t  param_device_bytes;
 } rlx_session_stats;
 rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
 
@@ -624,7 +627,9 @@ rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
  * count) wait there for the next session of that graph, so a second
  * compile costs a lookup. It holds at most 64 graphs with 256 MiB of
  * constants (least recently used go first; a graph with more is not
- * cached) and 256 MiB of idle plans. RLX_COMPILE_CACHE=0 turns it off,
+ * cached) and 256 MiB of idle plans; a freed session whose params take
+ * more than 1 GiB of device memory leaves no idle plans (they would keep
+ * its weights on the device). RLX_COMPILE_CACHE=0 turns it off,
  * RLX_COMPILE_CACHE=N holds N graphs; RLX_DUMP bypasses it (the passes
  * must run to be shown). Thread-safe. */
 typedef struct {

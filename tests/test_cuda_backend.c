@@ -1255,6 +1255,46 @@ done:
   rlx_graph_free(g);
 }
 
+/* A session whose params take more than 1 GiB of device memory (an LLM's
+ * weights) gives that memory back when it is freed: its plans do not wait
+ * in the compile cache holding the weights (cudaMemGetInfo). Its stats
+ * report the params' device bytes. */
+static void test_freed_params_released(void) {
+  enum { BN = 20480, BK = 16384 }; /* w: 1.25 GiB of f32 */
+  rlx_graph *g = rlx_graph_new("big params");
+  int64_t xd[2] = {1, BK}, wd[2] = {BN, BK}, perm[2] = {1, 0};
+  rlx_node x = rlx_input(g, "x", RLX_F32, 2, xd), w = rlx_param(g, "w", RLX_F32, 2, wd);
+  rlx_node y = rlx_matmul(g, x, rlx_transpose(g, w, 2, perm));
+  rlx_graph_set_outputs(g, 1, &y);
+  const size_t wbytes = (size_t)BN * BK * sizeof(float);
+  float *wv = calloc((size_t)BN * BK, sizeof *wv), *xv = calloc(BK, sizeof *xv), *yv = malloc(BN * sizeof *yv);
+  for (int64_t k = 0; k < BK; k++) xv[k] = 1.0f;
+  for (int64_t n = 0; n < BN; n++) wv[(size_t)n * BK + (size_t)(n % BK)] = (float)(n % 7); /* y[n] = n % 7 */
+  const size_t free0 = device_free_bytes();
+  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0};
+  rlx_session *s = NULL;
+  rlx_status st = wv && xv && yv ? rlx_compile(g, &cu, &s) : RLX_ERR_NOMEM;
+  if (st == RLX_OK) st = rlx_set_param(s, "w", wv, wbytes);
+  if (st == RLX_OK) st = rlx_set_input(s, "x", xv, BK * sizeof *xv);
+  if (st == RLX_OK) st = rlx_run(s);
+  if (st == RLX_OK) st = rlx_output(s, 0, yv, BN * sizeof *yv);
+  CHECK(st == RLX_OK, "big params: %s", rlx_last_error());
+  int bad = 0;
+  for (int64_t n = 0; st == RLX_OK && n < BN; n++) bad += yv[n] != (float)(n % 7);
+  CHECK(st == RLX_OK && !bad, "big params: %d wrong outputs", bad);
+  rlx_session_stats ss = {0};
+  rlx_session_get_stats(s, &ss);
+  CHECK(ss.param_device_bytes == wbytes, "param_device_bytes %zu, w is %zu", ss.param_device_bytes, wbytes);
+  const size_t free1 = device_free_bytes();
+  rlx_session_free(s);
+  const size_t free2 = device_free_bytes();
+  CHECK(free1 + wbytes <= free0 + ((size_t)256 << 20), "the session held w: %zu MiB taken", (free0 - free1) >> 20);
+  CHECK(free2 + ((size_t)256 << 20) >= free0, "freed, it gave w back: %lld MiB still taken",
+        ((long long)free0 - (long long)free2) >> 20);
+  free(wv), free(xv), free(yv);
+  rlx_graph_free(g);
+}
+
 /* ---------------------------------------------------------------- hybrid */
 
 static void test_hybrid(void) {
@@ -1313,6 +1353,7 @@ int main(void) {
   test_params();
   test_kept_state();
   test_shared_params();
+  test_freed_params_released();
   test_attention();
   test_matmul();
   test_gemv();

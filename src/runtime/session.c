@@ -66,10 +66,19 @@ static int graph_has_sym_leaves(const rlx_graph *g) {
   return 0;
 }
 
+/* A freed session's plans wait in the compile cache for the next session
+ * of the graph only while its params' device copy (which they hold) is at
+ * most this: a freed LLM must give its weights' device memory back. */
+#define SESSION_IDLE_PARAMS_MAX ((size_t)1 << 30)
+
 void rlx_session_free(rlx_session *s) {
   if (!s) return;
   /* The plans wait in the compile cache for the next session of this graph. */
-  for (int i = 0; i < s->n_plans; i++) rt_cache_put_plan(s->compiled, s->opt.threads, &s->plans[i]);
+  rlx_session_stats mem = {0};
+  if (s->n_plans) s->backend->memory_stats(s->plans[0].plan, &mem);
+  for (int i = 0; i < s->n_plans; i++)
+    if (mem.param_device_bytes <= SESSION_IDLE_PARAMS_MAX) rt_cache_put_plan(s->compiled, s->opt.threads, &s->plans[i]);
+    else rt_plan_free(s->backend, &s->plans[i]);
   free(s->plans);
   free(s->plan_run);
   rt_store_unclaim(s->store); /* its idle plans may go to a later session */

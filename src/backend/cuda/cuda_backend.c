@@ -253,6 +253,7 @@ typedef struct {
   cuda_step *steps;
   int n_steps, cap_steps;
   int64_t launches;            /* steps a run issues (not folded): rlx_session_stats.device_launches */
+  size_t store_bytes;          /* of the store entries it reads: rlx_session_stats.param_device_bytes */
   void *workspace;             /* cuBLASLt, shared by the plan's GEMMs */
   void *scratch;               /* dequantized weights for large-M DequantMatMul, or quantized x for small M */
   size_t scratch_bytes;
@@ -2159,6 +2160,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
       if (bytes && n->op == RLX_OP_Param && pl->store) {
         if ((st = cuda_store_get(pl->store, n->a.name, bytes, &pl->entry[i]))) goto fail;
         pl->leaf_dev[i] = pl->entry[i]->dev;
+        pl->store_bytes += bytes;
       } else if (pl->in_off[i] != SIZE_MAX) {
         pl->leaf_dev[i] = pl->in_dev + pl->in_off[i];
       } else if (bytes) {
@@ -2190,6 +2192,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
         snprintf(name, sizeof name, "rlx.folded.%016llx", (unsigned long long)fold_key[i]);
         if ((st = cuda_store_get(pl->store, name, total, &pl->entry[i]))) goto fail;
         pl->folded_dev[i] = pl->entry[i]->dev;
+        pl->store_bytes += total;
       } else if ((st = alloc_dev(&pl->folded_dev[i], total, "a folded parameter"))) {
         goto fail;
       }
@@ -2372,6 +2375,7 @@ static void cuda_memory_stats(const void *p, rlx_session_stats *st) {
   st->views = m->n_views;
   st->in_place = m->n_inplace;
   st->device_launches = pl->launches;
+  st->param_device_bytes = pl->store_bytes;
 }
 
 const rlx_backend rlx_cuda_backend = {"cuda",          cuda_claims,        cuda_compile,
