@@ -73,11 +73,13 @@ static int graph_has_sym_leaves(const rlx_graph *g) {
 
 void rlx_session_free(rlx_session *s) {
   if (!s) return;
-  /* The plans wait in the compile cache for the next session of this graph. */
+  /* The plans wait in the compile cache for the next session of this
+   * graph, unless they would hold large params on the device. */
   rlx_session_stats mem = {0};
   if (s->n_plans) s->backend->memory_stats(s->plans[0].plan, &mem);
+  const int keep = mem.param_device_bytes <= SESSION_IDLE_PARAMS_MAX;
   for (int i = 0; i < s->n_plans; i++)
-    if (mem.param_device_bytes <= SESSION_IDLE_PARAMS_MAX) rt_cache_put_plan(s->compiled, s->opt.threads, &s->plans[i]);
+    if (keep) rt_cache_put_plan(s->compiled, s->opt.threads, &s->plans[i]);
     else rt_plan_free(s->backend, &s->plans[i]);
   free(s->plans);
   free(s->plan_run);

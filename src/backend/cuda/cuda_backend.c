@@ -1118,13 +1118,6 @@ static const void *glu_weight(cuda_plan *pl, const ir_node *p) {
   return trans ? w : NULL;
 }
 
-/* Product n (the first of a gate|up pair that mark_glu_regions chose, d
- * taken by the GEMV) and its partner as one glu launch writing their
- * region's output: 1 (emitted, the partner and the region marked done), 0
- * where the buffers do not allow it (the region's output overlaps x: the
- * planner may give it the bytes of an x that dies at the second product)
- * or the partner's weight is not aligned for the kernel; both products
- * and the region then lower as they are. */
 /* 1 when node id is a Constant whose bytes are all zero (an RmsNorm's
  * beta that the LLM graphs give as zeros). */
 static int zero_constant(const rlx_graph *g, rlx_node id) {
@@ -1149,12 +1142,12 @@ static int zero_constant(const rlx_graph *g, rlx_node id) {
 static int take_norm(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, const void *out, cu_gemv_args *a) {
   cuda_step *s = pl->gemv_norm ? joinable_step(pl, n, ST_NORM) : NULL;
   const cu_norm_args *na = s ? s->args : NULL;
+  const ir_node *norm = s ? &pl->g->nodes[s->node] : NULL;
+  const size_t x_bytes = (size_t)(d->M * d->K) * elem_size(d->dtype), out_bytes = (size_t)(d->M * d->N) * elem_size(d->dtype);
   if (!na || !d->b_trans || !na->rms || na->res || na->bias || na->out != d->a || na->rows != d->M || na->len != d->K ||
-      na->dtype != (int)d->dtype || pl->g->nodes[s->node].op != RLX_OP_RmsNorm ||
-      (pl->g->nodes[s->node].n_in > 2 && !zero_constant(pl->g, pl->g->nodes[s->node].in[2])) ||
-      ((uintptr_t)na->x | (uintptr_t)na->gamma | (uintptr_t)na->out) % 16 ||
-      ranges_overlap(na->x, (size_t)(d->M * d->K) * elem_size(d->dtype), na->out, (size_t)(d->M * d->K) * elem_size(d->dtype)) ||
-      ranges_overlap(na->x, (size_t)(d->M * d->K) * elem_size(d->dtype), out, (size_t)(d->M * d->N) * elem_size(d->dtype)))
+      na->dtype != (int)d->dtype || norm->op != RLX_OP_RmsNorm || (norm->n_in > 2 && !zero_constant(pl->g, norm->in[2])) ||
+      ((uintptr_t)na->x | (uintptr_t)na->gamma | (uintptr_t)na->out) % 16 || ranges_overlap(na->x, x_bytes, na->out, x_bytes) ||
+      ranges_overlap(na->x, x_bytes, out, out_bytes))
     return 0;
   a->norm = 1, a->norm_x = na->x, a->norm_gamma = na->gamma, a->norm_eps = na->eps;
   free(s->args);
@@ -1168,6 +1161,13 @@ static int norm_overlaps(const cu_gemv_args *a, const void *p, size_t bytes) {
   return a->norm && ranges_overlap(a->norm_x, (size_t)(a->M * a->K) * elem_size((rlx_dtype)a->dtype), p, bytes);
 }
 
+/* Product n (the first of a gate|up pair that mark_glu_regions chose, d
+ * taken by the GEMV) and its partner as one glu launch writing their
+ * region's output: 1 (emitted, the partner and the region marked done), 0
+ * where the buffers do not allow it (the region's output overlaps x: the
+ * planner may give it the bytes of an x that dies at the second product)
+ * or the partner's weight is not aligned for the kernel; both products
+ * and the region then lower as they are. */
 static int emit_glu_gemv(cuda_plan *pl, const ir_node *n, const cuda_gemm_desc *d, rlx_dtype w_dtype, rlx_status *st) {
   const ir_node *r = &pl->g->nodes[pl->glu_region[n->id]];
   const ir_node *gate = &pl->g->nodes[r->in[0]], *up = &pl->g->nodes[r->in[1]];
