@@ -1,5 +1,5 @@
-/* env.c — the one reading of on/off environment switches (README.md,
- * "Environment switches"). */
+/* env.c — the one reading of on/off environment switches (docs/ENVIRONMENT.md
+ * lists them). */
 #include "ir.h"
 
 #include <stdlib.h>
