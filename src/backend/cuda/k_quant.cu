@@ -591,7 +591,7 @@ template <typename O> static int qmv_typed(const cu_qmv_args *a, cudaStream_t st
   }
 }
 
-/* Rows per warp: one. Session 4 planned one wave of warps (rows / 4224 a
+/* Rows per warp: one. An earlier plan gave one wave of warps (rows / 4224 a
  * warp, streamed as one run of chunks); on the H200 one row a warp was
  * faster at every shape bench_cuda_kernels measures (M = 1, TB/s of
  * weights, one wave -> one row a warp): q8_0 28672x4096 3.12 -> 3.57,
