@@ -36,6 +36,15 @@ typedef enum { RLX_OK = 0, RLX_ERR_INVALID, RLX_ERR_SHAPE, RLX_ERR_DTYPE,
 const char *rlx_status_name(rlx_status s);
 const char *rlx_last_error(void);      /* thread-local detail of the last failure */
 const char *rlx_version(void);
+/* The build and the machine, a few lines of text (static storage): the
+ * version and git commit, the build type, CUDA and sanitizers, the CPU
+ * features the kernels use and the CPU threads a session takes by
+ * default. `rlx --version` prints it. */
+const char *rlx_system_info(void);
+/* The CPU threads a session compiled with rlx_options.threads = requested
+ * runs on: requested, or (0) RLX_THREADS or every online core; at most
+ * the thread pool's size. */
+int rlx_cpu_threads(int requested);
 
 /* ---------------------------------------------------------------- dtypes */
 

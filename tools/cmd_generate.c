@@ -259,6 +259,30 @@ static int starts_with_bos(const rlx_tokenizer *tok, const char *text, size_t le
   return !memcmp(text, piece, n);
 }
 
+/* A prompt longer than this is prefilled on the CPU in pieces of this
+ * many tokens, with its progress on stderr when that is a terminal (a
+ * 2,000-token prompt takes seconds). The logits are the same bits as one
+ * prefill's: the CPU kernels compute each token's row alone, and the keys
+ * are read in the same blocks. The GPU's products may change algorithm
+ * with the row count, and its prefill is fast: it gets the prompt whole. */
+#define PREFILL_PIECE 512
+
+static rlx_status prefill(rlx_llm *m, rlx_device device, const int32_t *ids, int64_t n, float *logits) {
+  if (rlx_compile_device(device) == RLX_DEVICE_CUDA || n <= PREFILL_PIECE) return rlx_llm_eval(m, ids, n, 0, logits);
+  int tty = isatty(fileno(stderr));
+  for (int64_t done = 0; done < n; done += PREFILL_PIECE) {
+    if (tty) fprintf(stderr, "\rprefill: %lld / %lld tokens", (long long)done, (long long)n);
+    int64_t k = n - done < PREFILL_PIECE ? n - done : PREFILL_PIECE;
+    rlx_status st = rlx_llm_eval(m, ids + done, k, 0, logits);
+    if (st) {
+      if (tty) fputc('\n', stderr);
+      return st;
+    }
+  }
+  if (tty) fprintf(stderr, "\r%*s\r", 40, "");
+  return RLX_OK;
+}
+
 static long peak_rss_kb(void) {
   struct rusage ru;
   return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
@@ -347,15 +371,14 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
     fprintf(stderr, ", repeat penalty %g over %d", (double)o->sp.repeat_penalty, o->sp.repeat_last_n);
   fprintf(stderr, ", seed %llu\n", (unsigned long long)o->sp.seed);
 
-  text_stream ts = {{0}, 0};
-  if (!o->chat) stream_write(&ts, prompt, strlen(prompt), 0);
-
   double t0 = now(), c0 = cpu_now();
-  if ((st = rlx_llm_eval(m, ids, n_prompt, 0, logits))) {
+  if ((st = prefill(m, o->device, ids, n_prompt, logits))) {
     cli_fail(st, "generate: prefill");
     goto done;
   }
   double t_prefill = now() - t0, t_first = now(), c_prefill = cpu_now() - c0, c_first = cpu_now();
+  text_stream ts = {{0}, 0};
+  if (!o->chat) stream_write(&ts, prompt, strlen(prompt), 0);
   int64_t n_gen = 0, n_decode = 0;
   const char *stop = "the token limit (-n)";
   while (n_gen < o->n_predict) {
@@ -406,7 +429,8 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
             "\"prefill_cpu_s\": %.6f, \"decode_cpu_s\": %.6f, \"peak_rss_kb\": %ld, \"file_bytes\": %llu, "
             "\"threads\": %d, \"kv_cache_bytes\": %zu}\n",
             t_load, (long long)n_prompt, t_prefill, prefill_tps, (long long)n_gen, (long long)n_decode, t_decode,
-            decode_tps, c_prefill, c_decode, peak_rss_kb(), (unsigned long long)rlx_model_file_size(f), o->threads,
+            decode_tps, c_prefill, c_decode, peak_rss_kb(), (unsigned long long)rlx_model_file_size(f),
+            rlx_cpu_threads(o->threads),
             info.kv_cache_bytes);
   rc = 0;
 done:

@@ -49,7 +49,8 @@ static const char *usage =
     "      --threads N, --device cpu|cuda\n"
     "\n"
     "options:\n"
-    "  --version               print the version and exit\n"
+    "  --version               print the version, git commit, build options and\n"
+    "                          the CPU features the kernels use, and exit\n"
     "  --help, -h              print this help and exit\n"
     "\n"
     "environment:\n"
@@ -105,7 +106,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!strcmp(argv[1], "--version")) {
-    printf("rlx %s\n", rlx_version());
+    fputs(rlx_system_info(), stdout);
     return 0;
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

@@ -213,13 +213,16 @@ static void pool_start(void) {
   }
 }
 
+int rlx_cpu_threads(int requested) {
+  pthread_once(&pool_once, pool_start);
+  if (requested <= 0) requested = default_threads();
+  return requested > pool.n_workers + 1 ? pool.n_workers + 1 : requested;
+}
+
 cpu_ctx *cpu_ctx_new(int threads) {
   cpu_ctx *c = malloc(sizeof *c);
   if (!c) return NULL;
-  pthread_once(&pool_once, pool_start);
-  if (threads <= 0) threads = default_threads();
-  if (threads > pool.n_workers + 1) threads = pool.n_workers + 1;
-  c->threads = threads;
+  c->threads = rlx_cpu_threads(threads);
   return c;
 }
 

@@ -1,0 +1,29 @@
+# build_info.cmake — what rlx_system_info() (`rlx --version`) says about
+# the build: the git commit at configure time, the build type, sanitizers,
+# the CUDA architectures. Definitions of src/runtime/system_info.c alone,
+# so a new commit recompiles that one file (after the next configure).
+find_package(Git QUIET)
+set(RLX_GIT_COMMIT unknown)
+if(GIT_FOUND AND EXISTS ${PROJECT_SOURCE_DIR}/.git)
+  execute_process(COMMAND ${GIT_EXECUTABLE} -C ${PROJECT_SOURCE_DIR} describe --always --dirty --abbrev=12
+                  OUTPUT_VARIABLE RLX_GIT_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(NOT RLX_GIT_COMMIT)
+    set(RLX_GIT_COMMIT unknown)
+  endif()
+  if(EXISTS ${PROJECT_SOURCE_DIR}/.git/logs/HEAD)  # configure again after a commit
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/.git/logs/HEAD)
+  endif()
+endif()
+set(RLX_INFO_DEFS RLX_GIT_COMMIT="${RLX_GIT_COMMIT}" RLX_BUILD_TYPE="${CMAKE_BUILD_TYPE}")
+if(RLX_SANITIZE)
+  list(APPEND RLX_INFO_DEFS RLX_BUILD_SANITIZE=1)
+endif()
+if(RLX_HAVE_CUDA)
+  list(APPEND RLX_INFO_DEFS RLX_CUDA_ARCHS="${CMAKE_CUDA_ARCHITECTURES}")
+endif()
+set(RLX_INFO_DIRS ${PROJECT_SOURCE_DIR})
+if(RLX_BUILD_TESTS)
+  list(APPEND RLX_INFO_DIRS ${PROJECT_SOURCE_DIR}/tests)  # the fuzz build compiles the sources again
+endif()
+set_source_files_properties(src/runtime/system_info.c DIRECTORY ${RLX_INFO_DIRS}
+  PROPERTIES COMPILE_DEFINITIONS "${RLX_INFO_DEFS}")
