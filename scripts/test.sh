@@ -10,7 +10,7 @@
 #      any sanitizer report fails the run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh test
 jobs=$(nproc)
 
 echo "== gcc release build and tests"
