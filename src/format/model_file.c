@@ -2,6 +2,7 @@
  * the checks GGUF and safetensors share, name lookup, and the public
  * accessors of tensors and metadata. */
 #include "format.h"
+#include "../ir/hash.h"
 
 #include <float.h>
 #include <math.h>
@@ -85,11 +86,7 @@ typedef const char *(*name_at_fn)(const rlx_model_file *f, int64_t i);
 static const char *meta_key_at(const rlx_model_file *f, int64_t i) { return f->meta[i].key; }
 static const char *tensor_name_at(const rlx_model_file *f, int64_t i) { return f->tensors[i].name; }
 
-static uint64_t hash_name(const char *s) { /* FNV-1a */
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  return h;
-}
+static uint64_t hash_name(const char *s) { return ir_hash_str(s); }
 
 /* Position of name in the index, or -1. */
 static int64_t index_find(const rlx_model_file *f, const fmt_index *ix, name_at_fn name_at, const char *name) {

@@ -1,15 +1,13 @@
 /* name_set.c — a set of a graph's named nodes, keyed by the name
- * (ir_name_set in ir.h): linear probing over node ids, grown at half full. */
+ * (ir_name_set in ir.h): linear probing over node ids, grown at half full,
+ * placed by the keyed hash (hash.h) so that no set of names is slow. */
+#include "hash.h"
 #include "ir.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t name_hash(const char *s) { /* FNV-1a */
-  uint32_t h = 2166136261u;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
-  return h;
-}
+static uint32_t name_hash(const char *s) { return (uint32_t)ir_hash_str(s); }
 
 int ir_name_set_find(const ir_name_set *s, const rlx_graph *g, const char *name) {
   if (!s->cap) return -1;

@@ -22,6 +22,7 @@
  * number has a bound instead, and every syntax error is RLX_ERR_FORMAT with
  * "line L, col C: ..." in rlx_last_error().
  */
+#include "hash.h"
 #include "ir.h"
 
 #include <errno.h>
@@ -580,11 +581,11 @@ static char *decode_str(const tok *t) {
   return s;
 }
 
-/* Label table (labels are arbitrary non-negative int64, so hashed). */
+/* Label table (labels are arbitrary non-negative int64, so hashed, keyed:
+ * the file chooses them). */
 static label_slot *label_slot_for(const parser *P, int64_t label) {
-  uint64_t h = (uint64_t)label * 0x9e3779b97f4a7c15ull;
   size_t mask = P->cap_labels - 1;
-  for (size_t i = (size_t)(h ^ (h >> 29)) & mask;; i = (i + 1) & mask)
+  for (size_t i = (size_t)ir_hash_u64((uint64_t)label) & mask;; i = (i + 1) & mask)
     if (P->labels[i].label == label || P->labels[i].label < 0) return &P->labels[i];
 }
 

@@ -4,6 +4,7 @@
  * in the text) and the public encode/decode API. */
 #include "tokenizer.h"
 
+#include "ir/hash.h"
 #include "ir/ir.h"
 
 #include <stdio.h>
@@ -41,11 +42,7 @@ int tok_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
 
 /* ---------------------------------------------------------------- text -> id map */
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-  return h ^ (h >> 29);
-}
+static uint64_t hash_bytes(const char *s, size_t n) { return ir_hash_bytes(s, n); }
 
 int32_t tok_lookup(const rlx_tokenizer *t, const char *s, size_t len) {
   for (uint64_t i = hash_bytes(s, len) & t->map.mask;; i = (i + 1) & t->map.mask) {

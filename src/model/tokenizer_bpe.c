@@ -5,6 +5,7 @@
  * with a heap, as Hugging Face's BPE model applies them. */
 #include "tokenizer.h"
 
+#include "ir/hash.h"
 #include "ir/ir.h"
 
 #include <stdio.h>
@@ -59,11 +60,7 @@ long tok_bpe_unspell(const char *s, size_t len, char *out) {
 
 static uint64_t pair_key(int32_t l, int32_t r) { return ((uint64_t)(uint32_t)l << 32 | (uint32_t)r) + 1; }
 
-static uint64_t mix(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  return k ^ (k >> 33);
-}
+static uint64_t mix(uint64_t k) { return ir_hash_u64(k); }
 
 static const tok_merge *find_merge(const rlx_tokenizer *t, int32_t l, int32_t r) {
   uint64_t key = pair_key(l, r);
