@@ -26,6 +26,12 @@ extern "C" {
 
 #define RLX_VERSION "0.1.0"
 #define RLX_MAX_RANK 8
+/* The largest tensor: no static dim, element count or byte size of any
+ * tensor (a graph's node, a bound input, a KV cache) may exceed 2^40
+ * (1 TiB). Builders, the text parser and the session reject a larger one
+ * with RLX_ERR_SHAPE naming the op and the shapes; within it, every size
+ * and index the kernels compute fits in 64 bits. */
+#define RLX_MAX_TENSOR_BYTES ((int64_t)1 << 40)
 
 /* ---------------------------------------------------------------- status */
 
@@ -55,8 +61,12 @@ typedef enum { RLX_F32, RLX_F16, RLX_BF16, RLX_F64, RLX_I8, RLX_U8, RLX_I32,
 
 const char *rlx_dtype_name(rlx_dtype t);     /* "f32", "q4_k", ... */
 /* Bytes of a tensor of numel elements (block types: numel must be a whole
- * number of blocks; returns 0 otherwise). */
+ * number of blocks; returns 0 otherwise, and when numel or the bytes
+ * exceed RLX_MAX_TENSOR_BYTES). */
 size_t rlx_dtype_nbytes(rlx_dtype t, int64_t numel);
+/* Element count of a static shape; -1 when rank or a dim is negative or
+ * the count exceeds RLX_MAX_TENSOR_BYTES (checked, no overflow). */
+int64_t rlx_shape_numel(int rank, const int64_t *dims);
 int    rlx_dtype_block_size(rlx_dtype t);    /* elements per block; 1 for plain types */
 int    rlx_dtype_is_block(rlx_dtype t);      /* a GGUF block type */
 /* IEEE half and bfloat16 conversions (round to nearest even). */
@@ -401,6 +411,13 @@ rlx_status rlx_train_graph(const rlx_graph *g, rlx_node loss, int n_params, cons
  * (a GGUF file aligned to 1 or 2, a hand-made safetensors file), copy it
  * with rlx_set_param() instead. Block dtypes are read bytewise.
  *
+ * The file must not shrink while it is open: a read of a mapped page past
+ * its new end is SIGBUS, which kills the process. Replace a model file by
+ * writing a new one and renaming it over the old (the open file keeps the
+ * old bytes); never truncate it or rewrite it in place. rlx_llm_eval calls
+ * rlx_model_file_check before each run, so a shrink between runs is an
+ * error; one during a run cannot be caught.
+ *
  * Shapes are in rlx order, outermost first. GGUF lists its dims innermost
  * first (ne[0] is the row length), so they are reversed here: a GGUF tensor
  * with ne = [K, N] (N rows of K elements) has dims [N, K], which is exactly
@@ -461,6 +478,9 @@ rlx_status rlx_model_file_open(const char *path, rlx_model_file **out);
  * stay valid and unchanged until the file is closed. */
 rlx_status rlx_model_file_open_memory(const void *data, size_t size, rlx_model_file **out);
 void       rlx_model_file_close(rlx_model_file *f);
+/* RLX_ERR_IO, naming the file, if a mapped file is now shorter than when it
+ * was opened (its tensor data can no longer be read); RLX_OK otherwise. */
+rlx_status rlx_model_file_check(const rlx_model_file *f);
 
 rlx_file_format rlx_model_file_format(const rlx_model_file *f);
 const char *rlx_file_format_name(rlx_file_format format);   /* "GGUF", "safetensors" */
@@ -654,6 +674,75 @@ typedef struct {
 rlx_status rlx_compile_cache_get_stats(rlx_compile_cache_stats *out);
 /* Drops every graph and idle plan held (live sessions keep theirs). */
 void       rlx_compile_cache_clear(void);
+
+/* ------------------------------------------------- models (src/onnx/) */
+/* A model file read as a graph plus its weights, in a format-neutral
+ * object: today ONNX (told apart by content, not by name); other formats
+ * (GGUF, Hugging Face folders) are meant to load through the same calls.
+ *
+ *   rlx_model *m;   rlx_session *s;
+ *   if (rlx_model_load("resnet50.onnx", NULL, &m)) die(rlx_last_error());
+ *   rlx_model_compile(m, NULL, &s);                 // weights already bound
+ *   rlx_set_input(s, rlx_model_input_name(m, 0), x, nbytes);
+ *   rlx_run(s);  rlx_output(s, 0, y, ybytes);
+ *   rlx_session_free(s);  rlx_model_free(m);
+ *
+ * Loading reads and checks the whole file (every length, count and offset;
+ * external data files, which must lie inside the model's folder) but builds
+ * no graph: rlx_model_graph() and rlx_model_compile() import it on first
+ * use, so a model with ops rlx cannot run still loads and can be described
+ * (rlx_model_summary). An op rlx cannot import is RLX_ERR_UNSUPPORTED
+ * naming the op type, domain, opset and node. Weights are used in place
+ * from the mapped file where aligned (else copied once, owned by the
+ * model): the model must outlive its sessions.
+ *
+ * Symbolic dims (ONNX dim_param) are symbolic dims of the graph; bind them
+ * at run time with rlx_set_input_shaped, or at load time with bind_names /
+ * bind_values, which also folds the shape computations that depend on them
+ * (one graph per binding).
+ *
+ * Threads: load, free and the first rlx_model_graph/rlx_model_compile
+ * must not race with other calls on the same model; after that the
+ * queries and rlx_model_compile may be called from any number of threads.
+ * Each session is used by one thread at a time, as any session. */
+typedef struct rlx_model rlx_model;
+typedef enum { RLX_MODEL_ONNX, RLX_MODEL_FORMAT_COUNT } rlx_model_format;
+typedef struct {
+  int n_bind;                       /* symbolic dims fixed at load (0: none) */
+  const char *const *bind_names;    /* n_bind dim names (ONNX dim_param) */
+  const int64_t *bind_values;       /* n_bind values > 0 */
+} rlx_model_options;
+
+/* opt may be NULL. *out is NULL on failure. */
+rlx_status rlx_model_load(const char *path, const rlx_model_options *opt, rlx_model **out);
+/* The same over bytes in memory, which are borrowed: they must stay valid
+ * and unchanged until the model is freed. External data is refused (there
+ * is no folder to read it from). */
+rlx_status rlx_model_load_memory(const void *data, size_t size, const rlx_model_options *opt,
+                                 rlx_model **out);
+void       rlx_model_free(rlx_model *m);
+rlx_model_format rlx_model_get_format(const rlx_model *m);
+const char *rlx_model_format_name(rlx_model_format f);        /* "ONNX" */
+/* The graph (imported on first call; owned by the model). Its Inputs are
+ * the model's inputs, its Params the weights, named as in the file. */
+rlx_status rlx_model_graph(rlx_model *m, const rlx_graph **out);
+/* Compiles the graph and binds every param; opt may be NULL (defaults). */
+rlx_status rlx_model_compile(rlx_model *m, const rlx_options *opt, rlx_session **out);
+/* Inputs (those without a weight) and outputs, as the file declares them.
+ * *_type returns the rank (-1 for a bad index); dtype RLX_DTYPE_COUNT is a
+ * type rlx has no dtype for; dims may be NULL; a symbolic dim comes back as
+ * its token, named by rlx_model_dim_name ("batch"), an unknown one as -1. */
+int         rlx_model_num_inputs(const rlx_model *m);
+int         rlx_model_num_outputs(const rlx_model *m);
+const char *rlx_model_input_name(const rlx_model *m, int i);   /* NULL for a bad i */
+const char *rlx_model_output_name(const rlx_model *m, int i);
+int         rlx_model_input_type(const rlx_model *m, int i, rlx_dtype *dtype, int64_t *dims);
+int         rlx_model_output_type(const rlx_model *m, int i, rlx_dtype *dtype, int64_t *dims);
+const char *rlx_model_dim_name(const rlx_model *m, int64_t dim);  /* NULL for a static dim */
+/* Text: format, producer, opsets, inputs and outputs with shapes, a
+ * histogram of op types, and each op type rlx cannot import (with why).
+ * Caller frees with free(); NULL on allocation failure. */
+char       *rlx_model_summary(const rlx_model *m);
 
 
 /* ------------------------------------------------------ LLMs (src/model/) */

@@ -5,11 +5,17 @@
 #include "rlx.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* Reads a whole file into a NUL-terminated malloc'ed buffer; NULL (and a
  * message on stderr) on failure. */
 char *cli_read_file(const char *path, size_t *len);
-/* Prints "rlx: error: STATUS: last error" and returns exit code 1. */
+/* Text from a file made safe to print (cli_escape.c): control bytes, DEL
+ * and invalid UTF-8 as \xNN; quoted: '"' and '\\' escaped too. */
+void cli_put_escaped(FILE *out, const char *s, size_t len, int quoted);
+/* s escaped into buf (cap >= 8 bytes; cut with "..." where it does not fit). */
+const char *cli_escape(const char *s, char *buf, size_t cap);
+/* Prints "rlx: error: STATUS: last error" (escaped) and returns exit code 1. */
 int cli_fail(rlx_status st, const char *what);
 
 int cmd_graph(int argc, char **argv);

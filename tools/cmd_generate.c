@@ -259,6 +259,25 @@ static int starts_with_bos(const rlx_tokenizer *tok, const char *text, size_t le
   return !memcmp(text, piece, n);
 }
 
+/* Writes the text of token t, of any length (a piece that does not fit the
+ * buffer on the stack is asked for again into one of its size); 1 and a
+ * message on failure. */
+static int write_token(text_stream *ts, const rlx_tokenizer *tok, int32_t t) {
+  char small[256], *piece = small;
+  size_t n;
+  rlx_status st = rlx_token_to_piece(tok, t, 0, piece, sizeof small, &n);
+  if (st == RLX_ERR_INVALID && n > sizeof small) {
+    if (!(piece = malloc(n))) {
+      fprintf(stderr, "rlx: error: generate: out of memory for the %zu bytes of token %d\n", n, t);
+      return 1;
+    }
+    st = rlx_token_to_piece(tok, t, 0, piece, n, &n);
+  }
+  if (st == RLX_OK) stream_write(ts, piece, n, 0);
+  if (piece != small) free(piece);
+  return st ? cli_fail(st, "generate: token text") : 0;
+}
+
 /* A prompt longer than this is prefilled on the CPU in pieces of this
  * many tokens, with its progress on stderr when that is a terminal (a
  * 2,000-token prompt takes seconds). The logits are the same bits as one
@@ -392,10 +411,7 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
       stop = "an end-of-generation token";
       break;
     }
-    char piece[256];
-    size_t plen;
-    st = rlx_token_to_piece(tok, t, 0, piece, sizeof piece, &plen);
-    if (st == RLX_OK) stream_write(&ts, piece, plen, 0);
+    if (write_token(&ts, tok, t)) goto done;
     if (n_gen == o->n_predict) break;
     if (rlx_llm_n_past(m) >= info.n_ctx) {
       stop = "the end of the context (--ctx)";
@@ -561,7 +577,14 @@ int cmd_generate(int argc, char **argv) {
     o.sp.seed = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
   }
   char *file_prompt = NULL;
-  if (o.prompt_file && !(file_prompt = cli_read_file(o.prompt_file, NULL))) return 1;
+  size_t file_len = 0;
+  if (o.prompt_file && !(file_prompt = cli_read_file(o.prompt_file, &file_len))) return 1;
+  if (file_prompt && strlen(file_prompt) != file_len) { /* the prompt is a C string from here on */
+    fprintf(stderr, "rlx: error: generate: %s has a NUL byte at offset %zu; a prompt is text\n", o.prompt_file,
+            strlen(file_prompt));
+    free(file_prompt);
+    return 1;
+  }
   char default_path[8192];
   const char *model = o.model;
   int rc = 1;

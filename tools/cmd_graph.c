@@ -81,7 +81,8 @@ static void print_dims(const rlx_graph *g, int rank, const int64_t *dims) {
   printf("[");
   for (int i = 0; i < rank; i++) {
     const char *sym = rlx_dim_name(g, dims[i]);
-    if (sym) printf("%s%s", i ? "," : "", sym);
+    char esc[256];
+    if (sym) printf("%s%s", i ? "," : "", cli_escape(sym, esc, sizeof esc));
     else printf("%s%" PRId64, i ? "," : "", dims[i]);
   }
   printf("]");

@@ -12,34 +12,16 @@
 #define SHORT_STRING 64   /* bytes of a string shown before "..." */
 #define SHORT_ARRAY 5     /* elements of an array shown before "..." */
 
-static int full_output;
+#define NAME_CAP 1024   /* bytes of an escaped key or tensor name shown */
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static int utf8_seq(const unsigned char *s, size_t n) {
-  int len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-          : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-  if (!len || (size_t)len > n) return 0;
-  for (int i = 1; i < len; i++)
-    if ((s[i] & 0xc0) != 0x80) return 0;
-  return len;
-}
+static int full_output;
 
 /* A string in double quotes: control bytes, quotes and invalid UTF-8
  * escaped; abbreviated past SHORT_STRING bytes. */
 static void print_string(const char *s, size_t len) {
-  const unsigned char *u = (const unsigned char *)s;
   size_t shown = !full_output && len > SHORT_STRING ? SHORT_STRING - 4 : len;
   putchar('"');
-  for (size_t i = 0; i < shown;) {
-    unsigned char c = u[i];
-    int l = utf8_seq(u + i, len - i);
-    if (c == '"' || c == '\\') printf("\\%c", c), i++;
-    else if (c == '\n') fputs("\\n", stdout), i++;
-    else if (c == '\t') fputs("\\t", stdout), i++;
-    else if (c == '\r') fputs("\\r", stdout), i++;
-    else if (c < 0x20 || c == 0x7f || !l) printf("\\x%02x", c), i++;
-    else fwrite(u + i, 1, (size_t)l, stdout), i += (size_t)l;
-  }
+  cli_put_escaped(stdout, s, shown, 1);
   putchar('"');
   if (shown < len) printf("... (%zu bytes)", len);
 }
@@ -115,12 +97,14 @@ static void print_model(const rlx_model_file *f) {
   rlx_llm_info mi;
   printf("\nmodel (as rlx generate builds it):\n");
   if (rlx_llm_describe(f, &mi) != RLX_OK) {
-    printf("  not runnable: %s\n", rlx_last_error());
+    char msg[4096];
+    printf("  not runnable: %s\n", cli_escape(rlx_last_error(), msg, sizeof msg));
     return;
   }
+  char arch[sizeof mi.arch * 4];
   printf("  %s: %lld layers, embedding %lld, feed-forward %lld, %lld heads of %lld (%lld kv heads), vocab %lld\n",
-         mi.arch, (long long)mi.n_layer, (long long)mi.n_embd, (long long)mi.n_ff, (long long)mi.n_head,
-         (long long)mi.head_dim, (long long)mi.n_head_kv, (long long)mi.n_vocab);
+         cli_escape(mi.arch, arch, sizeof arch), (long long)mi.n_layer, (long long)mi.n_embd, (long long)mi.n_ff,
+         (long long)mi.n_head, (long long)mi.head_dim, (long long)mi.n_head_kv, (long long)mi.n_vocab);
   printf("  context: trained %lld; rlx generate's default %lld (KV cache %.1f MiB as f32, %.1f MiB as f16)\n",
          (long long)mi.n_ctx_train, (long long)mi.n_ctx, (double)mi.kv_cache_bytes / 1048576.0,
          (double)mi.kv_cache_bytes / 2097152.0);
@@ -176,7 +160,8 @@ static int print_file(const char *path) {
     unsupported += !t.supported;
     data_bytes += t.nbytes;
     shape_label(&t, shape, sizeof shape);
-    if (strlen(t.name) > name_w) name_w = strlen(t.name);
+    char name[NAME_CAP];
+    if (strlen(cli_escape(t.name, name, sizeof name)) > name_w) name_w = strlen(name);
     if (strlen(t.type_name) + !t.supported > type_w) type_w = strlen(t.type_name) + !t.supported;
     if (strlen(shape) > shape_w) shape_w = strlen(shape);
   }
@@ -199,14 +184,15 @@ static int print_file(const char *path) {
 
   size_t key_w = 0;
   for (int64_t i = 0; i < n_meta; i++) {
-    size_t l = strlen(rlx_meta_key(f, i, NULL));
+    char key[NAME_CAP];
+    size_t l = strlen(cli_escape(rlx_meta_key(f, i, NULL), key, sizeof key));
     if (l > key_w) key_w = l;
   }
   if (key_w > 48) key_w = 48;
   for (int64_t i = 0; i < n_meta; i++) {
     rlx_meta_value v;
-    char type[48];
-    const char *key = rlx_meta_key(f, i, &v);
+    char type[48], key[NAME_CAP];
+    cli_escape(rlx_meta_key(f, i, &v), key, sizeof key);
     type_label(&v, type, sizeof type);
     printf("  %-*s  %-14s ", (int)key_w, key, type);
     print_value(&v, 0);
@@ -219,11 +205,12 @@ static int print_file(const char *path) {
          "shape", "offset", "bytes");
   for (int64_t i = 0; i < n_tensors; i++) {
     rlx_file_tensor t;
-    char shape[256], type[40];
+    char shape[256], type[40], name[NAME_CAP];
     rlx_model_file_tensor(f, i, &t);
+    cli_escape(t.name, name, sizeof name);
     shape_label(&t, shape, sizeof shape);
     snprintf(type, sizeof type, "%s%s", t.type_name, t.supported ? "" : "*");
-    printf("  %-6" PRId64 " %-*s  %-*s  %-*s  %12" PRIu64 "  %12zu\n", i, (int)name_w, t.name, (int)type_w, type,
+    printf("  %-6" PRId64 " %-*s  %-*s  %-*s  %12" PRIu64 "  %12zu\n", i, (int)name_w, name, (int)type_w, type,
            (int)shape_w, shape, t.offset, t.nbytes);
   }
   if (unsupported) printf("  * a type rlx cannot compute with (the tensor is listed and its data located)\n");

@@ -96,7 +96,8 @@ char *cli_read_file(const char *path, size_t *len) {
 }
 
 int cli_fail(rlx_status st, const char *what) {
-  fprintf(stderr, "rlx: error: %s: %s: %s\n", what, rlx_status_name(st), rlx_last_error());
+  char msg[4096]; /* messages quote names from files: escaped */
+  fprintf(stderr, "rlx: error: %s: %s: %s\n", what, rlx_status_name(st), cli_escape(rlx_last_error(), msg, sizeof msg));
   return 1;
 }
 

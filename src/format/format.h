@@ -20,10 +20,18 @@
 typedef struct {
   const uint8_t *data;   /* NULL for an empty file */
   size_t size;
+  int watched, fd;       /* fmt_map_file_watched: the file, kept open to check its size */
 } fmt_mapping;
 
 /* Maps a regular file read-only, private. RLX_ERR_IO with a message on failure. */
 rlx_status fmt_map_file(const char *path, fmt_mapping *m);
+/* The same, keeping the file open so that fmt_mapping_check can tell
+ * whether it shrank under the mapping (a read past its new end would be
+ * SIGBUS). */
+rlx_status fmt_map_file_watched(const char *path, fmt_mapping *m);
+/* RLX_ERR_IO naming the file if a watched mapping's file is now shorter
+ * than the mapping; RLX_OK otherwise (and for unwatched mappings). */
+rlx_status fmt_mapping_check(const fmt_mapping *m, const char *name);
 void       fmt_unmap(fmt_mapping *m);
 
 

@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-rlx_status fmt_map_file(const char *path, fmt_mapping *m) {
+static rlx_status map_file(const char *path, fmt_mapping *m, int watch) {
   m->data = NULL;
   m->size = 0;
+  m->watched = 0;
+  m->fd = -1;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return rlx_set_error(RLX_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
@@ -33,12 +35,31 @@ rlx_status fmt_map_file(const char *path, fmt_mapping *m) {
       m->size = (size_t)st.st_size;
     }
   }
-  close(fd);  /* the mapping keeps the file */
+  if (watch && m->data) {
+    m->watched = 1;
+    m->fd = fd;
+  } else {
+    close(fd);  /* the mapping keeps the file */
+  }
   return status;
+}
+
+rlx_status fmt_map_file(const char *path, fmt_mapping *m) { return map_file(path, m, 0); }
+rlx_status fmt_map_file_watched(const char *path, fmt_mapping *m) { return map_file(path, m, 1); }
+
+rlx_status fmt_mapping_check(const fmt_mapping *m, const char *name) {
+  struct stat st;
+  if (!m->watched || fstat(m->fd, &st) != 0 || (uint64_t)st.st_size >= (uint64_t)m->size) return RLX_OK;
+  return rlx_set_error(RLX_ERR_IO,
+                       "%s: the file shrank from %zu to %lld bytes while mapped (truncated or rewritten in place); "
+                       "its data can no longer be read: reopen it", name, m->size, (long long)st.st_size);
 }
 
 void fmt_unmap(fmt_mapping *m) {
   if (m->data) munmap((void *)m->data, m->size);
+  if (m->watched) close(m->fd);
   m->data = NULL;
   m->size = 0;
+  m->watched = 0;
+  m->fd = -1;
 }

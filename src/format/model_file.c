@@ -232,7 +232,7 @@ rlx_status rlx_model_file_open(const char *path, rlx_model_file **out) {
   if (!path) return rlx_set_error(RLX_ERR_INVALID, "rlx_model_file_open: path is NULL");
   rlx_model_file *f = file_new(path);
   if (!f) return rlx_set_error(RLX_ERR_NOMEM, "rlx_model_file_open: out of memory");
-  rlx_status st = fmt_map_file(path, &f->map);
+  rlx_status st = fmt_map_file_watched(path, &f->map);
   if (st) {
     rlx_model_file_close(f);
     return st;
@@ -267,6 +267,11 @@ void rlx_model_file_close(rlx_model_file *f) {
     free(c);
   }
   free(f);
+}
+
+rlx_status rlx_model_file_check(const rlx_model_file *f) {
+  if (!f) return rlx_set_error(RLX_ERR_INVALID, "rlx_model_file_check: f is NULL");
+  return f->mapped ? fmt_mapping_check(&f->map, f->name) : RLX_OK;
 }
 
 /* ---------------------------------------------------------------- file properties */

@@ -447,7 +447,7 @@ rlx_status rlx_token_to_piece(const rlx_tokenizer *t, int32_t id, int render_spe
   if (st) return st;
   size_t len;
   const char *p = piece_of(t, id, render_special, &len);
-  memcpy(buf, p, len < cap ? len : cap);
+  if (cap) memcpy(buf, p, len < cap ? len : cap); /* cap 0: a size query, buf may be NULL */
   return finish_bytes("rlx_token_to_piece", len, buf, cap, n_out);
 }
 

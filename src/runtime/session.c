@@ -10,6 +10,7 @@
 #include "partition.h"
 #include "runtime.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,7 @@ struct rlx_session {
   rlx_node *assigns;
   int n_assigns;
   rlx_session_stats stats;
+  atomic_int in_use;      /* a call that reads or writes the session's state is under way (one thread at a time) */
 };
 
 static int graph_has_sym_leaves(const rlx_graph *g) {
@@ -243,6 +245,13 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   if (g->err) return rlx_graph_status(g);
   rlx_options o = {RLX_DEVICE_AUTO, 0, 0};
   if (opt) o = *opt;
+  if (o.device != RLX_DEVICE_AUTO && o.device != RLX_DEVICE_CPU && o.device != RLX_DEVICE_CUDA)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.device %d is not RLX_DEVICE_AUTO, _CPU or _CUDA",
+                         (int)o.device);
+  if (o.threads < 0)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.threads %d < 0 (0: every core)", o.threads);
+  if (o.flags & ~(unsigned)(RLX_FLAG_NO_FUSE | RLX_FLAG_NO_OPTIMIZE))
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.flags 0x%x has bits that are no RLX_FLAG_*", o.flags);
   o.device = rlx_compile_device(o.device);
   if (o.device == RLX_DEVICE_CUDA && !rlx_device_backend())
     return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: this build has no CUDA backend");
@@ -333,9 +342,14 @@ static session_leaf *find_leaf(rlx_session *s, const char *name, int want_param,
 static rlx_status store_leaf(rlx_session *s, session_leaf *l, const void *data, size_t nbytes,
                              const ir_shape *shape, const char *fn) {
   const ir_node *n = &s->g->nodes[l->node];
-  int64_t numel = ir_numel(shape);
-  size_t want = rlx_dtype_nbytes(n->out[0].dtype, numel);
+  const ir_type bound = {n->out[0].dtype, *shape};
+  int64_t want_bytes = ir_type_nbytes(&bound);
+  size_t want = want_bytes < 0 ? 0 : (size_t)want_bytes;
   char b[IR_SHAPE_STR_CAP];
+  if (!ir_size_ok(want_bytes))
+    return rlx_set_error(RLX_ERR_SHAPE, "%s: \"%s\" as %s%s is larger than the largest tensor (RLX_MAX_TENSOR_BYTES, "
+                         "2^40 elements or bytes)", fn, n->a.name, rlx_dtype_name(n->out[0].dtype),
+                         ir_shape_str(s->g, shape, b, sizeof b));
   if (nbytes != want)
     return rlx_set_error(RLX_ERR_INVALID, "%s: \"%s\" is %s%s = %zu bytes, got %zu", fn, n->a.name,
                          rlx_dtype_name(n->out[0].dtype), ir_shape_str(s->g, shape, b, sizeof b), want, nbytes);
@@ -359,14 +373,14 @@ static rlx_status store_leaf(rlx_session *s, session_leaf *l, const void *data, 
   return RLX_OK;
 }
 
-rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes) {
+static rlx_status set_param(rlx_session *s, const char *name, const void *data, size_t nbytes) {
   if (!s || !name) return rlx_set_error(RLX_ERR_INVALID, "rlx_set_param: session or name is NULL");
   session_leaf *l = find_leaf(s, name, 1, "rlx_set_param");
   if (!l) return RLX_ERR_INVALID;
   return store_leaf(s, l, data, nbytes, &s->g->nodes[l->node].out[0].shape, "rlx_set_param");
 }
 
-rlx_status rlx_set_param_ref(rlx_session *s, const char *name, const void *data, size_t nbytes) {
+static rlx_status set_param_ref(rlx_session *s, const char *name, const void *data, size_t nbytes) {
   if (!s || !name) return rlx_set_error(RLX_ERR_INVALID, "rlx_set_param_ref: session or name is NULL");
   session_leaf *l = find_leaf(s, name, 1, "rlx_set_param_ref");
   if (!l) return RLX_ERR_INVALID;
@@ -392,7 +406,7 @@ rlx_status rlx_set_param_ref(rlx_session *s, const char *name, const void *data,
   return RLX_OK;
 }
 
-rlx_status rlx_set_input(rlx_session *s, const char *name, const void *data, size_t nbytes) {
+static rlx_status set_input(rlx_session *s, const char *name, const void *data, size_t nbytes) {
   if (!s || !name) return rlx_set_error(RLX_ERR_INVALID, "rlx_set_input: session or name is NULL");
   session_leaf *l = find_leaf(s, name, 0, "rlx_set_input");
   if (!l) return RLX_ERR_INVALID;
@@ -402,8 +416,8 @@ rlx_status rlx_set_input(rlx_session *s, const char *name, const void *data, siz
   return store_leaf(s, l, data, nbytes, decl, "rlx_set_input");
 }
 
-rlx_status rlx_set_input_shaped(rlx_session *s, const char *name, const void *data, size_t nbytes, int rank,
-                                const int64_t *dims) {
+static rlx_status set_input_shaped(rlx_session *s, const char *name, const void *data, size_t nbytes, int rank,
+                                  const int64_t *dims) {
   if (!s || !name) return rlx_set_error(RLX_ERR_INVALID, "rlx_set_input_shaped: session or name is NULL");
   session_leaf *l = find_leaf(s, name, 0, "rlx_set_input_shaped");
   if (!l) return RLX_ERR_INVALID;
@@ -572,7 +586,7 @@ static void release_old_plans(rlx_session *s) {
   }
 }
 
-rlx_status rlx_run(rlx_session *s) {
+static rlx_status run_session(rlx_session *s) {
   if (!s) return rlx_set_error(RLX_ERR_INVALID, "rlx_run: session is NULL");
   rlx_status st = bind_symbols(s);
   if (st == RLX_OK) st = own_assigned_params(s);
@@ -616,7 +630,7 @@ int rlx_output_type(rlx_session *s, int index, rlx_dtype *dtype, int64_t *dims) 
   return rlx_node_type(g, g->outputs[index], dtype, dims);
 }
 
-rlx_status rlx_output(rlx_session *s, int index, void *dst, size_t nbytes) {
+static rlx_status output(rlx_session *s, int index, void *dst, size_t nbytes) {
   if (!s) return rlx_set_error(RLX_ERR_INVALID, "rlx_output: session is NULL");
   if (index < 0 || index >= s->g->n_outputs)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_output: index %d out of range (the graph has %d outputs)", index,
@@ -644,4 +658,55 @@ rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out) {
   if (!s || !out) return rlx_set_error(RLX_ERR_INVALID, "rlx_session_get_stats: NULL argument");
   *out = s->stats;
   return RLX_OK;
+}
+
+/* ---------------------------------------------------------------- one thread at a time
+ *
+ * A session is not safe to share between threads (rlx.h). Sharing one is
+ * detected, not raced: each call that reads or writes its state claims it
+ * for its duration, and a call while another thread holds the claim fails
+ * with RLX_ERR_INVALID instead of touching anything. */
+
+static int session_enter(rlx_session *s, const char *fn) {
+  int idle = 0;
+  if (atomic_compare_exchange_strong_explicit(&s->in_use, &idle, 1, memory_order_acquire, memory_order_relaxed))
+    return 1;
+  rlx_set_error(RLX_ERR_INVALID,
+                "%s: the session is in use by another thread (a session serves one thread at a time: compile one "
+                "per thread, they share the compiled graph)", fn);
+  return 0;
+}
+
+static void session_leave(rlx_session *s) { atomic_store_explicit(&s->in_use, 0, memory_order_release); }
+
+#define SESSION_CALL(fn, call)                                                                                     \
+  do {                                                                                                             \
+    if (!s) return call;                                                                                           \
+    if (!session_enter(s, fn)) return RLX_ERR_INVALID;                                                             \
+    rlx_status st_ = call;                                                                                         \
+    session_leave(s);                                                                                              \
+    return st_;                                                                                                    \
+  } while (0)
+
+rlx_status rlx_run(rlx_session *s) { SESSION_CALL("rlx_run", run_session(s)); }
+
+rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes) {
+  SESSION_CALL("rlx_set_param", set_param(s, name, data, nbytes));
+}
+
+rlx_status rlx_set_param_ref(rlx_session *s, const char *name, const void *data, size_t nbytes) {
+  SESSION_CALL("rlx_set_param_ref", set_param_ref(s, name, data, nbytes));
+}
+
+rlx_status rlx_set_input(rlx_session *s, const char *name, const void *data, size_t nbytes) {
+  SESSION_CALL("rlx_set_input", set_input(s, name, data, nbytes));
+}
+
+rlx_status rlx_set_input_shaped(rlx_session *s, const char *name, const void *data, size_t nbytes, int rank,
+                                const int64_t *dims) {
+  SESSION_CALL("rlx_set_input_shaped", set_input_shaped(s, name, data, nbytes, rank, dims));
+}
+
+rlx_status rlx_output(rlx_session *s, int index, void *dst, size_t nbytes) {
+  SESSION_CALL("rlx_output", output(s, index, dst, nbytes));
 }

@@ -186,9 +186,12 @@ def forward(w, tokens, arch, eps, freqs, quantized=()):
     return mm(x, "output.weight" if "output.weight" in w else "token_embd.weight")
 
 
-def write_gguf(path, arch, tensors, meta_overrides=None, drop=(), reshape=None):
-    """tensors: name -> (stored array, qtype). meta_overrides: key suffix -> value (None drops it)."""
+def write_gguf(path, arch, tensors, meta_overrides=None, drop=(), reshape=None, extra=None):
+    """tensors: name -> (stored array, qtype). meta_overrides: key suffix -> value (None drops it).
+    extra(writer): adds more keys (a tokenizer) before the tensors."""
     wr = gguf.GGUFWriter(path, arch)
+    if extra:
+        extra(wr)
     meta = {"block_count": N_LAYER, "embedding_length": N_EMBD, "feed_forward_length": N_FF,
             "attention.head_count": N_HEAD, "attention.head_count_kv": N_HEAD_KV,
             "context_length": N_CTX, "rope.freq_base": 10000.0,
