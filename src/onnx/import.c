@@ -1,0 +1,321 @@
+/* import.c — an ONNX graph into an rlx graph: leaves (inputs, weights),
+ * one op-table row per node, the outputs. Values the importer can compute
+ * (shapes, axes, small constants) are kept known and fold at import, so a
+ * model's shape computations never reach the rlx graph. */
+#include "onnx.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Initializers of at most this many elements are known values (and fold);
+ * larger ones become Params bound to the file's bytes. */
+#define OX_KNOWN_MAX 64
+
+/* ---------------------------------------------------------------- name table */
+
+static uint64_t hash_name(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+static struct ox_slot *slot(ox_importer *im, const char *name, int create) {
+  if (create && (im->count + 1) * 2 > im->cap) {
+    size_t cap = im->cap ? im->cap * 2 : 256;
+    struct ox_slot *s = calloc(cap, sizeof *s);
+    if (!s) return NULL;
+    for (size_t i = 0; i < im->cap; i++) {
+      if (!im->slots[i].name) continue;
+      size_t j = hash_name(im->slots[i].name) & (cap - 1);
+      while (s[j].name) j = (j + 1) & (cap - 1);
+      s[j] = im->slots[i];
+    }
+    free(im->slots);
+    im->slots = s;
+    im->cap = cap;
+  }
+  if (!im->cap) return NULL;
+  size_t j = hash_name(name) & (im->cap - 1);
+  while (im->slots[j].name) {
+    if (!strcmp(im->slots[j].name, name)) return &im->slots[j];
+    j = (j + 1) & (im->cap - 1);
+  }
+  if (!create) return NULL;
+  im->slots[j].name = name;
+  im->slots[j].v.node = -1;
+  im->count++;
+  return &im->slots[j];
+}
+
+ox_value *ox_lookup(ox_importer *im, const char *name) {
+  struct ox_slot *s = slot(im, name, 0);
+  return s ? &s->v : NULL;
+}
+
+/* ---------------------------------------------------------------- errors and attributes */
+
+rlx_status ox_node_fail(ox_importer *im, const ox_node *n, rlx_status st, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  im->err = st;
+  int64_t opset = ox_opset_of(im->model->opsets, im->model->n_opsets, n->domain);
+  return rlx_set_error(st, "%s: ONNX: node \"%s\" (%s%s%s, opset %lld): %s", im->model_name, n->name, n->op_type,
+                       *n->domain ? ", domain " : "", n->domain, (long long)opset, msg);
+}
+
+rlx_status ox_check(ox_importer *im, const ox_node *n, rlx_node v) {
+  if (v >= 0) return RLX_OK;
+  rlx_status st = rlx_graph_status(im->g);
+  return ox_node_fail(im, n, st ? st : RLX_ERR_INTERNAL, "%s", rlx_last_error());
+}
+
+const ox_attr *ox_attr_get(const ox_node *n, const char *name) {
+  for (int i = 0; i < n->n_attrs; i++)
+    if (!strcmp(n->attrs[i].name, name)) return &n->attrs[i];
+  return NULL;
+}
+int64_t ox_attr_int(const ox_node *n, const char *name, int64_t dflt) {
+  const ox_attr *a = ox_attr_get(n, name);
+  return a ? a->i : dflt;
+}
+double ox_attr_float(const ox_node *n, const char *name, double dflt) {
+  const ox_attr *a = ox_attr_get(n, name);
+  return a ? a->f : dflt;
+}
+const char *ox_attr_str(const ox_node *n, const char *name, const char *dflt) {
+  const ox_attr *a = ox_attr_get(n, name);
+  return a && a->s ? a->s : dflt;
+}
+
+/* ---------------------------------------------------------------- values */
+
+int ox_has_in(const ox_node *n, int i) { return i < n->n_inputs && n->inputs[i][0]; }
+
+ox_value *ox_in_value(ox_importer *im, const ox_node *n, int i) {
+  if (!ox_has_in(n, i)) return NULL;
+  return ox_lookup(im, n->inputs[i]);
+}
+
+/* Writes element i of a known value in dtype t at dst. */
+static void put_elem(rlx_dtype t, void *dst, int64_t i, const ox_value *v) {
+  double r = v->reals ? v->reals[i] : (double)v->ints[i];
+  int64_t k = v->ints ? v->ints[i] : (int64_t)r;
+  switch (t) {
+  case RLX_F32: ((float *)dst)[i] = (float)r; break;
+  case RLX_F64: ((double *)dst)[i] = r; break;
+  case RLX_F16: ((uint16_t *)dst)[i] = rlx_f32_to_f16((float)r); break;
+  case RLX_BF16: ((uint16_t *)dst)[i] = rlx_f32_to_bf16((float)r); break;
+  case RLX_I8: ((int8_t *)dst)[i] = (int8_t)k; break;
+  case RLX_U8: ((uint8_t *)dst)[i] = (uint8_t)k; break;
+  case RLX_BOOL: ((uint8_t *)dst)[i] = k != 0; break;
+  case RLX_I32: ((int32_t *)dst)[i] = (int32_t)k; break;
+  default: ((int64_t *)dst)[i] = k; break;
+  }
+}
+
+static rlx_node node_of(ox_importer *im, ox_value *v) {
+  if (v->node >= 0 || !v->known) return v->node;
+  for (int64_t i = 0; i < v->numel && v->ints; i++)
+    if (ir_dim_is_sym(v->ints[i])) return -1;   /* a symbolic shape has no constant */
+  size_t nb = rlx_dtype_nbytes(v->dtype, v->numel);
+  void *buf = malloc(nb ? nb : 1);
+  if (!buf) return -1;
+  for (int64_t i = 0; i < v->numel; i++) put_elem(v->dtype, buf, i, v);
+  v->node = rlx_constant(im->g, v->dtype, v->rank, v->dims, buf);
+  free(buf);
+  return v->node;
+}
+
+rlx_node ox_in(ox_importer *im, const ox_node *n, int i) {
+  ox_value *v = ox_in_value(im, n, i);
+  if (!v) {
+    ox_node_fail(im, n, RLX_ERR_INVALID, "input %d (\"%s\") is missing or undefined", i,
+                 i < n->n_inputs ? n->inputs[i] : "");
+    return -1;
+  }
+  rlx_node r = node_of(im, v);
+  if (r < 0) {
+    if (rlx_graph_status(im->g)) ox_check(im, n, -1);
+    else ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "input \"%s\" is a shape with symbolic dims used as data "
+                      "(bind the dims at load: --bind)", n->inputs[i]);
+  }
+  return r;
+}
+
+const int64_t *ox_in_ints(ox_importer *im, const ox_node *n, int i, int64_t *count) {
+  ox_value *v = ox_in_value(im, n, i);
+  if (!v || !v->known || !v->ints) return NULL;
+  *count = v->numel;
+  return v->ints;
+}
+
+static struct ox_slot *out_slot(ox_importer *im, const ox_node *n, int i) {
+  if (i >= n->n_outputs || !n->outputs[i][0]) return NULL;
+  struct ox_slot *s = slot(im, n->outputs[i], 1);
+  if (s) s->v = (ox_value){.node = -1};
+  return s;
+}
+
+rlx_status ox_set_out(ox_importer *im, const ox_node *n, int i, rlx_node v) {
+  rlx_status st = ox_check(im, n, v);
+  if (st) return st;
+  if (i >= n->n_outputs || !n->outputs[i][0]) return RLX_OK;   /* an unused optional output */
+  struct ox_slot *s = out_slot(im, n, i);
+  if (!s) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
+  s->v.node = v;
+  return RLX_OK;
+}
+
+rlx_status ox_set_out_known(ox_importer *im, const ox_node *n, int i, rlx_dtype t, int rank, const int64_t *dims,
+                            const int64_t *ints, const double *reals) {
+  if (i >= n->n_outputs || !n->outputs[i][0]) return RLX_OK;
+  if (rank < 0 || rank > RLX_MAX_RANK) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "rank %d", rank);
+  int64_t numel = 1, dcopy[RLX_MAX_RANK];
+  for (int d = 0; d < rank; d++) {
+    if (dims[d] < 0 || (dims[d] && numel > (INT64_MAX / 8) / dims[d]))
+      return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a known value of dim %lld", (long long)dims[d]);
+    numel *= (dcopy[d] = dims[d]);
+  }
+  dims = dcopy;   /* dims may point into the table, which out_slot may move */
+  struct ox_slot *s = out_slot(im, n, i);
+  if (!s) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
+  ox_value *v = &s->v;
+  v->known = 1;
+  v->dtype = t;
+  v->rank = rank;
+  v->numel = numel;
+  if (rank) memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
+  size_t nb = (size_t)(numel ? numel : 1) * 8, cb = (size_t)numel * 8;
+  if (ints) {
+    if (!(v->ints = ox_alloc(im->arena, nb))) return RLX_ERR_NOMEM;
+    if (cb) memcpy(v->ints, ints, cb);
+  } else {
+    if (!(v->reals = ox_alloc(im->arena, nb))) return RLX_ERR_NOMEM;
+    if (cb) memcpy(v->reals, reals, cb);
+  }
+  return RLX_OK;
+}
+
+/* A known value from tensor bytes (initializers, Constant). */
+rlx_status ox_known_from_tensor(ox_importer *im, const ox_node *n, int i, const ox_tensor *t) {
+  int dt = ox_rlx_dtype(t->data_type);
+  if (dt < 0 || t->rank > RLX_MAX_RANK)
+    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a tensor of type %s, rank %d", ox_dtype_name(t->data_type), t->rank);
+  int is_int = ir_is_int(dt) || dt == RLX_BOOL;
+  void *buf = ox_alloc(im->arena, (size_t)(t->numel ? t->numel : 1) * 8);
+  if (!buf) return RLX_ERR_NOMEM;
+  for (int64_t k = 0; k < t->numel; k++) {
+    double r = rlx_value_as_f64((rlx_dtype)dt, t->data, k);
+    if (is_int) {
+      if (dt == RLX_I64) memcpy((int64_t *)buf + k, (const int64_t *)t->data + k, 8);
+      else ((int64_t *)buf)[k] = (int64_t)r;
+    } else ((double *)buf)[k] = r;
+  }
+  return ox_set_out_known(im, n, i, (rlx_dtype)dt, t->rank, t->dims, is_int ? buf : NULL, is_int ? NULL : buf);
+}
+
+/* ---------------------------------------------------------------- symbolic dims */
+
+/* The dim of an ONNX dim_param: its binding when given, else a symbolic
+ * dim of the graph (the name made a valid rlx symbol name). */
+int64_t ox_dim_of_param(rlx_graph *g, const char *param, int n_bind, const char *const *names, const int64_t *values) {
+  for (int i = 0; i < n_bind; i++)
+    if (!strcmp(names[i], param)) return values[i];
+  char sym[65];
+  size_t k = 0;
+  if (!((param[0] >= 'A' && param[0] <= 'Z') || (param[0] >= 'a' && param[0] <= 'z') || param[0] == '_')) sym[k++] = '_';
+  for (const char *p = param; *p && k < 64; p++) {
+    char c = *p;
+    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    sym[k++] = ok ? c : '_';
+  }
+  sym[k] = 0;
+  return rlx_dim_sym(g, sym);
+}
+
+/* ---------------------------------------------------------------- the graph */
+
+static rlx_status add_input(ox_importer *im, const ox_value_info *vi, int index) {
+  ox_node pseudo = {.name = vi->name, .op_type = "(graph input)", .domain = ""};
+  int dt = ox_rlx_dtype(vi->elem_type);
+  if (!vi->has_type || dt < 0)
+    return ox_node_fail(im, &pseudo, RLX_ERR_UNSUPPORTED, "input of type %s", vi->has_type ? ox_dtype_name(vi->elem_type) : "(not a tensor)");
+  if (!vi->has_shape) return ox_node_fail(im, &pseudo, RLX_ERR_UNSUPPORTED, "an input without a shape (its rank is unknown)");
+  if (vi->rank > RLX_MAX_RANK) return ox_node_fail(im, &pseudo, RLX_ERR_UNSUPPORTED, "rank %d (at most %d)", vi->rank, RLX_MAX_RANK);
+  int64_t dims[RLX_MAX_RANK];
+  for (int d = 0; d < vi->rank; d++) {
+    if (vi->dims[d] >= 0) dims[d] = vi->dims[d];
+    else if (vi->dim_params[d]) dims[d] = ox_dim_of_param(im->g, vi->dim_params[d], im->n_bind, im->bind_names, im->bind_values);
+    else {
+      char name[32];
+      snprintf(name, sizeof name, "in%d_d%d", index, d);
+      dims[d] = ox_dim_of_param(im->g, name, im->n_bind, im->bind_names, im->bind_values);
+    }
+  }
+  struct ox_slot *s = slot(im, vi->name, 1);
+  if (!s) return RLX_ERR_NOMEM;
+  if (s->v.node >= 0 || s->v.known) return ox_node_fail(im, &pseudo, RLX_ERR_FORMAT, "a second input of that name");
+  s->v.node = rlx_input(im->g, vi->name, (rlx_dtype)dt, vi->rank, dims);
+  return ox_check(im, &pseudo, s->v.node);
+}
+
+static rlx_status add_initializer(ox_importer *im, ox_tensor *t, ox_external *x) {
+  ox_node pseudo = {.name = t->name, .op_type = "(initializer)", .domain = "", .outputs = &t->name, .n_outputs = 1};
+  if (!*t->name) return ox_node_fail(im, &pseudo, RLX_ERR_FORMAT, "an initializer without a name");
+  rlx_status st = ox_tensor_resolve(im->arena, x, im->model_name, t);
+  if (st) return ox_node_fail(im, &pseudo, st, "%s", rlx_last_error());
+  if (ox_lookup(im, t->name)) return ox_node_fail(im, &pseudo, RLX_ERR_FORMAT, "a second initializer of that name");
+  int dt = ox_rlx_dtype(t->data_type);
+  if (t->rank > RLX_MAX_RANK) return ox_node_fail(im, &pseudo, RLX_ERR_UNSUPPORTED, "rank %d", t->rank);
+  if (t->numel <= OX_KNOWN_MAX || (ir_is_int(dt) && t->numel <= 4096)) return ox_known_from_tensor(im, &pseudo, 0, t);
+  struct ox_slot *s = slot(im, t->name, 1);
+  if (!s) return RLX_ERR_NOMEM;
+  s->v.node = rlx_param(im->g, t->name, (rlx_dtype)dt, t->rank, t->dims);
+  return ox_check(im, &pseudo, s->v.node);
+}
+
+rlx_status ox_import(ox_importer *im, ox_external *x) {
+  const ox_graph *g = im->model->graph;
+  im->opset = ox_opset_of(im->model->opsets, im->model->n_opsets, "");
+  if (im->opset == 0) im->opset = 1;
+  rlx_status st;
+  for (int i = 0; i < g->n_inits; i++)
+    if ((st = add_initializer(im, &g->inits[i], x))) return st;
+  for (int i = 0, k = 0; i < g->n_inputs; i++) {
+    if (ox_lookup(im, g->inputs[i].name)) continue;   /* an initializer (a default value) */
+    if ((st = add_input(im, &g->inputs[i], k++))) return st;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ox_node *n = &g->nodes[i];
+    int64_t opset = ox_opset_of(im->model->opsets, im->model->n_opsets, n->domain);
+    const ox_op_row *row = ox_find_op(n->op_type, n->domain, opset);
+    if (!row)
+      return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "rlx cannot import op %s of domain \"%s\" at opset %lld",
+                          n->op_type, *n->domain ? n->domain : "ai.onnx", (long long)opset);
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k][0] && !ox_lookup(im, n->inputs[k]))
+        return ox_node_fail(im, n, RLX_ERR_FORMAT, "input \"%s\" is not defined before the node", n->inputs[k]);
+    if ((st = row->run(im, n))) return st;
+  }
+  rlx_node *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
+  if (!outs) return rlx_set_error(RLX_ERR_NOMEM, "%s: out of memory", im->model_name);
+  for (int i = 0; i < g->n_outputs; i++) {
+    ox_node pseudo = {.name = g->outputs[i].name, .op_type = "(graph output)", .domain = "",
+                      .inputs = &g->outputs[i].name, .n_inputs = 1};
+    rlx_node v = ox_in(im, &pseudo, 0);
+    if (v < 0) {
+      free(outs);
+      return im->err;
+    }
+    outs[i] = v;
+  }
+  st = rlx_graph_set_outputs(im->g, g->n_outputs, outs);
+  free(outs);
+  return st;
+}

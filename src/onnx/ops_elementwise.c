@@ -1,0 +1,285 @@
+/* ops_elementwise.c — importers of ONNX's elementwise ops. Integer
+ * arithmetic on known values (shape computations) folds at import. */
+#include "onnx.h"
+
+#include <math.h>
+#include <string.h>
+
+#define IN(i) ox_in(im, n, i)
+#define NEED(v) do { if ((v) < 0) return im->err ? im->err : ox_check(im, n, -1); } while (0)
+
+static int is(const ox_node *n, const char *op) { return !strcmp(n->op_type, op); }
+
+/* A scalar constant of x's dtype. */
+rlx_node ox_scalar_like(ox_importer *im, rlx_node x, double v) {
+  rlx_dtype t = RLX_F32;
+  if (rlx_node_type(im->g, x, &t, NULL) < 0) return -1;
+  unsigned char buf[8];
+  int64_t iv = (int64_t)v;
+  switch (t) {
+  case RLX_F32: { float f = (float)v; memcpy(buf, &f, 4); break; }
+  case RLX_F64: memcpy(buf, &v, 8); break;
+  case RLX_F16: { uint16_t h = rlx_f32_to_f16((float)v); memcpy(buf, &h, 2); break; }
+  case RLX_BF16: { uint16_t h = rlx_f32_to_bf16((float)v); memcpy(buf, &h, 2); break; }
+  case RLX_I32: { int32_t k = (int32_t)iv; memcpy(buf, &k, 4); break; }
+  case RLX_I64: memcpy(buf, &iv, 8); break;
+  default: buf[0] = (unsigned char)iv; break;
+  }
+  return rlx_constant(im->g, t, 0, NULL, buf);
+}
+
+/* Folds a binary op of two known integer values of equal shape, or one of
+ * them a single element. Returns 1 when folded (output set). */
+static int fold_int_binary(ox_importer *im, const ox_node *n, rlx_binop op, rlx_status *st) {
+  ox_value *a = ox_in_value(im, n, 0), *b = ox_in_value(im, n, 1);
+  if (!a || !b || !a->known || !b->known || !a->ints || !b->ints) return 0;
+  if (a->numel != b->numel && a->numel != 1 && b->numel != 1) return 0;
+  const ox_value *big = a->numel >= b->numel ? a : b;
+  if (big->numel > 4096 || a->rank > big->rank || b->rank > big->rank) return 0;
+  int64_t out[4096];
+  for (int64_t i = 0; i < big->numel; i++) {
+    int64_t x = a->ints[a->numel == 1 ? 0 : i], y = b->ints[b->numel == 1 ? 0 : i];
+    if (ir_dim_is_sym(x) || ir_dim_is_sym(y)) return 0;
+    switch (op) {
+    case RLX_BIN_ADD: out[i] = x + y; break;
+    case RLX_BIN_SUB: out[i] = x - y; break;
+    case RLX_BIN_MUL: out[i] = x * y; break;
+    case RLX_BIN_DIV: if (y == 0) return 0; out[i] = x / y; break;
+    default: return 0;
+    }
+  }
+  *st = ox_set_out_known(im, n, 0, a->dtype, big->rank, big->dims, out, NULL);
+  return 1;
+}
+
+rlx_status ox_op_binary(ox_importer *im, const ox_node *n) {
+  rlx_binop op = is(n, "Add") ? RLX_BIN_ADD : is(n, "Sub") ? RLX_BIN_SUB : is(n, "Mul") ? RLX_BIN_MUL
+               : is(n, "Div") ? RLX_BIN_DIV : RLX_BIN_POW;
+  if (im->opset < 7 && ox_attr_get(n, "axis"))
+    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "legacy broadcast with an axis");
+  rlx_status st;
+  if (fold_int_binary(im, n, op, &st)) return st;
+  rlx_node a = IN(0);
+  NEED(a);
+  rlx_node b = IN(1);
+  NEED(b);
+  if (op == RLX_BIN_POW) {   /* the exponent may have another type: use the base's */
+    rlx_dtype ta, tb;
+    rlx_node_type(im->g, a, &ta, NULL);
+    rlx_node_type(im->g, b, &tb, NULL);
+    if (ta != tb) b = rlx_cast(im->g, b, ta);
+  }
+  return ox_set_out(im, n, 0, rlx_binary(im->g, op, a, b));
+}
+
+rlx_status ox_op_variadic(ox_importer *im, const ox_node *n) {
+  rlx_binop op = is(n, "Max") ? RLX_BIN_MAX : is(n, "Min") ? RLX_BIN_MIN : RLX_BIN_ADD;
+  if (n->n_inputs < 1) return ox_node_fail(im, n, RLX_ERR_INVALID, "no inputs");
+  rlx_node acc = IN(0);
+  NEED(acc);
+  for (int i = 1; i < n->n_inputs; i++) {
+    rlx_node b = IN(i);
+    NEED(b);
+    acc = rlx_binary(im->g, op, acc, b);
+  }
+  if (is(n, "Mean")) acc = rlx_div(im->g, acc, ox_scalar_like(im, acc, n->n_inputs));
+  return ox_set_out(im, n, 0, acc);
+}
+
+rlx_status ox_op_mod(ox_importer *im, const ox_node *n) {
+  rlx_node a = IN(0);
+  NEED(a);
+  rlx_node b = IN(1);
+  NEED(b);
+  rlx_dtype t;
+  rlx_node_type(im->g, a, &t, NULL);
+  /* fmod=1 (C's fmod, the sign of the dividend) vs Python's mod (the
+   * divisor's sign): rlx's Mod is the latter; fmod = a - b*trunc(a/b) is
+   * built for floats. */
+  if (ox_attr_int(n, "fmod", 0) && ir_is_float(t)) {
+    rlx_node q = rlx_div(im->g, a, b);
+    /* trunc(q) = sign(q) * floor(|q|) = q - mod(q, sign(q))... use mod on |q| */
+    rlx_node aq = rlx_activation(im->g, RLX_ACT_ABS, q);
+    rlx_node fr = rlx_mod(im->g, aq, ox_scalar_like(im, aq, 1.0));
+    rlx_node tr = rlx_mul(im->g, rlx_activation(im->g, RLX_ACT_SIGN, q), rlx_sub(im->g, aq, fr));
+    return ox_set_out(im, n, 0, rlx_sub(im->g, a, rlx_mul(im->g, b, tr)));
+  }
+  if (ox_attr_int(n, "fmod", 0)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "integer fmod");
+  return ox_set_out(im, n, 0, rlx_mod(im->g, a, b));
+}
+
+rlx_status ox_op_compare(ox_importer *im, const ox_node *n) {
+  rlx_cmpop op = is(n, "Equal") ? RLX_CMP_EQ : is(n, "Less") ? RLX_CMP_LT : is(n, "LessOrEqual") ? RLX_CMP_LE
+               : is(n, "Greater") ? RLX_CMP_GT : RLX_CMP_GE;
+  rlx_node a = IN(0);
+  NEED(a);
+  rlx_node b = IN(1);
+  NEED(b);
+  return ox_set_out(im, n, 0, rlx_compare(im->g, op, a, b));
+}
+
+rlx_status ox_op_logical(ox_importer *im, const ox_node *n) {
+  rlx_node a = IN(0);
+  NEED(a);
+  if (is(n, "Not")) return ox_set_out(im, n, 0, rlx_compare(im->g, RLX_CMP_EQ, a, ox_scalar_like(im, a, 0)));
+  rlx_node b = IN(1);
+  NEED(b);
+  rlx_node r = is(n, "And") ? rlx_where(im->g, a, b, a) : is(n, "Or") ? rlx_where(im->g, a, a, b)
+             : rlx_compare(im->g, RLX_CMP_NE, a, b);
+  return ox_set_out(im, n, 0, r);
+}
+
+rlx_status ox_op_where(ox_importer *im, const ox_node *n) {
+  rlx_node c = IN(0);
+  NEED(c);
+  rlx_node a = IN(1);
+  NEED(a);
+  rlx_node b = IN(2);
+  NEED(b);
+  return ox_set_out(im, n, 0, rlx_where(im->g, c, a, b));
+}
+
+rlx_status ox_op_cast(ox_importer *im, const ox_node *n) {
+  int to;
+  if (is(n, "CastLike")) {
+    ox_value *like = ox_in_value(im, n, 1);
+    rlx_dtype t;
+    if (!like) return ox_node_fail(im, n, RLX_ERR_INVALID, "no target_type input");
+    if (like->known) t = like->dtype;
+    else rlx_node_type(im->g, like->node, &t, NULL);
+    to = (int)t;
+  } else {
+    int32_t ot = (int32_t)ox_attr_int(n, "to", 0);
+    to = ox_rlx_dtype(ot);
+    if (to < 0) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a cast to %s", ox_dtype_name(ot));
+  }
+  ox_value *v = ox_in_value(im, n, 0);
+  if (v && v->known && v->ints && (ir_is_int(to) || to == RLX_BOOL)) {  /* shapes cast to int64/int32 */
+    int64_t out[4096];
+    if (v->numel <= 4096) {
+      for (int64_t i = 0; i < v->numel; i++) out[i] = to == RLX_BOOL ? v->ints[i] != 0 : v->ints[i];
+      return ox_set_out_known(im, n, 0, (rlx_dtype)to, v->rank, v->dims, out, NULL);
+    }
+  }
+  rlx_node x = IN(0);
+  NEED(x);
+  return ox_set_out(im, n, 0, rlx_cast(im->g, x, (rlx_dtype)to));
+}
+
+/* A one-element known input as a double; 0 when absent (then *have = 0). */
+static double known_scalar(ox_importer *im, const ox_node *n, int i, int *have) {
+  ox_value *v = ox_in_value(im, n, i);
+  *have = v && v->known && v->numel == 1;
+  if (!*have) return 0;
+  return v->reals ? v->reals[0] : (double)v->ints[0];
+}
+
+rlx_status ox_op_clip(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  double lo = -INFINITY, hi = INFINITY;
+  if (im->opset < 11) {
+    lo = ox_attr_float(n, "min", -INFINITY);
+    hi = ox_attr_float(n, "max", INFINITY);
+    return ox_set_out(im, n, 0, rlx_clamp(im->g, x, lo, hi));
+  }
+  rlx_node r = x;
+  for (int i = 1; i <= 2; i++) {
+    if (!ox_has_in(n, i)) continue;
+    int have;
+    double v = known_scalar(im, n, i, &have);
+    if (have) {
+      if (i == 1) lo = v;
+      else hi = v;
+      continue;
+    }
+    rlx_node b = IN(i);
+    NEED(b);
+    r = rlx_binary(im->g, i == 1 ? RLX_BIN_MAX : RLX_BIN_MIN, r, b);
+  }
+  rlx_dtype t;
+  rlx_node_type(im->g, x, &t, NULL);
+  if (ir_is_int(t)) {   /* clamp takes doubles; integer bounds by max/min */
+    if (lo != -INFINITY) r = rlx_max(im->g, r, ox_scalar_like(im, r, lo));
+    if (hi != INFINITY) r = rlx_min(im->g, r, ox_scalar_like(im, r, hi));
+    return ox_set_out(im, n, 0, r);
+  }
+  return ox_set_out(im, n, 0, lo == -INFINITY && hi == INFINITY ? r : rlx_clamp(im->g, r, lo, hi));
+}
+
+static const struct { const char *op; rlx_act act; } unary_acts[] = {
+  {"Relu", RLX_ACT_RELU}, {"Sigmoid", RLX_ACT_SIGMOID}, {"Tanh", RLX_ACT_TANH}, {"Exp", RLX_ACT_EXP},
+  {"Log", RLX_ACT_LOG}, {"Sqrt", RLX_ACT_SQRT}, {"Neg", RLX_ACT_NEG}, {"Abs", RLX_ACT_ABS},
+  {"Sin", RLX_ACT_SIN}, {"Cos", RLX_ACT_COS}, {"Erf", RLX_ACT_ERF}, {"Softplus", RLX_ACT_SOFTPLUS},
+  {"Sign", RLX_ACT_SIGN}, {"Round", RLX_ACT_ROUND}, {"Reciprocal", RLX_ACT_RECIPROCAL},
+};
+
+rlx_status ox_op_unary(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  for (size_t i = 0; i < sizeof unary_acts / sizeof *unary_acts; i++)
+    if (is(n, unary_acts[i].op)) return ox_set_out(im, n, 0, rlx_activation(im->g, unary_acts[i].act, x));
+  return ox_node_fail(im, n, RLX_ERR_INTERNAL, "no activation for the op");
+}
+
+rlx_status ox_op_identity(ox_importer *im, const ox_node *n) {
+  ox_value *v = ox_in_value(im, n, 0);
+  if (!v) return ox_node_fail(im, n, RLX_ERR_INVALID, "no input");
+  if (is(n, "Dropout") && n->n_outputs > 1 && n->outputs[1][0])
+    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "the mask output of Dropout");
+  if (is(n, "Dropout") && ox_has_in(n, 2)) {
+    int have;
+    double training = known_scalar(im, n, 2, &have);
+    if (!have || training != 0) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "Dropout in training mode");
+  }
+  if (n->n_outputs < 1 || !n->outputs[0][0]) return RLX_OK;
+  ox_value copy = *v;
+  rlx_status st = v->known ? ox_set_out_known(im, n, 0, v->dtype, v->rank, v->dims, v->ints, v->reals)
+                           : ox_set_out(im, n, 0, v->node);
+  if (!st) ox_lookup(im, n->outputs[0])->node = copy.node;
+  return st;
+}
+
+rlx_status ox_op_activation(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0);
+  NEED(x);
+#define K(v) ox_scalar_like(im, x, (v))
+  double alpha = ox_attr_float(n, "alpha", NAN);
+  rlx_node r;
+  if (is(n, "LeakyRelu")) r = rlx_leaky_relu(g, x, isnan(alpha) ? 0.01 : alpha);
+  else if (is(n, "Elu") || is(n, "Celu") || is(n, "Selu")) {
+    double a = isnan(alpha) ? (is(n, "Selu") ? 1.67326319217681884765625 : 1.0) : alpha;
+    /* Celu: max(0,x) + min(0, a*(exp(x/a)-1)); Elu: x>0 ? x : a*(exp(x)-1) */
+    rlx_node xs = is(n, "Celu") ? rlx_div(g, x, K(a)) : x;
+    rlx_node neg = rlx_mul(g, K(a), rlx_sub(g, rlx_activation(g, RLX_ACT_EXP, xs), K(1)));
+    r = rlx_where(g, rlx_compare(g, RLX_CMP_GT, x, K(0)), x, neg);
+    if (is(n, "Selu")) r = rlx_mul(g, r, K(ox_attr_float(n, "gamma", 1.05070102214813232421875)));
+  } else if (is(n, "HardSigmoid")) {
+    double a = isnan(alpha) ? 0.2 : alpha, b = ox_attr_float(n, "beta", 0.5);
+    r = rlx_clamp(g, rlx_add(g, rlx_mul(g, x, K(a)), K(b)), 0, 1);
+  } else if (is(n, "HardSwish")) {
+    r = rlx_mul(g, x, rlx_clamp(g, rlx_add(g, rlx_mul(g, x, K(1.0 / 6)), K(0.5)), 0, 1));
+  } else if (is(n, "Softsign")) {
+    r = rlx_div(g, x, rlx_add(g, rlx_activation(g, RLX_ACT_ABS, x), K(1)));
+  } else if (is(n, "ThresholdedRelu")) {
+    r = rlx_where(g, rlx_compare(g, RLX_CMP_GT, x, K(isnan(alpha) ? 1.0 : alpha)), x, K(0));
+  } else if (is(n, "Mish")) {
+    r = rlx_mul(g, x, rlx_activation(g, RLX_ACT_TANH, rlx_activation(g, RLX_ACT_SOFTPLUS, x)));
+  } else {  /* Gelu */
+    const char *approx = ox_attr_str(n, "approximate", "none");
+    r = rlx_activation(g, !strcmp(approx, "tanh") ? RLX_ACT_GELU_TANH : RLX_ACT_GELU, x);
+  }
+#undef K
+  return ox_set_out(im, n, 0, r);
+}
+
+rlx_status ox_op_prelu(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  rlx_node s = IN(1);
+  NEED(s);
+  rlx_node neg = rlx_mul(im->g, x, s);
+  rlx_node r = rlx_where(im->g, rlx_compare(im->g, RLX_CMP_LT, x, ox_scalar_like(im, x, 0)), neg, x);
+  return ox_set_out(im, n, 0, r);
+}

@@ -1,0 +1,319 @@
+/* ops_nn.c — importers of ONNX's network ops: matrix products, convolution,
+ * pooling, normalization, softmax, reductions. */
+#include "onnx.h"
+
+#include <math.h>
+#include <string.h>
+
+#define IN(i) ox_in(im, n, i)
+#define NEED(v) do { if ((v) < 0) return im->err ? im->err : ox_check(im, n, -1); } while (0)
+
+static int is(const ox_node *n, const char *op) { return !strcmp(n->op_type, op); }
+
+rlx_status ox_op_matmul(ox_importer *im, const ox_node *n) {
+  rlx_node a = IN(0);
+  NEED(a);
+  rlx_node b = IN(1);
+  NEED(b);
+  return ox_set_out(im, n, 0, rlx_matmul(im->g, a, b));
+}
+
+static rlx_node transpose2(rlx_graph *g, rlx_node x) {
+  static const int64_t perm[2] = {1, 0};
+  return rlx_transpose(g, x, 2, perm);
+}
+
+rlx_status ox_op_gemm(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node a = IN(0);
+  NEED(a);
+  rlx_node b = IN(1);
+  NEED(b);
+  if (ox_attr_int(n, "transA", 0)) a = transpose2(g, a);
+  if (ox_attr_int(n, "transB", 0)) b = transpose2(g, b);
+  double alpha = ox_attr_float(n, "alpha", 1.0), beta = ox_attr_float(n, "beta", 1.0);
+  rlx_node y = rlx_matmul(g, a, b);
+  if (alpha != 1.0) y = rlx_mul(g, y, ox_scalar_like(im, y, alpha));
+  if (ox_has_in(n, 2) && beta != 0.0) {
+    rlx_node c = IN(2);
+    NEED(c);
+    if (beta != 1.0) c = rlx_mul(g, c, ox_scalar_like(im, c, beta));
+    y = rlx_add(g, y, c);
+  }
+  return ox_set_out(im, n, 0, y);
+}
+
+/* Spatial attributes of Conv/Pool: kernel (given or from w), strides,
+ * dilations and pads (auto_pad resolved against static input dims). */
+typedef struct { int nd; int64_t k[2], s[2], d[2], pad[4]; } spatial;
+
+static rlx_status read_spatial(ox_importer *im, const ox_node *n, const int64_t *xdims, int xr, const int64_t *kernel,
+                               int transpose, spatial *sp) {
+  sp->nd = xr - 2;
+  if (sp->nd < 1 || sp->nd > 2) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "%d spatial dims (rlx: 1 or 2)", sp->nd);
+  const ox_attr *st = ox_attr_get(n, "strides"), *di = ox_attr_get(n, "dilations"), *pa = ox_attr_get(n, "pads");
+  if ((st && st->n_ints != sp->nd) || (di && di->n_ints != sp->nd) || (pa && pa->n_ints != 2 * sp->nd))
+    return ox_node_fail(im, n, RLX_ERR_INVALID, "strides/dilations/pads of the wrong length");
+  for (int i = 0; i < sp->nd; i++) {
+    sp->k[i] = kernel[i];
+    sp->s[i] = st ? st->ints[i] : 1;
+    sp->d[i] = di ? di->ints[i] : 1;
+    sp->pad[i] = pa ? pa->ints[i] : 0;
+    sp->pad[sp->nd + i] = pa ? pa->ints[sp->nd + i] : 0;
+  }
+  const char *ap = ox_attr_str(n, "auto_pad", "NOTSET");
+  if (!strcmp(ap, "VALID")) {
+    for (int i = 0; i < 2 * sp->nd; i++) sp->pad[i] = 0;
+  } else if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+    if (transpose) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "auto_pad %s on ConvTranspose", ap);
+    for (int i = 0; i < sp->nd; i++) {
+      int64_t in = xdims[2 + i];
+      if (ir_dim_is_sym(in)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "auto_pad over a symbolic dim");
+      int64_t out = (in + sp->s[i] - 1) / sp->s[i];
+      int64_t total = (out - 1) * sp->s[i] + (sp->k[i] - 1) * sp->d[i] + 1 - in;
+      if (total < 0) total = 0;
+      int64_t small = total / 2, big = total - small;
+      int upper = !strcmp(ap, "SAME_UPPER");
+      sp->pad[i] = upper ? small : big;
+      sp->pad[sp->nd + i] = upper ? big : small;
+    }
+  } else if (strcmp(ap, "NOTSET")) {
+    return ox_node_fail(im, n, RLX_ERR_INVALID, "auto_pad %s", ap);
+  }
+  return RLX_OK;
+}
+
+rlx_status ox_op_conv(ox_importer *im, const ox_node *n) {
+  int transpose = is(n, "ConvTranspose");
+  rlx_node x = IN(0);
+  NEED(x);
+  rlx_node w = IN(1);
+  NEED(w);
+  rlx_node bias = -1;
+  if (ox_has_in(n, 2)) {
+    bias = IN(2);
+    NEED(bias);
+  }
+  int64_t xd[RLX_MAX_RANK], wd[RLX_MAX_RANK];
+  int xr = rlx_node_type(im->g, x, NULL, xd), wr = rlx_node_type(im->g, w, NULL, wd);
+  if (wr != xr) return ox_node_fail(im, n, RLX_ERR_INVALID, "weight of rank %d for input of rank %d", wr, xr);
+  const ox_attr *ks = ox_attr_get(n, "kernel_shape");
+  spatial sp;
+  rlx_status st = read_spatial(im, n, xd, xr, ks && ks->n_ints == xr - 2 ? ks->ints : wd + 2, transpose, &sp);
+  if (st) return st;
+  rlx_conv_desc d = {.ndim = sp.nd, .groups = ox_attr_int(n, "group", 1)};
+  for (int i = 0; i < sp.nd; i++) {
+    d.stride[i] = sp.s[i];
+    d.dilation[i] = sp.d[i];
+    d.pad[i] = sp.pad[i];
+    d.pad[2 + i] = sp.pad[sp.nd + i];
+  }
+  if (sp.nd == 1) {   /* rlx's 1-D pad is [begin, end] */
+    d.pad[1] = sp.pad[1];
+    d.pad[2] = 0;
+  }
+  if (transpose) {
+    const ox_attr *op = ox_attr_get(n, "output_padding");
+    if (ox_attr_get(n, "output_shape")) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "output_shape");
+    for (int i = 0; op && i < sp.nd && i < op->n_ints; i++) d.output_pad[i] = op->ints[i];
+    return ox_set_out(im, n, 0, rlx_conv_transpose(im->g, x, w, bias, &d));
+  }
+  return ox_set_out(im, n, 0, rlx_conv(im->g, x, w, bias, &d));
+}
+
+rlx_status ox_op_pool(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  int is_max = is(n, "MaxPool");
+  if (is_max && n->n_outputs > 1 && n->outputs[1][0]) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "the Indices output");
+  int64_t xd[RLX_MAX_RANK];
+  int xr = rlx_node_type(im->g, x, NULL, xd);
+  const ox_attr *ks = ox_attr_get(n, "kernel_shape");
+  if (!ks || ks->n_ints != xr - 2) return ox_node_fail(im, n, RLX_ERR_INVALID, "kernel_shape missing or of the wrong length");
+  spatial sp;
+  rlx_status st = read_spatial(im, n, xd, xr, ks->ints, 0, &sp);
+  if (st) return st;
+  for (int i = 0; i < sp.nd; i++)
+    if (sp.d[i] != 1) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "dilations other than 1");
+  int cip = (int)ox_attr_int(n, "count_include_pad", 0);
+  if (ox_attr_int(n, "ceil_mode", 0)) {
+    /* Ceil mode = floor mode with the end padded by up to stride - 1 more;
+     * those cells are never counted (max ignores padding; average only
+     * without count_include_pad). */
+    if (!is_max && cip) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "ceil_mode with count_include_pad");
+    for (int i = 0; i < sp.nd; i++) {
+      int64_t in = xd[2 + i];
+      if (ir_dim_is_sym(in)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "ceil_mode over a symbolic dim");
+      int64_t span = in + sp.pad[i] + sp.pad[sp.nd + i] - sp.k[i];
+      int64_t out = (span + sp.s[i] - 1) / sp.s[i] + 1;
+      if ((out - 1) * sp.s[i] >= in + sp.pad[i]) out--;   /* the last window must start inside */
+      int64_t need = (out - 1) * sp.s[i] + sp.k[i] - (in + sp.pad[i] + sp.pad[sp.nd + i]);
+      if (need > 0) sp.pad[sp.nd + i] += need;
+    }
+  }
+  rlx_pool_desc d = {.kind = is_max ? RLX_POOL_MAX : RLX_POOL_AVG, .ndim = sp.nd, .count_include_pad = cip};
+  for (int i = 0; i < sp.nd; i++) {
+    d.kernel[i] = sp.k[i];
+    d.stride[i] = sp.s[i];
+    d.pad[i] = sp.pad[i];
+    d.pad[2 + i] = sp.pad[sp.nd + i];
+  }
+  if (sp.nd == 1) {
+    d.pad[1] = sp.pad[1];
+    d.pad[2] = 0;
+  }
+  return ox_set_out(im, n, 0, rlx_pool(im->g, x, &d));
+}
+
+rlx_status ox_op_global_pool(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  int r = rlx_node_type(im->g, x, NULL, NULL);
+  int64_t axes[RLX_MAX_RANK];
+  for (int i = 2; i < r; i++) axes[i - 2] = i;
+  rlx_reduce_op op = is(n, "GlobalMaxPool") ? RLX_REDUCE_MAX : RLX_REDUCE_MEAN;
+  return ox_set_out(im, n, 0, rlx_reduce(im->g, op, x, r - 2, axes, 1));
+}
+
+rlx_status ox_op_batch_norm(ox_importer *im, const ox_node *n) {
+  if (ox_attr_int(n, "training_mode", 0) || (n->n_outputs > 1 && n->outputs[1][0]))
+    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "training mode (running statistics outputs)");
+  if (im->opset < 9 && ox_attr_get(n, "spatial") && ox_attr_int(n, "spatial", 1) == 0)
+    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "spatial = 0");
+  rlx_node in[5];
+  for (int i = 0; i < 5; i++) {
+    in[i] = IN(i);
+    NEED(in[i]);
+  }
+  /* ONNX: X, scale, B, mean, var */
+  return ox_set_out(im, n, 0, rlx_batch_norm(im->g, in[0], in[3], in[4], in[1], in[2], ox_attr_float(n, "epsilon", 1e-5)));
+}
+
+rlx_status ox_op_layer_norm(ox_importer *im, const ox_node *n) {
+  if (n->n_outputs > 1 && ((n->outputs[1][0]) || (n->n_outputs > 2 && n->outputs[2][0])))
+    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "the Mean / InvStdDev outputs");
+  rlx_node x = IN(0);
+  NEED(x);
+  rlx_node gamma = IN(1);
+  NEED(gamma);
+  rlx_node beta;
+  if (ox_has_in(n, 2)) {
+    beta = IN(2);
+    NEED(beta);
+  } else {
+    beta = rlx_mul(im->g, gamma, ox_scalar_like(im, gamma, 0));
+  }
+  int r = rlx_node_type(im->g, x, NULL, NULL);
+  int64_t axis = ox_attr_int(n, "axis", -1);
+  if (axis < 0) axis += r;
+  int64_t gd[RLX_MAX_RANK], xd[RLX_MAX_RANK], full[RLX_MAX_RANK];
+  int gr = rlx_node_type(im->g, gamma, NULL, gd);
+  rlx_node_type(im->g, x, NULL, xd);
+  if (gr != r - axis) {   /* gamma/beta broadcast to the normalized dims */
+    for (int i = axis; i < r; i++) full[i - axis] = xd[i];
+    gamma = rlx_expand(im->g, gamma, r - (int)axis, full);
+    beta = rlx_expand(im->g, beta, r - (int)axis, full);
+  }
+  return ox_set_out(im, n, 0, rlx_layer_norm(im->g, x, gamma, beta, (int)axis, ox_attr_float(n, "epsilon", 1e-5)));
+}
+
+rlx_status ox_op_lrn(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0);
+  NEED(x);
+  int64_t xd[RLX_MAX_RANK];
+  int r = rlx_node_type(g, x, NULL, xd);
+  if (r != 4) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "rank %d (4 only)", r);
+  int64_t size = ox_attr_int(n, "size", 1);
+  double alpha = ox_attr_float(n, "alpha", 1e-4), beta = ox_attr_float(n, "beta", 0.75), bias = ox_attr_float(n, "bias", 1.0);
+  /* The sum of squares over a window of channels: an average pool of
+   * [N, 1, C, H*W] with a [size, 1] kernel (padding counted) times size. */
+  int64_t flat[4] = {xd[0], 1, xd[1], -1};
+  rlx_node sq = rlx_reshape(g, rlx_mul(g, x, x), 4, flat);
+  rlx_pool_desc d = {.kind = RLX_POOL_AVG, .ndim = 2, .kernel = {size, 1}, .stride = {1, 1},
+                     .pad = {(size - 1) / 2, 0, size - 1 - (size - 1) / 2, 0}, .count_include_pad = 1};
+  rlx_node sum = rlx_reshape(g, rlx_pool(g, sq, &d), 4, xd);
+  rlx_node den = rlx_pow(g, rlx_add(g, rlx_mul(g, sum, ox_scalar_like(im, x, alpha)), ox_scalar_like(im, x, bias)),
+                         ox_scalar_like(im, x, beta));
+  return ox_set_out(im, n, 0, rlx_div(g, x, den));
+}
+
+rlx_status ox_op_softmax(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0);
+  NEED(x);
+  int log = is(n, "LogSoftmax");
+  int64_t xd[RLX_MAX_RANK];
+  int r = rlx_node_type(g, x, NULL, xd);
+  int64_t axis = ox_attr_int(n, "axis", im->opset < 13 ? 1 : -1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= (r ? r : 1)) return ox_node_fail(im, n, RLX_ERR_INVALID, "axis out of range");
+  if (im->opset >= 13 || axis == r - 1)
+    return ox_set_out(im, n, 0, log ? rlx_log_softmax(g, x, (int)axis) : rlx_softmax(g, x, (int)axis));
+  /* Before opset 13: over the flattened dims from axis on. */
+  int64_t two[2] = {-1, 1};
+  for (int i = (int)axis; i < r; i++) {
+    if (ir_dim_is_sym(xd[i])) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a symbolic dim after the axis");
+    two[1] *= xd[i];
+  }
+  rlx_node f = rlx_reshape(g, x, 2, two);
+  f = log ? rlx_log_softmax(g, f, 1) : rlx_softmax(g, f, 1);
+  return ox_set_out(im, n, 0, rlx_reshape(g, f, r, xd));
+}
+
+rlx_status ox_op_reduce(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0);
+  NEED(x);
+  int r = rlx_node_type(g, x, NULL, NULL);
+  int axes_input = im->opset >= (is(n, "ReduceSum") ? 13 : 18);
+  int64_t k = 0, axes[RLX_MAX_RANK];
+  const int64_t *ax = NULL;
+  if (axes_input) {
+    if (ox_has_in(n, 1) && !(ax = ox_in_ints(im, n, 1, &k)))
+      return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "axes not known at import");
+  } else {
+    const ox_attr *a = ox_attr_get(n, "axes");
+    if (a) ax = a->ints, k = a->n_ints;
+  }
+  int keep = (int)ox_attr_int(n, "keepdims", 1);
+  if (k > r) return ox_node_fail(im, n, RLX_ERR_INVALID, "%lld axes for rank %d", (long long)k, r);
+  if (!ax || k == 0) {
+    if (axes_input && ox_attr_int(n, "noop_with_empty_axes", 0)) return ox_set_out(im, n, 0, x);
+    k = r;
+    for (int i = 0; i < r; i++) axes[i] = i;
+  } else {
+    memcpy(axes, ax, (size_t)k * sizeof *axes);
+  }
+  rlx_reduce_op op = RLX_REDUCE_SUM;
+  rlx_node in = x;
+  if (is(n, "ReduceMean")) op = RLX_REDUCE_MEAN;
+  else if (is(n, "ReduceMax")) op = RLX_REDUCE_MAX;
+  else if (is(n, "ReduceMin")) op = RLX_REDUCE_MIN;
+  else if (is(n, "ReduceProd")) op = RLX_REDUCE_PROD;
+  else if (is(n, "ReduceSumSquare") || is(n, "ReduceL2")) in = rlx_mul(g, x, x);
+  else if (is(n, "ReduceL1")) in = rlx_activation(g, RLX_ACT_ABS, x);
+  else if (is(n, "ReduceLogSumExp")) in = rlx_activation(g, RLX_ACT_EXP, x);
+  rlx_node y = rlx_reduce(g, op, in, (int)k, axes, keep);
+  if (is(n, "ReduceL2")) y = rlx_activation(g, RLX_ACT_SQRT, y);
+  if (is(n, "ReduceLogSum") || is(n, "ReduceLogSumExp")) y = rlx_activation(g, RLX_ACT_LOG, y);
+  return ox_set_out(im, n, 0, y);
+}
+
+rlx_status ox_op_arg(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  if (ox_attr_int(n, "select_last_index", 0)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "select_last_index");
+  int axis = (int)ox_attr_int(n, "axis", 0), keep = (int)ox_attr_int(n, "keepdims", 1);
+  return ox_set_out(im, n, 0, is(n, "ArgMax") ? rlx_argmax(im->g, x, axis, keep) : rlx_argmin(im->g, x, axis, keep));
+}
+
+rlx_status ox_op_cumsum(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  int64_t k;
+  const int64_t *axis = ox_in_ints(im, n, 1, &k);
+  if (!axis || k != 1) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "an axis not known at import");
+  return ox_set_out(im, n, 0, rlx_cumsum(im->g, x, (int)axis[0], (int)ox_attr_int(n, "exclusive", 0),
+                                         (int)ox_attr_int(n, "reverse", 0)));
+}

@@ -1,0 +1,83 @@
+"""rlx_ctypes.py — the rlx_model C API through ctypes, for the ONNX tests."""
+import ctypes
+
+import numpy as np
+
+# rlx_dtype codes (include/rlx.h) of the NumPy dtypes the tests use.
+NP_TO_RLX = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.float64): 3,
+             np.dtype(np.int8): 4, np.dtype(np.uint8): 5, np.dtype(np.int32): 6,
+             np.dtype(np.int64): 7, np.dtype(np.bool_): 8}
+RLX_TO_NP = {v: k for k, v in NP_TO_RLX.items()}
+MAX_RANK = 8
+
+
+class RlxError(Exception):
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+class Rlx:
+    def __init__(self, lib_path):
+        lib = ctypes.CDLL(lib_path)
+        P, I, S, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_int64
+        lib.rlx_last_error.restype = ctypes.c_char_p
+        lib.rlx_status_name.restype = ctypes.c_char_p
+        lib.rlx_status_name.argtypes = [I]
+        lib.rlx_model_load_memory.argtypes = [ctypes.c_char_p, S, P, ctypes.POINTER(P)]
+        lib.rlx_model_load.argtypes = [ctypes.c_char_p, P, ctypes.POINTER(P)]
+        lib.rlx_model_free.argtypes = [P]
+        lib.rlx_model_compile.argtypes = [P, P, ctypes.POINTER(P)]
+        lib.rlx_model_num_inputs.argtypes = [P]
+        lib.rlx_model_input_name.argtypes = [P, I]
+        lib.rlx_model_input_name.restype = ctypes.c_char_p
+        lib.rlx_set_input_shaped.argtypes = [P, ctypes.c_char_p, P, S, I, ctypes.POINTER(L)]
+        lib.rlx_run.argtypes = [P]
+        lib.rlx_session_num_outputs.argtypes = [P]
+        lib.rlx_output_type.argtypes = [P, I, ctypes.POINTER(I), ctypes.POINTER(L)]
+        lib.rlx_output.argtypes = [P, I, P, S]
+        lib.rlx_session_free.argtypes = [P]
+        self.lib = lib
+
+    def check(self, status):
+        if status:
+            raise RlxError(self.lib.rlx_status_name(status).decode(),
+                           self.lib.rlx_last_error().decode(errors="replace"))
+
+    def run_model(self, model_bytes, feeds):
+        """Loads a serialized model, runs it once on feeds (list of arrays in
+        the order of the model's inputs) and returns its outputs."""
+        lib = self.lib
+        m = ctypes.c_void_p()
+        self.check(lib.rlx_model_load_memory(model_bytes, len(model_bytes), None, ctypes.byref(m)))
+        s = ctypes.c_void_p()
+        try:
+            self.check(lib.rlx_model_compile(m, None, ctypes.byref(s)))
+            if lib.rlx_model_num_inputs(m) != len(feeds):
+                raise RlxError("RLX_ERR_INVALID", "%d inputs given, %d declared"
+                               % (len(feeds), lib.rlx_model_num_inputs(m)))
+            keep = []
+            for i, x in enumerate(feeds):
+                x = np.ascontiguousarray(x)
+                if x.dtype not in NP_TO_RLX:
+                    raise RlxError("RLX_ERR_UNSUPPORTED", "input dtype %s" % x.dtype)
+                keep.append(x)
+                dims = (ctypes.c_int64 * MAX_RANK)(*x.shape)
+                self.check(lib.rlx_set_input_shaped(s, lib.rlx_model_input_name(m, i),
+                                                    x.ctypes.data, x.nbytes, x.ndim, dims))
+            self.check(lib.rlx_run(s))
+            outs = []
+            for i in range(lib.rlx_session_num_outputs(s)):
+                dt = ctypes.c_int()
+                dims = (ctypes.c_int64 * MAX_RANK)()
+                rank = lib.rlx_output_type(s, i, ctypes.byref(dt), dims)
+                y = np.empty([dims[k] for k in range(rank)], dtype=RLX_TO_NP.get(dt.value, np.float32))
+                if dt.value not in RLX_TO_NP:
+                    raise RlxError("RLX_ERR_UNSUPPORTED", "output dtype %d" % dt.value)
+                self.check(lib.rlx_output(s, i, y.ctypes.data, y.nbytes))
+                outs.append(y)
+            return outs
+        finally:
+            if s:
+                lib.rlx_session_free(s)
+            lib.rlx_model_free(m)
