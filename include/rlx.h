@@ -13,6 +13,31 @@
  * Shapes are row-major, rank 0..RLX_MAX_RANK. Axes may be negative (counted
  * from the end). A dim may be symbolic: rlx_dim_sym(g, "S") returns a token
  * usable wherever a dim is taken; rlx_set_input_shaped() binds it at run time.
+ *
+ * Threads, object by object (a call not listed with an object reads only
+ * its arguments and may run on any thread at any time):
+ *   rlx_last_error     per thread: each thread sees its own last failure.
+ *   rlx_graph          built by one thread at a time (builders, set_outputs,
+ *                      rlx_graph_free); a finished graph that no thread
+ *                      changes may be compiled, verified, printed, hashed or
+ *                      differentiated by any number of threads at once.
+ *   rlx_session        one thread at a time. rlx_run, rlx_set_input(_shaped),
+ *                      rlx_set_param(_ref) and rlx_output claim the session
+ *                      while they work: a call from another thread meanwhile
+ *                      fails with RLX_ERR_INVALID ("in use by another thread")
+ *                      and changes nothing. To run in parallel, compile one
+ *                      session per thread: rlx_compile is thread-safe, and
+ *                      sessions of one graph share its compiled form (the
+ *                      compile cache) and the CPU thread pool safely.
+ *                      rlx_session_free must not overlap any call on it.
+ *   rlx_model_file     open and close by one thread; every other call only
+ *                      reads, from any number of threads at once.
+ *   rlx_tokenizer      load and free by one thread; tokenize, detokenize and
+ *                      the token queries only read: any number of threads.
+ *   rlx_llm, rlx_sampler
+ *                      one thread at a time, not detected: give each thread
+ *                      its own (rlx_llm_load of one open file is fine).
+ *   rlx_model          see its section.
  */
 #ifndef RLX_H
 #define RLX_H

@@ -2,9 +2,10 @@
 # test.sh — build rlx and pass every test:
 #   1. gcc Release build, the whole CTest suite (unit + op parity + CLI);
 #   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
-#      (host code only: the CUDA backend is compiled in builds 1 and 3, and
+#      (host code only: the CUDA backend is compiled in builds 1 and 4, and
 #      its tests skip without a GPU, so nvcc is not run a third time);
-#   3. a clang build (-Werror clean) and a bounded libFuzzer run of every
+#   3. a ThreadSanitizer build of the thread tests (tests/test_threads.c);
+#   4. a clang build (-Werror clean) and a bounded libFuzzer run of every
 #      harness under tests/fuzz (RLX_FUZZ_SECONDS each, default 30; the
 #      harnesses share one ASan+UBSan+coverage build of the library, and
 #      any sanitizer report fails the run).
@@ -23,6 +24,11 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLX_SANITIZE=ON -DR
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure
+
+echo "== ThreadSanitizer build and the thread tests"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLX_TSAN=ON -DRLX_CUDA=OFF >/dev/null
+cmake --build build-tsan -j"$jobs" --target test_threads
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R '^test_threads$' --output-on-failure
 
 echo "== clang build and fuzzing"
 CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DRLX_FUZZ=ON \
