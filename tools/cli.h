@@ -17,6 +17,13 @@ void cli_put_escaped(FILE *out, const char *s, size_t len, int quoted);
 const char *cli_escape(const char *s, char *buf, size_t cap);
 /* Prints "rlx: error: STATUS: last error" (escaped) and returns exit code 1. */
 int cli_fail(rlx_status st, const char *what);
+/* The library's setter of rlx_last_error (src/ir/status.c, exported), for
+ * the CLI's own failures: cli_fail then prints a message, never an empty one. */
+rlx_status rlx_set_error(rlx_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 int cmd_graph(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* cmd_graph.c — `rlx graph check FILE` and `rlx graph run FILE`. */
 #include "cli.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,11 +27,8 @@ static double rng_normal(void) {
   return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
 }
 
-static int64_t numel_of(int rank, const int64_t *dims) {
-  int64_t n = 1;
-  for (int i = 0; i < rank; i++) n *= dims[i];
-  return n;
-}
+/* Element count (the library's checked arithmetic: -1 past RLX_MAX_TENSOR_BYTES). */
+static int64_t numel_of(int rank, const int64_t *dims) { return rlx_shape_numel(rank, dims); }
 
 /* Random values of a plain dtype: floats ~ N(0,1); integers in [0, 8)
  * (safe as indices of small tables); bools fair coins. */
@@ -57,8 +55,8 @@ static void fill_random(rlx_dtype t, void *p, int64_t n) {
  * (random bytes could hold NaN scales). */
 static rlx_status random_blocks(rlx_dtype t, int rank, const int64_t *dims, void *dst, size_t nbytes) {
   int64_t n = numel_of(rank, dims);
-  float *src = malloc((size_t)(n ? n : 1) * sizeof *src);
-  if (!src) return RLX_ERR_NOMEM;
+  float *src = n < 0 ? NULL : malloc((size_t)(n ? n : 1) * sizeof *src);
+  if (!src) return rlx_set_error(RLX_ERR_NOMEM, "rlx graph run: no memory for %lld random floats", (long long)n);
   fill_random(RLX_F32, src, n);
   rlx_graph *g = rlx_graph_new("random_blocks");
   rlx_node x = rlx_input(g, "x", RLX_F32, rank, dims);
@@ -144,7 +142,16 @@ static int graph_check(const char *path) {
   char *text = rlx_graph_to_text(g);
   if (!text) {
     rlx_graph_free(g);
-    return cli_fail(RLX_ERR_NOMEM, path);
+    return cli_fail(rlx_set_error(RLX_ERR_NOMEM, "rlx graph check: out of memory printing the graph"), path);
+  }
+  /* "# ok" promises the printed text reads back: parse it again. */
+  rlx_graph *again = NULL;
+  st = rlx_graph_from_text(text, &again);
+  rlx_graph_free(again);
+  if (st) {
+    free(text);
+    rlx_graph_free(g);
+    return cli_fail(st, "the graph as printed does not read back");
   }
   fputs(text, stdout);
   printf("# ok: %d nodes, %d inputs, %d params, %d outputs, hash %016" PRIx64 "\n", rlx_graph_num_nodes(g),
@@ -186,20 +193,46 @@ static rlx_status bind_random(const rlx_graph *g, rlx_session *s, const bind_arg
       int64_t dims[RLX_MAX_RANK];
       int rank = rlx_node_type(g, n, &t, dims);
       for (int d = 0; d < rank; d++) dims[d] = bound_dim(g, dims[d], binds, n_binds);
-      size_t nbytes = rlx_dtype_nbytes(t, numel_of(rank, dims));
+      int64_t numel = numel_of(rank, dims);
+      size_t nbytes = rlx_dtype_nbytes(t, numel);
+      const char *name = rlx_node_name(g, n);
+      if (numel < 0 || (nbytes == 0 && numel > 0)) {
+        char shape[RLX_MAX_RANK * 24 + 2] = "[";
+        for (int d = 0; d < rank; d++)
+          snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%" PRId64, d ? "," : "", dims[d]);
+        return rlx_set_error(RLX_ERR_SHAPE, "rlx graph run: %s \"%s\" bound as %s%s] is larger than the largest "
+                             "tensor (RLX_MAX_TENSOR_BYTES, 2^40 elements or bytes)", pass ? "input" : "param", name,
+                             rlx_dtype_name(t), shape);
+      }
       void *buf = malloc(nbytes ? nbytes : 1);
-      if (!buf) return RLX_ERR_NOMEM;
+      if (!buf)
+        return rlx_set_error(RLX_ERR_NOMEM, "rlx graph run: no memory for %zu bytes of %s \"%s\"", nbytes,
+                             pass ? "input" : "param", name);
       rlx_status st = RLX_OK;
       if (rlx_dtype_is_block(t)) st = random_blocks(t, rank, dims, buf, nbytes);
       else fill_random(t, buf, numel_of(rank, dims));
       if (!st)
-        st = pass ? rlx_set_input_shaped(s, rlx_node_name(g, n), buf, nbytes, rank, dims)
-                  : rlx_set_param(s, rlx_node_name(g, n), buf, nbytes);
+        st = pass ? rlx_set_input_shaped(s, name, buf, nbytes, rank, dims) : rlx_set_param(s, name, buf, nbytes);
       free(buf);
       if (st) return st;
     }
   }
   return RLX_OK;
+}
+
+/* v as a whole decimal number in [lo, hi]; else a message naming the option and 0. */
+static int parse_count(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi) {
+    char esc[96];
+    fprintf(stderr, "rlx graph run: %s: '%s' is not a whole number in %lld..%lld\n", opt, cli_escape(v, esc, sizeof esc),
+            (long long)lo, (long long)hi);
+    return 0;
+  }
+  *out = x;
+  return 1;
 }
 
 static int graph_run(const char *path, int argc, char **argv) {
@@ -209,9 +242,15 @@ static int graph_run(const char *path, int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int64_t num = 0;
+    if (v && (!strcmp(a, "--runs") || !strcmp(a, "--threads") || !strcmp(a, "--bind"))) {
+      const char *digits = strcmp(a, "--bind") ? v : strchr(v, '=') ? strchr(v, '=') + 1 : "";
+      int64_t lo = !strcmp(a, "--runs"), hi = !strcmp(a, "--bind") ? RLX_MAX_TENSOR_BYTES : 1000000;
+      if (!parse_count(a, digits, lo, hi, &num)) return 2;
+    }
     if (!strcmp(a, "--seed") && v) rng_state = strtoull(v, NULL, 10), i++;
-    else if (!strcmp(a, "--runs") && v) runs = atoi(v), i++;
-    else if (!strcmp(a, "--threads") && v) opt.threads = atoi(v), i++;
+    else if (!strcmp(a, "--runs") && v) runs = (int)num, i++;
+    else if (!strcmp(a, "--threads") && v) opt.threads = (int)num, i++;
     else if (!strcmp(a, "--bind") && v && strchr(v, '=') && n_binds < MAX_BINDS) {
       static char names[MAX_BINDS][65];
       const char *eq = strchr(v, '=');
@@ -219,7 +258,7 @@ static int graph_run(const char *path, int argc, char **argv) {
       memcpy(names[n_binds], v, len);
       names[n_binds][len] = 0;
       binds[n_binds].name = names[n_binds];
-      binds[n_binds].value = strtoll(eq + 1, NULL, 10);
+      binds[n_binds].value = num;
       n_binds++;
       i++;
     } else {
@@ -238,7 +277,7 @@ static int graph_run(const char *path, int argc, char **argv) {
   double t_compile = now_s() - t0;
   if (!st) st = bind_random(g, s, binds, n_binds);
   double *times = malloc((size_t)runs * sizeof *times);
-  if (!times) st = RLX_ERR_NOMEM;
+  if (!times && !st) st = rlx_set_error(RLX_ERR_NOMEM, "rlx graph run: no memory for %d timings", runs);
   for (int r = 0; !st && r < runs; r++) {
     t0 = now_s();
     st = rlx_run(s);
@@ -259,7 +298,8 @@ static int graph_run(const char *path, int argc, char **argv) {
       int rank = rlx_output_type(s, i, &t, dims);
       size_t nbytes = rlx_dtype_nbytes(t, numel_of(rank, dims));
       void *buf = malloc(nbytes ? nbytes : 1);
-      st = buf ? rlx_output(s, i, buf, nbytes) : RLX_ERR_NOMEM;
+      st = buf ? rlx_output(s, i, buf, nbytes)
+               : rlx_set_error(RLX_ERR_NOMEM, "rlx graph run: no memory for %zu bytes of output %d", nbytes, i);
       if (st) rc = cli_fail(st, "output");
       else print_stats(i, t, rank, dims, buf);
       free(buf);

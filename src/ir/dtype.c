@@ -36,12 +36,11 @@ const char *rlx_dtype_name(rlx_dtype t) {
 int rlx_dtype_block_size(rlx_dtype t) { return ir_dtype_valid(t) ? ir_dtypes[t].block : 0; }
 
 size_t rlx_dtype_nbytes(rlx_dtype t, int64_t numel) {
-  if (!ir_dtype_valid(t) || numel < 0) return 0;
+  if (!ir_dtype_valid(t) || !ir_size_ok(numel)) return 0;
   const ir_dtype_info *d = &ir_dtypes[t];
   if (numel % d->block) return 0;
-  uint64_t blocks = (uint64_t)(numel / d->block);
-  if (blocks > SIZE_MAX / (uint64_t)d->size) return 0;
-  return (size_t)(blocks * (uint64_t)d->size);
+  int64_t bytes = ir_size_mul(numel / d->block, d->size);
+  return ir_size_ok(bytes) ? (size_t)bytes : 0;
 }
 
 int ir_dtype_from_name(const char *s, size_t len) {

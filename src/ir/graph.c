@@ -158,7 +158,23 @@ static int grow_nodes(rlx_graph *g) {
   return 1;
 }
 
-/* Checks a freshly inferred type: valid dtype, rank, dims. */
+/* "f32[2,3], i64[S]": the types of n's first inputs, for messages. */
+static const char *input_types(const rlx_graph *g, const ir_node *n, char *buf, size_t cap) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n->n_in && i < 4 && len < cap; i++) {
+    const ir_type *t = ir_in(g, n, i);
+    int k = snprintf(buf + len, cap - len, "%s%s%s", i ? ", " : "", rlx_dtype_name(t->dtype),
+                     IR_SHAPE_S(g, &t->shape));
+    len += k > 0 ? (size_t)k : 0;
+  }
+  if (n->n_in > 4 && len < cap) snprintf(buf + len, cap - len, ", ...");
+  return n->n_in ? buf : "none";
+}
+
+/* Checks a freshly inferred type: valid dtype, rank, dims, and within the
+ * largest tensor (RLX_MAX_TENSOR_BYTES), whatever the op's inference
+ * computed: no later layer sizes a buffer from a type that overflowed. */
 static int check_out_types(rlx_graph *g, ir_node *n) {
   for (int o = 0; o < n->n_out; o++) {
     const ir_type *t = &n->out[o];
@@ -169,6 +185,11 @@ static int check_out_types(rlx_graph *g, ir_node *n) {
     for (int i = 0; i < t->shape.rank; i++)
       if (t->shape.d[i] < 0 && !ir_dim_is_sym(t->shape.d[i]))
         return ir_fail(g, n, RLX_ERR_SHAPE, "negative dim %lld", (long long)t->shape.d[i]);
+    char why[96], ins[4 * IR_SHAPE_STR_CAP];
+    if (ir_type_check_size(t, why, sizeof why) < 0)
+      return ir_fail(g, n, RLX_ERR_SHAPE, "output %d %s%s is larger than the largest tensor (RLX_MAX_TENSOR_BYTES, "
+                     "2^40): %s; inputs: %s", o, rlx_dtype_name(t->dtype), IR_SHAPE_S(g, &t->shape), why,
+                     input_types(g, n, ins, sizeof ins));
   }
   return 0;
 }
@@ -272,6 +293,11 @@ static int infer_leaf_type(rlx_graph *g, ir_node *n) {
       return ir_fail(g, n, RLX_ERR_SHAPE, "dim %d is negative (%lld)", i, (long long)d);
     }
   }
+  char why[96];
+  if (ir_type_check_size(t, why, sizeof why) < 0)
+    return ir_fail(g, n, RLX_ERR_SHAPE, "%s%s%s%s%s is larger than the largest tensor (RLX_MAX_TENSOR_BYTES, 2^40): %s",
+                   n->a.name ? "\"" : "", n->a.name ? n->a.name : "", n->a.name ? "\" " : "",
+                   rlx_dtype_name(t->dtype), IR_SHAPE_S(g, &t->shape), why);
   if (ir_is_block(t->dtype)) {
     int64_t last = t->shape.rank ? t->shape.d[t->shape.rank - 1] : 1;
     if (ir_dim_is_sym(last) || last % ir_dtypes[t->dtype].block)
@@ -322,6 +348,10 @@ static int fill_leaf_type(rlx_graph *g, const char *what, rlx_dtype t, int rank,
   out->dtype = t;
   out->shape.rank = rank;
   for (int i = 0; i < rank; i++) out->shape.d[i] = dims[i];
+  char why[96];
+  if (ir_type_check_size(out, why, sizeof why) < 0)
+    return ir_fail(g, NULL, RLX_ERR_SHAPE, "%s: %s%s is larger than the largest tensor (RLX_MAX_TENSOR_BYTES, 2^40): %s",
+                   what, rlx_dtype_name(t), IR_SHAPE_S(g, &out->shape), why);
   return 0;
 }
 
@@ -334,8 +364,10 @@ static rlx_node named_leaf(rlx_graph *g, int op, const char *name, rlx_dtype t, 
   }
   if (g->err) return rlx_graph_status(g), -1;
   if (!name) return ir_fail(g, NULL, RLX_ERR_INVALID, "%s: name is NULL", what);
+  char what_name[96];
+  snprintf(what_name, sizeof what_name, "%s \"%s\"", what, name);
   ir_type ty;
-  if (fill_leaf_type(g, what, t, rank, dims, &ty) < 0) return -1;
+  if (fill_leaf_type(g, what_name, t, rank, dims, &ty) < 0) return -1;
   ir_attrs a;
   ir_attrs_init_defaults(&a);
   if (!(a.name = str_dup(name))) return ir_fail(g, NULL, RLX_ERR_NOMEM, "%s: out of memory", what);

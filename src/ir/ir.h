@@ -196,6 +196,23 @@ static inline const ir_type *ir_in(const rlx_graph *g, const ir_node *n, int i) 
 #include "ops.def"
 #undef RLX_OP
 
+/* Checked size arithmetic: the one set through which every dim, element
+ * count and byte size is computed (shape inference, binding, planning, the
+ * KV cache). A result (or an operand) outside [-RLX_MAX_TENSOR_BYTES,
+ * RLX_MAX_TENSOR_BYTES] saturates to IR_SIZE_OVER, which every check of a
+ * type rejects, so an overflow cannot wrap into a small size. */
+#define IR_SIZE_OVER INT64_MAX
+int64_t ir_size_add(int64_t a, int64_t b);
+int64_t ir_size_mul(int64_t a, int64_t b);   /* operands >= 0 */
+static inline int ir_size_ok(int64_t n) { return n >= 0 && n <= RLX_MAX_TENSOR_BYTES; }
+/* Bytes of a static type; -1 if a dim is symbolic, IR_SIZE_OVER past the
+ * limit or for a block type whose element count is not whole blocks. */
+int64_t ir_type_nbytes(const ir_type *t);
+/* 0 if every static dim, the element count and the bytes of t are within
+ * RLX_MAX_TENSOR_BYTES; else -1 and a description ("dim 0 is 4611686018427387904",
+ * "2^41 bytes") in why. */
+int ir_type_check_size(const ir_type *t, char *why, size_t cap);
+
 /* Resolve a dim through the graph's current binding (symbolic dims that
  * are bound become static). */
 int64_t ir_dim_resolve(const rlx_graph *g, int64_t d);
@@ -212,7 +229,7 @@ int     ir_norm_axis(int64_t axis, int rank);
  * against a static dim > 1 takes the static one (checked again at run time
  * when the graph is specialized). */
 int     ir_broadcast(rlx_graph *g, const ir_shape *a, const ir_shape *b, ir_shape *out);
-/* Element count; -1 if any dim is symbolic. */
+/* Element count; -1 if any dim is symbolic, IR_SIZE_OVER past the limit. */
 int64_t ir_numel(const ir_shape *s);
 int     ir_shape_eq(const ir_shape *a, const ir_shape *b);
 int     ir_type_eq(const ir_type *a, const ir_type *b);
@@ -267,6 +284,13 @@ rlx_status rlx_set_errorv(rlx_status st, const char *fmt, va_list ap);
 /* An on/off switch: fallback when unset or empty; off for an integer 0,
  * "off", "false" or "no" (any case); on for anything else. */
 int ir_env_flag(const char *name, int fallback);
+
+/* The host memory one allocation may take (memory_budget.c): RLX_MEMORY_LIMIT_MB
+ * if set, else the smaller of physical memory and the cgroup's limit;
+ * *source names which. ir_memory_check: RLX_OK if bytes fit, else
+ * RLX_ERR_NOMEM with a message naming what, the bytes and the budget. */
+uint64_t   ir_memory_budget(const char **source);
+rlx_status ir_memory_check(uint64_t bytes, const char *what);
 
 /* ---------------------------------------------------------------- graph utilities */
 

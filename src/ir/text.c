@@ -916,8 +916,9 @@ static rlx_status parse_type(parser *P, type_decl *ty, const char **end) {
   ty->dtype = (int)dt;
   ty->rank = 0;
   TRY(expect_punct(P, '[', "after the dtype"));
-  /* bytes bound: numel * bytes-per-element-or-block stays below 2^63 */
-  int64_t bound = INT64_MAX / ir_dtypes[dt].size, numel = 1;
+  /* The builders' limit (RLX_MAX_TENSOR_BYTES), through the same checked
+   * arithmetic: a type this parser accepts is one they accept. */
+  int64_t numel = 1;
   while (!at_punct(P, ']')) {
     if (ty->rank) TRY(expect_punct(P, ',', "or ']' in a type"));
     if (ty->rank == RLX_MAX_RANK) return syntax(&P->t, "type has more than %d dims", RLX_MAX_RANK);
@@ -936,12 +937,17 @@ static rlx_status parse_type(parser *P, type_decl *ty, const char **end) {
       d->kind = DIM_STATIC;
       TRY(parse_int(P, &d->v));
       if (d->v < 0) return syntax(&dt_tok, "negative dim %lld", (long long)d->v);
-      if (numel && d->v && numel > bound / d->v)
-        return syntax(&at, "type is too large (more than 2^63 bytes)");
-      numel *= d->v;
+      if (!ir_size_ok(d->v))
+        return syntax(&dt_tok, "dim %lld is too large: more than the largest tensor (RLX_MAX_TENSOR_BYTES, 2^40)",
+                      (long long)d->v);
+      numel = ir_size_mul(numel, d->v);
     }
     ty->rank++;
   }
+  int64_t bytes = ir_size_mul(numel / ir_dtypes[dt].block, ir_dtypes[dt].size);
+  if (numel == IR_SIZE_OVER || bytes == IR_SIZE_OVER)
+    return syntax(&at, "type %.*s is too large: more than the largest tensor (RLX_MAX_TENSOR_BYTES, 2^40 elements "
+                  "or bytes)", (int)(P->t.s + 1 - at.s), at.s);
   *end = P->t.s + 1;
   return advance(P);
 }
@@ -1009,7 +1015,7 @@ static rlx_status build_leaf(parser *P, int op, const tok *at, const ir_attrs *a
     if (d->kind == DIM_STATIC) dims[i] = d->v;
     else if (d->kind == DIM_NAMED) TRY(sym_dim(P, &d->name, &dims[i]));
     else TRY(anon_dim(P, at, &dims[i]));
-    numel = d->kind == DIM_STATIC && numel >= 0 ? numel * d->v : -1;  /* no overflow: parse_type bounds it */
+    numel = d->kind == DIM_STATIC && numel >= 0 ? ir_size_mul(numel, d->v) : -1;
   }
   if (op == RLX_OP_Constant) {
     size_t need = numel < 0 ? 0 : rlx_dtype_nbytes((rlx_dtype)t->dtype, numel);

@@ -28,12 +28,32 @@ void llm_kv_layer(rlx_graph *g, const llm_kv_cache *c, int layer, rlx_node k_new
   }
 }
 
+/* Bytes of one layer's K (or V) param, checked: IR_SIZE_OVER past the limit. */
+static int64_t layer_bytes(const llm_kv_cache *c) {
+  return ir_size_mul(ir_size_mul(c->n_ctx, c->kv_dim), (int64_t)rlx_dtype_nbytes(c->dtype, 1));
+}
+
 size_t llm_kv_bytes(const llm_kv_cache *c) {
-  return rlx_dtype_nbytes(c->dtype, 2 * c->n_layer * c->n_ctx * c->kv_dim);
+  int64_t b = ir_size_mul(ir_size_mul(2, c->n_layer), layer_bytes(c));
+  return b == IR_SIZE_OVER ? SIZE_MAX : (size_t)b;
+}
+
+rlx_status llm_kv_check(const llm_kv_cache *c) {
+  int64_t layer = layer_bytes(c);
+  if (c->n_ctx < 1 || layer == IR_SIZE_OVER)
+    return rlx_set_error(RLX_ERR_SHAPE, "rlx_llm_load: a KV cache of n_ctx %lld rows of %lld %s values per layer is "
+                         "outside 1 row .. the largest tensor (RLX_MAX_TENSOR_BYTES, 2^40 bytes)",
+                         (long long)c->n_ctx, (long long)c->kv_dim, rlx_dtype_name(c->dtype));
+  /* Every layer's K and V are bound, copied into the session: all of it is touched. */
+  char what[160];
+  snprintf(what, sizeof what, "rlx_llm_load: the KV cache (n_ctx %lld, %lld layers, %lld %s values per row)",
+           (long long)c->n_ctx, (long long)c->n_layer, (long long)c->kv_dim, rlx_dtype_name(c->dtype));
+  size_t total = llm_kv_bytes(c);
+  return ir_memory_check(total == SIZE_MAX ? UINT64_MAX : (uint64_t)total, what);
 }
 
 rlx_status llm_kv_bind(rlx_session *s, const llm_kv_cache *c) {
-  size_t nbytes = rlx_dtype_nbytes(c->dtype, c->n_ctx * c->kv_dim);
+  size_t nbytes = (size_t)layer_bytes(c);  /* llm_kv_check bounded it */
   /* calloc'ed pages read as zeros without being resident: only the
    * session's copies take memory */
   void *zeros = calloc(1, nbytes ? nbytes : 1);
@@ -55,7 +75,7 @@ int64_t llm_kv_key_len(const llm_kv_cache *c, int64_t n_past, int64_t S) {
 }
 
 rlx_status llm_kv_mask(llm_kv_cache *c, int64_t n_past, int64_t S, int64_t T) {
-  size_t need = (size_t)(S * T);
+  size_t need = (size_t)ir_size_mul(S, T);  /* S <= LLM_MAX_BATCH, T <= n_ctx: far below the limit */
   if (need > c->mask_cap) {
     float *m = realloc(c->mask, need * sizeof *m);
     if (!m) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_eval: out of memory for a %lldx%lld mask", (long long)S,

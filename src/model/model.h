@@ -48,7 +48,12 @@ int64_t llm_kv_key_len(const llm_kv_cache *c, int64_t n_past, int64_t S);
  * i, -inf elsewhere), in c->mask. */
 rlx_status llm_kv_mask(llm_kv_cache *c, int64_t n_past, int64_t S, int64_t T);
 
+/* All K and V bytes; SIZE_MAX past RLX_MAX_TENSOR_BYTES. */
 size_t llm_kv_bytes(const llm_kv_cache *c);
+/* RLX_ERR_SHAPE when a layer's cache would pass RLX_MAX_TENSOR_BYTES,
+ * RLX_ERR_NOMEM when the whole cache does not fit the memory budget
+ * (ir_memory_check); before anything is allocated. */
+rlx_status llm_kv_check(const llm_kv_cache *c);
 void   llm_kv_free(llm_kv_cache *c);
 
 #endif

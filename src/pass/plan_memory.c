@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Bound of the sum of all buffer sizes (see plan_arena_offsets). */
+#define PLAN_MAX_TOTAL ((size_t)1 << 60)
+
 static size_t align_up(size_t x) { return (x + RLX_ARENA_ALIGN - 1) / RLX_ARENA_ALIGN * RLX_ARENA_ALIGN; }
 
 /* ---------------------------------------------------------------- views */
@@ -325,16 +328,26 @@ rlx_status plan_arena_offsets(const rlx_graph *g, const uint8_t *outside, plan_m
       s.family_last[slot] = -1;
       s.buf_of[slot] = -1;
       if (o >= n->n_out) continue;
-      int64_t numel = ir_numel(&n->out[o].shape);
-      if (numel < 0)
+      int64_t bytes = ir_type_nbytes(&n->out[o]);
+      if (bytes < 0)
         return plan_fail(m, &s, rlx_set_error(RLX_ERR_INTERNAL, "memory planning: %s (node %d) has symbolic dims",
                                               ir_ops[n->op].name, i));
-      m->nbytes[slot] = rlx_dtype_nbytes(n->out[o].dtype, numel);
+      /* graph.c keeps every type within the limit; a pass that broke that must not size a buffer */
+      if (!ir_size_ok(bytes))
+        return plan_fail(m, &s, rlx_set_error(RLX_ERR_INTERNAL, "memory planning: %s (node %d) output %d %s%s is "
+                                              "larger than RLX_MAX_TENSOR_BYTES", ir_ops[n->op].name, i, o,
+                                              rlx_dtype_name(n->out[o].dtype), IR_SHAPE_S(g, &n->out[o].shape)));
+      m->nbytes[slot] = (size_t)bytes;
       if (is_leaf) {
         m->leaf[slot] = i;
         m->offset[slot] = 0;
       } else {
+        /* The sum of all buffers bounds the arena, every offset and the live
+         * bytes: kept far from overflowing (each term is at most 2^40). */
         m->naive_bytes += align_up(m->nbytes[slot] ? m->nbytes[slot] : 1);
+        if (m->naive_bytes > PLAN_MAX_TOTAL)
+          return plan_fail(m, &s, rlx_set_error(RLX_ERR_NOMEM, "memory planning: the intermediate values up to %s "
+                                                "(node %d) take more than 2^60 bytes", ir_ops[n->op].name, i));
       }
     }
   }

@@ -112,6 +112,10 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
     return st;
   }
   size_t arena = (pl->mem.arena_bytes + RLX_ARENA_ALIGN - 1) / RLX_ARENA_ALIGN * RLX_ARENA_ALIGN;
+  if ((st = ir_memory_check(arena, "cpu plan: the arena of intermediate values"))) {
+    cpu_free(pl);
+    return st;
+  }
   size_t n_tensors = 0;
   for (int i = 0; i < g->n_nodes; i++)
     if (ir_ops[g->nodes[i].op].category != RLX_CAT_LEAF) n_tensors += (size_t)(g->nodes[i].n_in + g->nodes[i].n_out);
