@@ -1,0 +1,263 @@
+"""rlx.LLM: a GGUF language model (tokenizer, decoder with its KV cache,
+sampler) from Python, as `rlx generate` runs it."""
+import codecs
+import ctypes
+import os
+
+import numpy as np
+
+from . import _lib, errors
+from ._lib import check, lib
+from .graph import _options
+
+_CACHE_TYPES = {"f32": 0, "f16": 1, "bf16": 2}
+
+
+class LLM:
+    """A Llama-family GGUF model (llama / SmolLM2, qwen2, qwen3).
+
+    ``n_ctx``: the KV cache length (0: the model's, at most 4096);
+    ``device``: "cpu", "cuda" or "auto"; ``threads``: 0 for every core;
+    ``cache_type``: "f32", "f16" or "bf16".
+
+    >>> llm = rlx.LLM("SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx=2048)
+    >>> for piece in llm.generate("The capital of France is", max_tokens=16, stream=True):
+    ...     print(piece, end="")
+    """
+
+    def __init__(self, path, n_ctx=0, device="cpu", threads=0, cache_type="f32"):
+        self._f = self._tok = self._m = None
+        if cache_type not in _CACHE_TYPES:
+            raise errors.InvalidError("rlx: cache_type %r is not f32, f16 or bf16" % (cache_type,))
+        f, tok, m = _lib.c_vp(), _lib.c_vp(), _lib.c_vp()
+        check(lib.rlx_model_file_open(os.fsencode(path), ctypes.byref(f)))
+        self._f = f.value
+        check(lib.rlx_tokenizer_load(self._f, ctypes.byref(tok)))
+        self._tok = tok.value
+        opts = _lib.LlmOptions(_options(device, threads), int(n_ctx), _lib.PROGRESS(), None,
+                               _CACHE_TYPES[cache_type])
+        check(lib.rlx_llm_load(self._f, ctypes.byref(opts), ctypes.byref(m)))
+        self._m = m.value
+        info = _lib.LlmInfo()
+        check(lib.rlx_llm_get_info(self._m, ctypes.byref(info)))
+        self.n_vocab = int(info.n_vocab)
+        self.n_ctx = int(info.n_ctx)
+        self.arch = info.arch.decode()
+        self._logits = np.empty(self.n_vocab, np.float32)
+        self._cached = []  # the tokens whose keys and values the cache holds
+
+    def close(self):
+        """Frees the model now (also done when it is collected)."""
+        if getattr(self, "_m", None):
+            lib.rlx_llm_free(self._m)
+            self._m = None
+        if getattr(self, "_tok", None):
+            lib.rlx_tokenizer_free(self._tok)
+            self._tok = None
+        if getattr(self, "_f", None):
+            lib.rlx_model_file_close(self._f)
+            self._f = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _ptr(self):
+        if not self._m:
+            raise errors.InvalidError("rlx: the LLM was closed")
+        return self._m
+
+    # ---- tokens
+
+    def tokenize(self, text, add_special=True, parse_special=False):
+        """Token ids (a list of int) of ``text``; add_special adds the BOS/EOS
+        the model asks for; parse_special reads control tokens written in the
+        text ("<|im_start|>") as their ids."""
+        self._ptr()
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        n = ctypes.c_int64()
+        cap = len(data) + 8
+        for _ in range(2):
+            ids = (ctypes.c_int32 * cap)()
+            st = lib.rlx_tokenize(self._tok, data, len(data), int(add_special), int(parse_special), ids, cap,
+                                  ctypes.byref(n))
+            if st == 0:
+                return list(ids[:n.value])
+            if n.value <= cap:
+                check(st)
+            cap = n.value
+        check(st)
+
+    def detokenize(self, tokens, render_special=False):
+        """The text of ``tokens`` (invalid UTF-8 replaced)."""
+        return self._bytes(lib.rlx_detokenize, tokens, render_special).decode("utf-8", "replace")
+
+    def _bytes(self, fn, tokens, render_special):
+        self._ptr()
+        tokens = [int(t) for t in tokens]
+        ids = (ctypes.c_int32 * max(len(tokens), 1))(*tokens)
+        n = _lib.sz()
+        cap = 16 * len(tokens) + 16
+        for _ in range(2):
+            buf = ctypes.create_string_buffer(cap)
+            st = fn(self._tok, ids, len(tokens), int(render_special), buf, cap, ctypes.byref(n))
+            if st == 0 and n.value <= cap:
+                return buf.raw[:n.value]
+            if n.value <= cap:
+                check(st)
+            cap = n.value + 1
+        check(st)
+
+    def token_to_piece(self, token, render_special=False):
+        """The bytes one token stands for (may be part of a UTF-8 sequence)."""
+        self._ptr()
+        n = _lib.sz()
+        buf = ctypes.create_string_buffer(256)
+        check(lib.rlx_token_to_piece(self._tok, int(token), int(render_special), buf, 256, ctypes.byref(n)))
+        if n.value > 256:
+            buf = ctypes.create_string_buffer(n.value)
+            check(lib.rlx_token_to_piece(self._tok, int(token), int(render_special), buf, n.value,
+                                         ctypes.byref(n)))
+        return buf.raw[:n.value]
+
+    @property
+    def token_bos(self):
+        return lib.rlx_token_bos(self._tok)
+
+    @property
+    def token_eos(self):
+        return lib.rlx_token_eos(self._tok)
+
+    def is_eog(self, token):
+        """Whether ``token`` ends generation (EOS, EOT, <|im_end|>, ...)."""
+        return bool(lib.rlx_token_is_eog(self._tok, int(token)))
+
+    # ---- the decoder
+
+    def eval(self, tokens, all_logits=False):
+        """Runs ``tokens`` after those already in the KV cache and returns the
+        logits of the last one (n_vocab floats), or of each ([n, n_vocab])."""
+        tokens = np.ascontiguousarray(tokens, dtype=np.int32).reshape(-1)
+        n = len(tokens)
+        if n == 0:
+            raise errors.InvalidError("rlx: LLM.eval of no tokens")
+        out = np.empty((n, self.n_vocab) if all_logits else self.n_vocab, np.float32)
+        check(lib.rlx_llm_eval(self._ptr(), tokens.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), n,
+                               int(all_logits), out.ctypes.data))
+        self._cached += tokens.tolist()
+        return out
+
+    @property
+    def n_past(self):
+        """Tokens in the KV cache."""
+        return lib.rlx_llm_n_past(self._ptr())
+
+    def reset(self, n_past=0):
+        """Forgets the KV cache after position ``n_past`` (0: start over)."""
+        check(lib.rlx_llm_truncate(self._ptr(), int(n_past)))
+        del self._cached[n_past:]
+
+    def _prefill(self, ids):
+        """Logits after ``ids``, reusing the cache's common prefix with them."""
+        keep = 0
+        limit = min(len(self._cached), len(ids) - 1)
+        while keep < limit and self._cached[keep] == ids[keep]:
+            keep += 1
+        self.reset(keep)
+        return self.eval(ids[keep:])
+
+    # ---- generation
+
+    def generate(self, prompt, max_tokens=128, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
+                 repeat_penalty=1.0, repeat_last_n=64, seed=0, stream=False, stop_at_eog=True,
+                 parse_special=False, add_special=True):
+        """The continuation of ``prompt`` (text, or a list of token ids), as
+        `rlx generate` samples it: temperature 0 is greedy; ``seed`` makes
+        sampling repeatable. stream=True returns an iterator of text pieces
+        (each a whole UTF-8 sequence); otherwise the text."""
+        it = self._generate(prompt, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n,
+                            seed, stop_at_eog, parse_special, add_special)
+        return it if stream else "".join(it)
+
+    def generate_tokens(self, prompt, max_tokens=128, **sampling):
+        """The generated token ids (a list) for ``prompt``; arguments as generate."""
+        out = []
+        for _ in self._generate(prompt, max_tokens, *self._sampling(**sampling), tokens_out=out):
+            pass
+        return out
+
+    @staticmethod
+    def _sampling(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, repeat_last_n=64,
+                  seed=0, stop_at_eog=True, parse_special=False, add_special=True):
+        return (temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, stop_at_eog,
+                parse_special, add_special)
+
+    def _generate(self, prompt, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n,
+                  seed, stop_at_eog, parse_special, add_special, tokens_out=None):
+        ids = list(prompt) if not isinstance(prompt, (str, bytes)) else self.tokenize(prompt, add_special,
+                                                                                       parse_special)
+        if not ids:
+            raise errors.InvalidError("rlx: an empty prompt")
+        sp = _lib.SamplerParams(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed)
+        smp = _lib.c_vp()
+        check(lib.rlx_sampler_new(ctypes.byref(sp), self.n_vocab, ctypes.byref(smp)))
+        dec = codecs.getincrementaldecoder("utf-8")("replace")
+        try:
+            for t in ids:
+                lib.rlx_sampler_accept(smp, t)
+            logits = self._prefill(ids)
+            for _ in range(max_tokens):
+                t = lib.rlx_sampler_sample(smp, logits.ctypes.data)
+                if t < 0:
+                    raise errors.InternalError("rlx: the sampler returned no token")
+                if stop_at_eog and self.is_eog(t):
+                    break
+                if tokens_out is not None:
+                    tokens_out.append(t)
+                piece = dec.decode(self.token_to_piece(t))
+                if piece:
+                    yield piece
+                if self.n_past >= self.n_ctx:
+                    break
+                logits = self.eval([t])
+            tail = dec.decode(b"", final=True)
+            if tail:
+                yield tail
+        finally:
+            lib.rlx_sampler_free(smp)
+
+    def apply_chat_template(self, messages, add_assistant=True):
+        """The text of ``messages`` ([{"role": ..., "content": ...}]) in the
+        model's chat template (tokenizer.chat_template)."""
+        self._ptr()
+        arr = (_lib.ChatMessage * max(len(messages), 1))()
+        keep = []
+        for i, msg in enumerate(messages):
+            role, content = msg["role"].encode(), msg["content"].encode()
+            keep += [role, content]
+            arr[i] = _lib.ChatMessage(role, content)
+        n = _lib.sz()
+        cap = sum(len(k) for k in keep) + 1024
+        for _ in range(2):
+            buf = ctypes.create_string_buffer(cap)
+            st = lib.rlx_chat_apply_template(self._f, arr, len(messages), int(add_assistant), buf, cap,
+                                             ctypes.byref(n))
+            if st == 0 and n.value <= cap:
+                return buf.raw[:n.value].decode("utf-8", "replace")
+            if n.value <= cap:
+                check(st)
+            cap = n.value + 1
+        check(st)
+
+    def chat(self, messages, **kwargs):
+        """The assistant's reply to ``messages`` in the model's chat template;
+        keyword arguments as generate (stream=True yields pieces)."""
+        text = self.apply_chat_template(messages)
+        bos = self.token_bos
+        starts_bos = bos >= 0 and text.encode().startswith(self.token_to_piece(bos, True))
+        return self.generate(text, parse_special=True, add_special=not starts_bos, **kwargs)
