@@ -36,8 +36,11 @@ string(REGEX REPLACE "/$" "" RLX_PC_UP "${RLX_PC_UP}")
 set(RLX_PC_PRIVATE "-lm -pthread")
 set(RLX_PC_CUDA "")
 if(RLX_HAVE_CUDA)
+  # The host code nvcc makes of the .cu files needs the C++ runtime (static
+  # guards) in a C program that links librlx.a.
+  target_link_libraries(rlx_static INTERFACE stdc++)
   set(RLX_PC_CUDA " and CUDA")
-  string(APPEND RLX_PC_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lrt -l${CMAKE_DL_LIBS}")
+  string(APPEND RLX_PC_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lrt -l${CMAKE_DL_LIBS} -lstdc++")
 endif()
 configure_file(cmake/rlx.pc.in ${PROJECT_BINARY_DIR}/rlx.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/rlx.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
