@@ -17,10 +17,10 @@ made from the rows. Argument kinds:
 Builders that take a descriptor struct (attention, rope, conv, pool,
 log_mel, regions) are written out by hand at the end.
 """
+import builtins as _builtins  # rlx.ops.max, min, pow and slice shadow the builtins here
 import ctypes
 import inspect
 
-import numpy as np
 
 from . import _dtypes, _lib, errors
 from ._lib import lib
@@ -230,7 +230,7 @@ def _make(pyname, cname, spec, doc):
                 cargs.append(-1 if v is None else _node(g, v, like))
             elif kind == "nodes":
                 ids = [_node(g, x, like) for x in v]
-                cargs += [len(ids), (_lib.c_node * max(len(ids), 1))(*ids)]
+                cargs += [len(ids), (_lib.c_node * _builtins.max(len(ids), 1))(*ids)]
             elif kind == "dims":
                 arr, rank = g.dims(v)
                 cargs += [rank, arr]
@@ -279,11 +279,15 @@ for _i, _r in enumerate(ENUMS["reduce"]):
     globals()["reduce_" + _r] = _named(reduce, "reduce", _i, "reduce_" + _r, "Reduction")
 
 
+_DECLARED = set()
+
+
 def _desc_call(cname, argtypes, g, *args):
     f = getattr(lib, cname)
-    if f.restype is not _lib.c_node:
+    if cname not in _DECLARED:
         f.restype = _lib.c_node
         f.argtypes = [_lib.c_graph] + argtypes
+        _DECLARED.add(cname)
     return g._node(f(g._ptr(), *args), cname)
 
 
@@ -374,7 +378,7 @@ def log_mel(audio, n_fft, hop, n_mels, sample_rate, f_min=0.0, f_max=0.0):
 
 def _steps(steps):
     """(kind, op, a, b[, to or alpha]) tuples -> an rlx_region_step array."""
-    out = (_lib.RegionStep * max(len(steps), 1))()
+    out = (_lib.RegionStep * _builtins.max(len(steps), 1))()
     for i, s in enumerate(steps):
         kind = enum("step", s[0])
         op = s[1]
@@ -408,7 +412,7 @@ def transform_region(x, transforms):
     builder rlx_transform_region of rlx.h."""
     g = _graph_of([x])
     codes = [enum("prologue", t) for t in transforms]
-    arr = (ctypes.c_int * max(len(codes), 1))(*codes)
+    arr = (ctypes.c_int * _builtins.max(len(codes), 1))(*codes)
     return _desc_call("rlx_transform_region", [N, _lib.i32, P(ctypes.c_int)], g, x.id, len(codes), arr)
 
 
