@@ -607,6 +607,11 @@ struct gemm_prepack {
   rlx_dtype dtype;
   int trans;
   int64_t ld, K, N;
+  /* gemm_prepack_other's object */
+  void *other;
+  const void *other_key;
+  size_t other_bytes;
+  void (*other_free)(void *);
 };
 
 static _Atomic size_t prepack_total; /* bytes held by all slots */
@@ -625,6 +630,10 @@ void gemm_prepack_reset(gemm_prepack *p) {
   if (!p) return;
   if (p->panels) atomic_fetch_sub(&prepack_total, p->floats * sizeof(float));
   free(p->panels);
+  if (p->other) {
+    atomic_fetch_sub(&prepack_total, p->other_bytes);
+    p->other_free(p->other);
+  }
   memset(p, 0, sizeof *p);
 }
 
@@ -633,7 +642,24 @@ void gemm_prepack_free(gemm_prepack *p) {
   free(p);
 }
 
-size_t gemm_prepack_bytes(const gemm_prepack *p) { return p && p->panels ? p->floats * sizeof(float) : 0; }
+size_t gemm_prepack_bytes(const gemm_prepack *p) {
+  if (!p) return 0;
+  return (p->panels ? p->floats * sizeof(float) : 0) + (p->other ? p->other_bytes : 0);
+}
+
+void *gemm_prepack_other(const gemm_prepack *p, const void *key) {
+  return p && p->other && p->other_key == key ? p->other : NULL;
+}
+
+void gemm_prepack_set_other(gemm_prepack *p, const void *key, void *obj, size_t bytes,
+                            void (*free_fn)(void *)) {
+  gemm_prepack_reset(p);
+  p->other = obj;
+  p->other_key = key;
+  p->other_bytes = bytes;
+  p->other_free = free_fn;
+  atomic_fetch_add(&prepack_total, bytes);
+}
 
 size_t gemm_prepack_total_bytes(void) { return atomic_load(&prepack_total); }
 
@@ -647,7 +673,8 @@ static const float *prepacked_b(cpu_ctx *ctx, const gemm_isa *isa, const gemm_op
       p->ld == b->ld && p->K == K && p->N == N)
     return p->panels;
   gemm_prepack_reset(p);
-  *p = (gemm_prepack){NULL, 0, 1, isa, b->data, b->dtype, b->trans, b->ld, K, N};
+  *p = (gemm_prepack){.tried = 1, .isa = isa, .data = b->data, .dtype = b->dtype, .trans = b->trans,
+                      .ld = b->ld, .K = K, .N = N};
   const int64_t NR = isa->nr_max, n_pad = ceil_div(N, NR) * NR;
   size_t floats = (size_t)K * (size_t)n_pad, bytes = floats * sizeof(float);
   if (atomic_fetch_add(&prepack_total, bytes) + bytes > prepack_budget) {

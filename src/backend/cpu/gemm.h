@@ -82,6 +82,16 @@ void          gemm_prepack_reset(gemm_prepack *p); /* drop the packed copy */
 size_t        gemm_prepack_bytes(const gemm_prepack *p); /* held by p now */
 size_t        gemm_prepack_total_bytes(void);  /* held by all slots of the process */
 
+/* A slot may instead hold another packed form of a weight, made by another
+ * kernel (the 16-row groups of quantized weights, qpack.h): an object with
+ * its free function, valid for the data pointer `key`, dropped by
+ * gemm_prepack_reset like the panels and counted in the byte totals (not
+ * in RLX_PREPACK_MAX_MB: it replaces the weight's reads, it does not widen
+ * them). gemm_prepack_other: the object held for key, or NULL. */
+void *gemm_prepack_other(const gemm_prepack *p, const void *key);
+void  gemm_prepack_set_other(gemm_prepack *p, const void *key, void *obj, size_t bytes,
+                             void (*free_fn)(void *));
+
 /* The kernel variant cpu_gemm runs with on this CPU after the RLX_NO_AVX2 /
  * RLX_NO_AVX512 overrides (cpu_features.h): "avx512", "avx2" or "scalar". */
 const char *cpu_gemm_variant(void);

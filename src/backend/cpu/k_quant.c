@@ -4,6 +4,7 @@
 #include "cpu.h"
 #include "gemm.h"
 #include "qdot.h"
+#include "qpack.h"
 #include "quant_blocks.h"
 #include "vec.h"
 
@@ -95,6 +96,7 @@ typedef struct {
   const uint8_t *w;
   size_t w_row, act_row;
   int64_t M, N, K;
+  int packed;         /* w meets act in its 16-row groups (qpack.h) */
   const uint8_t *act; /* M activation rows (x itself for F32 x and F16/BF16 w) */
   float *xbuf;     /* K floats per thread: non-F32 x rows as F32 */
   float *y;        /* [M, N] F32 */
@@ -106,7 +108,9 @@ static void qmm_quantize(void *arg, int64_t begin, int64_t end, int thread) {
   float *buf = J->xbuf ? J->xbuf + (size_t)thread * (size_t)J->K : NULL;
   for (int64_t i = begin; i < end; i++) {
     const float *row = f32_row(J->x, i, J->K, buf);
-    qdot_quantize_row(J->q, J->wt, row, (uint8_t *)J->act + (size_t)i * J->act_row, J->K);
+    uint8_t *dst = (uint8_t *)J->act + (size_t)i * J->act_row;
+    if (J->packed) qpack_quantize_row(J->q, J->wt, row, (qdot_q8_0 *)dst, J->K);
+    else qdot_quantize_row(J->q, J->wt, row, dst, J->K);
   }
 }
 
@@ -128,6 +132,29 @@ static void qmm_rows(void *arg, int64_t begin, int64_t end, int thread) {
         J->dot(nb, J->w + (size_t)j * J->w_row, act, J->act_row, nr, J->y + i0 * J->N + j, J->N);
     }
   }
+}
+
+/* Fewest rows of x for which a weight without a prepack slot is packed
+ * for one call (a pass over w that the GEMM over the groups repays). */
+#define QPACK_MIN_ROWS 16
+
+/* The 16-row groups of w (qpack.h) where this CPU has kernels for them:
+ * the slot's copy (shared by all plans over the same weights), packed on
+ * first use; with no slot a copy for this call only (*temp = 1), for
+ * prefill shapes. */
+static qpack *packed_weight(cpu_ctx *ctx, const cpu_tensor *w, int64_t M, int *temp) {
+  const int64_t N = w->d[0], K = w->d[1];
+  *temp = 0;
+  if (!qpack_supported(w->dtype)) return NULL;
+  if (w->prepack) {
+    qpack *p = gemm_prepack_other(w->prepack, w->data);
+    if (!p && (p = qpack_acquire(ctx, w->dtype, w->data, N, K)))
+      gemm_prepack_set_other(w->prepack, w->data, p, qpack_bytes(w->dtype, N, K), qpack_release);
+    return p;
+  }
+  if (M < QPACK_MIN_ROWS) return NULL;
+  *temp = 1;
+  return qpack_new(ctx, w->dtype, w->data, N, K);
 }
 
 /* y [M, N] F32 into out of another float dtype. */
@@ -173,7 +200,8 @@ done:
  * is computed in F32 and stored in x's dtype. F16/BF16 w: the same walk
  * over w's rows with float dot products against x's F32 rows (x itself
  * when it is F32) for up to QDOT_MAX_ROWS rows (decode: one stream over
- * w), the SGEMM for more (dequant_matmul_gemm). */
+ * w), the SGEMM for more (dequant_matmul_gemm). Packable weights
+ * (qpack.h) meet x's Q8_0 rows in the GEMM over their 16-row groups. */
 rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                              cpu_tensor *out) {
   const cpu_tensor *x = &in[0], *w = &in[1];
@@ -190,6 +218,12 @@ rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *i
   if (!J.dot)
     return rlx_set_error(RLX_ERR_INTERNAL, "DequantMatMul (node %d): no kernel for %s weights",
                          n->id, rlx_dtype_name(w->dtype));
+  int temp_pack = 0;
+  qpack *pk = widens ? NULL : packed_weight(ctx, w, M, &temp_pack);
+  if (pk) { /* the groups take qdot_q8_0 blocks whatever w's block */
+    J.packed = 1;
+    J.act_row = qdot_act_row_bytes(RLX_Q8_0, K);
+  }
   const int threads = cpu_ctx_threads(ctx);
   const int out_f32 = out->dtype == RLX_F32;
   /* F32 rows of x serve F16/BF16 weights as they are (K = 0: x may have
@@ -207,10 +241,15 @@ rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *i
   /* about 64 KiB of activations per quantization chunk */
   const int64_t xgrain = 1 + (int64_t)(16384 / (K ? K : 1));
   if (!x_as_act) cpu_parallel_for(ctx, M, xgrain, qmm_quantize, &J);
-  const int64_t grain = 1 + (int64_t)(QMM_MIN_CHUNK_BYTES / ((size_t)M * J.w_row + 1));
-  cpu_parallel_for(ctx, N, grain, qmm_rows, &J);
+  if (pk) {
+    qpack_matmul(ctx, pk, (const qdot_q8_0 *)J.act, M, J.y);
+  } else {
+    const int64_t grain = 1 + (int64_t)(QMM_MIN_CHUNK_BYTES / ((size_t)M * J.w_row + 1));
+    cpu_parallel_for(ctx, N, grain, qmm_rows, &J);
+  }
   if (!out_f32) store_from_f32(out, J.y);
 done:
+  if (temp_pack) qpack_free(pk);
   free(act);
   free(J.xbuf);
   if (!out_f32) free(J.y);

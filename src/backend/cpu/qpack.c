@@ -1,0 +1,235 @@
+/* qpack.c — repacking GGUF rows into 16-row groups (layout: qpack.h) and
+ * the threaded walk of a packed matrix; the kernels are qpack_avx512.c. */
+#include "qpack.h"
+
+#include "cpu_features.h"
+#include "quant_blocks.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QK 32
+#define QK_K 256
+
+/* Bytes of one packed 32-element block of a group (Q4_K: without the
+ * super-block header). */
+static size_t block_bytes(rlx_dtype w) {
+  switch (w) {
+  case RLX_Q4_0: return 256 + 32;
+  case RLX_Q4_1: return 256 + 64;
+  case RLX_Q8_0: return 512 + 32;
+  case RLX_Q4_K: return 256 + 32;
+  default: return 0;
+  }
+}
+
+#define Q4_K_HEADER 64 /* fp16 d[16], dmin[16] */
+
+static size_t group_bytes(rlx_dtype w, int64_t K) {
+  if (w == RLX_Q4_K) return (size_t)(K / QK_K) * (Q4_K_HEADER + 8 * block_bytes(w));
+  return (size_t)(K / QK) * block_bytes(w);
+}
+
+static pthread_once_t flag_once = PTHREAD_ONCE_INIT;
+static int packing_on;
+static void read_flag(void) { packing_on = ir_env_flag("RLX_QPACK", 1); }
+
+int qpack_supported(rlx_dtype w) {
+  pthread_once(&flag_once, read_flag);
+  return packing_on && cpu_get_features()->avx512_vnni && qpack_avx512_kernel(w) != NULL;
+}
+
+void qpack_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, qdot_q8_0 *dst, int64_t K) {
+  if (w != RLX_Q4_K) {
+    q->quantize_q8_0(x, dst, K / QK);
+    return;
+  }
+  for (int64_t s = 0; s < K / QK_K; s++) {
+    qdot_q8_k b;
+    q->quantize_q8_k(x + s * QK_K, &b, 1);
+    for (int j = 0; j < QK_K / QK; j++) {
+      qdot_q8_0 *o = dst + s * (QK_K / QK) + j;
+      o->d = b.d;
+      o->s = b.d * (float)(b.bsums[2 * j] + b.bsums[2 * j + 1]);
+      memcpy(o->qs, b.qs + j * QK, QK);
+    }
+  }
+}
+
+size_t qpack_bytes(rlx_dtype w, int64_t N, int64_t K) {
+  if (!block_bytes(w) || N < 0 || K <= 0 || K % ir_dtypes[w].block) return 0;
+  return (size_t)((N + QPACK_ROWS - 1) / QPACK_ROWS) * group_bytes(w, K);
+}
+
+static void put_u16(uint8_t *dst, const uint8_t *src) { memcpy(dst, src, 2); }
+
+/* Row lane l of legacy block b: its quants into q, its scale (and min)
+ * into the fields after them. blk: the row's GGUF block. */
+static void pack_legacy(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
+  if (w == RLX_Q8_0) {
+    for (int t = 0; t < 8; t++)
+      for (int i = 0; i < 4; i++) out[t * 64 + l * 4 + i] = (uint8_t)(blk[2 + 4 * t + i] ^ 0x80);
+    put_u16(out + 512 + 2 * l, blk);
+    return;
+  }
+  const uint8_t *qs = blk + (w == RLX_Q4_1 ? 4 : 2);
+  for (int t = 0; t < 4; t++) memcpy(out + t * 64 + l * 4, qs + 4 * t, 4);
+  put_u16(out + 256 + 2 * l, blk);
+  if (w == RLX_Q4_1) put_u16(out + 256 + 32 + 2 * l, blk + 2);
+}
+
+/* Row lane l of a Q4_K super-block: header fields, then for each of its 8
+ * sub-blocks the nibbles in Q4_0's order and the 6-bit scale and min. */
+static void pack_q4_k(const uint8_t *blk, uint8_t *out, int l) {
+  put_u16(out + 2 * l, blk);
+  put_u16(out + 32 + 2 * l, blk + 2);
+  const uint8_t *scales = blk + 4, *qs = blk + 16;
+  for (int j = 0; j < 8; j++) {
+    uint8_t *o = out + Q4_K_HEADER + (size_t)j * 288;
+    /* sub-block j: the low (j even) or high nibbles of qs[32 (j / 2) ..] */
+    const uint8_t *src = qs + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    for (int i = 0; i < 16; i++) {
+      const uint8_t lo = (src[i] >> shift) & 0xF, hi = (src[16 + i] >> shift) & 0xF;
+      o[(i / 4) * 64 + l * 4 + i % 4] = (uint8_t)(lo | hi << 4);
+    }
+    quant_k4_scale_min(scales, j, &o[256 + l], &o[256 + 16 + l]);
+  }
+}
+
+typedef struct {
+  qpack *p;
+  const uint8_t *rows;
+  size_t row_bytes;
+} pack_job;
+
+static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const pack_job *J = arg;
+  const qpack *p = J->p;
+  const rlx_dtype w = p->dtype;
+  const int64_t units = w == RLX_Q4_K ? p->K / QK_K : p->K / QK;
+  const size_t unit_out = w == RLX_Q4_K ? Q4_K_HEADER + 8 * block_bytes(w) : block_bytes(w);
+  const size_t unit_in = ir_dtypes[w].size;
+  for (int64_t g = begin; g < end; g++) {
+    uint8_t *dst = p->data + (size_t)g * p->group_bytes;
+    memset(dst, 0, p->group_bytes); /* padding rows: zero scales */
+    for (int l = 0; l < QPACK_ROWS && g * QPACK_ROWS + l < p->N; l++) {
+      const uint8_t *row = J->rows + (size_t)(g * QPACK_ROWS + l) * J->row_bytes;
+      for (int64_t u = 0; u < units; u++) {
+        if (w == RLX_Q4_K) pack_q4_k(row + u * unit_in, dst + u * unit_out, l);
+        else pack_legacy(w, row + u * unit_in, dst + u * unit_out, l);
+      }
+    }
+  }
+}
+
+qpack *qpack_new(cpu_ctx *ctx, rlx_dtype w, const void *rows, int64_t N, int64_t K) {
+  const size_t bytes = qpack_bytes(w, N, K);
+  if (!bytes) return NULL;
+  qpack *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  *p = (qpack){.dtype = w, .N = N, .K = K, .groups = (N + QPACK_ROWS - 1) / QPACK_ROWS,
+               .group_bytes = group_bytes(w, K)};
+  p->data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  if (!p->data) {
+    free(p);
+    return NULL;
+  }
+  pack_job J = {p, rows, rlx_dtype_nbytes(w, K)};
+  cpu_parallel_for(ctx, p->groups, 4, pack_groups, &J);
+  return p;
+}
+
+void qpack_free(qpack *p) {
+  if (!p) return;
+  free(p->data);
+  free(p);
+}
+
+/* FNV-1a over up to 4 KiB sampled at 16 places of the n bytes at p: a
+ * different weight at a reused address is told apart. */
+static uint64_t digest(const uint8_t *p, size_t n) {
+  uint64_t h = 1469598103934665603ull ^ n;
+  const size_t span = n < 256 ? n : 256;
+  for (int s = 0; s < 16; s++) {
+    const size_t at = n > span ? (n - span) / 15 * (size_t)s : 0;
+    for (size_t i = 0; i < span; i++) h = (h ^ p[at + i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static qpack *registry;
+
+qpack *qpack_acquire(cpu_ctx *ctx, rlx_dtype w, const void *rows, int64_t N, int64_t K) {
+  if (!qpack_bytes(w, N, K)) return NULL;
+  const uint64_t d = digest(rows, rlx_dtype_nbytes(w, K) * (size_t)N);
+  pthread_mutex_lock(&registry_lock);
+  qpack *p = registry;
+  while (p && !(p->src == rows && p->dtype == w && p->N == N && p->K == K && p->digest == d)) p = p->next;
+  if (!p && (p = qpack_new(ctx, w, rows, N, K))) {
+    p->src = rows;
+    p->digest = d;
+    p->next = registry;
+    registry = p;
+  }
+  if (p) p->users++;
+  pthread_mutex_unlock(&registry_lock);
+  return p;
+}
+
+void qpack_release(void *arg) {
+  qpack *p = arg;
+  if (!p) return;
+  pthread_mutex_lock(&registry_lock);
+  if (--p->users == 0) {
+    qpack **at = &registry;
+    while (*at != p) at = &(*at)->next;
+    *at = p->next;
+    qpack_free(p);
+  }
+  pthread_mutex_unlock(&registry_lock);
+}
+
+/* Bytes of packed weights a task streams per pass over its activation
+ * tiles: a slice this size stays in L2 while every tile (L1) meets it. */
+#define SLICE_BYTES (96 * 1024)
+/* Smallest share of weight bytes x rows a parallel chunk gets. */
+#define MIN_CHUNK_BYTES (16 * 1024)
+
+typedef struct {
+  const qpack *p;
+  qpack_kernel_fn kernel;
+  const qdot_q8_0 *act;
+  size_t act_stride;
+  int64_t M;
+  float *y;
+} mm_job;
+
+static void mm_groups(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const mm_job *J = arg;
+  const qpack *p = J->p;
+  int64_t slice = (int64_t)(SLICE_BYTES / p->group_bytes);
+  if (slice < 1) slice = 1;
+  for (int64_t g0 = begin; g0 < end; g0 += slice) {
+    const int64_t g1 = g0 + slice < end ? g0 + slice : end;
+    for (int64_t i0 = 0; i0 < J->M; i0 += QPACK_MR) {
+      const int nr = (int)(J->M - i0 < QPACK_MR ? J->M - i0 : QPACK_MR);
+      const qdot_q8_0 *act = (const qdot_q8_0 *)((const uint8_t *)J->act + (size_t)i0 * J->act_stride);
+      for (int64_t g = g0; g < g1; g++) {
+        const int64_t left = p->N - g * QPACK_ROWS;
+        J->kernel(p, g, act, J->act_stride, nr, J->y + i0 * p->N + g * QPACK_ROWS, p->N,
+                  left < QPACK_ROWS ? (int)left : QPACK_ROWS);
+      }
+    }
+  }
+}
+
+void qpack_matmul(cpu_ctx *ctx, const qpack *p, const qdot_q8_0 *act, int64_t M, float *y) {
+  mm_job J = {p, qpack_avx512_kernel(p->dtype), act, (size_t)(p->K / QK) * sizeof(qdot_q8_0), M, y};
+  const int64_t grain = 1 + (int64_t)(MIN_CHUNK_BYTES / ((size_t)M * p->group_bytes + 1));
+  cpu_parallel_for(ctx, p->groups, grain, mm_groups, &J);
+}

@@ -1,0 +1,158 @@
+/* qpack_avx512.c — the AVX-512 VNNI kernels over packed weight groups
+ * (layout: qpack.h). Built with -mavx512vnni; called only after
+ * qpack_supported() has checked the CPU.
+ *
+ * Per 32-element block: the group's weights are 8 registers of 16 rows x 4
+ * unsigned levels (Q4: one load gives two registers, low and high
+ * nibbles), weights 4t .. 4t + 3 in register t for every type. For each
+ * of the nr activation rows, 8 vpdpbusd with a broadcast of that row's 4
+ * bytes t sum the block's 32 products per row lane in int32 (exact), and
+ * two FMAs add d_w d_x isum + m_w s_x to the row's 16 float sums, where
+ * m_w is the block's offset term (Q4_0: -8 d_w, Q8_0: -128 d_w, Q4_1: m,
+ * Q4_K: -dmin mn) and s_x = d_x (sum of the activation levels).
+ */
+#include "qpack.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#include <immintrin.h>
+#include <string.h>
+
+static inline __m512 ph16(const uint8_t *p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+static inline __m512 u8x16(const uint8_t *p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+/* Weight registers t = 0..7 of one block: levels 4t .. 4t + 3 per lane. */
+static inline __attribute__((always_inline)) void load_weights(const uint8_t *q, int nibbles, __m512i *wq) {
+  if (nibbles) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int t = 0; t < 4; t++) {
+      const __m512i v = _mm512_loadu_si512((const void *)(q + 64 * t));
+      wq[t] = _mm512_and_si512(v, m4);
+      wq[t + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+  } else {
+    for (int t = 0; t < 8; t++) wq[t] = _mm512_loadu_si512((const void *)(q + 64 * t));
+  }
+}
+
+/* acc[r] += dw d_x isum + mw s_x for the block's activation row r. */
+static inline __attribute__((always_inline)) void block_rows(const __m512i *wq, __m512 dw, __m512 mw,
+                                                             const uint8_t *act, size_t act_stride,
+                                                             int nr, __m512 *acc) {
+  for (int r = 0; r < nr; r++) {
+    const qdot_q8_0 *a = (const qdot_q8_0 *)(act + (size_t)r * act_stride);
+    __m512i s = _mm512_setzero_si512();
+    for (int t = 0; t < 8; t++) {
+      int32_t x4;
+      memcpy(&x4, a->qs + 4 * t, 4);
+      s = _mm512_dpbusd_epi32(s, wq[t], _mm512_set1_epi32(x4));
+    }
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a->d)), acc[r]);
+    acc[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s), acc[r]);
+  }
+}
+
+static inline __attribute__((always_inline)) void store_rows(const __m512 *acc, int nr, float *y,
+                                                             int64_t ldy, int lanes) {
+  const __mmask16 m = (__mmask16)((1u << lanes) - 1);
+  for (int r = 0; r < nr; r++) {
+    if (lanes == QPACK_ROWS) _mm512_storeu_ps(y + r * ldy, acc[r]);
+    else _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
+  }
+}
+
+/* Q4_0, Q4_1, Q8_0: blocks of bb bytes, q then fp16 d[16] (then m[16]). */
+static inline __attribute__((always_inline)) void legacy_tile(const qpack *p, int64_t g, const qdot_q8_0 *act,
+                                                              size_t act_stride, int nr, float *y, int64_t ldy,
+                                                              int lanes, rlx_dtype w) {
+  const int nibbles = w != RLX_Q8_0;
+  const size_t qbytes = nibbles ? 256 : 512, bb = qbytes + (w == RLX_Q4_1 ? 64 : 32);
+  const float off = w == RLX_Q4_0 ? -8.0f : -128.0f;
+  const uint8_t *blk = p->data + (size_t)g * p->group_bytes;
+  const int64_t nb = p->K / QDOT_QK;
+  __m512 acc[QPACK_MR];
+  for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++, blk += bb) {
+    __m512i wq[8];
+    load_weights(blk, nibbles, wq);
+    const __m512 dw = ph16(blk + qbytes);
+    const __m512 mw = w == RLX_Q4_1 ? ph16(blk + qbytes + 32) : _mm512_mul_ps(dw, _mm512_set1_ps(off));
+    block_rows(wq, dw, mw, (const uint8_t *)(act + b), act_stride, nr, acc);
+  }
+  store_rows(acc, nr, y, ldy, lanes);
+}
+
+/* Q4_K: per super-block a header fp16 d[16], dmin[16], then 8 blocks of
+ * nibbles and u8 sc[16], mn[16]. */
+static inline __attribute__((always_inline)) void q4_k_tile(const qpack *p, int64_t g, const qdot_q8_0 *act,
+                                                            size_t act_stride, int nr, float *y, int64_t ldy,
+                                                            int lanes) {
+  const uint8_t *sb = p->data + (size_t)g * p->group_bytes;
+  const int64_t nsb = p->K / QDOT_QK_K;
+  __m512 acc[QPACK_MR];
+  for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < nsb; s++, sb += 64 + 8 * 288) {
+    const __m512 d = ph16(sb), dmin = ph16(sb + 32);
+    for (int j = 0; j < 8; j++) {
+      const uint8_t *blk = sb + 64 + j * 288;
+      __m512i wq[8];
+      load_weights(blk, 1, wq);
+      const __m512 dw = _mm512_mul_ps(d, u8x16(blk + 256));
+      const __m512 mw = _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), u8x16(blk + 272));
+      block_rows(wq, dw, mw, (const uint8_t *)(act + s * 8 + j), act_stride, nr, acc);
+    }
+  }
+  store_rows(acc, nr, y, ldy, lanes);
+}
+
+/* One function per dtype, specialized for each row count (the accumulators
+ * then live in registers). */
+#define ROW_CASES(CALL)                                                                                  \
+  switch (nr) {                                                                                          \
+  case 1: CALL(1); break;                                                                                \
+  case 2: CALL(2); break;                                                                                \
+  case 3: CALL(3); break;                                                                                \
+  case 4: CALL(4); break;                                                                                \
+  case 5: CALL(5); break;                                                                                \
+  default: CALL(QPACK_MR); break;                                                                        \
+  }
+
+#define KERNEL(NAME, CALL)                                                                               \
+  static void NAME(const qpack *p, int64_t g, const qdot_q8_0 *act, size_t act_stride, int nr, float *y, \
+                   int64_t ldy, int lanes) {                                                             \
+    ROW_CASES(CALL)                                                                                      \
+  }
+_Static_assert(QPACK_MR == 6, "ROW_CASES lists 1 .. QPACK_MR");
+
+#define CALL_Q4_0(n) legacy_tile(p, g, act, act_stride, n, y, ldy, lanes, RLX_Q4_0)
+#define CALL_Q4_1(n) legacy_tile(p, g, act, act_stride, n, y, ldy, lanes, RLX_Q4_1)
+#define CALL_Q8_0(n) legacy_tile(p, g, act, act_stride, n, y, ldy, lanes, RLX_Q8_0)
+#define CALL_Q4_K(n) q4_k_tile(p, g, act, act_stride, n, y, ldy, lanes)
+
+KERNEL(kernel_q4_0, CALL_Q4_0)
+KERNEL(kernel_q4_1, CALL_Q4_1)
+KERNEL(kernel_q8_0, CALL_Q8_0)
+KERNEL(kernel_q4_k, CALL_Q4_K)
+
+qpack_kernel_fn qpack_avx512_kernel(rlx_dtype w) {
+  switch (w) {
+  case RLX_Q4_0: return kernel_q4_0;
+  case RLX_Q4_1: return kernel_q4_1;
+  case RLX_Q8_0: return kernel_q8_0;
+  case RLX_Q4_K: return kernel_q4_k;
+  default: return NULL;
+  }
+}
+
+#else
+
+qpack_kernel_fn qpack_avx512_kernel(rlx_dtype w) {
+  (void)w;
+  return NULL;
+}
+
+#endif
