@@ -162,15 +162,6 @@ class LLM:
         check(lib.rlx_llm_truncate(self._ptr(), int(n_past)))
         del self._cached[n_past:]
 
-    def _prefill(self, ids):
-        """Logits after ``ids``, reusing the cache's common prefix with them."""
-        keep = 0
-        limit = min(len(self._cached), len(ids) - 1)
-        while keep < limit and self._cached[keep] == ids[keep]:
-            keep += 1
-        self.reset(keep)
-        return self.eval(ids[keep:])
-
     # ---- generation
 
     def generate(self, prompt, max_tokens=128, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
@@ -210,7 +201,11 @@ class LLM:
         try:
             for t in ids:
                 lib.rlx_sampler_accept(smp, t)
-            logits = self._prefill(ids)
+            # The whole prompt in one prefill, as `rlx generate` does: a cache
+            # prefix kept from an earlier call would be decoded by other kernels
+            # (one token at a time), which round differently.
+            self.reset()
+            logits = self.eval(ids)
             for _ in range(max_tokens):
                 t = lib.rlx_sampler_sample(smp, logits.ctypes.data)
                 if t < 0:

@@ -1,0 +1,75 @@
+"""rlx.LLM against the C CLI: `rlx generate` on the SmolLM2 GGUF file (which
+scripts/deps.sh installs) prints the same text for the same prompt and
+sampling settings; tokenize/detokenize, eval and chat."""
+import subprocess
+
+import numpy as np
+import pytest
+
+import rlx
+
+PROMPT = "The capital of France is"
+
+
+@pytest.fixture(scope="module")
+def llm(smollm2):
+    with rlx.LLM(smollm2, n_ctx=512, threads=2) as m:
+        yield m
+
+
+def _cli(rlx_cli, model, *args):
+    r = subprocess.run([rlx_cli, "generate", "-m", model, "-t", "2", "-c", "512", *args], capture_output=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr.decode()
+    return r.stdout.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("sampling", [("--temp", "0"), ("--temp", "0.8", "-s", "42", "--top-k", "20")])
+def test_generate_matches_cli(llm, smollm2, rlx_cli, sampling):
+    cli = _cli(rlx_cli, smollm2, "-p", PROMPT, "-n", "24", *sampling)
+    kw = {"temperature": float(sampling[1])}
+    if len(sampling) > 2:
+        kw.update(seed=42, top_k=20)
+    text = llm.generate(PROMPT, max_tokens=24, **kw)
+    streamed = "".join(llm.generate(PROMPT, max_tokens=24, stream=True, **kw))
+    assert text and streamed == text
+    assert cli.startswith(PROMPT + text) and cli[len(PROMPT + text):].strip("\n") == ""
+
+
+def test_chat_matches_cli(llm, smollm2, rlx_cli):
+    cli = _cli(rlx_cli, smollm2, "--chat", "--system", "Be brief.", "-p", "What is 2+2?", "-n", "20", "--temp", "0")
+    reply = llm.chat([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}],
+                     max_tokens=20, temperature=0)
+    assert reply and cli.rstrip("\n").endswith(reply.rstrip("\n"))
+    assert "<|im_start|>" in llm.apply_chat_template([{"role": "user", "content": "hi"}])
+
+
+def test_tokens_and_logits(llm):
+    ids = llm.tokenize(PROMPT)
+    assert ids and all(isinstance(t, int) for t in ids)
+    assert llm.detokenize(ids) == PROMPT
+    assert b"".join(llm.token_to_piece(t) for t in ids).decode() == PROMPT
+    llm.reset()
+    last = llm.eval(ids)
+    assert last.shape == (llm.n_vocab,) and last.dtype == np.float32 and llm.n_past == len(ids)
+    llm.reset()
+    every = llm.eval(ids, all_logits=True)
+    assert every.shape == (len(ids), llm.n_vocab)
+    np.testing.assert_allclose(every[-1], last, rtol=1e-4, atol=1e-4)
+    greedy = llm.generate_tokens(PROMPT, max_tokens=3, temperature=0)
+    assert greedy[0] == int(np.argmax(last))
+    # one more step by eval gives the greedy second token
+    llm.reset()
+    llm.eval(ids)
+    assert int(np.argmax(llm.eval([greedy[0]]))) == greedy[1]
+
+
+def test_llm_errors(llm):
+    with pytest.raises(rlx.InvalidError):
+        llm.eval([])
+    with pytest.raises(rlx.Error):
+        llm.eval([llm.n_vocab + 5])
+    with pytest.raises(rlx.InvalidError):
+        llm.reset(10 ** 6)
+    with pytest.raises(rlx.InvalidError):
+        rlx.LLM("x.gguf", cache_type="f8")
