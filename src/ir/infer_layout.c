@@ -426,8 +426,6 @@ int ir_infer_Pad(rlx_graph *g, ir_node *n) {
     if (b < 0 || e < 0)
       return ir_fail(g, n, RLX_ERR_INVALID, "padding of dim %d is %lld before, %lld after; "
                      "must be >= 0", i, (long long)b, (long long)e);
-    if (!ir_dim_is_sym(d) && (b > INT64_MAX - d || e > INT64_MAX - d - b))
-      return ir_fail(g, n, RLX_ERR_SHAPE, "padded dim %d overflows", i);
     out.shape.d[i] = ir_dim_add(g, ir_dim_add(g, d, b), e);
   }
   n->out[0] = out;

@@ -501,6 +501,12 @@ static rlx_status read_model(const rlx_model_file *f, llm_hparams *hp) {
   if (vocab != hp->n_vocab)
     return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s.vocab_size %lld differs from token_embd.weight's %lld rows",
                          hp->name, (long long)vocab, (long long)hp->n_vocab);
+  /* A vocabulary of another size than the embedding's rows: the model
+   * would generate ids with no text (or be fed ids it has no row for). */
+  rlx_meta_value toks;
+  if (rlx_meta_lookup(f, "tokenizer.ggml.tokens", &toks) == RLX_OK && toks.count != (uint64_t)hp->n_vocab)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: tokenizer.ggml.tokens has %llu entries, token_embd.weight %lld rows",
+                         (unsigned long long)toks.count, (long long)hp->n_vocab);
   return RLX_OK;
 }
 
@@ -575,6 +581,10 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   }
   int64_t n_ctx = o.n_ctx ? o.n_ctx : default_n_ctx(&m->hp);
   m->kv = (llm_kv_cache){n_ctx, m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, o.cache_type, NULL, 0};
+  if ((st = llm_kv_check(&m->kv))) {
+    rlx_llm_free(m);
+    return st;
+  }
   const int64_t half = m->hp.n_rot / 2;
   m->rows = malloc(LLM_MAX_BATCH * sizeof *m->rows);
   m->rope_freq = malloc((size_t)half * sizeof *m->rope_freq);
@@ -694,6 +704,9 @@ rlx_status rlx_llm_eval(rlx_llm *m, const int32_t *tokens, int64_t n, int all_lo
     if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab)
       return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_eval: token %lld is %d, outside the vocabulary [0, %lld)",
                            (long long)i, tokens[i], (long long)m->hp.n_vocab);
+  /* weights read in place from a file that shrank would be SIGBUS */
+  rlx_status checked = rlx_model_file_check(m->file);
+  if (checked) return checked;
   for (int64_t done = 0; done < n;) {
     int64_t S = n - done < LLM_MAX_BATCH ? n - done : LLM_MAX_BATCH;
     /* without all_logits only the last chunk's last row is wanted, but each
