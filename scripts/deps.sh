@@ -55,4 +55,8 @@ python3 -c "import importlib.util as u; assert u.find_spec('all_minilm_l6_v2')" 
 # conformance tests (tests/onnx).
 python3 -c "import onnx; assert onnx.__version__ == '1.23.2'" >/dev/null 2>&1 ||
   pip_install onnx==1.23.2
+# pytest, ml_dtypes, onnxruntime: the Python package's tests (python/tests),
+# bfloat16 arrays, and the reference of rlx.InferenceSession.
+python3 -c "import pytest, ml_dtypes, onnxruntime" >/dev/null 2>&1 ||
+  pip_install pytest ml_dtypes onnxruntime
 echo "deps: the test references' Python packages: present"

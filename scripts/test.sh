@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — build rlx and pass every test:
 #   1. gcc Release build, the whole CTest suite (unit + op parity + CLI);
+#      the Python package's pytest suite on that build's librlx.so;
 #   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #      (host code only: the CUDA backend is compiled in builds 1 and 4, and
 #      its tests skip without a GPU, so nvcc is not run a third time);
@@ -18,6 +19,9 @@ echo "== gcc release build and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure
+
+echo "== Python package tests (python/tests, on build/librlx.so)"
+RLX_LIBRARY="$PWD/build/librlx.so" RLX_CLI="$PWD/build/rlx" python3 -m pytest -q -p no:cacheprovider python/tests
 
 echo "== ASan + UBSan build and tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLX_SANITIZE=ON -DRLX_CUDA=OFF >/dev/null

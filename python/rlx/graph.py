@@ -263,8 +263,7 @@ class Graph:
         opts = _options(device, threads, optimize, fuse)
         h = _lib.c_vp()
         check(lib.rlx_compile(self._ptr(), ctypes.byref(opts), ctypes.byref(h)))
-        specs = {n.name: n._type()[0] for n in self.inputs}
-        return Session(h.value, specs)
+        return Session(h.value, {n.name: n._type() for n in self.inputs})
 
 
 def _options(device, threads, optimize=True, fuse=True):
@@ -274,15 +273,37 @@ def _options(device, threads, optimize=True, fuse=True):
     return _lib.Options(_DEVICES[device], int(threads), flags)
 
 
+_c_char, _addressof = ctypes.c_char, ctypes.addressof
+
+
+def _address(a):
+    """The address of a C-contiguous array's data. ctypes' from_buffer takes
+    a third of the time of a.ctypes.data, which counts in a tiny run; it
+    needs a writable, non-empty buffer."""
+    try:
+        return _addressof(_c_char.from_buffer(a))
+    except (TypeError, ValueError, BufferError):
+        return a.ctypes.data
+
+
 class Session:
     """A compiled graph (rlx_session): bind params, run with inputs, read outputs.
     Each session is used by one thread at a time; ``run`` releases the GIL
     while rlx computes."""
 
-    def __init__(self, handle, input_dtypes):
+    def __init__(self, handle, inputs):
+        """inputs: {name: (rlx dtype code, shape with str or None for symbolic dims)}."""
         self._h = handle
-        self._inputs = {name.encode(): _dtypes.to_numpy(c) for name, c in input_dtypes.items()}
+        self._inputs = {}
+        static = True
+        for name, (code, shape) in inputs.items():
+            fixed = all(isinstance(d, int) and d >= 0 for d in shape)
+            static = static and fixed
+            self._inputs[name] = (name.encode(), _dtypes.to_numpy(code), tuple(shape) if fixed else None)
         self._n_out = lib.rlx_session_num_outputs(handle)
+        # Outputs of a graph without symbolic input dims keep their types:
+        # read once, not at every run.
+        self._out_types = [None] * self._n_out if static else None
         self._dims = (_lib.i64 * _MAX_RANK)()
         self._dt = ctypes.c_int()
 
@@ -321,6 +342,10 @@ class Session:
     def num_outputs(self):
         return self._n_out
 
+    @property
+    def input_names(self):
+        return list(self._inputs)
+
     def run(self, feeds=None, outputs=None):
         """Runs with ``feeds`` {input name: array} (read in place when
         C-contiguous and of the input's dtype) and returns the outputs as a
@@ -328,37 +353,58 @@ class Session:
         Symbolic dims are bound from the arrays' shapes."""
         h = self._ptr()
         if feeds:
-            set_input = lib.rlx_set_input_shaped
+            keep = []  # arrays converted here live until rlx_run has read them
             for name, value in feeds.items():
-                key = name.encode() if isinstance(name, str) else name
-                want = self._inputs.get(key)
-                if want is None:
+                spec = self._inputs.get(name)
+                if spec is None:
                     raise errors.InvalidError("rlx: the session has no input %r (inputs: %s)" % (
-                        name, ", ".join(k.decode() for k in self._inputs)))
-                a = value if (type(value) is np.ndarray and value.dtype == want
-                              and value.flags.c_contiguous) else as_array(value, want)
-                shape = a.shape
-                st = set_input(h, key, a.ctypes.data, a.nbytes, len(shape), (_lib.i64 * 8)(*shape))
+                        name, ", ".join(self._inputs)))
+                key, want, shape = spec
+                if type(value) is np.ndarray and value.dtype == want and value.flags.c_contiguous:
+                    a = value
+                else:
+                    a = as_array(value, want)
+                    keep.append(a)
+                if shape is not None and a.shape == shape:
+                    st = lib.rlx_set_input(h, key, _address(a), a.nbytes)
+                else:
+                    dims = a.shape
+                    if len(dims) > _MAX_RANK:
+                        raise errors.ShapeError("rlx: input %r has rank %d" % (name, len(dims)))
+                    st = lib.rlx_set_input_shaped(h, key, _address(a), a.nbytes, len(dims), (_lib.i64 * 8)(*dims))
                 if st:
                     check(st)
-        check(lib.rlx_run(h))
-        idx = range(self._n_out) if outputs is None else outputs
-        return [self.output(i) for i in idx]
+        st = lib.rlx_run(h)
+        if st:
+            check(st)
+        if outputs is None:
+            return [self.output(i) for i in range(self._n_out)]
+        return [self.output(i) for i in outputs]
+
+    def _out_type(self, h, i):
+        dims, dt = self._dims, self._dt
+        rank = lib.rlx_output_type(h, i, ctypes.byref(dt), dims)
+        if rank < 0:
+            raise errors.InvalidError("rlx: output %r out of range (%d outputs)" % (i, self._n_out))
+        c = dt.value
+        shape = tuple(dims[:rank])
+        if c >= len(_dtypes.NUMPY):  # block dtype: its raw bytes
+            return (lib.rlx_dtype_nbytes(c, int(np.prod(shape, dtype=np.int64))),), np.dtype(np.uint8)
+        return shape, _dtypes.to_numpy(c)
 
     def output(self, i):
         """Output ``i`` of the last run as a new NumPy array."""
         h = self._ptr()
-        dims, dt = self._dims, self._dt
-        rank = lib.rlx_output_type(h, i, ctypes.byref(dt), dims)
-        if rank < 0:
-            raise errors.InvalidError("rlx: output %d out of range (%d outputs)" % (i, self._n_out))
-        c = dt.value
-        shape = tuple(dims[:rank])
-        if c >= len(_dtypes.NUMPY):  # block dtype: its raw bytes
-            out = np.empty(lib.rlx_dtype_nbytes(c, int(np.prod(shape, dtype=np.int64))), np.uint8)
-        else:
-            out = np.empty(shape, _dtypes.to_numpy(c))
-        check(lib.rlx_output(h, i, out.ctypes.data, out.nbytes))
+        types = self._out_types
+        t = types[i] if types is not None and 0 <= i < len(types) else None
+        if t is None:
+            t = self._out_type(h, i)
+            if types is not None:
+                types[i] = t
+        out = np.empty(t[0], t[1])
+        st = lib.rlx_output(h, i, _address(out), out.nbytes)
+        if st:
+            check(st)
         return out
 
 

@@ -69,8 +69,7 @@ class InferenceSession:
         self._inputs = self._args(lib.rlx_model_num_inputs, lib.rlx_model_input_name, lib.rlx_model_input_type)
         self._outputs = self._args(lib.rlx_model_num_outputs, lib.rlx_model_output_name,
                                    lib.rlx_model_output_type)
-        self._codes = {a.name: c for a, c in self._inputs}
-        self._sess = Session(s.value, self._codes)
+        self._sess = Session(s.value, {a.name: (c, a.shape) for a, c in self._inputs})
         self._out_index = {a.name: i for i, (a, _) in enumerate(self._outputs)}
 
     def _args(self, count, name, typ):
