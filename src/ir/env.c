@@ -1,7 +1,8 @@
-/* env.c — the one reading of on/off environment switches (docs/ENVIRONMENT.md
+/* env.c — the one reading of on/off and integer environment switches (docs/ENVIRONMENT.md
  * lists them). */
 #include "ir.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -15,4 +16,13 @@ int ir_env_flag(const char *name, int fallback) {
   for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
     if (!strcasecmp(v, off[i])) return 0;
   return 1;
+}
+
+int64_t ir_env_int(const char *name, int64_t fallback) {
+  const char *v = getenv(name);
+  if (!v || !*v) return fallback;
+  char *end;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  return *end || errno ? fallback : (int64_t)n;
 }

@@ -284,6 +284,8 @@ rlx_status rlx_set_errorv(rlx_status st, const char *fmt, va_list ap);
 /* An on/off switch: fallback when unset or empty; off for an integer 0,
  * "off", "false" or "no" (any case); on for anything else. */
 int ir_env_flag(const char *name, int fallback);
+/* An integer switch: fallback when unset, empty or not a whole number. */
+int64_t ir_env_int(const char *name, int64_t fallback);
 
 /* The host memory one allocation may take (memory_budget.c): RLX_MEMORY_LIMIT_MB
  * if set, else the smaller of physical memory and the cgroup's limit;

@@ -4,7 +4,6 @@
  * the kernel's OOM killer ends the process. */
 #include "ir.h"
 
-#include <stdlib.h>
 #include <unistd.h>
 
 /* A cgroup's memory limit (v2 memory.max, else v1), or UINT64_MAX. */
@@ -23,14 +22,10 @@ static uint64_t cgroup_limit(void) {
 }
 
 uint64_t ir_memory_budget(const char **source) {
-  const char *env = getenv("RLX_MEMORY_LIMIT_MB");
-  if (env && *env) {
-    char *end;
-    unsigned long long mb = strtoull(env, &end, 10);
-    if (*end == 0 && env[0] != '-') {
-      *source = "RLX_MEMORY_LIMIT_MB";
-      return mb > UINT64_MAX >> 20 ? UINT64_MAX : (uint64_t)mb << 20;
-    }
+  int64_t mb = ir_env_int("RLX_MEMORY_LIMIT_MB", -1);
+  if (mb >= 0) {
+    *source = "RLX_MEMORY_LIMIT_MB";
+    return (uint64_t)mb > UINT64_MAX >> 20 ? UINT64_MAX : (uint64_t)mb << 20;
   }
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   uint64_t phys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
