@@ -198,7 +198,7 @@ static inline const ir_type *ir_in(const rlx_graph *g, const ir_node *n, int i) 
 
 /* Checked size arithmetic: the one set through which every dim, element
  * count and byte size is computed (shape inference, binding, planning, the
- * KV cache). A result (or an operand) outside [-RLX_MAX_TENSOR_BYTES,
+ * KV cache). A result (or an operand) outside (-RLX_MAX_TENSOR_BYTES,
  * RLX_MAX_TENSOR_BYTES] saturates to IR_SIZE_OVER, which every check of a
  * type rejects, so an overflow cannot wrap into a small size. */
 #define IR_SIZE_OVER INT64_MAX

@@ -15,11 +15,12 @@ int64_t ir_dim_resolve(const rlx_graph *g, int64_t d) {
 
 #define LIMIT RLX_MAX_TENSOR_BYTES
 
-/* |a|, |b| <= 2^40 before adding: the sum cannot overflow. */
+/* Operands and sum in (-2^40, 2^40]: the sum cannot overflow, and a
+ * negative result never reaches IR_SYM_BASE (it would read as a symbol). */
 int64_t ir_size_add(int64_t a, int64_t b) {
-  if (a > LIMIT || a < -LIMIT || b > LIMIT || b < -LIMIT) return IR_SIZE_OVER;
+  if (a > LIMIT || a <= -LIMIT || b > LIMIT || b <= -LIMIT) return IR_SIZE_OVER;
   int64_t s = a + b;
-  return s > LIMIT || s < -LIMIT ? IR_SIZE_OVER : s;
+  return s > LIMIT || s <= -LIMIT ? IR_SIZE_OVER : s;
 }
 
 int64_t ir_size_mul(int64_t a, int64_t b) {
