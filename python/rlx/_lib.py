@@ -78,7 +78,8 @@ class LlmInfo(ctypes.Structure):
                 ("n_ctx_train", i64), ("n_ctx", i64), ("rope_base", f32), ("norm_eps", f32),
                 ("weight_bytes", sz), ("kv_cache_bytes", sz), ("kv_cache_type", i32),
                 ("rope_scaling", ctypes.c_char * 8), ("rope_freq_scale", f32),
-                ("rope_freq_factors", i32), ("fallback_nodes", i64)]
+                ("rope_freq_factors", i32), ("fallback_nodes", i64),
+                ("_room", ctypes.c_char * 256)]  # for fields rlx.h may add at the end
 
 
 class SamplerParams(ctypes.Structure):

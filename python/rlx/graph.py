@@ -1,5 +1,6 @@
 """Graphs, nodes and sessions: the graph API of rlx.h in Python."""
 import ctypes
+import re
 
 import numpy as np
 
@@ -254,7 +255,8 @@ class Graph:
         """Parses the text form; rlx.FormatError (or another subclass) names the line."""
         h = _lib.c_graph()
         check(lib.rlx_graph_from_text(text.encode(), ctypes.byref(h)))
-        return cls("text", _handle=h.value)
+        name = re.match(r'\s*graph\s+"((?:[^"\\]|\\.)*)"', text)
+        return cls(name.group(1) if name else "graph", _handle=h.value)
 
     def compile(self, device="cpu", threads=0, optimize=True, fuse=True):
         """Compiles the graph into a Session on ``device`` ("cpu", "cuda" or

@@ -40,7 +40,7 @@ class LLM:
         self._m = m.value
         info = _lib.LlmInfo()
         check(lib.rlx_llm_get_info(self._m, ctypes.byref(info)))
-        self.n_vocab = int(info.n_vocab)
+        self.n_vocab = int(lib.rlx_llm_vocab_size(self._m))  # sizes the logits buffers
         self.n_ctx = int(info.n_ctx)
         self.arch = info.arch.decode()
         self._logits = np.empty(self.n_vocab, np.float32)

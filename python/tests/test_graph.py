@@ -1,6 +1,7 @@
 """The graph API: building, operators, symbolic dims, the text form,
 sessions and the arrays that cross into and out of them."""
 import threading
+import time
 
 import ml_dtypes
 import numpy as np
@@ -63,7 +64,7 @@ def test_text_round_trip(rng):
     text = g.to_text()
     assert "Input" in text and str(g) == text
     h = rlx.Graph.from_text(text)
-    assert h.to_text() == text and h.hash() == g.hash() and len(h) == len(g)
+    assert h.to_text() == text and h.hash() == g.hash() and len(h) == len(g) and h.name == "t"
     X = rng.standard_normal((4, 3)).astype(np.float32)
     np.testing.assert_allclose(h.compile().run({"x": X})[0], np.tanh(X) * 2, rtol=1e-6)
     with pytest.raises(rlx.Error) as e:
@@ -127,7 +128,36 @@ def test_array_protocols_and_no_copy(rng):
 
 
 def test_run_releases_the_gil(rng):
-    # Four threads, each with its own session: all finish with right results.
+    # While one thread is inside a long rlx_run, this one keeps running
+    # Python: with the GIL held, its loop would stall for the whole run.
+    n = 512
+    g = rlx.Graph("long")
+    x = g.input("x", "f32", (n, n))
+    y = x
+    for _ in range(6):
+        y = ops.tanh(y @ x)
+    g.set_outputs(y)
+    s = g.compile(threads=1)
+    X = (rng.standard_normal((n, n)) / n).astype(np.float32)
+    t0 = time.perf_counter()
+    s.run({"x": X})
+    run_time = time.perf_counter() - t0
+    out = []
+    t = threading.Thread(target=lambda: out.append(s.run({"x": X})[0]))
+    longest, last = 0.0, time.perf_counter()
+    t.start()
+    while t.is_alive():
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    t.join()
+    assert longest < 0.75 * run_time, (longest, run_time)  # held: the whole run
+    ref = X
+    for _ in range(6):
+        ref = np.tanh(ref @ X)
+    np.testing.assert_allclose(out[0], ref, rtol=1e-3, atol=1e-5)
+
+
+def test_threads_with_own_sessions(rng):
     X = rng.standard_normal((64, 64)).astype(np.float32)
     results = [None] * 4
 
