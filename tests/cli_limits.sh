@@ -2,7 +2,8 @@
 # cli_limits.sh RLX HOSTILE_DIR PYTHON REF_DIR WORK_DIR — sizes past the
 # largest tensor and past the memory budget through the command line:
 # a message naming what and a non-zero exit, never a crash, an OOM kill,
-# an empty message or a "# ok" for a graph that cannot be built.
+# an empty message or a "# ok" for a graph that cannot be built; and a
+# metadata key of the wrong type named as such.
 set -uo pipefail
 rlx=$1 dir=$2 python=$3 ref=$4 work=$5
 mkdir -p "$work"
@@ -41,6 +42,15 @@ expect 0 "output 0: f32[4,3]" "$rlx" graph run "$dir/symbolic_2p62.rlx" --bind S
 # rlx generate --ctx 16777216: the KV cache refused before it is allocated
 "$python" "$ref/llama_tiny.py" --out "$work" > /dev/null || fail "llama_tiny.py"
 expect 1 "KV cache (n_ctx 16777216" "$rlx" generate -m "$work/llama_f32.gguf" --ctx 16777216 -n 1 -p hi
+
+# a message says what is wrong: general.architecture present with another type
+"$python" - "$work/arch_u32.gguf" <<'PY' || fail "writing arch_u32.gguf"
+import struct, sys
+key = b"general.architecture"  # GGUF v3, no tensors, one key of type u32 (4)
+data = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key + struct.pack("<II", 4, 7)
+open(sys.argv[1], "wb").write(data)
+PY
+expect 1 "general.architecture is a u32, not a string" "$rlx" generate -m "$work/arch_u32.gguf" -p hi -n 1
 
 [ "$fails" = 0 ] && echo "cli_limits: all passed" || echo "cli_limits: $fails failed"
 [ "$fails" = 0 ]

@@ -157,8 +157,12 @@ static rlx_status read_rope_scaling(const rlx_model_file *f, const char *arch, l
 
 static rlx_status read_hparams(const rlx_model_file *f, llm_hparams *hp) {
   const char *arch;
+  rlx_meta_value v;
+  if (rlx_meta_lookup(f, "general.architecture", &v) != RLX_OK)
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: the file has no general.architecture key");
   if (rlx_meta_get_string(f, "general.architecture", &arch, NULL) != RLX_OK)
-    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: the file has no general.architecture string");
+    return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: general.architecture is a %s, not a string",
+                         rlx_meta_type_name(v.type));
   if (!strcmp(arch, "llama")) hp->arch = ARCH_LLAMA;
   else if (!strcmp(arch, "qwen2")) hp->arch = ARCH_QWEN2;
   else if (!strcmp(arch, "qwen3")) hp->arch = ARCH_QWEN3;
