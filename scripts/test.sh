@@ -22,6 +22,10 @@ ctest --test-dir build -j"$jobs" --output-on-failure
 
 echo "== Python package tests (python/tests, on build/librlx.so)"
 RLX_LIBRARY="$PWD/build/librlx.so" RLX_CLI="$PWD/build/rlx" python3 -m pytest -q -p no:cacheprovider python/tests
+echo "== pip install . (its own build of librlx) and the graph tests on it"
+rm -rf build-pip
+python3 -m pip install -q --disable-pip-version-check --no-deps --target build-pip .
+(unset RLX_LIBRARY; PYTHONPATH="$PWD/build-pip" python3 -m pytest -q -p no:cacheprovider python/tests/test_graph.py)
 
 echo "== ASan + UBSan build and tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLX_SANITIZE=ON -DRLX_CUDA=OFF >/dev/null

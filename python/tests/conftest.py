@@ -1,6 +1,7 @@
-"""Fixtures of the rlx package's tests. The package is imported from
-python/ (or where pip installed it); RLX_LIBRARY names the librlx.so of a
-build tree. RLX_CLI names the `rlx` program (default: next to RLX_LIBRARY)."""
+"""Fixtures of the rlx package's tests. With RLX_LIBRARY (the librlx.so of
+a build tree) the package is imported from python/; without it, the one pip
+installed is. RLX_CLI names the `rlx` program (default: next to
+RLX_LIBRARY)."""
 import importlib.util
 import os
 import sys
@@ -8,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+if os.environ.get("RLX_LIBRARY"):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import rlx  # noqa: E402
 
