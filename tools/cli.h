@@ -29,5 +29,10 @@ int cmd_graph(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cmd_rerank(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+/* rlx info of a model file rlx_model_load reads (ONNX). */
+int cmd_model_info(const char *path);
 
 #endif

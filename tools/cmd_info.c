@@ -247,5 +247,7 @@ int cmd_info(int argc, char **argv) {
     fputs(usage, stderr);
     return 2;
   }
+  size_t len = strlen(path);
+  if (len > 5 && !strcmp(path + len - 5, ".onnx")) return cmd_model_info(path);
   return print_file(path);
 }

@@ -26,6 +26,10 @@ static const char *usage =
     "      --repeat-last-n N, --seed S   sampling (--temp 0: greedy)\n"
     "      --threads N, --ctx N, --device cpu|cuda, --ignore-eos, --stats-json\n"
     "                          (rlx generate --help says more)\n"
+    "  embed -m FOLDER (-p TEXT | -f FILE) [opts]   sentence embeddings of texts\n"
+    "                          with a Hugging Face BERT-family folder, as JSON\n"
+    "                          (OpenAI embeddings shape) or .npy (rlx embed --help)\n"
+    "  rerank -m FOLDER -q QUERY -f DOCS   a cross-encoder's scores, best first\n"
     "  graph check FILE        parse and verify a graph text file, print it back\n"
     "                          in canonical form with its hash\n"
     "  graph run FILE [opts]   compile the graph, run it on random inputs and\n"
@@ -35,9 +39,11 @@ static const char *usage =
     "                          symbols default to 4)\n"
     "      --runs N            run N times and report the median time (default 1)\n"
     "      --threads N         CPU threads (default: all cores)\n"
-    "  info MODEL [--full]     print a GGUF or safetensors file: its layout, its\n"
+    "  info MODEL [--full]     print a GGUF, safetensors or ONNX file: its layout, its\n"
     "                          metadata (long strings and arrays abbreviated\n"
     "                          unless --full) and its tensor table\n"
+    "  run MODEL.onnx [opts]   run an ONNX model on .npy or random inputs, write\n"
+    "                          its outputs as .npy, print latency (rlx run --help)\n"
     "  train mnist [opts]      train a small CNN on MNIST (the IDX files of\n"
     "                          scripts/mnist_data.py), printing per-epoch loss\n"
     "                          and test accuracy\n"
@@ -118,6 +124,9 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);
   if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
   if (!strcmp(argv[1], "generate")) return cmd_generate(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "embed")) return cmd_embed(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "rerank")) return cmd_rerank(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
   fprintf(stderr, "rlx: unknown command '%s' (try rlx --help)\n", argv[1]);
   return 2;
 }

@@ -3,6 +3,7 @@
  * (shapes, axes, small constants) are kept known and fold at import, so a
  * model's shape computations never reach the rlx graph. */
 #include "onnx.h"
+#include "../ir/hash.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -16,11 +17,8 @@
 
 /* ---------------------------------------------------------------- name table */
 
-static uint64_t hash_name(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  return h;
-}
+/* keyed (ir/hash.h): a file cannot choose names that all collide */
+static uint64_t hash_name(const char *s) { return ir_hash_str(s); }
 
 static struct ox_slot *slot(ox_importer *im, const char *name, int create) {
   if (create && (im->count + 1) * 2 > im->cap) {
@@ -280,6 +278,15 @@ static rlx_status add_initializer(ox_importer *im, ox_tensor *t, ox_external *x)
   return ox_check(im, &pseudo, s->v.node);
 }
 
+int ox_is_defined(const ox_graph *g, const char *name) {
+  for (int i = 0; i < g->n_inits; i++)
+    if (!strcmp(g->inits[i].name, name)) return 1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_outputs; k++)
+      if (!strcmp(g->nodes[i].outputs[k], name)) return 1;
+  return 0;
+}
+
 rlx_status ox_import(ox_importer *im, ox_external *x) {
   const ox_graph *g = im->model->graph;
   im->opset = ox_opset_of(im->model->opsets, im->model->n_opsets, "");
@@ -288,7 +295,7 @@ rlx_status ox_import(ox_importer *im, ox_external *x) {
   for (int i = 0; i < g->n_inits; i++)
     if ((st = add_initializer(im, &g->inits[i], x))) return st;
   for (int i = 0, k = 0; i < g->n_inputs; i++) {
-    if (ox_lookup(im, g->inputs[i].name)) continue;   /* an initializer (a default value) */
+    if (ox_is_defined(g, g->inputs[i].name)) continue;   /* an initializer (a default value) or a node's output */
     if ((st = add_input(im, &g->inputs[i], k++))) return st;
   }
   for (int i = 0; i < g->n_nodes; i++) {

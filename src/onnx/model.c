@@ -47,11 +47,6 @@ void rlx_model_free(rlx_model *m) {
   free(m);
 }
 
-static int is_initializer(const ox_graph *g, const char *name) {
-  for (int i = 0; i < g->n_inits; i++)
-    if (!strcmp(g->inits[i].name, name)) return 1;
-  return 0;
-}
 
 static rlx_status load_common(rlx_model *m, const uint8_t *data, size_t size, const rlx_model_options *opt) {
   if (size >= 4 && !memcmp(data, "GGUF", 4))
@@ -63,7 +58,7 @@ static rlx_status load_common(rlx_model *m, const uint8_t *data, size_t size, co
   if (!(m->inputs = calloc((size_t)g->n_inputs + 1, sizeof *m->inputs)))
     return rlx_set_error(RLX_ERR_NOMEM, "%s: out of memory", m->name);
   for (int i = 0; i < g->n_inputs; i++)
-    if (!is_initializer(g, g->inputs[i].name)) m->inputs[m->n_inputs++] = &g->inputs[i];
+    if (!ox_is_defined(g, g->inputs[i].name)) m->inputs[m->n_inputs++] = &g->inputs[i];
   if (!(m->g = rlx_graph_new(g->name))) return rlx_set_error(RLX_ERR_NOMEM, "%s: out of memory", m->name);
   /* The symbolic dims of the inputs and outputs exist from the start, so the
    * queries below only read the graph. */

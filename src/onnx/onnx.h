@@ -194,6 +194,10 @@ struct ox_importer {
 /* The parsed ONNX model of an rlx_model (model.c). */
 const ox_model *ox_model_of(const rlx_model *m);
 
+/* Whether name is an initializer or a node output of g (so a graph input
+ * of that name is no real input). */
+int ox_is_defined(const ox_graph *g, const char *name);
+
 /* Imports the model's main graph into g. */
 rlx_status ox_import(ox_importer *im, ox_external *x);
 
@@ -216,6 +220,7 @@ double      ox_attr_float(const ox_node *n, const char *name, double dflt);
 const char *ox_attr_str(const ox_node *n, const char *name, const char *dflt);
 /* A rank-0 constant v of x's dtype. */
 rlx_node    ox_scalar_like(ox_importer *im, rlx_node x, double v);
+rlx_node    ox_scalar(ox_importer *im, rlx_dtype t, double v);
 /* A known value from tensor bytes (initializers, Constant) as output i. */
 rlx_status  ox_known_from_tensor(ox_importer *im, const ox_node *n, int i, const ox_tensor *t);
 /* The dim of a dim_param: its binding, else a symbolic dim of g. */

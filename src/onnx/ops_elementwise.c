@@ -14,6 +14,10 @@ static int is(const ox_node *n, const char *op) { return !strcmp(n->op_type, op)
 rlx_node ox_scalar_like(ox_importer *im, rlx_node x, double v) {
   rlx_dtype t = RLX_F32;
   if (rlx_node_type(im->g, x, &t, NULL) < 0) return -1;
+  return ox_scalar(im, t, v);
+}
+
+rlx_node ox_scalar(ox_importer *im, rlx_dtype t, double v) {
   unsigned char buf[8];
   int64_t iv = (int64_t)v;
   switch (t) {
@@ -225,12 +229,21 @@ rlx_status ox_op_unary(ox_importer *im, const ox_node *n) {
 rlx_status ox_op_identity(ox_importer *im, const ox_node *n) {
   ox_value *v = ox_in_value(im, n, 0);
   if (!v) return ox_node_fail(im, n, RLX_ERR_INVALID, "no input");
-  if (is(n, "Dropout") && n->n_outputs > 1 && n->outputs[1][0])
-    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "the mask output of Dropout");
   if (is(n, "Dropout") && ox_has_in(n, 2)) {
     int have;
     double training = known_scalar(im, n, 2, &have);
     if (!have || training != 0) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "Dropout in training mode");
+  }
+  if (is(n, "Dropout") && n->n_outputs > 1 && n->outputs[1][0]) {   /* inference: the mask is all true */
+    rlx_node x = IN(0);
+    NEED(x);
+    int64_t dims[RLX_MAX_RANK], ones[RLX_MAX_RANK];
+    int r = rlx_node_type(im->g, x, NULL, dims);
+    for (int i = 0; i < r; i++) ones[i] = 1;
+    rlx_node t = rlx_reshape(im->g, ox_scalar(im, RLX_BOOL, 1), r, ones);
+    rlx_status st = ox_set_out(im, n, 1, rlx_expand(im->g, t, r, dims));
+    if (st) return st;
+    v = ox_in_value(im, n, 0);   /* the table may have moved */
   }
   if (n->n_outputs < 1 || !n->outputs[0][0]) return RLX_OK;
   ox_value copy = *v;

@@ -408,7 +408,7 @@ rlx_status ox_op_constant_of_shape(ox_importer *im, const ox_node *n) {
     for (int64_t i = 0; i < numel; i++) iv[i] = (int64_t)val, rv[i] = val;
     return ox_set_out_known(im, n, 0, t, (int)k, shape, is_int ? iv : NULL, is_int ? NULL : rv);
   }
-  rlx_node one = ox_scalar_like(im, rlx_iota(im->g, t, 0, NULL, 0), val);
+  rlx_node one = ox_scalar(im, t, val);
   int64_t ones[RLX_MAX_RANK];
   for (int i = 0; i < k; i++) ones[i] = 1;
   return ox_set_out(im, n, 0, rlx_expand(im->g, rlx_reshape(im->g, one, (int)k, ones), (int)k, shape));

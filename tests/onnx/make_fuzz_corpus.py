@@ -1,0 +1,19 @@
+#!/usr/bin/env python3
+"""make_fuzz_corpus.py DIR — seeds of tests/fuzz/fuzz_onnx: a few small node
+test models of the onnx package (one per op family), serialized as is."""
+import os
+import sys
+import warnings
+
+warnings.simplefilter("ignore")
+from onnx.backend.test.case.node import collect_testcases  # noqa: E402
+
+WANT = ["test_add", "test_conv_with_strides_padding", "test_maxpool_2d_pads", "test_reshape_reordered_all_dims",
+        "test_slice", "test_gather_0", "test_gemm_all_attributes", "test_batchnorm_example",
+        "test_softmax_axis_1", "test_reduce_sum_keepdims_example", "test_constant", "test_cast_FLOAT_to_INT32"]
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+for c in collect_testcases():
+    if c.name in WANT:
+        with open(os.path.join(out, c.name + ".onnx"), "wb") as f:
+            f.write(c.model.SerializeToString())
