@@ -10,7 +10,7 @@
     (y,) = sess.run({"x": np.ones((2, 4), np.float32)})
 
 rlx.LLM runs GGUF language models, rlx.InferenceSession ONNX models with
-onnxruntime's interface. Errors raise rlx.Error subclasses carrying rlx's
+onnxruntime's interface, rlx.ModelFile reads GGUF and safetensors files. Errors raise rlx.Error subclasses carrying rlx's
 message. The C library is librlx (ctypes); RLX_LIBRARY overrides its path.
 """
 from . import _lib, ops
@@ -18,6 +18,7 @@ from .errors import (DeviceError, DtypeError, Error, FormatError, InternalError,
                      NoMemError, ShapeError, UnsupportedError)
 from .graph import Graph, Node, Session, as_array, grad, jvp, train_graph
 from .llm import LLM
+from .modelfile import ModelFile
 from .onnx import InferenceSession, NodeArg, SessionOptions, get_available_providers
 
 __version__ = _lib.lib.rlx_version().decode()
@@ -28,7 +29,7 @@ def system_info():
     return _lib.lib.rlx_system_info().decode()
 
 
-__all__ = ["Graph", "Node", "Session", "as_array", "grad", "jvp", "train_graph", "ops", "LLM",
+__all__ = ["Graph", "Node", "Session", "as_array", "grad", "jvp", "train_graph", "ops", "LLM", "ModelFile",
            "InferenceSession", "NodeArg", "SessionOptions", "get_available_providers", "system_info",
            "Error", "InvalidError", "ShapeError", "DtypeError", "UnsupportedError", "NoMemError", "IoError",
            "FormatError", "DeviceError", "InternalError"]

@@ -126,6 +126,7 @@ FUNCTIONS = {
     "rlx_train_graph": (c_status, [c_graph, c_node, i32, c_nodep, P(Optimizer), P(c_graph)]),
     "rlx_compile": (c_status, [c_graph, P(Options), P(c_vp)]),
     "rlx_set_param": (c_status, [c_vp, c_str, c_vp, sz]),
+    "rlx_set_param_ref": (c_status, [c_vp, c_str, c_vp, sz]),
     "rlx_set_input": (c_status, [c_vp, c_str, c_vp, sz]),
     "rlx_set_input_shaped": (c_status, [c_vp, c_str, c_vp, sz, i32, c_i64p]),
     "rlx_run": (c_status, [c_vp]),

@@ -296,6 +296,7 @@ class Session:
     def __init__(self, handle, inputs):
         """inputs: {name: (rlx dtype code, shape with str or None for symbolic dims)}."""
         self._h = handle
+        self._refs = {}  # arrays bound by set_param(copy=False)
         self._inputs = {}
         static = True
         for name, (code, shape) in inputs.items():
@@ -330,10 +331,18 @@ class Session:
     def __exit__(self, *exc):
         self.close()
 
-    def set_param(self, name, value):
-        """Copies ``value`` (an array of the param's type) into param ``name``."""
+    def set_param(self, name, value, copy=True):
+        """Binds param ``name`` to ``value`` (an array of the param's type):
+        copied, or with copy=False borrowed (rlx_set_param_ref: no copy; the
+        session keeps a reference to the array, which must not change, such
+        as a ModelFile's tensor; a plain dtype must be aligned to its size)."""
         a = as_array(value)
-        check(lib.rlx_set_param(self._ptr(), name.encode(), a.ctypes.data, a.nbytes))
+        if copy:
+            check(lib.rlx_set_param(self._ptr(), name.encode(), a.ctypes.data, a.nbytes))
+            self._refs.pop(name, None)
+        else:
+            check(lib.rlx_set_param_ref(self._ptr(), name.encode(), a.ctypes.data, a.nbytes))
+            self._refs[name] = a
 
     def set_params(self, params):
         """set_param for each name: array of a dict."""
