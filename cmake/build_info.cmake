@@ -1,7 +1,8 @@
 # build_info.cmake — what rlx_system_info() (`rlx --version`) says about
-# the build: the git commit at configure time, the build type, sanitizers,
-# the CUDA architectures. Definitions of src/runtime/system_info.c alone,
-# so a new commit recompiles that one file (after the next configure).
+# the build: the git commit at configure time (not at every commit: that
+# would relink every program), the build type, sanitizers, the CUDA
+# architectures. Definitions of src/runtime/system_info.c alone, so a new
+# value recompiles that one file.
 find_package(Git QUIET)
 set(RLX_GIT_COMMIT unknown)
 if(GIT_FOUND AND EXISTS ${PROJECT_SOURCE_DIR}/.git)
@@ -9,9 +10,6 @@ if(GIT_FOUND AND EXISTS ${PROJECT_SOURCE_DIR}/.git)
                   OUTPUT_VARIABLE RLX_GIT_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   if(NOT RLX_GIT_COMMIT)
     set(RLX_GIT_COMMIT unknown)
-  endif()
-  if(EXISTS ${PROJECT_SOURCE_DIR}/.git/logs/HEAD)  # configure again after a commit
-    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/.git/logs/HEAD)
   endif()
 endif()
 set(RLX_INFO_DEFS RLX_GIT_COMMIT="${RLX_GIT_COMMIT}" RLX_BUILD_TYPE="${CMAKE_BUILD_TYPE}")
