@@ -897,6 +897,48 @@ int32_t    rlx_sampler_sample(rlx_sampler *s, const float *logits);
 /* Records a token (e.g. the prompt's) for the repetition penalty. */
 void       rlx_sampler_accept(rlx_sampler *s, int32_t token);
 
+/* ------------------------------------------ text embeddings (src/model/bert.c) */
+/* A BERT-family sentence encoder (BERT, RoBERTa: MiniLM, BGE, E5, GTE) from
+ * a Hugging Face model folder: config.json, model.safetensors (or a sharded
+ * model.safetensors.index.json; F32/F16/BF16 used in place), tokenizer.json
+ * (or vocab.txt) and sentence-transformers' modules.json and
+ * 1_Pooling/config.json for the pooling and normalization. A batch of texts
+ * runs as one graph, sorted by length and padded with a mask: a text's
+ * embedding does not depend on its batch (to float rounding).
+ *
+ *   rlx_embedder *e;
+ *   rlx_embedder_load("all-MiniLM-L6-v2", NULL, &e);
+ *   float *out = malloc(n * rlx_embedder_dim(e) * sizeof *out);
+ *   rlx_embed(e, texts, n, out);                      // n rows of dim floats
+ *   rlx_embedder_free(e);
+ */
+typedef struct rlx_embedder rlx_embedder;
+typedef enum { RLX_POOLING_MODEL = 0, RLX_POOLING_MEAN, RLX_POOLING_CLS, RLX_POOLING_LAST,
+               RLX_POOLING_COUNT } rlx_pooling;
+typedef struct {
+  rlx_options compile;    /* device, threads, flags of the session */
+  rlx_pooling pooling;    /* RLX_POOLING_MODEL (0): as the folder says, else mean */
+  int normalize;          /* 0: as the folder says; 1: L2-normalize; -1: do not */
+  int64_t max_tokens;     /* truncation (special tokens included); 0: the model's */
+  int batch;              /* texts per graph run; 0: 32 */
+} rlx_embedder_options;
+/* opt may be NULL. RLX_ERR_UNSUPPORTED for an architecture or tokenizer
+ * rlx does not read; a config.json or tensor that is wrong or missing is
+ * RLX_ERR_FORMAT / RLX_ERR_INVALID naming it. */
+rlx_status rlx_embedder_load(const char *path, const rlx_embedder_options *opt, rlx_embedder **out);
+void       rlx_embedder_free(rlx_embedder *e);
+int64_t    rlx_embedder_dim(const rlx_embedder *e);
+/* n NUL-terminated UTF-8 texts (invalid bytes read as U+FFFD; an empty text
+ * is [CLS] [SEP]) into out: n rows of rlx_embedder_dim floats. */
+rlx_status rlx_embed(rlx_embedder *e, const char *const *texts, int64_t n, float *out);
+/* Cross-encoder scores (a sequence-classification head): one float per
+ * (query, docs[i]) pair, the first logit, into scores. */
+rlx_status rlx_rerank(rlx_embedder *e, const char *query, const char *const *docs, int64_t n, float *scores);
+/* The token ids rlx_embed runs for a text (special tokens, truncation);
+ * *n_out as rlx_tokenize. */
+rlx_status rlx_embedder_tokenize(const rlx_embedder *e, const char *text, int32_t *ids, int64_t cap,
+                                 int64_t *n_out);
+
 #ifdef __cplusplus
 }
 #endif
