@@ -199,6 +199,33 @@ for _name, (_res, _args) in FUNCTIONS.items():
     _f.argtypes = _args
 
 
+class Owner:
+    """An object owning C handles: freed by close(), at the end of a `with`,
+    or when collected. _owned lists (attribute, C function freeing it) in
+    freeing order; an attribute holding an Owner is closed instead."""
+    _owned = ()
+
+    def close(self):
+        """Frees what the object holds now; later calls on it raise rlx.InvalidError."""
+        for attr, free in self._owned:
+            h = getattr(self, attr, None)
+            if h:
+                setattr(self, attr, None)
+                if isinstance(h, Owner):
+                    h.close()
+                else:
+                    getattr(lib, free)(h)
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def last_error():
     msg = lib.rlx_last_error()
     return msg.decode("utf-8", "replace") if msg else ""

@@ -108,7 +108,7 @@ def _ops():
     return ops
 
 
-class Graph:
+class Graph(_lib.Owner):
     """A typed dataflow graph (rlx_graph).
 
     >>> g = rlx.Graph("mlp")
@@ -117,6 +117,7 @@ class Graph:
     >>> g.set_outputs(rlx.ops.softmax(x @ w, -1))
     >>> sess = g.compile(device="cpu")
     """
+    _owned = (("_h", "rlx_graph_free"),)
 
     def __init__(self, name="graph", _handle=None):
         self._h = _handle if _handle is not None else lib.rlx_graph_new(name.encode())
@@ -131,13 +132,7 @@ class Graph:
 
     def free(self):
         """Frees the graph now (sessions compiled from it stay valid)."""
-        if self._h:
-            lib.rlx_graph_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        if getattr(self, "_h", None):
-            self.free()
+        self.close()
 
     def _node(self, r, what):
         if r < 0:
@@ -288,10 +283,11 @@ def _address(a):
         return a.ctypes.data
 
 
-class Session:
+class Session(_lib.Owner):
     """A compiled graph (rlx_session): bind params, run with inputs, read outputs.
     Each session is used by one thread at a time; ``run`` releases the GIL
     while rlx computes."""
+    _owned = (("_h", "rlx_session_free"),)
 
     def __init__(self, handle, inputs):
         """inputs: {name: (rlx dtype code, shape with str or None for symbolic dims)}."""
@@ -314,22 +310,6 @@ class Session:
         if not self._h:
             raise errors.InvalidError("rlx: the session was closed")
         return self._h
-
-    def close(self):
-        """Frees the session now."""
-        if self._h:
-            lib.rlx_session_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        if getattr(self, "_h", None):
-            self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def set_param(self, name, value, copy=True):
         """Binds param ``name`` to ``value`` (an array of the param's type):

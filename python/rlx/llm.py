@@ -13,7 +13,7 @@ from .graph import _options
 _CACHE_TYPES = {"f32": 0, "f16": 1, "bf16": 2}
 
 
-class LLM:
+class LLM(_lib.Owner):
     """A Llama-family GGUF model (llama / SmolLM2, qwen2, qwen3).
 
     ``n_ctx``: the KV cache length (0: the model's, at most 4096);
@@ -24,6 +24,8 @@ class LLM:
     >>> for piece in llm.generate("The capital of France is", max_tokens=16, stream=True):
     ...     print(piece, end="")
     """
+
+    _owned = (("_m", "rlx_llm_free"), ("_tok", "rlx_tokenizer_free"), ("_f", "rlx_model_file_close"))
 
     def __init__(self, path, n_ctx=0, device="cpu", threads=0, cache_type="f32"):
         self._f = self._tok = self._m = None
@@ -45,27 +47,6 @@ class LLM:
         self.arch = info.arch.decode()
         self._logits = np.empty(self.n_vocab, np.float32)
         self._cached = []  # the tokens whose keys and values the cache holds
-
-    def close(self):
-        """Frees the model now (also done when it is collected)."""
-        if getattr(self, "_m", None):
-            lib.rlx_llm_free(self._m)
-            self._m = None
-        if getattr(self, "_tok", None):
-            lib.rlx_tokenizer_free(self._tok)
-            self._tok = None
-        if getattr(self, "_f", None):
-            lib.rlx_model_file_close(self._f)
-            self._f = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _ptr(self):
         if not self._m:

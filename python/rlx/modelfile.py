@@ -47,12 +47,13 @@ for _name, (_res, _args) in {
 _UNSIGNED, _FLOAT, _BOOL, _STRING, _ARRAY = {0, 2, 4, 10}, {6, 12}, 7, 8, 9
 
 
-class ModelFile:
+class ModelFile(_lib.Owner):
     """A GGUF or safetensors file, memory-mapped and checked whole on open
     (rlx_model_file_open). ``tensor(name)`` is a read-only NumPy view of the
     mapped data (block dtypes: their raw bytes as uint8), valid while the
     file is open; ``metadata[key]`` reads a value (str, int, float, bool or
-    list)."""
+    list). Arrays from tensor() must not be used once it is closed."""
+    _owned = (("_f", "rlx_model_file_close"),)
 
     def __init__(self, path):
         self._f = None
@@ -67,21 +68,6 @@ class ModelFile:
         if not self._f:
             raise errors.InvalidError("rlx: the model file was closed")
         return self._f
-
-    def close(self):
-        """Closes the file; arrays from tensor() must not be used after."""
-        if getattr(self, "_f", None):
-            lib.rlx_model_file_close(self._f)
-            self._f = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _info(self, t):
         return {"name": t.name.decode(), "dtype": _dtypes.name(t.dtype) if t.supported else None,

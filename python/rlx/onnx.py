@@ -36,12 +36,13 @@ class NodeArg:
         return "NodeArg(name=%r, type=%r, shape=%r)" % (self.name, self.type, self.shape)
 
 
-class InferenceSession:
+class InferenceSession(_lib.Owner):
     """An ONNX model (a path, or the model's bytes) compiled by rlx.
 
     ``providers``: onnxruntime's provider names, the first rlx takes wins
     (CUDAExecutionProvider: the CUDA backend; default CPU).
     ``sess_options``: a SessionOptions (or onnxruntime's)."""
+    _owned = (("_sess", None), ("_m", "rlx_model_free"))  # the session first: it reads the model's weights
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, **kwargs):
         self._m = None
@@ -118,13 +119,3 @@ class InferenceSession:
                     e, ", ".join(self._out_index))) from None
         return self._sess.run(input_feed, idx)
 
-    def close(self):
-        if getattr(self, "_sess", None):
-            self._sess.close()
-            self._sess = None
-        if getattr(self, "_m", None):
-            lib.rlx_model_free(self._m)
-            self._m = None
-
-    def __del__(self):
-        self.close()
