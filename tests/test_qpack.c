@@ -2,7 +2,7 @@
  * and the GEMM over them, against dequantize (quant_blocks.c, bit-exact
  * with ggml) + dot in double of the same 8-bit activations.
  *
- * For Q4_0, Q4_1, Q8_0 and Q4_K: weights quantized from normal values by
+ * For Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K: weights quantized from normal values by
  * the reference codec and random bytes (every level, every 6-bit scale,
  * Q8_0's -128), odd N (padding lanes), K of 1 .. 6 super-blocks, M from 1
  * (decode) to 2 QPACK_MR + 1 (every tile height and a ragged last tile),
@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static const rlx_dtype TYPES[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q8_0, RLX_Q4_K};
+static const rlx_dtype TYPES[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q5_0, RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -55,7 +55,7 @@ static uint8_t *make_weights(rlx_dtype t, int64_t N, int64_t K, int random_bytes
       uint8_t *blk = w + (size_t)r * row + b * bsz;
       const uint16_t d = ir_f32_to_f16((float)(0.01 + 0.02 * (rng_next() % 100) / 100.0));
       const uint16_t m = ir_f32_to_f16((float)(-0.05 + 0.1 * (rng_next() % 100) / 100.0));
-      memcpy(blk, &d, 2);
+      memcpy(blk + (t == RLX_Q6_K ? 208 : 0), &d, 2);
       if (t == RLX_Q4_1 || t == RLX_Q4_K) memcpy(blk + 2, &m, 2);
     }
   }
@@ -70,6 +70,15 @@ static qdot_q8_0 *make_act(rlx_dtype t, int64_t M, int64_t K, float *x, double *
   for (int64_t i = 0; i < M * K; i++) x[i] = (float)normal_value();
   for (int64_t i = 0; i < M; i++) qpack_quantize_row(qdot_best(), t, x + i * K, a + i * (K / QDOT_QK), K);
   for (int64_t i = 0; i < M * K; i++) xq[i] = (double)a[i / QDOT_QK].d * a[i / QDOT_QK].qs[i % QDOT_QK];
+  if (t == RLX_Q6_K) /* s holds the halves' level sums: check them here */
+    for (int64_t b = 0; b < M * K / QDOT_QK; b++) {
+      int16_t half[2];
+      int sum[2] = {0, 0};
+      memcpy(half, &a[b].s, sizeof half);
+      for (int e = 0; e < QDOT_QK; e++) sum[e / 16] += a[b].qs[e];
+      CHECK(half[0] == sum[0] && half[1] == sum[1], "q6_k activation block %lld: sums %d %d, want %d %d",
+            (long long)b, half[0], half[1], sum[0], sum[1]);
+    }
   return a;
 }
 

@@ -18,17 +18,38 @@ static size_t block_bytes(rlx_dtype w) {
   switch (w) {
   case RLX_Q4_0: return 256 + 32;
   case RLX_Q4_1: return 256 + 64;
+  case RLX_Q5_0: return 256 + 64 + 32;
   case RLX_Q8_0: return 512 + 32;
   case RLX_Q4_K: return 256 + 32;
+  case RLX_Q6_K: return 256 + 128 + 32;
   default: return 0;
   }
 }
 
-#define Q4_K_HEADER 64 /* fp16 d[16], dmin[16] */
+/* The super-block header of the K-quants: fp16 d[16] (Q4_K: dmin[16] too). */
+static size_t header_bytes(rlx_dtype w) { return w == RLX_Q4_K ? 64 : w == RLX_Q6_K ? 32 : 0; }
+
+static int is_k(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q6_K; }
 
 static size_t group_bytes(rlx_dtype w, int64_t K) {
-  if (w == RLX_Q4_K) return (size_t)(K / QK_K) * (Q4_K_HEADER + 8 * block_bytes(w));
+  if (is_k(w)) return (size_t)(K / QK_K) * (header_bytes(w) + 8 * block_bytes(w));
   return (size_t)(K / QK) * block_bytes(w);
+}
+
+/* Levels lv[32] of row lane l (0 .. 2^bits - 1) into a block: the low
+ * nibbles in Q4_0's byte order, then for bits 4 (and 5) a plane of 8
+ * 64-bit masks, mask t bit 4 l + i = that bit of level 4t + i (the bytes
+ * of weight register t, qpack_avx512.c). */
+static void put_levels(const uint8_t *lv, int bits, uint8_t *out, int l) {
+  for (int i = 0; i < 16; i++) out[(i / 4) * 64 + l * 4 + i % 4] = (uint8_t)((lv[i] & 0xF) | (lv[16 + i] & 0xF) << 4);
+  for (int b = 4; b < bits; b++) {
+    uint8_t *plane = out + 256 + 64 * (b - 4);
+    for (int t = 0; t < 8; t++)
+      for (int i = 0; i < 4; i++) {
+        const int bit = 4 * l + i;
+        if (lv[4 * t + i] >> b & 1) plane[8 * t + bit / 8] |= (uint8_t)(1u << (bit % 8));
+      }
+  }
 }
 
 static pthread_once_t flag_once = PTHREAD_ONCE_INIT;
@@ -41,7 +62,7 @@ int qpack_supported(rlx_dtype w) {
 }
 
 void qpack_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, qdot_q8_0 *dst, int64_t K) {
-  if (w != RLX_Q4_K) {
+  if (!is_k(w)) {
     q->quantize_q8_0(x, dst, K / QK);
     return;
   }
@@ -51,7 +72,12 @@ void qpack_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, qdot_q8_
     for (int j = 0; j < QK_K / QK; j++) {
       qdot_q8_0 *o = dst + s * (QK_K / QK) + j;
       o->d = b.d;
-      o->s = b.d * (float)(b.bsums[2 * j] + b.bsums[2 * j + 1]);
+      if (w == RLX_Q6_K) {
+        const int16_t halves[2] = {b.bsums[2 * j], b.bsums[2 * j + 1]};
+        memcpy(&o->s, halves, sizeof halves);
+      } else {
+        o->s = b.d * (float)(b.bsums[2 * j] + b.bsums[2 * j + 1]);
+      }
       memcpy(o->qs, b.qs + j * QK, QK);
     }
   }
@@ -73,10 +99,45 @@ static void pack_legacy(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
     put_u16(out + 512 + 2 * l, blk);
     return;
   }
+  if (w == RLX_Q5_0) { /* {d, qh[4], qs[16]}: bit j of qh is bit 4 of level j */
+    const uint32_t qh = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 | (uint32_t)blk[5] << 24;
+    uint8_t lv[QK];
+    for (int j = 0; j < 16; j++) {
+      lv[j] = (uint8_t)((blk[6 + j] & 0xF) | (qh >> j & 1) << 4);
+      lv[16 + j] = (uint8_t)((blk[6 + j] >> 4) | (qh >> (16 + j) & 1) << 4);
+    }
+    put_levels(lv, 5, out, l);
+    put_u16(out + 256 + 64 + 2 * l, blk);
+    return;
+  }
   const uint8_t *qs = blk + (w == RLX_Q4_1 ? 4 : 2);
   for (int t = 0; t < 4; t++) memcpy(out + t * 64 + l * 4, qs + 4 * t, 4);
   put_u16(out + 256 + 2 * l, blk);
   if (w == RLX_Q4_1) put_u16(out + 256 + 32 + 2 * l, blk + 2);
+}
+
+/* Row lane l of a Q6_K super-block {ql[128], qh[64], scales[16], d}: d in
+ * the header, then per block of 32 its 6-bit levels and its two 16-element
+ * scales (int8: sc[0][l], sc[1][l]). Level order: ggml's dequantize_row_q6_K. */
+static void pack_q6_k(const uint8_t *blk, uint8_t *out, int l) {
+  put_u16(out + 2 * l, blk + 208);
+  uint8_t lv[QK_K];
+  for (int n = 0; n < 2; n++) {
+    const uint8_t *ql = blk + 64 * n, *qh = blk + 128 + 32 * n;
+    uint8_t *y = lv + 128 * n;
+    for (int i = 0; i < 32; i++) {
+      y[i] = (uint8_t)((ql[i] & 0xF) | (qh[i] & 3) << 4);
+      y[i + 32] = (uint8_t)((ql[i + 32] & 0xF) | (qh[i] >> 2 & 3) << 4);
+      y[i + 64] = (uint8_t)((ql[i] >> 4) | (qh[i] >> 4 & 3) << 4);
+      y[i + 96] = (uint8_t)((ql[i + 32] >> 4) | (qh[i] >> 6 & 3) << 4);
+    }
+  }
+  for (int j = 0; j < 8; j++) {
+    uint8_t *o = out + 32 + (size_t)j * block_bytes(RLX_Q6_K);
+    put_levels(lv + QK * j, 6, o, l);
+    o[384 + l] = blk[192 + 2 * j];
+    o[384 + 16 + l] = blk[192 + 2 * j + 1];
+  }
 }
 
 /* Row lane l of a Q4_K super-block: header fields, then for each of its 8
@@ -86,7 +147,7 @@ static void pack_q4_k(const uint8_t *blk, uint8_t *out, int l) {
   put_u16(out + 32 + 2 * l, blk + 2);
   const uint8_t *scales = blk + 4, *qs = blk + 16;
   for (int j = 0; j < 8; j++) {
-    uint8_t *o = out + Q4_K_HEADER + (size_t)j * 288;
+    uint8_t *o = out + header_bytes(RLX_Q4_K) + (size_t)j * block_bytes(RLX_Q4_K);
     /* sub-block j: the low (j even) or high nibbles of qs[32 (j / 2) ..] */
     const uint8_t *src = qs + 32 * (j / 2);
     const int shift = 4 * (j % 2);
@@ -109,8 +170,8 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
   const pack_job *J = arg;
   const qpack *p = J->p;
   const rlx_dtype w = p->dtype;
-  const int64_t units = w == RLX_Q4_K ? p->K / QK_K : p->K / QK;
-  const size_t unit_out = w == RLX_Q4_K ? Q4_K_HEADER + 8 * block_bytes(w) : block_bytes(w);
+  const int64_t units = is_k(w) ? p->K / QK_K : p->K / QK;
+  const size_t unit_out = is_k(w) ? header_bytes(w) + 8 * block_bytes(w) : block_bytes(w);
   const size_t unit_in = ir_dtypes[w].size;
   for (int64_t g = begin; g < end; g++) {
     uint8_t *dst = p->data + (size_t)g * p->group_bytes;
@@ -119,6 +180,7 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
       const uint8_t *row = J->rows + (size_t)(g * QPACK_ROWS + l) * J->row_bytes;
       for (int64_t u = 0; u < units; u++) {
         if (w == RLX_Q4_K) pack_q4_k(row + u * unit_in, dst + u * unit_out, l);
+        else if (w == RLX_Q6_K) pack_q6_k(row + u * unit_in, dst + u * unit_out, l);
         else pack_legacy(w, row + u * unit_in, dst + u * unit_out, l);
       }
     }

@@ -18,15 +18,23 @@
  *                     are); unsigned levels 0..15.
  *   Q8_0              q[t][l][i] (t < 8, 512 bytes): weight 4t + i + 128
  *                     (unsigned: vpdpbusd's u8 operand).
+ *   Q5_0, Q6_K        Q4_0's nibbles, then per higher bit (4; and 5) 8
+ *                     masks of 64 bits, mask t bit 4 l + i = that bit of
+ *                     level 4t + i (added to register t's bytes by a
+ *                     masked byte add).
  * then the block's scales:
- *   Q4_0, Q8_0        fp16 d[16]; weight = d (level - 8 | 128)
+ *   Q4_0, Q5_0, Q8_0  fp16 d[16]; weight = d (level - 8 | 16 | 128)
  *   Q4_1              fp16 d[16], fp16 m[16]; weight = d level + m
  *   Q4_K              u8 sc[16], u8 mn[16] (6-bit sub-block scale and min),
  *                     after a super-block header of fp16 d[16], dmin[16]
  *                     every 8 blocks; weight = d sc level - dmin mn
+ *   Q6_K              int8 sc[2][16] (levels 0..15 and 16..31 of the
+ *                     block), after a super-block header of fp16 d[16];
+ *                     weight = d sc (level - 32)
  * so a row costs the bytes of its GGUF row (Q4_K: 148 of 144 per 256).
  * The weights meet activations in qdot_q8_0 blocks (qpack_quantize_row:
- * the levels of qdot.h's dot kernels for the same weight type): results
+ * the levels of qdot.h's dot kernels for the same weight type; for Q6_K
+ * the field s holds two int16: the sums of levels 0..15 and 16..31): results
  * equal those of dequantized weights against the dequantized activations
  * up to float rounding.
  */
@@ -68,8 +76,9 @@ int qpack_supported(rlx_dtype w);
 /* An activation row of K floats as the K / 32 qdot_q8_0 blocks the kernels
  * of w take, with table q: its quantize_q8_0 for legacy w; for Q4_K the
  * levels and scale of its quantize_q8_k (ggml's block_q8_K, what
- * llama.cpp's Q4_K dot uses), each super-block written as 8 blocks of one
- * d and s = d (sum of the block's levels). */
+ * llama.cpp's K-quant dots use), each super-block written as 8 blocks of
+ * one d and s = d (sum of the block's levels) (Q6_K: the two int16 sums
+ * of the block's halves in s's bytes). */
 void qpack_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, qdot_q8_0 *dst, int64_t K);
 
 /* Bytes qpack_new allocates for an N x K matrix of w. */
