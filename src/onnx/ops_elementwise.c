@@ -296,3 +296,34 @@ rlx_status ox_op_prelu(ox_importer *im, const ox_node *n) {
   rlx_node r = rlx_where(im->g, rlx_compare(im->g, RLX_CMP_LT, x, ox_scalar_like(im, x, 0)), neg, x);
   return ox_set_out(im, n, 0, r);
 }
+
+/* Ops rlx has no activation for, built from others. */
+rlx_status ox_op_composite(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0);
+  NEED(x);
+  rlx_node r;
+  if (is(n, "Floor")) r = rlx_sub(g, x, rlx_mod(g, x, ox_scalar_like(im, x, 1)));   /* mod has the divisor's sign */
+  else if (is(n, "Ceil")) {
+    rlx_node nx = rlx_activation(g, RLX_ACT_NEG, x);
+    r = rlx_activation(g, RLX_ACT_NEG, rlx_sub(g, nx, rlx_mod(g, nx, ox_scalar_like(im, x, 1))));
+  } else if (is(n, "Tan")) r = rlx_div(g, rlx_activation(g, RLX_ACT_SIN, x), rlx_activation(g, RLX_ACT_COS, x));
+  else if (is(n, "IsNaN")) r = rlx_compare(g, RLX_CMP_NE, x, x);
+  else {   /* Sinh, Cosh: (e^x -+ e^-x) / 2 */
+    rlx_node e = rlx_activation(g, RLX_ACT_EXP, x), em = rlx_activation(g, RLX_ACT_EXP, rlx_activation(g, RLX_ACT_NEG, x));
+    r = rlx_mul(g, is(n, "Sinh") ? rlx_sub(g, e, em) : rlx_add(g, e, em), ox_scalar_like(im, x, 0.5));
+  }
+  return ox_set_out(im, n, 0, r);
+}
+
+rlx_status ox_op_trilu(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  int64_t k = 0, cnt;
+  if (ox_has_in(n, 1)) {
+    const int64_t *kv = ox_in_ints(im, n, 1, &cnt);
+    if (!kv || cnt != 1) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "k not known at import");
+    k = kv[0];
+  }
+  return ox_set_out(im, n, 0, rlx_tri(im->g, x, (int)ox_attr_int(n, "upper", 1), k));
+}
