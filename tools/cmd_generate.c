@@ -253,10 +253,13 @@ static char *prompt_text(const gen_opts *o, const rlx_model_file *f, const char 
  * tokenizing must not add another). */
 static int starts_with_bos(const rlx_tokenizer *tok, const char *text, size_t len) {
   int32_t bos = rlx_token_bos(tok);
-  char piece[256];
-  size_t n;
-  if (bos < 0 || rlx_token_to_piece(tok, bos, 1, piece, sizeof piece, &n) != RLX_OK || !n || n > len) return 0;
-  return !memcmp(text, piece, n);
+  size_t n = 0;
+  if (bos < 0) return 0;
+  rlx_token_to_piece(tok, bos, 1, NULL, 0, &n); /* its size, of any length */
+  char *piece = n && n <= len ? malloc(n) : NULL;
+  int same = piece && rlx_token_to_piece(tok, bos, 1, piece, n, &n) == RLX_OK && !memcmp(text, piece, n);
+  free(piece);
+  return same;
 }
 
 /* Writes the text of token t, of any length (a piece that does not fit the

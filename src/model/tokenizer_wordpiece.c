@@ -4,6 +4,7 @@
 #include "wordpiece.h"
 
 #include "json.h"
+#include "../ir/hash.h"
 #include "../ir/ir.h"
 
 #include <stdlib.h>
@@ -34,11 +35,8 @@ struct wp_tokenizer {
 
 /* ---------------------------------------------------------------- vocabulary */
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-  return h;
-}
+/* keyed (ir/hash.h): a vocabulary cannot choose texts that all collide */
+static uint64_t hash_bytes(const char *s, size_t n) { return ir_hash_bytes(s, n); }
 
 static int32_t lookup(const wp_tokenizer *t, const char *s, size_t n) {
   for (uint64_t i = hash_bytes(s, n) & t->mask;; i = (i + 1) & t->mask) {
