@@ -47,27 +47,43 @@ for _name, (_res, _args) in {
 _UNSIGNED, _FLOAT, _BOOL, _STRING, _ARRAY = {0, 2, 4, 10}, {6, 12}, 7, 8, 9
 
 
+class _Mapping(_lib.Owner):
+    """The open file itself: kept by the ModelFile and by every array over
+    its bytes, so it is unmapped only when the last of them is gone."""
+    _owned = (("h", "rlx_model_file_close"),)
+
+    def __init__(self, h):
+        self.h = h
+
+
 class ModelFile(_lib.Owner):
     """A GGUF or safetensors file, memory-mapped and checked whole on open
     (rlx_model_file_open). ``tensor(name)`` is a read-only NumPy view of the
-    mapped data (block dtypes: their raw bytes as uint8), valid while the
-    file is open; ``metadata[key]`` reads a value (str, int, float, bool or
-    list). Arrays from tensor() must not be used once it is closed."""
-    _owned = (("_f", "rlx_model_file_close"),)
+    mapped data (block dtypes: their raw bytes as uint8); the mapping stays
+    until the file is closed and no such array is left. ``metadata[key]``
+    reads a value (str, int, float, bool or list)."""
 
     def __init__(self, path):
-        self._f = None
+        self._map = None
         f = c_vp()
         check(lib.rlx_model_file_open(os.fsencode(path), ctypes.byref(f)))
-        self._f = f.value
+        self._map = _Mapping(f.value)
         self.format = lib.rlx_file_format_name(lib.rlx_model_file_format(self._f)).decode()
         self.version = lib.rlx_model_file_version(self._f)
         self.metadata = _Metadata(self)
 
-    def _ptr(self):
-        if not self._f:
+    @property
+    def _f(self):
+        if not self._map:
             raise errors.InvalidError("rlx: the model file was closed")
+        return self._map.h
+
+    def _ptr(self):
         return self._f
+
+    def close(self):
+        """Closes the file: the mapping goes once no array from tensor() is left."""
+        self._map = None
 
     def _info(self, t):
         return {"name": t.name.decode(), "dtype": _dtypes.name(t.dtype) if t.supported else None,
@@ -87,7 +103,10 @@ class ModelFile(_lib.Owner):
         """The data of tensor ``name``: a read-only array over the mapped file."""
         t = FileTensor()
         check(lib.rlx_model_file_find_tensor(self._ptr(), name.encode(), ctypes.byref(t)))
-        buf = (ctypes.c_char * t.nbytes).from_address(t.data) if t.nbytes else b""
+        buf = b""
+        if t.nbytes:
+            buf = (ctypes.c_char * t.nbytes).from_address(t.data)
+            buf.mapping = self._map  # the array's base keeps the file mapped
         if t.supported and t.dtype < len(_dtypes.NUMPY) and t.nbytes:
             a = np.frombuffer(buf, _dtypes.to_numpy(t.dtype)).reshape(tuple(t.dims[:t.rank]))
         else:

@@ -56,5 +56,7 @@ def test_safetensors_weights_without_copy(tmp_path, rng):
         s.close()
         with pytest.raises(rlx.InvalidError):
             f.tensor("nope")
+        kept = f.tensor("w")
     with pytest.raises(rlx.InvalidError):
         f.tensor("w")
+    np.testing.assert_array_equal(kept, w)  # an array keeps the closed file's mapping
