@@ -1,5 +1,6 @@
 """The graph API: building, operators, symbolic dims, the text form,
 sessions and the arrays that cross into and out of them."""
+import math
 import threading
 import time
 
@@ -191,3 +192,24 @@ def test_graph_queries():
     assert g.constant(np.arange(3, dtype=np.int64)).dtype == "i64"
     assert g.constant(1.5).dtype == "f32"
     assert rlx.__version__ and "rlx" in rlx.system_info()
+
+
+def test_cuda_matches_numpy(rng):
+    g = rlx.Graph("gpu")
+    x = g.input("x", "f32", ("batch", 64))
+    w = g.param("w", "f32", (64, 32))
+    g.set_outputs(ops.softmax(ops.gelu(x @ w), -1), ops.reduce_sum(x, [1]))
+    try:
+        s = g.compile(device="cuda")
+    except (rlx.UnsupportedError, rlx.DeviceError) as e:  # a build without CUDA, a machine without a GPU
+        pytest.skip(str(e))
+    W = rng.standard_normal((64, 32)).astype(np.float32) * 0.1
+    s.set_param("w", W)
+    for batch in (3, 17):
+        X = rng.standard_normal((batch, 64)).astype(np.float32)
+        y, total = s.run({"x": X})
+        z = X @ W
+        z = 0.5 * z * (1 + np.vectorize(math.erf)(z / np.sqrt(2)))
+        e = np.exp(z - z.max(-1, keepdims=True))
+        np.testing.assert_allclose(y, e / e.sum(-1, keepdims=True), rtol=2e-3, atol=1e-5)
+        np.testing.assert_allclose(total, X.sum(1), rtol=1e-4, atol=1e-4)
