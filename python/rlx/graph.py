@@ -11,13 +11,6 @@ _DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}
 _FLAG_NO_FUSE, _FLAG_NO_OPTIMIZE = 1, 2
 _MAX_RANK = 8
 
-_lib.lib.rlx_input.restype = _lib.c_node
-_lib.lib.rlx_input.argtypes = [_lib.c_graph, _lib.c_str, _lib.i32, _lib.i32, _lib.c_i64p]
-_lib.lib.rlx_param.restype = _lib.c_node
-_lib.lib.rlx_param.argtypes = _lib.lib.rlx_input.argtypes
-_lib.lib.rlx_constant.restype = _lib.c_node
-_lib.lib.rlx_constant.argtypes = [_lib.c_graph, _lib.i32, _lib.i32, _lib.c_i64p, _lib.c_vp]
-
 
 def as_array(value, dtype=None):
     """value as a C-contiguous NumPy array, without a copy when it already
@@ -32,10 +25,9 @@ def as_array(value, dtype=None):
     elif hasattr(value, "__dlpack__"):
         a = np.from_dlpack(value)
     else:
-        a = np.asarray(value, dtype=dtype)
+        a = np.asarray(value)
     if dtype is not None and a.dtype != dtype:
-        if not np.can_cast(a.dtype, dtype, "same_kind") and not (
-                a.dtype.kind in "iub" and dtype.kind in "iu"):
+        if not np.can_cast(a.dtype, dtype, "same_kind"):
             raise errors.DtypeError("rlx: an array of %s where %s is expected" % (a.dtype, dtype))
         a = a.astype(dtype)
     if not a.flags.c_contiguous:
