@@ -81,3 +81,20 @@ def test_session_options_and_errors(rng):
         sess.run(None, {"x": np.zeros((2, 5), np.float32)})
     with pytest.raises(rlx.Error):
         rlx.InferenceSession(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "resnet50", "inception_v1"])
+def test_zoo_models_against_onnxruntime(rng, name):
+    # The "light" model-zoo models of the onnx wheel (weights are constant
+    # fills), on a random image.
+    import os
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_%s.onnx" % name)
+    if not os.path.isfile(path):
+        pytest.skip("this onnx wheel has no %s" % path)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = rlx.InferenceSession(path)
+    (inp,) = ref.get_inputs()
+    assert [(a.name, a.shape, a.type) for a in sess.get_inputs()] == [(inp.name, inp.shape, inp.type)]
+    x = rng.random([d if isinstance(d, int) else 1 for d in inp.shape], dtype=np.float32)
+    for g, w in zip(sess.run(None, {inp.name: x}), ref.run(None, {inp.name: x})):
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-6)
