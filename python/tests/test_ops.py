@@ -1,6 +1,8 @@
 """Every function of rlx.ops against NumPy: one case per op in CASES, and a
 check that no op of rlx.ops is left without one."""
 import math
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -508,7 +510,13 @@ def _(g):
 
 @case("log_mel")
 def _(g):
-    pytest.skip("log_mel: checked by the C op-parity suite (tests/ref/cases_signal.py); needs scipy's mel filters")
+    # The reference of the C op-parity suite (librosa's Slaney filterbank written out in NumPy).
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "ref"))
+    from cases_conv import ref_log_mel
+    X = R.standard_normal((2, 400)).astype(np.float32)
+    a = g.input("a", "f32", X.shape)
+    ref = ref_log_mel(X.astype(np.float64), 64, 32, 10, 8000, 0.0, 4000.0)
+    return [ops.log_mel(a, n_fft=64, hop=32, n_mels=10, sample_rate=8000, f_max=4000.0)], {"a": X}, [ref], 1e-3
 
 
 @case("fused_attention_block")
