@@ -553,6 +553,18 @@ def test_op(name):
             np.testing.assert_allclose(y.astype(np.float64), ref, rtol=tol, atol=tol, err_msg=name)
 
 
+def test_every_builder_of_rlx_h_is_wrapped():
+    import inspect
+    import re
+    header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "rlx.h")
+    with open(header) as f:
+        builders = set(re.findall(r"^rlx_node\s+(rlx_\w+)\(rlx_graph \*g", f.read(), re.M))
+    wrapped = {r[1] for r in ops.OPS} | set(re.findall(r'"(rlx_\w+)"', inspect.getsource(ops)))
+    leaves = {"rlx_input", "rlx_param", "rlx_constant"}  # Graph.input, .param, .constant
+    assert len(builders) > 60
+    assert not builders - wrapped - leaves, sorted(builders - wrapped - leaves)
+
+
 def test_every_op_has_a_case():
     missing = [n for n in ops.__all__ if n not in ("ENUMS", "enum") and n not in CASES]
     assert not missing, "rlx.ops without a NumPy case: %s" % missing
