@@ -262,10 +262,12 @@ for _row in OPS:
 
 
 def _named(builder, table, code, pyname, what):
-    def fn(*args):
-        return builder(code, *args)
+    def fn(*args, **kwargs):
+        return builder(code, *args, **kwargs)
     fn.__name__ = fn.__qualname__ = pyname
     fn.__doc__ = "%s %s (%s with %r)." % (what, ENUMS[table][code], builder.__name__, ENUMS[table][code])
+    params = list(inspect.signature(builder).parameters.values())[1:]  # the enum argument is fixed
+    fn.__signature__ = inspect.Signature(params)
     return fn
 
 
