@@ -9,7 +9,7 @@
 #ifndef RLX_CU_COMMON_CUH
 #define RLX_CU_COMMON_CUH
 
-#include "cuda.h"
+#include "cu_kernels.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

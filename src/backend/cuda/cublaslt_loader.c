@@ -8,7 +8,7 @@
  * call. Without the library every call returns CUBLAS_STATUS_NOT_INITIALIZED
  * and cuda_cublaslt_error() says why, so a machine lacking it gets a status
  * from the first matrix product, not a loader failure at start-up. */
-#include "cuda.h"
+#include "cu_kernels.h"
 
 #include <cublasLt.h>
 #include <dlfcn.h>

@@ -50,7 +50,7 @@
  */
 #include "../../pass/pass.h"
 #include "../backend.h"
-#include "cuda.h"
+#include "cu_kernels.h"
 #include "param_store.h"
 
 #include <math.h>

@@ -10,7 +10,7 @@
  * alignments); a run only calls cublasLtMatmul, which a CUDA graph
  * captures. */
 #include "../../ir/ir.h"
-#include "cuda.h"
+#include "cu_kernels.h"
 
 #include <cublasLt.h>
 #include <pthread.h>
