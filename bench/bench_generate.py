@@ -19,13 +19,15 @@ slight underestimates). The limits come from a small C probe compiled here:
 read bandwidth over 1 GiB, and the FMA (F32) and vpdpbusd (int8) peak of
 independent chains, at each thread count.
 
-  python3 bench/bench_generate.py --rlx build/rlx --llama-src DIR
+  python3 bench/bench_generate.py --rlx build/rlx --llama-src DIR [--llama-build DIR]
       [--models A.gguf,B.gguf] [--threads 1,2] [--runs 5] [--pp 512] [--tg 128]
       [--quantize SRC.gguf:TYPE,...]   make files with llama-quantize first
       [--json OUT.json]
 
---quantize writes SRC-TYPE.gguf next to --out-dir (default /tmp) with
---allow-requantize (requantizing a Q4_1 file loses accuracy, not speed).
+--quantize writes SRC-TYPE.gguf into --out-dir (default /tmp) with
+--allow-requantize (requantizing a Q4_1 file loses accuracy, not speed);
+--shape llama-3.2-1b --tokenizer-from SMOLLM2.gguf --quantize
+llama-3.2-1b:Q4_0,... makes the random-weight files of that shape first.
 """
 import argparse
 import json
@@ -36,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 TEXT = ("The history of computing is a story of abstraction. Early machines were programmed by rewiring "
         "panels; then came stored programs, assemblers, and compilers that translated readable formulas "
@@ -106,9 +110,8 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
 
 
-def build_llama(src, jobs):
-    """llama-bench and llama-quantize of the checkout at src, and its commit."""
-    build = os.path.join(src, "build-rlx-bench")
+def build_llama(src, build, jobs):
+    """llama-bench and llama-quantize of the checkout at src (built in build), and its commit."""
     try:
         commit = sh(["git", "-C", src, "rev-parse", "HEAD"]).strip()
     except (subprocess.CalledProcessError, FileNotFoundError):
@@ -192,6 +195,58 @@ def llama_bench(bindir, model, threads, pp, tg):
     return json.loads(p.stdout)[0]["avg_ts"]
 
 
+SHAPES = {  # make_llama_gguf.py arguments of the random-weight files
+    "llama-3.2-1b": ["--layers", "16", "--embd", "2048", "--heads", "32", "--heads-kv", "8", "--ff", "8192",
+                     "--vocab", "128256"],
+    "llama-3-8b": ["--layers", "32", "--embd", "4096", "--heads", "32", "--heads-kv", "8", "--ff", "14336",
+                   "--vocab", "128256"],
+}
+
+
+def make_shape(name, tokenizer_from, out_dir):
+    """An F16 random-weight file of a SHAPES entry (bench/make_llama_gguf.py) that rlx generate can
+    tokenize for: the tokenizer of tokenizer_from (a GGUF), its token list padded with control tokens
+    to the shape's vocabulary."""
+    out = os.path.join(out_dir, f"{name}-shape-F16.gguf")
+    if os.path.exists(out):
+        return out
+    from gguf import GGUFReader, GGUFValueType
+    import make_llama_gguf as mk
+    tok = {k: f for k, f in GGUFReader(tokenizer_from).fields.items() if k.startswith("tokenizer.")}
+    vocab = int(SHAPES[name][SHAPES[name].index("--vocab") + 1])
+
+    def add_tokenizer(wr):
+        for k, f in tok.items():
+            if f.types[0] == GGUFValueType.ARRAY:
+                vals = [bytes(f.parts[i]).decode() if f.types[1] == GGUFValueType.STRING else int(f.parts[i][0])
+                        for i in f.data]
+                if k == "tokenizer.ggml.tokens":
+                    vals += [f"<|pad_{i}|>" for i in range(vocab - len(vals))]
+                elif k == "tokenizer.ggml.token_type":
+                    vals += [3] * (vocab - len(vals))
+                wr.add_array(k, vals)
+            elif f.types[0] == GGUFValueType.STRING:
+                wr.add_string(k, bytes(f.parts[f.data[0]]).decode())
+            elif f.types[0] == GGUFValueType.BOOL:
+                wr.add_bool(k, bool(f.parts[f.data[0]][0]))
+            else:
+                wr.add_uint32(k, int(f.parts[f.data[0]][0]))
+
+    def write_gguf(path, arch, tensors, meta_overrides=None, **kw):
+        kw["extra"] = add_tokenizer
+        return base_write(path, arch, tensors, meta_overrides=meta_overrides, **kw)
+    base_write = mk.write_gguf
+    mk.write_gguf = write_gguf
+    argv = sys.argv
+    sys.argv = ["make_llama_gguf.py", out, "--wtype", "f16"] + SHAPES[name]
+    try:
+        mk.main()
+    finally:
+        sys.argv = argv
+        mk.write_gguf = base_write
+    return out
+
+
 def quantize(bindir, specs, out_dir):
     made = []
     for spec in specs:
@@ -207,8 +262,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rlx", default=os.path.join(os.path.dirname(__file__), "..", "build", "rlx"))
     ap.add_argument("--llama-src", required=True)
+    ap.add_argument("--llama-build", help="its build folder (default: LLAMA_SRC/build-rlx-bench)")
     ap.add_argument("--models", default="")
     ap.add_argument("--quantize", default="")
+    ap.add_argument("--shape", default="", help=f"make a random-weight F16 file of these shapes ({', '.join(SHAPES)}) "
+                    "with the tokenizer of --tokenizer-from; SHAPE:TYPE in --quantize quantizes it")
+    ap.add_argument("--tokenizer-from")
     ap.add_argument("--out-dir", default="/tmp")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=5)
@@ -218,11 +277,16 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
-    bindir, commit = build_llama(os.path.abspath(args.llama_src), args.jobs)
+    src = os.path.abspath(args.llama_src)
+    bindir, commit = build_llama(src, os.path.abspath(args.llama_build or os.path.join(src, "build-rlx-bench")),
+                                 args.jobs)
     models = [m for m in args.models.split(",") if m]
+    shapes = {n: make_shape(n, args.tokenizer_from, args.out_dir) for n in args.shape.split(",") if n}
     if args.quantize:
-        models += quantize(bindir, args.quantize.split(","), args.out_dir)
-    rlx_commit = sh(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"]).strip()
+        specs = [shapes.get(q.rsplit(":", 1)[0], q.rsplit(":", 1)[0]) + ":" + q.rsplit(":", 1)[1]
+                 for q in args.quantize.split(",")]
+        models += quantize(bindir, specs, args.out_dir)
+    rlx_commit = sh([args.rlx, "--version"]).split("\n")[0].strip()
     limits = probe_limits(threads)
     print(f"llama.cpp {commit[:12]}, rlx {rlx_commit}, {os.cpu_count()} CPUs, pp {args.pp}, tg {args.tg}, "
           f"median of {args.runs}; limits {json.dumps({str(k): v for k, v in limits.items()})}", flush=True)
