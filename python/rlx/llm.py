@@ -175,6 +175,9 @@ class LLM(_lib.Owner):
                                                                                        parse_special)
         if not ids:
             raise errors.InvalidError("rlx: an empty prompt")
+        bad = [t for t in ids if not 0 <= t < self.n_vocab]
+        if bad:  # the sampler indexes its penalties by token
+            raise errors.InvalidError("rlx: prompt token %d is not in the vocabulary (0..%d)" % (bad[0], self.n_vocab - 1))
         sp = _lib.SamplerParams(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed)
         smp = _lib.c_vp()
         check(lib.rlx_sampler_new(ctypes.byref(sp), self.n_vocab, ctypes.byref(smp)))

@@ -72,4 +72,8 @@ def test_llm_errors(llm):
     with pytest.raises(rlx.InvalidError):
         llm.reset(10 ** 6)
     with pytest.raises(rlx.InvalidError):
+        llm.generate([1, -3, 2], max_tokens=2)
+    with pytest.raises(rlx.InvalidError):
+        llm.generate("", max_tokens=2, add_special=False)
+    with pytest.raises(rlx.InvalidError):
         rlx.LLM("x.gguf", cache_type="f8")
