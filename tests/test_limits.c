@@ -172,6 +172,18 @@ static void test_options_and_budget(void) {
   CHECK_ERR(rlx_compile(small, &bad_flags, &s), RLX_ERR_INVALID, "flags 0x100");
   CHECK(!s, "no session after a rejected option");
   rlx_graph_free(small);
+
+  /* A param with a symbolic dim, the compile cache off: the message names
+   * the param of the compiled graph, which must outlive it (fuzz_graph_run
+   * found it read after the free). */
+  setenv("RLX_COMPILE_CACHE", "0", 1);
+  rlx_graph *symp = rlx_graph_new("symbolic_param");
+  const int64_t s4[2] = {rlx_dim_sym(symp, "S"), 4};
+  rlx_node w = rlx_param(symp, "w_sym", RLX_F32, 2, s4);
+  rlx_graph_set_outputs(symp, 1, &w);
+  CHECK_ERR(rlx_compile(symp, NULL, &s), RLX_ERR_UNSUPPORTED, "\"w_sym\" has a symbolic dim");
+  rlx_graph_free(symp);
+  unsetenv("RLX_COMPILE_CACHE");
   rlx_graph_free(g);
 }
 

@@ -280,9 +280,11 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
     if (n->op != RLX_OP_Param) continue;
     for (int d = 0; d < n->out[0].shape.rank; d++)
       if (ir_dim_is_sym(n->out[0].shape.d[d])) {
+        /* the message before the free: the name lives in the compiled graph */
+        st = rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: param \"%s\" has a symbolic dim; params must be static",
+                           n->a.name);
         rlx_session_free(s);
-        return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: param \"%s\" has a symbolic dim; params must be static",
-                             n->a.name);
+        return st;
       }
   }
   s->leaf_data = calloc((size_t)s->g->n_nodes + 1, sizeof *s->leaf_data);
