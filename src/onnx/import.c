@@ -93,7 +93,7 @@ const char *ox_attr_str(const ox_node *n, const char *name, const char *dflt) {
 
 /* ---------------------------------------------------------------- values */
 
-int ox_has_in(const ox_node *n, int i) { return i < n->n_inputs && n->inputs[i][0]; }
+int ox_has_in(const ox_node *n, int i) { return i >= 0 && i < n->n_inputs && n->inputs[i][0]; }
 
 ox_value *ox_in_value(ox_importer *im, const ox_node *n, int i) {
   if (!ox_has_in(n, i)) return NULL;
@@ -103,7 +103,7 @@ ox_value *ox_in_value(ox_importer *im, const ox_node *n, int i) {
 /* Writes element i of a known value in dtype t at dst. */
 static void put_elem(rlx_dtype t, void *dst, int64_t i, const ox_value *v) {
   double r = v->reals ? v->reals[i] : (double)v->ints[i];
-  int64_t k = v->ints ? v->ints[i] : (int64_t)r;
+  int64_t k = v->ints ? v->ints[i] : ox_f2i(r);
   switch (t) {
   case RLX_F32: ((float *)dst)[i] = (float)r; break;
   case RLX_F64: ((double *)dst)[i] = r; break;
@@ -212,7 +212,7 @@ rlx_status ox_known_from_tensor(ox_importer *im, const ox_node *n, int i, const 
     double r = rlx_value_as_f64((rlx_dtype)dt, t->data, k);
     if (is_int) {
       if (dt == RLX_I64) memcpy((int64_t *)buf + k, (const int64_t *)t->data + k, 8);
-      else ((int64_t *)buf)[k] = (int64_t)r;
+      else ((int64_t *)buf)[k] = ox_f2i(r);
     } else ((double *)buf)[k] = r;
   }
   return ox_set_out_known(im, n, i, (rlx_dtype)dt, t->rank, t->dims, is_int ? buf : NULL, is_int ? NULL : buf);

@@ -218,6 +218,10 @@ const ox_attr *ox_attr_get(const ox_node *n, const char *name);
 int64_t     ox_attr_int(const ox_node *n, const char *name, int64_t dflt);
 double      ox_attr_float(const ox_node *n, const char *name, double dflt);
 const char *ox_attr_str(const ox_node *n, const char *name, const char *dflt);
+/* A double as an int64, saturated (NaN: 0): values from files may be anything. */
+static inline int64_t ox_f2i(double v) {
+  return v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+}
 /* A rank-0 constant v of x's dtype. */
 rlx_node    ox_scalar_like(ox_importer *im, rlx_node x, double v);
 rlx_node    ox_scalar(ox_importer *im, rlx_dtype t, double v);

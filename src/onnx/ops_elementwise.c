@@ -19,7 +19,7 @@ rlx_node ox_scalar_like(ox_importer *im, rlx_node x, double v) {
 
 rlx_node ox_scalar(ox_importer *im, rlx_dtype t, double v) {
   unsigned char buf[8];
-  int64_t iv = (int64_t)v;
+  int64_t iv = ox_f2i(v);
   switch (t) {
   case RLX_F32: { float f = (float)v; memcpy(buf, &f, 4); break; }
   case RLX_F64: memcpy(buf, &v, 8); break;
@@ -45,10 +45,10 @@ static int fold_int_binary(ox_importer *im, const ox_node *n, rlx_binop op, rlx_
     int64_t x = a->ints[a->numel == 1 ? 0 : i], y = b->ints[b->numel == 1 ? 0 : i];
     if (ir_dim_is_sym(x) || ir_dim_is_sym(y)) return 0;
     switch (op) {
-    case RLX_BIN_ADD: out[i] = x + y; break;
-    case RLX_BIN_SUB: out[i] = x - y; break;
-    case RLX_BIN_MUL: out[i] = x * y; break;
-    case RLX_BIN_DIV: if (y == 0) return 0; out[i] = x / y; break;
+    case RLX_BIN_ADD: if (__builtin_add_overflow(x, y, &out[i])) return 0; break;
+    case RLX_BIN_SUB: if (__builtin_sub_overflow(x, y, &out[i])) return 0; break;
+    case RLX_BIN_MUL: if (__builtin_mul_overflow(x, y, &out[i])) return 0; break;
+    case RLX_BIN_DIV: if (y == 0 || (x == INT64_MIN && y == -1)) return 0; out[i] = x / y; break;
     default: return 0;
     }
   }

@@ -4,6 +4,7 @@
  * -> Reshape becomes one Reshape with static or symbolic dims). */
 #include "onnx.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,8 +109,10 @@ static rlx_status reshape_to(ox_importer *im, const ox_node *n, const int64_t *s
     int64_t numel = 1, neg = -1;
     for (int64_t i = 0; i < k; i++) {
       if (out[i] == -1) neg = i;
-      else numel *= out[i];
+      else if (out[i] < 0 || __builtin_mul_overflow(numel, out[i], &numel))
+        return ox_node_fail(im, n, RLX_ERR_INVALID, "a bad target dim %lld", (long long)out[i]);
     }
+    if (neg < 0 && numel != v->numel) return ox_node_fail(im, n, RLX_ERR_SHAPE, "%lld elements reshaped to %lld", (long long)v->numel, (long long)numel);
     if (neg >= 0) out[neg] = numel ? v->numel / numel : 0;
     return set_known_like(im, n, v, (int)k, out);
   }
@@ -405,7 +408,7 @@ rlx_status ox_op_constant_of_shape(ox_importer *im, const ox_node *n) {
     int64_t *iv = ox_alloc(im->arena, (size_t)(numel + 1) * 8);
     double *rv = ox_alloc(im->arena, (size_t)(numel + 1) * 8);
     if (!iv || !rv) return RLX_ERR_NOMEM;
-    for (int64_t i = 0; i < numel; i++) iv[i] = (int64_t)val, rv[i] = val;
+    for (int64_t i = 0; i < numel; i++) iv[i] = ox_f2i(val), rv[i] = val;
     return ox_set_out_known(im, n, 0, t, (int)k, shape, is_int ? iv : NULL, is_int ? NULL : rv);
   }
   rlx_node one = ox_scalar(im, t, val);
@@ -423,15 +426,16 @@ rlx_status ox_op_range(ox_importer *im, const ox_node *n) {
   double l = v[1]->ints ? (double)v[1]->ints[0] : v[1]->reals[0];
   double d = v[2]->ints ? (double)v[2]->ints[0] : v[2]->reals[0];
   if (d == 0) return ox_node_fail(im, n, RLX_ERR_INVALID, "delta 0");
-  double cnt = (l - s) / d;
-  int64_t m = cnt <= 0 ? 0 : (int64_t)cnt + ((double)(int64_t)cnt < cnt);
+  double cnt = ceil((l - s) / d);
+  if (!(cnt <= (double)(1 << 24))) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a range of %g elements", cnt);
+  int64_t m = cnt <= 0 ? 0 : (int64_t)cnt;
   if (m > 1 << 24) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a range of %lld", (long long)m);
   int64_t *iv = ox_alloc(im->arena, (size_t)(m + 1) * 8);
   double *rv = ox_alloc(im->arena, (size_t)(m + 1) * 8);
   if (!iv || !rv) return RLX_ERR_NOMEM;
   for (int64_t i = 0; i < m; i++) {
     rv[i] = s + (double)i * d;
-    iv[i] = v[0]->ints ? v[0]->ints[0] + i * v[2]->ints[0] : 0;
+    iv[i] = v[0]->ints ? (int64_t)((uint64_t)v[0]->ints[0] + (uint64_t)i * (uint64_t)v[2]->ints[0]) : 0;
   }
   int is_int = v[0]->ints != NULL;
   if (m > MAXK) {

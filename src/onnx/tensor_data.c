@@ -125,9 +125,14 @@ static void store(int32_t type, uint8_t *dst, int64_t i, uint64_t bits) {
 /* Decodes the typed field of t (every occurrence, packed or not). */
 static rlx_status decode_typed(ox_arena *a, const char *model, ox_tensor *t, int size) {
   size_t nbytes = (size_t)t->numel * (size_t)size;
+  int fixed = t->typed_field == 4 ? 4 : t->typed_field == 10 ? 8 : 0;
+  /* Each value takes at least one byte of the message (fixed: its size),
+   * so a count the message cannot hold fails before any allocation. */
+  if ((uint64_t)t->numel > t->msg_len / (uint64_t)(fixed ? fixed : 1))
+    return rlx_set_error(RLX_ERR_FORMAT, "%s: ONNX: tensor %s claims %lld elements in a message of %zu bytes", model,
+                         t->name, (long long)t->numel, t->msg_len);
   uint8_t *dst = ox_alloc(a, nbytes);
   if (!dst) return RLX_ERR_NOMEM;
-  int fixed = t->typed_field == 4 ? 4 : t->typed_field == 10 ? 8 : 0;
   int64_t n = 0;
   cur c = {t->msg, t->msg + t->msg_len};
   while (c.p < c.end) {
