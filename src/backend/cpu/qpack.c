@@ -64,6 +64,8 @@ int qpack_supported(rlx_dtype w) {
 void qpack_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, qdot_q8_0 *dst, int64_t K) {
   if (!is_k(w)) {
     q->quantize_q8_0(x, dst, K / QK);
+    const float off = w == RLX_Q4_0 ? -8.0f : w == RLX_Q5_0 ? -16.0f : w == RLX_Q8_0 ? -128.0f : 1.0f;
+    for (int64_t b = 0; off != 1.0f && b < K / QK; b++) dst[b].s *= off; /* exact: a power of 2 */
     return;
   }
   for (int64_t s = 0; s < K / QK_K; s++) {

@@ -33,8 +33,10 @@
  *                     weight = d sc (level - 32)
  * so a row costs the bytes of its GGUF row (Q4_K: 148 of 144 per 256).
  * The weights meet activations in qdot_q8_0 blocks (qpack_quantize_row:
- * the levels of qdot.h's dot kernels for the same weight type; for Q6_K
- * the field s holds two int16: the sums of levels 0..15 and 16..31): results
+ * the levels of qdot.h's dot kernels for the same weight type; s holds
+ * -8, -16, -128 times d (sum of the levels) for Q4_0, Q5_0, Q8_0, the
+ * weights' offset, and for Q6_K two int16: the sums of levels 0..15 and
+ * 16..31): results
  * equal those of dequantized weights against the dequantized activations
  * up to float rounding.
  */

@@ -8,8 +8,10 @@
  * of the nr activation rows, 8 vpdpbusd with a broadcast of that row's 4
  * bytes t sum the block's 32 products per row lane in int32 (exact), and
  * two FMAs add d_w d_x isum + m_w s_x to the row's 16 float sums, where
- * m_w is the block's offset term (Q4_0: -8 d_w, Q8_0: -128 d_w, Q4_1: m,
- * Q4_K: -dmin mn) and s_x = d_x (sum of the activation levels).
+ * m_w is the block's offset term (Q4_1: m, Q4_K: -dmin mn) and s_x = d_x
+ * (sum of the activation levels); for Q4_0, Q5_0 and Q8_0 (m_w = -8, -16,
+ * -128 times d_w) the activation block carries -8, -16, -128 s_x and the
+ * FMAs add d_w (d_x isum + that).
  */
 #include "qpack.h"
 
@@ -51,20 +53,32 @@ static inline __attribute__((always_inline)) void add_high_bits(const uint8_t *p
   }
 }
 
-/* acc[r] += dw d_x isum + mw s_x for the block's activation row r. */
-static inline __attribute__((always_inline)) void block_rows(const __m512i *wq, __m512 dw, __m512 mw,
+/* The block's int32 sums of activation row a against the 8 registers. */
+static inline __attribute__((always_inline)) __m512i row_sums(const __m512i *wq, const qdot_q8_0 *a) {
+  __m512i s = _mm512_setzero_si512();
+  for (int t = 0; t < 8; t++) {
+    int32_t x4;
+    memcpy(&x4, a->qs + 4 * t, 4);
+    s = _mm512_dpbusd_epi32(s, wq[t], _mm512_set1_epi32(x4));
+  }
+  return s;
+}
+
+/* acc[r] += dw d_x isum + mw s_x for the block's activation row r; with
+ * mw NULL (an offset type, whose s already holds offset x s_x:
+ * qpack_quantize_row) acc[r] += dw (d_x isum + s), one operation less. */
+static inline __attribute__((always_inline)) void block_rows(const __m512i *wq, __m512 dw, const __m512 *mw,
                                                              const uint8_t *act, size_t act_stride,
                                                              int nr, __m512 *acc) {
   for (int r = 0; r < nr; r++) {
     const qdot_q8_0 *a = (const qdot_q8_0 *)(act + (size_t)r * act_stride);
-    __m512i s = _mm512_setzero_si512();
-    for (int t = 0; t < 8; t++) {
-      int32_t x4;
-      memcpy(&x4, a->qs + 4 * t, 4);
-      s = _mm512_dpbusd_epi32(s, wq[t], _mm512_set1_epi32(x4));
+    const __m512 f = _mm512_cvtepi32_ps(row_sums(wq, a));
+    if (!mw) {
+      acc[r] = _mm512_fmadd_ps(_mm512_fmadd_ps(f, _mm512_set1_ps(a->d), _mm512_set1_ps(a->s)), dw, acc[r]);
+    } else {
+      acc[r] = _mm512_fmadd_ps(f, _mm512_mul_ps(dw, _mm512_set1_ps(a->d)), acc[r]);
+      acc[r] = _mm512_fmadd_ps(*mw, _mm512_set1_ps(a->s), acc[r]);
     }
-    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a->d)), acc[r]);
-    acc[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s), acc[r]);
   }
 }
 
@@ -85,7 +99,6 @@ static inline __attribute__((always_inline)) void legacy_tile(const qpack *p, in
   const int nibbles = w != RLX_Q8_0;
   const size_t qbytes = w == RLX_Q8_0 ? 512 : w == RLX_Q5_0 ? 256 + 64 : 256;
   const size_t bb = qbytes + (w == RLX_Q4_1 ? 64 : 32);
-  const float off = w == RLX_Q4_0 ? -8.0f : w == RLX_Q5_0 ? -16.0f : -128.0f;
   const uint8_t *blk = p->data + (size_t)g * p->group_bytes;
   const int64_t nb = p->K / QDOT_QK;
   __m512 acc[QPACK_MR];
@@ -95,8 +108,12 @@ static inline __attribute__((always_inline)) void legacy_tile(const qpack *p, in
     load_weights(blk, nibbles, wq);
     if (w == RLX_Q5_0) add_high_bits(blk + 256, 1, wq);
     const __m512 dw = ph16(blk + qbytes);
-    const __m512 mw = w == RLX_Q4_1 ? ph16(blk + qbytes + 32) : _mm512_mul_ps(dw, _mm512_set1_ps(off));
-    block_rows(wq, dw, mw, (const uint8_t *)(act + b), act_stride, nr, acc);
+    if (w == RLX_Q4_1) {
+      const __m512 mw = ph16(blk + qbytes + 32);
+      block_rows(wq, dw, &mw, (const uint8_t *)(act + b), act_stride, nr, acc);
+    } else {
+      block_rows(wq, dw, NULL, (const uint8_t *)(act + b), act_stride, nr, acc);
+    }
   }
   store_rows(acc, nr, y, ldy, lanes);
 }
@@ -118,7 +135,7 @@ static inline __attribute__((always_inline)) void q4_k_tile(const qpack *p, int6
       load_weights(blk, 1, wq);
       const __m512 dw = _mm512_mul_ps(d, u8x16(blk + 256));
       const __m512 mw = _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), u8x16(blk + 272));
-      block_rows(wq, dw, mw, (const uint8_t *)(act + s * 8 + j), act_stride, nr, acc);
+      block_rows(wq, dw, &mw, (const uint8_t *)(act + s * 8 + j), act_stride, nr, acc);
     }
   }
   store_rows(acc, nr, y, ldy, lanes);
