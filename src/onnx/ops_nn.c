@@ -197,7 +197,8 @@ rlx_status ox_op_layer_norm(ox_importer *im, const ox_node *n) {
   rlx_node gamma = IN(1);
   NEED(gamma);
   rlx_node beta;
-  if (ox_has_in(n, 2)) {
+  int rms = is(n, "RMSNormalization");
+  if (!rms && ox_has_in(n, 2)) {
     beta = IN(2);
     NEED(beta);
   } else {
@@ -214,7 +215,9 @@ rlx_status ox_op_layer_norm(ox_importer *im, const ox_node *n) {
     gamma = rlx_expand(im->g, gamma, r - (int)axis, full);
     beta = rlx_expand(im->g, beta, r - (int)axis, full);
   }
-  return ox_set_out(im, n, 0, rlx_layer_norm(im->g, x, gamma, beta, (int)axis, ox_attr_float(n, "epsilon", 1e-5)));
+  double eps = ox_attr_float(n, "epsilon", 1e-5);
+  return ox_set_out(im, n, 0, rms ? rlx_rms_norm(im->g, x, gamma, beta, (int)axis, eps)
+                                  : rlx_layer_norm(im->g, x, gamma, beta, (int)axis, eps));
 }
 
 rlx_status ox_op_lrn(ox_importer *im, const ox_node *n) {
