@@ -267,7 +267,7 @@ static rlx_status add_initializer(ox_importer *im, ox_tensor *t, ox_external *x)
   ox_node pseudo = {.name = t->name, .op_type = "(initializer)", .domain = "", .outputs = &t->name, .n_outputs = 1};
   if (!*t->name) return ox_node_fail(im, &pseudo, RLX_ERR_FORMAT, "an initializer without a name");
   rlx_status st = ox_tensor_resolve(im->arena, x, im->model_name, t);
-  if (st) return ox_node_fail(im, &pseudo, st, "%s", rlx_last_error());
+  if (st) return im->err = st;   /* the message names the model and the tensor */
   if (ox_lookup(im, t->name)) return ox_node_fail(im, &pseudo, RLX_ERR_FORMAT, "a second initializer of that name");
   int dt = ox_rlx_dtype(t->data_type);
   if (t->rank > RLX_MAX_RANK) return ox_node_fail(im, &pseudo, RLX_ERR_UNSUPPORTED, "rank %d", t->rank);

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""test_hostile_onnx.py RLX — ONNX files that rlx must refuse with a status
+and a message (exit 1, never a crash), and external data that must work
+inside the model's folder and be refused outside it. Run by CTest in every
+build, so under ASan+UBSan too. References: NumPy."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+try:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:
+    print("SKIP: the onnx package is not installed")
+    sys.exit(77)
+
+RLX = sys.argv[1]
+failures = 0
+
+
+def run(model_path, *args):
+    return subprocess.run([RLX, "run", model_path, *args], capture_output=True, text=True)
+
+
+def expect_refused(what, path, needle):
+    global failures
+    r = run(path)
+    ok = r.returncode == 1 and "rlx: error:" in r.stderr and needle in r.stderr
+    print("%s %s: exit %d %s" % ("ok  " if ok else "FAIL", what, r.returncode, r.stderr.strip()[-160:]))
+    failures += not ok
+
+
+def add_model(w_name="w", n=1000, extra_nodes=(), inputs=None):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])
+    nodes = [helper.make_node("Add", ["x", w_name], ["y"], name="add")] + list(extra_nodes)
+    g = helper.make_graph(nodes, "g", inputs or [x], [y])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    d = os.path.join(tmp, "model")
+    os.makedirs(d)
+    w = np.arange(1000, dtype=np.float32) / 7
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    np.save(os.path.join(tmp, "x.npy"), x)
+
+    # External data inside the folder: runs and matches NumPy.
+    m = add_model()
+    m.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    path = os.path.join(d, "ext.onnx")
+    onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location="weights.bin",
+                    size_threshold=0)
+    r = run(path, "-i", "x=" + os.path.join(tmp, "x.npy"), "-o", tmp)
+    ok = r.returncode == 0 and np.allclose(np.load(os.path.join(tmp, "y.npy")), x + w, rtol=1e-6, atol=0)
+    print("%s external data in the folder: exit %d %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip()[-200:]))
+    failures += not ok
+
+    def with_location(loc, name):
+        m2 = onnx.load(path, load_external_data=False)
+        for e in m2.graph.initializer[0].external_data:
+            if e.key == "location":
+                e.value = loc
+        p = os.path.join(d, name)
+        with open(p, "wb") as f:
+            f.write(m2.SerializeToString())
+        return p
+
+    with open(os.path.join(tmp, "outside.bin"), "wb") as f:
+        f.write(w.tobytes())
+    expect_refused("location with ..", with_location("../outside.bin", "dotdot.onnx"), "leaves the model's folder")
+    expect_refused("absolute location", with_location(os.path.join(tmp, "outside.bin"), "abs.onnx"),
+                   "is not a relative path")
+    os.symlink(os.path.join(tmp, "outside.bin"), os.path.join(d, "link.bin"))
+    expect_refused("symlink out of the folder", with_location("link.bin", "link.onnx"), "outside the model's folder")
+    expect_refused("missing external file", with_location("nothere.bin", "missing.onnx"), "external data")
+
+    # Malformed models.
+    def save(m, name):
+        p = os.path.join(d, name)
+        with open(p, "wb") as f:
+            f.write(m.SerializeToString() if hasattr(m, "SerializeToString") else m)
+        return p
+
+    good = add_model()
+    good.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    blob = good.SerializeToString()
+    refused = 0
+    for cut in range(1, len(blob), max(1, len(blob) // 300)):
+        p = save(blob[:cut], "cut.onnx")
+        r = run(p)
+        if r.returncode not in (0, 1) or (r.returncode == 1 and "rlx: error:" not in r.stderr):
+            print("FAIL truncated at %d: exit %d %s" % (cut, r.returncode, r.stderr[-200:]))
+            failures += 1
+        refused += r.returncode == 1
+    print("ok   truncations: %d of them refused with a message, none crashed" % refused)
+
+    m = add_model()
+    t = numpy_helper.from_array(w, "w")
+    t.dims[0] = 1 << 40
+    m.graph.initializer.append(t)
+    expect_refused("huge dims", save(m, "huge.onnx"), "raw_data")
+    m = add_model()
+    t = numpy_helper.from_array(w, "w")
+    t.dims[0] = -5
+    m.graph.initializer.append(t)
+    expect_refused("negative dim", save(m, "neg.onnx"), "negative")
+    expect_refused("missing initializer", save(add_model(), "undef.onnx"), "is not defined before the node")
+    m = add_model()
+    m.graph.initializer.extend([numpy_helper.from_array(w, "w"), numpy_helper.from_array(w, "w")])
+    expect_refused("duplicate initializer", save(m, "dup.onnx"), "a second initializer")
+    m = add_model(w_name="z", extra_nodes=[helper.make_node("Relu", ["y"], ["z"], name="cycle")])
+    expect_refused("cycle", save(m, "cycle.onnx"), "not defined before the node")
+    m = add_model()
+    t = numpy_helper.from_array(w, "w")
+    t.data_type = 99
+    m.graph.initializer.append(t)
+    expect_refused("unknown dtype", save(m, "dtype.onnx"), "data type")
+    m = add_model()
+    m.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    m.graph.node[0].op_type = "NoSuchOp"
+    expect_refused("unknown op", save(m, "op.onnx"), "cannot import op NoSuchOp")
+
+print("%d failed" % failures)
+sys.exit(1 if failures else 0)
