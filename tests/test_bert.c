@@ -11,7 +11,9 @@
  *     weights);
  *   - broken folders: a status and a message naming what is wrong.
  *
- * usage: test_bert PYTHON REF_DIR WORK_DIR (exit 77: no model package) */
+ * With RLX, the rlx program: its embed and rerank commands too.
+ *
+ * usage: test_bert PYTHON REF_DIR WORK_DIR [RLX] (exit 77: no model package) */
 #include "check.h"
 #include "ref_data.h"
 
@@ -264,6 +266,65 @@ static void check_bad(void) {
   check_broken("modules.json", "[{\"path\": ", RLX_ERR_FORMAT, "modules.json");
 }
 
+/* The rlx embed / rerank commands: .npy output equal to rlx_embed's,
+ * JSON in the OpenAI shape, rerank sorted best first, usage errors. */
+static void check_cli(const char *rlx) {
+  static const char *texts[] = {"The cat sat on the mat.", "naïve café", "", "GPUs are fast"};
+  char path[1200], cmd[4096];
+  snprintf(path, sizeof path, "%s/cli_texts.txt", work_dir);
+  FILE *f = fopen(path, "w");
+  for (int i = 0; f && i < 4; i++) fprintf(f, "%s\n", texts[i]);
+  if (f) fclose(f);
+  snprintf(cmd, sizeof cmd, "\"%s\" embed -m \"%s/tiny_bert_last\" -f \"%s\" --format npy -o \"%s/cli.npy\" --threads 1",
+           rlx, work_dir, path, work_dir);
+  CHECK(system(cmd) == 0, "%s", cmd);
+  size_t len;
+  uint8_t *npy = read_work("cli.npy", &len);
+  rlx_embedder *e;
+  float want[4 * 32];
+  CHECK(rlx_embedder_load(work_path("tiny_bert_last"), NULL, &e) == RLX_OK, "%s", rlx_last_error());
+  CHECK(rlx_embed(e, texts, 4, want) == RLX_OK, "%s", rlx_last_error());
+  rlx_embedder_free(e);
+  size_t off = npy && len > 10 ? 10 + (size_t)(npy[8] | npy[9] << 8) : 0;
+  CHECK(npy && len == off + sizeof want && strstr((char *)npy + 10, "'shape': (4, 32)"), "cli.npy: %zu bytes", len);
+  double d = 0;
+  for (int i = 0; npy && len == off + sizeof want && i < 4 * 32; i++) {
+    float v;
+    memcpy(&v, npy + off + 4 * (size_t)i, 4);
+    d = fmax(d, fabs(v - want[i]));
+  }
+  CHECK(d < 1e-6, "rlx embed --format npy differs from rlx_embed by %g", d);
+  free(npy);
+  snprintf(cmd, sizeof cmd, "\"%s\" embed -m \"%s/tiny_bert_last\" -p hello -p world > \"%s/cli.json\"", rlx, work_dir,
+           work_dir);
+  CHECK(system(cmd) == 0, "%s", cmd);
+  char *json = read_work("cli.json", NULL);
+  CHECK(json && strstr(json, "\"data\": [") && strstr(json, "\"index\": 1, \"embedding\": [") && !strstr(json, "\"index\": 2"),
+        "cli.json: %.200s", json ? json : "(none)");
+  free(json);
+  snprintf(cmd, sizeof cmd, "\"%s\" rerank -m \"%s/tiny_bert_rerank\" -q \"what is a cat\" -f \"%s\" > \"%s/cli.rank\"",
+           rlx, work_dir, path, work_dir);
+  CHECK(system(cmd) == 0, "%s", cmd);
+  char *rank = read_work("cli.rank", NULL);
+  float prev = INFINITY;
+  int lines = 0, sorted = 1;
+  for (char *l = rank; l && *l; lines++) {
+    float sc = strtof(l, NULL);
+    sorted &= sc <= prev;
+    prev = sc;
+    l = strchr(l, '\n');
+    l = l ? l + 1 : NULL;
+  }
+  CHECK(lines == 4 && sorted, "rerank: %d lines, sorted %d", lines, sorted);
+  free(rank);
+  snprintf(cmd, sizeof cmd, "\"%s\" embed -m \"%s/tiny_bert_last\" 2>/dev/null", rlx, work_dir);
+  int rc = system(cmd);
+  CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "no text: exit %d", rc);
+  snprintf(cmd, sizeof cmd, "\"%s\" embed -m \"%s/no-such-folder\" -p x 2>/dev/null", rlx, work_dir);
+  rc = system(cmd);
+  CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "missing folder: exit %d", rc);
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: test_bert PYTHON REF_DIR WORK_DIR\n");
@@ -285,6 +346,7 @@ int main(int argc, char **argv) {
   check_tiny("tiny_roberta_cls", 1);
   check_tiny("tiny_bert_rerank", 1);
   check_bad();
+  if (argc > 4) check_cli(argv[4]);
   check_minilm();
   return check_report();
 }

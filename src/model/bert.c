@@ -473,7 +473,7 @@ rlx_status rlx_embedder_tokenize(const rlx_embedder *e, const char *text, int32_
   rlx_status st = wp_encode(e->tok, text, strlen(text), NULL, 0, 1, e->max_tokens, &o);
   if (!st) {
     *n_out = o.n;
-    memcpy(ids, o.ids, (size_t)(o.n < cap ? o.n : cap) * sizeof *ids);
+    if (cap > 0 && o.n > 0) memcpy(ids, o.ids, (size_t)(o.n < cap ? o.n : cap) * sizeof *ids);
     if (o.n > cap) st = rlx_set_error(RLX_ERR_INVALID, "rlx_embedder_tokenize: %lld ids, room for %lld", (long long)o.n, (long long)cap);
   }
   wp_ids_free(&o);

@@ -20,7 +20,8 @@ import shutil
 import struct
 import sys
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy: the machine may be shared
+import numpy as np  # noqa: E402
 from safetensors.numpy import save_file
 from tokenizers import Tokenizer
 
@@ -41,27 +42,32 @@ def layer_norm(x, w, b, eps):
 
 
 def forward(W, cfg, pfx, ids, types):
-    """Hidden states [S, H] of one text."""
+    """Hidden states [N, S, H] of N texts of S tokens each (ids, types [N, S])."""
+    ids, types = np.asarray(ids), np.asarray(types)
     H, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     d = H // nh
     off = cfg["pad_token_id"] + 1 if cfg["model_type"] in ("roberta", "xlm-roberta") else 0
-    S = len(ids)
+    N, S = ids.shape
     x = W[pfx + "embeddings.word_embeddings.weight"][ids] + W[pfx + "embeddings.position_embeddings.weight"][off:off + S]
     x = x + W[pfx + "embeddings.token_type_embeddings.weight"][types]
     eps = cfg.get("layer_norm_eps", 1e-12)
     x = layer_norm(x, W[pfx + "embeddings.LayerNorm.weight"], W[pfx + "embeddings.LayerNorm.bias"], eps)
 
     def lin(name, v):
-        return v @ W[name + ".weight"].T + W[name + ".bias"]
+        w = W[name + ".weight"]
+        return (v.reshape(-1, w.shape[1]) @ w.T + W[name + ".bias"]).reshape(v.shape[:-1] + (w.shape[0],))
+
+    def heads(v):
+        return v.reshape(N, S, nh, d).transpose(0, 2, 1, 3)
 
     for i in range(cfg["num_hidden_layers"]):
         p = "%sencoder.layer.%d." % (pfx, i)
-        q = lin(p + "attention.self.query", x).reshape(S, nh, d).transpose(1, 0, 2)
-        k = lin(p + "attention.self.key", x).reshape(S, nh, d).transpose(1, 0, 2)
-        v = lin(p + "attention.self.value", x).reshape(S, nh, d).transpose(1, 0, 2)
-        s = q @ k.transpose(0, 2, 1) / np.sqrt(d)
+        q = heads(lin(p + "attention.self.query", x))
+        k = heads(lin(p + "attention.self.key", x))
+        v = heads(lin(p + "attention.self.value", x))
+        s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
         s = np.exp(s - s.max(-1, keepdims=True))
-        a = (s / s.sum(-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(S, H)
+        a = (s / s.sum(-1, keepdims=True) @ v).transpose(0, 2, 1, 3).reshape(N, S, H)
         x = layer_norm(x + lin(p + "attention.output.dense", a), W[p + "attention.output.LayerNorm.weight"],
                        W[p + "attention.output.LayerNorm.bias"], eps)
         h = lin(p + "intermediate.dense", x)
@@ -112,9 +118,9 @@ def sentences(n):
            "the pull request #4521 quickly", "crème brûlée and espresso ☕", "den Ball", "la souris", "新しい製品を",
            "None if the key is missing", "sentences into 384 floats", "her keys again 🙃", "asyncio.get_event_loop()",
            "the valley after heavy rain in 2024"]
-    out = [t for t in corpus() if t.strip()][:400]
+    out = [t for t in corpus() if t.strip() and "\x00" not in t][:400]  # the C API takes NUL-terminated texts
     while len(out) < n:
-        k = rng.randint(1, 3)
+        k = rng.randint(1, 2)
         out.append(" ".join("%s %s %s" % (rng.choice(subj), rng.choice(verb), rng.choice(obj)) for _ in range(k)))
     return out[:n]
 
@@ -128,14 +134,17 @@ def minilm(work):
     tok.no_padding()
     tok.enable_truncation(json.load(open(os.path.join(folder, "sentence_bert_config.json")))["max_seq_length"])
     W = load_weights(folder)
-    texts = sentences(1200)
-    ids, rows = [], []
-    for t in texts:
-        e = tok.encode(t)
-        x = forward(W, cfg, "", e.ids, e.type_ids).mean(0)
-        ids.append(e.ids)
-        rows.append(x / max(np.linalg.norm(x), 1e-12))
-    write_ref(os.path.join(work, "minilm.ref"), texts, ids, np.array(rows))
+    texts = sentences(1000)
+    enc = tok.encode_batch(texts)
+    ids = [e.ids for e in enc]
+    rows = np.zeros((len(texts), cfg["hidden_size"]), np.float32)
+    by_len = {}
+    for i, e in enumerate(enc):  # texts of one length run as one batch (no padding)
+        by_len.setdefault(len(e.ids), []).append(i)
+    for group in by_len.values():
+        x = forward(W, cfg, "", [enc[i].ids for i in group], [enc[i].type_ids for i in group]).mean(1)
+        rows[group] = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    write_ref(os.path.join(work, "minilm.ref"), texts, ids, rows)
     with open(os.path.join(work, "minilm.path"), "w") as f:
         f.write(folder)
 
@@ -221,7 +230,7 @@ def tiny(work, name, model_type, dtype, pooling, normalize, classifier, shards):
     ids, rows = [], []
     for i, t in enumerate(texts):
         e = tok.encode(queries[i], t) if classifier else tok.encode(t)
-        x = forward(Wr, cfg, pfx, e.ids, e.type_ids)
+        x = forward(Wr, cfg, pfx, [e.ids], [e.type_ids])[0]
         if classifier == "bert":
             c = np.tanh(x[0] @ Wr[pfx + "pooler.dense.weight"].T + Wr[pfx + "pooler.dense.bias"])
             y = c @ Wr["classifier.weight"].T + Wr["classifier.bias"]
