@@ -44,11 +44,11 @@ static void put_levels(const uint8_t *lv, int bits, uint8_t *out, int l) {
   for (int i = 0; i < 16; i++) out[(i / 4) * 64 + l * 4 + i % 4] = (uint8_t)((lv[i] & 0xF) | (lv[16 + i] & 0xF) << 4);
   for (int b = 4; b < bits; b++) {
     uint8_t *plane = out + 256 + 64 * (b - 4);
-    for (int t = 0; t < 8; t++)
-      for (int i = 0; i < 4; i++) {
-        const int bit = 4 * l + i;
-        if (lv[4 * t + i] >> b & 1) plane[8 * t + bit / 8] |= (uint8_t)(1u << (bit % 8));
-      }
+    for (int t = 0; t < 8; t++) { /* lane l's 4 bits: a nibble of byte l / 2 */
+      const uint8_t *v = lv + 4 * t;
+      const unsigned nib = (v[0] >> b & 1u) | (v[1] >> b & 1u) << 1 | (v[2] >> b & 1u) << 2 | (v[3] >> b & 1u) << 3;
+      plane[8 * t + l / 2] |= (uint8_t)(nib << 4 * (l % 2));
+    }
   }
 }
 
