@@ -207,7 +207,8 @@ static rlx_status compile_graph(const rlx_graph *g, const rlx_backend *b, const 
   po.dispatch = dispatch;
   rlx_graph *optimized;
   rlx_status st = pass_pipeline(g, &po, &optimized);
-  if (st == RLX_OK && !(*out = rt_compiled_new(g, &key, optimized, dispatch, cacheable))) st = RLX_ERR_NOMEM;
+  if (st == RLX_OK && !(*out = rt_compiled_new(g, &key, optimized, dispatch, cacheable)))
+    st = rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory keeping the compiled graph");
   free(dispatch);
   return st;
 }
