@@ -9,6 +9,7 @@
  * its inputs and attributes, so merging is always value-preserving.
  * *changed counts the nodes merged away. */
 #include "pass.h"
+#include "../ir/hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,9 @@ static int find_representatives(const rlx_graph *in, rlx_node *rep, cse_table *t
     rep[i] = i;
     if (n->op == RLX_OP_Input || n->op == RLX_OP_Param) continue;
     uint64_t h = node_hash(n, rep);
-    size_t at = (size_t)h & (t->cap - 1);
+    /* the slot from a keyed remix: graph text chooses the constants and
+     * attributes, and with them FNV's low bits */
+    size_t at = (size_t)ir_hash_u64(h) & (t->cap - 1);
     while (t->slot[at] >= 0 && !(t->hash[at] == h && same_node(&in->nodes[t->slot[at]], n, rep)))
       at = (at + 1) & (t->cap - 1);
     if (t->slot[at] >= 0) {
