@@ -1,4 +1,4 @@
-/* cuda.h — internal interface of the CUDA backend: the argument blocks the
+/* cu_kernels.h — internal interface of the CUDA backend: the argument blocks the
  * C lowering (cuda_backend.c, cuda_matmul.c) fills at compile time and the
  * launchers of the kernels (*.cu) that consume them.
  *

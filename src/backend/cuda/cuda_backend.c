@@ -258,7 +258,7 @@ typedef struct {
   void *scratch;               /* dequantized weights for large-M DequantMatMul, or quantized x for small M */
   size_t scratch_bytes;
   int qmm_exact;               /* RLX_QMATMUL_REF=1: small-M DequantMatMul in floats from x as given */
-  int pdl;                     /* programmatic dependent launch of the kernels that take it (cuda.h; RLX_CUDA_PDL=0: off) */
+  int pdl;                     /* programmatic dependent launch of the kernels that take it (cu_kernels.h; RLX_CUDA_PDL=0: off) */
   int gemv_norm;               /* a GEMV launch may compute the RmsNorm before it (take_norm; RLX_CUDA_GEMV_NORM) */
   /* whose quantized x the scratch holds (lower_quant reuses it for the next
    * product of the same x): valid, x's output slot, M, K, folded or not */

@@ -1,4 +1,4 @@
-/* cuda_matmul.c — matrix products through cuBLASLt (cuda.h: cuda_gemm).
+/* cuda_matmul.c — matrix products through cuBLASLt (cu_kernels.h: cuda_gemm).
  *
  * rlx is row-major and cuBLASLt column-major: C = A B (row-major) is
  * C^T = B^T A^T (column-major), and a row-major [R, C] matrix is a

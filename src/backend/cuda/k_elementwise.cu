@@ -1,5 +1,5 @@
 /* k_elementwise.cu — the one elementwise kernel: an interpreter of the
- * step programs of cuda.h (cu_ew_args), for every elementwise op and every
+ * step programs of cu_kernels.h (cu_ew_args), for every elementwise op and every
  * ElementwiseRegion.
  *
  * Why an interpreter and not source generated per region through NVRTC:
