@@ -11,6 +11,11 @@
  *                                      pays for the plans built on the way), the weight
  *                                      bytes a step reads and the plans built. CACHE: f32
  *                                      (default), f16 or bf16
+ *   bench_cuda pptg FILE.gguf P N [CACHE]  llama-bench's two tests through the LLM API
+ *                                      on CUDA: pp (a P-token prompt into an empty
+ *                                      cache) and tg (N tokens one at a time from an
+ *                                      empty cache), tokens/s, the median of 5 runs
+ *                                      after one of each as warm-up
  *   bench_cuda decode WFMT T [L E H HKV F V]
  *                                      one decode step of a decoder (S = 1, KV cache of T
  *                                      rows in every layer), weights WFMT bf16, q8_0, q4_0,
@@ -201,9 +206,53 @@ static rlx_node layer(rlx_graph *g, int l, rlx_node x, rlx_node pos, rlx_node st
   return rlx_add(g, x1, dn);
 }
 
+/* pptg: llama-bench -p P -n N over the same file (its pp and tg tests:
+ * each run starts from an empty cache; logits of the last token come back
+ * to the host, as llama_decode's do). */
+static int llm_pptg(const char *path, int64_t P, int64_t N, rlx_dtype cache) {
+  rlx_model_file *f = NULL;
+  rlx_llm *m = NULL;
+  rlx_llm_options o = {{RLX_DEVICE_CUDA, 0, 0}, P + N + 8 > 4096 ? P + N + 8 : 4096, NULL, NULL, cache};
+  if (P < 1 || N < 1 || rlx_model_file_open(path, &f) || rlx_llm_load(f, &o, &m)) {
+    fprintf(stderr, "pptg: %s\n", rlx_last_error());
+    return 1;
+  }
+  const int64_t V = rlx_llm_vocab_size(m);
+  float *logits = malloc(sizeof(float) * (size_t)V);
+  int32_t *toks = malloc(sizeof(int32_t) * (size_t)P);
+  if (!logits || !toks) return 1;
+  for (int64_t i = 0; i < P; i++) toks[i] = (int32_t)((i * 7919) % V);
+  double pp[6], tg[6];
+  for (int r = 0; r < 6; r++) { /* run 0: warm-up */
+    double t0 = now_ms();
+    if (rlx_llm_truncate(m, 0) || rlx_llm_eval(m, toks, P, 0, logits)) goto fail;
+    pp[r] = now_ms() - t0;
+    if (rlx_llm_truncate(m, 0)) goto fail;
+    t0 = now_ms();
+    for (int64_t i = 0; i < N; i++) {
+      int32_t tok = (int32_t)(i * 31 % V);
+      if (rlx_llm_eval(m, &tok, 1, 0, logits)) goto fail;
+    }
+    tg[r] = now_ms() - t0;
+  }
+  qsort(pp + 1, 5, sizeof *pp, cmp_double);
+  qsort(tg + 1, 5, sizeof *tg, cmp_double);
+  rlx_llm_info info;
+  rlx_llm_get_info(m, &info);
+  printf("RESULT pptg pp%lld_tok_s=%.1f tg%lld_tok_s=%.2f pp_ms=%.3f tg_ms_per_token=%.4f fallback=%lld\n", (long long)P,
+         P / pp[3] * 1e3, (long long)N, N / tg[3] * 1e3, pp[3], tg[3] / N, (long long)info.fallback_nodes);
+  free(logits), free(toks);
+  rlx_llm_free(m);
+  rlx_model_file_close(f);
+  return 0;
+fail:
+  fprintf(stderr, "pptg: %s\n", rlx_last_error());
+  return 1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: bench_cuda gemm DTYPE M N K | block DTYPE B S | attn DTYPE B S H HKV D | decode WFMT T [L E H HKV F V] | llm FILE.gguf P N [CACHE]\n");
+    fprintf(stderr, "usage: bench_cuda gemm DTYPE M N K | block DTYPE B S | attn DTYPE B S H HKV D | decode WFMT T [L E H HKV F V] | llm FILE.gguf P N [CACHE] | pptg FILE.gguf P N [CACHE]\n");
     return 2;
   }
   const char *mode = argv[1];
@@ -260,6 +309,8 @@ int main(int argc, char **argv) {
     rlx_graph_free(g);
     return 0;
   }
+  if (!strcmp(mode, "pptg") && (argc == 5 || argc == 6))
+    return llm_pptg(argv[2], atoll(argv[3]), atoll(argv[4]), argc == 6 ? dtype_named(argv[5]) : RLX_F32);
   if (!strcmp(mode, "llm") && (argc == 5 || argc == 6)) {
     const int64_t P = atoll(argv[3]), N = atoll(argv[4]);
     const rlx_dtype cache = argc == 6 ? dtype_named(argv[5]) : RLX_F32;

