@@ -73,13 +73,6 @@ static int dims_compatible(const rlx_graph *g, int64_t a, int64_t b) {
   return a == b || ir_dim_is_sym(a) || ir_dim_is_sym(b);
 }
 
-/* a * b for non-negative a, b; 0 on overflow. */
-static int mul_ok(int64_t a, int64_t b, int64_t *out) {
-  if (a != 0 && b > INT64_MAX / a) return 0;
-  *out = a * b;
-  return 1;
-}
-
 #define SHAPE_STR(g, s, buf) ir_shape_str((g), (s), (buf), sizeof(buf))
 
 /* ---------------------------------------------------------------- Reshape */
@@ -127,9 +120,9 @@ int ir_infer_Reshape(rlx_graph *g, ir_node *n) {
   for (int i = 0; i < x->shape.rank; i++) {
     int64_t d = ir_dim_resolve(g, x->shape.d[i]);
     if (!ir_dim_is_sym(d)) {
-      if (!mul_ok(pin, d, &pin))
-        return ir_fail(g, n, RLX_ERR_SHAPE, "element count of %s overflows",
-                       SHAPE_STR(g, &x->shape, b1));
+      if ((pin = ir_size_mul(pin, d)) == IR_SIZE_OVER)
+        return ir_fail(g, n, RLX_ERR_SHAPE, "element count of %s exceeds the largest tensor "
+                       "(RLX_MAX_TENSOR_BYTES, 2^40)", SHAPE_STR(g, &x->shape, b1));
       continue;
     }
     int j = 0;
@@ -140,9 +133,9 @@ int ir_infer_Reshape(rlx_graph *g, ir_node *n) {
   for (int j = 0; j < out.rank; j++) {
     if (j == infer || used[j]) continue;
     if (ir_dim_is_sym(out.d[j])) n_out_syms++;
-    else if (!mul_ok(pout, out.d[j], &pout))
-      return ir_fail(g, n, RLX_ERR_SHAPE, "element count of dims %s overflows",
-                     SHAPE_STR(g, &out, b2));
+    else if ((pout = ir_size_mul(pout, out.d[j])) == IR_SIZE_OVER)
+      return ir_fail(g, n, RLX_ERR_SHAPE, "element count of dims %s exceeds the largest tensor "
+                     "(RLX_MAX_TENSOR_BYTES, 2^40)", SHAPE_STR(g, &out, b2));
   }
   int in_known = n_in_syms == 0 || pin == 0, out_known = n_out_syms == 0 || pout == 0;
 
