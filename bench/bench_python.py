@@ -19,7 +19,6 @@ Interleaved rounds, median of the rounds; each round times many calls.
   RLX_LIBRARY=build/librlx.so PYTHONPATH=python python3 bench/bench_python.py [--rounds 9] [--clock cpu|wall]
 """
 import argparse
-import ctypes
 import statistics
 import time
 

@@ -24,7 +24,7 @@ import inspect
 
 from . import _dtypes, _lib, errors
 from ._lib import lib
-from .graph import Graph, Node
+from .graph import Node
 
 ENUMS = {
     "act": ["none", "gelu", "gelu_tanh", "silu", "relu", "leaky_relu", "sigmoid", "tanh", "exp", "log",

@@ -12,8 +12,6 @@ import pytest
 if os.environ.get("RLX_LIBRARY"):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import rlx  # noqa: E402
-
 
 @pytest.fixture
 def rng():
