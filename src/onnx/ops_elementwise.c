@@ -67,9 +67,20 @@ rlx_status ox_op_binary(ox_importer *im, const ox_node *n) {
   NEED(a);
   rlx_node b = IN(1);
   NEED(b);
+  rlx_dtype ta;
+  rlx_node_type(im->g, a, &ta, NULL);
+  if (op == RLX_BIN_DIV && ir_is_int(ta)) {
+    /* ONNX divides integers as C does (toward zero); rlx floors: add one
+     * where the remainder is non-zero and the signs differ. */
+    rlx_graph *g = im->g;
+    rlx_node q = rlx_div(g, a, b), zero = ox_scalar(im, ta, 0);
+    rlx_node inexact = rlx_compare(g, RLX_CMP_NE, rlx_mod(g, a, b), zero);
+    rlx_node differ = rlx_compare(g, RLX_CMP_NE, rlx_compare(g, RLX_CMP_LT, a, zero), rlx_compare(g, RLX_CMP_LT, b, zero));
+    rlx_node fix = rlx_where(g, inexact, differ, inexact);
+    return ox_set_out(im, n, 0, rlx_where(g, fix, rlx_add(g, q, ox_scalar(im, ta, 1)), q));
+  }
   if (op == RLX_BIN_POW) {   /* the exponent may have another type: use the base's */
-    rlx_dtype ta, tb;
-    rlx_node_type(im->g, a, &ta, NULL);
+    rlx_dtype tb;
     rlx_node_type(im->g, b, &tb, NULL);
     if (ta != tb) b = rlx_cast(im->g, b, ta);
   }

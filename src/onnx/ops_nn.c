@@ -320,3 +320,60 @@ rlx_status ox_op_cumsum(ox_importer *im, const ox_node *n) {
   return ox_set_out(im, n, 0, rlx_cumsum(im->g, x, (int)axis[0], (int)ox_attr_int(n, "exclusive", 0),
                                          (int)ox_attr_int(n, "reverse", 0)));
 }
+
+/* Resize / Upsample of the last two dims of a 4-D tensor: rlx's nearest is
+ * floor(dst * in / out) (ONNX asymmetric + floor, and half_pixel with the
+ * round_prefer_* modes on whole-number upscales, where both agree); its
+ * bilinear is half_pixel (clamped) or align_corners. */
+rlx_status ox_op_resize(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  int64_t xd[RLX_MAX_RANK];
+  int r = rlx_node_type(im->g, x, NULL, xd);
+  if (r != 4) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "rank %d (4 only)", r);
+  int legacy = is(n, "Upsample") || im->opset < 11;
+  int si = legacy ? 1 : 2;
+  int64_t out[4] = {xd[0], xd[1], xd[2], xd[3]}, k = 0;
+  int whole = 1;
+  ox_value *sv = is(n, "Upsample") && im->opset < 9 ? NULL : ox_in_value(im, n, si);
+  const ox_attr *sa = ox_attr_get(n, "scales");
+  const int64_t *sizes = !legacy && ox_has_in(n, 3) ? ox_in_ints(im, n, 3, &k) : NULL;
+  if (ox_attr_get(n, "axes") || ox_attr_int(n, "antialias", 0) || strcmp(ox_attr_str(n, "keep_aspect_ratio_policy", "stretch"), "stretch"))
+    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "axes, antialias or keep_aspect_ratio_policy");
+  if (sizes && k == 4) {
+    memcpy(out, sizes, sizeof out);
+  } else if ((sv && sv->known && sv->reals && sv->numel == 4) || (sa && sa->n_floats == 4)) {
+    for (int i = 0; i < 4; i++) {
+      double s = sa ? sa->floats[i] : sv->reals[i];
+      if (ir_dim_is_sym(xd[i])) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a symbolic dim");
+      out[i] = ox_f2i(floor((double)xd[i] * s));
+      /* ONNX maps coordinates with the scale itself: rlx's out/in ratio is
+       * the same only when in * scale is a whole number */
+      if ((double)out[i] != (double)xd[i] * s)
+        return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a scale of %g on a dim of %lld (not a whole size)", s, (long long)xd[i]);
+      whole &= s >= 1 && s == floor(s);
+    }
+  } else {
+    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "scales or sizes not known at import");
+  }
+  if (out[0] != xd[0] || out[1] != xd[1]) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "resizing the batch or channel dim");
+  for (int i = 2; i < 4; i++) whole &= out[i] >= xd[i] && out[i] % xd[i] == 0;
+  const char *mode = ox_attr_str(n, "mode", "nearest");
+  const char *ctm = ox_attr_str(n, "coordinate_transformation_mode", legacy ? "asymmetric" : "half_pixel");
+  const char *nm = ox_attr_str(n, "nearest_mode", legacy ? "floor" : "round_prefer_floor");
+  if (!strcmp(mode, "nearest")) {
+    int floor_asym = !strcmp(ctm, "asymmetric") && !strcmp(nm, "floor");
+    int half_round = (!strcmp(ctm, "half_pixel") || !strcmp(ctm, "pytorch_half_pixel")) && !strncmp(nm, "round_prefer", 12);
+    if (!(floor_asym || (half_round && whole)) && !(legacy && whole))
+      return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "nearest with %s / %s", ctm, nm);
+    return ox_set_out(im, n, 0, rlx_resize(im->g, x, RLX_RESIZE_NEAREST, out[2], out[3], 0));
+  }
+  if (!strcmp(mode, "linear") || !strcmp(mode, "bilinear")) {
+    int ac = !strcmp(ctm, "align_corners");
+    if (ac && (out[2] < 2 || out[3] < 2)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "align_corners to a size of 1");
+    if (!ac && strcmp(ctm, "half_pixel") && !(!strcmp(ctm, "pytorch_half_pixel") && out[2] > 1 && out[3] > 1))
+      return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "linear with %s", ctm);
+    return ox_set_out(im, n, 0, rlx_resize(im->g, x, RLX_RESIZE_BILINEAR, out[2], out[3], ac));
+  }
+  return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "mode %s", mode);
+}
