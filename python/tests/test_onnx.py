@@ -98,3 +98,24 @@ def test_zoo_models_against_onnxruntime(rng, name):
     x = rng.random([d if isinstance(d, int) else 1 for d in inp.shape], dtype=np.float32)
     for g, w in zip(sess.run(None, {inp.name: x}), ref.run(None, {inp.name: x})):
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-6)
+
+
+def test_integer_and_bool_tensors(rng):
+    table = numpy_helper.from_array(rng.standard_normal((10, 4)).astype(np.float32), "table")
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["rows"], axis=0),
+             helper.make_node("Relu", ["rows"], ["pos"]),
+             helper.make_node("Greater", ["rows", "pos"], ["neg"]),
+             helper.make_node("Cast", ["ids"], ["ids32"], to=TensorProto.INT32)]
+    graph = helper.make_graph(nodes, "typed", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
+                              [helper.make_tensor_value_info("pos", TensorProto.FLOAT, ["n", 4]),
+                               helper.make_tensor_value_info("neg", TensorProto.BOOL, ["n", 4]),
+                               helper.make_tensor_value_info("ids32", TensorProto.INT32, ["n"])], [table])
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    sess = rlx.InferenceSession(data)
+    for mine, theirs in ((sess.get_inputs(), ref.get_inputs()), (sess.get_outputs(), ref.get_outputs())):
+        assert [(a.name, a.shape, a.type) for a in mine] == [(a.name, a.shape, a.type) for a in theirs]
+    ids = np.array([3, 0, 9, 3, 7], np.int64)
+    for g, w in zip(sess.run(None, {"ids": ids}), ref.run(None, {"ids": ids})):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
