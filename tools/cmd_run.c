@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static const char *usage =
@@ -13,7 +14,8 @@ static const char *usage =
     "               [--runs N] [--threads N] [--device cpu|cuda]\n"
     "  -i NAME=FILE.npy   an input's value (others: random data of their declared\n"
     "                     type; unbound symbolic dims are 1)\n"
-    "  -o DIR             write each output to DIR/<output name>.npy (characters\n"
+    "  -o DIR             write each output to DIR/<output name>.npy (DIR is made\n"
+    "                     if missing; characters\n"
     "                     other than letters, digits, '.', '_', '-' become '_')\n"
     "  --bind SYM=N       fix a symbolic dim at load (folds shape computations)\n"
     "  --runs N           run N times, print latency median/min/max (default 1)\n"
@@ -257,6 +259,11 @@ int cmd_run(int argc, char **argv) {
   if (st) {
     free(times);
     rc = cli_fail(st, path);
+    goto done;
+  }
+  if (out_dir && mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+    free(times);
+    rc = cli_fail(rlx_set_error(RLX_ERR_IO, "%s: cannot create: %s", out_dir, strerror(errno)), "-o");
     goto done;
   }
   qsort(times, (size_t)runs, sizeof *times, cmp_double);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_hostile_onnx.py RLX — ONNX files that rlx must refuse with a status
-and a message (exit 1, never a crash), and external data that must work
-inside the model's folder and be refused outside it. Run by CTest in every
+and a message (exit 1, never a crash), external data that must work
+inside the model's folder and be refused outside it, and a symbolic batch
+dim (dim_param) run at two sizes and bound at load. Run by CTest in every
 build, so under ASan+UBSan too. References: NumPy."""
 import os
 import subprocess
@@ -123,6 +124,30 @@ with tempfile.TemporaryDirectory() as tmp:
     m.graph.initializer.append(numpy_helper.from_array(w, "w"))
     m.graph.node[0].op_type = "NoSuchOp"
     expect_refused("unknown op", save(m, "op.onnx"), "cannot import op NoSuchOp")
+
+# A symbolic batch dim: Shape -> Reshape folds to a symbolic reshape.
+with tempfile.TemporaryDirectory() as tmp:
+    xi = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
+    yo = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+    wv = np.random.default_rng(0).random((8, 4), dtype=np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Shape", ["r"], ["s"]), helper.make_node("Reshape", ["r", "s"], ["y"])]
+    m = helper.make_model(helper.make_graph(nodes, "dyn", [xi], [yo], [numpy_helper.from_array(wv, "w")]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    path = os.path.join(tmp, "dyn.onnx")
+    onnx.save(m, path)
+    for b in (1, 3):
+        xv = np.random.default_rng(b).random((b, 8), dtype=np.float32)
+        np.save(os.path.join(tmp, "x.npy"), xv)
+        r = run(path, "-i", "x=" + os.path.join(tmp, "x.npy"), "-o", os.path.join(tmp, "out"))
+        ok = r.returncode == 0 and np.allclose(np.load(os.path.join(tmp, "out", "y.npy")), np.maximum(xv @ wv, 0),
+                                               rtol=1e-5, atol=1e-6)
+        print("%s symbolic batch %d: exit %d %s" % ("ok  " if ok else "FAIL", b, r.returncode, r.stderr.strip()[-200:]))
+        failures += not ok
+    r = run(path, "--bind", "batch=5")
+    ok = r.returncode == 0 and "f32[5,4]" in r.stdout
+    print("%s --bind batch=5: exit %d %s" % ("ok  " if ok else "FAIL", r.returncode, r.stdout.strip()[-100:]))
+    failures += not ok
 
 print("%d failed" % failures)
 sys.exit(1 if failures else 0)
