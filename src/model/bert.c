@@ -24,6 +24,11 @@
 
 #define BERT_PAD_MULTIPLE 8   /* S rounded up to it: fewer distinct plans */
 
+typedef struct {
+  rlx_file_tensor t;
+  int transposed;            /* bound as its [k, n] transpose, a copy */
+} bert_weight;
+
 struct rlx_embedder {
   hf_folder hf;
   wp_tokenizer *tok;
@@ -37,8 +42,9 @@ struct rlx_embedder {
   int normalize, sqrt_len;
   int64_t max_tokens, batch;
   char prefix[16];
-  rlx_file_tensor *bound;
+  bert_weight *bound;
   int n_bound, cap_bound;
+  int transpose_f32;         /* F32 matrices bound transposed (CPU: see linear) */
   rlx_status st;             /* first error while building */
   char err[512];             /* its message (later builders fail on its -1 and say so) */
 };
@@ -51,8 +57,8 @@ static rlx_node keep_error(rlx_embedder *e) {
 }
 
 /* The tensor pfx + name, checked to be [d0] or [d0, d1] (d0 < 0: any),
- * as a param bound after compile. */
-static rlx_node weight(rlx_embedder *e, const char *pfx, const char *name, int64_t d0, int64_t d1) {
+ * as a param bound after compile (transposed: an F32 matrix as [d1, d0]). */
+static rlx_node weight_as(rlx_embedder *e, const char *pfx, const char *name, int64_t d0, int64_t d1, int transposed) {
   if (e->st) return -1;
   char full[256];
   snprintf(full, sizeof full, "%s%s", pfx, name);
@@ -71,7 +77,7 @@ static rlx_node weight(rlx_embedder *e, const char *pfx, const char *name, int64
   }
   if (e->n_bound == e->cap_bound) {
     int cap = e->cap_bound ? 2 * e->cap_bound : 64;
-    rlx_file_tensor *p = realloc(e->bound, (size_t)cap * sizeof *p);
+    bert_weight *p = realloc(e->bound, (size_t)cap * sizeof *p);
     if (!p) {
       e->st = rlx_set_error(RLX_ERR_NOMEM, "rlx_embedder_load: out of memory");
       return keep_error(e);
@@ -79,8 +85,14 @@ static rlx_node weight(rlx_embedder *e, const char *pfx, const char *name, int64
     e->bound = p;
     e->cap_bound = cap;
   }
-  e->bound[e->n_bound++] = t;
+  transposed = transposed && t.dtype == RLX_F32;
+  e->bound[e->n_bound++] = (bert_weight){t, transposed};
+  if (transposed) return rlx_param(e->g, t.name, t.dtype, 2, (const int64_t[]){t.dims[1], t.dims[0]});
   return rlx_param(e->g, t.name, t.dtype, t.rank, t.dims);
+}
+
+static rlx_node weight(rlx_embedder *e, const char *pfx, const char *name, int64_t d0, int64_t d1) {
+  return weight_as(e, pfx, name, d0, d1, 0);
 }
 
 static rlx_node f32(rlx_graph *g, rlx_node x) {
@@ -90,17 +102,24 @@ static rlx_node f32(rlx_graph *g, rlx_node x) {
 }
 
 /* x [..., k] times the [n, k] weight pfx + name.weight transposed, plus
- * its bias: a 16-bit weight is read as stored by DequantMatMul. */
+ * its bias. A 16-bit weight is read as stored by DequantMatMul. An F32
+ * weight on the CPU is bound as a transposed copy made once at load: the
+ * CPU MatMul takes its right operand as [k, n] (and packs it once), where
+ * a Transpose node in the graph would copy the whole matrix on every run
+ * (10 MB per run for MiniLM: a third of a one-sentence embedding's time).
+ * The CUDA backend reads a weight's Transpose in place, so there the
+ * mapped bytes are bound. */
 static rlx_node linear(rlx_embedder *e, rlx_node x, const char *pfx, const char *name, int64_t n, int64_t k) {
   char w[200], b[200];
   snprintf(w, sizeof w, "%s.weight", name);
   snprintf(b, sizeof b, "%s.bias", name);
-  rlx_node wn = weight(e, pfx, w, n, k), bn = weight(e, pfx, b, n, 0);
+  rlx_node wn = weight_as(e, pfx, w, n, k, e->transpose_f32), bn = weight(e, pfx, b, n, 0);
   if (wn < 0 || bn < 0) return -1;
   rlx_dtype t;
   rlx_node_type(e->g, wn, &t, NULL);
-  rlx_node y = t == RLX_F32 ? rlx_matmul(e->g, x, rlx_transpose(e->g, wn, 2, (const int64_t[]){1, 0}))
-                            : rlx_dequant_matmul(e->g, x, wn);
+  rlx_node y = t != RLX_F32       ? rlx_dequant_matmul(e->g, x, wn)
+               : e->transpose_f32 ? rlx_matmul(e->g, x, wn)
+                                  : rlx_matmul(e->g, x, rlx_transpose(e->g, wn, 2, (const int64_t[]){1, 0}));
   return rlx_add(e->g, y, f32(e->g, bn));
 }
 
@@ -302,6 +321,23 @@ static rlx_status read_sentence_config(rlx_embedder *e, rlx_pooling *pooling, in
 
 /* ---------------------------------------------------------------- load */
 
+static rlx_status bind(rlx_embedder *e, const bert_weight *w) {
+  const rlx_file_tensor *t = &w->t;
+  size_t el = t->dtype == RLX_F32 ? 4 : 2;
+  if (!w->transposed)
+    return (uintptr_t)t->data % el ? rlx_set_param(e->s, t->name, t->data, t->nbytes)
+                                   : rlx_set_param_ref(e->s, t->name, t->data, t->nbytes);
+  int64_t n = t->dims[0], k = t->dims[1];
+  float *tr = malloc(t->nbytes);
+  if (!tr) return rlx_set_error(RLX_ERR_NOMEM, "rlx_embedder_load: out of memory");
+  const uint8_t *src = t->data;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < k; j++) memcpy(&tr[j * n + i], src + 4 * (size_t)(i * k + j), 4);
+  rlx_status st = rlx_set_param(e->s, t->name, tr, t->nbytes);
+  free(tr);
+  return st;
+}
+
 void rlx_embedder_free(rlx_embedder *e) {
   if (!e) return;
   rlx_session_free(e->s);
@@ -340,17 +376,13 @@ rlx_status rlx_embedder_load(const char *path, const rlx_embedder_options *opt, 
   e->max_tokens = o.max_tokens ? o.max_tokens : max_len ? max_len : wp_max_length(e->tok) ? wp_max_length(e->tok) : limit;
   if (e->max_tokens > limit) e->max_tokens = limit;
   e->batch = o.batch ? o.batch : 32;
+  e->transpose_f32 = rlx_compile_device(o.compile.device) == RLX_DEVICE_CPU;
   e->g = rlx_graph_new("bert");
   rlx_node y = head(e, encoder(e));
   if (!e->st) rlx_graph_set_outputs(e->g, 1, &y);
   st = e->st ? rlx_set_error(e->st, "%s", e->err) : rlx_graph_status(e->g);
   if (!st) st = rlx_compile(e->g, &o.compile, &e->s);
-  for (int i = 0; !st && i < e->n_bound; i++) {
-    const rlx_file_tensor *t = &e->bound[i];
-    size_t el = t->dtype == RLX_F32 ? 4 : 2;
-    st = (uintptr_t)t->data % el ? rlx_set_param(e->s, t->name, t->data, t->nbytes)
-                                 : rlx_set_param_ref(e->s, t->name, t->data, t->nbytes);
-  }
+  for (int i = 0; !st && i < e->n_bound; i++) st = bind(e, &e->bound[i]);
   if (st) {
     rlx_embedder_free(e);
     return st;
