@@ -10,6 +10,7 @@ from ._lib import lib, check
 _DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}
 _FLAG_NO_FUSE, _FLAG_NO_OPTIMIZE = 1, 2
 _MAX_RANK = 8
+_SYM_BASE = -(1 << 40)  # symbolic dim tokens are at most this (ir.h)
 
 
 def as_array(value, dtype=None):
@@ -17,7 +18,7 @@ def as_array(value, dtype=None):
     is one of the right dtype: NumPy arrays, objects with __array_interface__
     or __array__, __dlpack__ (np.from_dlpack), sequences and scalars. A
     different dtype is converted when NumPy's same_kind rule allows it
-    (float64 -> float32), else rlx.DtypeError."""
+    (float64 -> float32) and the values fit, else rlx.DtypeError."""
     if isinstance(value, np.ndarray):
         a = value
     elif hasattr(value, "__array_interface__") or hasattr(value, "__array__"):
@@ -29,7 +30,15 @@ def as_array(value, dtype=None):
     if dtype is not None and a.dtype != dtype:
         if not np.can_cast(a.dtype, dtype, "same_kind"):
             raise errors.DtypeError("rlx: an array of %s where %s is expected" % (a.dtype, dtype))
-        a = a.astype(dtype)
+        if dtype.kind in "iu" and a.dtype.kind in "iu" and a.size:
+            info = np.iinfo(dtype)
+            if a.min() < info.min or a.max() > info.max:
+                raise errors.DtypeError("rlx: values of %s outside the range of %s" % (a.dtype, dtype))
+        with np.errstate(over="raise", invalid="raise"):
+            try:
+                a = a.astype(dtype)
+            except FloatingPointError:
+                raise errors.DtypeError("rlx: values of %s outside the range of %s" % (a.dtype, dtype)) from None
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     return a
@@ -116,6 +125,7 @@ class Graph(_lib.Owner):
         if not self._h:
             raise errors.NoMemError("rlx: out of memory for graph %r" % name)
         self.name = name
+        self._failed = None
 
     def _ptr(self):
         if not self._h:
@@ -126,10 +136,20 @@ class Graph(_lib.Owner):
         """Frees the graph now (sessions compiled from it stay valid)."""
         self.close()
 
+    def _builder(self):
+        """The handle, for a builder call. A graph keeps its first builder
+        error (rlx_graph_status) and cannot compile after it, and a later
+        failure's status is not kept: so no builder runs after one failed."""
+        h = self._ptr()
+        if self._failed:
+            raise errors.InvalidError("rlx: graph %r failed at an earlier builder (%s); build it again"
+                                      % (self.name, self._failed))
+        return h
+
     def _node(self, r, what):
         if r < 0:
-            raise errors.from_status(lib.rlx_graph_status(self._ptr()) or 1,
-                                     _lib.last_error() or "rlx: %s failed" % what)
+            self._failed = _lib.last_error() or "rlx: %s failed" % what
+            raise errors.from_status(lib.rlx_graph_status(self._ptr()) or 1, self._failed)
         return Node(self, r)
 
     def _dim(self, d):
@@ -146,14 +166,17 @@ class Graph(_lib.Owner):
         out = []
         for d in shape:
             if isinstance(d, str):
-                out.append(lib.rlx_dim_sym(self._ptr(), d.encode()))
+                tok = lib.rlx_dim_sym(self._builder(), d.encode())
+                if tok > _SYM_BASE:  # -1: a bad name
+                    self._node(-1, "rlx_dim_sym")
+                out.append(tok)
             else:
                 out.append(int(d))
         return _lib.i64_array(out)
 
     def _leaf(self, fn, name, dtype, shape):
         arr, rank = self.dims(shape)
-        return self._node(fn(self._ptr(), name.encode(), _dtypes.code(dtype), rank, arr), name)
+        return self._node(fn(self._builder(), name.encode(), _dtypes.code(dtype), rank, arr), name)
 
     def input(self, name, dtype, shape):
         """An Input named ``name`` of ``dtype`` ("f32", np.float32, ...) and
@@ -174,11 +197,11 @@ class Graph(_lib.Owner):
                 a = a.astype(np.float32)  # a Python float is f32, as most ops take
         code = _dtypes.code(a.dtype)
         dims, rank = _lib.i64_array(a.shape)
-        return self._node(lib.rlx_constant(self._ptr(), code, rank, dims, a.ctypes.data), "constant")
+        return self._node(lib.rlx_constant(self._builder(), code, rank, dims, a.ctypes.data), "constant")
 
     def dim(self, name):
         """The token of the symbolic dim ``name`` (usable in shapes, e.g. reshape)."""
-        return lib.rlx_dim_sym(self._ptr(), name.encode())
+        return self.dims([name])[0][0]
 
     def set_outputs(self, *nodes):
         """Makes ``nodes`` the graph's outputs, in order."""

@@ -217,7 +217,7 @@ def _make(pyname, cname, spec, doc):
             if isinstance(v, Node):
                 like = _dtypes.code(v.dtype)
                 break
-        cargs = [g._ptr()]
+        cargs = [g._builder()]
         out = _lib.c_node(-1)
         rank = 0
         for name, kind, _ in params:
@@ -290,7 +290,7 @@ def _desc_call(cname, argtypes, g, *args):
         f.restype = _lib.c_node
         f.argtypes = [_lib.c_graph] + argtypes
         _DECLARED.add(cname)
-    return g._node(f(g._ptr(), *args), cname)
+    return g._node(f(g._builder(), *args), cname)
 
 
 def _pair(v):

@@ -23,25 +23,59 @@ def _sess():
     return g, g.compile()
 
 
-def test_builder_errors():
+def _x():
     g = rlx.Graph("b")
-    x = g.input("x", "f32", (2, 3))
+    return g, g.input("x", "f32", (2, 3))
+
+
+def test_builder_errors():
+    g, x = _x()
     with pytest.raises(rlx.ShapeError, match=r"\[2,3\]"):
         ops.matmul(x, g.input("y", "f32", (2, 3)))
+    # the graph keeps its first error: no builder runs after it
+    with pytest.raises(rlx.InvalidError, match="earlier builder .*inner dims"):
+        ops.relu(x)
     with pytest.raises(rlx.DtypeError):
-        g.input("z", "f99", (1,))
+        _x()[0].input("z", "f99", (1,))
     with pytest.raises(rlx.InvalidError):
-        ops.softmax(rlx.Graph("other").input("x", "f32", (1,)) + x)
+        ops.softmax(rlx.Graph("other").input("x", "f32", (1,)) + _x()[1])
     with pytest.raises(rlx.InvalidError):
-        ops.activation("nope", x)
+        ops.activation("nope", _x()[1])
     with pytest.raises(rlx.ShapeError):
-        ops.slice(x, [0, 0], [1], [1, 1])
+        ops.slice(_x()[1], [0, 0], [1], [1, 1])
     with pytest.raises(rlx.Error):
-        ops.reduce_sum(x, [5])
+        ops.reduce_sum(_x()[1], [5])
     with pytest.raises(rlx.ShapeError):
-        g.input("big", "f32", (1,) * 9)
+        _x()[0].input("big", "f32", (1,) * 9)
+    with pytest.raises(rlx.InvalidError, match="bad symbol name"):
+        _x()[0].input("s", "f32", ("not a name",))
     with pytest.raises(TypeError):
-        ops.softmax(x, axis=-1, nonsense=1)
+        ops.softmax(_x()[1], axis=-1, nonsense=1)
+
+
+def test_garbage_arguments_raise(rng):
+    # Every op with arguments of every wrong kind: exceptions, never a crash.
+    import inspect
+    import random
+    random.seed(5)
+    junk = [None, -1, 0, 2 ** 40, -2 ** 62, 3.5, float("nan"), "relu", "zz", [], [1, 2], [-1] * 9, b"x",
+            np.zeros(3), "f32", "q4_0"]
+    calls = 0
+    for name in ops.__all__:
+        if name in ("ENUMS", "enum"):
+            continue
+        n = len(inspect.signature(getattr(ops, name)).parameters)
+        for _ in range(40):
+            g = rlx.Graph("junk")
+            nodes = [g.input("a", "f32", (2, 3)), g.input("b", "i64", (4,)), g.input("c", "f16", ("S", 8)),
+                     g.param("p", "f32", (3,))]
+            args = [random.choice(junk + nodes + [nodes]) for _ in range(random.randint(1, n))]
+            try:
+                getattr(ops, name)(*args)
+            except (rlx.Error, TypeError, ValueError, IndexError, AttributeError, OverflowError):
+                pass
+            calls += 1
+    assert calls > 2000
 
 
 def test_run_errors():
@@ -53,6 +87,8 @@ def test_run_errors():
         s.run({"x": np.zeros((3, 3), np.float32)})
     with pytest.raises(rlx.DtypeError):
         s.run({"x": np.zeros((2, 3), np.complex64)})
+    with pytest.raises(rlx.DtypeError, match="outside the range"):
+        s.run({"x": np.full((2, 3), 1e300)})
     with pytest.raises(rlx.InvalidError):
         s.set_param("nope", np.ones(3, np.float32))
     with pytest.raises(rlx.Error):
