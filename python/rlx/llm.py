@@ -60,6 +60,8 @@ class LLM(_lib.Owner):
         the model asks for; parse_special reads control tokens written in the
         text ("<|im_start|>") as their ids."""
         self._ptr()
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise TypeError("rlx: tokenize takes str or bytes, not %s" % type(text).__name__)
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         n = ctypes.c_int64()
         cap = len(data) + 8
