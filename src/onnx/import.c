@@ -298,18 +298,8 @@ rlx_status ox_import(ox_importer *im, ox_external *x) {
     if (ox_is_defined(g, g->inputs[i].name)) continue;   /* an initializer (a default value) or a node's output */
     if ((st = add_input(im, &g->inputs[i], k++))) return st;
   }
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ox_node *n = &g->nodes[i];
-    int64_t opset = ox_opset_of(im->model->opsets, im->model->n_opsets, n->domain);
-    const ox_op_row *row = ox_find_op(n->op_type, n->domain, opset);
-    if (!row)
-      return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "rlx cannot import op %s of domain \"%s\" at opset %lld",
-                          n->op_type, *n->domain ? n->domain : "ai.onnx", (long long)opset);
-    for (int k = 0; k < n->n_inputs; k++)
-      if (n->inputs[k][0] && !ox_lookup(im, n->inputs[k]))
-        return ox_node_fail(im, n, RLX_ERR_FORMAT, "input \"%s\" is not defined before the node", n->inputs[k]);
-    if ((st = row->run(im, n))) return st;
-  }
+  for (int i = 0; i < g->n_nodes; i++)
+    if ((st = ox_import_node(im, &g->nodes[i], 0, i))) return st;
   rlx_node *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
   if (!outs) return rlx_set_error(RLX_ERR_NOMEM, "%s: out of memory", im->model_name);
   for (int i = 0; i < g->n_outputs; i++) {

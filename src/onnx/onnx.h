@@ -201,6 +201,10 @@ int ox_is_defined(const ox_graph *g, const char *name);
 /* Imports the model's main graph into g. */
 rlx_status ox_import(ox_importer *im, ox_external *x);
 
+/* One node: its op-table row, or the expansion of a model-local function
+ * (functions.c); depth counts nested calls, index names unnamed calls. */
+rlx_status ox_import_node(ox_importer *im, const ox_node *n, int depth, int index);
+
 /* Helpers for the op functions. */
 ox_value   *ox_lookup(ox_importer *im, const char *name);        /* NULL: undefined */
 /* Input i of node as an rlx node (made from a known value if needed); -1

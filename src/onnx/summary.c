@@ -72,6 +72,8 @@ char *rlx_model_summary(const rlx_model *m) {
     if (seen) continue;
     int64_t opset = ox_opset_of(om->opsets, om->n_opsets, n->domain);
     int ok = ox_find_op(n->op_type, n->domain, opset) != NULL;
+    for (int f = 0; f < om->n_functions && !ok; f++)
+      ok = !strcmp(om->functions[f].name, n->op_type) && !strcmp(om->functions[f].domain, n->domain);
     unsupported += !ok;
     sb_printf(&b, "  %-24s %6d%s%s%s\n", n->op_type, count, *n->domain ? "  domain " : "", n->domain,
               ok ? "" : "  UNSUPPORTED");

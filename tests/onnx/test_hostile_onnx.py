@@ -2,7 +2,8 @@
 """test_hostile_onnx.py RLX — ONNX files that rlx must refuse with a status
 and a message (exit 1, never a crash), external data that must work
 inside the model's folder and be refused outside it, and a symbolic batch
-dim (dim_param) run at two sizes and bound at load. Run by CTest in every
+dim (dim_param) run at two sizes and bound at load, and a model-local
+function (FunctionProto, with an attribute reference) expanded at import. Run by CTest in every
 build, so under ASan+UBSan too. References: NumPy."""
 import os
 import subprocess
@@ -147,6 +148,35 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run(path, "--bind", "batch=5")
     ok = r.returncode == 0 and "f32[5,4]" in r.stdout
     print("%s --bind batch=5: exit %d %s" % ("ok  " if ok else "FAIL", r.returncode, r.stdout.strip()[-100:]))
+    failures += not ok
+
+# A model-local function called twice; its LeakyRelu alpha refers to the caller's attribute.
+with tempfile.TemporaryDirectory() as tmp:
+    alpha = helper.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT)
+    leaky = helper.make_node("LeakyRelu", ["m"], ["r"])
+    leaky.attribute.append(alpha)
+    fn = helper.make_function("local", "ScaledLeaky", ["X"], ["Y"],
+                              [helper.make_node("Constant", [], ["a"], value_float=2.0),
+                               helper.make_node("Mul", ["X", "a"], ["m"]), leaky,
+                               helper.make_node("Add", ["r", "X"], ["Y"])],
+                              [helper.make_opsetid("", 17)], attributes=["alpha"])
+    xi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    yo = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    g = helper.make_graph([helper.make_node("ScaledLeaky", ["x"], ["h"], domain="local", name="c1", alpha=0.5),
+                           helper.make_node("ScaledLeaky", ["h"], ["y"], domain="local", name="c2", alpha=0.1)],
+                          "fn", [xi], [yo])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+                          functions=[fn])
+    path = os.path.join(tmp, "fn.onnx")
+    onnx.save(m, path)
+    xv = np.array([[-1, 0.5, 2], [3, -4, 0.25]], np.float32)
+    np.save(os.path.join(tmp, "x.npy"), xv)
+    def scaled_leaky(v, a):   # NumPy reference (onnx's evaluator fails on attribute references here)
+        return np.where(2 * v > 0, 2 * v, a * 2 * v) + v
+    ref = scaled_leaky(scaled_leaky(xv, 0.5), 0.1)
+    r = run(path, "-i", "x=" + os.path.join(tmp, "x.npy"), "-o", tmp)
+    ok = r.returncode == 0 and np.allclose(np.load(os.path.join(tmp, "y.npy")), ref, rtol=1e-6, atol=1e-7)
+    print("%s model-local function: exit %d %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip()[-200:]))
     failures += not ok
 
 print("%d failed" % failures)
