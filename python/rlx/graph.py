@@ -76,13 +76,13 @@ class Node:
     def op(self):
         """The op name ("MatMul")."""
         s = lib.rlx_node_op_name(self.graph._ptr(), self.id)
-        return s.decode() if s else None
+        return s.decode("utf-8", "replace") if s else None
 
     @property
     def name(self):
         """An input's or param's name, else None."""
         s = lib.rlx_node_name(self.graph._ptr(), self.id)
-        return s.decode() if s else None
+        return s.decode("utf-8", "replace") if s else None
 
     def __repr__(self):
         try:
@@ -156,7 +156,7 @@ class Graph(_lib.Owner):
         if d >= 0:
             return d
         s = lib.rlx_dim_name(self._ptr(), d)
-        return s.decode() if s else d
+        return s.decode("utf-8", "replace") if s else d
 
     def dims(self, shape):
         """C dims of a shape of ints and symbolic dim names (str)."""

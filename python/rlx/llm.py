@@ -44,7 +44,7 @@ class LLM(_lib.Owner):
         check(lib.rlx_llm_get_info(self._m, ctypes.byref(info)))
         self.n_vocab = int(lib.rlx_llm_vocab_size(self._m))  # sizes the logits buffers
         self.n_ctx = int(info.n_ctx)
-        self.arch = info.arch.decode()
+        self.arch = info.arch.decode("utf-8", "replace")
         self._logits = np.empty(self.n_vocab, np.float32)
         self._cached = []  # the tokens whose keys and values the cache holds
 

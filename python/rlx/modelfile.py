@@ -68,7 +68,7 @@ class ModelFile(_lib.Owner):
         f = c_vp()
         check(lib.rlx_model_file_open(os.fsencode(path), ctypes.byref(f)))
         self._map = _Mapping(f.value)
-        self.format = lib.rlx_file_format_name(lib.rlx_model_file_format(self._f)).decode()
+        self.format = lib.rlx_file_format_name(lib.rlx_model_file_format(self._f)).decode("utf-8", "replace")
         self.version = lib.rlx_model_file_version(self._f)
         self.metadata = _Metadata(self)
 
@@ -86,8 +86,8 @@ class ModelFile(_lib.Owner):
         self._map = None
 
     def _info(self, t):
-        return {"name": t.name.decode(), "dtype": _dtypes.name(t.dtype) if t.supported else None,
-                "type": t.type_name.decode(), "shape": tuple(t.dims[:t.rank]), "nbytes": t.nbytes,
+        return {"name": t.name.decode("utf-8", "replace"), "dtype": _dtypes.name(t.dtype) if t.supported else None,
+                "type": t.type_name.decode("utf-8", "replace"), "shape": tuple(t.dims[:t.rank]), "nbytes": t.nbytes,
                 "offset": t.offset}
 
     def tensors(self):
@@ -123,7 +123,7 @@ class _Metadata:
 
     def keys(self):
         f = self._mf._ptr()
-        return [lib.rlx_meta_key(f, i, None).decode() for i in range(lib.rlx_meta_count(f))]
+        return [lib.rlx_meta_key(f, i, None).decode("utf-8", "replace") for i in range(lib.rlx_meta_count(f))]
 
     def __iter__(self):
         return iter(self.keys())

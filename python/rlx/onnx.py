@@ -85,10 +85,10 @@ class InferenceSession(_lib.Owner):
                     shape.append(d)
                 else:
                     n = lib.rlx_model_dim_name(self._m, d)
-                    shape.append(n.decode() if n else None)
+                    shape.append(n.decode("utf-8", "replace") if n else None)
             c = dt.value
             t = _dtypes.ONNX_TYPE[c] if c < len(_dtypes.ONNX_TYPE) else "tensor(unknown)"
-            out.append((NodeArg(name(self._m, i).decode(), shape, t), c))
+            out.append((NodeArg(name(self._m, i).decode("utf-8", "replace"), shape, t), c))
         return out
 
     def get_inputs(self):
