@@ -376,7 +376,7 @@ rlx_status rlx_embedder_load(const char *path, const rlx_embedder_options *opt, 
   e->max_tokens = o.max_tokens ? o.max_tokens : max_len ? max_len : wp_max_length(e->tok) ? wp_max_length(e->tok) : limit;
   if (e->max_tokens > limit) e->max_tokens = limit;
   e->batch = o.batch ? o.batch : 32;
-  e->transpose_f32 = rlx_compile_device(o.compile.device) == RLX_DEVICE_CPU;
+  e->transpose_f32 = rlx_compile_device(o.compile.device) != RLX_DEVICE_CUDA;
   e->g = rlx_graph_new("bert");
   rlx_node y = head(e, encoder(e));
   if (!e->st) rlx_graph_set_outputs(e->g, 1, &y);
