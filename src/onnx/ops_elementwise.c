@@ -32,27 +32,62 @@ rlx_node ox_scalar(ox_importer *im, rlx_dtype t, double v) {
   return rlx_constant(im->g, t, 0, NULL, buf);
 }
 
-/* Folds a binary op of two known integer values of equal shape, or one of
- * them a single element. Returns 1 when folded (output set). */
-static int fold_int_binary(ox_importer *im, const ox_node *n, rlx_binop op, rlx_status *st) {
-  ox_value *a = ox_in_value(im, n, 0), *b = ox_in_value(im, n, 1);
-  if (!a || !b || !a->known || !b->known || !a->ints || !b->ints) return 0;
-  if (a->numel != b->numel && a->numel != 1 && b->numel != 1) return 0;
-  const ox_value *big = a->numel >= b->numel ? a : b;
-  if (big->numel > 4096 || a->rank > big->rank || b->rank > big->rank) return 0;
-  int64_t out[4096];
-  for (int64_t i = 0; i < big->numel; i++) {
-    int64_t x = a->ints[a->numel == 1 ? 0 : i], y = b->ints[b->numel == 1 ? 0 : i];
-    if (ir_dim_is_sym(x) || ir_dim_is_sym(y)) return 0;
-    switch (op) {
-    case RLX_BIN_ADD: if (__builtin_add_overflow(x, y, &out[i])) return 0; break;
-    case RLX_BIN_SUB: if (__builtin_sub_overflow(x, y, &out[i])) return 0; break;
-    case RLX_BIN_MUL: if (__builtin_mul_overflow(x, y, &out[i])) return 0; break;
-    case RLX_BIN_DIV: if (y == 0 || (x == INT64_MIN && y == -1)) return 0; out[i] = x / y; break;
-    default: return 0;
-    }
+/* Folds an elementwise op whose inputs are all known integer (or bool)
+ * values of equal shape or single elements: the shape arithmetic of
+ * exported models (Equal, Where, Mod, Div on Shape results). Returns 1 when
+ * folded (output set, *st its status), 0 to build the op instead. */
+static int fold_ints(ox_importer *im, const ox_node *n, rlx_status *st) {
+  enum { ADD, SUB, MUL, DIV, MOD, MAX, MIN, EQ, LT, GT, LE, GE, AND, OR, XOR, NOT, WHERE, NEG, ABS };
+  static const char *const names[] = {"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Equal", "Less", "Greater",
+                                      "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Where", "Neg", "Abs"};
+  int op = -1;
+  for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+    if (is(n, names[i])) op = i;
+  int k = n->n_inputs;
+  if (op < 0 || k < 1 || k > 3 || (op == MOD && ox_attr_int(n, "fmod", 0))) return 0;
+  const ox_value *v[3], *big = NULL;
+  for (int i = 0; i < k; i++) {
+    v[i] = ox_in_value(im, n, i);
+    if (!v[i] || !v[i]->known || !v[i]->ints || v[i]->numel > 4096) return 0;
+    if (!big || v[i]->numel > big->numel) big = v[i];
   }
-  *st = ox_set_out_known(im, n, 0, a->dtype, big->rank, big->dims, out, NULL);
+  for (int i = 0; i < k; i++) {   /* one element, or big's very shape (no other broadcasting) */
+    if (v[i]->numel == 1 && v[i]->rank <= big->rank) continue;
+    if (v[i]->rank != big->rank || memcmp(v[i]->dims, big->dims, sizeof(int64_t) * (size_t)big->rank)) return 0;
+  }
+  int64_t out[4096];
+  for (int64_t e = 0; e < big->numel; e++) {
+    int64_t x[3];
+    for (int i = 0; i < k; i++) {
+      x[i] = v[i]->ints[v[i]->numel == 1 ? 0 : e];
+      if (ir_dim_is_sym(x[i]) && op != WHERE) return 0;   /* Where may pass a symbolic dim through */
+    }
+    int64_t a = x[0], b = k > 1 ? x[1] : 0, r;
+    switch (op) {
+    case ADD: if (__builtin_add_overflow(a, b, &r)) return 0; break;
+    case SUB: if (__builtin_sub_overflow(a, b, &r)) return 0; break;
+    case MUL: if (__builtin_mul_overflow(a, b, &r)) return 0; break;
+    case DIV: if (b == 0 || (a == INT64_MIN && b == -1)) return 0; r = a / b; break;   /* toward zero, as ONNX */
+    case MOD: if (b == 0 || (a == INT64_MIN && b == -1)) return 0; r = a % b; if (r && (r < 0) != (b < 0)) r += b; break;
+    case MAX: r = a > b ? a : b; break;
+    case MIN: r = a < b ? a : b; break;
+    case EQ: r = a == b; break;
+    case LT: r = a < b; break;
+    case GT: r = a > b; break;
+    case LE: r = a <= b; break;
+    case GE: r = a >= b; break;
+    case AND: r = a && b; break;
+    case OR: r = a || b; break;
+    case XOR: r = !a != !b; break;
+    case NOT: r = !a; break;
+    case WHERE: r = a ? x[1] : x[2]; break;
+    case NEG: if (a == INT64_MIN) return 0; r = -a; break;
+    default: if (a == INT64_MIN) return 0; r = a < 0 ? -a : a; break;
+    }
+    out[e] = r;
+  }
+  rlx_dtype t = op >= EQ && op <= NOT ? RLX_BOOL : op == WHERE ? v[1]->dtype : v[0]->dtype;
+  *st = ox_set_out_known(im, n, 0, t, big->rank, big->dims, out, NULL);
   return 1;
 }
 
@@ -62,7 +97,7 @@ rlx_status ox_op_binary(ox_importer *im, const ox_node *n) {
   if (im->opset < 7 && ox_attr_get(n, "axis"))
     return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "legacy broadcast with an axis");
   rlx_status st;
-  if (fold_int_binary(im, n, op, &st)) return st;
+  if (fold_ints(im, n, &st)) return st;
   rlx_node a = IN(0);
   NEED(a);
   rlx_node b = IN(1);
@@ -88,6 +123,8 @@ rlx_status ox_op_binary(ox_importer *im, const ox_node *n) {
 }
 
 rlx_status ox_op_variadic(ox_importer *im, const ox_node *n) {
+  rlx_status st;
+  if (fold_ints(im, n, &st)) return st;
   rlx_binop op = is(n, "Max") ? RLX_BIN_MAX : is(n, "Min") ? RLX_BIN_MIN : RLX_BIN_ADD;
   if (n->n_inputs < 1) return ox_node_fail(im, n, RLX_ERR_INVALID, "no inputs");
   rlx_node acc = IN(0);
@@ -102,6 +139,8 @@ rlx_status ox_op_variadic(ox_importer *im, const ox_node *n) {
 }
 
 rlx_status ox_op_mod(ox_importer *im, const ox_node *n) {
+  rlx_status st;
+  if (fold_ints(im, n, &st)) return st;
   rlx_node a = IN(0);
   NEED(a);
   rlx_node b = IN(1);
@@ -124,6 +163,8 @@ rlx_status ox_op_mod(ox_importer *im, const ox_node *n) {
 }
 
 rlx_status ox_op_compare(ox_importer *im, const ox_node *n) {
+  rlx_status st;
+  if (fold_ints(im, n, &st)) return st;
   rlx_cmpop op = is(n, "Equal") ? RLX_CMP_EQ : is(n, "Less") ? RLX_CMP_LT : is(n, "LessOrEqual") ? RLX_CMP_LE
                : is(n, "Greater") ? RLX_CMP_GT : RLX_CMP_GE;
   rlx_node a = IN(0);
@@ -134,6 +175,8 @@ rlx_status ox_op_compare(ox_importer *im, const ox_node *n) {
 }
 
 rlx_status ox_op_logical(ox_importer *im, const ox_node *n) {
+  rlx_status st;
+  if (fold_ints(im, n, &st)) return st;
   rlx_node a = IN(0);
   NEED(a);
   if (is(n, "Not")) return ox_set_out(im, n, 0, rlx_compare(im->g, RLX_CMP_EQ, a, ox_scalar_like(im, a, 0)));
@@ -145,6 +188,8 @@ rlx_status ox_op_logical(ox_importer *im, const ox_node *n) {
 }
 
 rlx_status ox_op_where(ox_importer *im, const ox_node *n) {
+  rlx_status st;
+  if (fold_ints(im, n, &st)) return st;
   rlx_node c = IN(0);
   NEED(c);
   rlx_node a = IN(1);
@@ -230,6 +275,8 @@ static const struct { const char *op; rlx_act act; } unary_acts[] = {
 };
 
 rlx_status ox_op_unary(ox_importer *im, const ox_node *n) {
+  rlx_status st;
+  if (fold_ints(im, n, &st)) return st;
   rlx_node x = IN(0);
   NEED(x);
   for (size_t i = 0; i < sizeof unary_acts / sizeof *unary_acts; i++)
