@@ -1,9 +1,13 @@
 """Loading librlx and declaring the C functions the package calls.
 
 The library is found, in order, at $RLX_LIBRARY (a path to librlx.so, for
-a build tree), or next to this file (where `pip install .` puts it). ctypes
-releases the GIL for the length of every call, so a long rlx_run lets other
-Python threads run.
+a build tree), or next to this file (where `pip install .` puts it).
+
+Two handles on it: calls through `lib` (ctypes.CDLL) release the GIL, so a
+long rlx_run or rlx_llm_eval lets other Python threads run; graph building
+and compiling go through `glib` (ctypes.PyDLL), which keeps the GIL, so two
+threads never build on (or compile) one rlx_graph at once. Objects that
+release it (Session, LLM) take a lock of their own around their calls.
 """
 import ctypes
 import glob
@@ -192,14 +196,19 @@ def _library_path():
 
 path = _library_path()
 lib = ctypes.CDLL(path)
+glib = ctypes.PyDLL(path)
+# The calls on graphs: made with the GIL held (glib).
+GRAPH_CALLS = ("rlx_graph_", "rlx_node_", "rlx_dim_", "rlx_input", "rlx_param", "rlx_constant", "rlx_grad",
+               "rlx_jvp", "rlx_train_graph", "rlx_compile")
 libc = ctypes.CDLL(None)
 libc.free.argtypes = [c_vp]
 libc.free.restype = None
 
 for _name, (_res, _args) in FUNCTIONS.items():
-    _f = getattr(lib, _name)
+    _f = getattr(glib if _name.startswith(GRAPH_CALLS) else lib, _name)
     _f.restype = _res
     _f.argtypes = _args
+    setattr(lib, _name, _f)
 
 
 class Owner:

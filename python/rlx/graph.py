@@ -1,6 +1,7 @@
 """Graphs, nodes and sessions: the graph API of rlx.h in Python."""
 import ctypes
 import re
+import threading
 
 import numpy as np
 
@@ -300,13 +301,14 @@ def _address(a):
 
 class Session(_lib.Owner):
     """A compiled graph (rlx_session): bind params, run with inputs, read outputs.
-    Each session is used by one thread at a time; ``run`` releases the GIL
-    while rlx computes."""
+    ``run`` releases the GIL while rlx computes; calls on one session from
+    several threads take turns (a lock), sessions of their own run at once."""
     _owned = (("_h", "rlx_session_free"),)
 
     def __init__(self, handle, inputs):
         """inputs: {name: (rlx dtype code, shape with str or None for symbolic dims)}."""
         self._h = handle
+        self._lock = threading.Lock()
         self._refs = {}  # arrays bound by set_param(copy=False)
         self._inputs = {}
         static = True
@@ -332,12 +334,18 @@ class Session(_lib.Owner):
         session keeps a reference to the array, which must not change, such
         as a ModelFile's tensor; a plain dtype must be aligned to its size)."""
         a = as_array(value)
-        if copy:
-            check(lib.rlx_set_param(self._ptr(), name.encode(), a.ctypes.data, a.nbytes))
-            self._refs.pop(name, None)
-        else:
-            check(lib.rlx_set_param_ref(self._ptr(), name.encode(), a.ctypes.data, a.nbytes))
-            self._refs[name] = a
+        with self._lock:
+            if copy:
+                check(lib.rlx_set_param(self._ptr(), name.encode(), a.ctypes.data, a.nbytes))
+                self._refs.pop(name, None)
+            else:
+                check(lib.rlx_set_param_ref(self._ptr(), name.encode(), a.ctypes.data, a.nbytes))
+                self._refs[name] = a
+
+    def close(self):
+        """Frees the session now (after a run in another thread ends)."""
+        with self._lock:
+            _lib.Owner.close(self)
 
     def set_params(self, params):
         """set_param for each name: array of a dict."""
@@ -357,6 +365,10 @@ class Session(_lib.Owner):
         C-contiguous and of the input's dtype) and returns the outputs as a
         list of NumPy arrays (``outputs``: their indexes, default all).
         Symbolic dims are bound from the arrays' shapes."""
+        with self._lock:
+            return self._run(feeds, outputs)
+
+    def _run(self, feeds, outputs):
         h = self._ptr()
         if feeds:
             keep = []  # arrays converted here live until rlx_run has read them
@@ -384,8 +396,8 @@ class Session(_lib.Owner):
         if st:
             check(st)
         if outputs is None:
-            return [self.output(i) for i in range(self._n_out)]
-        return [self.output(i) for i in outputs]
+            return [self._output(i) for i in range(self._n_out)]
+        return [self._output(i) for i in outputs]
 
     def _out_type(self, h, i):
         dims, dt = self._dims, self._dt
@@ -400,6 +412,10 @@ class Session(_lib.Owner):
 
     def output(self, i):
         """Output ``i`` of the last run as a new NumPy array."""
+        with self._lock:
+            return self._output(i)
+
+    def _output(self, i):
         h = self._ptr()
         types = self._out_types
         t = types[i] if types is not None and 0 <= i < len(types) else None

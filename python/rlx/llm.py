@@ -3,6 +3,7 @@ sampler) from Python, as `rlx generate` runs it."""
 import codecs
 import ctypes
 import os
+import threading
 
 import numpy as np
 
@@ -27,8 +28,14 @@ class LLM(_lib.Owner):
 
     _owned = (("_m", "rlx_llm_free"), ("_tok", "rlx_tokenizer_free"), ("_f", "rlx_model_file_close"))
 
+    def close(self):
+        """Frees the model now (after an eval in another thread ends)."""
+        with self._lock:
+            _lib.Owner.close(self)
+
     def __init__(self, path, n_ctx=0, device="cpu", threads=0, cache_type="f32"):
         self._f = self._tok = self._m = None
+        self._lock = threading.Lock()  # rlx_llm_eval releases the GIL: one call at a time
         if cache_type not in _CACHE_TYPES:
             raise errors.InvalidError("rlx: cache_type %r is not f32, f16 or bf16" % (cache_type,))
         f, tok, m = _lib.c_vp(), _lib.c_vp(), _lib.c_vp()
@@ -45,8 +52,6 @@ class LLM(_lib.Owner):
         self.n_vocab = int(lib.rlx_llm_vocab_size(self._m))  # sizes the logits buffers
         self.n_ctx = int(info.n_ctx)
         self.arch = info.arch.decode("utf-8", "replace")
-        self._logits = np.empty(self.n_vocab, np.float32)
-        self._cached = []  # the tokens whose keys and values the cache holds
 
     def _ptr(self):
         if not self._m:
@@ -130,9 +135,9 @@ class LLM(_lib.Owner):
         if n == 0:
             raise errors.InvalidError("rlx: LLM.eval of no tokens")
         out = np.empty((n, self.n_vocab) if all_logits else self.n_vocab, np.float32)
-        check(lib.rlx_llm_eval(self._ptr(), tokens.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), n,
-                               int(all_logits), out.ctypes.data))
-        self._cached += tokens.tolist()
+        with self._lock:
+            check(lib.rlx_llm_eval(self._ptr(), tokens.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), n,
+                                   int(all_logits), out.ctypes.data))
         return out
 
     @property
@@ -142,8 +147,8 @@ class LLM(_lib.Owner):
 
     def reset(self, n_past=0):
         """Forgets the KV cache after position ``n_past`` (0: start over)."""
-        check(lib.rlx_llm_truncate(self._ptr(), int(n_past)))
-        del self._cached[n_past:]
+        with self._lock:
+            check(lib.rlx_llm_truncate(self._ptr(), int(n_past)))
 
     # ---- generation
 

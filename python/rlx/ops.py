@@ -23,7 +23,6 @@ import inspect
 
 
 from . import _dtypes, _lib, errors
-from ._lib import lib
 from .graph import Node
 
 ENUMS = {
@@ -199,7 +198,7 @@ def _make(pyname, cname, spec, doc):
             argtypes += [_lib.i32, _lib.c_i64p if kind == "dims" else ctypes.POINTER(_lib.c_node)]
         else:
             argtypes.append(_lib.i32 if kind.startswith("e:") else _CTYPE[kind])
-    cfunc = getattr(lib, cname)
+    cfunc = getattr(_lib.glib, cname)  # builders keep the GIL (see _lib)
     cfunc.restype = _lib.c_node
     cfunc.argtypes = argtypes
     shown = [p for p in params if p[1] != "out"]
@@ -285,7 +284,7 @@ _DECLARED = set()
 
 
 def _desc_call(cname, argtypes, g, *args):
-    f = getattr(lib, cname)
+    f = getattr(_lib.glib, cname)
     if cname not in _DECLARED:
         f.restype = _lib.c_node
         f.argtypes = [_lib.c_graph] + argtypes

@@ -184,6 +184,34 @@ def test_threads_with_own_sessions(rng):
         np.testing.assert_allclose(r, X @ X, rtol=1e-4, atol=1e-4)
 
 
+def test_threads_sharing_a_session(rng):
+    # Each run binds its input, runs and reads its output as one step (without
+    # the session's lock, 300 runs a thread mix up inputs and outputs).
+    g = rlx.Graph("shared")
+    x = g.input("x", "f32", ("n", 32))
+    g.set_outputs(ops.tanh(x @ ops.transpose(x, (1, 0))))
+    s = g.compile(threads=1)
+    Xs = [rng.standard_normal((8 + i, 32)).astype(np.float32) for i in range(4)]
+    bad = []
+
+    def work(i):
+        for _ in range(300):
+            try:
+                y = s.run({"x": Xs[i]})[0]
+            except rlx.Error as e:  # another thread's input bound in between
+                bad.append(e)
+                continue
+            if y.shape != (8 + i, 8 + i) or not np.allclose(y, np.tanh(Xs[i] @ Xs[i].T), rtol=1e-4, atol=1e-5):
+                bad.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
 def test_graph_queries():
     g = rlx.Graph("q")
     x = g.input("x", "f32", (2, 3))
