@@ -197,8 +197,9 @@ static void case_of(const char *what, step_fn step, uint64_t basis, buf (*make)(
   buf b = make(bad), g = make(good);
   double tb = load_seconds(what, &b), tg = load_seconds(what, &g);
   printf("%s, %d names: colliding %.4f s, random %.4f s\n", what, N, tb, tg);
-  /* generous: linear time gives a ratio near 1, the old index took ~500x */
-  CHECK(tb <= 4 * tg + 0.05, "%s: colliding names %.3f s against random %.3f s", what, tb, tg);
+  /* generous (a loaded CI machine): linear time gives a ratio near 1, the
+   * old index took ~300x here (1.6 s against 0.006 s for the GGUF) */
+  CHECK(tb <= 10 * tg + 0.1, "%s: colliding names %.3f s against random %.3f s", what, tb, tg);
   free(b.p);
   free(g.p);
   free(bad);
