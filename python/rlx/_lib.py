@@ -64,6 +64,19 @@ class RegionStep(ctypes.Structure):
     _fields_ = [("kind", i32), ("op", i32), ("a", i32), ("b", i32), ("to", i32), ("alpha", dbl)]
 
 
+class SessionStats(ctypes.Structure):
+    _fields_ = [("plans_built", i64), ("plan_cache_hits", i64), ("runs", i64), ("arena_bytes", sz),
+                ("naive_bytes", sz), ("peak_live_bytes", sz), ("views", i64), ("in_place", i64),
+                ("compile_cache_hit", i32), ("plans_reused", i64), ("params_kept", i64),
+                ("fallback_nodes", i64), ("device_launches", i64), ("plans_held", i64),
+                ("param_device_bytes", sz), ("_room", ctypes.c_char * 256)]  # for fields rlx.h may add
+
+
+def struct_dict(s):
+    """The public fields of a ctypes Structure as a dict."""
+    return {name: getattr(s, name) for name, _ in s._fields_ if not name.startswith("_")}
+
+
 class ModelOptions(ctypes.Structure):
     _fields_ = [("n_bind", i32), ("bind_names", ctypes.POINTER(c_str)), ("bind_values", c_i64p)]
 
@@ -141,6 +154,7 @@ FUNCTIONS = {
     "rlx_output_type": (i32, [c_vp, i32, P(i32), c_i64p]),
     "rlx_session_num_outputs": (i32, [c_vp]),
     "rlx_session_free": (None, [c_vp]),
+    "rlx_session_get_stats": (c_status, [c_vp, P(SessionStats)]),
     "rlx_model_load": (c_status, [c_str, P(ModelOptions), P(c_vp)]),
     "rlx_model_load_memory": (c_status, [c_vp, sz, P(ModelOptions), P(c_vp)]),
     "rlx_model_free": (None, [c_vp]),

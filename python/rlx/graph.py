@@ -356,6 +356,14 @@ class Session(_lib.Owner):
     def num_outputs(self):
         return self._n_out
 
+    def stats(self):
+        """rlx_session_stats as a dict: runs, plans_built, plan_cache_hits,
+        arena_bytes, views, in_place, compile_cache_hit, fallback_nodes, ..."""
+        st = _lib.SessionStats()
+        with self._lock:
+            check(lib.rlx_session_get_stats(self._ptr(), ctypes.byref(st)))
+        return _lib.struct_dict(st)
+
     @property
     def input_names(self):
         return list(self._inputs)

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from . import _lib, errors
+from . import _dtypes, _lib, errors
 from ._lib import check, lib
 from .graph import _options
 
@@ -47,11 +47,23 @@ class LLM(_lib.Owner):
                                _CACHE_TYPES[cache_type])
         check(lib.rlx_llm_load(self._f, ctypes.byref(opts), ctypes.byref(m)))
         self._m = m.value
-        info = _lib.LlmInfo()
-        check(lib.rlx_llm_get_info(self._m, ctypes.byref(info)))
         self.n_vocab = int(lib.rlx_llm_vocab_size(self._m))  # sizes the logits buffers
-        self.n_ctx = int(info.n_ctx)
-        self.arch = info.arch.decode("utf-8", "replace")
+        info = self.info()
+        self.n_ctx = info["n_ctx"]
+        self.arch = info["arch"]
+
+    def info(self):
+        """rlx_llm_info as a dict: arch, n_vocab, n_embd, n_layer, n_head,
+        n_head_kv, head_dim, n_ff, n_ctx_train, n_ctx, rope_base, norm_eps,
+        weight_bytes, kv_cache_bytes, kv_cache_type (a dtype name), ..."""
+        st = _lib.LlmInfo()
+        with self._lock:
+            check(lib.rlx_llm_get_info(self._ptr(), ctypes.byref(st)))
+        d = _lib.struct_dict(st)
+        for k in ("arch", "rope_scaling"):
+            d[k] = d[k].decode("utf-8", "replace")
+        d["kv_cache_type"] = _dtypes.name(d["kv_cache_type"])
+        return d
 
     def _ptr(self):
         if not self._m:

@@ -212,6 +212,18 @@ def test_threads_sharing_a_session(rng):
     assert not bad
 
 
+def test_session_stats(rng):
+    g = rlx.Graph("st")
+    x = g.input("x", "f32", ("n", 4))
+    g.set_outputs(ops.exp(x) * 2.0)
+    s = g.compile()
+    for n in (3, 3, 5, 3):
+        s.run({"x": np.ones((n, 4), np.float32)})
+    st = s.stats()
+    assert st["runs"] == 4 and st["plans_built"] == 2 and st["plan_cache_hits"] == 2 and st["plans_held"] == 2
+    assert st["arena_bytes"] >= 0 and st["fallback_nodes"] == 0
+
+
 def test_graph_queries():
     g = rlx.Graph("q")
     x = g.input("x", "f32", (2, 3))

@@ -64,6 +64,19 @@ def test_tokens_and_logits(llm):
     assert int(np.argmax(llm.eval([greedy[0]]))) == greedy[1]
 
 
+def test_info_against_the_metadata(llm, smollm2):
+    info = llm.info()
+    with rlx.ModelFile(smollm2) as f:
+        md = f.metadata
+        arch = md["general.architecture"]
+        assert info["arch"] == arch and info["n_ctx"] == 512 and info["kv_cache_type"] == "f32"
+        assert info["n_layer"] == md[arch + ".block_count"]
+        assert info["n_embd"] == md[arch + ".embedding_length"]
+        assert info["n_head"] == md[arch + ".attention.head_count"]
+        assert info["n_head_kv"] == md[arch + ".attention.head_count_kv"]
+        assert info["n_vocab"] == len(md["tokenizer.ggml.tokens"]) == llm.n_vocab
+
+
 def test_llm_errors(llm):
     with pytest.raises(rlx.InvalidError):
         llm.eval([])
