@@ -1,6 +1,6 @@
 /* ops_misc.c — importers of ONNX ops rlx has no single op for, built from
  * its ops: TopK, Swish, IsInf, Shrink, LpNormalization, Hardmax, OneHot,
- * EyeLike, SpaceToDepth / DepthToSpace. */
+ * EyeLike, SpaceToDepth / DepthToSpace, Attention, GatherElements. */
 #include "onnx.h"
 
 #include <math.h>
@@ -272,4 +272,41 @@ rlx_status ox_op_attention(ox_importer *im, const ox_node *n) {
                            .layout = RLX_LAYOUT_BHSD};
   (void)t;
   return ox_set_out(im, n, 0, rlx_attention(g, q, k, v, mask, &ad));
+}
+
+/* GatherElements: out[..i..] = data[..idx[..i..]..] along axis, as a one-hot
+ * of the indices (over the axis) times data, summed over the axis (data
+ * sliced to the indices' extent in the other dims, its axis moved last
+ * and a 1 left in its place). Exact for finite data. */
+rlx_status ox_op_gather_elements(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0), idx;
+  NEED(x);
+  idx = IN(1);
+  NEED(idx);
+  int64_t xd[RLX_MAX_RANK], id[RLX_MAX_RANK];
+  rlx_dtype t;
+  int r = rlx_node_type(g, x, &t, xd);
+  if (rlx_node_type(g, idx, NULL, id) != r) return ox_node_fail(im, n, RLX_ERR_INVALID, "indices of another rank");
+  int64_t a = ox_attr_int(n, "axis", 0);
+  if (a < 0) a += r;
+  if (a < 0 || a >= r) return ox_node_fail(im, n, RLX_ERR_INVALID, "axis out of range");
+  int64_t st[RLX_MAX_RANK], en[RLX_MAX_RANK], sp[RLX_MAX_RANK], perm[RLX_MAX_RANK], lifted[RLX_MAX_RANK];
+  for (int i = 0; i < r; i++) {
+    if (ir_dim_is_sym(xd[i]) || ir_dim_is_sym(id[i])) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "symbolic dims");
+    st[i] = 0, sp[i] = 1, en[i] = i == a ? xd[i] : id[i];
+  }
+  int64_t depth = xd[a];
+  rlx_node data = rlx_slice(g, x, r, st, en, sp);
+  for (int i = 0, k = 0; i < r; i++)
+    if (i != a) perm[k++] = i;
+  perm[r - 1] = a;
+  for (int i = 0; i < r; i++) lifted[i] = i == a ? 1 : id[i];
+  lifted[r] = depth;
+  data = rlx_reshape(g, rlx_transpose(g, data, r, perm), r + 1, lifted);
+  rlx_node fixed = rlx_where(g, rlx_compare(g, RLX_CMP_LT, idx, ox_scalar_like(im, idx, 0)),
+                             rlx_add(g, idx, ox_scalar_like(im, idx, (double)depth)), idx);
+  rlx_node oh = rlx_one_hot(g, fixed, depth, t);
+  int64_t last = r;
+  return ox_set_out(im, n, 0, rlx_reduce(g, RLX_REDUCE_SUM, rlx_mul(g, data, oh), 1, &last, 0));
 }

@@ -190,8 +190,6 @@ rlx_status ox_op_batch_norm(ox_importer *im, const ox_node *n) {
 }
 
 rlx_status ox_op_layer_norm(ox_importer *im, const ox_node *n) {
-  if (n->n_outputs > 1 && ((n->outputs[1][0]) || (n->n_outputs > 2 && n->outputs[2][0])))
-    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "the Mean / InvStdDev outputs");
   rlx_node x = IN(0);
   NEED(x);
   rlx_node gamma = IN(1);
@@ -216,6 +214,18 @@ rlx_status ox_op_layer_norm(ox_importer *im, const ox_node *n) {
     beta = rlx_expand(im->g, beta, r - (int)axis, full);
   }
   double eps = ox_attr_float(n, "epsilon", 1e-5);
+  if (!rms && n->n_outputs > 1) {   /* Mean and InvStdDev, in f32 (stash_type 1), normalized dims kept as 1 */
+    int64_t axes[RLX_MAX_RANK];
+    for (int i = (int)axis; i < r; i++) axes[i - axis] = i;
+    rlx_node xf = rlx_cast(im->g, x, RLX_F32);
+    rlx_node mean = rlx_reduce(im->g, RLX_REDUCE_MEAN, xf, r - (int)axis, axes, 1);
+    rlx_node dev = rlx_sub(im->g, xf, mean);
+    rlx_node var = rlx_reduce(im->g, RLX_REDUCE_MEAN, rlx_mul(im->g, dev, dev), r - (int)axis, axes, 1);
+    rlx_node inv = rlx_activation(im->g, RLX_ACT_RSQRT, rlx_add(im->g, var, ox_scalar(im, RLX_F32, eps)));
+    rlx_status st = ox_set_out(im, n, 1, mean);
+    if (!st && n->n_outputs > 2) st = ox_set_out(im, n, 2, inv);
+    if (st) return st;
+  }
   return ox_set_out(im, n, 0, rms ? rlx_rms_norm(im->g, x, gamma, beta, (int)axis, eps)
                                   : rlx_layer_norm(im->g, x, gamma, beta, (int)axis, eps));
 }
@@ -306,8 +316,20 @@ rlx_status ox_op_reduce(ox_importer *im, const ox_node *n) {
 rlx_status ox_op_arg(ox_importer *im, const ox_node *n) {
   rlx_node x = IN(0);
   NEED(x);
-  if (ox_attr_int(n, "select_last_index", 0)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "select_last_index");
   int axis = (int)ox_attr_int(n, "axis", 0), keep = (int)ox_attr_int(n, "keepdims", 1);
+  if (ox_attr_int(n, "select_last_index", 0)) {
+    /* The last extreme is the first of x reversed along axis: d-1 - index. */
+    int64_t dims[RLX_MAX_RANK];
+    int r = rlx_node_type(im->g, x, NULL, dims), a = axis < 0 ? axis + r : axis;
+    if (a < 0 || a >= r || ir_dim_is_sym(dims[a]) || dims[a] > (1 << 24))
+      return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "select_last_index on axis %d", axis);
+    int64_t *rev = ox_alloc(im->arena, (size_t)dims[a] * sizeof *rev + 1);
+    if (!rev) return RLX_ERR_NOMEM;
+    for (int64_t i = 0; i < dims[a]; i++) rev[i] = dims[a] - 1 - i;
+    rlx_node xr = rlx_gather(im->g, x, rlx_constant(im->g, RLX_I64, 1, &dims[a], rev), a);
+    rlx_node i = is(n, "ArgMax") ? rlx_argmax(im->g, xr, a, keep) : rlx_argmin(im->g, xr, a, keep);
+    return ox_set_out(im, n, 0, rlx_sub(im->g, ox_scalar(im, RLX_I64, (double)(dims[a] - 1)), i));
+  }
   return ox_set_out(im, n, 0, is(n, "ArgMax") ? rlx_argmax(im->g, x, axis, keep) : rlx_argmin(im->g, x, axis, keep));
 }
 
