@@ -16,7 +16,8 @@ message. The C library is librlx (ctypes); RLX_LIBRARY overrides its path.
 from . import _lib, ops
 from .errors import (DeviceError, DtypeError, Error, FormatError, InternalError, InvalidError, IoError,
                      NoMemError, ShapeError, UnsupportedError)
-from .graph import Graph, Node, Session, as_array, grad, jvp, train_graph
+from .graph import (Graph, Node, Session, as_array, compile_cache_clear, compile_cache_stats, cpu_threads, grad,
+                    jvp, train_graph)
 from .llm import LLM
 from .modelfile import ModelFile
 from .onnx import InferenceSession, NodeArg, SessionOptions, get_available_providers
@@ -29,7 +30,8 @@ def system_info():
     return _lib.lib.rlx_system_info().decode()
 
 
-__all__ = ["Graph", "Node", "Session", "as_array", "grad", "jvp", "train_graph", "ops", "LLM", "ModelFile",
+__all__ = ["Graph", "Node", "Session", "as_array", "grad", "jvp", "train_graph", "compile_cache_stats",
+           "compile_cache_clear", "cpu_threads", "ops", "LLM", "ModelFile",
            "InferenceSession", "NodeArg", "SessionOptions", "get_available_providers", "system_info",
            "Error", "InvalidError", "ShapeError", "DtypeError", "UnsupportedError", "NoMemError", "IoError",
            "FormatError", "DeviceError", "InternalError"]

@@ -72,6 +72,11 @@ class SessionStats(ctypes.Structure):
                 ("param_device_bytes", sz), ("_room", ctypes.c_char * 256)]  # for fields rlx.h may add
 
 
+class CompileCacheStats(ctypes.Structure):
+    _fields_ = [("lookups", i64), ("hits", i64), ("plans_reused", i64), ("evictions", i64), ("entries", i32),
+                ("capacity", i32), ("idle_plan_bytes", sz), ("graph_bytes", sz), ("_room", ctypes.c_char * 256)]
+
+
 def struct_dict(s):
     """The public fields of a ctypes Structure as a dict."""
     return {name: getattr(s, name) for name, _ in s._fields_ if not name.startswith("_")}
@@ -155,6 +160,9 @@ FUNCTIONS = {
     "rlx_session_num_outputs": (i32, [c_vp]),
     "rlx_session_free": (None, [c_vp]),
     "rlx_session_get_stats": (c_status, [c_vp, P(SessionStats)]),
+    "rlx_compile_cache_get_stats": (c_status, [P(CompileCacheStats)]),
+    "rlx_compile_cache_clear": (None, []),
+    "rlx_cpu_threads": (i32, [i32]),
     "rlx_model_load": (c_status, [c_str, P(ModelOptions), P(c_vp)]),
     "rlx_model_load_memory": (c_status, [c_vp, sz, P(ModelOptions), P(c_vp)]),
     "rlx_model_free": (None, [c_vp]),

@@ -438,6 +438,24 @@ class Session(_lib.Owner):
         return out
 
 
+def compile_cache_stats():
+    """The process-wide compile cache (rlx_compile_cache_stats) as a dict:
+    lookups, hits, plans_reused, evictions, entries, capacity, ..."""
+    st = _lib.CompileCacheStats()
+    check(lib.rlx_compile_cache_get_stats(ctypes.byref(st)))
+    return _lib.struct_dict(st)
+
+
+def compile_cache_clear():
+    """Drops every compiled graph and idle plan the cache holds (live sessions keep theirs)."""
+    lib.rlx_compile_cache_clear()
+
+
+def cpu_threads(requested=0):
+    """The CPU threads a session compiled with ``threads=requested`` runs on."""
+    return lib.rlx_cpu_threads(int(requested))
+
+
 def _nodes(g, nodes):
     ns = [g._own(n) for n in nodes]
     return (_lib.c_node * max(len(ns), 1))(*[n.id for n in ns]), len(ns)

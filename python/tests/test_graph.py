@@ -224,6 +224,24 @@ def test_session_stats(rng):
     assert st["arena_bytes"] >= 0 and st["fallback_nodes"] == 0
 
 
+def test_compile_cache():
+    def build():
+        g = rlx.Graph("cached")
+        x = g.input("x", "f32", (4,))
+        g.set_outputs(ops.sin(x) + 1.25)
+        return g
+
+    rlx.compile_cache_clear()
+    before = rlx.compile_cache_stats()
+    assert before["entries"] == 0
+    s1 = build().compile()
+    s2 = build().compile()
+    after = rlx.compile_cache_stats()
+    assert after["lookups"] - before["lookups"] == 2 and after["hits"] - before["hits"] == 1
+    assert s2.stats()["compile_cache_hit"] == 1 and s1.stats()["compile_cache_hit"] == 0
+    assert rlx.cpu_threads(1) == 1 and 1 <= rlx.cpu_threads(0) == rlx.cpu_threads(10 ** 6)
+
+
 def test_graph_queries():
     g = rlx.Graph("q")
     x = g.input("x", "f32", (2, 3))
