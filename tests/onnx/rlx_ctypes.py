@@ -58,7 +58,7 @@ class Rlx:
                                % (len(feeds), lib.rlx_model_num_inputs(m)))
             keep = []
             for i, x in enumerate(feeds):
-                x = np.ascontiguousarray(x)
+                x = np.asarray(x, order="C")   # (ascontiguousarray would make a 0-d array 1-d)
                 if x.dtype not in NP_TO_RLX:
                     raise RlxError("RLX_ERR_UNSUPPORTED", "input dtype %s" % x.dtype)
                 keep.append(x)
