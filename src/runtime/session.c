@@ -36,6 +36,8 @@ struct rlx_session {
   const rlx_backend *backend;
   session_leaf *leaves;
   int n_leaves;
+  ir_name_set leaf_names; /* the leaves by name: a lookup per set call, not a scan (thousands of inputs) */
+  int *leaf_at;           /* [n_nodes]: the leaves[] position of an Input or Param node, else -1 */
   const void **leaf_data; /* [n_nodes] */
   uint64_t *leaf_version; /* [n_nodes]: a new number each time a leaf is set (device backends copy on change) */
   plan_entry *plans;
@@ -90,6 +92,8 @@ void rlx_session_free(rlx_session *s) {
   for (int i = 0; i < s->n_leaves; i++)
     if (!s->leaves[i].borrowed) free(s->leaves[i].data);
   free(s->leaves);
+  ir_name_set_free(&s->leaf_names);
+  free(s->leaf_at);
   free((void *)s->leaf_data);
   free(s->leaf_version);
   free(s->binding);
@@ -293,17 +297,24 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   s->leaf_outputs = calloc((size_t)s->g->n_outputs + 1, sizeof *s->leaf_outputs);
   s->leaf_output_bytes = calloc((size_t)s->g->n_outputs + 1, sizeof *s->leaf_output_bytes);
   s->leaves = calloc((size_t)s->g->n_nodes + 1, sizeof *s->leaves);
+  s->leaf_at = malloc(((size_t)s->g->n_nodes + 1) * sizeof *s->leaf_at);
   s->binding = malloc(((size_t)s->g->n_syms + 1) * sizeof *s->binding);
   s->assigns = malloc(((size_t)s->g->n_nodes + 1) * sizeof *s->assigns);
   if (!s->leaf_data || !s->leaf_version || !s->leaves || !s->binding || !s->leaf_outputs || !s->leaf_output_bytes ||
-      !s->assigns) {
+      !s->assigns || !s->leaf_at) {
     rlx_session_free(s);
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory");
   }
   for (int i = 0; i < s->g->n_nodes; i++) {
     const ir_node *n = &s->g->nodes[i];
     if (n->op == RLX_OP_Constant) s->leaf_data[i] = n->a.data.p;
+    s->leaf_at[i] = -1;
     if (n->op == RLX_OP_Input || n->op == RLX_OP_Param) {
+      if (ir_name_set_add(&s->leaf_names, s->g, i) < 0) {
+        rlx_session_free(s);
+        return rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory");
+      }
+      s->leaf_at[i] = s->n_leaves;
       session_leaf *l = &s->leaves[s->n_leaves++];
       l->node = i;
       l->is_param = n->op == RLX_OP_Param;
@@ -327,16 +338,15 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
 }
 
 static session_leaf *find_leaf(rlx_session *s, const char *name, int want_param, const char *fn) {
-  for (int i = 0; i < s->n_leaves; i++) {
-    session_leaf *l = &s->leaves[i];
-    if (strcmp(s->g->nodes[l->node].a.name, name) == 0) {
-      if (l->is_param != want_param) {
-        rlx_set_error(RLX_ERR_INVALID, "%s: \"%s\" is %s, not %s", fn, name, l->is_param ? "a param" : "an input",
-                      want_param ? "a param" : "an input");
-        return NULL;
-      }
-      return l;
+  const int node = ir_name_set_find(&s->leaf_names, s->g, name);
+  if (node >= 0) {
+    session_leaf *l = &s->leaves[s->leaf_at[node]];
+    if (l->is_param != want_param) {
+      rlx_set_error(RLX_ERR_INVALID, "%s: \"%s\" is %s, not %s", fn, name, l->is_param ? "a param" : "an input",
+                    want_param ? "a param" : "an input");
+      return NULL;
     }
+    return l;
   }
   rlx_set_error(RLX_ERR_INVALID, "%s: the graph has no %s named \"%s\"", fn, want_param ? "param" : "input", name);
   return NULL;
@@ -464,9 +474,7 @@ static rlx_status bind_symbols(rlx_session *s) {
 
 /* The session leaf of node id, or NULL. */
 static session_leaf *leaf_of(rlx_session *s, rlx_node id) {
-  for (int k = 0; k < s->n_leaves; k++)
-    if (s->leaves[k].node == id) return &s->leaves[k];
-  return NULL;
+  return id >= 0 && id < s->g->n_nodes && s->leaf_at[id] >= 0 ? &s->leaves[s->leaf_at[id]] : NULL;
 }
 
 /* Brings a kept param's value (keep_assigned) back into its host copy and
