@@ -271,6 +271,23 @@ def check(status, what=None):
         raise errors.from_status(status, last_error() or what or "")
 
 
+def with_room(call, cap, ids=False):
+    """The output of an rlx call that fills a caller's buffer and reports
+    the size it needs (rlx_tokenize, rlx_detokenize, ...): call(buf, cap,
+    n_ref) with room for cap, then once more with the room asked for.
+    Returns int32 ids (ids=True) or bytes."""
+    n = (i64 if ids else sz)()
+    for _ in range(2):
+        buf = (ctypes.c_int32 * cap)() if ids else ctypes.create_string_buffer(cap)
+        st = call(buf, cap, ctypes.byref(n))
+        if st == 0 and n.value <= cap:
+            return list(buf[:n.value]) if ids else buf.raw[:n.value]
+        if n.value <= cap:
+            check(st)
+        cap = n.value + 1
+    check(st)
+
+
 def take_string(ptr):
     """A malloc'ed C string as str, freed."""
     if not ptr:

@@ -98,14 +98,6 @@ class Embedder(_lib.Owner):
     def tokenize(self, text):
         """The token ids embed runs for ``text`` (special tokens, truncation)."""
         arr, _ = _texts(text)
-        n = _lib.i64()
-        cap = len(arr[0]) + 8
-        for _ in range(2):
-            ids = (ctypes.c_int32 * cap)()
-            st = lib.rlx_embedder_tokenize(self._ptr(), arr[0], ids, cap, ctypes.byref(n))
-            if st == 0:
-                return list(ids[:n.value])
-            if n.value <= cap:
-                check(st)
-            cap = n.value
-        check(st)
+        e = self._ptr()
+        return _lib.with_room(lambda buf, cap, n: lib.rlx_embedder_tokenize(e, arr[0], buf, cap, n),
+                              len(arr[0]) + 8, ids=True)

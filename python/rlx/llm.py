@@ -80,18 +80,8 @@ class LLM(_lib.Owner):
         if not isinstance(text, (str, bytes, bytearray)):
             raise TypeError("rlx: tokenize takes str or bytes, not %s" % type(text).__name__)
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        n = ctypes.c_int64()
-        cap = len(data) + 8
-        for _ in range(2):
-            ids = (ctypes.c_int32 * cap)()
-            st = lib.rlx_tokenize(self._tok, data, len(data), int(add_special), int(parse_special), ids, cap,
-                                  ctypes.byref(n))
-            if st == 0:
-                return list(ids[:n.value])
-            if n.value <= cap:
-                check(st)
-            cap = n.value
-        check(st)
+        return _lib.with_room(lambda buf, cap, n: lib.rlx_tokenize(
+            self._tok, data, len(data), int(add_special), int(parse_special), buf, cap, n), len(data) + 8, ids=True)
 
     def detokenize(self, tokens, render_special=False):
         """The text of ``tokens`` (invalid UTF-8 replaced)."""
@@ -101,29 +91,14 @@ class LLM(_lib.Owner):
         self._ptr()
         tokens = [int(t) for t in tokens]
         ids = (ctypes.c_int32 * max(len(tokens), 1))(*tokens)
-        n = _lib.sz()
-        cap = 16 * len(tokens) + 16
-        for _ in range(2):
-            buf = ctypes.create_string_buffer(cap)
-            st = fn(self._tok, ids, len(tokens), int(render_special), buf, cap, ctypes.byref(n))
-            if st == 0 and n.value <= cap:
-                return buf.raw[:n.value]
-            if n.value <= cap:
-                check(st)
-            cap = n.value + 1
-        check(st)
+        return _lib.with_room(lambda buf, cap, n: fn(self._tok, ids, len(tokens), int(render_special), buf, cap, n),
+                              16 * len(tokens) + 16)
 
     def token_to_piece(self, token, render_special=False):
         """The bytes one token stands for (may be part of a UTF-8 sequence)."""
         self._ptr()
-        n = _lib.sz()
-        buf = ctypes.create_string_buffer(256)
-        check(lib.rlx_token_to_piece(self._tok, int(token), int(render_special), buf, 256, ctypes.byref(n)))
-        if n.value > 256:
-            buf = ctypes.create_string_buffer(n.value)
-            check(lib.rlx_token_to_piece(self._tok, int(token), int(render_special), buf, n.value,
-                                         ctypes.byref(n)))
-        return buf.raw[:n.value]
+        return _lib.with_room(lambda buf, cap, n: lib.rlx_token_to_piece(
+            self._tok, int(token), int(render_special), buf, cap, n), 64)
 
     @property
     def token_bos(self):
@@ -239,18 +214,9 @@ class LLM(_lib.Owner):
             role, content = msg["role"].encode(), msg["content"].encode()
             keep += [role, content]
             arr[i] = _lib.ChatMessage(role, content)
-        n = _lib.sz()
-        cap = sum(len(k) for k in keep) + 1024
-        for _ in range(2):
-            buf = ctypes.create_string_buffer(cap)
-            st = lib.rlx_chat_apply_template(self._f, arr, len(messages), int(add_assistant), buf, cap,
-                                             ctypes.byref(n))
-            if st == 0 and n.value <= cap:
-                return buf.raw[:n.value].decode("utf-8", "replace")
-            if n.value <= cap:
-                check(st)
-            cap = n.value + 1
-        check(st)
+        text = _lib.with_room(lambda buf, cap, n: lib.rlx_chat_apply_template(
+            self._f, arr, len(messages), int(add_assistant), buf, cap, n), sum(len(k) for k in keep) + 1024)
+        return text.decode("utf-8", "replace")
 
     def chat(self, messages, **kwargs):
         """The assistant's reply to ``messages`` in the model's chat template;

@@ -131,3 +131,24 @@ def test_files_errors(tmp_path):
         rlx.InferenceSession(str(tmp_path / "missing.onnx"))
     with pytest.raises(rlx.Error):
         rlx.Graph.from_text("graph {")
+
+
+def test_with_room_asks_again():
+    # rlx_detokenize and friends report the size they need when the buffer is short.
+    calls = []
+
+    def fake(buf, cap, n):
+        calls.append(cap)
+        n._obj.value = 100
+        if cap < 100:
+            return 1  # RLX_ERR_INVALID, as rlx_tokenize does
+        buf[:100] = b"y" * 100
+        return 0
+
+    assert _lib.with_room(fake, 10) == b"y" * 100 and calls == [10, 101]
+
+    def failing(buf, cap, n):
+        n._obj.value = 3
+        return 2  # a real error, with room enough: raised
+    with pytest.raises(rlx.ShapeError):
+        _lib.with_room(failing, 10)
