@@ -399,3 +399,108 @@ rlx_status ox_op_resize(ox_importer *im, const ox_node *n) {
   }
   return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "mode %s", mode);
 }
+
+/* A per-axis quantization parameter [C] shaped to broadcast against x
+ * (C at axis, 1 elsewhere); a single element passes as it is. */
+static rlx_node per_axis(ox_importer *im, const ox_node *n, rlx_node p, int r) {
+  int64_t pd[RLX_MAX_RANK], shape[RLX_MAX_RANK];
+  int pr = rlx_node_type(im->g, p, NULL, pd);
+  if (pr == 0 || (pr == 1 && pd[0] == 1)) return p;
+  int64_t axis = ox_attr_int(n, "axis", 1);
+  if (axis < 0) axis += r;
+  if (pr != 1 || axis < 0 || axis >= r) return -1;
+  for (int i = 0; i < r; i++) shape[i] = i == axis ? pd[0] : 1;
+  return rlx_reshape(im->g, p, r, shape);
+}
+
+/* QuantizeLinear / DequantizeLinear with int8 or uint8 data, a scale per
+ * tensor or per axis (blocked scales and the 4/16-bit and float8 types
+ * are RLX_ERR_UNSUPPORTED). Rounding half to even, saturating. */
+rlx_status ox_op_quant_linear(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  if (ox_attr_int(n, "block_size", 0)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "blocked scales");
+  rlx_node x = IN(0), scale, zp = -1;
+  NEED(x);
+  scale = IN(1);
+  NEED(scale);
+  if (ox_has_in(n, 2)) {
+    zp = IN(2);
+    NEED(zp);
+  }
+  rlx_dtype xt, st, qt = RLX_U8;
+  int r = rlx_node_type(g, x, &xt, NULL);
+  rlx_node_type(g, scale, &st, NULL);
+  if (zp >= 0) rlx_node_type(g, zp, &qt, NULL);
+  else if (ox_attr_get(n, "output_dtype")) {
+    int dt = ox_rlx_dtype((int32_t)ox_attr_int(n, "output_dtype", 2));
+    qt = dt < 0 ? RLX_DTYPE_COUNT : (rlx_dtype)dt;
+  }
+  int dequant = is(n, "DequantizeLinear");
+  if (dequant) qt = xt;
+  if (qt != RLX_U8 && qt != RLX_I8) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "quantized type %s", rlx_dtype_name(qt));
+  scale = per_axis(im, n, scale, r);
+  if (zp >= 0) zp = per_axis(im, n, zp, r);
+  if (scale < 0 || (ox_has_in(n, 2) && zp < 0)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "scale or zero point of that shape");
+  if (dequant) {
+    rlx_node v = rlx_cast(g, x, st);
+    if (zp >= 0) v = rlx_sub(g, v, rlx_cast(g, zp, st));
+    return ox_set_out(im, n, 0, rlx_mul(g, v, scale));
+  }
+  rlx_node v = rlx_activation(g, RLX_ACT_ROUND, rlx_div(g, x, scale));
+  if (zp >= 0) v = rlx_add(g, v, rlx_cast(g, zp, xt));
+  v = qt == RLX_U8 ? rlx_clamp(g, v, 0, 255) : rlx_clamp(g, v, -128, 127);
+  return ox_set_out(im, n, 0, rlx_cast(g, v, qt));
+}
+
+/* LpPool: (sum over the window of |x|^p)^(1/p), as an average pool of
+ * |x|^p with the padding counted, times the window size. */
+rlx_status ox_op_lp_pool(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0);
+  NEED(x);
+  int64_t xd[RLX_MAX_RANK];
+  int xr = rlx_node_type(g, x, NULL, xd);
+  const ox_attr *ks = ox_attr_get(n, "kernel_shape");
+  if (!ks || ks->n_ints != xr - 2) return ox_node_fail(im, n, RLX_ERR_INVALID, "kernel_shape missing or of the wrong length");
+  if (ox_attr_int(n, "ceil_mode", 0)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "ceil_mode");
+  spatial sp;
+  rlx_status st = read_spatial(im, n, xd, xr, ks->ints, 0, &sp);
+  if (st) return st;
+  double p = (double)ox_attr_int(n, "p", 2), window = 1;
+  rlx_pool_desc d = {.kind = RLX_POOL_AVG, .ndim = sp.nd, .count_include_pad = 1};
+  for (int i = 0; i < sp.nd; i++) {
+    if (sp.d[i] != 1) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "dilations other than 1");
+    d.kernel[i] = sp.k[i];
+    d.stride[i] = sp.s[i];
+    d.pad[i] = sp.pad[i];
+    d.pad[2 + i] = sp.pad[sp.nd + i];
+    window *= (double)sp.k[i];
+  }
+  if (sp.nd == 1) {
+    d.pad[1] = sp.pad[1];
+    d.pad[2] = 0;
+  }
+  rlx_node xp = rlx_pow(g, rlx_activation(g, RLX_ACT_ABS, x), ox_scalar_like(im, x, p));
+  rlx_node sum = rlx_mul(g, rlx_pool(g, xp, &d), ox_scalar_like(im, x, window));
+  return ox_set_out(im, n, 0, rlx_pow(g, sum, ox_scalar_like(im, x, 1.0 / p)));
+}
+
+/* DynamicQuantizeLinear: uint8 with the scale and zero point of x's range
+ * (widened to include 0). */
+rlx_status ox_op_dynamic_quant(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0);
+  NEED(x);
+  int r = rlx_node_type(g, x, NULL, NULL);
+  int64_t axes[RLX_MAX_RANK];
+  for (int i = 0; i < r; i++) axes[i] = i;
+  rlx_node zero = ox_scalar_like(im, x, 0);
+  rlx_node hi = rlx_max(g, rlx_reduce(g, RLX_REDUCE_MAX, x, r, axes, 0), zero);
+  rlx_node lo = rlx_min(g, rlx_reduce(g, RLX_REDUCE_MIN, x, r, axes, 0), zero);
+  rlx_node scale = rlx_div(g, rlx_sub(g, hi, lo), ox_scalar_like(im, x, 255));
+  rlx_node zpf = rlx_clamp(g, rlx_activation(g, RLX_ACT_ROUND, rlx_div(g, rlx_activation(g, RLX_ACT_NEG, lo), scale)), 0, 255);
+  rlx_node y = rlx_clamp(g, rlx_add(g, rlx_activation(g, RLX_ACT_ROUND, rlx_div(g, x, scale)), zpf), 0, 255);
+  rlx_status st = ox_set_out(im, n, 0, rlx_cast(g, y, RLX_U8));
+  if (!st) st = ox_set_out(im, n, 1, scale);
+  return st ? st : ox_set_out(im, n, 2, rlx_cast(g, zpf, RLX_U8));
+}
