@@ -1,6 +1,6 @@
 /* ops_misc.c — importers of ONNX ops rlx has no single op for, built from
  * its ops: TopK, Swish, IsInf, Shrink, LpNormalization, Hardmax, OneHot,
- * EyeLike, SpaceToDepth / DepthToSpace, Attention, GatherElements. */
+ * EyeLike, SpaceToDepth / DepthToSpace, GatherElements. */
 #include "onnx.h"
 
 #include <math.h>
@@ -185,93 +185,6 @@ rlx_status ox_op_space_depth(ox_importer *im, const ox_node *n) {
     memcpy(p, cp, sizeof p);
   }
   return ox_set_out(im, n, 0, rlx_reshape(g, rlx_transpose(g, rlx_reshape(g, x, 6, s6), 6, p), 4, o));
-}
-
-/* Attention (opset 23): rlx's Attention with a custom additive mask built
- * from ONNX's attn_mask (bool: true attends) and is_causal (ONNX aligns the
- * causal mask top-left, after the past: query i sees keys j <= past + i), past keys and values
- * concatenated in front. Outside rlx's op: softcap together with a mask
- * (ONNX caps after adding the mask), the qk_matmul_output, windows,
- * nonpad_kv_seqlen, and value heads of another size than key heads. */
-rlx_status ox_op_attention(ox_importer *im, const ox_node *n) {
-  rlx_graph *g = im->g;
-  if ((n->n_outputs > 3 && n->outputs[3][0]) || ox_has_in(n, 6) || ox_attr_int(n, "left_window_size", -1) != -1 ||
-      ox_attr_int(n, "right_window_size", -1) != -1)
-    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "qk_matmul_output, nonpad_kv_seqlen or a window");
-  rlx_node q = IN(0), k, v;
-  NEED(q);
-  k = IN(1);
-  NEED(k);
-  v = IN(2);
-  NEED(v);
-  int64_t qd[RLX_MAX_RANK], kd[RLX_MAX_RANK], vd[RLX_MAX_RANK];
-  rlx_dtype t;
-  int r = rlx_node_type(g, q, &t, qd);
-  rlx_node_type(g, k, NULL, kd);
-  rlx_node_type(g, v, NULL, vd);
-  int64_t hq, hk, d, s, tk;
-  if (r == 4) {
-    hq = qd[1], hk = kd[1], d = qd[3], s = qd[2], tk = kd[2];
-    if (vd[3] != d) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "value heads of size %lld, key heads of %lld", (long long)vd[3], (long long)d);
-  } else if (r == 3) {
-    hq = ox_attr_int(n, "q_num_heads", 0), hk = ox_attr_int(n, "kv_num_heads", 0);
-    if (hq <= 0 || hk <= 0 || qd[2] % hq || kd[2] % hk) return ox_node_fail(im, n, RLX_ERR_INVALID, "q_num_heads / kv_num_heads");
-    d = qd[2] / hq, s = qd[1], tk = kd[1];
-    if (vd[2] / hk != d) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "value heads of another size than key heads");
-    if (ox_has_in(n, 4)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "past keys with 3-D inputs");
-  } else {
-    return ox_node_fail(im, n, RLX_ERR_INVALID, "rank %d", r);
-  }
-  int64_t past = 0;   /* query i sits at position past + i */
-  if (ox_has_in(n, 4) != ox_has_in(n, 5)) return ox_node_fail(im, n, RLX_ERR_INVALID, "past_key without past_value");
-  if (ox_has_in(n, 4)) {
-    rlx_node pk = IN(4), pv;
-    NEED(pk);
-    pv = IN(5);
-    NEED(pv);
-    int64_t pd[RLX_MAX_RANK];
-    rlx_node_type(g, pk, NULL, pd);
-    past = pd[2];
-    tk += past;
-    rlx_node ks[2] = {pk, k}, vs[2] = {pv, v};
-    k = rlx_concat(g, 2, ks, 2);
-    v = rlx_concat(g, 2, vs, 2);
-    rlx_status st = ox_set_out(im, n, 1, k);
-    if (!st) st = ox_set_out(im, n, 2, v);
-    if (st) return st;
-  }
-  double softcap = ox_attr_float(n, "softcap", 0);
-  int causal = (int)ox_attr_int(n, "is_causal", 0), has_mask = ox_has_in(n, 3);
-  if (softcap > 0 && (has_mask || causal)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "softcap with a mask");
-  if (ir_dim_is_sym(s) || ir_dim_is_sym(tk)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "symbolic sequence lengths");
-  rlx_node mask = -1;
-  if (has_mask) {
-    mask = IN(3);
-    NEED(mask);
-    rlx_dtype mt;
-    rlx_node_type(g, mask, &mt, NULL);
-    if (mt == RLX_BOOL)
-      mask = rlx_where(g, mask, ox_scalar(im, RLX_F32, 0), ox_scalar(im, RLX_F32, -INFINITY));
-    else if (mt != RLX_F32)
-      mask = rlx_cast(g, mask, RLX_F32);
-  }
-  if (causal) {
-    if (s * tk > (1 << 24)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a causal mask of %lld x %lld", (long long)s, (long long)tk);
-    float *cm = malloc((size_t)(s * tk) * sizeof *cm);
-    if (!cm) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < s; i++)
-      for (int64_t j = 0; j < tk; j++) cm[i * tk + j] = j <= i + past ? 0.0f : -INFINITY;
-    int64_t md[2] = {s, tk};
-    rlx_node c = rlx_constant(g, RLX_F32, 2, md, cm);
-    free(cm);
-    mask = mask >= 0 ? rlx_add(g, mask, c) : c;
-  }
-  rlx_attention_desc ad = {.num_heads = (int)hq, .num_kv_heads = (int)hk, .head_dim = (int)d,
-                           .mask_kind = mask >= 0 ? RLX_MASK_CUSTOM : RLX_MASK_NONE,
-                           .score_scale = ox_attr_float(n, "scale", 0), .softcap = softcap,
-                           .layout = RLX_LAYOUT_BHSD};
-  (void)t;
-  return ox_set_out(im, n, 0, rlx_attention(g, q, k, v, mask, &ad));
 }
 
 /* GatherElements: out[..i..] = data[..idx[..i..]..] along axis, as a one-hot
