@@ -105,6 +105,8 @@ static double cosine(const float *a, const float *b, int n) {
   return ab / sqrt(aa * bb + 1e-300);
 }
 
+static const char *python;  /* the interpreter of the references */
+
 static void check_minilm(void) {
   ref_set r;
   char *path = read_work("minilm.path", NULL);
@@ -235,6 +237,31 @@ static void check_broken(const char *file, const char *text, rlx_status want, co
   CHECK(e == NULL, "no embedder on failure");
 }
 
+/* A folder with vocab.txt (and tokenizer_config.json's do_lower_case)
+ * instead of tokenizer.json embeds as the tokenizer.json folder does. */
+static void check_vocab_txt(void) {
+  char cmd[8192], dir[1024];
+  snprintf(dir, sizeof dir, "%s/vocab_folder", work_dir);
+  snprintf(cmd, sizeof cmd,
+           "rm -rf \"%s\" && cp -r \"%s/tiny_bert_last\" \"%s\" && \"%s\" -c \"import json,sys; v=json.load(open(sys.argv[1]))"
+           "['model']['vocab']; open(sys.argv[2],'w').write(''.join(k+chr(10) for k,_ in sorted(v.items(),key=lambda x:x[1])))\" "
+           "\"%s/tokenizer.json\" \"%s/vocab.txt\" && rm \"%s/tokenizer.json\" && echo '{\"do_lower_case\": true}' > "
+           "\"%s/tokenizer_config.json\"",
+           dir, work_dir, dir, python, dir, dir, dir, dir);
+  CHECK(system(cmd) == 0, "%s", cmd);
+  static const char *texts[] = {"Crème brûlée at [MASK] o'clock", "日本語 and English", ""};
+  float a[3 * 32], b[3 * 32];
+  rlx_embedder *e1 = NULL, *e2 = NULL;
+  CHECK(rlx_embedder_load(work_path("tiny_bert_last"), NULL, &e1) == RLX_OK, "%s", rlx_last_error());
+  CHECK(rlx_embedder_load(dir, NULL, &e2) == RLX_OK, "vocab.txt folder: %s", rlx_last_error());
+  if (e1 && e2) {
+    CHECK(rlx_embed(e1, texts, 3, a) == RLX_OK && rlx_embed(e2, texts, 3, b) == RLX_OK, "%s", rlx_last_error());
+    CHECK(!memcmp(a, b, sizeof a), "vocab.txt and tokenizer.json folders embed differently");
+  }
+  rlx_embedder_free(e1);
+  rlx_embedder_free(e2);
+}
+
 static void check_bad(void) {
   rlx_embedder *e = (rlx_embedder *)1;
   CHECK_ERR(rlx_embedder_load("/nonexistent/folder", NULL, &e), RLX_ERR_IO, "not a folder");
@@ -264,6 +291,7 @@ static void check_bad(void) {
   check_broken("tokenizer.json", "{\"model\": {\"type\": \"Unigram\"}}", RLX_ERR_UNSUPPORTED, "tokenizer.json");
   check_broken("1_Pooling/config.json", "{\"pooling_mode_max_tokens\": true}", RLX_ERR_UNSUPPORTED, "max-token");
   check_broken("modules.json", "[{\"path\": ", RLX_ERR_FORMAT, "modules.json");
+  check_vocab_txt();
 }
 
 /* The rlx embed / rerank commands: .npy output equal to rlx_embed's,
@@ -331,6 +359,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   work_dir = argv[3];
+  python = argv[1];
   char cmd[8192];
   snprintf(cmd, sizeof cmd, "\"%s\" \"%s/bert_ref.py\" \"%s\"", argv[1], argv[2], work_dir);
   int rc = system(cmd);
