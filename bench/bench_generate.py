@@ -164,7 +164,7 @@ def loadavg():
 def rlx_run(rlx, model, threads, ctx, n, prompt_file=None, prompt=None):
     cmd = [rlx, "generate", "-m", model, "-n", str(n), "--temp", "0", "--ignore-eos", "--threads", str(threads),
            "--ctx", str(ctx), "--stats-json"] + (["-f", prompt_file] if prompt_file else ["-p", prompt])
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace")  # random weights: any bytes
     if p.returncode:
         sys.exit(f"rlx failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
     return json.loads([l for l in p.stderr.splitlines() if l.startswith("{")][-1])
