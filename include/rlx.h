@@ -914,7 +914,7 @@ void       rlx_sampler_accept(rlx_sampler *s, int32_t token);
  */
 typedef struct rlx_embedder rlx_embedder;
 typedef enum { RLX_POOLING_MODEL = 0, RLX_POOLING_MEAN, RLX_POOLING_CLS, RLX_POOLING_LAST,
-               RLX_POOLING_COUNT } rlx_pooling;
+               RLX_POOLING_MAX, RLX_POOLING_COUNT } rlx_pooling;
 typedef struct {
   rlx_options compile;    /* device, threads, flags of the session */
   rlx_pooling pooling;    /* RLX_POOLING_MODEL (0): as the folder says, else mean */

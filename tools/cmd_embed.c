@@ -15,7 +15,7 @@ static const char *embed_usage =
     "  -m FOLDER            a Hugging Face folder (config.json, model.safetensors,\n"
     "                       tokenizer.json; BERT-family: MiniLM, BGE, E5, GTE)\n"
     "  -p TEXT              one text (repeatable);  -f FILE  one text a line\n"
-    "  --pooling mean|cls|last   (default: the folder's 1_Pooling/config.json)\n"
+    "  --pooling mean|cls|last|max   (default: the folder's 1_Pooling/config.json)\n"
     "  --normalize, --no-normalize  L2 normalization (default: modules.json)\n"
     "  --batch N            texts per graph run (default 32)\n"
     "  --max-tokens N       truncation (default: the model's max_seq_length)\n"
@@ -129,8 +129,11 @@ static int run(int rerank, int argc, char **argv) {
     else if (!strcmp(a, "-p")) {
       if (push(&texts, argv[++i])) goto nomem;
     } else if (!strcmp(a, "--format") && (!strcmp(v, "json") || !strcmp(v, "npy"))) format = v, i++;
-    else if (!strcmp(a, "--pooling") && (!strcmp(v, "mean") || !strcmp(v, "cls") || !strcmp(v, "last"))) {
-      o.pooling = !strcmp(v, "mean") ? RLX_POOLING_MEAN : !strcmp(v, "cls") ? RLX_POOLING_CLS : RLX_POOLING_LAST;
+    else if (!strcmp(a, "--pooling") && (!strcmp(v, "mean") || !strcmp(v, "cls") || !strcmp(v, "last") || !strcmp(v, "max"))) {
+      o.pooling = !strcmp(v, "mean") ? RLX_POOLING_MEAN
+                  : !strcmp(v, "cls") ? RLX_POOLING_CLS
+                  : !strcmp(v, "last") ? RLX_POOLING_LAST
+                                       : RLX_POOLING_MAX;
       i++;
     } else if (!strcmp(a, "--batch") && parse_int(v, 1, 1 << 16, &n)) o.batch = (int)n, i++;
     else if (!strcmp(a, "--max-tokens") && parse_int(v, 1, 1 << 20, &n)) o.max_tokens = n, i++;

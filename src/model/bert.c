@@ -6,12 +6,13 @@
  * tokens; both dims symbolic), an additive key mask [B, 1, 1, S] (0 or
  * -inf: padding never reaches a real token) and pooling weights [B, S, 1]:
  * mean, CLS, last token and mean/sqrt(len) pooling are all a weighted sum
- * of the last hidden states, so one graph serves every pooling and the
- * host only writes the weights. Post-LN layers as BertModel: attention
- * (one Attention op over [B, S, H·D] with the mask), residual + LayerNorm,
- * GELU feed-forward, residual + LayerNorm. A sequence-classification
- * folder (BertForSequenceClassification, XLMRobertaForSequenceClassification:
- * cross-encoder rerankers) ends in its head on the first token instead. */
+ * of the last hidden states, so the host only writes the weights (max
+ * pooling adds them instead: -1e9 on padding, then a max over S). Post-LN
+ * layers as BertModel: attention (one Attention op over [B, S, H·D] with
+ * the mask), residual + LayerNorm, GELU feed-forward, residual + LayerNorm.
+ * A sequence-classification folder (BertForSequenceClassification,
+ * XLMRobertaForSequenceClassification: cross-encoder rerankers) ends in its
+ * head on the first token instead. */
 #include "hf_folder.h"
 #include "wordpiece.h"
 
@@ -168,6 +169,8 @@ static rlx_node head(rlx_embedder *e, rlx_node x) {
   const int64_t B = rlx_dim_sym(g, "B"), S = rlx_dim_sym(g, "S"), H = e->hidden;
   if (!e->classifier) {
     rlx_node pool = rlx_input(g, "pool", RLX_F32, 3, (const int64_t[]){B, S, 1});
+    if (e->pooling == RLX_POOLING_MAX)  /* pool: 0 on the text, -1e9 on padding (sentence-transformers' fill) */
+      return rlx_reduce(g, RLX_REDUCE_MAX, rlx_add(g, x, pool), 1, (const int64_t[]){1}, 0);
     return rlx_reduce(g, RLX_REDUCE_SUM, rlx_mul(g, x, pool), 1, (const int64_t[]){1}, 0);
   }
   rlx_node cls = rlx_reshape(g, rlx_narrow(g, x, 1, 0, 1), 2, (const int64_t[]){B, H});
@@ -305,7 +308,7 @@ static rlx_status read_sentence_config(rlx_embedder *e, rlx_pooling *pooling, in
     else if (json_bool(&d, json_get(&d, 0, "pooling_mode_mean_sqrt_len_tokens"), &on) && on) e->sqrt_len = 1;
     else if (!(json_bool(&d, json_get(&d, 0, "pooling_mode_mean_tokens"), &on) && on) &&
              json_bool(&d, json_get(&d, 0, "pooling_mode_max_tokens"), &on) && on)
-      st = rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/%s: max-token pooling is not supported", h->dir, rel);
+      *pooling = RLX_POOLING_MAX;
     json_free(&d);
     free(text);
     if (st) return st;
@@ -426,7 +429,9 @@ static rlx_status run_batch(rlx_embedder *e, const wp_ids *enc, const text_len *
       mask[b * S + i] = in ? 0.0f : -INFINITY;
     }
     float *w = pool + b * S;
-    if (e->pooling == RLX_POOLING_CLS) w[0] = 1;
+    if (e->pooling == RLX_POOLING_MAX)
+      for (int64_t i = t->n; i < S; i++) w[i] = -1e9f;
+    else if (e->pooling == RLX_POOLING_CLS) w[0] = 1;
     else if (e->pooling == RLX_POOLING_LAST) w[t->n - 1] = 1;
     else
       for (int64_t i = 0; i < t->n; i++) w[i] = (float)(e->sqrt_len ? 1 / sqrt((double)t->n) : 1.0 / (double)t->n);

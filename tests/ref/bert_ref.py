@@ -11,7 +11,7 @@ normalized embeddings (or the classifier's logits of query/text pairs):
     1,200 varied sentences (skipped when the package is missing);
   - tiny_*: random-weight tiny configurations written here with NumPy:
     BERT with F16 weights in two shards, BF16 with CLS pooling and no
-    normalization, a RoBERTa-style classifier (positions offset by
+    normalization, last-token and max pooling, a RoBERTa-style classifier (positions offset by
     pad_token_id + 1, a classification head) and a BERT reranker."""
 import json
 import os
@@ -218,7 +218,7 @@ def tiny(work, name, model_type, dtype, pooling, normalize, classifier, shards):
         json.dump(mods, open(os.path.join(folder, "modules.json"), "w"))
         os.makedirs(os.path.join(folder, "1_Pooling"))
         json.dump({"word_embedding_dimension": H, "pooling_mode_cls_token": pooling == "cls",
-                   "pooling_mode_mean_tokens": pooling == "mean", "pooling_mode_max_tokens": False,
+                   "pooling_mode_mean_tokens": pooling == "mean", "pooling_mode_max_tokens": pooling == "max",
                    "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_lasttoken": pooling == "last"},
                   open(os.path.join(folder, "1_Pooling", "config.json"), "w"))
     Wr = load_weights(folder)
@@ -238,7 +238,7 @@ def tiny(work, name, model_type, dtype, pooling, normalize, classifier, shards):
             c = np.tanh(x[0] @ Wr["classifier.dense.weight"].T + Wr["classifier.dense.bias"])
             y = c @ Wr["classifier.out_proj.weight"].T + Wr["classifier.out_proj.bias"]
         else:
-            y = {"mean": x.mean(0), "cls": x[0], "last": x[-1]}[pooling]
+            y = {"mean": x.mean(0), "cls": x[0], "last": x[-1], "max": x.max(0)}[pooling]
             if normalize:
                 y = y / np.linalg.norm(y)
         ids.append(e.ids)
@@ -272,6 +272,7 @@ def main():
     tiny(work, "tiny_bert_f16", "bert", "f16", "mean", True, None, 2)
     tiny(work, "tiny_bert_bf16_cls", "bert", "bf16", "cls", False, None, 1)
     tiny(work, "tiny_bert_last", "bert", "f32", "last", True, None, 1)
+    tiny(work, "tiny_bert_max", "bert", "bf16", "max", True, None, 1)
     tiny(work, "tiny_roberta_cls", "roberta", "f32", None, False, "roberta", 1)
     tiny(work, "tiny_bert_rerank", "bert", "f16", None, False, "bert", 3)
     minilm(work)
