@@ -13,7 +13,7 @@ tg (interleaved, so background load hits both alike); every run is a fresh
 process and records the 1-minute load average before it. Reported: medians,
 rlx / llama.cpp, and each as a fraction of its limit:
   decode   matmul weight bytes per token x tokens/s / DRAM read bandwidth
-  prefill  2 x matmul weights x tokens/s / int8 multiply-add ceiling (VNNI)
+  prefill  2 x matmul weights but the output matrix x tokens/s / int8 ceiling (VNNI)
 (attention and the rest are left out of both counts, so the fractions are
 slight underestimates). The limits come from a small C probe compiled here:
 read bandwidth over 1 GiB, and the FMA (F32) and vpdpbusd (int8) peak of
@@ -143,18 +143,21 @@ def probe_limits(threads):
 
 
 def matmul_weights(path):
-    """(bytes, elements) of the 2-D weights a token's forward pass multiplies by (the output
-    matrix, or the tied embedding; not the embedding lookup)."""
+    """(bytes, elements) of the 2-D weights a decode step multiplies by (the output matrix, or
+    the tied embedding; not the embedding lookup), and the elements without the output matrix
+    (a prefill computes logits for its last token only)."""
     from gguf import GGUFReader
     r = GGUFReader(path)
     ts = {t.name: t for t in r.tensors}
-    nbytes = elems = 0
+    nbytes = elems = out_elems = 0
     for name, t in ts.items():
         if len(t.shape) != 2 or (name == "token_embd.weight" and "output.weight" in ts):
             continue
         nbytes += int(t.n_bytes)
         elems += int(t.n_elements)
-    return nbytes, elems
+        if name in ("output.weight", "token_embd.weight"):
+            out_elems = int(t.n_elements)
+    return nbytes, elems, elems - out_elems
 
 
 def loadavg():
@@ -293,7 +296,7 @@ def main():
     ctx = args.pp + args.tg + 16
     rows = []
     for model in models:
-        wbytes, welems = matmul_weights(model)
+        wbytes, welems, pp_elems = matmul_weights(model)
         prompt_file, ptoks = calibrate_prompt(args.rlx, model, args.pp, ctx)
         try:
             for t in threads:
@@ -315,13 +318,13 @@ def main():
                 row = {"model": os.path.basename(model), "threads": t, "prompt_tokens": ptoks, **med,
                        "pp_ratio": med["rlx_pp"] / med["llama_pp"], "tg_ratio": med["rlx_tg"] / med["llama_tg"],
                        "load_min": min(loads), "load_max": max(loads), "runs": res,
-                       "weight_bytes": wbytes, "weight_elems": welems}
+                       "weight_bytes": wbytes, "weight_elems": welems, "prefill_elems": pp_elems}
                 if lim:
                     bw = lim["read_GBps"] * 1e9
                     ops = lim["vnni_GOPs"] * 1e9
                     for who in ("rlx", "llama"):
                         row[f"{who}_tg_of_bw"] = wbytes * med[f"{who}_tg"] / bw
-                        row[f"{who}_pp_of_vnni"] = 2 * welems * med[f"{who}_pp"] / ops
+                        row[f"{who}_pp_of_vnni"] = 2 * pp_elems * med[f"{who}_pp"] / ops
                 rows.append(row)
                 print(f"{row['model']:32} t{t} pp {med['rlx_pp']:8.1f} / {med['llama_pp']:8.1f} = "
                       f"{row['pp_ratio']:.2f}x  tg {med['rlx_tg']:7.1f} / {med['llama_tg']:7.1f} = "
