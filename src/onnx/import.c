@@ -207,11 +207,12 @@ rlx_status ox_known_from_tensor(ox_importer *im, const ox_node *n, int i, const 
     return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a tensor of type %s, rank %d", ox_dtype_name(t->data_type), t->rank);
   int is_int = ir_is_int(dt) || dt == RLX_BOOL;
   void *buf = ox_alloc(im->arena, (size_t)(t->numel ? t->numel : 1) * 8);
-  if (!buf) return RLX_ERR_NOMEM;
+  const void *data = ox_aligned_data(im->arena, t);
+  if (!buf || (!data && t->numel)) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
   for (int64_t k = 0; k < t->numel; k++) {
-    double r = rlx_value_as_f64((rlx_dtype)dt, t->data, k);
+    double r = rlx_value_as_f64((rlx_dtype)dt, data, k);
     if (is_int) {
-      if (dt == RLX_I64) memcpy((int64_t *)buf + k, (const int64_t *)t->data + k, 8);
+      if (dt == RLX_I64) ((int64_t *)buf)[k] = ((const int64_t *)data)[k];
       else ((int64_t *)buf)[k] = ox_f2i(r);
     } else ((double *)buf)[k] = r;
   }

@@ -144,6 +144,9 @@ const char *ox_dtype_name(int32_t onnx_type);
 /* Sets t->data / t->nbytes: raw_data in place, a typed field decoded into
  * the arena, or a range of an external file. Checks sizes and types. */
 rlx_status ox_tensor_resolve(ox_arena *a, ox_external *x, const char *model_name, ox_tensor *t);
+/* A resolved tensor's bytes aligned to its element size, to read as C
+ * values: in place, or copied into the arena (NULL on NOMEM). */
+const void *ox_aligned_data(ox_arena *a, const ox_tensor *t);
 
 /* ---------------------------------------------------------------- import (import.c, ops_*.c) */
 

@@ -396,7 +396,9 @@ rlx_status ox_op_constant_of_shape(ox_importer *im, const ox_node *n) {
     int dt = ox_rlx_dtype(a->t->data_type);
     if (dt < 0 || a->t->numel != 1) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "value of type %s", ox_dtype_name(a->t->data_type));
     t = (rlx_dtype)dt;
-    val = rlx_value_as_f64(t, a->t->data, 0);
+    const void *vd = ox_aligned_data(im->arena, a->t);
+    if (!vd) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
+    val = rlx_value_as_f64(t, vd, 0);
   }
   int64_t numel = 1;
   for (int64_t i = 0; i < k; i++) {

@@ -212,3 +212,11 @@ rlx_status ox_tensor_resolve(ox_arena *a, ox_external *x, const char *model, ox_
   if (!t->typed_field) return rlx_set_error(RLX_ERR_FORMAT, "%s: ONNX: tensor %s has no data", model, t->name);
   return decode_typed(a, model, t, size);
 }
+
+const void *ox_aligned_data(ox_arena *a, const ox_tensor *t) {
+  size_t size = t->numel ? t->nbytes / (size_t)t->numel : 1;
+  if (!t->data || size == 0 || (uintptr_t)t->data % size == 0) return t->data;
+  void *copy = ox_alloc(a, t->nbytes);   /* raw_data sits anywhere in the file */
+  if (copy) memcpy(copy, t->data, t->nbytes);
+  return copy;
+}
