@@ -800,13 +800,14 @@ template <typename O> static int qmv_typed(const cu_qmv_args *a, cudaStream_t st
   }
 }
 
-/* Rows per warp: one. An earlier plan gave one wave of warps (rows / 4224 a
- * warp, streamed as one run of chunks); on the H200 one row a warp was
- * faster at every shape bench_cuda_kernels measures (M = 1, TB/s of
- * weights, one wave -> one row a warp): q8_0 28672x4096 3.12 -> 3.57,
- * 128256x4096 3.54 -> 4.31; q4_K 28672x4096 1.88 -> 2.00; the smaller
- * matrices had one row a warp already, and 2 or 4 were slower there. The
- * kernel still takes any rpw (the bench sweeps it). */
+/* Rows per warp: two for the direct kernels (M = 1; they take 1, 2 or 4:
+ * the rows share x's loads), one for the ring kernel. For the ring kernel
+ * an earlier plan gave one wave of warps (rows / 4224 a warp, streamed as
+ * one run of chunks); on the H200 one row a warp was faster at every
+ * shape bench_cuda_kernels measures (M = 1, TB/s of weights, one wave ->
+ * one row a warp): q8_0 28672x4096 3.12 -> 3.57, 128256x4096 3.54 ->
+ * 4.31; q4_K 28672x4096 1.88 -> 2.00. The ring kernel takes any rpw and
+ * the direct ones 1, 2 or 4 (the bench sweeps them). */
 extern "C" void cu_qmv_plan(cu_qmv_args *a) {
   a->rows = 0;
   for (int s = 0; s < a->nseg; s++) a->rows += a->seg[s].N;
