@@ -219,7 +219,9 @@ extern "C" int cu_qmm_launch(const void *x, int x_dtype, const void *w, int sche
  * quantizes x the same way for the legacy blocks and per 256 (ggml's
  * q8_K) for the K-quants; 32 is the finer of the two.
  *
- * Weights stream through shared memory: each warp owns a run of
+ * At M = 1 every scheme but Q6_K takes a direct kernel (below the ring
+ * kernel), which loads the weights straight into registers. Otherwise
+ * weights stream through shared memory: each warp owns a run of
  * consecutive output columns (weight rows: one contiguous span of bytes
  * per segment) and copies it a chunk of whole blocks at a time with
  * 16-byte cp.async into a ring of qmv_stage<S>::N buffers, so a warp keeps
