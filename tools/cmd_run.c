@@ -277,7 +277,9 @@ int cmd_run(int argc, char **argv) {
     for (int d = 0; d < rank; d++) numel *= dims[d];
     size_t nb = rlx_dtype_nbytes(t, numel);
     const char *name = rlx_model_output_name(m, i);
-    printf("output %s: %s[", name ? name : "?", rlx_dtype_name(t));
+    printf("output ");
+    cli_put_escaped(stdout, name ? name : "?", strlen(name ? name : "?"), 0);
+    printf(": %s[", rlx_dtype_name(t));
     for (int d = 0; d < rank; d++) printf("%s%lld", d ? "," : "", (long long)dims[d]);
     printf("]\n");
     if (!out_dir) continue;
