@@ -84,7 +84,9 @@ rlx_status ox_op_attention(ox_importer *im, const ox_node *n) {
   rlx_node_type(g, v, NULL, vd);
   hq = qd[1], hk = kd[1];
   int64_t d = qd[3], dv = vd[3], s = qd[2], past = 0;
-  if (hk <= 0 || hq % hk) return ox_node_fail(im, n, RLX_ERR_INVALID, "%lld query heads for %lld kv heads", (long long)hq, (long long)hk);
+  if (ir_dim_is_sym(hq) || ir_dim_is_sym(hk) || ir_dim_is_sym(d) || ir_dim_is_sym(dv))
+    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "symbolic head counts or head sizes");
+  if (hk <= 0 || hq <= 0 || hq % hk) return ox_node_fail(im, n, RLX_ERR_INVALID, "%lld query heads for %lld kv heads", (long long)hq, (long long)hk);
   if (ox_has_in(n, 4) != ox_has_in(n, 5)) return ox_node_fail(im, n, RLX_ERR_INVALID, "past_key without past_value");
   if (ox_has_in(n, 4)) {
     rlx_node pk = IN(4), pv;

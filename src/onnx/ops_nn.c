@@ -205,6 +205,7 @@ rlx_status ox_op_layer_norm(ox_importer *im, const ox_node *n) {
   int r = rlx_node_type(im->g, x, NULL, NULL);
   int64_t axis = ox_attr_int(n, "axis", -1);
   if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return ox_node_fail(im, n, RLX_ERR_INVALID, "axis out of range");
   int64_t gd[RLX_MAX_RANK], xd[RLX_MAX_RANK], full[RLX_MAX_RANK];
   int gr = rlx_node_type(im->g, gamma, NULL, gd);
   rlx_node_type(im->g, x, NULL, xd);
