@@ -28,7 +28,7 @@ echo "install_check: $version, soname $soname"
 "$cmake" --build "$tmp/cmake" >/dev/null
 "$tmp/cmake/mlp"
 "$tmp/cmake/mlp_static"
-if ldd "$tmp/cmake/mlp_static" | grep -q librlx; then
+if grep -q librlx <<<"$(ldd "$tmp/cmake/mlp_static")"; then
   echo "install_check: mlp_static links librlx.so"; exit 1
 fi
 
@@ -37,8 +37,10 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 # shellcheck disable=SC2046
 "$cc" -o "$tmp/mlp_pc" "$src/examples/mlp.c" $(pkg-config --cflags --libs rlx) -lm
 LD_LIBRARY_PATH=$prefix/lib "$tmp/mlp_pc"
-LD_LIBRARY_PATH=$prefix/lib ldd "$tmp/mlp_pc" | grep -q "$prefix/lib/$soname" || {
-  echo "install_check: mlp_pc does not load the installed $soname"; ldd "$tmp/mlp_pc"; exit 1; }
+# ldd's output is read whole first: grep -q ending the pipe early would fail it under pipefail.
+deps=$(LD_LIBRARY_PATH=$prefix/lib ldd "$tmp/mlp_pc")
+grep -q "$prefix/lib/$soname" <<<"$deps" || {
+  echo "install_check: mlp_pc does not load the installed $soname"; echo "$deps"; exit 1; }
 # shellcheck disable=SC2046
 "$cc" -o "$tmp/mlp_pc_static" "$src/examples/mlp.c" $(pkg-config --cflags rlx) \
   "$prefix/lib/librlx.a" $(pkg-config --static --libs rlx | sed -E 's/(^| )-lrlx( |$)/ /')
