@@ -60,6 +60,8 @@ static rlx_status read_spatial(ox_importer *im, const ox_node *n, const int64_t 
     sp->d[i] = di ? di->ints[i] : 1;
     sp->pad[i] = pa ? pa->ints[i] : 0;
     sp->pad[sp->nd + i] = pa ? pa->ints[sp->nd + i] : 0;
+    if (sp->s[i] < 1 || sp->d[i] < 1 || sp->pad[i] < 0 || sp->pad[sp->nd + i] < 0)
+      return ox_node_fail(im, n, RLX_ERR_INVALID, "strides and dilations must be >= 1 and pads >= 0");
   }
   const char *ap = ox_attr_str(n, "auto_pad", "NOTSET");
   if (!strcmp(ap, "VALID")) {
@@ -380,7 +382,7 @@ rlx_status ox_op_resize(ox_importer *im, const ox_node *n) {
     return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "scales or sizes not known at import");
   }
   if (out[0] != xd[0] || out[1] != xd[1]) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "resizing the batch or channel dim");
-  for (int i = 2; i < 4; i++) whole &= out[i] >= xd[i] && out[i] % xd[i] == 0;
+  for (int i = 2; i < 4; i++) whole &= xd[i] > 0 && out[i] >= xd[i] && out[i] % xd[i] == 0;
   const char *mode = ox_attr_str(n, "mode", "nearest");
   const char *ctm = ox_attr_str(n, "coordinate_transformation_mode", legacy ? "asymmetric" : "half_pixel");
   const char *nm = ox_attr_str(n, "nearest_mode", legacy ? "floor" : "round_prefer_floor");

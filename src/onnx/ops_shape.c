@@ -305,7 +305,7 @@ rlx_status ox_op_split(ox_importer *im, const ox_node *n) {
   int64_t k = 0, parts[256];
   const int64_t *sp = ints_in_or_attr(im, n, 1, "split", &k);
   int no = n->n_outputs;
-  if (no > 256) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "%d outputs", no);
+  if (no < 1 || no > 256) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "%d outputs", no);
   if (sp) {
     if (k != no) return ox_node_fail(im, n, RLX_ERR_INVALID, "%lld split sizes for %d outputs", (long long)k, no);
     memcpy(parts, sp, (size_t)k * sizeof *parts);
