@@ -152,7 +152,7 @@ rlx_status ox_op_mod(ox_importer *im, const ox_node *n) {
    * built for floats. */
   if (ox_attr_int(n, "fmod", 0) && ir_is_float(t)) {
     rlx_node q = rlx_div(im->g, a, b);
-    /* trunc(q) = sign(q) * floor(|q|) = q - mod(q, sign(q))... use mod on |q| */
+    /* trunc(q) = sign(q) * floor(|q|), with floor(|q|) = |q| - mod(|q|, 1) */
     rlx_node aq = rlx_activation(im->g, RLX_ACT_ABS, q);
     rlx_node fr = rlx_mod(im->g, aq, ox_scalar_like(im, aq, 1.0));
     rlx_node tr = rlx_mul(im->g, rlx_activation(im->g, RLX_ACT_SIGN, q), rlx_sub(im->g, aq, fr));
