@@ -14,19 +14,8 @@
 set -uo pipefail
 mode=$1 rlx=$2 python=$3 work=$4
 mkdir -p "$work"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect RC NEEDLE CMD...: exit status RC and NEEDLE in stdout+stderr.
-expect() {
-  local want=$1 needle=$2
-  shift 2
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  [ "$rc" = "$want" ] || fail "exit $rc (want $want): $*"$'\n'"$out"
-  grep -qF -- "$needle" <<<"$out" || fail "no '$needle' in the output of: $*"$'\n'"$out"
-}
+# shellcheck source=cli_expect.sh
+. "$(dirname "$0")/cli_expect.sh"
 
 case $mode in
 help)

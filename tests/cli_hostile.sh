@@ -11,8 +11,8 @@
 set -uo pipefail
 rlx=$1 python=$2 work=$3
 mkdir -p "$work"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=cli_expect.sh
+. "$(dirname "$0")/cli_expect.sh"
 "$python" "$(dirname "$0")/ref/hostile_models.py" --out "$work" || { echo "FAIL: hostile_models.py"; exit 1; }
 
 "$rlx" info "$work/evil_names.gguf" >"$work/info.out" 2>&1 || fail "rlx info exited non-zero: $(cat "$work/info.out")"
