@@ -34,9 +34,12 @@
  *                      reads, from any number of threads at once.
  *   rlx_tokenizer      load and free by one thread; tokenize, detokenize and
  *                      the token queries only read: any number of threads.
- *   rlx_llm, rlx_sampler
+ *   rlx_llm, rlx_sampler, rlx_grammar
  *                      one thread at a time, not detected: give each thread
- *                      its own (rlx_llm_load of one open file is fine).
+ *                      its own (rlx_llm_load of one open file is fine). All
+ *                      sequences of one rlx_llm are decoded by its one
+ *                      thread; a grammar's queries (rlx_grammar_allows)
+ *                      use its scratch space, so they count as calls too.
  *   rlx_model          see its section.
  */
 #ifndef RLX_H
@@ -82,7 +85,8 @@ int rlx_cpu_threads(int requested);
 typedef enum { RLX_F32, RLX_F16, RLX_BF16, RLX_F64, RLX_I8, RLX_U8, RLX_I32,
                RLX_I64, RLX_BOOL, /* GGUF block types: */ RLX_Q4_0, RLX_Q4_1,
                RLX_Q5_0, RLX_Q5_1, RLX_Q8_0, RLX_Q2_K, RLX_Q3_K, RLX_Q4_K,
-               RLX_Q5_K, RLX_Q6_K, RLX_Q8_K, RLX_DTYPE_COUNT } rlx_dtype;
+               RLX_Q5_K, RLX_Q6_K, RLX_Q8_K, /* more integers: */ RLX_I16,
+               RLX_U16, RLX_U32, RLX_U64, RLX_DTYPE_COUNT } rlx_dtype;
 
 const char *rlx_dtype_name(rlx_dtype t);     /* "f32", "q4_k", ... */
 /* Bytes of a tensor of numel elements (block types: numel must be a whole
@@ -269,6 +273,11 @@ rlx_node rlx_fake_quantize(rlx_graph *g, rlx_node x, rlx_node scale, rlx_node ze
 /* Fused ops (the fusion passes make these; they can also be built directly) */
 rlx_node rlx_fused_matmul_bias_act(rlx_graph *g, rlx_node a, rlx_node w, rlx_node bias,
                                    rlx_act act, double alpha);
+/* clamp(act(conv(x, w) + bias[c] + residual), lo, hi): a Conv with its
+ * epilogue; residual may be -1 (none), act RLX_ACT_NONE and lo/hi
+ * -INFINITY/INFINITY for no activation or clamp. */
+rlx_node rlx_fused_conv(rlx_graph *g, rlx_node x, rlx_node w, rlx_node bias, rlx_node residual,
+                        const rlx_conv_desc *d, rlx_act act, double alpha, double lo, double hi);
 /* bias may be -1 */
 rlx_node rlx_fused_residual_ln(rlx_graph *g, rlx_node x, rlx_node res, rlx_node bias,
                                rlx_node gamma, rlx_node beta, double eps);
@@ -756,7 +765,9 @@ rlx_status rlx_model_compile(rlx_model *m, const rlx_options *opt, rlx_session *
 /* Inputs (those without a weight) and outputs, as the file declares them.
  * *_type returns the rank (-1 for a bad index); dtype RLX_DTYPE_COUNT is a
  * type rlx has no dtype for; dims may be NULL; a symbolic dim comes back as
- * its token, named by rlx_model_dim_name ("batch"), an unknown one as -1. */
+ * its token, named by rlx_model_dim_name ("batch"), an unknown one as -1.
+ * ONNX's float8, float4, int4/uint4 and int2/uint2 are RLX_U8: one
+ * element a byte, its bit pattern in the low bits (as ml_dtypes holds them). */
 int         rlx_model_num_inputs(const rlx_model *m);
 int         rlx_model_num_outputs(const rlx_model *m);
 const char *rlx_model_input_name(const rlx_model *m, int i);   /* NULL for a bad i */
@@ -764,6 +775,13 @@ const char *rlx_model_output_name(const rlx_model *m, int i);
 int         rlx_model_input_type(const rlx_model *m, int i, rlx_dtype *dtype, int64_t *dims);
 int         rlx_model_output_type(const rlx_model *m, int i, rlx_dtype *dtype, int64_t *dims);
 const char *rlx_model_dim_name(const rlx_model *m, int64_t dim);  /* NULL for a static dim */
+/* Value inputs: inputs whose contents the graph's shapes depend on (a
+ * Reshape's shape, a Slice's starts, axes given as inputs). Such a model has
+ * no single graph (rlx_model_graph fails); rlx_model_compile returns a
+ * session that builds the graph at rlx_run, with the value inputs as
+ * constants, once per distinct set of their contents (kept and reused).
+ * 1 when input i is one; known after the first rlx_model_graph/compile. */
+int         rlx_model_input_is_value(const rlx_model *m, int i);
 /* Text: format, producer, opsets, inputs and outputs with shapes, a
  * histogram of op types, and each op type rlx cannot import (with why).
  * Caller frees with free(); NULL on allocation failure. */
@@ -783,6 +801,17 @@ char       *rlx_model_summary(const rlx_model *m);
  *   rlx_sampler_params sp = rlx_sampler_default_params();
  *   rlx_sampler_new(&sp, rlx_llm_vocab_size(m), &smp);
  *   int32_t t = rlx_sampler_sample(smp, logits);     // then rlx_llm_eval(m, &t, 1, 0, logits) ...
+ *
+ * A Hugging Face folder (config.json, model.safetensors or its sharded
+ * index, tokenizer.json, tokenizer_config.json, generation_config.json) of
+ * a llama / mistral / qwen2 / qwen3 checkpoint loads with rlx_llm_open,
+ * its F32/F16/BF16 weights used in place; rlx_llm_file(m) is then the
+ * metadata convert_hf_to_gguf.py would write (tokenizer, chat template,
+ * general.sampling.* defaults) for rlx_tokenizer_load and
+ * rlx_chat_apply_template:
+ *
+ *   rlx_llm_open("Qwen3-0.6B", NULL, &m);            // or a .gguf path
+ *   rlx_tokenizer_load(rlx_llm_file(m), &tok);
  */
 
 /* ---- tokenizer (src/model/tokenizer*.c) */
@@ -836,6 +865,10 @@ typedef struct {
   /* KV cache dtype: RLX_F32 (0, the default), RLX_F16 or RLX_BF16 (half the
    * memory; keys and values rounded to it, attention in it). */
   rlx_dtype   cache_type;
+  /* Sequences decoded together (rlx_llm_decode); 0: 1. Each may reach
+   * n_ctx positions: the KV pool holds n_seq * n_ctx rows (a server's
+   * --ctx C --parallel N is n_ctx C / N, n_seq N). */
+  int32_t     n_seq;
 } rlx_llm_options;
 typedef struct {
   char    arch[32];       /* general.architecture: llama, qwen2, qwen3, ... */
@@ -859,6 +892,11 @@ typedef struct {
  * qwen3), compiles it through the normal pipeline and binds the weights in
  * place (no copy). opt may be NULL. */
 rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx_llm **out);
+/* A GGUF file or a Hugging Face folder by path, kept open by the decoder
+ * until rlx_llm_free. */
+rlx_status rlx_llm_open(const char *path, const rlx_llm_options *opt, rlx_llm **out);
+/* The file the decoder reads its metadata from (a folder's: converted). */
+const rlx_model_file *rlx_llm_file(const rlx_llm *m);
 void       rlx_llm_free(rlx_llm *m);
 rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out);
 /* The info rlx_llm_load would give with default options, from the metadata
@@ -877,7 +915,78 @@ rlx_status rlx_llm_truncate(rlx_llm *m, int64_t n_past);
  * re-plan per token). */
 int64_t    rlx_llm_plans_built(const rlx_llm *m);
 
+/* ---- several sequences in one decoder (src/model/llm_batch.c, kv_pool.c)
+ * The KV pool is one set of cells shared by n_seq sequences (llama.cpp's
+ * unified cache): each cell holds the K/V rows of one position and the set
+ * of sequences that see it. A batch lists (token, sequence, want logits)
+ * entries; each entry goes at its sequence's next position (entries of one
+ * sequence in batch order), so one call can carry a prefill chunk of one
+ * sequence and the decode tokens of others, and runs as one graph (one
+ * read of the weights for all of them; a batch past 512 entries, or wider
+ * than the largest run of free cells, runs in pieces). A query sees only
+ * the cells of its own sequence at positions up to its own (the mask), so
+ * a sequence's logits do not depend on what runs beside it. On the CPU
+ * with quantized weights they are the bits of the sequence run alone,
+ * however its prompt is cut into batches: a sequence's cells stay in the
+ * order of its positions, the attention sums over its keys in that order
+ * whatever cells lie between, and a quantized product rounds each
+ * activation row on its own. Products of float weights meet a GEMM whose
+ * blocking depends on the row count: equal up to float rounding there.
+ * test_llm_batch checks the logits of sequences decoded together against
+ * each alone: the same bits (Q8_0 weights), within 1e-4 of the largest
+ * logit (float weights), and equal greedy tokens.
+ *
+ *   rlx_llm_options o = {.n_ctx = 2048, .n_seq = 4};
+ *   int32_t tok[3] = {a0, b7, c9}, seq[3] = {0, 1, 2};
+ *   rlx_llm_batch b = {3, tok, seq, NULL};          // all three logits
+ *   rlx_llm_decode(m, &b, logits);                   // 3 * n_vocab floats
+ *
+ * Stop strings are matched by the caller (rlx serve matches them on the
+ * detokenized text, across token boundaries), not here.
+ * rlx_llm_eval, _n_past and _truncate work on sequence 0. */
+typedef struct {
+  int64_t        n;       /* entries */
+  const int32_t *token;   /* [n] token ids */
+  const int32_t *seq;     /* [n] sequence of each, in [0, n_seq); NULL: all 0 */
+  /* [n] nonzero: this entry's logits are returned; NULL: every entry's */
+  const int8_t  *logits;
+} rlx_llm_batch;
+/* Runs the batch: logits gets n_vocab floats per entry that asked, in
+ * batch order. RLX_ERR_INVALID (nothing run) for a bad token or sequence,
+ * or a sequence that would pass n_ctx (shift or truncate it first). */
+rlx_status rlx_llm_decode(rlx_llm *m, const rlx_llm_batch *b, float *logits);
+int32_t    rlx_llm_n_seq(const rlx_llm *m);
+/* Per-row context of a sequence (rlx_llm_options.n_ctx). */
+int64_t    rlx_llm_n_ctx(const rlx_llm *m);
+/* Positions a sequence holds (its next position); 0 for a bad seq. */
+int64_t    rlx_llm_seq_n_past(const rlx_llm *m, int32_t seq);
+/* The tokens of those positions (n_past of them, valid until the next call
+ * that changes the sequence); NULL for a bad seq. A prompt cache compares a
+ * new prompt with them and keeps the common prefix (rlx_llm_seq_truncate or
+ * rlx_llm_seq_copy). */
+const int32_t *rlx_llm_seq_tokens(const rlx_llm *m, int32_t seq);
+/* Forgets seq's positions from n_past on (0: the sequence is empty). */
+rlx_status rlx_llm_seq_truncate(rlx_llm *m, int32_t seq, int64_t n_past);
+/* dst (emptied first) shares src's first n positions: no rows are copied
+ * or recomputed, both see the same cells until each writes its own. */
+rlx_status rlx_llm_seq_copy(rlx_llm *m, int32_t src, int32_t dst, int64_t n);
+/* Context shift (llama.cpp's rule, for a sequence at n_ctx): positions
+ * [n_keep, n_keep + n_discard) are dropped and those after move down by
+ * n_discard, their keys rotated to the new positions (re-roped; rows
+ * shared with another sequence are copied first, so it keeps its own).
+ * llama.cpp discards n_discard = (n_past - n_keep) / 2. It costs a copy of
+ * the cache through the host, as state files do. On an error the sequence
+ * keeps its first n_keep positions. */
+rlx_status rlx_llm_seq_shift(rlx_llm *m, int32_t seq, int64_t n_keep, int64_t n_discard);
+/* A sequence's state (its tokens and their K/V rows) to a file and back
+ * (into seq, emptied first). A file of another model or cache type, one
+ * longer than the context, or a damaged one (a checksum covers it) is
+ * RLX_ERR_FORMAT and changes nothing. */
+rlx_status rlx_llm_seq_save(rlx_llm *m, int32_t seq, const char *path);
+rlx_status rlx_llm_seq_load(rlx_llm *m, int32_t seq, const char *path);
+
 /* ---- sampler (src/model/sampler.c) */
+typedef struct { int32_t token; float bias; } rlx_logit_bias;
 typedef struct {
   float    temperature;     /* <= 0: greedy (argmax) */
   int32_t  top_k;           /* 0: off */
@@ -886,6 +995,15 @@ typedef struct {
   float    repeat_penalty;  /* 1: off; llama.cpp's rule on the last repeat_last_n tokens */
   int32_t  repeat_last_n;
   uint64_t seed;            /* same seed, same logits: same tokens */
+  /* OpenAI's penalties on the tokens among the last repeat_last_n accepted
+   * ones (as llama.cpp): logit -= count * frequency_penalty +
+   * (count > 0) * presence_penalty. 0: off. */
+  float    frequency_penalty;
+  float    presence_penalty;
+  /* OpenAI's logit_bias: added to the logits before anything else
+   * (-INFINITY bans a token). Copied by rlx_sampler_new. */
+  int32_t  n_logit_bias;
+  const rlx_logit_bias *logit_bias;
 } rlx_sampler_params;
 typedef struct rlx_sampler rlx_sampler;
 rlx_sampler_params rlx_sampler_default_params(void);  /* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, penalty 1, last 64, seed 0 */
@@ -897,12 +1015,52 @@ int32_t    rlx_sampler_sample(rlx_sampler *s, const float *logits);
 /* Records a token (e.g. the prompt's) for the repetition penalty. */
 void       rlx_sampler_accept(rlx_sampler *s, int32_t token);
 
+/* ---- constrained decoding (src/model/grammar*.c, json_schema.c)
+ * A GBNF grammar (llama.cpp's format: rules `name ::= alternatives`,
+ * "literals", [character classes] with ranges and ^, ( groups ), the
+ * repetitions * + ? {m} {m,} {m,n}, # comments) matched over the bytes of
+ * the vocabulary's token pieces. Set on a sampler, it removes every token
+ * whose piece the grammar cannot continue with (end-of-generation tokens
+ * only where the grammar may end), so what is sampled always follows it.
+ * A grammar holds the parse state of one generation: one per request.
+ * As llama.cpp, the sampler first draws from the unconstrained chain and
+ * keeps the token when the grammar allows it, and masks the whole
+ * vocabulary only otherwise (greedy picks the same token either way). */
+typedef struct rlx_grammar rlx_grammar;
+/* Parses gbnf (root: the start rule, NULL for "root") for tok's vocabulary
+ * (borrowed: it must outlive the grammar; NULL: the grammar is only
+ * parsed and checked). A syntax error, an undefined or twice-defined rule,
+ * left recursion or no root rule is RLX_ERR_FORMAT naming it (and the
+ * line and column of a syntax error). */
+rlx_status rlx_grammar_new(const char *gbnf, const char *root, const rlx_tokenizer *tok, rlx_grammar **out);
+void       rlx_grammar_free(rlx_grammar *g);
+/* Whether the grammar, in its present state, takes token next. */
+int        rlx_grammar_allows(const rlx_grammar *g, int32_t token);
+/* Advances the state over token's piece; RLX_ERR_INVALID if it does not fit. */
+rlx_status rlx_grammar_accept(rlx_grammar *g, int32_t token);
+/* 1 when the text so far is a whole sentence of the grammar. */
+int        rlx_grammar_complete(const rlx_grammar *g);
+/* Constrains s's draws (NULL: no grammar); the sampler borrows g and
+ * advances it with every token it samples (not with rlx_sampler_accept's:
+ * a prompt is not grammar text). Sampling fails (-1) where the grammar
+ * allows no token. */
+rlx_status rlx_sampler_set_grammar(rlx_sampler *s, rlx_grammar *g);
+/* A JSON schema (OpenAI's response_format json_schema: type, properties,
+ * required, items, enum, const, anyOf/oneOf, $ref to $defs, min/maxItems,
+ * string formats as plain strings) as GBNF text of a JSON value that
+ * validates against it; NULL or "{}" gives any JSON object
+ * (response_format json_object). *gbnf is freed with free(). A keyword
+ * that would need more than GBNF can say is RLX_ERR_UNSUPPORTED naming it. */
+rlx_status rlx_json_schema_to_gbnf(const char *schema, char **gbnf);
+
 /* ------------------------------------------ text embeddings (src/model/bert.c) */
 /* A BERT-family sentence encoder (BERT, RoBERTa: MiniLM, BGE, E5, GTE) from
  * a Hugging Face model folder: config.json, model.safetensors (or a sharded
  * model.safetensors.index.json; F32/F16/BF16 used in place), tokenizer.json
  * (or vocab.txt) and sentence-transformers' modules.json and
- * 1_Pooling/config.json for the pooling and normalization. A batch of texts
+ * 1_Pooling/config.json for the pooling and normalization; or a GGUF file
+ * as llama.cpp writes one (architectures bert and nomic-bert, float or
+ * quantized, its pooling_type, L2-normalized). A batch of texts
  * runs as one graph, sorted by length and padded with a mask: a text's
  * embedding does not depend on its batch (to float rounding).
  *

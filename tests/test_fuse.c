@@ -289,10 +289,75 @@ static rlx_graph *fuse_checked(const char *what, const rlx_graph *g, int want_ch
   return f;
 }
 
-/* ---------------------------------------------------------------- matmul + bias + act */
-
 static const char *const dtype_names[] = {"f32", "f16", "bf16", "f64"};
 static const rlx_dtype dtypes[] = {RLX_F32, RLX_F16, RLX_BF16, RLX_F64};
+
+/* ---------------------------------------------------------------- conv + epilogue */
+
+/* A Conv (3x3, or depthwise), then `tail` (nodes %6.. reading the conv %5
+ * and x %0 of the same shape), in dtype t. */
+static rlx_graph *conv_graph(const char *t, int depthwise, int bias, const char *tail, const char *outputs) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "graph \"conv\" {\n"
+           "  %%0 = Input{name=\"x\"} : %s[2,4,6,5]\n"
+           "  %%1 = Param{name=\"w\"} : %s[4,%d,3,3]\n"
+           "  %%2 = Param{name=\"b\"} : %s[4]\n"
+           "  %%5 = Conv{ndim=2, pad=[1, 1, 1, 1], groups=%d}(%%0, %%1%s)\n"
+           "%s  outputs %s\n}\n",
+           t, t, depthwise ? 1 : 4, t, depthwise ? 4 : 1, bias ? ", %2" : "", tail, outputs);
+  return parse(text);
+}
+
+static void test_conv(void) {
+  for (int di = 0; di < 4; di++) {
+    const char *t = dtype_names[di];
+    /* relu(conv + x), clamped: one FusedConv with all of it */
+    rlx_graph *g = conv_graph(t, di % 2, 1,
+                              "  %6 = Binary{op=add}(%0, %5)\n  %7 = Activation{act=relu}(%6)\n"
+                              "  %8 = Clamp{lo=0, hi=6}(%7)\n",
+                              "%8");
+    rlx_graph *f = fuse_checked("conv+res+relu+clamp", g, 1, dtypes[di]);
+    const ir_node *n = find_op(f, RLX_OP_FusedConv);
+    CHECK(n && n->n_in == 4 && n->a.act == RLX_ACT_RELU && n->a.lo == 0 && n->a.hi == 6 &&
+              n->a.groups == (di % 2 ? 4 : 1),
+          "%s: FusedConv{relu, 0, 6} with the residual", t);
+    CHECK(count_op(f, RLX_OP_Conv) + count_op(f, RLX_OP_Binary) + count_op(f, RLX_OP_Activation) +
+                  count_op(f, RLX_OP_Clamp) == 0,
+          "%s: the unfused ops are gone", t);
+    rlx_graph_free(f);
+    rlx_graph_free(g);
+  }
+  /* without a bias: a zero one; a leaky_relu keeps its slope */
+  rlx_graph *g = conv_graph("f32", 0, 0, "  %6 = Activation{act=leaky_relu, alpha=0.3}(%5)\n", "%6");
+  rlx_graph *f = fuse_checked("conv without bias", g, 1, RLX_F32);
+  const ir_node *n = find_op(f, RLX_OP_FusedConv);
+  CHECK(n && n->n_in == 3 && n->a.act == RLX_ACT_LEAKY_RELU && n->a.alpha == 0.3 && isinf(n->a.hi),
+        "leaky_relu with a zero bias");
+  rlx_graph_free(f);
+  rlx_graph_free(g);
+  /* left alone: the conv read twice; an activation before the add fuses,
+   * the add stays; a residual that broadcasts */
+  static const struct {
+    const char *tail, *outputs;
+    int fused, binaries;
+  } negatives[] = {
+      {"  %6 = Activation{act=relu}(%5)\n", "%6, %5", 0, 0},
+      {"  %6 = Activation{act=tanh}(%5)\n  %7 = Binary{op=add}(%6, %0)\n", "%7", 1, 1},
+      {"  %6 = Narrow{axis=3, start=0, len=1}(%0)\n  %7 = Binary{op=add}(%5, %6)\n", "%7", 0, 1},
+  };
+  for (size_t i = 0; i < sizeof negatives / sizeof negatives[0]; i++) {
+    g = conv_graph("f32", 0, 1, negatives[i].tail, negatives[i].outputs);
+    f = fuse_checked("conv negative", g, -1, RLX_F32);
+    const rlx_graph *r = f ? f : g;
+    CHECK(count_op(r, RLX_OP_FusedConv) == negatives[i].fused && count_op(r, RLX_OP_Binary) == negatives[i].binaries,
+          "conv negative %zu: %d fused, %d adds", i, count_op(r, RLX_OP_FusedConv), count_op(r, RLX_OP_Binary));
+    rlx_graph_free(f);
+    rlx_graph_free(g);
+  }
+}
+
+/* ---------------------------------------------------------------- matmul + bias + act */
 
 static void test_matmul_bias_act(void) {
   char text[2048];
@@ -1322,6 +1387,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   test_matmul_bias_act();
+  test_conv();
   test_residual_norm();
   test_swiglu();
   test_elementwise();

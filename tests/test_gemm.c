@@ -102,7 +102,7 @@ static void run_case(cpu_ctx *ctx, const gemm_case *c) {
       ref[i * N + j] = s;
       mag[i * N + j] = m;
     }
-  gemm_epilogue ep = {bias, c->act, c->alpha};
+  gemm_epilogue ep = {.bias = bias, .act = c->act, .alpha = c->alpha};
   for (int pass = 0; pass < 2; pass++) {
     for (size_t i = 0; i < c_size; i++) C[i] = -12345.0f; /* sentinel */
     cpu_sgemm(pass ? NULL : ctx, c->ta, c->tb, M, N, K, A, c->lda, B, c->ldb, C, c->ldc,
@@ -257,7 +257,7 @@ static void test_batched(cpu_ctx *ctx) {
         gemm_operand b = {bd, dt, tb, tb ? K : N, 0, b_off};
         int64_t ldc = N + 2, c_stride = M * ldc + 1;
         float *C = malloc((size_t)(batch * c_stride) * sizeof *C);
-        gemm_epilogue ep = {NULL, RLX_ACT_RELU, 0.0f};
+        gemm_epilogue ep = {.act = RLX_ACT_RELU};
         cpu_gemm(ctx, batch, M, N, K, &a, &b, C, ldc, c_stride, &ep);
         int64_t bad = 0;
         for (int64_t bi = 0; bi < batch; bi++)
@@ -331,7 +331,7 @@ static void test_prepacked(cpu_ctx *ctx) {
         }
         gemm_operand a = {A, RLX_F32, ta, ta ? M : K, M * K, NULL};
         gemm_operand b = {bd, dt, tb, ldb, 0, NULL};
-        gemm_epilogue ep = {bias, RLX_ACT_RELU, 0.0f};
+        gemm_epilogue ep = {.bias = bias, .act = RLX_ACT_RELU};
         gemm_prepack *slot = gemm_prepack_new();
         const int packs = on && M > 1 && N > 1;
         size_t total0 = gemm_prepack_total_bytes();
@@ -413,7 +413,7 @@ static void test_shared_operands(cpu_ctx *ctx) {
           }
         gemm_operand a = {dt == RLX_F32 ? (void *)Af : (void *)Ah, dt, ta, lda, 0, NULL};
         gemm_operand b = {dt == RLX_F32 ? (void *)B : (void *)Bh, dt, tb, ldb, 0, NULL};
-        gemm_epilogue ep = {bias, RLX_ACT_RELU, 0.0f};
+        gemm_epilogue ep = {.bias = bias, .act = RLX_ACT_RELU};
         for (int call = 0; call < 2; call++) { /* the second reuses the shared buffer */
           cpu_gemm(ctx, 1, M, N, K, &a, &b, C, N, 0, &ep);
           CHECK(count_bad(C, 1, M, N, K, A, ta, B, tb, ldb, bias) == 0,

@@ -242,6 +242,12 @@ static const grad_case CASES[] = {
        "%5 = FusedResidualLN{has_bias=true, eps=1e-5}(%3, %4, %2, %2, %2)\n"
        "%6 = FusedResidualRmsNorm{eps=1e-6}(%3, %4, %2, %2)\n %7 = FusedSwiGLU(%0)\n outputs %5, %6, %7"),
      "", 0, 0},
+    {"fused_conv",
+     G("%0 = Input{name=\"x\"} : f64[2,4,5,4]\n %1 = Input{name=\"w\"} : f64[6,2,3,3]\n"
+       "%2 = Input{name=\"b\"} : f64[6]\n %3 = Input{name=\"r\"} : f64[2,6,3,2]\n"
+       "%4 = FusedConv{ndim=2, stride=[2, 2], pad=[1, 1, 1, 0], groups=2, act=tanh, lo=-0.5, hi=0.7}(%0, %1, %2, %3)\n"
+       "%5 = FusedConv{ndim=2, pad=[1, 1, 1, 1], groups=2, act=sigmoid}(%0, %1, %2)\n outputs %4, %5"),
+     "", 0, 0},
     {"fused_regions",
      G("%0 = Input{name=\"x\"} : f64[1,2,2,3]\n %1 = Input{name=\"y\"} : f64[3]\n"
        "%2 = ElementwiseRegion{chain=[bin.mul(i0,i1), act.tanh(s0), bin.add(s1,i0), act.leaky_relu(s2; 0.2)]}(%0, %1)\n"

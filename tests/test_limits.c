@@ -258,7 +258,7 @@ static void test_llm(const char *python, const char *ref_dir, const char *work_d
   CHECK_ERR(rlx_model_file_open(path, &f), RLX_OK, "");
   if (!f) return;
   rlx_llm *m = NULL;
-  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0}, P2(62), NULL, NULL, RLX_F32};
+  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0}, P2(62), NULL, NULL, RLX_F32, 0};
   CHECK_ERR(rlx_llm_load(f, &o, &m), RLX_ERR_SHAPE, "n_ctx 4611686018427387904", "RLX_MAX_TENSOR_BYTES");
   CHECK(!m, "no model after a failed load");
   o.n_ctx = 16777216;  /* the issue's --ctx: 2^24 rows, GiBs even for a tiny model */

@@ -7,6 +7,8 @@
  *     data version changes), rlx_set_param_ref to another buffer, and
  *     rlx_set_param_ref to the same buffer after writing new values into it;
  *   - a constant weight, and one param feeding two matmuls;
+ *   - the plans of one session (one per shape binding) share one packed
+ *     copy of a weight, which a new value replaces for all of them;
  *   - the packed copies are freed with the session.
  * CTest runs it again with RLX_PREPACK=0 and RLX_NO_AVX512=1. */
 #include "rlx.h"
@@ -131,7 +133,54 @@ static void test_constant(void) {
   rlx_graph_free(g);
 }
 
+/* y[S, N] = x[S, K] @ w at several S: a plan each, one packed copy of w
+ * for all of them; a new w reaches every plan. */
+static void test_plans_share(void) {
+  static float xv[64 * K], w0[K * N], w1[K * N], y[64 * N];
+  fill(xv, 64 * K);
+  fill(w0, K * N);
+  fill(w1, K * N);
+  rlx_graph *g = rlx_graph_new("prepack_plans");
+  const int64_t S = rlx_dim_sym(g, "S"), xd[2] = {S, K}, wd[2] = {K, N};
+  rlx_node mm = rlx_matmul(g, rlx_input(g, "x", RLX_F32, 2, xd), rlx_param(g, "w", RLX_F32, 2, wd));
+  rlx_graph_set_outputs(g, 1, &mm);
+  rlx_session *s = compile(g, 0);
+  size_t before = gemm_prepack_total_bytes(), one = 0;
+  static const int64_t rows[] = {16, 24, 64, 16, 40};
+  for (int pass = 0; pass < 2; pass++) {
+    const float *w = pass ? w1 : w0;
+    CHECK(rlx_set_param(s, "w", w, sizeof w0) == RLX_OK, "w: %s", rlx_last_error());
+    for (int r = 0; r < 5; r++) {
+      const int64_t m = rows[r];
+      CHECK(rlx_set_input_shaped(s, "x", xv, sizeof(float) * (size_t)(m * K), 2, (const int64_t[]){m, K}) == RLX_OK,
+            "x: %s", rlx_last_error());
+      CHECK(rlx_run(s) == RLX_OK, "run: %s", rlx_last_error());
+      CHECK(rlx_output(s, 0, y, sizeof(float) * (size_t)(m * N)) == RLX_OK, "output: %s", rlx_last_error());
+      int64_t bad = 0;
+      for (int64_t i = 0; i < m; i++)
+        for (int j = 0; j < N; j++) {
+          double sum = 0.0;
+          for (int k = 0; k < K; k++) sum += (double)xv[i * K + k] * (double)w[k * N + j];
+          bad += (double)y[i * N + j] != sum;
+        }
+      CHECK(bad == 0, "pass %d, %lld rows: %lld wrong", pass, (long long)m, (long long)bad);
+      if (pass == 0 && r == 0) one = gemm_prepack_total_bytes() - before;
+      CHECK(gemm_prepack_total_bytes() - before == one, "pass %d, %lld rows: %zu packed bytes, one copy is %zu", pass,
+            (long long)m, gemm_prepack_total_bytes() - before, one);
+    }
+  }
+  const char *env = getenv("RLX_PREPACK");
+  if (env && strcmp(env, "0") == 0) CHECK(one == 0, "RLX_PREPACK=0 holds %zu bytes", one);
+  else CHECK(one >= sizeof w0, "the weight is held packed (%zu bytes)", one);
+  rlx_session_free(s);
+  rlx_compile_cache_clear();
+  CHECK(gemm_prepack_total_bytes() == before, "freed with the session: %zu bytes left",
+        gemm_prepack_total_bytes() - before);
+  rlx_graph_free(g);
+}
+
 int main(void) {
+  test_plans_share();
   test_rebind(0);
   test_rebind(RLX_FLAG_NO_FUSE);
   test_constant();

@@ -2,15 +2,20 @@
  * and the GEMM over them, against dequantize (quant_blocks.c, bit-exact
  * with ggml) + dot in double of the same 8-bit activations.
  *
- * For Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K: weights quantized from normal values by
- * the reference codec and random bytes (every level, every 6-bit scale,
- * Q8_0's -128), odd N (padding lanes), K of 1 .. 6 super-blocks, M from 1
- * (decode) to 2 QPACK_MR + 1 (every tile height and a ragged last tile),
+ * For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K: weights
+ * quantized from normal values by the reference codec and random bytes
+ * (every level, every 6-bit scale, Q8_0's -128), odd N (padding lanes), K of 1 .. 6 super-blocks, M from 1
+ * (decode) to 37 (every tile height of the 6- and 12-row kernels, several
+ * tiles and a ragged last one),
  * with the context's threads (CTest: RLX_THREADS 1 and 2); then
  * cpu_DequantMatMul with a prepack slot (packed once, the same copy on the
  * next call, dropped by a reset) and without (packed per prefill call).
  * Tolerance: 1e-6 x sum_k |xq_k| (|w_k| + max |w| of w_k's block), as in
- * test_qdot.c. Skips (77) on a CPU without AVX-512 VNNI.
+ * test_qdot.c. The kernels are this CPU's best (qpack_kernel, and AMX
+ * tiles for whole tiles of 16 rows where cpu_amx_int8() allows them);
+ * CTest runs it again with RLX_NO_AMX, RLX_NO_AVX512 (AVX-VNNI) and
+ * RLX_NO_VNNI too (vpmaddubsw).
+ * Skips (77) on a CPU without AVX2.
  */
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/gemm.h"
@@ -23,7 +28,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static const rlx_dtype TYPES[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q5_0, RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
+static const rlx_dtype TYPES[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q5_0, RLX_Q5_1, RLX_Q8_0, RLX_Q4_K, RLX_Q5_K, RLX_Q6_K};
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -56,7 +61,7 @@ static uint8_t *make_weights(rlx_dtype t, int64_t N, int64_t K, int random_bytes
       const uint16_t d = ir_f32_to_f16((float)(0.01 + 0.02 * (rng_next() % 100) / 100.0));
       const uint16_t m = ir_f32_to_f16((float)(-0.05 + 0.1 * (rng_next() % 100) / 100.0));
       memcpy(blk + (t == RLX_Q6_K ? 208 : 0), &d, 2);
-      if (t == RLX_Q4_1 || t == RLX_Q4_K) memcpy(blk + 2, &m, 2);
+      if (t == RLX_Q4_1 || t == RLX_Q5_1 || t == RLX_Q4_K || t == RLX_Q5_K) memcpy(blk + 2, &m, 2);
     }
   }
   free(f);
@@ -64,20 +69,20 @@ static uint8_t *make_weights(rlx_dtype t, int64_t N, int64_t K, int random_bytes
 }
 
 /* M activation rows of K as the qdot_q8_0 blocks of w, and their values in
- * xq. */
+ * xq (Q6_K's levels are stored + 128, unsigned). */
 static qdot_q8_0 *make_act(rlx_dtype t, int64_t M, int64_t K, float *x, double *xq) {
   qdot_q8_0 *a = malloc((size_t)(M * K / QDOT_QK) * sizeof *a + 1);
   for (int64_t i = 0; i < M * K; i++) x[i] = (float)normal_value();
   for (int64_t i = 0; i < M; i++) qpack_quantize_row(qdot_best(), t, x + i * K, a + i * (K / QDOT_QK), K);
-  for (int64_t i = 0; i < M * K; i++) xq[i] = (double)a[i / QDOT_QK].d * a[i / QDOT_QK].qs[i % QDOT_QK];
-  if (t == RLX_Q6_K) /* s holds the halves' level sums: check them here */
+  const int flip = t == RLX_Q6_K ? 0x80 : 0;
+  for (int64_t i = 0; i < M * K; i++)
+    xq[i] = (double)a[i / QDOT_QK].d * (int8_t)(uint8_t)((uint8_t)a[i / QDOT_QK].qs[i % QDOT_QK] ^ flip);
+  if (t == RLX_Q4_K || t == RLX_Q5_K || t == RLX_Q6_K) /* s holds the block's level sum: check it here */
     for (int64_t b = 0; b < M * K / QDOT_QK; b++) {
-      int16_t half[2];
-      int sum[2] = {0, 0};
-      memcpy(half, &a[b].s, sizeof half);
-      for (int e = 0; e < QDOT_QK; e++) sum[e / 16] += a[b].qs[e];
-      CHECK(half[0] == sum[0] && half[1] == sum[1], "q6_k activation block %lld: sums %d %d, want %d %d",
-            (long long)b, half[0], half[1], sum[0], sum[1]);
+      int sum = 0;
+      for (int e = 0; e < QDOT_QK; e++) sum += (int8_t)(uint8_t)((uint8_t)a[b].qs[e] ^ flip);
+      CHECK(a[b].s == (float)sum, "%s activation block %lld: sum %g, want %d", rlx_dtype_name(t), (long long)b,
+            (double)a[b].s, sum);
     }
   return a;
 }
@@ -118,7 +123,7 @@ static void test_gemm(cpu_ctx *ctx, rlx_dtype t, int64_t M, int64_t N, int64_t K
   qpack *p = qpack_new(ctx, t, w, N, K);
   CHECK(p != NULL, "%s N %lld K %lld: not packed", rlx_dtype_name(t), (long long)N, (long long)K);
   if (p) {
-    qpack_matmul(ctx, p, act, M, y);
+    CHECK(qpack_matmul(ctx, p, act, M, y) == 0, "%s: out of memory", rlx_dtype_name(t));
     const int bad = compare(t, w, xq, y, M, N, K, random_bytes ? "random bytes" : "quantized");
     CHECK(bad == 0, "%s M %lld N %lld K %lld: %d outputs off", rlx_dtype_name(t), (long long)M, (long long)N,
           (long long)K, bad);
@@ -194,13 +199,15 @@ int main(void) {
   int any = 0;
   for (int i = 0; i < N_TYPES; i++) any |= qpack_supported(TYPES[i]);
   if (!any) {
-    printf("no packed kernels on this CPU (AVX-512 VNNI): skipped\n");
+    printf("no packed kernels on this CPU (AVX2): skipped\n");
     return 77;
   }
   cpu_ctx *ctx = cpu_ctx_new(0);
   printf("qpack: %d threads\n", cpu_ctx_threads(ctx));
-  static const int64_t shapes[][3] = {{1, 16, 256}, {1, 45, 512}, {2, 17, 256}, {5, 33, 768},
-                                      {6, 1, 256},  {7, 64, 512}, {13, 31, 1536}, {4, 200, 256}};
+  static const int64_t shapes[][3] = {{1, 16, 256},  {1, 45, 512},  {2, 17, 256},   {5, 33, 768},  {6, 1, 256},
+                                      {7, 64, 512},  {13, 31, 1536}, {4, 200, 256},  {19, 40, 512}, {3, 20, 256},
+                                      {8, 17, 512},  {9, 33, 256},   {10, 16, 768},  {11, 18, 256}, {12, 40, 512},
+                                      {25, 19, 512}, {37, 17, 256}};
   for (int ti = 0; ti < N_TYPES; ti++) {
     if (!qpack_supported(TYPES[ti])) continue;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)

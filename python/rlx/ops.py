@@ -20,6 +20,7 @@ log_mel, regions) are written out by hand at the end.
 import builtins as _builtins  # rlx.ops.max, min, pow and slice shadow the builtins here
 import ctypes
 import inspect
+import math
 
 
 from . import _dtypes, _lib, errors
@@ -339,10 +340,14 @@ def rope_cos_sin(x, cos, sin, head_dim, n_rot=0, mode="normal", base=10000.0, sc
                       _node(g, sin, None), ctypes.byref(d))
 
 
+def _conv_desc(x, stride, padding, dilation, groups, output_padding, ndim):
+    ndim = ndim or (len(x.shape) - 2)
+    return _lib.ConvDesc(ndim, _pair(stride), _pair(dilation), _pair(output_padding), _pads(padding, ndim), groups)
+
+
 def _conv(cname, x, w, bias, stride, padding, dilation, groups, output_padding, ndim):
     g = _graph_of([x, w])
-    ndim = ndim or (len(x.shape) - 2)
-    d = _lib.ConvDesc(ndim, _pair(stride), _pair(dilation), _pair(output_padding), _pads(padding, ndim), groups)
+    d = _conv_desc(x, stride, padding, dilation, groups, output_padding, ndim)
     b = -1 if bias is None else _node(g, bias, None)
     return _desc_call(cname, [N, N, N, P(_lib.ConvDesc)], g, x.id, _node(g, w, None), b, ctypes.byref(d))
 
@@ -358,6 +363,20 @@ def conv_transpose(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, o
     """Transposed convolution (w: C, O/groups, k...). The builder
     rlx_conv_transpose of rlx.h."""
     return _conv("rlx_conv_transpose", x, w, bias, stride, padding, dilation, groups, output_padding, ndim)
+
+
+def fused_conv(x, w, bias=None, residual=None, act="none", alpha=0.0, lo=-math.inf, hi=math.inf, stride=1,
+               padding=0, dilation=1, groups=1, ndim=None):
+    """clamp(act(conv(x, w) + bias[c] + residual), lo, hi): a convolution
+    with its epilogue, as the fusion pass makes it. The builder
+    rlx_fused_conv of rlx.h."""
+    g = _graph_of([x, w])
+    d = _conv_desc(x, stride, padding, dilation, groups, 0, ndim)
+    b = -1 if bias is None else _node(g, bias, None)
+    r = -1 if residual is None else _node(g, residual, None)
+    return _desc_call("rlx_fused_conv", [N, N, N, N, P(_lib.ConvDesc), ctypes.c_int, ctypes.c_double,
+                                         ctypes.c_double, ctypes.c_double],
+                      g, x.id, _node(g, w, None), b, r, ctypes.byref(d), enum("act", act), alpha, lo, hi)
 
 
 def pool(x, kind, kernel, stride=None, padding=0, count_include_pad=False, ndim=None):
@@ -434,5 +453,5 @@ def fused_attention_block(x, wq, wk, wv, wo, num_heads, head_dim, num_kv_heads=N
 
 __all__ = [r[0] for r in OPS] + [a for a in ENUMS["act"] if a not in ("none", "leaky_relu")] + \
     ENUMS["cmpop"] + ["reduce_" + r for r in ENUMS["reduce"]] + \
-    ["attention", "rope", "rope_cos_sin", "conv", "conv_transpose", "pool", "log_mel", "elementwise_region",
+    ["attention", "rope", "rope_cos_sin", "conv", "conv_transpose", "fused_conv", "pool", "log_mel", "elementwise_region",
      "transform_region", "fused_attention_block", "ENUMS", "enum"]

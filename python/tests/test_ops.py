@@ -373,6 +373,21 @@ def _(g):
     return [ops.conv(x, w, stride=2, padding=1)], {"x": X, "w": W}, [ref], 1e-4
 
 
+@case("fused_conv")
+def _(g):
+    X, W = R.standard_normal((1, 2, 5, 5)).astype(np.float32), R.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    B, S = R.standard_normal(3).astype(np.float32), R.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    x, w = g.input("x", "f32", X.shape), g.input("w", "f32", W.shape)
+    b, s = g.input("b", "f32", B.shape), g.input("s", "f32", S.shape)
+    Xp = np.pad(X, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    ref = np.zeros((1, 3, 5, 5), np.float32)
+    for i in range(5):
+        for j in range(5):
+            ref[0, :, i, j] = np.einsum("chw,ochw->o", Xp[0, :, i:i + 3, j:j + 3], W)
+    ref = np.minimum(np.maximum(ref + B[:, None, None] + S, 0), 1.5)
+    return [ops.fused_conv(x, w, b, s, act="relu", hi=1.5, padding=1)], {"x": X, "w": W, "b": B, "s": S}, [ref], 1e-4
+
+
 @case("conv_transpose")
 def _(g):
     X, W = R.standard_normal((1, 2, 3)).astype(np.float32), R.standard_normal((2, 1, 2)).astype(np.float32)

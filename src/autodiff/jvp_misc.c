@@ -27,6 +27,7 @@ rlx_status ad_jvp_MseLoss(ad_ctx *c, const ir_node *n, rlx_node *tout) {
     return ad_jvp_expanded(c, n, tout, ad_expand_fused);                 \
   }
 AD_JVP_FUSED(FusedMatMulBiasAct)
+AD_JVP_FUSED(FusedConv)
 AD_JVP_FUSED(FusedResidualLN)
 AD_JVP_FUSED(FusedResidualRmsNorm)
 AD_JVP_FUSED(FusedSwiGLU)

@@ -28,6 +28,7 @@ rlx_status ad_vjp_MseLoss(ad_ctx *c, const ir_node *n, const rlx_node *gout) {
     return ad_vjp_expanded(c, n, gout, ad_expand_fused);                       \
   }
 AD_VJP_FUSED(FusedMatMulBiasAct)
+AD_VJP_FUSED(FusedConv)
 AD_VJP_FUSED(FusedResidualLN)
 AD_VJP_FUSED(FusedResidualRmsNorm)
 AD_VJP_FUSED(FusedSwiGLU)

@@ -27,6 +27,10 @@ const ir_dtype_info ir_dtypes[RLX_DTYPE_COUNT] = {
   [RLX_Q5_K] = {"q5_k", 176, 256, 0, 0, 1},
   [RLX_Q6_K] = {"q6_k", 210, 256, 0, 0, 1},
   [RLX_Q8_K] = {"q8_k", 292, 256, 0, 0, 1},
+  [RLX_I16]  = {"i16", 2, 1, 0, 1, 0},
+  [RLX_U16]  = {"u16", 2, 1, 0, 1, 0},
+  [RLX_U32]  = {"u32", 4, 1, 0, 1, 0},
+  [RLX_U64]  = {"u64", 8, 1, 0, 1, 0},
 };
 
 const char *rlx_dtype_name(rlx_dtype t) {
@@ -113,6 +117,10 @@ double rlx_value_as_f64(rlx_dtype t, const void *data, int64_t i) {
   case RLX_U8: return ((const uint8_t *)data)[i];
   case RLX_I32: return ((const int32_t *)data)[i];
   case RLX_I64: return (double)((const int64_t *)data)[i];
+  case RLX_I16: return ((const int16_t *)data)[i];
+  case RLX_U16: return ((const uint16_t *)data)[i];
+  case RLX_U32: return ((const uint32_t *)data)[i];
+  case RLX_U64: return (double)((const uint64_t *)data)[i];
   case RLX_BOOL: return ((const uint8_t *)data)[i] != 0;
   default: return NAN;  /* block dtypes hold no element on its own */
   }

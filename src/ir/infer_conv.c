@@ -1,6 +1,7 @@
 /* infer_conv.c — builders and shape inference of the convolution, pooling,
  * resizing and signal ops (OPS.md 38-44): Conv, ConvTranspose, Pool,
- * ResizeNearest2x, Resize, Fft, LogMel.
+ * ResizeNearest2x, Resize, Fft, LogMel, and the fused FusedConv (Conv with
+ * its epilogue).
  *
  * Spatial list attributes (ILIST) of Conv / ConvTranspose / Pool:
  *   stride[ndim], dilation[ndim], output_pad[ndim], kernel[ndim],
@@ -56,6 +57,19 @@ rlx_node rlx_conv_transpose(rlx_graph *g, rlx_node x, rlx_node w, rlx_node bias,
   conv_desc_attrs(&a, d, 1);
   rlx_node in[] = {x, w, bias};
   return ir_add_node(g, RLX_OP_ConvTranspose, bias < 0 ? 2 : 3, in, &a);
+}
+
+rlx_node rlx_fused_conv(rlx_graph *g, rlx_node x, rlx_node w, rlx_node bias, rlx_node residual,
+                        const rlx_conv_desc *d, rlx_act act, double alpha, double lo, double hi) {
+  ir_attrs a;
+  ir_attrs_init_defaults(&a);
+  conv_desc_attrs(&a, d, 0);
+  a.act = act;
+  a.alpha = alpha;
+  a.lo = lo;
+  a.hi = hi;
+  rlx_node in[] = {x, w, bias, residual};
+  return ir_add_node(g, RLX_OP_FusedConv, residual < 0 ? 3 : 4, in, &a);
 }
 
 /* d NULL keeps the defaults, which have no kernel: inference rejects it. */
@@ -235,7 +249,7 @@ static int check_weights(rlx_graph *g, ir_node *n, int transposed, int64_t *out_
       return ir_fail(g, n, RLX_ERR_SHAPE, "w %s: kernel size %lld out of range [1, %lld]", sw,
                      (long long)k, (long long)CONV_ATTR_MAX);
   }
-  if (n->n_in == 3) {
+  if (n->n_in >= 3) { /* FusedConv's residual (input 3) is checked by its own inference */
     const ir_type *b = ir_in(g, n, 2);
     if (check_operand(g, n, 2, "bias", 1) < 0) return -1;
     if (b->shape.d[0] != *out_ch)
@@ -264,6 +278,31 @@ int ir_infer_Conv(rlx_graph *g, ir_node *n) {
     int64_t d = window_out_dim(g, n, i, x->shape.d[2 + i], pads, extent, n->a.stride.v[i]);
     if (d < 0 && !ir_dim_is_sym(d)) return -1;
     y->shape.d[2 + i] = d;
+  }
+  return 0;
+}
+
+/* FusedConv: Conv's shapes, bias required; the residual (optional) has
+ * the output's type; act valid (leaky_relu's alpha finite), lo <= hi. */
+int ir_infer_FusedConv(rlx_graph *g, ir_node *n) {
+  if (n->a.act < 0 || n->a.act >= RLX_ACT_COUNT)
+    return ir_fail(g, n, RLX_ERR_INVALID, "act %lld unknown", (long long)n->a.act);
+  if (n->a.act == RLX_ACT_LEAKY_RELU && !isfinite(n->a.alpha))
+    return ir_fail(g, n, RLX_ERR_INVALID, "leaky_relu alpha must be finite, got %g", n->a.alpha);
+  if (isnan(n->a.lo) || isnan(n->a.hi) || n->a.lo > n->a.hi)
+    return ir_fail(g, n, RLX_ERR_INVALID, "need lo <= hi, got lo %g, hi %g", n->a.lo, n->a.hi);
+  if (ir_infer_Conv(g, n) < 0) return -1;
+  if (n->n_in == 4) {
+    const ir_type *r = ir_in(g, n, 3), *y = &n->out[0];
+    char sr[IR_SHAPE_STR_CAP], sy[IR_SHAPE_STR_CAP];
+    if (r->dtype != y->dtype)
+      return ir_fail(g, n, RLX_ERR_DTYPE, "residual dtype %s differs from the output's %s",
+                     ir_dtypes[r->dtype].name, ir_dtypes[y->dtype].name);
+    int same = r->shape.rank == y->shape.rank;
+    for (int i = 0; same && i < r->shape.rank; i++) same = r->shape.d[i] == y->shape.d[i];
+    if (!same)
+      return ir_fail(g, n, RLX_ERR_SHAPE, "residual %s must have the output's shape %s",
+                     ir_shape_str(g, &r->shape, sr, sizeof sr), ir_shape_str(g, &y->shape, sy, sizeof sy));
   }
   return 0;
 }

@@ -5,6 +5,7 @@
  * primitives.
  *
  *   FusedMatMulBiasAct(a, w, bias)       act(MatMul(a, w) + bias)
+ *   FusedConv(x, w, bias, [res])          Clamp(act(Conv(x, w, bias) [+ res]), lo, hi)
  *   FusedResidualLN(x, res, [bias,] g, b)   LayerNorm(x + res [+ bias], g, b, axis -1)
  *   FusedResidualRmsNorm(...)             RmsNorm(...) the same way
  *   FusedSwiGLU(x)                        silu(Narrow(x, -1, 0, n)) * Narrow(x, -1, n, n), [Cast]
@@ -25,11 +26,13 @@
  * that is wider. */
 #include "pass.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 int pass_has_decomposition(int op) {
   switch (op) {
   case RLX_OP_FusedMatMulBiasAct:
+  case RLX_OP_FusedConv:
   case RLX_OP_FusedResidualLN:
   case RLX_OP_FusedResidualRmsNorm:
   case RLX_OP_FusedSwiGLU:
@@ -72,6 +75,19 @@ static rlx_node widen(rlx_graph *g, rlx_node x) {
 static rlx_node matmul_bias_act(rlx_graph *g, const ir_node *n, const rlx_node *in) {
   rlx_node y = rlx_add(g, rlx_matmul(g, in[0], in[1]), in[2]);
   return act_node(g, n->a.act, n->a.alpha, y);
+}
+
+static rlx_node fused_conv(rlx_graph *g, const ir_node *n, const rlx_node *in) {
+  rlx_conv_desc d = {.ndim = (int)n->a.ndim, .groups = n->a.groups};
+  for (int i = 0; i < d.ndim; i++) {
+    d.stride[i] = n->a.stride.v[i];
+    d.dilation[i] = n->a.dilation.v[i];
+  }
+  for (int i = 0; i < 2 * d.ndim; i++) d.pad[i] = n->a.pad.v[i];
+  rlx_node y = rlx_conv(g, in[0], in[1], in[2], &d);
+  if (n->n_in == 4) y = rlx_add(g, y, in[3]);
+  y = act_node(g, n->a.act, n->a.alpha, y);
+  return n->a.lo > -INFINITY || n->a.hi < INFINITY ? rlx_clamp(g, y, n->a.lo, n->a.hi) : y;
 }
 
 static rlx_node residual_norm(rlx_graph *g, const ir_node *n, const rlx_node *in) {
@@ -190,6 +206,7 @@ rlx_node pass_decompose(rlx_graph *dst, const rlx_graph *src, rlx_node id, const
                    pass_has_decomposition(n->op) ? " for these shapes" : "");
   switch (n->op) {
   case RLX_OP_FusedMatMulBiasAct: return matmul_bias_act(dst, n, inputs);
+  case RLX_OP_FusedConv: return fused_conv(dst, n, inputs);
   case RLX_OP_FusedResidualLN:
   case RLX_OP_FusedResidualRmsNorm: return residual_norm(dst, n, inputs);
   case RLX_OP_FusedSwiGLU: return swiglu(dst, n, inputs);

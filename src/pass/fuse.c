@@ -14,11 +14,13 @@
  *    silu * up product is not an elementwise region's;
  *  - matmul before the norms: a projection's bias goes into the GEMM
  *    epilogue, and the residual norm that follows needs no bias input;
+ *  - conv before elementwise: a conv's activation and residual add go
+ *    into its output tiles rather than a region of their own;
  *  - elementwise before the region patterns, which rewrite the regions it
  *    makes (prologue, then batches of regions, then resize chains). */
 static const fuse_pattern *const fuse_patterns[] = {
     &fuse_attention_pattern,   &fuse_swiglu_pattern,     &fuse_matmul_bias_act_pattern,
-    &fuse_residual_norm_pattern, &fuse_elementwise_pattern, &fuse_prologue_pattern,
+    &fuse_conv_pattern,        &fuse_residual_norm_pattern, &fuse_elementwise_pattern, &fuse_prologue_pattern,
     &fuse_batch_region_pattern, &fuse_transform_pattern,
 };
 

@@ -59,6 +59,7 @@ rlx_status fuse_apply(const rlx_graph *in, const fuse_pattern *p, rlx_graph **ou
 extern const fuse_pattern fuse_attention_pattern;        /* fuse_attention.c */
 extern const fuse_pattern fuse_swiglu_pattern;           /* fuse_swiglu.c */
 extern const fuse_pattern fuse_matmul_bias_act_pattern;  /* fuse_matmul.c */
+extern const fuse_pattern fuse_conv_pattern;             /* fuse_conv.c */
 extern const fuse_pattern fuse_residual_norm_pattern;    /* fuse_norm.c */
 extern const fuse_pattern fuse_elementwise_pattern;      /* fuse_elementwise.c */
 extern const fuse_pattern fuse_prologue_pattern;         /* fuse_region.c */

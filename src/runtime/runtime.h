@@ -77,6 +77,38 @@ uint64_t rt_env_fingerprint(void);
 rlx_status rt_const_eval(void *backend, const rlx_graph *g, rlx_node n, const void *const *inputs,
                          void *const *outputs);
 
+/* deferred.c: a session whose graph is built at the first run from the
+ * contents of some inputs (a model's value inputs), one inner session per
+ * distinct set of those contents. */
+typedef struct {
+  const void *data;       /* NULL: never set */
+  size_t nbytes;
+  int rank;               /* -1: set without a shape (rlx_set_input) */
+  int64_t dims[RLX_MAX_RANK];
+} rt_input;
+enum { RT_USED_CONTENTS = 1, RT_USED_DIMS = 2 };
+typedef struct {
+  void *ctx;
+  /* A session for inputs[] (n_inputs, in the order of names); sets used[i]
+   * to RT_USED_CONTENTS for each input whose contents it read (those are
+   * not handed to it), RT_USED_DIMS for each whose dims alone it read. */
+  rlx_status (*build)(void *ctx, const rlx_options *opt, const rt_input *inputs, unsigned char *used,
+                      rlx_session **out);
+  int n_inputs;
+  const char *const *names;   /* borrowed: must outlive the session */
+  int n_outputs;
+} rt_deferred_spec;
+typedef struct rt_deferred rt_deferred;
+rt_deferred  *rt_deferred_new(const rt_deferred_spec *spec, const rlx_options *opt);   /* NULL on NOMEM */
+void          rt_deferred_free(rt_deferred *d);
+rlx_status    rt_deferred_set_input(rt_deferred *d, const char *name, const void *data, size_t nbytes, int rank,
+                                    const int64_t *dims);
+rlx_status    rt_deferred_run(rt_deferred *d);
+int           rt_deferred_num_outputs(const rt_deferred *d);
+rlx_session  *rt_deferred_current(const rt_deferred *d);   /* the inner session of the last run, or NULL */
+/* session.c: a session over d (taken: freed with the session). */
+rlx_status    rt_session_deferred(rt_deferred *d, rlx_session **out);
+
 /* dispatch_report.c: the table RLX_DISPATCH_REPORT=1 prints after compile. */
 void rt_dispatch_report(const char *graph, const char *backend, const pass_dispatch_count *counts,
                         int from_cache);

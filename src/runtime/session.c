@@ -58,6 +58,7 @@ struct rlx_session {
   int n_assigns;
   rlx_session_stats stats;
   atomic_int in_use;      /* a call that reads or writes the session's state is under way (one thread at a time) */
+  rt_deferred *deferred;  /* non-NULL: a graph built at run from some inputs' contents (deferred.c); nothing above is used */
 };
 
 static int graph_has_sym_leaves(const rlx_graph *g) {
@@ -77,6 +78,11 @@ static int graph_has_sym_leaves(const rlx_graph *g) {
 
 void rlx_session_free(rlx_session *s) {
   if (!s) return;
+  if (s->deferred) {
+    rt_deferred_free(s->deferred);
+    free(s);
+    return;
+  }
   /* The plans wait in the compile cache for the next session of this
    * graph, unless they would hold large params on the device. */
   rlx_session_stats mem = {0};
@@ -633,9 +639,12 @@ static const rlx_graph *output_graph(const rlx_session *s) {
   return s->current >= 0 ? s->plans[s->current].g : s->n_plans ? s->plans[0].g : s->g;
 }
 
-int rlx_session_num_outputs(const rlx_session *s) { return s ? s->g->n_outputs : 0; }
+int rlx_session_num_outputs(const rlx_session *s) {
+  return !s ? 0 : s->deferred ? rt_deferred_num_outputs(s->deferred) : s->g->n_outputs;
+}
 
 int rlx_output_type(rlx_session *s, int index, rlx_dtype *dtype, int64_t *dims) {
+  if (s && s->deferred) s = rt_deferred_current(s->deferred);   /* before the first run: no types yet */
   if (!s || index < 0 || index >= s->g->n_outputs) return -1;
   const rlx_graph *g = output_graph(s);
   return rlx_node_type(g, g->outputs[index], dtype, dims);
@@ -643,6 +652,10 @@ int rlx_output_type(rlx_session *s, int index, rlx_dtype *dtype, int64_t *dims) 
 
 static rlx_status output(rlx_session *s, int index, void *dst, size_t nbytes) {
   if (!s) return rlx_set_error(RLX_ERR_INVALID, "rlx_output: session is NULL");
+  if (s->deferred) {
+    rlx_session *inner = rt_deferred_current(s->deferred);
+    return inner ? rlx_output(inner, index, dst, nbytes) : rlx_set_error(RLX_ERR_INVALID, "rlx_output: call rlx_run first");
+  }
   if (index < 0 || index >= s->g->n_outputs)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_output: index %d out of range (the graph has %d outputs)", index,
                          s->g->n_outputs);
@@ -667,6 +680,11 @@ static rlx_status output(rlx_session *s, int index, void *dst, size_t nbytes) {
 
 rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out) {
   if (!s || !out) return rlx_set_error(RLX_ERR_INVALID, "rlx_session_get_stats: NULL argument");
+  if (s->deferred) {
+    const rlx_session *inner = rt_deferred_current(s->deferred);
+    *out = inner ? inner->stats : (rlx_session_stats){0};
+    return RLX_OK;
+  }
   *out = s->stats;
   return RLX_OK;
 }
@@ -699,23 +717,46 @@ static void session_leave(rlx_session *s) { atomic_store_explicit(&s->in_use, 0,
     return st_;                                                                                                    \
   } while (0)
 
-rlx_status rlx_run(rlx_session *s) { SESSION_CALL("rlx_run", run_session(s)); }
+rlx_status rlx_run(rlx_session *s) {
+  SESSION_CALL("rlx_run", s && s->deferred ? rt_deferred_run(s->deferred) : run_session(s));
+}
+
+/* A deferred session's params are bound by its builder. */
+static rlx_status deferred_param(const char *fn) {
+  return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s: this session builds its graph at run from its value inputs and "
+                       "binds its params itself", fn);
+}
+
+rlx_status rt_session_deferred(rt_deferred *d, rlx_session **out) {
+  rlx_session *s = calloc(1, sizeof *s);
+  if (!s) {
+    rt_deferred_free(d);
+    return rlx_set_error(RLX_ERR_NOMEM, "rlx_compile: out of memory");
+  }
+  s->deferred = d;
+  s->current = -1;
+  *out = s;
+  return RLX_OK;
+}
 
 rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes) {
-  SESSION_CALL("rlx_set_param", set_param(s, name, data, nbytes));
+  SESSION_CALL("rlx_set_param", s && s->deferred ? deferred_param("rlx_set_param") : set_param(s, name, data, nbytes));
 }
 
 rlx_status rlx_set_param_ref(rlx_session *s, const char *name, const void *data, size_t nbytes) {
-  SESSION_CALL("rlx_set_param_ref", set_param_ref(s, name, data, nbytes));
+  SESSION_CALL("rlx_set_param_ref",
+               s && s->deferred ? deferred_param("rlx_set_param_ref") : set_param_ref(s, name, data, nbytes));
 }
 
 rlx_status rlx_set_input(rlx_session *s, const char *name, const void *data, size_t nbytes) {
-  SESSION_CALL("rlx_set_input", set_input(s, name, data, nbytes));
+  SESSION_CALL("rlx_set_input", s && s->deferred ? rt_deferred_set_input(s->deferred, name, data, nbytes, -1, NULL)
+                                            : set_input(s, name, data, nbytes));
 }
 
 rlx_status rlx_set_input_shaped(rlx_session *s, const char *name, const void *data, size_t nbytes, int rank,
                                 const int64_t *dims) {
-  SESSION_CALL("rlx_set_input_shaped", set_input_shaped(s, name, data, nbytes, rank, dims));
+  SESSION_CALL("rlx_set_input_shaped", s && s->deferred ? rt_deferred_set_input(s->deferred, name, data, nbytes, rank, dims)
+                                                   : set_input_shaped(s, name, data, nbytes, rank, dims));
 }
 
 rlx_status rlx_output(rlx_session *s, int index, void *dst, size_t nbytes) {

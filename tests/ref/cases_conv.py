@@ -241,10 +241,31 @@ def conv_cases(suite, rng):
         ("c1d_groups3", [2, 6, 9], [9, 2, 4], False, [3], [0, 3], [1], 3),
         ("c1d_depthwise", [1, 4, 10], [4, 1, 5], True, [1], [2, 2], [1], 4),
         ("c1d_whisper_stem", [1, 8, 20], [6, 8, 3], True, [2], [1, 1], [1], 1),
+        # one channel per group (MobileNet's depthwise layers): strides,
+        # dilation, uneven pads, kernels of 3 taps a row and of others
+        ("c2d_dw_stride2", [2, 6, 9, 8], [6, 1, 3, 3], True, [2, 2], [1, 1, 1, 1], [1, 1], 6),
+        ("c2d_dw_asym_dil", [1, 3, 10, 11], [3, 1, 3, 5], False, [2, 3], [0, 2, 1, 0], [2, 1], 3),
+        ("c2d_dw_5x5_s1", [1, 4, 7, 12], [4, 1, 5, 5], True, [1, 1], [2, 2, 2, 2], [1, 1], 4),
+        # weights larger than a GEMM block (K over 1024, rows over a panel run)
+        ("c2d_wide", [1, 116, 4, 5], [300, 116, 3, 3], True, [1, 1], [1, 1, 1, 1], [1, 1], 1),
+        ("c2d_1x1_many_rows", [1, 96, 7, 9], [700, 96, 1, 1], True, [1, 1], [0, 0, 0, 0], [1, 1], 1),
+        # columns over the im2col scratch (K x P > 2^22): blocks of positions
+        ("c2d_col_blocks", [1, 32, 128, 130], [4, 32, 3, 3], True, [1, 1], [1, 1, 1, 1], [1, 1], 1),
+        # the AVX-512 3 x 3 kernels: a plane as one run (stride 1, rows as
+        # wide as the input's; uneven pads), rows of several vectors with
+        # and without the padding in them (stride 1 without pads, stride 2)
+        ("c2d_dw_flat_uneven", [2, 3, 9, 37], [3, 1, 3, 3], True, [1, 1], [2, 0, 0, 2], [1, 1], 3),
+        ("c2d_dw_flat_wide", [1, 2, 5, 70], [2, 1, 3, 3], True, [1, 1], [1, 1, 1, 1], [1, 1], 2),
+        ("c2d_dw_rows_nopad", [1, 3, 6, 41], [3, 1, 3, 3], False, [1, 1], [0, 0, 0, 0], [1, 1], 3),
+        ("c2d_dw_rows_s2_wide", [1, 2, 7, 75], [2, 1, 3, 3], True, [2, 2], [1, 0, 0, 1], [1, 1], 2),
     ]
     for name, xs, ws, bias, stride, pad, dil, groups in configs:
         conv_case(suite, rng, name + "_f32", "f32", xs, ws, bias, stride, pad, dil, groups,
                   w_param=name.endswith("pad1"))
+        # the weight a param: the CPU packs it once (conv_weights.c)
+        if groups == 1 and not name.endswith("pad1"):
+            conv_case(suite, rng, name + "_wparam_f32", "f32", xs, ws, bias, stride, pad, dil, groups,
+                      w_param=True)
     for dt in FLOAT_DTYPES:
         for name, xs, ws, bias, stride, pad, dil, groups in (configs[1], configs[3], configs[9]):
             if dt != "f32":

@@ -8,7 +8,8 @@ from scipy import special
 
 from rlxcase import FLOAT_DTYPES, RLX_TO_NP, Graph, T, bf16_bits, bf16_to_f32, round_to
 
-INT_DTYPES = ["i8", "u8", "i32", "i64"]
+INT_DTYPES = ["i8", "u8", "i32", "i64", "i16", "u16", "u32"]
+UNSIGNED_DTYPES = ["u8", "u16", "u32"]
 PLAIN_DTYPES = FLOAT_DTYPES + INT_DTYPES + ["bool"]
 
 # Shapes for unary ops and operand pairs for broadcasting ops.
@@ -44,8 +45,8 @@ def rand_plain(rng, dt, shape):
     """Small values with many ties (for Compare / Where / Binary on bool)."""
     if dt == "bool":
         return rng.integers(0, 2, size=shape).astype(np.bool_)
-    if dt == "u8":
-        return rng.integers(0, 7, size=shape).astype(np.uint8)
+    if dt in UNSIGNED_DTYPES:
+        return rng.integers(0, 7, size=shape).astype(RLX_TO_NP[dt])
     v = rng.integers(-3, 4, size=shape).astype(np.float64)
     if dt in FLOAT_DTYPES:
         v = v + np.where(rng.random(shape) < 0.3, 0.5, 0.0)
@@ -204,7 +205,7 @@ def int_bin_inputs(rng, op, dt, sa, sb):
         a = rand_int(rng, dt, sa)
         b = rand_int(rng, dt, sb, -7, 7, edges=False)
         if b.size >= 2:
-            b.reshape(-1)[:2] = [0, -1 if dt != "u8" else 1]
+            b.reshape(-1)[:2] = [0, 1 if dt in UNSIGNED_DTYPES else -1]
         return a, b
     if op == "pow":
         base = rand_int(rng, dt, sa, -5, 5, edges=False)
@@ -439,7 +440,7 @@ def cast_ref(x, src, dst):
     return np.asarray(x).astype(RLX_TO_NP[dst])  # integers wrap, as astype
 
 
-INT_CAST_BOUND = {"i8": 120, "u8": 250, "i32": 1e6, "i64": 1e6}
+INT_CAST_BOUND = {"i8": 120, "u8": 250, "i32": 1e6, "i64": 1e6, "i16": 3e4, "u16": 6e4, "u32": 4e9}
 
 
 def cast_input(rng, src, dst, shape):
@@ -451,7 +452,7 @@ def cast_input(rng, src, dst, shape):
             bound = INT_CAST_BOUND[dst]
             if src == "f16":
                 bound = min(bound, 60000)
-            lo = 0.0 if dst == "u8" else -bound
+            lo = 0.0 if dst in UNSIGNED_DTYPES else -bound
             v = rng.uniform(lo, bound, shape)
         else:
             v = rng.standard_normal(shape) * 50
@@ -631,6 +632,35 @@ def big_cases(suite, rng):
                   inputs={"a": T(a, dt), "b": T(b, dt)}, expected=[CMPOPS[op](a, b)])
 
 
+def u64_cases(suite, rng):
+    """u64 is held as int64 bits: add, sub and mul wrap exactly over the whole
+    range, order and division hold below 2^63, casts convert the whole range."""
+    big = np.array([2 ** 64 - 1, 2 ** 63, 2 ** 63 - 1, 12345678901234567890, 0, 1, 7, 2 ** 40 + 3], np.uint64)
+    other = np.array([2, 2 ** 63 + 5, 1, 98765432109876543, 0, 2 ** 64 - 1, 3, 2 ** 33], np.uint64)
+    for op in ("add", "sub", "mul"):
+        ref = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op](big, other)
+        suite.add("bin_%s_u64" % op, binary_graph("b", "Binary", "u64", [8], "u64", [8], op=op),
+                  inputs={"a": big, "b": other}, expected=[ref])
+    a = rng.integers(0, 2 ** 62, size=(3, 4), dtype=np.int64).astype(np.uint64)
+    b = rng.integers(1, 2 ** 31, size=(4,), dtype=np.int64).astype(np.uint64)
+    suite.add("bin_div_u64", binary_graph("b", "Binary", "u64", [3, 4], "u64", [4], op="div"),
+              inputs={"a": a, "b": b}, expected=[a // b])
+    suite.add("bin_max_u64", binary_graph("b", "Binary", "u64", [3, 4], "u64", [4], op="max"),
+              inputs={"a": a, "b": b}, expected=[np.maximum(a, b)])
+    x, y = rand_plain(rng, "u8", (5, 3)).astype(np.uint64), rand_plain(rng, "u8", (3,)).astype(np.uint64)
+    suite.add("cmp_lt_u64", binary_graph("c", "Compare", "u64", [5, 3], "u64", [3], op="lt"),
+              inputs={"a": x, "b": y}, expected=[x < y])
+    for to, npt in (("f64", np.float64), ("f32", np.float32)):
+        suite.add("cast_u64_%s" % to, unary_graph("c", "Cast", "u64", [8], to=to),
+                  inputs={"x": big}, expected=[big.astype(npt)])
+    f = np.array([0.0, 1.5, 2.0 ** 63, 1.5 * 2.0 ** 63, 2.0 ** 70, -3.0, 12345.0, 2.0 ** 53], np.float64)
+    suite.add("cast_f64_u64_saturate", unary_graph("c", "Cast", "f64", [8], to="u64"),
+              inputs={"x": f}, expected=[np.array([0, 1, 2 ** 63, 3 * 2 ** 62, 2 ** 64 - 1, 0, 12345, 2 ** 53],
+                                                  np.uint64)])
+    suite.add("cast_u64_u32_wraps", unary_graph("c", "Cast", "u64", [8], to="u32"),
+              inputs={"x": big}, expected=[big.astype(np.uint32)])
+
+
 def cases(suite, rng):
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -641,3 +671,4 @@ def cases(suite, rng):
         cast_cases(suite, rng)
         clamp_cases(suite, rng)
         big_cases(suite, rng)
+        u64_cases(suite, rng)

@@ -1,5 +1,5 @@
-"""Op-parity cases of the fused group: FusedMatMulBiasAct, FusedResidualLN,
-FusedResidualRmsNorm, FusedSwiGLU, ElementwiseRegion, BatchElementwiseRegion,
+"""Op-parity cases of the fused group: FusedMatMulBiasAct, FusedConv,
+FusedResidualLN, FusedResidualRmsNorm, FusedSwiGLU, ElementwiseRegion, BatchElementwiseRegion,
 TransformRegion, FusedAttentionBlock.
 
 References are NumPy in float64 from the inputs as rounded to their dtype,
@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from cases_conv import ref_conv
 from cases_elementwise import ACT_REFS
 from cases_linalg import ref_attention, ref_rope, rope_tables
 from rlxcase import FLOAT_DTYPES, RLX_TO_NP, Graph, T, round_to
@@ -82,6 +83,124 @@ def matmul_bias_act_cases(suite, rng):
     a, w, b = g.input("a", "f32", [3, 4]), g.input("w", "f16", [4, 2]), g.input("b", "f32", [2])
     g.outputs(g.op("FusedMatMulBiasAct", [a, w, b], act="none"))
     suite.add("err_mba_mixed_dtypes", g, expect_error="RLX_ERR_DTYPE")
+
+
+# ---------------------------------------------------------------- FusedConv
+
+def fused_conv_cases(suite, rng):
+    """Each path of the CPU's conv with its epilogue: packed weights (1x1
+    direct, im2col, blocks of columns, the GEMV shapes of one output
+    channel or one position), depthwise, grouped and the conv of an input
+    weight (epilogue after the conv), other dtypes; against NumPy."""
+    inf = float("inf")
+    # name, dtype, x, w, stride, pad, groups, act, lo, hi, residual, weight a param
+    configs = [
+        ("1x1_relu_res", "f32", [2, 8, 5, 6], [16, 8, 1, 1], [1, 1], [0, 0, 0, 0], 1, "relu", -inf, inf, True, True),
+        ("3x3_s2_relu6", "f32", [1, 3, 9, 9], [8, 3, 3, 3], [2, 2], [1, 1, 1, 1], 1, "none", 0, 6, False, True),
+        ("3x3_silu_clamp_res", "f32", [2, 5, 7, 6], [33, 5, 3, 3], [1, 1], [1, 0, 1, 2], 1, "silu", -0.5, 1.5,
+         True, True),
+        ("many_rows_res", "f32", [1, 96, 7, 9], [700, 96, 1, 1], [1, 1], [0, 0, 0, 0], 1, "relu", -inf, inf, True,
+         True),
+        ("col_blocks_res", "f32", [1, 32, 128, 130], [4, 32, 3, 3], [1, 1], [1, 1, 1, 1], 1, "relu", -inf, inf,
+         True, True),
+        ("one_position", "f32", [2, 16, 1, 1], [24, 16, 1, 1], [1, 1], [0, 0, 0, 0], 1, "sigmoid", -inf, 0.7,
+         True, True),
+        ("one_channel", "f32", [1, 16, 6, 5], [1, 16, 3, 3], [1, 1], [1, 1, 1, 1], 1, "tanh", -inf, inf, True, True),
+        ("dw_s2_relu6", "f32", [2, 6, 9, 8], [6, 1, 3, 3], [2, 2], [1, 1, 1, 1], 6, "none", 0, 6, False, True),
+        ("dw_res_silu", "f32", [1, 7, 10, 11], [7, 1, 3, 3], [1, 1], [1, 1, 1, 1], 7, "silu", -inf, inf, True, True),
+        ("groups2_res", "f32", [2, 4, 6, 5], [6, 2, 3, 3], [1, 2], [1, 0, 1, 2], 2, "gelu", -1, 1, True, True),
+        ("input_w_leaky", "f32", [1, 3, 7, 7], [4, 3, 3, 3], [1, 1], [1, 1, 1, 1], 1, "leaky_relu", -inf, inf,
+         True, False),
+        ("f16_res", "f16", [1, 4, 5, 5], [6, 4, 3, 3], [1, 1], [1, 1, 1, 1], 1, "relu", -inf, inf, True, True),
+        ("bf16_relu6", "bf16", [1, 4, 5, 5], [4, 1, 3, 3], [1, 1], [1, 1, 1, 1], 4, "none", 0, 6, False, True),
+        ("f64_res", "f64", [2, 3, 6, 4], [5, 3, 2, 2], [2, 1], [0, 1, 1, 0], 1, "tanh", -0.3, inf, True, True),
+        # small planes, multiplied turned (positions as the GEMM's rows)
+        ("turned_relu6", "f32", [2, 24, 7, 7], [40, 24, 3, 3], [1, 1], [1, 1, 1, 1], 1, "none", 0, 6, False, True),
+        ("turned_1x1_res", "f32", [2, 64, 5, 3], [96, 64, 1, 1], [1, 1], [0, 0, 0, 0], 1, "relu", -inf, inf, True,
+         True),
+        ("turned_groups_res", "f32", [7, 8, 10, 10], [40, 8, 1, 1], [1, 1], [0, 0, 0, 0], 1, "sigmoid", -inf, inf,
+         True, True),
+    ]
+    for name, dt, xs, ws, stride, pad, groups, act, lo, hi, res, w_param in configs:
+        g = Graph("fc_" + name)
+        x = g.input("x", dt, xs)
+        w = (g.param if w_param else g.input)("w", dt, ws)
+        b = g.param("b", dt, [ws[0]])
+        xt, xv = rand(rng, xs, dt)
+        wt, wv = rand(rng, ws, dt, 1.0 / np.sqrt(ws[1] * ws[2] * ws[3]))
+        bt, bv = rand(rng, [ws[0]], dt)
+        conv = ref_conv(xv, wv, bv, stride, pad, [1, 1], groups)
+        ins, inputs = [x, w, b], {"x": xt}
+        if res:
+            ins.append(g.input("r", dt, list(conv.shape)))
+            rt, rv = rand(rng, conv.shape, dt)
+            inputs["r"] = rt
+            conv = conv + rv
+        attrs = dict(ndim=2, stride=stride, pad=pad, groups=groups, act=act, lo=lo, hi=hi)
+        alpha = 0.01
+        if act == "leaky_relu":
+            alpha = attrs["alpha"] = 0.2
+        g.outputs(g.op("FusedConv", ins, **attrs))
+        ref = np.clip(act_ref(act, conv, alpha), lo, hi)
+        params = {"b": bt}
+        (params if w_param else inputs)["w"] = wt
+        suite.add("fc_" + name + "_" + dt, g, inputs=inputs, params=params, expected=[T(ref, dt)])
+
+    def err(tag, status, rshape, rdt="f32", **attrs):
+        g = Graph("fc_" + tag)
+        ins = [g.input("x", "f32", [1, 2, 4, 4]), g.input("w", "f32", [3, 2, 3, 3]), g.input("b", "f32", [3])]
+        if rshape:
+            ins.append(g.input("r", rdt, rshape))
+        g.outputs(g.op("FusedConv", ins, ndim=2, **attrs))
+        suite.add("err_fc_" + tag, g, expect_error=status)
+
+    # graphs the conv pattern (fuse_conv.c) rewrites, checked fused and,
+    # in the _nofuse run, unfused against the same NumPy values: ResNet's
+    # relu(conv + shortcut conv), MobileNetV2's Clip(conv, 0, 6) and its
+    # add without an activation, a conv without a bias, and chains it
+    # must leave alone (the conv read twice, an activation before the add)
+    xs, ws = [1, 8, 6, 5], [8, 8, 3, 3]
+    patterns = ["relu_add_convs", "clip_dw", "add_only", "no_bias_sigmoid", "read_twice", "act_then_add"]
+    for pat in patterns:
+        g = Graph("fcp_" + pat)
+        x = g.input("x", "f32", xs)
+        xt, xv = rand(rng, xs, "f32")
+        params, pv = {}, {}
+        for k, shape in (("w1", ws), ("w2", [8, 1, 3, 3]), ("b1", [8]), ("b2", [8])):
+            params[k], pv[k] = rand(rng, shape, "f32", 0.3)
+        w1, w2 = g.param("w1", "f32", ws), g.param("w2", "f32", [8, 1, 3, 3])
+        b1, b2 = g.param("b1", "f32", [8]), g.param("b2", "f32", [8])
+        c3 = dict(ndim=2, stride=[1, 1], pad=[1, 1, 1, 1], groups=1)
+        cdw = dict(c3, groups=8)
+        y1 = g.op("Conv", [x, w1, b1], **c3)
+        r1 = ref_conv(xv, pv["w1"], pv["b1"], [1, 1], [1, 1, 1, 1], [1, 1], 1)
+        if pat == "relu_add_convs":
+            y2 = g.op("Conv", [x, w2, b2], **cdw)
+            r2 = ref_conv(xv, pv["w2"], pv["b2"], [1, 1], [1, 1, 1, 1], [1, 1], 8)
+            outs, refs = [g.op("Activation", [g.op("Binary", [y1, y2], op="add")], act="relu")], [np.maximum(r1 + r2, 0)]
+        elif pat == "clip_dw":
+            y2 = g.op("Conv", [y1, w2, b2], **cdw)
+            r2 = ref_conv(r1, pv["w2"], pv["b2"], [1, 1], [1, 1, 1, 1], [1, 1], 8)
+            outs, refs = [g.op("Clamp", [y2], lo=0.0, hi=6.0)], [np.clip(r2, 0, 6)]
+        elif pat == "add_only":
+            outs, refs = [g.op("Binary", [x, y1], op="add")], [xv + r1]
+        elif pat == "no_bias_sigmoid":
+            y0 = g.op("Conv", [x, w1], **c3)
+            r0 = ref_conv(xv, pv["w1"], None, [1, 1], [1, 1, 1, 1], [1, 1], 1)
+            outs, refs = [g.op("Activation", [y0], act="sigmoid")], [1 / (1 + np.exp(-r0))]
+        elif pat == "read_twice":
+            outs = [g.op("Activation", [y1], act="relu"), y1]
+            refs = [np.maximum(r1, 0), r1]
+        else:
+            outs = [g.op("Binary", [g.op("Activation", [y1], act="tanh"), x], op="add")]
+            refs = [np.tanh(r1) + xv]
+        g.outputs(*outs)
+        suite.add("fcp_" + pat, g, inputs={"x": xt}, params=params, expected=[T(r, "f32") for r in refs])
+
+    err("residual_shape", "RLX_ERR_SHAPE", [1, 3, 4, 4])
+    err("residual_dtype", "RLX_ERR_DTYPE", [1, 3, 2, 2], "f16")
+    err("lo_above_hi", "RLX_ERR_INVALID", None, lo=2.0, hi=1.0)
+    err("act_alpha_inf", "RLX_ERR_INVALID", None, act="leaky_relu", alpha=inf)
 
 
 # ---------------------------------------------------------------- FusedResidualLN / RmsNorm
@@ -691,6 +810,7 @@ def big_cases(suite, rng):
 
 def cases(suite, rng):
     matmul_bias_act_cases(suite, rng)
+    fused_conv_cases(suite, rng)
     residual_norm_cases(suite, rng)
     swiglu_cases(suite, rng)
     region_cases(suite, rng)

@@ -130,6 +130,30 @@ def matmul_cases(suite, rng):
     suite.add("matmul_sym_f32", g, inputs={"a": va, "b": vb},
               expected=[(va.astype(np.float64) @ vb).astype(np.float32)])
 
+    # B the Transpose of a weight (ONNX's Gemm with transB): the CPU reads
+    # the weight's bytes as a transposed operand, the Transpose runs no
+    # kernel; as a graph output too (then it runs); F64 by the reference
+    for dt in FLOAT_DTYPES:
+        for fused in (False, True):
+            g = Graph("matmul_wt")
+            a = g.input("a", dt, [5, 7])
+            w = g.param("w", dt, [9, 7])
+            wt = g.op("Transpose", [w], perm=[1, 0])
+            if fused:
+                y = g.op("FusedMatMulBiasAct", [a, wt, g.input("bias", dt, [9])], act="relu")
+            else:
+                y = g.op("MatMul", [a, wt])
+            also_wt = dt == "f32" and fused
+            g.outputs(y, *([wt] if also_wt else []))
+            (ta, va), (tw, vw), (tbias, vbias) = rand(rng, [5, 7], dt), rand(rng, [9, 7], dt), rand(rng, [9], dt)
+            ref = va @ vw.T
+            inputs = {"a": ta}
+            if fused:
+                ref = np.maximum(ref + vbias, 0)
+                inputs["bias"] = tbias
+            suite.add("matmul_wt_%s%s" % ("fused_" if fused else "", dt), g, inputs=inputs, params={"w": tw},
+                      expected=[T(ref, dt)] + ([T(vw.T, dt)] if also_wt else []))
+
     errors = [
         ("k_mismatch", "f32", (2, 3), "f32", (4, 5), "RLX_ERR_SHAPE"),
         ("k_mismatch_vec", "f32", (3,), "f32", (4,), "RLX_ERR_SHAPE"),
@@ -301,6 +325,42 @@ def long_attention_cases(suite, rng):
                    Hkv=1, D=64, mask="custom", custom=custom_mask(rng, (1, 2, 2, 1100), dead_rows=(1,)))
     attention_case(suite, rng, "long_decode_split_f16", dt="f16", form="bshd", B=1, S=1, Tk=777,
                    H=6, Hkv=3, D=64, mask="causal")
+    # several sequences over one KV pool (rlx_llm_decode): each query sees
+    # its own sequence's cells only -- prompts in runs of cells, decoded
+    # tokens interleaved -- so whole key blocks are -inf for most rows; a
+    # query with no cell at all; block-sparse masks with random holes
+    for name, S, Tk, form in (("pool_decode", 8, 600, "bshd"), ("pool_decode_split", 2, 1100, "bshd"),
+                              ("pool_prefill", 24, 400, "rank3")):
+        attention_case(suite, rng, "long_" + name, form=form, B=1, S=S, Tk=Tk, H=9, Hkv=3, D=64,
+                       mask="custom", custom=pool_mask(rng, S, Tk))
+    blocks = rng.random((4, 40, 300 // 64 + 1)) < 0.5  # per head, query and key block
+    sparse = np.where(np.repeat(blocks, 64, axis=2)[:, :, :300] & (rng.random((4, 40, 300)) < 0.8),
+                      rng.standard_normal((4, 40, 300)), NEG_INF)
+    sparse[1, 5] = NEG_INF
+    attention_case(suite, rng, "long_block_sparse", form="bhsd", B=1, S=40, Tk=300, H=4, Hkv=2, D=64,
+                   mask="custom", custom=sparse[None])
+    # a prompt after 30 cells of another sequence: its keys run across the
+    # 64-key block boundary, the first block is -inf for none of its rows
+    after = np.full((37, 128), NEG_INF)
+    for i in range(37):
+        after[i, 30:31 + i] = 0.0
+    for dt in ("f32", "f16"):
+        attention_case(suite, rng, "long_prompt_after_cells_" + dt, dt=dt, B=1, S=37, Tk=128, H=9, Hkv=3,
+                       D=64, mask="custom", custom=after)
+
+
+def pool_mask(rng, S, T):
+    """Query i is sequence i % n of n = S // 3 + 2 sequences: a prompt of
+    T // (2 n) cells each, then cells taken in turn; the last query's
+    sequence owns no cell."""
+    n = S // 3 + 2
+    prompt = T // (2 * n)
+    j = np.arange(T)
+    owner = np.where(j < prompt * n, j // prompt, (j - prompt * n) % n)
+    seq = np.arange(S) % n
+    seq[-1] = n
+    live = owner[None, :] == seq[:, None]
+    return np.where(live, 0.1 * rng.standard_normal((S, T)), NEG_INF)
 
 
 def attention_errors(suite):

@@ -23,10 +23,13 @@ import numpy as np
 NP_TO_RLX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
              np.dtype(np.float64): "f64", np.dtype(np.int8): "i8",
              np.dtype(np.uint8): "u8", np.dtype(np.int32): "i32",
-             np.dtype(np.int64): "i64", np.dtype(np.bool_): "bool"}
+             np.dtype(np.int64): "i64", np.dtype(np.bool_): "bool",
+             np.dtype(np.int16): "i16", np.dtype(np.uint16): "u16",
+             np.dtype(np.uint32): "u32", np.dtype(np.uint64): "u64"}
 RLX_TO_NP = {"f32": np.float32, "f16": np.float16, "f64": np.float64,
              "i8": np.int8, "u8": np.uint8, "i32": np.int32, "i64": np.int64,
-             "bool": np.bool_}
+             "bool": np.bool_, "i16": np.int16, "u16": np.uint16, "u32": np.uint32,
+             "u64": np.uint64}
 FLOAT_DTYPES = ["f32", "f16", "bf16", "f64"]
 BLOCK_DTYPES = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k",
                 "q5_k", "q6_k", "q8_k"]

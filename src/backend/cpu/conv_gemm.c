@@ -62,7 +62,7 @@ static void operands_free(conv_operands *o) {
 static rlx_status operands_load(const ir_node *n, const cpu_tensor *in, const cpu_tensor *out,
                                 conv_operands *o) {
   memset(o, 0, sizeof *o);
-  int has_bias = n->n_in == 3;
+  int has_bias = n->n_in >= 3;
   if (out->dtype == RLX_F32) {
     o->x = in[0].data;
     o->w = in[1].data;
@@ -114,45 +114,52 @@ static void run_range(int64_t start, int64_t step, int64_t limit, int64_t run, i
 }
 
 /* d[q] = xr[q * step] for q in [lo, hi), 0 for the rest of [0, run)
- * (the taps in the padding). Plain loops: runs are often a few floats. */
+ * (the taps in the padding). Plain loops: runs are often a few floats;
+ * stride 2 (the stems' convs) has its own, which vectorizes. */
 static void gather_run(float *d, const float *xr, int64_t step, int64_t lo, int64_t hi, int64_t run) {
   for (int64_t q = 0; q < lo; q++) d[q] = 0;
   if (step == 1)
     for (int64_t q = lo; q < hi; q++) d[q] = xr[q];
+  else if (step == 2)
+    for (int64_t q = lo; q < hi; q++) d[q] = xr[2 * q];
   else
     for (int64_t q = lo; q < hi; q++) d[q] = xr[q * step];
   for (int64_t q = hi; q < run; q++) d[q] = 0;
 }
 
-/* col[r * ld + j - j0] for the rows r = (c, kh, kw) of the group's input
- * x [cg, H, W] and the output positions j in [j0, j1). Rows are walked as
- * the (c, kh, kw) nest, runs are output rows: a weight gradient's conv has
- * tens of thousands of rows of a few short runs each, so nothing here
- * divides per row or per run. */
-static void im2col(const conv_geom *g, const float *x, int64_t rows, int64_t j0, int64_t j1, float *col,
-                   int64_t ld) {
+/* col[(r - r0) * ld + j - j0] for the rows r = (c, kh, kw) in [r0, r0 +
+ * rows) of the group's input x [cg, H, W] and the output positions j in
+ * [j0, j1). Rows are walked as the (c, kh, kw) nest, runs are output
+ * rows: a weight gradient's conv has tens of thousands of rows of a few
+ * short runs each, so nothing here divides per row or per run. */
+void conv_im2col(const conv_geom *g, const float *x, int64_t r0, int64_t rows, int64_t j0, int64_t j1, float *col,
+                 int64_t ld) {
   const int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], KW = g->k[1];
   const int64_t nj = j1 - j0, s = g->stride[1], oh0 = j0 / OW, ow0 = j0 % OW;
+  int64_t c = r0 / (KH * KW), kh = r0 % (KH * KW) / KW, kw = r0 % KW;
   float *dst = col;
-  for (int64_t c = 0; c < rows / (KH * KW); c++) {
+  for (int64_t r = 0; r < rows; r++, dst += ld) {
     const float *xc = x + c * H * W;
-    for (int64_t kh = 0; kh < KH; kh++) {
-      for (int64_t kw = 0; kw < KW; kw++, dst += ld) {
-        int64_t oh = oh0, ow = ow0;
-        for (int64_t j = 0; j < nj; oh++, ow = 0) {
-          const int64_t run = min64(OW - ow, nj - j), ih = oh * g->stride[0] - g->pad[0] + kh * g->dil[0];
-          float *d = dst + j;
-          j += run;
-          if (ih < 0 || ih >= H) {
-            for (int64_t q = 0; q < run; q++) d[q] = 0;
-            continue;
-          }
-          const int64_t iw = ow * s - g->pad[1] + kw * g->dil[1];
-          const float *xr = xc + ih * W + iw;
-          int64_t lo, hi;
-          run_range(iw, s, W, run, &lo, &hi);
-          gather_run(d, xr, s, lo, hi, run);
-        }
+    int64_t oh = oh0, ow = ow0;
+    for (int64_t j = 0; j < nj; oh++, ow = 0) {
+      const int64_t run = min64(OW - ow, nj - j), ih = oh * g->stride[0] - g->pad[0] + kh * g->dil[0];
+      float *d = dst + j;
+      j += run;
+      if (ih < 0 || ih >= H) {
+        for (int64_t q = 0; q < run; q++) d[q] = 0;
+        continue;
+      }
+      const int64_t iw = ow * s - g->pad[1] + kw * g->dil[1];
+      const float *xr = xc + ih * W + iw;
+      int64_t lo, hi;
+      run_range(iw, s, W, run, &lo, &hi);
+      gather_run(d, xr, s, lo, hi, run);
+    }
+    if (++kw == KW) { /* the next row of the (c, kh, kw) nest */
+      kw = 0;
+      if (++kh == KH) {
+        kh = 0;
+        c++;
       }
     }
   }
@@ -225,7 +232,7 @@ static void conv_multi_items(void *arg, int64_t begin, int64_t end, int thread) 
         if (J->transposed)
           im2col_t(&J->g, xg, kc, j0, j1, col + (q - q0) * kc);
         else
-          im2col(&J->g, xg, kc, j0, j1, col + (q - q0), nq);
+          conv_im2col(&J->g, xg, 0, kc, j0, j1, col + (q - q0), nq);
         q += j1 - j0;
       }
       const float *A = J->op.w + gr * J->og * J->K + c0 * J->taps;
@@ -262,7 +269,7 @@ static void conv_splitk_chunks(void *arg, int64_t begin, int64_t end, int thread
     if (J->transposed)
       im2col_t(&J->g, xg, kc, 0, nj, col);
     else
-      im2col(&J->g, xg, kc, 0, nj, col, nj);
+      conv_im2col(&J->g, xg, 0, kc, 0, nj, col, nj);
     cpu_sgemm(NULL, 0, J->transposed, J->og, nj, kc, J->op.w + c0 * J->taps, J->K, col, J->transposed ? kc : nj,
               acc, nj, NULL);
     for (int64_t i = 0; i < J->og * nj; i++) part[i] += acc[i];
@@ -287,7 +294,7 @@ static void conv_items(void *arg, int64_t begin, int64_t end, int thread) {
         B = col;
         ldb = kc;
       } else if (!J->direct) {
-        im2col(&J->g, xg, kc, j0, j0 + nj, col, nj);
+        conv_im2col(&J->g, xg, 0, kc, j0, j0 + nj, col, nj);
         B = col;
         ldb = nj;
       }

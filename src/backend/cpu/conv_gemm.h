@@ -5,6 +5,13 @@
 #define RLX_CONV_GEMM_H
 
 #include "cpu.h"
+#include "gemm.h"
+
+/* A FusedConv's epilogue for the F32 paths: its residual ([N, OC, output
+ * positions], the whole tensor; NULL: none), act, alpha, clamp, lo and
+ * hi as gemm_epilogue's row part (row_bias unused: the paths add the
+ * conv's bias). NULL everywhere: a plain Conv. */
+typedef gemm_epilogue conv_epilogue;
 
 /* Spatial geometry of a node, always as 2-D (index 0: H, 1: W); a 1-D op
  * is a 2-D one whose first spatial dim is 1 (kernel 1, stride 1, no pad),
@@ -16,6 +23,12 @@ typedef struct {
 /* kernel: the kernel sizes (w's trailing dims, or Pool's kernel attr). */
 void conv_geom_init(const ir_node *n, const cpu_tensor *x, const cpu_tensor *y, const int64_t *kernel,
                     conv_geom *g);
+
+/* col[(r - r0) * ld + j - j0] for the rows r = (c, kh, kw) in [r0, r0 +
+ * rows) of the input x [C, H, W] and the output positions j in [j0, j1):
+ * the tap that output position j reads, 0 in the padding (im2col). */
+void conv_im2col(const conv_geom *g, const float *x, int64_t r0, int64_t rows, int64_t j0, int64_t j1, float *col,
+                 int64_t ld);
 
 /* Whether conv_gemm_forward / conv_gemm_transpose compute this node: F32,
  * F16 and BF16 (accumulated in F32); F64 stays on the reference loops. */

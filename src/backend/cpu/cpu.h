@@ -31,6 +31,10 @@ typedef struct {
    * last reset: where a GEMM may keep it packed between runs (gemm.h,
    * cpu_gemm_prepacked); NULL otherwise. */
   struct gemm_prepack *prepack;
+  /* 1: a 2-D MatMul (or FusedMatMulBiasAct) operand B [K, N] whose data
+   * are the row-major bytes of its transpose [N, K] (a weight's Transpose
+   * that the plan reads through, cpu_backend.c); 0 for every other tensor. */
+  int transposed;
 } cpu_tensor;
 
 /* Per-plan context: how many threads of the persistent pool a kernel may

@@ -5,12 +5,22 @@
  * pointer for the input it overwrites and its output. It claims every op:
  * it is the reference and the fallback. Param and constant inputs carry a
  * GEMM prepack slot (gemm.h) while their data is unchanged, so weights are
- * packed once, not on every run. */
+ * packed once, not on every run; the plans of one session (one per shape
+ * binding) share those slots through the session's store (cpu_store), so
+ * a weight is packed once per session, not once per plan, and a run of a
+ * plan for another length reads the same packed copy (in cache when the
+ * lengths alternate). A 2-D Transpose of a param or constant
+ * that only MatMuls (plain or fused with bias and activation) read as their
+ * B (ONNX's Gemm with transB) runs no
+ * kernel and gets no arena bytes: its readers take the weight's own bytes
+ * as a transposed operand (cpu_tensor.transposed), packed once like any
+ * weight. */
 #include "../backend.h"
 #include "../../pass/pass.h"
 #include "cpu.h"
 #include "gemm.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +35,23 @@ typedef struct {
   uint64_t version;
   gemm_prepack *slot;
 } cpu_prepack;
+
+/* The session's store: the packed copies its plans share, by leaf id and
+ * offset (the plans of a session are specializations of one graph: a leaf
+ * has the same id in each, and the same data version at any time). An
+ * idle plan of the compile cache can be freed from another session's
+ * thread: a mutex guards the list; the slots themselves are used only by
+ * the runs of the session, one at a time. */
+typedef struct cpu_store_entry {
+  cpu_prepack pp;
+  int users;                   /* plans that hold it */
+  struct cpu_store_entry *next;
+} cpu_store_entry;
+
+typedef struct {
+  pthread_mutex_t mu;
+  cpu_store_entry *head;
+} cpu_store;
 
 typedef struct {
   int leaf;        /* leaf node id, or -1: the arena */
@@ -48,8 +75,9 @@ typedef struct {
   cpu_tensor *tensors;
   cpu_binding *bindings;
   const void *const *leaf_data; /* the bindings of the last run (cpu_read of an in-place Assign) */
-  cpu_prepack *prepacks;
+  cpu_prepack **prepacks;       /* the plan's own, or entries of the store */
   int n_prepacks;
+  cpu_store *store;             /* NULL: the plan owns its prepacks */
 } cpu_plan;
 
 static int cpu_claims(const rlx_backend *b, const rlx_graph *g, rlx_node n, char *why, size_t cap) {
@@ -67,6 +95,61 @@ static void tensor_of(cpu_tensor *t, const ir_type *ty, void *data) {
   t->nbytes = rlx_dtype_nbytes(ty->dtype, t->numel);
 }
 
+static void *cpu_store_new(void) {
+  cpu_store *st = calloc(1, sizeof *st);
+  if (st && pthread_mutex_init(&st->mu, NULL) != 0) {
+    free(st);
+    return NULL;
+  }
+  return st;
+}
+
+static void cpu_store_free(void *p) {
+  cpu_store *st = p;
+  if (!st) return;
+  while (st->head) { /* none left when every plan gave its entries back; freed anyway */
+    cpu_store_entry *e = st->head;
+    st->head = e->next;
+    gemm_prepack_free(e->pp.slot);
+    free(e);
+  }
+  pthread_mutex_destroy(&st->mu);
+  free(st);
+}
+
+/* The store's entry for (leaf, offset), made when missing, with one more
+ * user; NULL: out of memory. */
+static cpu_prepack *store_get(cpu_store *st, int leaf, size_t offset, int constant) {
+  pthread_mutex_lock(&st->mu);
+  cpu_store_entry *e = st->head;
+  while (e && (e->pp.leaf != leaf || e->pp.offset != offset)) e = e->next;
+  gemm_prepack *slot = e ? NULL : gemm_prepack_new();
+  if (!e && slot && (e = calloc(1, sizeof *e))) {
+    e->pp = (cpu_prepack){leaf, offset, constant, 0, slot};
+    e->next = st->head;
+    st->head = e;
+  } else if (!e) {
+    gemm_prepack_free(slot);
+  }
+  if (e) e->users++;
+  pthread_mutex_unlock(&st->mu);
+  return e ? &e->pp : NULL;
+}
+
+/* A plan gives an entry back; the last user frees it. */
+static void store_put(cpu_store *st, cpu_prepack *pp) {
+  pthread_mutex_lock(&st->mu);
+  cpu_store_entry **at = &st->head;
+  while (*at && &(*at)->pp != pp) at = &(*at)->next;
+  cpu_store_entry *e = *at;
+  if (e && --e->users == 0) {
+    *at = e->next;
+    gemm_prepack_free(e->pp.slot);
+    free(e);
+  }
+  pthread_mutex_unlock(&st->mu);
+}
+
 static void cpu_free(void *p) {
   cpu_plan *pl = p;
   if (!pl) return;
@@ -76,28 +159,77 @@ static void cpu_free(void *p) {
   free(pl->steps);
   free(pl->tensors);
   free(pl->bindings);
-  for (int i = 0; i < pl->n_prepacks; i++) gemm_prepack_free(pl->prepacks[i].slot);
+  for (int i = 0; i < pl->n_prepacks; i++) {
+    if (pl->store) {
+      store_put(pl->store, pl->prepacks[i]);
+    } else {
+      gemm_prepack_free(pl->prepacks[i]->slot);
+      free(pl->prepacks[i]);
+    }
+  }
   free(pl->prepacks);
   free(pl);
 }
 
 /* The prepack slot of the bytes of `leaf` at `offset` (shared by all inputs
- * bound there), or -1 when it is no param/constant or memory is short
- * (prepacking is an optimization). */
+ * bound there, and through the store by the session's other plans), or -1
+ * when it is no param/constant or memory is short (prepacking is an
+ * optimization). */
 static int prepack_of(cpu_plan *pl, int leaf, size_t offset) {
   int op = pl->g->nodes[leaf].op;
   if (op != RLX_OP_Param && op != RLX_OP_Constant) return -1;
   for (int i = 0; i < pl->n_prepacks; i++)
-    if (pl->prepacks[i].leaf == leaf && pl->prepacks[i].offset == offset) return i;
-  gemm_prepack *slot = gemm_prepack_new();
-  if (!slot) return -1;
-  pl->prepacks[pl->n_prepacks] = (cpu_prepack){leaf, offset, op == RLX_OP_Constant, 0, slot};
+    if (pl->prepacks[i]->leaf == leaf && pl->prepacks[i]->offset == offset) return i;
+  cpu_prepack *pp = NULL;
+  if (pl->store) {
+    pp = store_get(pl->store, leaf, offset, op == RLX_OP_Constant);
+  } else if ((pp = malloc(sizeof *pp))) {
+    *pp = (cpu_prepack){leaf, offset, op == RLX_OP_Constant, 0, gemm_prepack_new()};
+    if (!pp->slot) {
+      free(pp);
+      pp = NULL;
+    }
+  }
+  if (!pp) return -1;
+  pl->prepacks[pl->n_prepacks] = pp;
   return pl->n_prepacks++;
+}
+
+/* read_through[i] = 1 for the 2-D F32/F16/BF16 Transposes of a param or
+ * constant whose every use is as input 1 of a MatMul or FusedMatMulBiasAct
+ * (whose kernels read cpu_tensor.transposed; not a graph output:
+ * outputs count as uses). NULL: out of
+ * memory (then none is read through: correct, only slower). */
+static uint8_t *weight_transposes(const rlx_graph *g) {
+  uint8_t *rt = calloc((size_t)g->n_nodes + 1, 1);
+  int *uses = ir_use_counts(g), *mm_uses = calloc((size_t)g->n_nodes + 1, sizeof *mm_uses);
+  if (!rt || !uses || !mm_uses) {
+    free(rt);
+    rt = NULL;
+    goto done;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if ((n->op == RLX_OP_MatMul || n->op == RLX_OP_FusedMatMulBiasAct) && n->n_in >= 2) mm_uses[n->in[1]]++;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    const rlx_dtype t = n->out[0].dtype;
+    if (n->op != RLX_OP_Transpose || n->out[0].shape.rank != 2 || n->a.perm.v[0] != 1 ||
+        (t != RLX_F32 && t != RLX_F16 && t != RLX_BF16)) /* the GEMM's dtypes (not F64's loop) */
+      continue;
+    const int src = g->nodes[n->in[0]].op;
+    rt[i] = (src == RLX_OP_Param || src == RLX_OP_Constant) && uses[i] > 0 && mm_uses[i] == uses[i];
+  }
+done:
+  free(uses);
+  free(mm_uses);
+  return rt;
 }
 
 static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void *store,
                               void **out) {
-  (void)b, (void)store; /* the CPU reads params where the session holds them */
+  (void)b; /* the CPU reads params where the session holds them; the store holds their packed copies */
   *out = NULL;
   cpu_plan *pl = calloc(1, sizeof *pl);
   if (!pl || !(pl->ctx = cpu_ctx_new(opt ? opt->threads : 0))) {
@@ -105,14 +237,18 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
     return rlx_set_error(RLX_ERR_NOMEM, "cpu plan: out of memory");
   }
   pl->g = g;
-  rlx_status st = plan_arena_offsets(g, NULL, &pl->mem);
+  pl->store = store;
+  uint8_t *read_through = weight_transposes(g);
+  rlx_status st = plan_arena_offsets(g, read_through, &pl->mem);
   if (st) {
+    free(read_through);
     cpu_ctx_free(pl->ctx);
     free(pl);
     return st;
   }
   size_t arena = (pl->mem.arena_bytes + RLX_ARENA_ALIGN - 1) / RLX_ARENA_ALIGN * RLX_ARENA_ALIGN;
   if ((st = ir_memory_check(arena, "cpu plan: the arena of intermediate values"))) {
+    free(read_through);
     cpu_free(pl);
     return st;
   }
@@ -125,6 +261,7 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
   pl->bindings = calloc(n_tensors + 1, sizeof *pl->bindings);
   pl->prepacks = calloc(n_tensors + 1, sizeof *pl->prepacks);
   if (!pl->arena || !pl->steps || !pl->tensors || !pl->bindings || !pl->prepacks) {
+    free(read_through);
     cpu_free(pl);
     return rlx_set_error(RLX_ERR_NOMEM, "cpu plan: out of memory (arena %zu bytes)", arena);
   }
@@ -133,7 +270,7 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
     /* A view names its input's bytes: nothing to compute. */
-    if (ir_ops[n->op].category == RLX_CAT_LEAF || pl->mem.view[i]) continue;
+    if (ir_ops[n->op].category == RLX_CAT_LEAF || pl->mem.view[i] || (read_through && read_through[i])) continue;
     cpu_step *s = &pl->steps[pl->n_steps++];
     s->node = n;
     s->in = &pl->tensors[t];
@@ -141,12 +278,16 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
     for (int k = 0; k < n->n_in; k++, t++) {
       size_t slot = plan_input_slot(n, k);
       const ir_node *src = &g->nodes[slot / IR_MAX_OUTPUTS];
+      const int through = read_through && read_through[src->id];
+      /* a weight transpose read through: the weight's bytes */
+      const size_t at = through ? plan_input_slot(src, 0) : slot;
       cpu_binding *where = &pl->bindings[t];
-      where->leaf = pl->mem.leaf[slot];
-      where->offset = pl->mem.offset[slot];
+      where->leaf = pl->mem.leaf[at];
+      where->offset = pl->mem.offset[at];
       where->prepack = where->leaf < 0 ? -1 : prepack_of(pl, where->leaf, where->offset);
       tensor_of(&pl->tensors[t], &src->out[slot % IR_MAX_OUTPUTS],
                 where->leaf < 0 ? pl->arena + where->offset : NULL);
+      pl->tensors[t].transposed = through;
     }
     s->out = &pl->tensors[t];
     /* An in-place node's output offset is its input's: the kernel gets one
@@ -160,6 +301,7 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
       tensor_of(&pl->tensors[t], &n->out[o], pl->mem.leaf[slot] < 0 ? pl->arena + pl->mem.offset[slot] : NULL);
     }
   }
+  free(read_through);
   *out = pl;
   return RLX_OK;
 }
@@ -179,7 +321,7 @@ static rlx_status cpu_run(void *p, const rlx_bindings *bind) {
       if (where->prepack < 0) continue;
       /* a param's packed copy holds while its data version does; version 0
        * (unknown) vouches for nothing */
-      cpu_prepack *pp = &pl->prepacks[where->prepack];
+      cpu_prepack *pp = pl->prepacks[where->prepack];
       uint64_t v = bind->leaf_version ? bind->leaf_version[where->leaf] : 0;
       if (!pp->constant && v == 0) continue;
       if (v != pp->version) {
@@ -223,4 +365,4 @@ static void cpu_memory_stats(const void *p, rlx_session_stats *st) {
 /* No keep_assigned: an in-place Assign already updates the session's host
  * copy (the param's bytes), so reading it back copies nothing. */
 const rlx_backend rlx_cpu_backend = {"cpu", cpu_claims, cpu_compile, cpu_run, cpu_read, cpu_memory_stats,
-                                     cpu_free, NULL, NULL, NULL, NULL, NULL};
+                                     cpu_free, NULL, NULL, cpu_store_new, cpu_store_free, NULL};

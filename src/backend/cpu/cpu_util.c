@@ -40,6 +40,13 @@ void cpu_set(cpu_tensor *t, int64_t i, double v) {
   case RLX_U8: ((uint8_t *)p)[i] = (uint8_t)to_int_sat(v, 0, 255); break;
   case RLX_I32: ((int32_t *)p)[i] = (int32_t)to_int_sat(v, -2147483648.0, 2147483647.0); break;
   case RLX_I64: ((int64_t *)p)[i] = to_int_sat(v, -9223372036854775808.0, 9223372036854775807.0); break;
+  case RLX_I16: ((int16_t *)p)[i] = (int16_t)to_int_sat(v, -32768, 32767); break;
+  case RLX_U16: ((uint16_t *)p)[i] = (uint16_t)to_int_sat(v, 0, 65535); break;
+  case RLX_U32: ((uint32_t *)p)[i] = (uint32_t)to_int_sat(v, 0, 4294967295.0); break;
+  case RLX_U64: /* above INT64_MAX the double converts to uint64 directly */
+    ((uint64_t *)p)[i] = v >= 9223372036854775808.0 ? (v >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)v)
+                                                     : (uint64_t)to_int_sat(v, 0, 9223372036854775807.0);
+    break;
   case RLX_BOOL: ((uint8_t *)p)[i] = v != 0; break;
   default: break;
   }
@@ -52,6 +59,12 @@ int64_t cpu_get_i(const cpu_tensor *t, int64_t i) {
   case RLX_U8: return ((const uint8_t *)p)[i];
   case RLX_I32: return ((const int32_t *)p)[i];
   case RLX_I64: return ((const int64_t *)p)[i];
+  case RLX_I16: return ((const int16_t *)p)[i];
+  case RLX_U16: return ((const uint16_t *)p)[i];
+  case RLX_U32: return ((const uint32_t *)p)[i];
+  /* the bits as int64: exact for add, sub, mul and the bitwise ops; order
+   * and division agree with uint64 below 2^63 */
+  case RLX_U64: { uint64_t u = ((const uint64_t *)p)[i]; int64_t k; memcpy(&k, &u, 8); return k; }
   case RLX_BOOL: return ((const uint8_t *)p)[i] != 0;
   default: return to_int_sat(cpu_get(t, i), -9223372036854775808.0, 9223372036854775807.0);
   }
@@ -65,6 +78,10 @@ void cpu_set_i(cpu_tensor *t, int64_t i, int64_t v) {
   case RLX_U8: ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v; break;
   case RLX_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; break;
   case RLX_I64: ((int64_t *)p)[i] = v; break;
+  case RLX_I16: ((int16_t *)p)[i] = (int16_t)(uint16_t)(uint64_t)v; break;
+  case RLX_U16: ((uint16_t *)p)[i] = (uint16_t)(uint64_t)v; break;
+  case RLX_U32: ((uint32_t *)p)[i] = (uint32_t)(uint64_t)v; break;
+  case RLX_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
   case RLX_BOOL: ((uint8_t *)p)[i] = v != 0; break;
   default: cpu_set(t, i, (double)v); break;
   }

@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* madvise, MAP_ANONYMOUS, beside the project-wide _POSIX_C_SOURCE */
 /* gemm.c — the SGEMM driver: picks the kernel variant for this CPU, splits
  * the work over the thread pool, blocks for the caches and packs operands
  * (converting F16/BF16 to F32 on the way) for the micro-kernels of
@@ -36,7 +37,8 @@
  *
  * A B operand with a gemm_prepack slot (weights) is packed once, whole, in
  * the layout the tiles would pack it in, and the tiles read their blocks
- * from there (prepacked_b, cpu_gemm_prepacked).
+ * from there (prepacked, cpu_gemm_prepacked); an A operand likewise
+ * (cpu_gemm_prepacked_a: tiles of columns, each multiplying all rows).
  */
 #include "gemm.h"
 
@@ -46,9 +48,11 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---------------------------------------------------------------- variant */
 
@@ -165,6 +169,28 @@ static inline int64_t split_at(int64_t n, int64_t parts, int64_t p) {
 
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* ---------------------------------------------------------------- epilogue rows */
+
+/* Whether ep has a row part (gemm_epilogue: row bias, residual, clamp):
+ * then act runs there, after the residual, not in the micro-kernel. */
+static inline int has_rows(const gemm_epilogue *ep) { return ep->row_bias || ep->residual || ep->clamp; }
+
+/* The act the micro-kernel and GEMV epilogues apply. */
+static inline rlx_act inner_act(const gemm_epilogue *ep) { return has_rows(ep) ? RLX_ACT_NONE : ep->act; }
+
+/* The row part of ep on C[i0 : i0+m, j0 : j0+n] (after the inner part). */
+static void rows_post(const gemm_isa *isa, const gemm_epilogue *ep, float *C, int64_t ldc, int64_t i0,
+                      int64_t m, int64_t j0, int64_t n) {
+  for (int64_t i = i0; i < i0 + m; i++)
+    isa->row_post(C + i * ldc + j0, n, ep->row_bias ? ep->row_bias[i] : 0.0f,
+                  ep->residual ? ep->residual + i * ep->ldr + j0 : NULL, ep->act, ep->alpha, ep->clamp, ep->lo,
+                  ep->hi);
+}
+
+void cpu_gemm_row_post(float *y, int64_t n, float add, const float *res, const gemm_epilogue *ep) {
+  active_isa()->row_post(y, n, add, res, ep->act, ep->alpha, ep->clamp, ep->lo, ep->hi);
+}
+
 /* ---------------------------------------------------------------- packing */
 
 /* Ap <- op(A)[i0 : i0+mc, k0 : k0+kc] as `panels` row panels (even split of
@@ -182,8 +208,12 @@ static void pack_a_block(const gemm_isa *isa, const mat_view *A, int64_t i0, int
         isa->convert(view_at(A, i0 + r0 + r, k0), A->dt, tmp, kc);
         for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = tmp[k];
       }
+    } else if (A->dt == RLX_F32 && A->rs == 1) { /* A transposed: each k is a contiguous run */
+      const float *s = src;
+      for (int64_t k = 0; k < kc; k++, s += A->ks)
+        for (int64_t r = 0; r < mr; r++) dst[k * mr + r] = s[r];
     } else {
-      for (int64_t k = 0; k < kc; k++) /* A transposed: each k is a contiguous run */
+      for (int64_t k = 0; k < kc; k++)
         load_run(isa, view_at(A, i0 + r0, k0 + k), A->dt, A->rs, dst + k * mr, mr);
     }
     dst += mr * kc;
@@ -387,6 +417,10 @@ typedef struct {
    * what is there is complete */
   shared_pack *shared;
   int64_t first_part; /* the chunk of `shared` this tile starts with */
+  /* B made by its owner (with a_packed only); a tile without a buffer for
+   * its blocks sets *failed instead of computing */
+  const gemm_b_source *b_src;
+  _Atomic int *failed;
 } gemm_problem;
 
 /* The unpacked loop: correct without any buffer (when memory is short). */
@@ -401,8 +435,8 @@ static void tile_unpacked(const gemm_problem *pr, int64_t m0, int64_t m1, int64_
              gemm_load(pr->B.data, pr->B.dt, j * pr->B.rs + k * pr->B.ks);
       c[j] = s;
     }
-    gemm_isa_scalar.epilogue(c + n0, n1 - n0, ep->bias ? ep->bias + n0 : NULL, 1, ep->act,
-                             ep->alpha);
+    gemm_isa_scalar.epilogue(c + n0, n1 - n0, ep->bias ? ep->bias + n0 : NULL, 1, inner_act(ep), ep->alpha);
+    if (has_rows(ep)) rows_post(&gemm_isa_scalar, ep, pr->C, pr->ldc, i, 1, n0, n1 - n0);
   }
 }
 
@@ -414,22 +448,36 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
   const gemm_isa *isa = pr->isa;
   const gemm_epilogue *ep = pr->ep;
   const int64_t NR = isa->nr_max;
+  /* B prepacked in a slot (not packed by the tiles of this call): a
+   * weight, read from L3 or memory */
+  const int far = pr->b_packed && !(pr->shared && !pr->shared->job.is_a) ? GEMM_B_FAR : 0;
   for (int64_t jr = 0; jr < nc; jr += NR) {
     int nr = (int)(nc - jr < NR ? nc - jr : NR);
-    gemm_tile_epilogue tep = {ep->bias ? ep->bias + jc + jr : NULL, ep->act, ep->alpha};
+    gemm_tile_epilogue tep = {.bias = ep->bias ? ep->bias + jc + jr : NULL, .act = inner_act(ep), .alpha = ep->alpha};
+    const int in_micro = isa->micro_rows && has_rows(ep);
+    if (in_micro) {
+      tep.act = ep->act;
+      tep.ldr = ep->ldr;
+      tep.clamp = ep->clamp;
+      tep.lo = ep->lo;
+      tep.hi = ep->hi;
+    }
     const float *bp = Bp + jr * kc;
-    /* the next B micro-panel into L2 meanwhile, a share per row panel: the
-     * B block may live in L3, and its first reader would wait for it */
-    const char *next = (const char *)(bp + NR * kc);
-    int64_t next_bytes = jr + NR < nc ? NR * kc * (int64_t)sizeof(float) : 0;
+    /* No prefetch of the next B micro-panel here: the micro-kernel's own
+     * prefetches run into it (the panels are consecutive), and a burst of
+     * a whole panel's prefetches before a call stalled the core on the
+     * fill buffers instead of overlapping the FMAs (MiniLM's products at
+     * 24 rows against weights packed in L3: 3.9 -> 3.2 ms). */
     for (int64_t p = 0; p < panels; p++) {
       int64_t r0 = split_at(mc, panels, p), mr = split_at(mc, panels, p + 1) - r0;
-      for (int64_t off = split_at(next_bytes / 64, panels, p) * 64,
-                   end = split_at(next_bytes / 64, panels, p + 1) * 64;
-           off < end; off += 64)
-        __builtin_prefetch(next + off, 0, 2);
+      if (in_micro) {
+        tep.row_bias = ep->row_bias ? ep->row_bias + ic + r0 : NULL;
+        tep.residual = ep->residual ? ep->residual + (ic + r0) * ep->ldr + jc + jr : NULL;
+      }
       isa->micro((int)mr, nr, kc, Ap + r0 * kc, bp, pr->C + (ic + r0) * pr->ldc + jc + jr,
-                 pr->ldc, flags, &tep);
+                 pr->ldc, flags | far, &tep);
+      if ((flags & GEMM_LAST) && has_rows(ep) && !in_micro)
+        rows_post(isa, ep, pr->C, pr->ldc, ic + r0, mr, jc + jr, nr);
     }
   }
 }
@@ -454,13 +502,21 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
   /* Few rows (m x kc fits the A budget; M up to ~100-200): one A block,
    * packed once per K block and reused over all of N, with B blocks sized to
    * stay in L2 between packing and use. More rows: M blocks of mc; B blocks
-   * as large as nc allows, each reused by every M block. */
-  const int reuse_a = reuses_a(isa, m, K);
+   * as large as nc allows, each reused by every M block. A prepacked B
+   * (no packing to amortize) takes one A block up to twice the budget:
+   * each B panel is then read once, with no A repacked per B block (ViT's
+   * 197 token rows against its 768 x 3072 weights). */
+  const int reuse_a = reuses_a(isa, m, K) || (pr->b_packed && !sp && m * KC <= 2 * isa->a_block_floats);
   const int64_t mblocks = reuse_a ? 1 : ceil_div(m, isa->mc), MC = ceil_div(m, mblocks);
-  int64_t nc_max = reuse_a ? isa->b_block_floats / KC / NR * NR : isa->nc;
+  int64_t nc_max = reuse_a || pr->a_packed ? isa->b_block_floats / KC / NR * NR : isa->nc;
   if (nc_max < NR) nc_max = NR;
   /* a B packed whole needs no L2-sized blocks over N */
   if (reuse_a && pr->b_packed) nc_max = ceil_div(n, NR) * NR;
+  /* but a prepacked B that several A blocks read in turn does: in blocks
+   * of twice the L2 budget each is read from memory once, not once per A
+   * block (ViT's 197 token rows are two A blocks against 768 x 3072) */
+  const int64_t nc_l2 = 2 * isa->b_block_floats / KC / NR * NR;
+  if (!reuse_a && pr->b_packed && !sp && mblocks > 1 && nc_l2 < nc_max) nc_max = nc_l2 > NR ? nc_l2 : NR;
   /* B packed by the tiles as they go: blocks of whole chunks */
   const int64_t b_chunk = sp && pr->b_packed ? sp->job.chunk_panels * NR : 0;
   if (b_chunk) nc_max = ceil_div(nc_max, b_chunk) * b_chunk;
@@ -472,7 +528,8 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
   float *Bp = pr->b_packed ? NULL : thread_buf(BUF_B, (size_t)(KC * NC));
   float *tmp = thread_buf(BUF_X, (size_t)tmp_floats);
   if (!(Ap || pr->a_packed) || !(Bp || pr->b_packed) || !tmp) {
-    tile_unpacked(pr, m0, m1, n0, n1);
+    if (pr->b_src) atomic_store(pr->failed, 1); /* no B matrix to read unpacked */
+    else tile_unpacked(pr, m0, m1, n0, n1);
     return;
   }
   const int64_t n_pad = ceil_div(pr->N, NR) * NR;
@@ -480,7 +537,13 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
     /* tiles of columns, A shared (all M rows, one block per K block): its
      * chunks for this K block made ready, the free ones packed here in
      * rotation from this tile's first one, then each B block multiplied with
-     * all rows at once (whole columns of micro-panels per B micro-panel) */
+     * all rows (whole columns of micro-panels per B micro-panel), in runs
+     * of row panels of at most the A budget, each of which stays in L2
+     * while it meets the whole B block (a prepacked A of many rows: a
+     * convolution's weight) */
+    const int64_t panels = ceil_div(m, MR);
+    int64_t run = isa->a_block_floats / (KC * MR);
+    if (run < 1) run = 1;
     for (int64_t kb = 0; kb < kblocks; kb++) {
       int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
       int flags = (kb > 0 ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
@@ -489,8 +552,15 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
       for (int64_t jc = n0; jc < n1; jc += NC) {
         int64_t nc = n1 - jc < NC ? n1 - jc : NC;
         const float *b = pr->b_packed ? pr->b_packed + pc * n_pad + jc * kc : Bp;
-        if (!pr->b_packed) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
-        macro_kernel(pr, pr->a_packed + pc * m, m0, m, ceil_div(m, MR), b, jc, nc, kc, flags);
+        if (pr->b_src) pr->b_src->pack(pr->b_src->ctx, pc, kc, jc, nc, Bp, NR);
+        else if (!pr->b_packed) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
+        /* consecutive panels of the even split are the even split of
+         * their own rows (pack_job) */
+        for (int64_t p0 = 0; p0 < panels; p0 += run) {
+          int64_t p1 = p0 + run < panels ? p0 + run : panels;
+          int64_t r0 = split_at(m, panels, p0), r1 = split_at(m, panels, p1);
+          macro_kernel(pr, pr->a_packed + pc * m + r0 * kc, m0 + r0, r1 - r0, p1 - p0, b, jc, nc, kc, flags);
+        }
       }
     }
     return;
@@ -578,11 +648,13 @@ static void tile_gemv(const gemm_problem *pr, int64_t o0, int64_t o1) {
   if (Rv->rs == 1) isa->gemv_rows(K, n, x, R, Rv->dt, Rv->ks, y);
   else isa->gemv_dots(K, n, x, R, Rv->dt, Rv->rs, y);
   if (row) {
-    isa->epilogue(y, n, ep->bias ? ep->bias + o0 : NULL, 1, ep->act, ep->alpha);
+    isa->epilogue(y, n, ep->bias ? ep->bias + o0 : NULL, 1, inner_act(ep), ep->alpha);
+    if (has_rows(ep)) rows_post(isa, ep, pr->C, pr->ldc, 0, 1, o0, n);
   } else {
-    isa->epilogue(y, n, ep->bias, 0, ep->act, ep->alpha);
+    isa->epilogue(y, n, ep->bias, 0, inner_act(ep), ep->alpha);
     if (y != pr->C + o0)
       for (int64_t i = 0; i < n; i++) pr->C[(o0 + i) * pr->ldc] = y[i];
+    if (has_rows(ep)) rows_post(isa, ep, pr->C, pr->ldc, o0, n, 0, 1);
   }
   return;
 unpacked:
@@ -605,7 +677,7 @@ struct gemm_prepack {
   const gemm_isa *isa;
   const void *data;
   rlx_dtype dtype;
-  int trans;
+  int trans, is_a; /* is_a: op(A)'s row panels (N: its M), else op(B)'s column panels */
   int64_t ld, K, N;
   /* gemm_prepack_other's object */
   void *other;
@@ -613,6 +685,53 @@ struct gemm_prepack {
   size_t other_bytes;
   void (*other_free)(void *);
 };
+
+/* Packed panels of at least PANELS_HUGE_MIN bytes are mapped on their own,
+ * 2 MiB-aligned, and advised to use transparent huge pages: a product at
+ * a few rows streams its whole packed weight once per call, from L3 or
+ * memory, and 4 KiB pages cost a TLB miss every 4 KiB of it (MiniLM's
+ * products at 24 rows, 42 MB of packed weights, on a loaded machine:
+ * 7.0 -> 5.7 ms). The length is rounded up to whole huge pages when that
+ * adds at most a quarter (MiniLM's [384, 1152]); past that the tail stays
+ * in small pages. */
+#define PANELS_HUGE ((size_t)2 << 20)
+#define PANELS_HUGE_MIN ((size_t)1 << 20)
+
+#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
+static size_t panels_mapped_bytes(size_t bytes) {
+  size_t up = (bytes + PANELS_HUGE - 1) / PANELS_HUGE * PANELS_HUGE;
+  return up - bytes <= bytes / 4 ? up : (bytes + 4095) & ~(size_t)4095;
+}
+#endif
+
+static float *panels_alloc(size_t bytes) {
+#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
+  if (bytes >= PANELS_HUGE_MIN) {
+    size_t len = panels_mapped_bytes(bytes);
+    uint8_t *m = mmap(NULL, len + PANELS_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    uint8_t *p = (uint8_t *)(((uintptr_t)m + PANELS_HUGE - 1) & ~(uintptr_t)(PANELS_HUGE - 1));
+    if (p > m) munmap(m, (size_t)(p - m));
+    if (p + len < m + len + PANELS_HUGE) munmap(p + len, (size_t)(m + len + PANELS_HUGE - (p + len)));
+    madvise(p, len, MADV_HUGEPAGE); /* advice: without it the pages are small */
+    return (float *)p;
+  }
+#endif
+  return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
+static void panels_free(float *p, size_t bytes) {
+  if (!p) return;
+#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
+  if (bytes >= PANELS_HUGE_MIN) {
+    munmap(p, panels_mapped_bytes(bytes));
+    return;
+  }
+#else
+  (void)bytes;
+#endif
+  free(p);
+}
 
 static _Atomic size_t prepack_total; /* bytes held by all slots */
 static size_t prepack_budget;        /* bytes; 0: prepacking off */
@@ -629,7 +748,7 @@ gemm_prepack *gemm_prepack_new(void) { return calloc(1, sizeof(gemm_prepack)); }
 void gemm_prepack_reset(gemm_prepack *p) {
   if (!p) return;
   if (p->panels) atomic_fetch_sub(&prepack_total, p->floats * sizeof(float));
-  free(p->panels);
+  panels_free(p->panels, p->floats * sizeof(float));
   if (p->other) {
     atomic_fetch_sub(&prepack_total, p->other_bytes);
     p->other_free(p->other);
@@ -663,32 +782,33 @@ void gemm_prepack_set_other(gemm_prepack *p, const void *key, void *obj, size_t 
 
 size_t gemm_prepack_total_bytes(void) { return atomic_load(&prepack_total); }
 
-/* The panels of operand b (shared by the batch) for this call, packing them
- * when the slot does not hold them; NULL: pack per tile instead. */
-static const float *prepacked_b(cpu_ctx *ctx, const gemm_isa *isa, const gemm_operand *b,
-                                gemm_prepack *p, int64_t K, int64_t N) {
+/* The panels of operand b (shared by the batch; is_a: operand a, whose N
+ * rows are op(A)'s M) for this call, packing them when the slot does not
+ * hold them; NULL: pack per tile instead. */
+static const float *prepacked(cpu_ctx *ctx, const gemm_isa *isa, const gemm_operand *b, int is_a,
+                              gemm_prepack *p, int64_t K, int64_t N) {
   pthread_once(&prepack_once, prepack_init);
   if (!prepack_budget) return NULL;
   if (p->tried && p->isa == isa && p->data == b->data && p->dtype == b->dtype && p->trans == b->trans &&
-      p->ld == b->ld && p->K == K && p->N == N)
+      p->is_a == is_a && p->ld == b->ld && p->K == K && p->N == N)
     return p->panels;
   gemm_prepack_reset(p);
   *p = (gemm_prepack){.tried = 1, .isa = isa, .data = b->data, .dtype = b->dtype, .trans = b->trans,
-                      .ld = b->ld, .K = K, .N = N};
-  const int64_t NR = isa->nr_max, n_pad = ceil_div(N, NR) * NR;
+                      .is_a = is_a, .ld = b->ld, .K = K, .N = N};
+  const int64_t NR = isa->nr_max, n_pad = is_a ? N : ceil_div(N, NR) * NR;
   size_t floats = (size_t)K * (size_t)n_pad, bytes = floats * sizeof(float);
   if (atomic_fetch_add(&prepack_total, bytes) + bytes > prepack_budget) {
     atomic_fetch_sub(&prepack_total, bytes);
     return NULL;
   }
-  float *panels = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  float *panels = panels_alloc(bytes);
   if (!panels) {
     atomic_fetch_sub(&prepack_total, bytes);
     return NULL;
   }
-  mat_view B = view_b(b, 0);
-  if (!pack_whole(ctx, isa, &B, 0, K, N, panels)) { /* once: all threads */
-    free(panels);
+  mat_view B = is_a ? view_a(b, 0) : view_b(b, 0);
+  if (!pack_whole(ctx, isa, &B, is_a, K, N, panels)) { /* once: all threads */
+    panels_free(panels, bytes);
     atomic_fetch_sub(&prepack_total, bytes);
     return NULL;
   }
@@ -712,6 +832,8 @@ typedef struct {
   const float *a_packed; /* A packed once for all tiles (tm = 1), or NULL */
   shared_pack shared;    /* when shared.state: a_packed / b_packed packed by the tiles */
   int64_t threads;       /* the threads the tiles are split for */
+  const gemm_b_source *b_src; /* gemm_problem's */
+  _Atomic int failed;
 } gemm_job;
 
 /* A matrix-vector product's output chunks are multiples of 16 elements:
@@ -727,9 +849,9 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
     int64_t b = t / per, tile = t % per, ti = tile / j->tn, tj = tile % j->tn;
     shared_pack *sp = j->shared.state ? &j->shared : NULL;
     int64_t first = sp ? first_part(j->tm > 1 ? ti : tj, j->threads, sp->job.chunks) : 0;
-    gemm_problem pr = {j->isa, j->M, j->N, j->K, view_a(j->a, b), view_b(j->b, b),
+    gemm_problem pr = {j->isa, j->M, j->N, j->K, view_a(j->a, b), j->b_src ? (mat_view){0} : view_b(j->b, b),
                        j->C + b * j->c_batch_stride, j->ldc, j->ep, j->b_packed, j->a_packed,
-                       sp, first};
+                       sp, first, j->b_src, &j->failed};
     if (j->gemv) {
       int64_t len = j->M == 1 ? j->N : j->M, units = ceil_div(len, GEMV_UNIT);
       int64_t o0 = split_at(units, j->tn, tj) * GEMV_UNIT, o1 = split_at(units, j->tn, tj + 1) * GEMV_UNIT;
@@ -745,11 +867,13 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
   }
 }
 
-/* Below this much work per thread (in flops of the packed path, tens of
- * microseconds) waking a worker costs more than it saves. A GEMV flop
- * counts 16: it streams its matrix from memory at a small fraction of the
- * FMA rate. */
-#define GEMM_MIN_FLOPS_PER_THREAD (1 << 22)
+/* Below this much work per thread (in flops of the packed path, about ten
+ * microseconds) handing a share to a worker costs more than it saves: the
+ * workers spin between the loops of a graph, so a hand-off is a few
+ * hundred nanoseconds, and a product of a few rows (one sentence's
+ * 24 x 384 x 384, 7 Mflop) is worth splitting. A GEMV flop counts 16: it
+ * streams its matrix from memory at a small fraction of the FMA rate. */
+#define GEMM_MIN_FLOPS_PER_THREAD (1 << 21)
 #define GEMM_GEMV_FLOP_WEIGHT 16
 /* Tasks per thread: the pool hands them out dynamically, so a worker that
  * wakes late or is preempted leaves less for the others to wait on. */
@@ -857,8 +981,10 @@ static void fill_k0(const gemm_isa *isa, int64_t batch, int64_t M, int64_t N, fl
     for (int64_t i = 0; i < M; i++) {
       float *c = C + b * c_batch_stride + i * ldc;
       for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
-      isa->epilogue(c, N, ep->bias, 1, ep->act, ep->alpha);
+      isa->epilogue(c, N, ep->bias, 1, inner_act(ep), ep->alpha);
     }
+  if (has_rows(ep)) /* one matrix: the row part's residual is of one C */
+    for (int64_t b = 0; b < batch; b++) rows_post(isa, ep, C + b * c_batch_stride, ldc, 0, M, 0, N);
 }
 
 static int operand_ok(const gemm_operand *o) {
@@ -868,7 +994,7 @@ static int operand_ok(const gemm_operand *o) {
 void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K,
                         const gemm_operand *a, const gemm_operand *b, gemm_prepack *b_prepack,
                         float *C, int64_t ldc, int64_t c_batch_stride, const gemm_epilogue *ep) {
-  static const gemm_epilogue no_epilogue = {NULL, RLX_ACT_NONE, 0.0f};
+  static const gemm_epilogue no_epilogue = {.act = RLX_ACT_NONE};
   if (batch <= 0 || M <= 0 || N <= 0 || K < 0 || !C) return;
   if (!ep) ep = &no_epilogue;
   const gemm_isa *isa = active_isa();
@@ -879,7 +1005,7 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   if (!operand_ok(a) || !operand_ok(b)) return;
 
   gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1, NULL, NULL,
-                  {{0}, NULL}, 1};
+                  {{0}, NULL}, 1, NULL, 0};
   double work = 2.0 * (double)M * (double)N * (double)K * (double)batch *
                 (job.gemv ? GEMM_GEMV_FLOP_WEIGHT : 1);
   int64_t threads = cpu_ctx_threads(ctx);
@@ -898,13 +1024,54 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
     job.tn = chunks < units ? chunks : units;
   } else {
     if (b_prepack && (batch == 1 || (b->batch_stride == 0 && !b->batch_offsets)))
-      job.b_packed = prepacked_b(ctx, isa, b, b_prepack, K, N);
+      job.b_packed = prepacked(ctx, isa, b, 0, b_prepack, K, N);
     if (batch > 1 || threads == 1 || !split_one_matrix(&job, threads, s))
       choose_tiles(s, M, N, isa->mr_max, isa->nr_max, &job.tm, &job.tn);
   }
   int64_t tasks = batch * job.tm * job.tn;
   cpu_parallel_for(threads > 1 ? ctx : NULL, tasks, 1, run_task, &job);
   free((void *)job.shared.state);
+}
+
+/* The tiles of columns of cpu_gemm_prepacked_a over A packed in ap, B
+ * an operand or a source; 0 when a tile failed (b_src only). */
+static int run_prepacked_a(cpu_ctx *ctx, const gemm_isa *isa, int64_t M, int64_t N, int64_t K, const float *ap,
+                           const gemm_operand *a, const gemm_operand *b, const gemm_b_source *b_src, float *C,
+                           int64_t ldc, const gemm_epilogue *ep) {
+  static const gemm_epilogue no_epilogue = {.act = RLX_ACT_NONE};
+  gemm_job job = {isa, M, N, K, a, b, C, ldc, 0, ep ? ep : &no_epilogue, 1, 1, 0, NULL, ap, {{0}, NULL}, 1,
+                  b_src, 0};
+  /* tiles of columns, each with all rows of the packed A */
+  int64_t threads = cpu_ctx_threads(ctx);
+  double by_work = 2.0 * (double)M * (double)N * (double)K / GEMM_MIN_FLOPS_PER_THREAD;
+  if (by_work < (double)threads) threads = by_work < 1.0 ? 1 : (int64_t)by_work;
+  job.tn = threads > 1 ? even_tiles(ceil_div(N, isa->nr_max), threads, threads * GEMM_TASKS_PER_THREAD) : 1;
+  cpu_parallel_for(threads > 1 ? ctx : NULL, job.tn, 1, run_task, &job);
+  return !atomic_load(&job.failed);
+}
+
+void cpu_gemm_prepacked_a(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K, const gemm_operand *a,
+                          gemm_prepack *a_prepack, const gemm_operand *b, float *C, int64_t ldc,
+                          const gemm_epilogue *ep) {
+  const gemm_isa *isa = active_isa();
+  const float *ap = M > 1 && N > 1 && K > 0 && a_prepack && operand_ok(a) && operand_ok(b) && C
+                        ? prepacked(ctx, isa, a, 1, a_prepack, K, M)
+                        : NULL;
+  if (!ap) {
+    cpu_gemm(ctx, 1, M, N, K, a, b, C, ldc, 0, ep);
+    return;
+  }
+  run_prepacked_a(ctx, isa, M, N, K, ap, a, b, NULL, C, ldc, ep);
+}
+
+int cpu_gemm_prepacked_a_source(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K, const gemm_operand *a,
+                                gemm_prepack *a_prepack, const gemm_b_source *b, float *C, int64_t ldc,
+                                const gemm_epilogue *ep) {
+  const gemm_isa *isa = active_isa();
+  const float *ap = M > 1 && N > 1 && K > 0 && a_prepack && operand_ok(a) && b && C
+                        ? prepacked(ctx, isa, a, 1, a_prepack, K, M)
+                        : NULL;
+  return ap && run_prepacked_a(ctx, isa, M, N, K, ap, a, NULL, b, C, ldc, ep);
 }
 
 void cpu_gemm(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K, const gemm_operand *a,

@@ -2,6 +2,9 @@
  *
  *   C[M,N] = act(op(A)[M,K] · op(B)[K,N] + bias[N])
  *
+ * (or, for a convolution, clamp(act(... + row_bias[M] + residual)): the
+ * row part of gemm_epilogue).
+ *
  * op(X) is X or its transpose (trans_*: X is stored [K,M] / [N,K]); row
  * strides lda/ldb/ldc in elements. bias may be NULL; act RLX_ACT_NONE for
  * none (alpha: leaky_relu slope). The epilogue is applied in registers
@@ -26,10 +29,26 @@ typedef struct {
   const float *bias;   /* [N] or NULL */
   rlx_act act;
   float alpha;
+  /* A convolution's epilogue (C = W · columns): row_bias[i] added to row
+   * i, a residual R[M, N] (row stride ldr) added, then act, then a clamp
+   * to [lo, hi] when clamp is set (NaN stays). Applied to each micro-tile
+   * of C right after its last K block, while it is in L1. One matrix
+   * only (batch 1). */
+  const float *row_bias;  /* [M] or NULL */
+  const float *residual;  /* or NULL */
+  int64_t ldr;
+  int clamp;
+  float lo, hi;
 } gemm_epilogue;
 
 void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
                int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, const gemm_epilogue *ep);
+
+/* The row part of ep (the fields after alpha; act included) on one row
+ * of n values: y[j] = clamp(act(y[j] + add + res[j])) (res NULL: none),
+ * with this CPU's vector code. For kernels that produce a convolution's
+ * rows themselves (depthwise). */
+void cpu_gemm_row_post(float *y, int64_t n, float add, const float *res, const gemm_epilogue *ep);
 
 /* ---- the general entry: batches and F16/BF16 operands */
 
@@ -61,6 +80,32 @@ typedef struct gemm_prepack gemm_prepack;
 void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K,
                         const gemm_operand *a, const gemm_operand *b, gemm_prepack *b_prepack,
                         float *C, int64_t ldc, int64_t c_batch_stride, const gemm_epilogue *ep);
+
+/* C[M,N] = act(op(A) · op(B) + bias) (one matrix) with A kept packed in a
+ * slot between calls, as B is by cpu_gemm_prepacked (a convolution's
+ * weight [OC, K] times its columns [K, positions]). Without a slot, or
+ * where the slot cannot hold it: cpu_gemm. */
+void cpu_gemm_prepacked_a(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K, const gemm_operand *a,
+                          gemm_prepack *a_prepack, const gemm_operand *b, float *C, int64_t ldc,
+                          const gemm_epilogue *ep);
+
+/* A B operand its owner writes block by block straight into the
+ * micro-kernel's panels, never storing it whole (a convolution's im2col
+ * columns): pack(ctx, k0, kc, j0, nc, dst, nr) writes B's rows [k0, k0 +
+ * kc) and columns [j0, j0 + nc) as ceil(nc / nr) panels of kc x nr floats
+ * (panel p at dst + p * kc * nr, k-major), zero past nc. Called from
+ * several threads at once, for disjoint blocks. */
+typedef struct {
+  void (*pack)(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst, int64_t nr);
+  const void *ctx;
+} gemm_b_source;
+
+/* cpu_gemm_prepacked_a with B from a source. Returns 0, with C
+ * unspecified, where it could not run (A not packed in its slot, or no
+ * memory for a block): the caller then makes B itself. */
+int cpu_gemm_prepacked_a_source(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K, const gemm_operand *a,
+                                gemm_prepack *a_prepack, const gemm_b_source *b, float *C, int64_t ldc,
+                                const gemm_epilogue *ep);
 
 /* ---- prepacked B operands (weights)
  *

@@ -357,6 +357,24 @@ static void epilogue(float *y, int64_t n, const float *bias, int bias_step, rlx_
   if (!vec_act) gemm_scalar_act_row(y, n, act, alpha);
 }
 
+static void row_post(float *y, int64_t n, float add, const float *res, rlx_act act, float alpha, int clamp,
+                     float lo, float hi) {
+  if (!gemm_act_vectorized(act)) {
+    gemm_scalar_row_post(y, n, add, res, act, alpha, clamp, lo, hi);
+    return;
+  }
+  const __m256 va = _mm256_set1_ps(add), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  for (int64_t j = 0; j < n; j += 8) {
+    int64_t t = n - j;
+    __m256 v = _mm256_add_ps(load8(y + j, RLX_F32, t), va);
+    if (res) v = _mm256_add_ps(v, load8(res + j, RLX_F32, t));
+    v = act_inline(v, act, alpha);
+    if (clamp) /* max(lo, v), min(hi, v) return v where v is NaN */
+      v = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v));
+    store8(y + j, v, t);
+  }
+}
+
 /* Blocking measured against OpenBLAS's Haswell kernel, all configurations
  * interleaved in one process: kc 512 (a B micro-panel of 32 KiB: an L1d of
  * 32 KiB, as on Zen 4 and most AVX2-only cores, holds it); one A block up
@@ -368,7 +386,8 @@ const gemm_isa gemm_isa_avx2 = {
     .name = "avx2", .mr_max = MR, .nr_max = NR, .kc = 512, .mc = 120, .nc = 2048,
     .a_block_floats = 64 * 1024, .b_block_floats = 32 * 1024,
     .micro = micro, .gemv_rows = gemv_rows, .gemv_dots = gemv_dots,
-    .epilogue = epilogue, .convert = convert, .pack_t = gemm_avx2_pack_t, .pack_b = pack_b,
+    .epilogue = epilogue, .row_post = row_post, .convert = convert, .pack_t = gemm_avx2_pack_t,
+    .pack_b = pack_b,
 };
 
 #endif /* x86 */

@@ -15,14 +15,21 @@
 enum {
   GEMM_ACCUMULATE = 1, /* add the product to C (a later K block) instead of overwriting */
   GEMM_LAST = 2,       /* the last K block: apply bias + activation before the store */
+  GEMM_B_FAR = 4,      /* Bp is a prepacked weight, in L3 or memory rather than L2 (a hint) */
 };
 
 /* The epilogue of one tile: bias already offset to the tile's first column
- * (NULL: none). */
+ * (NULL: none). A variant with micro_rows also takes gemm_epilogue's row
+ * part here: row_bias offset to the tile's first row, residual to its
+ * first element (row stride ldr), act after them, then the clamp. */
 typedef struct {
   const float *bias;
   rlx_act act;
   float alpha;
+  const float *row_bias, *residual;
+  int64_t ldr;
+  int clamp;
+  float lo, hi;
 } gemm_tile_epilogue;
 
 /* C[mr, nr] (+)= Ap · Bp over kc, then the epilogue when flags has
@@ -41,6 +48,11 @@ typedef void (*gemm_gemv_dots_fn)(int64_t K, int64_t n, const float *x, const vo
  * bias_step 0 broadcasts bias[0]). */
 typedef void (*gemm_epilogue_fn)(float *y, int64_t n, const float *bias, int bias_step,
                                  rlx_act act, float alpha);
+/* The row part of a gemm_epilogue (a convolution's): y[j] = act(y[j] + add
+ * + res[j]) (res NULL: no residual), then clamped to [lo, hi] with clamp
+ * (NaN stays NaN, as Clamp), for j < n. */
+typedef void (*gemm_row_post_fn)(float *y, int64_t n, float add, const float *res, rlx_act act,
+                                 float alpha, int clamp, float lo, float hi);
 /* dst[i] = src[i] as float for i < n; src F16 or BF16. */
 typedef void (*gemm_convert_fn)(const void *src, rlx_dtype dt, float *dst, int64_t n);
 
@@ -58,6 +70,7 @@ typedef void (*gemm_pack_b_fn)(const float *src, int64_t ld, int64_t kc, int64_t
 typedef struct {
   const char *name;
   int mr_max, nr_max;         /* micro-tile */
+  int micro_rows;             /* the micro-kernel applies the row part (gemm_tile_epilogue) */
   int64_t kc, mc, nc;         /* cache blocking: K, M and N block sizes */
   int64_t a_block_floats;     /* up to this m x kc, one A block serves all of N */
   int64_t b_block_floats;     /* B block budget (L2) next to such an A block */
@@ -65,6 +78,7 @@ typedef struct {
   gemm_gemv_rows_fn gemv_rows;
   gemm_gemv_dots_fn gemv_dots;
   gemm_epilogue_fn epilogue;
+  gemm_row_post_fn row_post;
   gemm_convert_fn convert;
   gemm_pack_t_fn pack_t;
   gemm_pack_b_fn pack_b;
@@ -99,5 +113,8 @@ void gemm_avx2_pack_t(const float *src, int64_t ld, int64_t rows, int64_t kc, fl
 /* y[j] = act(y[j]) through the reference scalar math (elementwise_math.h):
  * for the activations a variant has no vector code for. */
 void gemm_scalar_act_row(float *y, int64_t n, rlx_act act, float alpha);
+/* The portable row_post (gemm_row_post_fn). */
+void gemm_scalar_row_post(float *y, int64_t n, float add, const float *res, rlx_act act, float alpha,
+                          int clamp, float lo, float hi);
 
 #endif /* RLX_GEMM_KERNELS_H */

@@ -38,6 +38,16 @@ static void scalar_epilogue(float *y, int64_t n, const float *bias, int bias_ste
   gemm_scalar_act_row(y, n, act, alpha);
 }
 
+void gemm_scalar_row_post(float *y, int64_t n, float add, const float *res, rlx_act act, float alpha,
+                          int clamp, float lo, float hi) {
+  for (int64_t j = 0; j < n; j++) y[j] += add + (res ? res[j] : 0.0f);
+  gemm_scalar_act_row(y, n, act, alpha);
+  for (int64_t j = 0; clamp && j < n; j++) { /* selects: NaN stays */
+    float v = y[j] < lo ? lo : y[j];
+    y[j] = v > hi ? hi : v;
+  }
+}
+
 static void scalar_micro(int mr, int nr, int64_t kc, const float *Ap, const float *Bp, float *C,
                          int64_t ldc, int flags, const gemm_tile_epilogue *ep) {
   float acc[MR][NR] = {{0}};
@@ -73,6 +83,6 @@ const gemm_isa gemm_isa_scalar = {
     .name = "scalar", .mr_max = MR, .nr_max = NR, .kc = 256, .mc = 64, .nc = 1024,
     .a_block_floats = 16 * 1024, .b_block_floats = 16 * 1024,
     .micro = scalar_micro, .gemv_rows = scalar_gemv_rows, .gemv_dots = scalar_gemv_dots,
-    .epilogue = scalar_epilogue, .convert = gemm_scalar_convert,
+    .epilogue = scalar_epilogue, .row_post = gemm_scalar_row_post, .convert = gemm_scalar_convert,
     .pack_t = gemm_scalar_pack_t, .pack_b = scalar_pack_b,
 };

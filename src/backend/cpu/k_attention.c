@@ -1,4 +1,4 @@
-/* k_attention.c — Attention and Rope.
+/* k_attention.c — Attention (Rope: k_rope.c).
  *
  * F64 runs the double-precision reference (cpu_attention_f64); F32, F16 and
  * BF16 run the tiled kernel below (cpu_attention_fast), in f32 with the
@@ -97,8 +97,8 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
  * Flash-attention style: a work item is (batch, kv head, block of queries)
  * and holds the query rows of every query head that reads that kv head
  * (GQA: they share K and V). It walks the keys in blocks of FLASH_BK:
- * scores of the block (a small GEMM against K transposed), the mask, and an
- * online softmax — a running max m and sum l per row, the output rows
+ * scores of the block (a small GEMM against K transposed) and an online
+ * softmax — a running max m and sum l per row, the output rows
  * rescaled by e^(m_old - m_new) when the max grows — so no score matrix
  * beyond rows x FLASH_BK exists. Key blocks that no query of the item may
  * see (causal / sliding window) are skipped. Accumulation is f32 (sums of
@@ -111,21 +111,51 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
  * much as the attention: the scores are dot products with K's rows then,
  * read in place (F32) or converted to f32 rows.
  *
- * A custom mask's -inf entries count as masked keys too: each row's keys
- * outside the first..last finite entry of its mask row are skipped like
- * causally masked ones (a KV cache read over a padded key length: the
- * padding costs a scan of the mask row, not the scores).
- *
  * When there are fewer items than twice the threads (decode with few kv
  * heads), the keys of each item are split into ranges of whole key blocks
  * (flash-decoding): each range leaves its unnormalized rows with their m
  * and l, and a merge pass rescales them by e^(m - max m) and divides by
- * the merged l. */
+ * the merged l.
+ *
+ * With a custom mask (a decoder's KV pool: each query sees its own
+ * sequence's cells, scattered among other sequences' cells) an item runs
+ * masked_items instead, so that a row's bits depend only on the values of
+ * the keys it sees and their order, not on where they sit, on the other
+ * rows of the call or on its size. A quantized matmul rounds its
+ * activations to 8 bits, so a 1e-6 difference in an attention row flips
+ * a rounding step and grows to logits off by more than 1 a few layers on:
+ * a sequence decoded beside others would not give the tokens it gives
+ * alone. There the scores are always dot products with K's rows (decode's
+ * and prefill's alike). A row's visible keys are cut into ranges of
+ * FLASH_SPLIT_KEYS visible keys (masked_cut: counted in keys, not cells,
+ * so a cut falls at the same key of a sequence wherever its cells sit).
+ * Per range, the row's scores are kept for the whole range (no online
+ * rescaling, whose points depend on where blocks cut the keys): the max,
+ * then the exponentials summed in key order in double, and P V as one
+ * chain of multiply-adds per output in key order, masked keys adding exact
+ * zeros. The ranges are merged in order (merge_range), on one thread or,
+ * when the items are few, after units of (item, range) ran on several.
+ * Key blocks and rows that see nothing are skipped as above. The rows of
+ * a call may then be cut into items at will: they are cut for the threads
+ * and to bound the scores kept.
+ *
+ * A custom mask's -inf entries count as masked keys: each row's keys
+ * outside the first..last finite entry of its mask row are skipped like
+ * causally masked ones (a KV cache read over a padded key length: the
+ * padding costs a scan of the mask row, not the scores). Within that
+ * range, a key block where a row's mask is all -inf leaves the row out
+ * of the block: the scores and the P V product of the block are computed
+ * for the first..last row that sees a key of it, and the block is skipped
+ * when no row does. The rows are ordered query-major (the group's heads of
+ * one query next to each other), so the rows of one sequence's queries
+ * are adjacent. Masked keys are not read, so non-finite values there do
+ * not reach the row (as with causally masked keys). */
 
 #define FLASH_BK 64       /* keys per block */
 #define FLASH_ROWS 64     /* query rows (query heads x queries) per item, about */
 #define FLASH_DOT_ROWS 8  /* at most this many rows (decode): scores as dot products with K's rows */
-#define FLASH_SPLIT_KEYS 256 /* keys per split at least, when the keys are split (below) */
+#define FLASH_SPLIT_KEYS 256 /* keys per split at least, when the keys are split; masked: keys per range */
+#define FLASH_MASKED_SCORES (256 * 1024) /* masked_items: scores kept per thread, at most about */
 
 typedef struct {
   const cpu_attention_params *p;
@@ -134,9 +164,18 @@ typedef struct {
   const void *q, *k, *v;
   void *out;
   const float *mask;            /* custom mask (F32) or NULL */
-  int64_t group, t8, bq, q_blocks;
+  int64_t group, t8;
+  /* an item: rows [first, first + rows_item) of a (batch, kv head)'s S * group
+   * rows, row r being query r / group of head hk * group + r % group;
+   * q_blocks items per (batch, kv head) */
+  int64_t rows_item, q_blocks;
+  int64_t lds;                  /* row stride of the scores: FLASH_BK, or the keys (masked_items) */
   int64_t splits, split_keys;   /* key ranges per item (1: no split), keys per range */
   float *part;                  /* splits > 1: per (item, range): O [rows, D], m [rows], l [rows] */
+  /* masked_items: mask rows (b, h if the mask has heads, i), each's key
+   * ranges (masked_cut), the most of them; max_ranges key ranges per item
+   * (splits 1) or per unit (splits max_ranges, part set) */
+  int64_t mask_heads, bnd_n, *bnd, *ranges, max_ranges;
   size_t part_floats;
   float *kt;                    /* [B, Hkv, D, t8], or NULL: the rows path */
   const float *kf, *vf;         /* K (rows path) / V as f32 rows, or NULL: read in place (F32) */
@@ -217,38 +256,145 @@ static void row_keys(const flash_job *J, int64_t b, int64_t h, int64_t i, int64_
   }
 }
 
+/* Whether row r (query i of head h) sees a key of block [j0, j0 + nk):
+ * one in its [lo, hi] whose custom-mask entry is not -inf. */
+static int row_sees_block(const flash_job *J, int64_t b, int64_t h, int64_t i, int64_t lo, int64_t hi,
+                          int64_t j0, int64_t nk) {
+  int64_t c0 = lo > j0 ? lo : j0, c1 = hi < j0 + nk - 1 ? hi : j0 + nk - 1;
+  if (c0 > c1) return 0;
+  if (!J->mask) return 1;
+  const int64_t *ms = J->p->mask_strides;
+  const float *mrow = J->mask + b * ms[0] + h * ms[1] + i * ms[2];
+  for (int64_t j = c0; j <= c1; j++)
+    if (mrow[j * ms[3]] != -INFINITY) return 1;
+  return 0;
+}
+
+/* The rows [*r0, *r1) of an item that key block [j0, j0 + nk) is computed
+ * for: first..last row that sees a key of it; 0 when none does. */
+static int block_rows(const flash_job *J, int64_t b, int64_t hk, int64_t first, int64_t R, const int64_t *row_lo,
+                      const int64_t *row_hi, int64_t j0, int64_t nk, int64_t *r0, int64_t *r1) {
+  const int64_t group = J->group;
+  int64_t r = 0, e = R;
+  while (r < R && !row_sees_block(J, b, hk * group + (first + r) % group, (first + r) / group, row_lo[r], row_hi[r],
+                                  j0, nk))
+    r++;
+  if (r == R) return 0;
+  while (e - 1 > r &&
+         !row_sees_block(J, b, hk * group + (first + e - 1) % group, (first + e - 1) / group, row_lo[e - 1],
+                         row_hi[e - 1], j0, nk))
+    e--;
+  *r0 = r;
+  *r1 = e;
+  return 1;
+}
+
+/* One thread's scratch for an item: Q, scores (rows x J->lds), O, m, l
+ * (double), the rows' visible keys; for masked_items each key block's
+ * first and last row, and the key ranges merged so far (Oa, ma, la). */
+typedef struct {
+  float *Q, *Sc, *O, *m, *Oa, *ma;
+  double *l, *la;
+  int64_t *row_lo, *row_hi, *blk;
+} item_scratch;
+
+/* The first 8-byte aligned address at or after f. */
+static double *align_double(float *f) { return (double *)(void *)(((uintptr_t)f + 7) & ~(uintptr_t)7); }
+
+static item_scratch scratch_of(const flash_job *J, int thread) {
+  const int64_t rows_max = J->rows_item, D = J->p->head_dim;
+  item_scratch x;
+  x.Q = J->scratch + (size_t)thread * J->scratch_floats;
+  x.Sc = x.Q + rows_max * D;
+  x.O = x.Sc + rows_max * J->lds;
+  x.m = x.O + rows_max * D;
+  x.l = (double *)(void *)(x.m + rows_max + (rows_max & 1)); /* 8-byte aligned */
+  x.row_lo = (int64_t *)(void *)(x.l + rows_max);
+  x.row_hi = x.row_lo + rows_max;
+  x.blk = x.row_hi + rows_max;
+  x.Oa = (float *)(void *)(x.blk + 2 * (J->p->kv_len / FLASH_BK + 2));
+  x.ma = x.Oa + rows_max * D;
+  x.la = align_double(x.ma + rows_max);
+  return x;
+}
+
+/* Loads and scales the item's R query rows (its row r is row first + r of
+ * the (batch, kv head)). */
+static void item_load(const flash_job *J, const item_scratch *x, int64_t b, int64_t hk, int64_t first, int64_t R) {
+  const cpu_attention_params *p = J->p;
+  const int64_t D = p->head_dim, group = J->group;
+  const size_t es = dtype_bytes(J->dt);
+  for (int64_t r = 0; r < R; r++) {
+    int64_t h = hk * group + (first + r) % group, i = (first + r) / group;
+    J->vo->load(x->Q + r * D, (const char *)J->q + (size_t)head_row(p, p->num_heads, p->q_len, b, h, i) * es,
+                J->dt, D);
+    J->vo->scale(x->Q + r * D, J->scale, D);
+  }
+}
+
+/* Clears the R rows' O, m and l, and gives the union of their visible keys
+ * (x->row_lo, row_hi) in [*key_lo, *key_hi]. */
+static void item_reset(const flash_job *J, const item_scratch *x, int64_t R, int64_t *key_lo, int64_t *key_hi) {
+  *key_lo = J->p->kv_len;
+  *key_hi = -1;
+  for (int64_t r = 0; r < R; r++) {
+    x->m[r] = -INFINITY;
+    x->l[r] = 0.0;
+    if (x->row_lo[r] < *key_lo) *key_lo = x->row_lo[r];
+    if (x->row_hi[r] > *key_hi) *key_hi = x->row_hi[r];
+  }
+  memset(x->O, 0, (size_t)(R * J->p->head_dim) * sizeof *x->O);
+  if (*key_lo < 0) *key_lo = 0;
+}
+
+/* The item's rows O / l into out (a row that saw no key: zeros). */
+static void item_store(const flash_job *J, float *O, const float *m, const double *l, int64_t b, int64_t hk,
+                       int64_t first, int64_t R) {
+  const cpu_attention_params *p = J->p;
+  const int64_t D = p->head_dim;
+  for (int64_t r = 0; r < R; r++) {
+    int64_t h = hk * J->group + (first + r) % J->group, i = (first + r) / J->group;
+    float *orow = O + r * D;
+    if (m[r] == -INFINITY || l[r] == 0.0) memset(orow, 0, (size_t)D * sizeof *orow); /* all masked */
+    else J->vo->scale(orow, (float)(1.0 / l[r]), D);
+    J->vo->store((char *)J->out + (size_t)head_row(p, p->num_heads, p->q_len, b, h, i) * dtype_bytes(J->dt), J->dt,
+                 orow, D);
+  }
+}
+
+/* Row r's visible keys within block [j0, j0 + nk): [*c0, *c1) of it. */
+static void row_window(int64_t lo, int64_t hi, int64_t j0, int64_t nk, int64_t *c0, int64_t *c1) {
+  *c0 = lo - j0 > 0 ? lo - j0 : 0;
+  *c1 = hi - j0 + 1 < nk ? hi - j0 + 1 : nk;
+}
+
+/* Softcap of a row of nk scores. */
+static void softcap_row(const cpu_attention_params *p, const cpu_vec_ops *vo, float *srow, int64_t nk) {
+  if (p->softcap <= 0) return;
+  vo->scale(srow, (float)(1.0 / p->softcap), nk);
+  vo->act(RLX_ACT_TANH, 0.0f, srow, srow, nk);
+  vo->scale(srow, (float)p->softcap, nk);
+}
+
 static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
   flash_job *J = arg;
   const cpu_attention_params *p = J->p;
   const cpu_vec_ops *vo = J->vo;
-  const int64_t D = p->head_dim, S = p->q_len, T = p->kv_len, H = p->num_heads, Hkv = p->num_kv_heads;
-  const int64_t group = J->group, bkp = FLASH_BK;
-  const size_t es = dtype_bytes(J->dt);
-  const int64_t rows_max = group * J->bq;
-  float *Q = J->scratch + (size_t)thread * J->scratch_floats;
-  float *Sc = Q + rows_max * D, *O = Sc + rows_max * bkp, *m = O + rows_max * D;
-  double *l = (double *)(void *)(m + rows_max + (rows_max & 1)); /* 8-byte aligned */
-  int64_t *row_lo = (int64_t *)(void *)(l + rows_max), *row_hi = row_lo + rows_max;
+  const int64_t D = p->head_dim, S = p->q_len, T = p->kv_len, Hkv = p->num_kv_heads;
+  const int64_t bkp = J->lds, rows_max = J->rows_item;
+  const item_scratch x = scratch_of(J, thread);
+  float *Q = x.Q, *Sc = x.Sc, *O = x.O, *m = x.m;
+  double *l = x.l;
+  const int64_t *row_lo = x.row_lo, *row_hi = x.row_hi;
   for (int64_t unit = begin; unit < end; unit++) {
     const int64_t item = unit / J->splits, split = unit % J->splits;
-    const int64_t qb = item % J->q_blocks, bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv;
-    const int64_t q0 = qb * J->bq, nq = S - q0 < J->bq ? S - q0 : J->bq, R = group * nq;
-    /* rows: r = g * nq + ii is query q0 + ii of head hk * group + g */
-    for (int64_t r = 0; r < R; r++) {
-      int64_t h = hk * group + r / nq, i = q0 + r % nq;
-      vo->load(Q + r * D, (const char *)J->q + (size_t)head_row(p, H, S, b, h, i) * es, J->dt, D);
-      vo->scale(Q + r * D, J->scale, D);
-      m[r] = -INFINITY;
-      l[r] = 0.0;
-    }
-    memset(O, 0, (size_t)(R * D) * sizeof *O);
-    int64_t key_lo = T, key_hi = -1;
-    for (int64_t r = 0; r < R; r++) {
-      row_keys(J, b, hk * group + r / nq, q0 + r % nq, &row_lo[r], &row_hi[r]);
-      if (row_lo[r] < key_lo) key_lo = row_lo[r];
-      if (row_hi[r] > key_hi) key_hi = row_hi[r];
-    }
-    if (key_lo < 0) key_lo = 0;
+    const int64_t bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv, first = item % J->q_blocks * J->rows_item;
+    const int64_t R = S * J->group - first < J->rows_item ? S * J->group - first : J->rows_item;
+    int64_t key_lo, key_hi;
+    item_load(J, &x, b, hk, first, R);
+    for (int64_t r = 0; r < R; r++)
+      row_keys(J, b, hk * J->group + (first + r) % J->group, (first + r) / J->group, &x.row_lo[r], &x.row_hi[r]);
+    item_reset(J, &x, R, &key_lo, &key_hi);
     if (J->splits > 1) { /* this unit's range of the keys */
       int64_t r0 = split * J->split_keys, r1 = r0 + J->split_keys - 1;
       if (key_lo < r0) key_lo = r0;
@@ -258,26 +404,18 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
     const float *krows = kt     ? NULL
                          : J->kf ? J->kf + bh * T * D
                                  : (const float *)J->k + head_row(p, Hkv, T, b, hk, 0);
-    for (int64_t j0 = key_lo / FLASH_BK * FLASH_BK; j0 <= key_hi; j0 += FLASH_BK) {
-      const int64_t nk = T - j0 < FLASH_BK ? T - j0 : FLASH_BK;
-      if (kt) vo->qk_tile(Q, D, kt + j0, J->t8, Sc, bkp, R, nk, D);
-      else vo->qk_rows(Q, D, krows + j0 * J->kf_row, J->kf_row, Sc, bkp, R, nk, D);
-      for (int64_t r = 0; r < R; r++) {
+    for (int64_t j0 = key_lo; j0 <= key_hi; j0 += FLASH_BK) {
+      const int64_t nk = key_hi + 1 - j0 < FLASH_BK ? key_hi + 1 - j0 : FLASH_BK;
+      int64_t r0, r1;
+      if (!block_rows(J, b, hk, first, R, row_lo, row_hi, j0, nk, &r0, &r1)) continue;
+      const int64_t nr = r1 - r0;
+      if (kt) vo->qk_tile(Q + r0 * D, D, kt + j0, J->t8, Sc + r0 * bkp, bkp, nr, nk, D);
+      else vo->qk_rows(Q + r0 * D, D, krows + j0 * J->kf_row, J->kf_row, Sc + r0 * bkp, bkp, nr, nk, D);
+      for (int64_t r = r0; r < r1; r++) {
         float *srow = Sc + r * bkp;
-        int64_t h = hk * group + r / nq, i = q0 + r % nq, lo, hi;
-        if (p->softcap > 0) {
-          vo->scale(srow, (float)(1.0 / p->softcap), nk);
-          vo->act(RLX_ACT_TANH, 0.0f, srow, srow, nk);
-          vo->scale(srow, (float)p->softcap, nk);
-        }
-        if (J->mask) {
-          const int64_t *ms = p->mask_strides;
-          const float *mrow = J->mask + b * ms[0] + h * ms[1] + i * ms[2] + j0 * ms[3];
-          vo->binary(RLX_BIN_ADD, srow, 1, mrow, ms[3] != 0, srow, nk);
-        }
-        lo = row_lo[r];
-        hi = row_hi[r];
-        int64_t c0 = lo - j0 > 0 ? lo - j0 : 0, c1 = hi - j0 + 1 < nk ? hi - j0 + 1 : nk;
+        softcap_row(p, vo, srow, nk);
+        int64_t c0, c1;
+        row_window(row_lo[r], row_hi[r], j0, nk, &c0, &c1);
         float mb = c0 < c1 ? vo->max(srow + c0, c1 - c0) : -INFINITY;
         /* a NaN score poisons the row (as the reference's softmax) */
         float m_new = isnan(m[r]) ? m[r] : (isnan(mb) || mb > m[r]) ? mb : m[r];
@@ -297,7 +435,7 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
       }
       const float *vb = J->vf ? J->vf + (bh * T + j0) * D
                               : (const float *)J->v + head_row(p, Hkv, T, b, hk, j0);
-      vo->pv_tile(Sc, bkp, vb, J->vf_row, O, D, R, nk, D);
+      vo->pv_tile(Sc + r0 * bkp, bkp, vb, J->vf_row, O + r0 * D, D, nr, nk, D);
     }
     if (J->splits > 1) { /* leave the range's rows for flash_merge */
       float *part = J->part + (size_t)unit * J->part_floats;
@@ -308,13 +446,166 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
       }
       continue;
     }
-    for (int64_t r = 0; r < R; r++) {
-      int64_t h = hk * group + r / nq, i = q0 + r % nq;
-      float *orow = O + r * D;
-      if (m[r] == -INFINITY || l[r] == 0.0) memset(orow, 0, (size_t)D * sizeof *orow); /* all masked */
-      else vo->scale(orow, (float)(1.0 / l[r]), D);
-      vo->store((char *)J->out + (size_t)head_row(p, H, S, b, h, i) * es, J->dt, orow, D);
+    item_store(J, O, m, l, b, hk, first, R);
+  }
+}
+
+/* Mask row of row r of an item (J->ranges, J->bnd). */
+static int64_t mask_row(const flash_job *J, int64_t b, int64_t hk, int64_t first, int64_t r) {
+  const int64_t h = hk * J->group + (first + r) % J->group, i = (first + r) / J->group;
+  return (b * J->mask_heads + (J->mask_heads > 1 ? h : 0)) * J->p->q_len + i;
+}
+
+/* Cuts each mask row's visible keys into ranges of FLASH_SPLIT_KEYS (items:
+ * mask rows): range c is cells [bnd[c], bnd[c + 1]), counted in visible
+ * keys, so the cut falls at the same key of a sequence wherever its cells
+ * sit. */
+static void masked_cut(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  flash_job *J = arg;
+  const cpu_attention_params *p = J->p;
+  const int64_t S = p->q_len, *ms = p->mask_strides;
+  for (int64_t mr = begin; mr < end; mr++) {
+    const int64_t i = mr % S, h = mr / S % J->mask_heads, b = mr / S / J->mask_heads;
+    const float *mrow = J->mask + b * ms[0] + h * ms[1] + i * ms[2];
+    int64_t lo, hi, seen = 0, *bnd = J->bnd + mr * J->bnd_n;
+    row_keys(J, b, h, i, &lo, &hi);
+    for (int64_t j = lo; j <= hi; j++)
+      if (mrow[j * ms[3]] != -INFINITY && seen++ % FLASH_SPLIT_KEYS == 0) bnd[(seen - 1) / FLASH_SPLIT_KEYS] = j;
+    J->ranges[mr] = (seen + FLASH_SPLIT_KEYS - 1) / FLASH_SPLIT_KEYS;
+    bnd[J->ranges[mr]] = hi + 1;
+  }
+}
+
+/* Key range c of the item's R rows (see above) into x->O, m, l: all of a
+ * row's scores in the range first, kept in Sc at their key's offset from
+ * the first block; then each row's max, its exponentials and their sum in
+ * key order, and P V block by block. */
+static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, int64_t hk, int64_t first, int64_t R,
+                         int64_t c) {
+  const cpu_attention_params *p = J->p;
+  const cpu_vec_ops *vo = J->vo;
+  const int64_t D = p->head_dim, T = p->kv_len, Hkv = p->num_kv_heads, bh = b * Hkv + hk;
+  const int64_t group = J->group, lds = J->lds, *ms = p->mask_strides;
+  for (int64_t r = 0; r < R; r++) {
+    const int64_t mr = mask_row(J, b, hk, first, r), *bnd = J->bnd + mr * J->bnd_n;
+    x->row_lo[r] = c < J->ranges[mr] ? bnd[c] : T;
+    x->row_hi[r] = c < J->ranges[mr] ? bnd[c + 1] - 1 : -1;
+  }
+  int64_t key_lo, key_hi;
+  item_reset(J, x, R, &key_lo, &key_hi);
+  const int64_t base = key_lo / FLASH_BK * FLASH_BK;
+  const float *krows = J->kf ? J->kf + bh * T * D : (const float *)J->k + head_row(p, Hkv, T, b, hk, 0);
+  for (int pass = 0; pass < 2; pass++)
+    for (int64_t j0 = base, blk = 0; j0 <= key_hi; j0 += FLASH_BK, blk++) {
+      const int64_t nk = T - j0 < FLASH_BK ? T - j0 : FLASH_BK;
+      int64_t *r0 = &x->blk[2 * blk], *r1 = r0 + 1;
+      if (pass == 0 && !block_rows(J, b, hk, first, R, x->row_lo, x->row_hi, j0, nk, r0, r1)) *r0 = *r1 = 0;
+      if (*r0 == *r1) continue;
+      float *sb = x->Sc + (j0 - base);
+      if (pass == 0)
+        vo->qk_rows(x->Q + *r0 * D, D, krows + j0 * J->kf_row, J->kf_row, sb + *r0 * lds, lds, *r1 - *r0, nk, D);
+      for (int64_t r = *r0; r < *r1; r++) {
+        float *srow = sb + r * lds;
+        int64_t c0, c1;
+        row_window(x->row_lo[r], x->row_hi[r], j0, nk, &c0, &c1);
+        if (pass == 0) {
+          const int64_t h = hk * group + (first + r) % group, i = (first + r) / group;
+          softcap_row(p, vo, srow, nk);
+          vo->binary(RLX_BIN_ADD, srow, 1, J->mask + b * ms[0] + h * ms[1] + i * ms[2] + j0 * ms[3], ms[3] != 0,
+                     srow, nk);
+          float mb = c0 < c1 ? vo->max(srow + c0, c1 - c0) : -INFINITY;
+          /* a NaN score poisons the row (as the reference's softmax) */
+          if (!isnan(x->m[r]) && (isnan(mb) || mb > x->m[r])) x->m[r] = mb;
+          continue;
+        }
+        if (c0 >= c1 || x->m[r] == -INFINITY) { /* nothing visible here */
+          memset(srow, 0, (size_t)nk * sizeof *srow);
+          continue;
+        }
+        vo->exp_shift_sum(srow + c0, x->m[r], srow + c0, c1 - c0);
+        double l = x->l[r]; /* in key order: masked keys add exact zeros */
+        for (int64_t j = c0; j < c1; j++) l += srow[j];
+        x->l[r] = l;
+        if (c0 > 0) memset(srow, 0, (size_t)c0 * sizeof *srow);
+        if (c1 < nk) memset(srow + c1, 0, (size_t)(nk - c1) * sizeof *srow);
+      }
+      if (pass == 0) continue;
+      const float *vb = J->vf ? J->vf + (bh * T + j0) * D : (const float *)J->v + head_row(p, Hkv, T, b, hk, j0);
+      vo->pv_tile(sb + *r0 * lds, lds, vb, J->vf_row, x->O + *r0 * D, D, *r1 - *r0, nk, D);
     }
+}
+
+/* Merges a row's next key range (o, m, l: its unnormalized output, max and
+ * sum) into what came before (oa, ma, la), ranges in order: the same
+ * steps whether the ranges ran on one thread or on several. */
+static void merge_range(float *oa, float *ma, double *la, const float *o, float m, double l, int64_t D) {
+  if (m == -INFINITY || isnan(*ma)) return;
+  if (isnan(m)) {
+    *ma = m, *la = NAN;
+    return;
+  }
+  if (m > *ma) {
+    const float w = *ma == -INFINITY ? 0.0f : expf(*ma - m);
+    for (int64_t d = 0; d < D; d++) oa[d] *= w;
+    *la *= w;
+    *ma = m;
+  }
+  const float w = expf(m - *ma);
+  for (int64_t d = 0; d < D; d++) oa[d] += w * o[d];
+  *la += (double)w * l;
+}
+
+/* A masked item's floats in J->part per range: O [rows, D], m [rows], l [rows] (double). */
+static float *part_m(const flash_job *J, float *part) { return part + J->rows_item * J->p->head_dim; }
+static double *part_l(const flash_job *J, float *part) { return align_double(part_m(J, part) + J->rows_item); }
+
+/* Items under a custom mask: units are items (their key ranges one after
+ * the other, merged as they come) or, with few items, (item, range) pairs
+ * that leave their range in J->part for masked_merge. */
+static void masked_items(void *arg, int64_t begin, int64_t end, int thread) {
+  flash_job *J = arg;
+  const int64_t D = J->p->head_dim, S = J->p->q_len, Hkv = J->p->num_kv_heads, per = J->splits;
+  const item_scratch x = scratch_of(J, thread);
+  for (int64_t unit = begin; unit < end; unit++) {
+    const int64_t item = unit / per, bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv;
+    const int64_t first = item % J->q_blocks * J->rows_item;
+    const int64_t R = S * J->group - first < J->rows_item ? S * J->group - first : J->rows_item;
+    item_load(J, &x, b, hk, first, R);
+    if (J->part) {
+      float *part = J->part + (size_t)unit * J->part_floats;
+      masked_range(J, &x, b, hk, first, R, unit % per);
+      memcpy(part, x.O, (size_t)(R * D) * sizeof *x.O);
+      memcpy(part_m(J, part), x.m, (size_t)R * sizeof *x.m);
+      memcpy(part_l(J, part), x.l, (size_t)R * sizeof *x.l);
+      continue;
+    }
+    memset(x.Oa, 0, (size_t)(R * D) * sizeof *x.Oa);
+    for (int64_t r = 0; r < R; r++) x.ma[r] = -INFINITY, x.la[r] = 0.0;
+    for (int64_t c = 0; c < J->max_ranges; c++) {
+      masked_range(J, &x, b, hk, first, R, c);
+      for (int64_t r = 0; r < R; r++) merge_range(x.Oa + r * D, &x.ma[r], &x.la[r], x.O + r * D, x.m[r], x.l[r], D);
+    }
+    item_store(J, x.Oa, x.ma, x.la, b, hk, first, R);
+  }
+}
+
+/* The ranges that masked_items left in J->part, merged in order (items). */
+static void masked_merge(void *arg, int64_t begin, int64_t end, int thread) {
+  flash_job *J = arg;
+  const int64_t D = J->p->head_dim, S = J->p->q_len, Hkv = J->p->num_kv_heads;
+  const item_scratch x = scratch_of(J, thread);
+  for (int64_t item = begin; item < end; item++) {
+    const int64_t bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv, first = item % J->q_blocks * J->rows_item;
+    const int64_t R = S * J->group - first < J->rows_item ? S * J->group - first : J->rows_item;
+    memset(x.Oa, 0, (size_t)(R * D) * sizeof *x.Oa);
+    for (int64_t r = 0; r < R; r++) x.ma[r] = -INFINITY, x.la[r] = 0.0;
+    for (int64_t c = 0; c < J->splits; c++) {
+      float *part = J->part + (size_t)(item * J->splits + c) * J->part_floats;
+      for (int64_t r = 0; r < R; r++)
+        merge_range(x.Oa + r * D, &x.ma[r], &x.la[r], part + r * D, part_m(J, part)[r], part_l(J, part)[r], D);
+    }
+    item_store(J, x.Oa, x.ma, x.la, b, hk, first, R);
   }
 }
 
@@ -325,12 +616,12 @@ static void flash_merge(void *arg, int64_t begin, int64_t end, int thread) {
   const cpu_attention_params *p = J->p;
   const cpu_vec_ops *vo = J->vo;
   const int64_t D = p->head_dim, S = p->q_len, H = p->num_heads, Hkv = p->num_kv_heads;
-  const int64_t group = J->group, rows_max = group * J->bq;
+  const int64_t group = J->group, rows_max = J->rows_item;
   const size_t es = dtype_bytes(J->dt);
   float *orow = J->scratch + (size_t)thread * J->scratch_floats;
   for (int64_t item = begin; item < end; item++) {
-    const int64_t qb = item % J->q_blocks, bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv;
-    const int64_t q0 = qb * J->bq, nq = S - q0 < J->bq ? S - q0 : J->bq, R = group * nq;
+    const int64_t bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv, first = item % J->q_blocks * J->rows_item;
+    const int64_t R = S * J->group - first < J->rows_item ? S * J->group - first : J->rows_item;
     const float *parts = J->part + (size_t)(item * J->splits) * J->part_floats;
     for (int64_t r = 0; r < R; r++) {
       float mx = -INFINITY;
@@ -350,7 +641,7 @@ static void flash_merge(void *arg, int64_t begin, int64_t end, int thread) {
       }
       if (mx == -INFINITY || l == 0.0) memset(orow, 0, (size_t)D * sizeof *orow);
       else vo->scale(orow, (float)(1.0 / l), D);
-      int64_t h = hk * group + r / nq, i = q0 + r % nq;
+      int64_t h = hk * group + (first + r) % group, i = (first + r) / group;
       vo->store((char *)J->out + (size_t)head_row(p, H, S, b, h, i) * es, J->dt, orow, D);
     }
   }
@@ -366,27 +657,57 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   J.group = p->num_heads / Hkv;
   J.scale = (float)(p->score_scale > 0 ? p->score_scale : 1.0 / sqrt((double)D));
   J.t8 = (T + 7) / 8 * 8;
-  J.bq = (FLASH_ROWS + J.group - 1) / J.group;
-  if (J.bq > S) J.bq = S;
-  J.q_blocks = (S + J.bq - 1) / J.bq;
-  const int64_t rows = J.group * J.bq;
   const int threads = cpu_ctx_threads(ctx);
-  /* Q, scores, O, m, l (double: 2 floats), padding, row_lo and row_hi (int64: 2 floats each) */
-  J.scratch_floats = (size_t)(rows * D + rows * FLASH_BK + rows * D + 3 * rows + 2 + 4 * rows);
+  const int masked = J.mask != NULL;
+  J.lds = masked ? J.t8 : FLASH_BK;
+  /* online: whole queries, about FLASH_ROWS rows; masked: rows cut at will,
+   * for the scores kept and for the threads */
+  int64_t bq = (FLASH_ROWS + J.group - 1) / J.group;
+  J.rows_item = J.group * (bq < S ? bq : S);
+  if (masked) {
+    const int64_t fit = FLASH_MASKED_SCORES / (J.lds ? J.lds : 1), per = S * J.group * B * Hkv / threads;
+    if (J.rows_item > fit) J.rows_item = fit;
+    if (J.rows_item > per) J.rows_item = per;
+    if (J.rows_item < 1) J.rows_item = 1;
+  }
+  J.q_blocks = (S * J.group + J.rows_item - 1) / J.rows_item;
+  const int64_t rows = J.rows_item;
+  /* Q, scores, O, m, l (double: 2 floats), padding, row_lo and row_hi (int64: 2 floats each), and
+   * for masked_items each key block's rows (2 int64) */
+  J.scratch_floats = (size_t)(rows * D + rows * J.lds + rows * D + 3 * rows + 2 + 4 * rows);
+  if (masked) /* each key block's rows (2 int64), Oa, ma, la (double), alignment */
+    J.scratch_floats += (size_t)(4 * (T / FLASH_BK + 2) + rows * D + 3 * rows + 4);
   /* few items for the threads: split the keys (whole key blocks per range) */
   const int64_t items = B * Hkv * J.q_blocks;
   J.splits = 1;
-  if (threads > 1 && items < 2 * (int64_t)threads && T >= 2 * FLASH_SPLIT_KEYS) {
+  if (!masked && threads > 1 && items < 2 * (int64_t)threads && T >= 2 * FLASH_SPLIT_KEYS) {
     int64_t want = (2 * (int64_t)threads + items - 1) / items, most = T / FLASH_SPLIT_KEYS;
     J.splits = want < most ? want : most;
     int64_t blocks = (T + FLASH_BK - 1) / FLASH_BK;
     J.split_keys = (blocks + J.splits - 1) / J.splits * FLASH_BK;
     J.splits = (T + J.split_keys - 1) / J.split_keys;
   }
-  J.part_floats = (size_t)(rows * (D + 2));
+  /* masked: O, m, l (double, 8-byte aligned), and even, so the next part stays aligned */
+  J.part_floats = masked ? (size_t)((rows * (D + 3) + 3) / 2 * 2) : (size_t)(rows * (D + 2));
+  if (masked) { /* the key ranges (masked_cut); split across units only when the items are few */
+    J.mask_heads = p->mask_strides[1] ? p->num_heads : 1;
+    const int64_t mrows = B * J.mask_heads * S;
+    J.bnd_n = T / FLASH_SPLIT_KEYS + 2;
+    J.bnd = malloc((size_t)(mrows * J.bnd_n) * sizeof *J.bnd);
+    J.ranges = malloc((size_t)mrows * sizeof *J.ranges);
+    if (!J.bnd || !J.ranges) {
+      free(J.bnd);
+      free(J.ranges);
+      return rlx_set_error(RLX_ERR_NOMEM, "Attention: out of memory for %lld keys", (long long)T);
+    }
+    cpu_parallel_for(ctx, mrows, 1 + 4096 / (T + 1), masked_cut, &J);
+    J.max_ranges = 1;
+    for (int64_t mr = 0; mr < mrows; mr++) J.max_ranges = J.ranges[mr] > J.max_ranges ? J.ranges[mr] : J.max_ranges;
+    if (threads > 1 && items < 2 * (int64_t)threads) J.splits = J.max_ranges;
+  }
   if (J.scratch_floats < (size_t)(8 * D)) J.scratch_floats = (size_t)(8 * D); /* flash_prepare */
   J.scratch_floats = (J.scratch_floats + 15) / 16 * 16;
-  const int rows_path = rows <= FLASH_DOT_ROWS, convert = dt != RLX_F32 && T > 0;
+  const int rows_path = masked || rows <= FLASH_DOT_ROWS, convert = dt != RLX_F32 && T > 0;
   const size_t kv_floats = (size_t)(B * Hkv * T * D);
   float *scratch = malloc(J.scratch_floats * (size_t)threads * sizeof(float));
   float *kt = rows_path ? NULL : malloc((size_t)(B * Hkv * D * (J.t8 ? J.t8 : 1)) * sizeof(float));
@@ -400,6 +721,8 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
     free(kf);
     free(vf);
     free(part);
+    free(J.bnd);
+    free(J.ranges);
     return rlx_set_error(RLX_ERR_NOMEM, "Attention: out of memory for %lld keys", (long long)T);
   }
   J.scratch = scratch;
@@ -410,13 +733,15 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   J.kf_row = kf ? D : seq_stride(p, Hkv);
   J.vf_row = vf ? D : seq_stride(p, Hkv);
   cpu_parallel_for(ctx, B * Hkv, 1, flash_prepare, &J);
-  cpu_parallel_for(ctx, items * J.splits, 1, flash_items, &J);
-  if (J.splits > 1) cpu_parallel_for(ctx, items, 1, flash_merge, &J);
+  cpu_parallel_for(ctx, items * J.splits, 1, masked ? masked_items : flash_items, &J);
+  if (J.splits > 1) cpu_parallel_for(ctx, items, 1, masked ? masked_merge : flash_merge, &J);
   free(part);
   free(scratch);
   free(kt);
   free(kf);
   free(vf);
+  free(J.bnd);
+  free(J.ranges);
   return RLX_OK;
 }
 
@@ -458,127 +783,5 @@ done:
   free(v);
   free(mask);
   free(o);
-  return st;
-}
-
-/* ---------------------------------------------------------------- Rope */
-
-/* The rotation, one body for double and float buffers. */
-#define ROPE_APPLY(T)                                                                         \
-  const int64_t half = n_rot / 2;                                                             \
-  for (int64_t b = 0; b < batch; b++) {                                                       \
-    for (int64_t s = 0; s < seq; s++) {                                                       \
-      const T *c = cos + b * table_batch_stride + s * half;                                   \
-      const T *sn = sin + b * table_batch_stride + s * half;                                  \
-      for (int64_t h = 0; h < heads; h++) {                                                   \
-        T *head = x + ((b * seq + s) * heads + h) * head_dim;                                 \
-        for (int64_t i = 0; i < half; i++) {                                                  \
-          /* normal rotates adjacent pairs, neox the two halves of [0, n_rot) */              \
-          int64_t i0 = mode == RLX_ROPE_NEOX ? i : 2 * i;                                     \
-          int64_t i1 = mode == RLX_ROPE_NEOX ? i + half : 2 * i + 1;                          \
-          T x0 = head[i0], x1 = head[i1];                                                     \
-          head[i0] = x0 * c[i] - x1 * sn[i];                                                  \
-          head[i1] = x0 * sn[i] + x1 * c[i];                                                  \
-        }                                                                                     \
-      }                                                                                       \
-    }                                                                                         \
-  }
-
-void cpu_rope_apply_f64(double *x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                        int64_t n_rot, rlx_rope_mode mode, const double *cos, const double *sin,
-                        int64_t table_batch_stride) {
-  ROPE_APPLY(double)
-}
-
-void cpu_rope_apply_f32(float *x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                        int64_t n_rot, rlx_rope_mode mode, const float *cos, const float *sin,
-                        int64_t table_batch_stride) {
-  ROPE_APPLY(float)
-}
-
-/* cos/sin tables [rows, n_rot/2] from the positions of pos (rows = numel):
- * theta_i = pos * base^(-2i/n_rot) / scale. */
-static void rope_tables(const cpu_tensor *pos, int64_t n_rot, double base, double scale,
-                        double *cos_t, double *sin_t) {
-  const int64_t half = n_rot / 2;
-  for (int64_t r = 0; r < pos->numel; r++) {
-    double p = (double)cpu_get_i(pos, r);
-    for (int64_t i = 0; i < half; i++) {
-      double theta = p * pow(base, -2.0 * (double)i / (double)n_rot) / scale;
-      cos_t[r * half + i] = cos(theta);
-      sin_t[r * half + i] = sin(theta);
-    }
-  }
-}
-
-/* Rope on F32/F16/BF16: x rotated in f32 (in out itself for F32) with the
- * double tables rounded to f32 once. */
-static void rope_f32(const ir_node *n, const cpu_tensor *tx, cpu_tensor *out, float *x, float *cos_f,
-                     float *sin_f, const double *cos_t, const double *sin_t, int64_t table_n,
-                     int64_t table_batch_stride) {
-  const int64_t D = n->a.head_dim, B = tx->d[0], S = tx->d[1];
-  const int64_t H = tx->rank == 4 ? tx->d[2] : tx->d[2] / D;
-  const cpu_vec_ops *vo = cpu_vec();
-  for (int64_t i = 0; i < table_n; i++) {
-    cos_f[i] = (float)cos_t[i];
-    sin_f[i] = (float)sin_t[i];
-  }
-  vo->load(x, tx->data, tx->dtype, tx->numel);
-  cpu_rope_apply_f32(x, B, S, H, D, n->a.n_rot, (rlx_rope_mode)n->a.rope_mode, cos_f, sin_f,
-                     table_batch_stride);
-  vo->store(out->data, out->dtype, x, out->numel);
-}
-
-rlx_status cpu_Rope(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  (void)ctx;
-  const cpu_tensor *tx = &in[0];
-  const int64_t D = n->a.head_dim, n_rot = n->a.n_rot, half = n_rot / 2;
-  const int64_t B = tx->d[0], S = tx->d[1];
-  const int64_t H = tx->rank == 4 ? tx->d[2] : tx->d[2] / D;
-  if (out->numel == 0) return RLX_OK;
-
-  rlx_status st = RLX_OK;
-  const int fast = tx->dtype != RLX_F64;
-  double *x = NULL, *cos_t = NULL, *sin_t = NULL;
-  int64_t table_batch_stride, table_n;
-  if (n->n_in == 3) {
-    /* [S, n_rot/2] is shared by every batch; [B, S, n_rot/2] is not */
-    table_batch_stride = in[1].rank == 3 ? S * half : 0;
-    table_n = in[1].numel;
-    cos_t = cpu_load_f64(&in[1]);
-    sin_t = cpu_load_f64(&in[2]);
-  } else {
-    table_batch_stride = in[1].rank == 2 ? S * half : 0;
-    table_n = in[1].numel * half;
-    size_t bytes = (size_t)(table_n ? table_n : 1) * sizeof(double);
-    cos_t = malloc(bytes);
-    sin_t = malloc(bytes);
-    if (cos_t && sin_t) rope_tables(&in[1], n_rot, n->a.base, n->a.scale, cos_t, sin_t);
-  }
-  /* f32 path: x (unless out is F32), then the f32 tables */
-  float *xf = NULL;
-  if (fast) {
-    size_t floats = (size_t)(2 * table_n) + (out->dtype == RLX_F32 ? 0 : (size_t)out->numel);
-    xf = malloc((floats ? floats : 1) * sizeof *xf);
-  } else {
-    x = cpu_load_f64(tx);
-  }
-  if (!(fast ? (void *)xf : (void *)x) || !cos_t || !sin_t) {
-    st = rlx_set_error(RLX_ERR_NOMEM, "Rope (node %d): out of memory", n->id);
-    goto done;
-  }
-  if (fast) {
-    float *xbuf = out->dtype == RLX_F32 ? out->data : xf + 2 * table_n;
-    rope_f32(n, tx, out, xbuf, xf, xf + table_n, cos_t, sin_t, table_n, table_batch_stride);
-  } else {
-    cpu_rope_apply_f64(x, B, S, H, D, n_rot, (rlx_rope_mode)n->a.rope_mode, cos_t, sin_t,
-                       table_batch_stride);
-    cpu_store_f64(out, x);
-  }
-done:
-  free(x);
-  free(xf);
-  free(cos_t);
-  free(sin_t);
   return st;
 }

@@ -73,7 +73,8 @@ static rlx_status matmul_bias_act_fast(cpu_ctx *ctx, const ir_node *n, const cpu
   }
   vo->load(bias, in[2].data, in[2].dtype, N);
   gemm_operand a = gemm_matrix(&in[0], K), w = gemm_matrix(&in[1], N);
-  gemm_epilogue ep = {bias, (rlx_act)n->a.act, (float)n->a.alpha};
+  if (in[1].transposed) w = (gemm_operand){in[1].data, in[1].dtype, 1, K, 0, NULL}; /* stored [N, K] */
+  gemm_epilogue ep = {.bias = bias, .act = (rlx_act)n->a.act, .alpha = (float)n->a.alpha};
   cpu_gemm_prepacked(ctx, 1, M, N, K, &a, &w, in[1].prepack, c, N, 0, &ep);
   if (c != out->data) {
     store_f32_to(ctx, out, c, N);

@@ -116,7 +116,7 @@ rlx_status cpu_MatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_
     return rlx_set_error(RLX_ERR_NOMEM, "MatMul (node %d): out of memory", n->id);
   }
   gemm_operand a = {ta->data, ta->dtype, 0, K, 0, a_off};
-  gemm_operand b = {tb->data, tb->dtype, 0, N, 0, b_off};
+  gemm_operand b = {tb->data, tb->dtype, tb->transposed, tb->transposed ? K : N, 0, b_off};
   if (a_flat && b_shared) {
     /* [..., M, K] @ [K, N]: one GEMM over every row of a */
     a.batch_offsets = b.batch_offsets = NULL;

@@ -242,7 +242,10 @@ rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *i
   const int64_t xgrain = 1 + (int64_t)(16384 / (K ? K : 1));
   if (!x_as_act) cpu_parallel_for(ctx, M, xgrain, qmm_quantize, &J);
   if (pk) {
-    qpack_matmul(ctx, pk, (const qdot_q8_0 *)J.act, M, J.y);
+    if (qpack_matmul(ctx, pk, (const qdot_q8_0 *)J.act, M, J.y)) {
+      st = nomem(n);
+      goto done;
+    }
   } else {
     const int64_t grain = 1 + (int64_t)(QMM_MIN_CHUNK_BYTES / ((size_t)M * J.w_row + 1));
     cpu_parallel_for(ctx, N, grain, qmm_rows, &J);

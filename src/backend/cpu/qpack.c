@@ -1,5 +1,6 @@
 /* qpack.c — repacking GGUF rows into 16-row groups (layout: qpack.h) and
- * the threaded walk of a packed matrix; the kernels are qpack_avx512.c. */
+ * the threaded walk of a packed matrix; the kernels are qpack_avx512.c
+ * and qpack_avx2_body.h's. */
 #include "qpack.h"
 
 #include "cpu_features.h"
@@ -19,17 +20,20 @@ static size_t block_bytes(rlx_dtype w) {
   case RLX_Q4_0: return 256 + 32;
   case RLX_Q4_1: return 256 + 64;
   case RLX_Q5_0: return 256 + 64 + 32;
+  case RLX_Q5_1: return 256 + 64 + 64;
   case RLX_Q8_0: return 512 + 32;
   case RLX_Q4_K: return 256 + 32;
+  case RLX_Q5_K: return 256 + 64 + 32;
   case RLX_Q6_K: return 256 + 128 + 32;
   default: return 0;
   }
 }
 
-/* The super-block header of the K-quants: fp16 d[16] (Q4_K: dmin[16] too). */
-static size_t header_bytes(rlx_dtype w) { return w == RLX_Q4_K ? 64 : w == RLX_Q6_K ? 32 : 0; }
+/* The super-block header of the K-quants: fp16 d[16], then Q4_K/Q5_K's
+ * fp16 dmin[16] or Q6_K's int32 corr[16]. */
+static size_t header_bytes(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K ? 64 : w == RLX_Q6_K ? 96 : 0; }
 
-static int is_k(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q6_K; }
+static int is_k(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K || w == RLX_Q6_K; }
 
 static size_t group_bytes(rlx_dtype w, int64_t K) {
   if (is_k(w)) return (size_t)(K / QK_K) * (header_bytes(w) + 8 * block_bytes(w));
@@ -44,21 +48,37 @@ static void put_levels(const uint8_t *lv, int bits, uint8_t *out, int l) {
   for (int i = 0; i < 16; i++) out[(i / 4) * 64 + l * 4 + i % 4] = (uint8_t)((lv[i] & 0xF) | (lv[16 + i] & 0xF) << 4);
   for (int b = 4; b < bits; b++) {
     uint8_t *plane = out + 256 + 64 * (b - 4);
-    for (int t = 0; t < 8; t++) { /* lane l's 4 bits: a nibble of byte l / 2 */
-      const uint8_t *v = lv + 4 * t;
-      const unsigned nib = (v[0] >> b & 1u) | (v[1] >> b & 1u) << 1 | (v[2] >> b & 1u) << 2 | (v[3] >> b & 1u) << 3;
-      plane[8 * t + l / 2] |= (uint8_t)(nib << 4 * (l % 2));
+    uint32_t m = 0; /* bit j: bit b of level j */
+    for (int q = 0; q < 4; q++) {
+      uint64_t v;
+      memcpy(&v, lv + 8 * q, 8);
+      /* bit 8i of the masked word lands on bit 56 + i, and no two products meet */
+      m |= (uint32_t)((((v >> b) & 0x0101010101010101ull) * 0x0102040810204080ull) >> 56) << 8 * q;
     }
+    for (int t = 0; t < 8; t++) /* lane l's 4 bits of mask t: a nibble of byte l / 2 */
+      plane[8 * t + l / 2] |= (uint8_t)((m >> 4 * t & 0xF) << 4 * (l % 2));
   }
 }
 
 static pthread_once_t flag_once = PTHREAD_ONCE_INIT;
-static int packing_on;
-static void read_flag(void) { packing_on = ir_env_flag("RLX_QPACK", 1); }
+static int packing_on, amx_on;
+static void read_flag(void) {
+  packing_on = ir_env_flag("RLX_QPACK", 1);
+  amx_on = !ir_env_flag("RLX_NO_AMX", 0);
+}
+
+qpack_kernel_fn qpack_kernel(rlx_dtype w, int *rows) {
+  const cpu_features *f = cpu_get_features();
+  if (f->avx512_vnni) return qpack_avx512_kernel(w, rows);
+  if (f->avx_vnni) return qpack_avxvnni_kernel(w, rows);
+  if (f->f16c) return qpack_avx2_kernel(w, rows);
+  return NULL;
+}
 
 int qpack_supported(rlx_dtype w) {
   pthread_once(&flag_once, read_flag);
-  return packing_on && cpu_get_features()->avx512_vnni && qpack_avx512_kernel(w) != NULL;
+  int rows;
+  return packing_on && qpack_kernel(w, &rows) != NULL;
 }
 
 void qpack_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, qdot_q8_0 *dst, int64_t K) {
@@ -74,13 +94,10 @@ void qpack_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, qdot_q8_
     for (int j = 0; j < QK_K / QK; j++) {
       qdot_q8_0 *o = dst + s * (QK_K / QK) + j;
       o->d = b.d;
-      if (w == RLX_Q6_K) {
-        const int16_t halves[2] = {b.bsums[2 * j], b.bsums[2 * j + 1]};
-        memcpy(&o->s, halves, sizeof halves);
-      } else {
-        o->s = b.d * (float)(b.bsums[2 * j] + b.bsums[2 * j + 1]);
-      }
+      o->s = (float)(b.bsums[2 * j] + b.bsums[2 * j + 1]);
       memcpy(o->qs, b.qs + j * QK, QK);
+      if (w == RLX_Q6_K) /* level + 128, unsigned (qpack_avx512.c's q6_k_tile) */
+        for (int i = 0; i < QK; i++) o->qs[i] = (int8_t)(uint8_t)(o->qs[i] ^ 0x80);
     }
   }
 }
@@ -96,20 +113,26 @@ static void put_u16(uint8_t *dst, const uint8_t *src) { memcpy(dst, src, 2); }
  * into the fields after them. blk: the row's GGUF block. */
 static void pack_legacy(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
   if (w == RLX_Q8_0) {
-    for (int t = 0; t < 8; t++)
-      for (int i = 0; i < 4; i++) out[t * 64 + l * 4 + i] = (uint8_t)(blk[2 + 4 * t + i] ^ 0x80);
+    for (int t = 0; t < 8; t++) { /* 4 levels a word: the byte loop ran at 1.2 GB/s */
+      uint32_t v;
+      memcpy(&v, blk + 2 + 4 * t, 4);
+      v ^= 0x80808080u;
+      memcpy(out + t * 64 + l * 4, &v, 4);
+    }
     put_u16(out + 512 + 2 * l, blk);
     return;
   }
-  if (w == RLX_Q5_0) { /* {d, qh[4], qs[16]}: bit j of qh is bit 4 of level j */
-    const uint32_t qh = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 | (uint32_t)blk[5] << 24;
-    uint8_t lv[QK];
-    for (int j = 0; j < 16; j++) {
-      lv[j] = (uint8_t)((blk[6 + j] & 0xF) | (qh >> j & 1) << 4);
-      lv[16 + j] = (uint8_t)((blk[6 + j] >> 4) | (qh >> (16 + j) & 1) << 4);
-    }
-    put_levels(lv, 5, out, l);
+  if (w == RLX_Q5_0 || w == RLX_Q5_1) {
+    /* {d, (m,) qh[4], qs[16]}: qs are Q4_0's nibbles, and bit k of qh is
+     * bit 4 of level k, so mask t's 4 bits of this lane are qh's bits
+     * 4t .. 4t + 3 (put_levels' plane, built without the levels: the
+     * level loop packed at 0.5 GB/s) */
+    const uint8_t *h = blk + (w == RLX_Q5_1 ? 4 : 2), *qs = h + 4;
+    const uint32_t qh = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+    for (int t = 0; t < 4; t++) memcpy(out + t * 64 + l * 4, qs + 4 * t, 4);
+    for (int t = 0; t < 8; t++) out[256 + 8 * t + l / 2] |= (uint8_t)((qh >> 4 * t & 0xF) << 4 * (l % 2));
     put_u16(out + 256 + 64 + 2 * l, blk);
+    if (w == RLX_Q5_1) put_u16(out + 256 + 64 + 32 + 2 * l, blk + 2);
     return;
   }
   const uint8_t *qs = blk + (w == RLX_Q4_1 ? 4 : 2);
@@ -118,9 +141,13 @@ static void pack_legacy(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
   if (w == RLX_Q4_1) put_u16(out + 256 + 32 + 2 * l, blk + 2);
 }
 
-/* Row lane l of a Q6_K super-block {ql[128], qh[64], scales[16], d}: d in
- * the header, then per block of 32 its 6-bit levels and its two 16-element
- * scales (int8: sc[0][l], sc[1][l]). Level order: ggml's dequantize_row_q6_K. */
+/* Row lane l of a Q6_K super-block {ql[128], qh[64], scales[16], d}: d
+ * and corr in the header, then per block of 32 its 6-bit levels with bit
+ * 5 inverted in its plane (the kernel adds -32 where it is clear: signed
+ * levels, level - 32) and its two 16-element scales (int8: sc[0][l],
+ * sc[1][l]). corr = 128 sum over the halves h of sc_h (sum of h's level
+ * - 32): what the activations' +128 adds (|corr| < 16 x 128 x 128 x 512
+ * = 2^27). Level order: ggml's dequantize_row_q6_K. */
 static void pack_q6_k(const uint8_t *blk, uint8_t *out, int l) {
   put_u16(out + 2 * l, blk + 208);
   uint8_t lv[QK_K];
@@ -134,30 +161,42 @@ static void pack_q6_k(const uint8_t *blk, uint8_t *out, int l) {
       y[i + 96] = (uint8_t)((ql[i + 32] >> 4) | (qh[i] >> 6 & 3) << 4);
     }
   }
+  int32_t corr = 0;
+  for (int h = 0; h < QK_K / 16; h++) {
+    int32_t sum = 0;
+    for (int i = 0; i < 16; i++) sum += lv[16 * h + i] - 32;
+    corr += 128 * (int8_t)blk[192 + h] * sum;
+  }
+  memcpy(out + 32 + 4 * l, &corr, 4);
+  for (int i = 0; i < QK_K; i++) lv[i] ^= 0x20;
   for (int j = 0; j < 8; j++) {
-    uint8_t *o = out + 32 + (size_t)j * block_bytes(RLX_Q6_K);
+    uint8_t *o = out + header_bytes(RLX_Q6_K) + (size_t)j * block_bytes(RLX_Q6_K);
     put_levels(lv + QK * j, 6, o, l);
     o[384 + l] = blk[192 + 2 * j];
     o[384 + 16 + l] = blk[192 + 2 * j + 1];
   }
 }
 
-/* Row lane l of a Q4_K super-block: header fields, then for each of its 8
- * sub-blocks the nibbles in Q4_0's order and the 6-bit scale and min. */
-static void pack_q4_k(const uint8_t *blk, uint8_t *out, int l) {
+/* Row lane l of a Q4_K {d, dmin, scales[12], qs[128]} or Q5_K {d, dmin,
+ * scales[12], qh[32], qs[128]} super-block: header fields, then for each
+ * of its 8 sub-blocks the levels (Q5_K: and their bit-4 plane) and the
+ * 6-bit scale and min. Sub-block j: the low (j even) or high nibbles of
+ * qs[32 (j / 2) ..], Q5_K's bit 4 of element i in bit j of qh[i]. */
+static void pack_k4(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
   put_u16(out + 2 * l, blk);
   put_u16(out + 32 + 2 * l, blk + 2);
-  const uint8_t *scales = blk + 4, *qs = blk + 16;
+  const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (w == RLX_Q5_K ? 48 : 16);
   for (int j = 0; j < 8; j++) {
-    uint8_t *o = out + header_bytes(RLX_Q4_K) + (size_t)j * block_bytes(RLX_Q4_K);
-    /* sub-block j: the low (j even) or high nibbles of qs[32 (j / 2) ..] */
+    uint8_t *o = out + header_bytes(w) + (size_t)j * block_bytes(w);
     const uint8_t *src = qs + 32 * (j / 2);
-    const int shift = 4 * (j % 2);
-    for (int i = 0; i < 16; i++) {
-      const uint8_t lo = (src[i] >> shift) & 0xF, hi = (src[16 + i] >> shift) & 0xF;
-      o[(i / 4) * 64 + l * 4 + i % 4] = (uint8_t)(lo | hi << 4);
+    uint8_t lv[QK];
+    for (int i = 0; i < QK; i++) {
+      lv[i] = (uint8_t)((src[i] >> 4 * (j % 2)) & 0xF);
+      if (w == RLX_Q5_K) lv[i] |= (uint8_t)((qh[i] >> j & 1) << 4);
     }
-    quant_k4_scale_min(scales, j, &o[256 + l], &o[256 + 16 + l]);
+    put_levels(lv, w == RLX_Q5_K ? 5 : 4, o, l);
+    const size_t at = w == RLX_Q5_K ? 256 + 64 : 256;
+    quant_k4_scale_min(scales, j, &o[at + l], &o[at + 16 + l]);
   }
 }
 
@@ -177,11 +216,12 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
   const size_t unit_in = ir_dtypes[w].size;
   for (int64_t g = begin; g < end; g++) {
     uint8_t *dst = p->data + (size_t)g * p->group_bytes;
-    memset(dst, 0, p->group_bytes); /* padding rows: zero scales */
-    for (int l = 0; l < QPACK_ROWS && g * QPACK_ROWS + l < p->N; l++) {
+    const int rows = p->N - g * QPACK_ROWS < QPACK_ROWS ? (int)(p->N - g * QPACK_ROWS) : QPACK_ROWS;
+    memset(dst, 0, p->group_bytes); /* padding rows: zero scales; bit planes are or-ed */
+    for (int l = 0; l < rows; l++) {
       const uint8_t *row = J->rows + (size_t)(g * QPACK_ROWS + l) * J->row_bytes;
       for (int64_t u = 0; u < units; u++) {
-        if (w == RLX_Q4_K) pack_q4_k(row + u * unit_in, dst + u * unit_out, l);
+        if (w == RLX_Q4_K || w == RLX_Q5_K) pack_k4(w, row + u * unit_in, dst + u * unit_out, l);
         else if (w == RLX_Q6_K) pack_q6_k(row + u * unit_in, dst + u * unit_out, l);
         else pack_legacy(w, row + u * unit_in, dst + u * unit_out, l);
       }
@@ -266,11 +306,24 @@ void qpack_release(void *arg) {
 typedef struct {
   const qpack *p;
   qpack_kernel_fn kernel;
-  const qdot_q8_0 *act;
-  size_t act_stride;
-  int64_t M;
+  int rows; /* the kernel's most activation rows */
+  const qdot_q8_0 *act, *tiles;
+  int64_t M, nb;
   float *y;
 } mm_job;
+
+/* Row tiles [begin, end) of act into the kernel's layout (qpack_kernel_fn). */
+static void mm_interleave(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const mm_job *J = arg;
+  for (int64_t t = begin; t < end; t++) {
+    const int64_t i0 = t * J->rows;
+    const int nr = (int)(J->M - i0 < J->rows ? J->M - i0 : J->rows);
+    qdot_q8_0 *dst = (qdot_q8_0 *)J->tiles + i0 * J->nb;
+    for (int64_t b = 0; b < J->nb; b++)
+      for (int r = 0; r < nr; r++) dst[b * nr + r] = J->act[(i0 + r) * J->nb + b];
+  }
+}
 
 static void mm_groups(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
@@ -280,20 +333,56 @@ static void mm_groups(void *arg, int64_t begin, int64_t end, int thread) {
   if (slice < 1) slice = 1;
   for (int64_t g0 = begin; g0 < end; g0 += slice) {
     const int64_t g1 = g0 + slice < end ? g0 + slice : end;
-    for (int64_t i0 = 0; i0 < J->M; i0 += QPACK_MR) {
-      const int nr = (int)(J->M - i0 < QPACK_MR ? J->M - i0 : QPACK_MR);
-      const qdot_q8_0 *act = (const qdot_q8_0 *)((const uint8_t *)J->act + (size_t)i0 * J->act_stride);
+    for (int64_t i0 = 0; i0 < J->M; i0 += J->rows) {
+      const int nr = (int)(J->M - i0 < J->rows ? J->M - i0 : J->rows);
       for (int64_t g = g0; g < g1; g++) {
         const int64_t left = p->N - g * QPACK_ROWS;
-        J->kernel(p, g, act, J->act_stride, nr, J->y + i0 * p->N + g * QPACK_ROWS, p->N,
+        J->kernel(p, g, J->tiles + i0 * J->nb, nr, J->y + i0 * p->N + g * QPACK_ROWS, p->N,
                   left < QPACK_ROWS ? (int)left : QPACK_ROWS);
       }
     }
   }
 }
 
-void qpack_matmul(cpu_ctx *ctx, const qpack *p, const qdot_q8_0 *act, int64_t M, float *y) {
-  mm_job J = {p, qpack_avx512_kernel(p->dtype), act, (size_t)(p->K / QK) * sizeof(qdot_q8_0), M, y};
+typedef struct {
+  const qpack *p;
+  const qdot_q8_0 *act;
+  int64_t M;
+  float *y;
+  uint8_t *wb; /* K / 32 x 512 bytes a thread */
+} amx_job;
+
+static void mm_amx(void *arg, int64_t begin, int64_t end, int thread) {
+  const amx_job *J = arg;
+  qpack_amx_groups(J->p, begin, end, J->act, J->M, J->y, J->wb + (size_t)thread * (size_t)(J->p->K / QK) * 512);
+}
+
+/* Rows in tiles of 16 on AMX where it runs (qpack_amx_supported, K a
+ * multiple of 64, RLX_NO_AMX off), the rest on the kernel of qpack_kernel. */
+int qpack_matmul(cpu_ctx *ctx, const qpack *p, const qdot_q8_0 *act, int64_t M, float *y) {
+  pthread_once(&flag_once, read_flag);
+  const int amx = amx_on && p->K % 64 == 0 && qpack_amx_supported(p->dtype);
+  const int64_t nb = p->K / QK, M16 = amx ? M / 16 * 16 : 0;
+  if (M16) {
+    amx_job A = {p, act, M16, y, aligned_alloc(64, (size_t)cpu_ctx_threads(ctx) * (size_t)nb * 512)};
+    if (!A.wb) return -1;
+    const int64_t grain = 1 + (int64_t)(MIN_CHUNK_BYTES / ((size_t)M16 * p->group_bytes + 1));
+    cpu_parallel_for(ctx, p->groups, grain, mm_amx, &A);
+    free(A.wb);
+    if (M16 == M) return 0;
+    act += M16 * nb, y += M16 * p->N, M -= M16;
+  }
+  mm_job J = {.p = p, .act = act, .tiles = act, .M = M, .nb = p->K / QK, .y = y};
+  J.kernel = qpack_kernel(p->dtype, &J.rows);
+  qdot_q8_0 *tiles = NULL;
+  if (M > 1) { /* one row is its own tile */
+    tiles = malloc((size_t)(M * J.nb) * sizeof *tiles);
+    if (!tiles) return -1;
+    J.tiles = tiles;
+    cpu_parallel_for(ctx, (M + J.rows - 1) / J.rows, 1, mm_interleave, &J);
+  }
   const int64_t grain = 1 + (int64_t)(MIN_CHUNK_BYTES / ((size_t)M * p->group_bytes + 1));
   cpu_parallel_for(ctx, p->groups, grain, mm_groups, &J);
+  free(tiles);
+  return 0;
 }

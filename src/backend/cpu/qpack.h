@@ -7,8 +7,10 @@
  * vector register holds 4 consecutive weights of each of the 16 rows and
  * vpdpbusd (u8 weights x s8 activations, 4 products into each of 16 int32
  * lanes) meets a broadcast of 4 activation bytes: 16 outputs at once, no
- * horizontal sums, and each decoded weight register serves QPACK_MR
- * activation rows (qpack_avx512.c).
+ * horizontal sums, and each decoded weight register serves several
+ * activation rows (qpack_avx512.c). The same layout is AMX's B tile
+ * (16 columns of 4 bytes a row), so whole tiles of 16 activation rows go
+ * through tdpbsud where the CPU runs it (qpack_amx.c).
  *
  * Layout, per group of 16 rows (the last group padded with zero rows), per
  * 32-element block b of K, for row lane l (0..15) and 4-byte chunk t:
@@ -18,27 +20,45 @@
  *                     are); unsigned levels 0..15.
  *   Q8_0              q[t][l][i] (t < 8, 512 bytes): weight 4t + i + 128
  *                     (unsigned: vpdpbusd's u8 operand).
- *   Q5_0, Q6_K        Q4_0's nibbles, then per higher bit (4; and 5) 8
+ *   Q5_0, Q5_1, Q5_K,
+ *   Q6_K              Q4_0's nibbles, then per higher bit (4; and 5) 8
  *                     masks of 64 bits, mask t bit 4 l + i = that bit of
  *                     level 4t + i (added to register t's bytes by a
- *                     masked byte add).
+ *                     masked byte add); Q6_K's bit-5 masks are inverted
+ *                     (-32 where bit 5 is clear: signed levels - 32).
  * then the block's scales:
  *   Q4_0, Q5_0, Q8_0  fp16 d[16]; weight = d (level - 8 | 16 | 128)
- *   Q4_1              fp16 d[16], fp16 m[16]; weight = d level + m
- *   Q4_K              u8 sc[16], u8 mn[16] (6-bit sub-block scale and min),
+ *   Q4_1, Q5_1        fp16 d[16], fp16 m[16]; weight = d level + m
+ *   Q4_K, Q5_K        u8 sc[16], u8 mn[16] (6-bit sub-block scale and min),
  *                     after a super-block header of fp16 d[16], dmin[16]
  *                     every 8 blocks; weight = d sc level - dmin mn
  *   Q6_K              int8 sc[2][16] (levels 0..15 and 16..31 of the
- *                     block), after a super-block header of fp16 d[16];
+ *                     block), after a super-block header of fp16 d[16]
+ *                     and int32 corr[16] (qpack.c's pack_q6_k);
  *                     weight = d sc (level - 32)
- * so a row costs the bytes of its GGUF row (Q4_K: 148 of 144 per 256).
+ * so a row costs the bytes of its GGUF row (Q4_K: 148 of 144 per 256,
+ * Q5_K: 180 of 176, Q6_K: 214 of 210).
  * The weights meet activations in qdot_q8_0 blocks (qpack_quantize_row:
  * the levels of qdot.h's dot kernels for the same weight type; s holds
  * -8, -16, -128 times d (sum of the levels) for Q4_0, Q5_0, Q8_0, the
- * weights' offset, and for Q6_K two int16: the sums of levels 0..15 and
- * 16..31): results
+ * weights' offset, d (sum of the levels) for Q4_1 and Q5_1, the sum of
+ * the levels without d for Q4_K, Q5_K and Q6_K (d is the super-block's,
+ * the same in its 8 blocks); Q6_K's levels are stored + 128, unsigned,
+ * for its signed weights): results
  * equal those of dequantized weights against the dequantized activations
  * up to float rounding.
+ *
+ * Budget: a packed matrix takes the bytes of its GGUF rows (+2-3% for the
+ * K-quants), once per process (qpack_acquire), made on first use by the
+ * context's threads; the model then reads only the packed copy, so the
+ * mapped file's pages of packed matrices become clean page cache the
+ * kernel may drop: resident memory stays about one model. Repacking
+ * speed (seconds for an 8B file) is in BENCHMARKS.md.
+ *
+ * F16 and BF16 weights are not packed: they stay on the float dot kernels
+ * (decode, bound by memory) and the SGEMM (prefill). A kept packed copy
+ * lost in the model: decode slower, twice the resident memory, and no
+ * prefill gain at real prompt lengths (BENCHMARKS.md).
  */
 #ifndef RLX_CPU_QPACK_H
 #define RLX_CPU_QPACK_H
@@ -50,7 +70,6 @@
 #include <stdint.h>
 
 #define QPACK_ROWS 16 /* weight rows interleaved in a group */
-#define QPACK_MR 6    /* activation rows one kernel pass holds in registers */
 
 typedef struct qpack {
   rlx_dtype dtype;       /* the GGUF dtype packed */
@@ -66,21 +85,23 @@ typedef struct qpack {
 } qpack;
 
 /* The kernel of a group: y[r * ldy + l] = row (16 g + l) . act row r for
- * r < nr (1..QPACK_MR), l < lanes (1..16); act rows are K / 32 qdot_q8_0
- * blocks, act_stride bytes apart. */
-typedef void (*qpack_kernel_fn)(const qpack *p, int64_t g, const qdot_q8_0 *act, size_t act_stride,
-                                int nr, float *y, int64_t ldy, int lanes);
+ * r < nr (1 .. the kernel's rows), l < lanes (1..16); act holds the nr
+ * rows' K / 32 qdot_q8_0 blocks interleaved, block b of row r at
+ * act[b nr + r] (a block's rows side by side: one pointer and constant
+ * offsets reach them all). */
+typedef void (*qpack_kernel_fn)(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *y, int64_t ldy,
+                                int lanes);
 
-/* 1 when this CPU has a packed kernel for w (AVX-512 VNNI and w one of the
- * dtypes above; RLX_QPACK=0 turns packing off, RLX_NO_AVX512 too). */
+/* 1 when this CPU has a packed kernel for w (qpack_kernel; RLX_QPACK=0
+ * turns packing off). */
 int qpack_supported(rlx_dtype w);
 
 /* An activation row of K floats as the K / 32 qdot_q8_0 blocks the kernels
- * of w take, with table q: its quantize_q8_0 for legacy w; for Q4_K the
- * levels and scale of its quantize_q8_k (ggml's block_q8_K, what
- * llama.cpp's K-quant dots use), each super-block written as 8 blocks of
- * one d and s = d (sum of the block's levels) (Q6_K: the two int16 sums
- * of the block's halves in s's bytes). */
+ * of w take, with table q: its quantize_q8_0 for legacy w; for the
+ * K-quants the levels and scale of its quantize_q8_k (ggml's block_q8_K,
+ * what llama.cpp's K-quant dots use), each super-block written as 8 blocks of
+ * one d and s = the sum of the block's levels (Q6_K: the levels stored
+ * + 128). */
 void qpack_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, qdot_q8_0 *dst, int64_t K);
 
 /* Bytes qpack_new allocates for an N x K matrix of w. */
@@ -100,11 +121,73 @@ qpack *qpack_acquire(cpu_ctx *ctx, rlx_dtype w, const void *rows, int64_t N, int
 void   qpack_release(void *p);
 
 /* y [M, N] = act rows (M rows of K / 32 qdot_q8_0 blocks) against p, on
- * the context's threads. */
-void qpack_matmul(cpu_ctx *ctx, const qpack *p, const qdot_q8_0 *act, int64_t M, float *y);
+ * the context's threads; the rows are first copied into the kernel's
+ * interleaved tiles. 0, or -1 when that copy finds no memory. */
+int qpack_matmul(cpu_ctx *ctx, const qpack *p, const qdot_q8_0 *act, int64_t M, float *y);
 
-/* The AVX-512 VNNI kernel of each packable dtype; NULL where
- * qpack_avx512.c was built without -mavx512vnni or for other dtypes. */
-qpack_kernel_fn qpack_avx512_kernel(rlx_dtype w);
+/* The kernel of w for this CPU and in *rows the most activation rows it
+ * takes at once: AVX-512 VNNI, else AVX2 with AVX-VNNI, else AVX2
+ * (vpmaddubsw); NULL where none is built or usable (cpu_features.h:
+ * RLX_NO_AVX512, RLX_NO_VNNI and RLX_NO_AVX2 step down). */
+qpack_kernel_fn qpack_kernel(rlx_dtype w, int *rows);
+
+/* AMX int8 tiles for prefill (qpack_amx.c): 1 when this CPU's tiles are
+ * granted and probed (cpu_amx_int8) and w has tile kernels (the packed
+ * types but Q6_K). */
+int qpack_amx_supported(rlx_dtype w);
+
+/* y [M, N] = act rows (row-major, M a multiple of 16, K of 64) against groups
+ * [g0, g1) of p with AMX tiles; wb: K / 32 x 512 bytes, 64-byte aligned,
+ * for the group's decoded weights. */
+void qpack_amx_groups(const qpack *p, int64_t g0, int64_t g1, const qdot_q8_0 *act, int64_t M, float *y,
+                      uint8_t *wb);
+
+/* Each kernel file's lookup of its kernel for w (and its rows); NULL where
+ * the file was built without its instruction-set flags or for other
+ * dtypes. */
+qpack_kernel_fn qpack_avx512_kernel(rlx_dtype w, int *rows);
+qpack_kernel_fn qpack_avxvnni_kernel(rlx_dtype w, int *rows);
+qpack_kernel_fn qpack_avx2_kernel(rlx_dtype w, int *rows);
+
+/* For the kernel files: the packable dtypes, X(dtype, A) for each; the
+ * AVX2 kernels leave out Q6_K, whose two bit planes cost them more than
+ * the groups save (BENCHMARKS.md). */
+#define QPACK_DTYPES_AVX2(X, A) X(RLX_Q4_0, A) X(RLX_Q4_1, A) X(RLX_Q5_0, A) X(RLX_Q5_1, A) X(RLX_Q8_0, A) X(RLX_Q4_K, A) X(RLX_Q5_K, A)
+#define QPACK_DTYPES(X, A) QPACK_DTYPES_AVX2(X, A) X(RLX_Q6_K, A)
+
+/* For the kernel files: one qpack_kernel_fn per dtype W of the list
+ * DTYPES, calling TILE(p, g, act, nr, y, ldy, lanes, W) with
+ * nr a constant 1 .. MR (a tile's per-row accumulators then live in
+ * registers; MR is 6 or 12), and GETTER, the lookup of them by dtype. */
+#define QPACK_NR_(n, TILE, W) \
+  case n: TILE(p, g, act, n, y, ldy, lanes, W); break;
+#define QPACK_NRS_6(X, TILE, W) X(1, TILE, W) X(2, TILE, W) X(3, TILE, W) X(4, TILE, W) X(5, TILE, W)
+#define QPACK_NRS_12(X, TILE, W)                                                                              \
+  X(1, TILE, W) X(2, TILE, W) X(3, TILE, W) X(4, TILE, W) X(5, TILE, W) X(6, TILE, W) \
+  X(7, TILE, W) X(8, TILE, W) X(9, TILE, W) X(10, TILE, W) X(11, TILE, W)
+#define QPACK_CAT_(a, b) a##b
+#define QPACK_CAT(a, b) QPACK_CAT_(a, b)
+#define QPACK_KERNEL_(W, TILE)                                                                                \
+  static void qpack_kernel_##W(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *y, int64_t ldy, \
+                               int lanes) {                                                                  \
+    switch (nr) {                                                                                            \
+      QPACK_CAT(QPACK_NRS_, QPACK_KERNEL_MR)(QPACK_NR_, TILE, W)                                             \
+    default: TILE(p, g, act, QPACK_KERNEL_MR, y, ldy, lanes, W); break;                                     \
+    }                                                                                                        \
+  }
+#define QPACK_CASE_(W, A) \
+  case W: return qpack_kernel_##W;
+/* The including file defines QPACK_KERNEL_MR first, the activation rows
+ * its kernels hold in registers: 6 or 12 (AVX2's 16 ymm registers hold 6
+ * rows' sums, AVX-512's 32 zmm 12). */
+#define QPACK_DEFINE_KERNELS(GETTER, TILE, DTYPES)                                                            \
+  DTYPES(QPACK_KERNEL_, TILE)                                                                                \
+  qpack_kernel_fn GETTER(rlx_dtype w, int *rows) {                                                           \
+    *rows = QPACK_KERNEL_MR;                                                                                 \
+    switch (w) {                                                                                             \
+      DTYPES(QPACK_CASE_, 0)                                                                                 \
+    default: return NULL;                                                                                    \
+    }                                                                                                        \
+  }
 
 #endif /* RLX_CPU_QPACK_H */

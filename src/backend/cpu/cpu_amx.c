@@ -1,0 +1,103 @@
+/* cpu_amx.c — whether AMX tiles really run here (cpu_features.h). */
+#define _DEFAULT_SOURCE /* syscall() for arch_prctl, which glibc does not wrap */
+#include "cpu_features.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#if defined(__linux__) && defined(__x86_64__)
+#include <cpuid.h>
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+/* ldtilecfg's 64-byte operand, palette 1. */
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} tile_config;
+
+int cpu_amx_tile_product_ok(void) {
+  /* A: 16 rows x 64 int8; B: 16 rows of 16 columns x 4 int8 (the VNNI
+   * layout: B[k][4n + i] is element (4k + i, n)); C: 16 x 16 int32. */
+  static _Alignas(64) int8_t a[16][64], b[16][64];
+  static _Alignas(64) int32_t c[16][16];
+  _Alignas(64) tile_config cfg = {0};
+  cfg.palette = 1;
+  for (int t = 0; t < 3; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 64; j++) a[i][j] = (int8_t)(i * 7 - j), b[i][j] = (int8_t)(j * 3 - i * 5);
+  const long stride = 64;
+  __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+  __asm__ volatile("tilezero %%tmm0\n\t"
+                   "tileloadd (%0,%2,1), %%tmm1\n\t"
+                   "tileloadd (%1,%2,1), %%tmm2\n\t"
+                   "tdpbssd %%tmm2, %%tmm1, %%tmm0\n\t"
+                   "tilestored %%tmm0, (%3,%2,1)\n\t"
+                   "tilerelease"
+                   :
+                   : "r"(a), "r"(b), "r"(stride), "r"(c)
+                   : "memory");
+  for (int m = 0; m < 16; m++)
+    for (int n = 0; n < 16; n++) {
+      int32_t want = 0;
+      for (int k = 0; k < 16; k++)
+        for (int i = 0; i < 4; i++) want += a[m][4 * k + i] * b[k][4 * n + i];
+      if (c[m][n] != want) return 0;
+    }
+  return 1;
+}
+
+static uint64_t read_xcr0(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return ((uint64_t)hi << 32) | lo;
+}
+
+static int probe(const char **why) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return *why = "cpuid: no OSXSAVE", 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1) || !((d >> 25) & 1))
+    return *why = "cpuid: no AMX-TILE and AMX-INT8", 0;
+  if ((read_xcr0() & (3u << 17)) != (3u << 17)) return *why = "XCR0: the OS does not enable the tile state", 0;
+  if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0)
+    return *why = "arch_prctl(ARCH_REQ_XCOMP_PERM) refused the tile data", 0;
+  /* The child inherits the permission; a fault kills only it (no core
+   * file: RLIMIT_CORE 0), and it does nothing but the product and _exit. */
+  const pid_t pid = fork();
+  if (pid < 0) return *why = "fork failed: AMX not probed", 0;
+  if (pid == 0) {
+    const struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_CORE, &none);
+    _exit(cpu_amx_tile_product_ok() ? 0 : 1);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return *why = "waitpid failed: AMX not probed", 0;
+  if (WIFSIGNALED(status)) return *why = "the probe's tile product faulted (AMX advertised, not usable)", 0;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return *why = "the probe's tile product gave wrong numbers", 0;
+  return *why = "usable (granted and probed)", 1;
+}
+#else
+int cpu_amx_tile_product_ok(void) { return 0; }
+
+static int probe(const char **why) { return *why = "not x86-64 Linux", 0; }
+#endif
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int usable;
+static const char *reason;
+
+static void init(void) { usable = probe(&reason); }
+
+int cpu_amx_int8(const char **why) {
+  pthread_once(&once, init);
+  if (why) *why = reason;
+  return usable;
+}

@@ -1,0 +1,228 @@
+/* qpack_amx.c — the GEMM over packed groups (qpack.h) with AMX int8 tiles,
+ * for prefill rows in tiles of 16; built with the AVX-512 flags (the
+ * scaling is AVX-512), the tile instructions written as inline assembly
+ * (no compiler flag for them); reached only where cpu_amx_int8() has
+ * granted and probed the tiles (qpack_amx_supported).
+ *
+ * Per group and 32-element block, one tdpbsud multiplies 16 activation
+ * rows (A: their 32 levels, read in place from the row-major activation
+ * blocks) by the group's 16 weight rows (B: 8 rows of 16 x 4 unsigned
+ * levels, qpack.h's register layout, decoded once per group and row chunk
+ * into a buffer; Q8_0's packed bytes are B as they are), a 16 x 16 int32
+ * tile the AVX-512 code then scales as qpack_avx512.c does a register of
+ * sums. A tile's sums reach the vector registers through memory, and a
+ * tile register cannot be reloaded before the product that reads it ends:
+ * two sets of tiles take turns, so one block's product runs while the
+ * block before it is scaled.
+ */
+#include "qpack.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__x86_64__)
+#include "cpu_features.h"
+#include "qpack_avx512.h"
+
+/* Activation rows a pass decodes a group for: their blocks stay in L1/L2
+ * while every group of the slice meets them. */
+#define CHUNK_ROWS 64
+/* Packed weight bytes of a slice: read from memory once, from L2 for
+ * every chunk of rows. */
+#define SLICE_BYTES (96 * 1024)
+
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} tile_config;
+
+/* tmm0 .. tmm3: C (16 x 16 int32); tmm4, tmm6: A (16 rows x 32 levels);
+ * tmm5, tmm7: B (8 rows of 16 x 4 levels). */
+static void load_config(void) {
+  _Alignas(64) tile_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    cfg.colsb[t] = (uint16_t)(t == 4 || t == 6 ? 32 : 64);
+    cfg.rows[t] = (uint8_t)(t == 5 || t == 7 ? 8 : 16);
+  }
+  __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
+/* Blocks b and b + 1 into C tiles c0, c1: A from 16 rows at act0, act1
+ * (stride bytes apart), B from the 64-byte rows at w0, w1. */
+#define TILE_PRODUCTS(c0, c1, act0, act1, stride, w0, w1)                                                     \
+  __asm__ volatile("tilezero %%tmm" #c0 "\n\t"                                                             \
+                   "tilezero %%tmm" #c1 "\n\t"                                                             \
+                   "tileloadd (%0,%2,1), %%tmm4\n\t"                                                        \
+                   "tileloadd (%3,%5,1), %%tmm5\n\t"                                                        \
+                   "tdpbsud %%tmm5, %%tmm4, %%tmm" #c0 "\n\t"                                              \
+                   "tileloadd (%1,%2,1), %%tmm6\n\t"                                                        \
+                   "tileloadd (%4,%5,1), %%tmm7\n\t"                                                        \
+                   "tdpbsud %%tmm7, %%tmm6, %%tmm" #c1                                                       \
+                   :                                                                                         \
+                   : "r"(act0), "r"(act1), "r"((long)(stride)), "r"(w0), "r"(w1), "r"(64L)                  \
+                   : "memory")
+#define TILE_STORE(c, out) __asm__ volatile("tilestored %%tmm" #c ", (%0,%1,1)" : : "r"(out), "r"(64L) : "memory")
+
+typedef struct {
+  rlx_dtype w;
+  int nibbles, five, min, k4;
+  size_t qbytes, bb; /* a block's level bytes and all its bytes */
+} family;
+
+AI family family_of(rlx_dtype w) {
+  family f = {.w = w, .nibbles = w != RLX_Q8_0, .five = w == RLX_Q5_0 || w == RLX_Q5_1 || w == RLX_Q5_K,
+              .min = w == RLX_Q4_1 || w == RLX_Q5_1, .k4 = w == RLX_Q4_K || w == RLX_Q5_K};
+  f.qbytes = w == RLX_Q8_0 ? 512 : f.five ? 256 + 64 : 256;
+  f.bb = f.qbytes + (f.min ? 64 : 32);
+  return f;
+}
+
+/* Block b of group g: its level bytes (scales after them, qpack.h). */
+AI const uint8_t *block_at(const qpack *p, const family *f, int64_t g, int64_t b) {
+  const uint8_t *gd = p->data + (size_t)g * p->group_bytes;
+  if (!f->k4) return gd + (size_t)b * f->bb;
+  return gd + (size_t)(b / 8) * (64 + 8 * f->bb) + 64 + (size_t)(b % 8) * f->bb;
+}
+
+/* The B tiles of group g: 512 bytes a block into wb (Q8_0: none). */
+AI void decode_group(const qpack *p, const family *f, int64_t g, uint8_t *wb) {
+  for (int64_t b = 0; f->nibbles && b < p->K / QDOT_QK; b++) {
+    const uint8_t *q = block_at(p, f, g, b);
+    for (int t = 0; t < 4; t++) {
+      __m512i lo, hi;
+      weights_pair(q, 1, q + 256, f->five, t, &lo, &hi);
+      _mm512_store_si512((void *)(wb + 512 * b + 64 * t), lo);
+      _mm512_store_si512((void *)(wb + 512 * b + 64 * (t + 4)), hi);
+    }
+  }
+}
+
+/* Scales block b's sums c (16 rows of 16 lanes) into the rows' sums: acc
+ * (legacy types; qpack_avx512.c's legacy_tile), or part and, at the end of
+ * a super-block, total (Q4_K, Q5_K: k4_tile). */
+AI void scale_block(const qpack *p, const family *f, int64_t g, const qdot_q8_0 *act, int64_t nb, int64_t b,
+                    const int32_t (*c)[16], __m512 *acc, float (*total)[16]) {
+  const uint8_t *q = block_at(p, f, g, b);
+  if (f->k4) {
+    const uint8_t *sb = q - 64 - (size_t)(b % 8) * f->bb;
+    const __m512 dw = _mm512_mul_ps(ph16(sb), u8x16(q + f->qbytes));
+    const __m512 mw = _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), ph16(sb + 32)), u8x16(q + f->qbytes + 16));
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) {
+      const qdot_q8_0 *a = act + r * nb + b;
+      if (b % 8 == 0) acc[r] = _mm512_setzero_ps();
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)c[r])), dw, acc[r]);
+      acc[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s), acc[r]);
+      if (b % 8 == 7)
+        _mm512_store_ps(total[r], _mm512_fmadd_ps(acc[r], _mm512_set1_ps(a->d), _mm512_load_ps(total[r])));
+    }
+    return;
+  }
+  const __m512 dw = ph16(q + f->qbytes);
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; r++) {
+    const qdot_q8_0 *a = act + r * nb + b;
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)c[r]));
+    if (f->min) {
+      acc[r] = _mm512_fmadd_ps(s, _mm512_mul_ps(dw, _mm512_set1_ps(a->d)), acc[r]);
+      acc[r] = _mm512_fmadd_ps(ph16(q + f->qbytes + 32), _mm512_set1_ps(a->s), acc[r]);
+    } else {
+      acc[r] = _mm512_fmadd_ps(_mm512_fmadd_ps(s, _mm512_set1_ps(a->d), _mm512_set1_ps(a->s)), dw, acc[r]);
+    }
+  }
+}
+
+/* 16 rows of act (row-major, nb blocks a row) against group g into y. */
+AI void row_tile(const qpack *p, const family *f, int64_t g, const uint8_t *wb, const qdot_q8_0 *act,
+                 float *y, int64_t ldy, int lanes) {
+  const int64_t nb = p->K / QDOT_QK;
+  const long stride = (long)(nb * (int64_t)sizeof *act);
+  _Alignas(64) int32_t c[2][16][16];
+  _Alignas(64) float total[16][16];
+  __m512 acc[16];
+  for (int r = 0; r < 16; r++) {
+    acc[r] = _mm512_setzero_ps();
+    _mm512_store_ps(total[r], acc[r]);
+  }
+  /* B of block b: the decoded buffer, or Q8_0's packed levels */
+#define B_AT(b) (f->nibbles ? wb + 512 * (b) : block_at(p, f, g, (b)))
+#define ISSUE(c0, c1, b) TILE_PRODUCTS(c0, c1, act[b].qs, act[(b) + 1].qs, stride, B_AT(b), B_AT((b) + 1))
+#define SCALE(c0, c1, b)                                                                                      \
+  do {                                                                                                        \
+    TILE_STORE(c0, c[0]);                                                                                     \
+    TILE_STORE(c1, c[1]);                                                                                     \
+    scale_block(p, f, g, act, nb, b, (const int32_t(*)[16])c[0], acc, total);                                \
+    scale_block(p, f, g, act, nb, (b) + 1, (const int32_t(*)[16])c[1], acc, total);                          \
+  } while (0)
+  /* blocks in pairs, two sets of C tiles in turn (nb is even: qpack_amx_supported) */
+  ISSUE(0, 1, 0);
+  for (int64_t b = 0; b < nb; b += 4) {
+    if (b + 2 < nb) ISSUE(2, 3, b + 2);
+    SCALE(0, 1, b);
+    if (b + 4 < nb) ISSUE(0, 1, b + 4);
+    if (b + 2 < nb) SCALE(2, 3, b + 2);
+  }
+#undef SCALE
+#undef ISSUE
+#undef B_AT
+  const __mmask16 m = (__mmask16)((1u << lanes) - 1);
+  for (int r = 0; r < 16; r++) {
+    const __m512 v = f->k4 ? _mm512_load_ps(total[r]) : acc[r];
+    if (lanes == QPACK_ROWS) _mm512_storeu_ps(y + r * ldy, v);
+    else _mm512_mask_storeu_ps(y + r * ldy, m, v);
+  }
+}
+
+int qpack_amx_supported(rlx_dtype w) {
+  int rows;
+  return w != RLX_Q6_K && cpu_get_features()->avx512_vnni && qpack_avx512_kernel(w, &rows) && cpu_amx_int8(NULL);
+}
+
+/* qpack_amx_groups for weights of dtype w (a constant once inlined). */
+AI void amx_groups(const qpack *p, int64_t g0, int64_t g1, const qdot_q8_0 *act, int64_t M, float *y, uint8_t *wb,
+                   rlx_dtype w) {
+  const family f = family_of(w);
+  const int64_t nb = p->K / QDOT_QK;
+  int64_t slice = (int64_t)(SLICE_BYTES / p->group_bytes);
+  if (slice < 1) slice = 1;
+  load_config();
+  for (int64_t s0 = g0; s0 < g1; s0 += slice) {
+    const int64_t s1 = s0 + slice < g1 ? s0 + slice : g1;
+    for (int64_t i0 = 0; i0 < M; i0 += CHUNK_ROWS) {
+      const int64_t i1 = i0 + CHUNK_ROWS < M ? i0 + CHUNK_ROWS : M;
+      for (int64_t g = s0; g < s1; g++) {
+        decode_group(p, &f, g, wb);
+        const int64_t left = p->N - g * QPACK_ROWS;
+        for (int64_t i = i0; i < i1; i += 16)
+          row_tile(p, &f, g, wb, act + i * nb, y + i * p->N + g * QPACK_ROWS, p->N,
+                   left < QPACK_ROWS ? (int)left : QPACK_ROWS);
+      }
+    }
+  }
+  __asm__ volatile("tilerelease" ::: "memory");
+}
+
+#define AMX_CASE_(W, A) \
+  case W: amx_groups(p, g0, g1, act, M, y, wb, W); break;
+
+void qpack_amx_groups(const qpack *p, int64_t g0, int64_t g1, const qdot_q8_0 *act, int64_t M, float *y,
+                      uint8_t *wb) {
+  switch (p->dtype) {
+    QPACK_DTYPES_AVX2(AMX_CASE_, 0)
+  default: break;
+  }
+}
+
+#else
+
+int qpack_amx_supported(rlx_dtype w) {
+  (void)w;
+  return 0;
+}
+
+void qpack_amx_groups(const qpack *p, int64_t g0, int64_t g1, const qdot_q8_0 *act, int64_t M, float *y,
+                      uint8_t *wb) {
+  (void)p, (void)g0, (void)g1, (void)act, (void)M, (void)y, (void)wb;
+}
+
+#endif

@@ -1,0 +1,174 @@
+/* qpack_avx2_body.h — the AVX2 kernels over packed weight groups (layout:
+ * qpack.h) for CPUs without AVX-512 VNNI, compiled twice: by
+ * qpack_avx2.c (QPACK_VNNI 0: u8 x s8 sums by vpmaddubsw + vpmaddwd) and
+ * by qpack_avxvnni.c (QPACK_VNNI 1: AVX-VNNI's 256-bit vpdpbusd). The
+ * including file defines QPACK_VNNI and QPACK_GETTER, the name of its
+ * qpack_kernel_fn lookup.
+ *
+ * A group's 16 row lanes are two halves of 8; each half walks all of K
+ * with its own accumulators (the activation tile, in L1, is read twice).
+ * Per 32-element block a half's weights are 8 registers of 8 lanes x 4
+ * levels (weights 4t .. 4t + 3 in register t, as in qpack_avx512.c); each
+ * meets a broadcast of 4 activation bytes per row, and the scales are
+ * applied per row and block as there.
+ *
+ * Without VNNI, vpmaddubsw's int16 pair sums of as many registers as
+ * cannot overflow are added before vpmaddwd widens them (a pair is at most
+ * 2 x 127 x the top level: 4-bit levels 8 registers, 5-bit 4).
+ * Q8_0's unsigned bytes (level + 128) would saturate a pair: that path
+ * takes the signed levels (byte ^ 0x80) with their sign moved onto the
+ * activation (|w| <= 128 against |x| <= 127: pairs <= 32512) and leaves
+ * out the offset term the activation block carries (qpack_quantize_row).
+ */
+#ifndef QPACK_VNNI
+#error "define QPACK_VNNI and QPACK_GETTER before including qpack_avx2_body.h"
+#endif
+
+#include "qpack.h"
+#include "simd.h"
+
+#include <string.h>
+
+#define QPACK_KERNEL_MR 6
+
+ALWAYS_INLINE __m256 ph8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+ALWAYS_INLINE __m256 u8x8(const uint8_t *p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* Registers t = 0..7 of a half block: q is the block plus 32 x half. */
+ALWAYS_INLINE void load_weights(const uint8_t *q, int nibbles, __m256i *wq) {
+  if (nibbles) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int t = 0; t < 4; t++) {
+      const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * t));
+      wq[t] = _mm256_and_si256(v, m4);
+      wq[t + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+  } else {
+    for (int t = 0; t < 8; t++) wq[t] = _mm256_loadu_si256((const __m256i *)(q + 64 * t));
+  }
+}
+
+/* Bit 4 + plane of the levels from the masks (planes: the first mask plus
+ * 4 x half, the half's 32 bits): mask bit j becomes byte j's bit. */
+ALWAYS_INLINE void add_high_bits(const uint8_t *planes, int n_planes, __m256i *wq) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                          3, 3, 3, 3, 3, 3, 3);
+  const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+  for (int pl = 0; pl < n_planes; pl++) {
+    const __m256i val = _mm256_set1_epi8((char)(16 << pl));
+    for (int t = 0; t < 8; t++) {
+      int32_t m;
+      memcpy(&m, planes + 64 * pl + 8 * t, 4);
+      __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(m), spread);
+      b = _mm256_cmpeq_epi8(_mm256_and_si256(b, bits), bits);
+      wq[t] = _mm256_or_si256(wq[t], _mm256_and_si256(b, val));
+    }
+  }
+}
+
+/* init + the int32 sums of registers t0 .. t1 - 1 against activation
+ * levels x (4 bytes per register). group: registers whose int16 pair sums
+ * fit before widening; sign: signed weights (Q8_0 without VNNI). */
+ALWAYS_INLINE __m256i sums(const __m256i *wq, const int8_t *x, int t0, int t1, int group, int sign, __m256i init) {
+  __m256i s = init;
+#if QPACK_VNNI
+  (void)group, (void)sign;
+  for (int t = t0; t < t1; t++) {
+    int32_t x4;
+    memcpy(&x4, x + 4 * t, 4);
+    s = _mm256_dpbusd_avx_epi32(s, wq[t], _mm256_set1_epi32(x4));
+  }
+#else
+  __m256i p = _mm256_setzero_si256();
+  for (int t = t0, n = 0; t < t1; t++) {
+    int32_t x4;
+    memcpy(&x4, x + 4 * t, 4);
+    const __m256i xb = _mm256_set1_epi32(x4);
+    const __m256i prod = sign ? _mm256_maddubs_epi16(_mm256_abs_epi8(wq[t]), _mm256_sign_epi8(xb, wq[t]))
+                              : _mm256_maddubs_epi16(wq[t], xb);
+    p = n ? _mm256_add_epi16(p, prod) : prod;
+    if (++n == group || t == t1 - 1) {
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+      n = 0;
+    }
+  }
+#endif
+  return s;
+}
+
+ALWAYS_INLINE const qdot_q8_0 *act_row(const qdot_q8_0 *act, int64_t b, int nr, int r) { return act + b * nr + r; }
+
+/* Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (layout as in qpack_avx512.c's legacy_tile). */
+ALWAYS_INLINE void legacy_half(const qpack *p, int64_t g, int h, const qdot_q8_0 *act, int nr,
+                               __m256 *acc, rlx_dtype w) {
+  const int q8 = w == RLX_Q8_0, signed_q8 = q8 && !QPACK_VNNI;
+  const int five = w == RLX_Q5_0 || w == RLX_Q5_1, min = w == RLX_Q4_1 || w == RLX_Q5_1;
+  const size_t qbytes = q8 ? 512 : five ? 256 + 64 : 256;
+  const size_t bb = qbytes + (min ? 64 : 32);
+  const int group = q8 ? 1 : five ? 4 : 8;
+  const uint8_t *blk = p->data + (size_t)g * p->group_bytes;
+  for (int64_t b = 0; b < p->K / QDOT_QK; b++, blk += bb) {
+    __m256i wq[8];
+    load_weights(blk + 32 * h, !q8, wq);
+    if (five) add_high_bits(blk + 256 + 4 * h, 1, wq);
+    for (int t = 0; signed_q8 && t < 8; t++) wq[t] = _mm256_xor_si256(wq[t], _mm256_set1_epi8((char)0x80));
+    const __m256 dw = ph8(blk + qbytes + 16 * h);
+    for (int r = 0; r < nr; r++) {
+      const qdot_q8_0 *a = act_row(act, b, nr, r);
+      const __m256 f = _mm256_cvtepi32_ps(sums(wq, a->qs, 0, 8, group, signed_q8, _mm256_setzero_si256()));
+      if (min) {
+        acc[r] = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[r]);
+        acc[r] = _mm256_fmadd_ps(ph8(blk + qbytes + 32 + 16 * h), _mm256_set1_ps(a->s), acc[r]);
+      } else if (signed_q8) {
+        acc[r] = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[r]);
+      } else {
+        acc[r] = _mm256_fmadd_ps(_mm256_fmadd_ps(f, _mm256_set1_ps(a->d), _mm256_set1_ps(a->s)), dw, acc[r]);
+      }
+    }
+  }
+}
+
+/* Q4_K and Q5_K (qpack_avx512.c's k4_tile). */
+ALWAYS_INLINE void k4_half(const qpack *p, int64_t g, int h, const qdot_q8_0 *act, int nr,
+                           __m256 *acc, rlx_dtype w) {
+  const size_t qbytes = w == RLX_Q5_K ? 256 + 64 : 256, bb = qbytes + 32;
+  const uint8_t *sb = p->data + (size_t)g * p->group_bytes;
+  for (int64_t s = 0; s < p->K / QDOT_QK_K; s++, sb += 64 + 8 * bb) {
+    const __m256 d = ph8(sb + 16 * h), ndmin = _mm256_sub_ps(_mm256_setzero_ps(), ph8(sb + 32 + 16 * h));
+    for (int j = 0; j < 8; j++) {
+      const uint8_t *blk = sb + 64 + j * bb;
+      __m256i wq[8];
+      load_weights(blk + 32 * h, 1, wq);
+      if (w == RLX_Q5_K) add_high_bits(blk + 256 + 4 * h, 1, wq);
+      const __m256 dw = _mm256_mul_ps(d, u8x8(blk + qbytes + 8 * h));
+      const __m256 mw = _mm256_mul_ps(ndmin, u8x8(blk + qbytes + 16 + 8 * h));
+      for (int r = 0; r < nr; r++) {
+        const qdot_q8_0 *a = act_row(act, s * 8 + j, nr, r);
+        const __m256i i = sums(wq, a->qs, 0, 8, w == RLX_Q5_K ? 4 : 8, 0, _mm256_setzero_si256());
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[r]);
+        acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->d * a->s), acc[r]);
+      }
+    }
+  }
+}
+
+ALWAYS_INLINE void tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *y,
+                        int64_t ldy, int lanes, rlx_dtype w) {
+  for (int h = 0; h < 2 && 8 * h < lanes; h++) {
+    __m256 acc[QPACK_KERNEL_MR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    if (w == RLX_Q4_K || w == RLX_Q5_K) k4_half(p, g, h, act, nr, acc, w);
+    else legacy_half(p, g, h, act, nr, acc, w);
+    const int n = lanes - 8 * h < 8 ? lanes - 8 * h : 8;
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < nr; r++) {
+      if (n == 8) _mm256_storeu_ps(y + r * ldy + 8 * h, acc[r]);
+      else _mm256_maskstore_ps(y + r * ldy + 8 * h, m, acc[r]);
+    }
+  }
+}
+
+QPACK_DEFINE_KERNELS(QPACK_GETTER, tile, QPACK_DTYPES_AVX2)

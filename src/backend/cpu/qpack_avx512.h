@@ -1,0 +1,54 @@
+/* qpack_avx512.h — the AVX-512 pieces shared by the packed-group kernels
+ * (qpack_avx512.c) and the AMX tile GEMM (qpack_amx.c): weight registers
+ * decoded from a packed block (layout: qpack.h). Include only from files
+ * built with -mavx512f -mavx512bw -mavx512vnni. */
+#ifndef RLX_CPU_QPACK_AVX512_H
+#define RLX_CPU_QPACK_AVX512_H
+
+#include "qpack.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+
+AI __m512 ph16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+
+AI __m512 u8x16(const uint8_t *p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+AI __m512i bcast4(const int8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+AI const qdot_q8_0 *act_at(const qdot_q8_0 *act, int64_t b, int nr, int r) { return act + b * nr + r; }
+
+/* Weight registers t and t + 4 of a block (t < 4): the low and high
+ * nibbles of bytes 64 t .. 64 t + 63, or (Q8_0, nibbles 0) bytes 64 t and
+ * 64 (t + 4); planes: the masks of bit 4 of the levels (+16 where set)
+ * and for Q6_K of bit 5 clear (-32 there: Q6_K's levels are signed). */
+AI void weights_pair(const uint8_t *q, int nibbles, const uint8_t *planes, int n_planes, int t, __m512i *lo,
+                     __m512i *hi) {
+  if (nibbles) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i v = _mm512_loadu_si512((const void *)(q + 64 * t));
+    *lo = _mm512_and_si512(v, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  } else {
+    *lo = _mm512_loadu_si512((const void *)(q + 64 * t));
+    *hi = _mm512_loadu_si512((const void *)(q + 64 * (t + 4)));
+  }
+  for (int pl = 0; pl < n_planes; pl++) {
+    const __m512i bit = _mm512_set1_epi8(pl ? -32 : 16);
+    uint64_t m0, m1;
+    memcpy(&m0, planes + 64 * pl + 8 * t, 8);
+    memcpy(&m1, planes + 64 * pl + 8 * (t + 4), 8);
+    *lo = _mm512_mask_add_epi8(*lo, _cvtu64_mask64(m0), *lo, bit);
+    *hi = _mm512_mask_add_epi8(*hi, _cvtu64_mask64(m1), *hi, bit);
+  }
+}
+
+#endif /* RLX_CPU_QPACK_AVX512_H */
