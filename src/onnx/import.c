@@ -100,21 +100,25 @@ ox_value *ox_in_value(ox_importer *im, const ox_node *n, int i) {
   return ox_lookup(im, n->inputs[i]);
 }
 
-/* Writes element i of a known value in dtype t at dst. */
-static void put_elem(rlx_dtype t, void *dst, int64_t i, const ox_value *v) {
-  double r = v->reals ? v->reals[i] : (double)v->ints[i];
-  int64_t k = v->ints ? v->ints[i] : ox_f2i(r);
+void ox_store(rlx_dtype t, void *dst, int64_t i, double r, int64_t k) {
+  uint64_t u = (uint64_t)k;   /* integers wrap to their width */
   switch (t) {
   case RLX_F32: ((float *)dst)[i] = (float)r; break;
   case RLX_F64: ((double *)dst)[i] = r; break;
   case RLX_F16: ((uint16_t *)dst)[i] = rlx_f32_to_f16((float)r); break;
   case RLX_BF16: ((uint16_t *)dst)[i] = rlx_f32_to_bf16((float)r); break;
-  case RLX_I8: ((int8_t *)dst)[i] = (int8_t)k; break;
-  case RLX_U8: ((uint8_t *)dst)[i] = (uint8_t)k; break;
+  case RLX_I8: case RLX_U8: ((uint8_t *)dst)[i] = (uint8_t)u; break;
+  case RLX_I16: case RLX_U16: ((uint16_t *)dst)[i] = (uint16_t)u; break;
+  case RLX_I32: case RLX_U32: ((uint32_t *)dst)[i] = (uint32_t)u; break;
   case RLX_BOOL: ((uint8_t *)dst)[i] = k != 0; break;
-  case RLX_I32: ((int32_t *)dst)[i] = (int32_t)k; break;
-  default: ((int64_t *)dst)[i] = k; break;
+  default: ((uint64_t *)dst)[i] = u; break;
   }
+}
+
+/* Writes element i of a known value in dtype t at dst. */
+static void put_elem(rlx_dtype t, void *dst, int64_t i, const ox_value *v) {
+  double r = v->reals ? v->reals[i] : (double)v->ints[i];
+  ox_store(t, dst, i, r, v->ints ? v->ints[i] : ox_f2i(r));
 }
 
 static rlx_node node_of(ox_importer *im, ox_value *v) {
@@ -146,9 +150,19 @@ rlx_node ox_in(ox_importer *im, const ox_node *n, int i) {
   return r;
 }
 
-const int64_t *ox_in_ints(ox_importer *im, const ox_node *n, int i, int64_t *count) {
+ox_value *ox_in_known(ox_importer *im, const ox_node *n, int i) {
   ox_value *v = ox_in_value(im, n, i);
-  if (!v || !v->known || !v->ints) return NULL;
+  if (v && !v->known && v->deps && im->want) {
+    for (int k = 0; k < im->n_inputs && k < 64; k++)
+      if (v->deps >> k & 1) im->want[k] = OX_WANT_CONTENTS;
+    im->wanted = 1;
+  }
+  return v && v->known ? v : NULL;
+}
+
+const int64_t *ox_in_ints(ox_importer *im, const ox_node *n, int i, int64_t *count) {
+  ox_value *v = ox_in_known(im, n, i);
+  if (!v || !v->ints) return NULL;
   *count = v->numel;
   return v->ints;
 }
@@ -160,13 +174,45 @@ static struct ox_slot *out_slot(ox_importer *im, const ox_node *n, int i) {
   return s;
 }
 
+int32_t ox_value_type(const ox_value *v) {
+  static const int32_t of_dtype[RLX_DTYPE_COUNT] = {
+    [RLX_F32] = OX_FLOAT, [RLX_F16] = OX_FLOAT16, [RLX_BF16] = OX_BFLOAT16, [RLX_F64] = OX_DOUBLE,
+    [RLX_I8] = OX_INT8, [RLX_U8] = OX_UINT8, [RLX_I32] = OX_INT32, [RLX_I64] = OX_INT64, [RLX_BOOL] = OX_BOOL,
+    [RLX_I16] = OX_INT16, [RLX_U16] = OX_UINT16, [RLX_U32] = OX_UINT32, [RLX_U64] = OX_UINT64};
+  return v->onnx_type ? v->onnx_type : (unsigned)v->dtype < RLX_DTYPE_COUNT ? of_dtype[v->dtype] : OX_UNDEFINED;
+}
+
+/* The narrow type of a U8 output of data movement (its first input's), else 0. */
+static int32_t pass_on_type(ox_importer *im, const ox_node *n, rlx_node v) {
+  const ox_value *in = ox_in_value(im, n, 0);
+  rlx_dtype t = RLX_DTYPE_COUNT;
+  if (!in || !in->onnx_type) return 0;
+  if (v >= 0) rlx_node_type(im->g, v, &t, NULL);
+  return v < 0 || t == RLX_U8 ? in->onnx_type : 0;
+}
+
 rlx_status ox_set_out(ox_importer *im, const ox_node *n, int i, rlx_node v) {
   rlx_status st = ox_check(im, n, v);
   if (st) return st;
   if (i >= n->n_outputs || !n->outputs[i][0]) return RLX_OK;   /* an unused optional output */
+  uint64_t deps = 0;   /* before out_slot, which may move the table */
+  for (int k = 0; k < n->n_inputs; k++) {
+    const ox_value *in = ox_in_value(im, n, k);
+    if (in && !in->known) deps |= in->deps;
+  }
+  int32_t narrow = pass_on_type(im, n, v);
   struct ox_slot *s = out_slot(im, n, i);
   if (!s) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
   s->v.node = v;
+  s->v.deps = deps;
+  s->v.onnx_type = narrow;
+  return RLX_OK;
+}
+
+rlx_status ox_set_out_typed(ox_importer *im, const ox_node *n, int i, rlx_node v, int32_t onnx_type) {
+  rlx_status st = ox_set_out(im, n, i, v);
+  if (st || i >= n->n_outputs || !n->outputs[i][0]) return st;
+  ox_lookup(im, n->outputs[i])->onnx_type = ox_is_narrow(onnx_type) ? onnx_type : 0;
   return RLX_OK;
 }
 
@@ -181,10 +227,12 @@ rlx_status ox_set_out_known(ox_importer *im, const ox_node *n, int i, rlx_dtype 
     numel *= (dcopy[d] = dims[d]);
   }
   dims = dcopy;   /* dims may point into the table, which out_slot may move */
+  int32_t narrow = t == RLX_U8 ? pass_on_type(im, n, -1) : 0;
   struct ox_slot *s = out_slot(im, n, i);
   if (!s) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
   ox_value *v = &s->v;
   v->known = 1;
+  v->onnx_type = narrow;
   v->dtype = t;
   v->rank = rank;
   v->numel = numel;
@@ -216,7 +264,9 @@ rlx_status ox_known_from_tensor(ox_importer *im, const ox_node *n, int i, const 
       else ((int64_t *)buf)[k] = ox_f2i(r);
     } else ((double *)buf)[k] = r;
   }
-  return ox_set_out_known(im, n, i, (rlx_dtype)dt, t->rank, t->dims, is_int ? buf : NULL, is_int ? NULL : buf);
+  rlx_status st = ox_set_out_known(im, n, i, (rlx_dtype)dt, t->rank, t->dims, is_int ? buf : NULL, is_int ? NULL : buf);
+  if (!st && i < n->n_outputs && n->outputs[i][0]) ox_lookup(im, n->outputs[i])->onnx_type = ox_is_narrow(t->data_type) ? t->data_type : 0;
+  return st;
 }
 
 /* ---------------------------------------------------------------- symbolic dims */
@@ -240,6 +290,60 @@ int64_t ox_dim_of_param(rlx_graph *g, const char *param, int n_bind, const char 
 
 /* ---------------------------------------------------------------- the graph */
 
+/* A value input: its contents (of the declared type; its shape, or the
+ * declared one when given none) as a known value. */
+static rlx_status add_value_input(ox_importer *im, const ox_value_info *vi, const ox_input_value *val) {
+  const char *name = vi->name;
+  ox_node pseudo = {.name = name, .op_type = "(value input)", .domain = "", .outputs = &name, .n_outputs = 1};
+  if (ox_lookup(im, vi->name)) return ox_node_fail(im, &pseudo, RLX_ERR_FORMAT, "a second input of that name");
+  ox_tensor t = {.name = vi->name, .data_type = vi->elem_type, .rank = val->rank < 0 ? vi->rank : val->rank,
+                 .numel = 1, .data = val->data, .nbytes = val->nbytes};
+  if (t.rank != vi->rank) return ox_node_fail(im, &pseudo, RLX_ERR_SHAPE, "rank %d given, %d declared", t.rank, vi->rank);
+  for (int d = 0; d < t.rank; d++) {
+    t.dims[d] = val->rank < 0 ? vi->dims[d] : val->dims[d];
+    if (t.dims[d] < 0) return ox_node_fail(im, &pseudo, RLX_ERR_SHAPE, "its contents shape the graph: give its dims");
+    if (vi->dims[d] >= 0 && t.dims[d] != vi->dims[d])
+      return ox_node_fail(im, &pseudo, RLX_ERR_SHAPE, "dim %d is %lld, declared %lld", d, (long long)t.dims[d],
+                          (long long)vi->dims[d]);
+    t.numel = t.dims[d] && t.numel > INT64_MAX / t.dims[d] ? INT64_MAX : t.numel * t.dims[d];
+  }
+  int dt = ox_rlx_dtype(vi->elem_type);
+  if (dt < 0 || (uint64_t)t.numel > SIZE_MAX / 8 || rlx_dtype_nbytes((rlx_dtype)dt, t.numel) != val->nbytes)
+    return ox_node_fail(im, &pseudo, RLX_ERR_SHAPE, "%zu bytes for %lld elements of %s", val->nbytes, (long long)t.numel,
+                        ox_dtype_name(vi->elem_type));
+  rlx_status st = ox_known_from_tensor(im, &pseudo, 0, &t);
+  return st;
+}
+
+/* Dim d of model input index as declared: a number, its dim_param's dim, or
+ * a symbolic dim of its own. */
+static int64_t input_dim(ox_importer *im, const ox_value_info *vi, int index, int d) {
+  if (vi->dims[d] >= 0) return vi->dims[d];
+  if (vi->dim_params[d]) return ox_dim_of_param(im->g, vi->dim_params[d], im->n_bind, im->bind_names, im->bind_values);
+  char name[32];
+  snprintf(name, sizeof name, "in%d_d%d", index, d);
+  return ox_dim_of_param(im->g, name, im->n_bind, im->bind_names, im->bind_values);
+}
+
+int ox_ints_sym(ox_importer *im, const int64_t *ints, int64_t count) {
+  const ox_graph *g = im->model->graph;
+  int found = 0;
+  for (int64_t i = 0; ints && i < count; i++) {
+    if (!ir_dim_is_sym(ints[i])) continue;
+    found = 1;
+    for (int j = 0, k = 0; im->want && j < g->n_inputs && k < im->n_inputs; j++) {
+      if (ox_is_defined(g, g->inputs[j].name)) continue;
+      for (int d = 0; d < g->inputs[j].rank && d < RLX_MAX_RANK; d++)
+        if (input_dim(im, &g->inputs[j], k, d) == ints[i]) {
+          if (!im->want[k]) im->want[k] = OX_WANT_DIMS;
+          im->wanted = 1;
+        }
+      k++;
+    }
+  }
+  return found;
+}
+
 static rlx_status add_input(ox_importer *im, const ox_value_info *vi, int index) {
   ox_node pseudo = {.name = vi->name, .op_type = "(graph input)", .domain = ""};
   int dt = ox_rlx_dtype(vi->elem_type);
@@ -247,20 +351,16 @@ static rlx_status add_input(ox_importer *im, const ox_value_info *vi, int index)
     return ox_node_fail(im, &pseudo, RLX_ERR_UNSUPPORTED, "input of type %s", vi->has_type ? ox_dtype_name(vi->elem_type) : "(not a tensor)");
   if (!vi->has_shape) return ox_node_fail(im, &pseudo, RLX_ERR_UNSUPPORTED, "an input without a shape (its rank is unknown)");
   if (vi->rank > RLX_MAX_RANK) return ox_node_fail(im, &pseudo, RLX_ERR_UNSUPPORTED, "rank %d (at most %d)", vi->rank, RLX_MAX_RANK);
+  const ox_input_value *val = im->values && im->values[index].data ? &im->values[index] : NULL;
+  if (val) return add_value_input(im, vi, val);
   int64_t dims[RLX_MAX_RANK];
-  for (int d = 0; d < vi->rank; d++) {
-    if (vi->dims[d] >= 0) dims[d] = vi->dims[d];
-    else if (vi->dim_params[d]) dims[d] = ox_dim_of_param(im->g, vi->dim_params[d], im->n_bind, im->bind_names, im->bind_values);
-    else {
-      char name[32];
-      snprintf(name, sizeof name, "in%d_d%d", index, d);
-      dims[d] = ox_dim_of_param(im->g, name, im->n_bind, im->bind_names, im->bind_values);
-    }
-  }
+  for (int d = 0; d < vi->rank; d++) dims[d] = input_dim(im, vi, index, d);
   struct ox_slot *s = slot(im, vi->name, 1);
   if (!s) return RLX_ERR_NOMEM;
   if (s->v.node >= 0 || s->v.known) return ox_node_fail(im, &pseudo, RLX_ERR_FORMAT, "a second input of that name");
   s->v.node = rlx_input(im->g, vi->name, (rlx_dtype)dt, vi->rank, dims);
+  s->v.deps = index < 64 ? (uint64_t)1 << index : 0;
+  s->v.onnx_type = ox_is_narrow(vi->elem_type) ? vi->elem_type : 0;
   return ox_check(im, &pseudo, s->v.node);
 }
 
@@ -276,6 +376,7 @@ static rlx_status add_initializer(ox_importer *im, ox_tensor *t, ox_external *x)
   struct ox_slot *s = slot(im, t->name, 1);
   if (!s) return RLX_ERR_NOMEM;
   s->v.node = rlx_param(im->g, t->name, (rlx_dtype)dt, t->rank, t->dims);
+  s->v.onnx_type = ox_is_narrow(t->data_type) ? t->data_type : 0;
   return ox_check(im, &pseudo, s->v.node);
 }
 
@@ -299,8 +400,12 @@ rlx_status ox_import(ox_importer *im, ox_external *x) {
     if (ox_is_defined(g, g->inputs[i].name)) continue;   /* an initializer (a default value) or a node's output */
     if ((st = add_input(im, &g->inputs[i], k++))) return st;
   }
-  for (int i = 0; i < g->n_nodes; i++)
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (im->want) memset(im->want, 0, (size_t)im->n_inputs);
+    im->wanted = 0;
     if ((st = ox_import_node(im, &g->nodes[i], 0, i))) return st;
+  }
+  im->wanted = 0;
   rlx_node *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
   if (!outs) return rlx_set_error(RLX_ERR_NOMEM, "%s: out of memory", im->model_name);
   for (int i = 0; i < g->n_outputs; i++) {

@@ -138,8 +138,13 @@ typedef struct {
 } ox_external;
 void ox_external_free(ox_external *x);
 
-/* rlx dtype of an ONNX data type; -1 when rlx has none. */
+/* rlx dtype of an ONNX data type; -1 when rlx has none. The narrow types
+ * (float8, float4, 4- and 2-bit integers) are held as U8, one element a
+ * byte with its bit pattern in the low bits (as ml_dtypes holds them);
+ * tensor data packed two or four to a byte is unpacked (narrow.c
+ * converts them). */
 int ox_rlx_dtype(int32_t onnx_type);
+int ox_is_narrow(int32_t onnx_type);
 const char *ox_dtype_name(int32_t onnx_type);
 /* Sets t->data / t->nbytes: raw_data in place, a typed field decoded into
  * the arena, or a range of an external file. Checks sizes and types. */
@@ -163,7 +168,23 @@ typedef struct {
   int64_t *ints;          /* integer-typed known values (also bool) */
   double *reals;          /* float-typed known values */
   int64_t numel;
+  /* Model inputs an unknown value is computed from (bit k: input k, the
+   * first 64): the candidates to become value inputs when it must be known. */
+  uint64_t deps;
+  /* A narrow ONNX type (ox_is_narrow) the U8 bytes hold; 0: the type of
+   * dtype. An op whose first input is narrow and whose output is U8 (the
+   * data-movement ops) passes it on. */
+  int32_t onnx_type;
 } ox_value;
+
+/* The contents of a model input imported as a known value (a value input:
+ * docs/ONNX.md). rank -1: the declared shape. */
+typedef struct {
+  const void *data;       /* NULL: an ordinary input */
+  size_t nbytes;
+  int rank;
+  const int64_t *dims;
+} ox_input_value;
 
 typedef struct ox_importer ox_importer;
 
@@ -189,6 +210,14 @@ struct ox_importer {
   const char *const *bind_names;
   const int64_t *bind_values;
   rlx_status err;          /* the status of the last ox_node_fail */
+  int n_inputs;            /* model inputs: the length of values and want */
+  const ox_input_value *values;   /* [model inputs] or NULL: inputs imported as known values */
+  /* [model inputs] or NULL: the inputs whose contents (OX_WANT_CONTENTS)
+   * or dims alone (OX_WANT_DIMS) the node being imported needed and did
+   * not have. */
+  unsigned char *want;
+  int wanted;
+  int64_t body_nodes;      /* subgraph nodes unrolled so far (ops_control.c bounds it) */
   /* Name -> value table (open addressing over names). */
   struct ox_slot { const char *name; ox_value v; } *slots;
   size_t cap, count;
@@ -215,9 +244,21 @@ ox_value   *ox_lookup(ox_importer *im, const char *name);        /* NULL: undefi
 rlx_node    ox_in(ox_importer *im, const ox_node *n, int i);
 int         ox_has_in(const ox_node *n, int i);                  /* present and non-empty */
 ox_value   *ox_in_value(ox_importer *im, const ox_node *n, int i);
+/* Input i when its contents are known, else NULL (no message); the model
+ * inputs it is computed from are noted in im->want (they may become value
+ * inputs, and then it may fold). */
+ox_value   *ox_in_known(ox_importer *im, const ox_node *n, int i);
 /* Known integer contents of input i (shapes, axes...); NULL (no message)
  * when not known at import. */
 const int64_t *ox_in_ints(ox_importer *im, const ox_node *n, int i, int64_t *count);
+/* Whether known ints hold a symbolic dim: such an element is no number yet
+ * (a bound, a count). The model inputs whose declared dims are those
+ * symbols are noted in im->want (OX_WANT_DIMS): the graph is then built at
+ * run with their dims bound, so the value folds. */
+enum { OX_WANT_CONTENTS = 1, OX_WANT_DIMS = 2 };
+int         ox_ints_sym(ox_importer *im, const int64_t *ints, int64_t count);
+/* The end of the message of a refusal for want of a symbolic dim's value. */
+#define OX_SYM_HINT "computed from a symbolic dim (bind it at load: --bind)"
 rlx_status  ox_set_out(ox_importer *im, const ox_node *n, int i, rlx_node v);
 rlx_status  ox_set_out_known(ox_importer *im, const ox_node *n, int i, rlx_dtype t, int rank,
                              const int64_t *dims, const int64_t *ints, const double *reals);
@@ -229,6 +270,8 @@ const char *ox_attr_str(const ox_node *n, const char *name, const char *dflt);
 static inline int64_t ox_f2i(double v) {
   return v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
 }
+/* Element i of dst (dtype t): r for a float dtype, k (wrapped) for an integer. */
+void        ox_store(rlx_dtype t, void *dst, int64_t i, double r, int64_t k);
 /* A rank-0 constant v of x's dtype. */
 rlx_node    ox_scalar_like(ox_importer *im, rlx_node x, double v);
 rlx_node    ox_scalar(ox_importer *im, rlx_dtype t, double v);
@@ -243,7 +286,35 @@ rlx_status  ox_node_fail(ox_importer *im, const ox_node *n, rlx_status st, const
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+/* The narrow types (narrow.c). The ONNX type of a value; x (U8 bytes of
+ * a narrow type) as F32; x (any real type) as the bytes of a narrow type,
+ * rounding to nearest even (float8 with saturate: out of range to the
+ * largest finite value; float8e8m0 by round_mode "up", "down" or
+ * "nearest"; the integer types truncate, out of range to 0). */
+int32_t     ox_value_type(const ox_value *v);
+rlx_node    ox_narrow_decode(ox_importer *im, rlx_node x, int32_t type);
+rlx_node    ox_narrow_encode(ox_importer *im, rlx_node x, int32_t type, int saturate, const char *round_mode);
+/* The range of a narrow integer type ([-8, 7] for int4); 0 for others. */
+int         ox_narrow_int_range(int32_t type, double *lo, double *hi);
+/* Integer q (in range) as the byte of narrow integer type: two's complement in the low bits. */
+rlx_node    ox_narrow_int_bytes(ox_importer *im, rlx_node q, int32_t type);
+/* ox_set_out of a value holding a narrow type. */
+rlx_status  ox_set_out_typed(ox_importer *im, const ox_node *n, int i, rlx_node v, int32_t onnx_type);
+/* Spatial attributes of Conv and the pools (ops_nn.c): kernel (given or
+ * from w), strides, dilations and pads (auto_pad resolved against static
+ * input dims); pad holds the nd begins, then the nd ends. */
+#define OX_MAX_SPATIAL 3
+typedef struct { int nd; int64_t k[OX_MAX_SPATIAL], s[OX_MAX_SPATIAL], d[OX_MAX_SPATIAL], pad[2 * OX_MAX_SPATIAL]; } ox_spatial;
+rlx_status  ox_read_spatial(ox_importer *im, const ox_node *n, const int64_t *xdims, int xr, const int64_t *kernel,
+                            int transpose, ox_spatial *sp);
+/* Resize / Upsample on rlx's resize ops (ops_nn.c); RLX_ERR_UNSUPPORTED
+ * where they do not apply (ops_resize.c then takes it). */
+rlx_status  ox_op_resize(ox_importer *im, const ox_node *n);
 /* The node status of a builder result: OK for id >= 0, else the graph's error named by node. */
 rlx_status  ox_check(ox_importer *im, const ox_node *n, rlx_node v);
+/* In an op function (im and n in scope): IN(i) is ox_in; NEED(v) returns
+ * the node's error when v is missing. */
+#define IN(i) ox_in(im, n, i)
+#define NEED(v) do { if ((v) < 0) return im->err ? im->err : ox_check(im, n, -1); } while (0)
 
 #endif /* RLX_ONNX_H */

@@ -4,8 +4,6 @@
 
 #include <string.h>
 
-#define NEED(v) do { if ((v) < 0) return im->err ? im->err : ox_check(im, n, -1); } while (0)
-
 /* The loss of log-probabilities lp [N, C, d...] at targets [N, d...]. */
 static rlx_status nll(ox_importer *im, const ox_node *n, rlx_node lp) {
   rlx_graph *g = im->g;

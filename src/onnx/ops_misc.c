@@ -1,14 +1,12 @@
 /* ops_misc.c — importers of ONNX ops rlx has no single op for, built from
- * its ops: TopK, Swish, IsInf, Shrink, LpNormalization, Hardmax, OneHot,
- * EyeLike, SpaceToDepth / DepthToSpace, GatherElements. */
+ * its ops: TopK, Swish, SwiGLU, IsInf, Shrink, LpNormalization, Hardmax, OneHot,
+ * EyeLike, SpaceToDepth / DepthToSpace, GatherElements; ai.onnx.ml Binarizer
+ * and ArrayFeatureExtractor; Det. */
 #include "onnx.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define IN(i) ox_in(im, n, i)
-#define NEED(v) do { if ((v) < 0) return im->err ? im->err : ox_check(im, n, -1); } while (0)
 
 static int is(const ox_node *n, const char *op) { return !strcmp(n->op_type, op); }
 
@@ -21,6 +19,7 @@ rlx_status ox_op_topk(ox_importer *im, const ox_node *n) {
   else {
     const int64_t *kv = ox_in_ints(im, n, 1, &cnt);
     if (!kv || cnt != 1) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "K not known at import");
+    if (ox_ints_sym(im, kv, 1)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "K " OX_SYM_HINT);
     k = kv[0];
   }
   int axis = (int)ox_attr_int(n, "axis", -1), largest = (int)ox_attr_int(n, "largest", 1);
@@ -40,8 +39,13 @@ rlx_status ox_op_misc_elementwise(ox_importer *im, const ox_node *n) {
   NEED(x);
 #define K(v) ox_scalar_like(im, x, (v))
   rlx_node r;
-  if (is(n, "Swish")) {
+  if (is(n, "Swish") || is(n, "SwiGLU")) {   /* SwiGLU: Swish(a) * b */
     r = rlx_mul(g, x, rlx_activation(g, RLX_ACT_SIGMOID, rlx_mul(g, x, K(ox_attr_float(n, "alpha", 1.0)))));
+    if (is(n, "SwiGLU")) {
+      rlx_node b = IN(1);
+      NEED(b);
+      r = rlx_mul(g, r, b);
+    }
   } else if (is(n, "IsInf")) {
     int pos = (int)ox_attr_int(n, "detect_positive", 1), neg = (int)ox_attr_int(n, "detect_negative", 1);
     rlx_node p = rlx_compare(g, RLX_CMP_EQ, x, K(INFINITY)), m = rlx_compare(g, RLX_CMP_EQ, x, K(-INFINITY));
@@ -65,7 +69,8 @@ rlx_status ox_op_lp_norm(ox_importer *im, const ox_node *n) {
   rlx_node a = p == 1 ? rlx_activation(g, RLX_ACT_ABS, x) : rlx_mul(g, x, x);
   rlx_node norm = rlx_reduce(g, RLX_REDUCE_SUM, a, 1, &axis, 1);
   if (p == 2) norm = rlx_activation(g, RLX_ACT_SQRT, norm);
-  return ox_set_out(im, n, 0, rlx_div(g, x, norm));
+  rlx_node zero = ox_scalar_like(im, x, 0);   /* a zero vector stays zero (the reference), not 0/0 */
+  return ox_set_out(im, n, 0, rlx_where(g, rlx_compare(g, RLX_CMP_EQ, norm, zero), zero, rlx_div(g, x, norm)));
 }
 
 /* Moves axis to the end (and back with inverse): rlx_one_hot appends its axis. */
@@ -96,9 +101,10 @@ rlx_status ox_op_one_hot(ox_importer *im, const ox_node *n) {
   rlx_graph *g = im->g;
   rlx_node idx = IN(0);
   NEED(idx);
-  ox_value *dv = ox_in_value(im, n, 1), *vv = ox_in_value(im, n, 2);
-  if (!dv || !dv->known || dv->numel != 1 || !vv || !vv->known || vv->numel != 2)
+  ox_value *dv = ox_in_known(im, n, 1), *vv = ox_in_known(im, n, 2);
+  if (!dv || dv->numel != 1 || !vv || vv->numel != 2)
     return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "depth and values not known at import");
+  if (ox_ints_sym(im, dv->ints, 1)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "depth " OX_SYM_HINT);
   int64_t depth = dv->ints ? dv->ints[0] : ox_f2i(dv->reals[0]);
   if (depth <= 0 || depth > (1 << 24)) return ox_node_fail(im, n, RLX_ERR_INVALID, "depth %lld", (long long)depth);
   double off = vv->ints ? (double)vv->ints[0] : vv->reals[0], on = vv->ints ? (double)vv->ints[1] : vv->reals[1];
@@ -141,16 +147,7 @@ rlx_status ox_op_eye_like(ox_importer *im, const ox_node *n) {
   for (int64_t i = 0; i < dims[0]; i++) {
     int64_t j = i + k;
     if (j < 0 || j >= dims[1]) continue;
-    unsigned char *p = buf + (size_t)(i * dims[1] + j) * es;
-    switch (t) {
-    case RLX_F32: { float one = 1; memcpy(p, &one, 4); break; }
-    case RLX_F64: { double one = 1; memcpy(p, &one, 8); break; }
-    case RLX_F16: { uint16_t h = rlx_f32_to_f16(1); memcpy(p, &h, 2); break; }
-    case RLX_BF16: { uint16_t h = rlx_f32_to_bf16(1); memcpy(p, &h, 2); break; }
-    case RLX_I32: { int32_t one = 1; memcpy(p, &one, 4); break; }
-    case RLX_I64: { int64_t one = 1; memcpy(p, &one, 8); break; }
-    default: p[0] = 1;
-    }
+    ox_store(t, buf, i * dims[1] + j, 1, 1);
   }
   rlx_node y = rlx_constant(im->g, t, 2, dims, buf);
   free(buf);
@@ -222,4 +219,245 @@ rlx_status ox_op_gather_elements(ox_importer *im, const ox_node *n) {
   rlx_node oh = rlx_one_hot(g, fixed, depth, t);
   int64_t last = r;
   return ox_set_out(im, n, 0, rlx_reduce(g, RLX_REDUCE_SUM, rlx_mul(g, data, oh), 1, &last, 0));
+}
+
+/* GatherND(data, indices [..., k], batch_dims): each index tuple picks a
+ * slice of data, as one Gather of flat indices (the tuple dotted with the
+ * strides of the k indexed dims, negatives counted from the end, plus the
+ * batch row's offset) from data seen as [batch * indexed, rest...]. */
+rlx_status ox_op_gather_nd(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0), idx;
+  NEED(x);
+  idx = IN(1);
+  NEED(idx);
+  int64_t xd[RLX_MAX_RANK], id[RLX_MAX_RANK];
+  int r = rlx_node_type(g, x, NULL, xd), q = rlx_node_type(g, idx, NULL, id);
+  int64_t bd = ox_attr_int(n, "batch_dims", 0), k = q > 0 ? id[q - 1] : -1;
+  if (q < 1 || bd < 0 || bd >= q || ir_dim_is_sym(k) || k < 1 || bd + k > r)
+    return ox_node_fail(im, n, RLX_ERR_INVALID, "indices of rank %d with %lld per tuple, batch_dims %lld, data of rank %d", q,
+                        (long long)k, (long long)bd, r);
+  for (int i = 0; i < r; i++)
+    if (ir_dim_is_sym(xd[i])) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "symbolic dims");
+  idx = rlx_cast(g, idx, RLX_I64);
+  int64_t outer[RLX_MAX_RANK], batch = 1, block = 1, stride = 1;
+  for (int i = 0; i < q - 1; i++) outer[i] = id[i];
+  for (int64_t i = 0; i < bd; i++) batch *= xd[i];
+  for (int64_t i = bd; i < bd + k; i++) block *= xd[i];
+  rlx_node flat = -1;
+  for (int64_t j = k - 1; j >= 0; j--) {   /* the tuple's last index varies fastest */
+    int64_t dim = xd[bd + j];
+    rlx_node c = rlx_reshape(g, rlx_narrow(g, idx, q - 1, j, 1), q - 1, outer);
+    c = rlx_where(g, rlx_compare(g, RLX_CMP_LT, c, ox_scalar(im, RLX_I64, 0)), rlx_add(g, c, ox_scalar(im, RLX_I64, (double)dim)), c);
+    c = rlx_mul(g, c, ox_scalar(im, RLX_I64, (double)stride));
+    flat = flat < 0 ? c : rlx_add(g, flat, c);
+    stride *= dim;
+  }
+  if (bd > 0) {   /* + the batch row times the indexed block: a [b..., 1...] constant */
+    int64_t bdims[RLX_MAX_RANK];
+    for (int i = 0; i < q - 1; i++) bdims[i] = i < bd ? id[i] : 1;
+    int64_t *off = malloc((size_t)(batch + 1) * sizeof *off);
+    if (!off) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
+    for (int64_t b = 0; b < batch; b++) off[b] = b * block;
+    rlx_node oc = rlx_constant(g, RLX_I64, q - 1, bdims, off);
+    free(off);
+    flat = rlx_add(g, flat, oc);
+  }
+  int64_t dd[RLX_MAX_RANK];
+  int dr = 0;
+  dd[dr++] = batch * block;
+  for (int i = (int)(bd + k); i < r; i++) dd[dr++] = xd[i];
+  return ox_set_out(im, n, 0, rlx_gather(g, rlx_reshape(g, x, dr, dd), flat, 0));
+}
+
+/* data with the rows of flat (a [P, rest...] view's row numbers) replaced
+ * (reduction "none") or summed into ("add") by upd [flat..., rest...], as
+ * ScatterAdd: none takes data where no row lands, else the sum of the
+ * updates landing there (one each, as ONNX requires of none); mul, max
+ * and min in turn. */
+enum { SCATTER_NONE, SCATTER_ADD, SCATTER_MUL, SCATTER_MAX, SCATTER_MIN };
+
+/* Reductions mul, max and min: one update after the other (the rows it
+ * lands on combined with it), so at most 4096 updates over 2^26 elements. */
+static rlx_node scatter_in_turn(ox_importer *im, const ox_node *n, rlx_node data, rlx_node flat, rlx_node upd, int red) {
+  rlx_graph *g = im->g;
+  int64_t fd[RLX_MAX_RANK], dd[RLX_MAX_RANK], ud[RLX_MAX_RANK], ones[RLX_MAX_RANK], nupd = 1, numel = 1;
+  int fr = rlx_node_type(g, flat, NULL, fd), dr = rlx_node_type(g, data, NULL, dd);
+  for (int i = 0; i < fr; i++) nupd *= fd[i];
+  for (int i = 0; i < dr; i++) numel *= dd[i], ones[i] = 1, ud[i] = dd[i];
+  if (nupd > 4096 || nupd * numel > ((int64_t)1 << 26))
+    return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a reduction of %lld updates into %lld elements", (long long)nupd, (long long)numel), -1;
+  ud[0] = nupd;
+  rlx_node f1 = rlx_reshape(g, flat, 1, &nupd), u = rlx_reshape(g, upd, dr, ud), pos = rlx_iota(g, RLX_I64, dr, dd, 0);
+  for (int64_t k = 0; k < nupd; k++) {
+    rlx_node at = rlx_compare(g, RLX_CMP_EQ, pos, rlx_reshape(g, rlx_narrow(g, f1, 0, k, 1), dr, ones));
+    rlx_node uk = rlx_narrow(g, u, 0, k, 1);
+    rlx_node v = red == SCATTER_MUL ? rlx_mul(g, data, uk) : red == SCATTER_MAX ? rlx_max(g, data, uk) : rlx_min(g, data, uk);
+    data = rlx_where(g, at, v, data);
+  }
+  return data;
+}
+
+static rlx_node scatter_rows(ox_importer *im, const ox_node *n, rlx_node data, rlx_node flat, rlx_node upd, int red) {
+  rlx_graph *g = im->g;
+  if (red >= SCATTER_MUL) return scatter_in_turn(im, n, data, flat, upd, red);
+  if (red == SCATTER_ADD) return rlx_scatter_add(g, data, flat, upd, 0);
+  rlx_node zero = rlx_mul(g, data, ox_scalar_like(im, data, 0));
+  rlx_node sum = rlx_scatter_add(g, zero, flat, upd, 0);
+  rlx_node hit = rlx_scatter_add(g, zero, flat, rlx_add(g, rlx_mul(g, upd, ox_scalar_like(im, upd, 0)), ox_scalar_like(im, upd, 1)), 0);
+  return rlx_where(g, rlx_compare(g, RLX_CMP_NE, hit, zero), sum, data);
+}
+
+/* ONNX's reduction attribute (SCATTER_*); -1 (failed) for another. */
+static int scatter_reduction(ox_importer *im, const ox_node *n) {
+  static const char *const names[] = {"none", "add", "mul", "max", "min"};
+  const char *red = ox_attr_str(n, "reduction", "none");
+  for (int i = 0; i < 5; i++)
+    if (!strcmp(red, names[i])) return i;
+  ox_node_fail(im, n, RLX_ERR_INVALID, "reduction %s", red);
+  return -1;
+}
+
+/* Non-negative I64 indices: negatives counted from the end of dim. */
+static rlx_node wrap_index(ox_importer *im, rlx_node idx, int64_t dim) {
+  rlx_graph *g = im->g;
+  idx = rlx_cast(g, idx, RLX_I64);
+  return rlx_where(g, rlx_compare(g, RLX_CMP_LT, idx, ox_scalar(im, RLX_I64, 0)),
+                   rlx_add(g, idx, ox_scalar(im, RLX_I64, (double)dim)), idx);
+}
+
+/* ScatterElements (and Scatter): data flattened, each update's element
+ * index its coordinates with the index in place of the axis coordinate. */
+rlx_status ox_op_scatter_elements(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  int red = scatter_reduction(im, n);
+  if (red < 0) return im->err;
+  rlx_node x = IN(0), idx, upd;
+  NEED(x);
+  idx = IN(1);
+  NEED(idx);
+  upd = IN(2);
+  NEED(upd);
+  int64_t xd[RLX_MAX_RANK], id[RLX_MAX_RANK];
+  int r = rlx_node_type(g, x, NULL, xd);
+  if (rlx_node_type(g, idx, NULL, id) != r || r < 1) return ox_node_fail(im, n, RLX_ERR_INVALID, "indices of another rank");
+  int64_t a = ox_attr_int(n, "axis", 0);
+  if (a < 0) a += r;
+  if (a < 0 || a >= r) return ox_node_fail(im, n, RLX_ERR_INVALID, "axis out of range");
+  int64_t numel = 1, nupd = 1, stride[RLX_MAX_RANK];
+  for (int i = r - 1; i >= 0; i--) {
+    if (ir_dim_is_sym(xd[i]) || ir_dim_is_sym(id[i])) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "symbolic dims");
+    stride[i] = numel;
+    numel *= xd[i];
+    nupd *= id[i];
+  }
+  int64_t *off = malloc((size_t)(nupd + 1) * sizeof *off);   /* the offsets of the other coordinates */
+  if (!off) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
+  for (int64_t e = 0; e < nupd; e++) {
+    int64_t rest = e, o = 0;
+    for (int i = r - 1; i >= 0; i--) {
+      if (i != a) o += (rest % id[i]) * stride[i];
+      rest /= id[i];
+    }
+    off[e] = o;
+  }
+  rlx_node oc = rlx_constant(g, RLX_I64, r, id, off);
+  free(off);
+  rlx_node flat = rlx_add(g, oc, rlx_mul(g, wrap_index(im, idx, xd[a]), ox_scalar(im, RLX_I64, (double)stride[a])));
+  rlx_node y = scatter_rows(im, n, rlx_reshape(g, x, 1, &numel), rlx_reshape(g, flat, 1, &nupd), rlx_reshape(g, upd, 1, &nupd), red);
+  NEED(y);
+  return ox_set_out(im, n, 0, rlx_reshape(g, y, r, xd));
+}
+
+/* ScatterND(data, indices [..., k], updates): the index tuples as rows of
+ * data seen as [indexed, rest...] (as GatherND). */
+rlx_status ox_op_scatter_nd(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  int red = scatter_reduction(im, n);
+  if (red < 0) return im->err;
+  rlx_node x = IN(0), idx, upd;
+  NEED(x);
+  idx = IN(1);
+  NEED(idx);
+  upd = IN(2);
+  NEED(upd);
+  int64_t xd[RLX_MAX_RANK], id[RLX_MAX_RANK];
+  int r = rlx_node_type(g, x, NULL, xd), q = rlx_node_type(g, idx, NULL, id);
+  int64_t k = q > 0 ? id[q - 1] : -1;
+  if (q < 1 || ir_dim_is_sym(k) || k < 1 || k > r)
+    return ox_node_fail(im, n, RLX_ERR_INVALID, "indices of rank %d with %lld per tuple for data of rank %d", q, (long long)k, r);
+  for (int i = 0; i < r; i++)
+    if (ir_dim_is_sym(xd[i])) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "symbolic dims");
+  int64_t outer[RLX_MAX_RANK], stride = 1, dd[RLX_MAX_RANK];
+  for (int i = 0; i < q - 1; i++) outer[i] = id[i];
+  rlx_node flat = -1;
+  for (int64_t j = k - 1; j >= 0; j--) {
+    rlx_node c = wrap_index(im, rlx_reshape(g, rlx_narrow(g, idx, q - 1, j, 1), q - 1, outer), xd[j]);
+    c = rlx_mul(g, c, ox_scalar(im, RLX_I64, (double)stride));
+    flat = flat < 0 ? c : rlx_add(g, flat, c);
+    stride *= xd[j];
+  }
+  int dr = 0;
+  dd[dr++] = stride;
+  for (int i = (int)k; i < r; i++) dd[dr++] = xd[i];
+  rlx_node y = scatter_rows(im, n, rlx_reshape(g, x, dr, dd), flat, upd, red);
+  NEED(y);
+  return ox_set_out(im, n, 0, rlx_reshape(g, y, r, xd));
+}
+
+/* ai.onnx.ml Binarizer: 1 where x > threshold, else 0, in x's dtype. */
+rlx_status ox_op_binarizer(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  rlx_node gt = rlx_compare(im->g, RLX_CMP_GT, x, ox_scalar_like(im, x, ox_attr_float(n, "threshold", 0)));
+  return ox_set_out(im, n, 0, rlx_where(im->g, gt, ox_scalar_like(im, x, 1), ox_scalar_like(im, x, 0)));
+}
+
+/* ai.onnx.ml ArrayFeatureExtractor: the elements of x's last axis at the
+ * indices y ([1, k] for a 1-D x). */
+rlx_status ox_op_array_feature_extractor(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0), y = IN(1);
+  NEED(x);
+  NEED(y);
+  int64_t xd[RLX_MAX_RANK], yd[RLX_MAX_RANK];
+  int r = rlx_node_type(g, x, NULL, xd), yr = rlx_node_type(g, y, NULL, yd);
+  int64_t k = 1;
+  for (int i = 0; i < yr; i++) k *= yd[i];
+  if (r < 1 || ir_dim_is_sym(k)) return ox_node_fail(im, n, RLX_ERR_SHAPE, "x of rank %d, indices of a symbolic size", r);
+  rlx_node out = rlx_gather(g, x, rlx_reshape(g, y, 1, &k), r - 1);
+  return ox_set_out(im, n, 0, r == 1 ? rlx_reshape(g, out, 2, (int64_t[]){1, k}) : out);
+}
+
+/* Det of [..., n, n] for n <= 5: the sum over permutations of the signed
+ * products of their elements, in F64 (larger n is RLX_ERR_UNSUPPORTED). */
+rlx_status ox_op_det(ox_importer *im, const ox_node *n) {
+  rlx_graph *g = im->g;
+  rlx_node x = IN(0);
+  NEED(x);
+  int64_t xd[RLX_MAX_RANK];
+  rlx_dtype t;
+  int r = rlx_node_type(g, x, &t, xd);
+  if (r < 2 || xd[r - 1] != xd[r - 2] || !ir_is_float(t)) return ox_node_fail(im, n, RLX_ERR_SHAPE, "a float [..., n, n] input");
+  int64_t m = xd[r - 1];
+  if (ir_dim_is_sym(m) || m < 1 || m > 5) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a determinant of order %lld (at most 5)", (long long)m);
+  rlx_node e[5][5], xf = rlx_cast(g, x, RLX_F64);
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < m; j++)
+      e[i][j] = rlx_reshape(g, rlx_narrow(g, rlx_narrow(g, xf, r - 2, i, 1), r - 1, j, 1), r - 2, xd);
+  int p[5] = {0, 1, 2, 3, 4}, c[5] = {0}, sign = 1;
+  rlx_node det = -1;
+  for (int k = 0;;) {   /* Heap's algorithm: each permutation once, its sign flipping with each swap */
+    rlx_node term = e[0][p[0]];
+    for (int i = 1; i < m; i++) term = rlx_mul(g, term, e[i][p[i]]);
+    det = det < 0 ? term : sign > 0 ? rlx_add(g, det, term) : rlx_sub(g, det, term);
+    while (k < m && c[k] >= k) c[k++] = 0;
+    if (k >= m) break;
+    int a = k % 2 ? c[k] : 0, tmp = p[a];
+    p[a] = p[k], p[k] = tmp;
+    sign = -sign;
+    c[k]++;
+    k = 1;
+  }
+  return ox_set_out(im, n, 0, rlx_cast(g, det, t));
 }

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define IN(i) ox_in(im, n, i)
-#define NEED(v) do { if ((v) < 0) return im->err ? im->err : ox_check(im, n, -1); } while (0)
 #define MAXK 4096
 
 /* Rank, dims and dtype of input i (known or a node); -1 with a message. */
@@ -263,13 +261,33 @@ rlx_status ox_op_slice(ox_importer *im, const ox_node *n) {
   if (!st || !en || ks != ke || (ax && ka != ks) || (sp && kp != ks) || ks > r)
     return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "starts/ends/axes/steps not known at import or inconsistent");
   int64_t s0[RLX_MAX_RANK], e0[RLX_MAX_RANK], p0[RLX_MAX_RANK];
+  const int64_t *back[RLX_MAX_RANK] = {0};   /* the indices a negative step takes along an axis */
+  int64_t n_back[RLX_MAX_RANK] = {0};
   for (int i = 0; i < r; i++) s0[i] = 0, e0[i] = INT64_MAX, p0[i] = 1;
   for (int64_t i = 0; i < ks; i++) {
     int64_t a = ax ? ax[i] : i;
     if (a < 0) a += r;
     if (a < 0 || a >= r) return ox_node_fail(im, n, RLX_ERR_INVALID, "axis %lld out of range", (long long)a);
     int64_t step = sp ? sp[i] : 1, d = dims[a], s = st[i], e = en[i];
-    if (step <= 0) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a step of %lld (rlx slices forward only)", (long long)step);
+    if (step == 0) return ox_node_fail(im, n, RLX_ERR_INVALID, "a step of 0");
+    if (step < 0) {   /* backward: a Gather of the indices s, s + step, ... down to past e */
+      if (ir_dim_is_sym(d) || ox_ints_sym(im, &s, 1) | ox_ints_sym(im, &e, 1))
+        return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a negative step over a symbolic dim");
+      if (s < 0) s += d;
+      if (e < 0) e = e < -d ? -1 : e + d;
+      s = s < 0 ? -1 : s > d - 1 ? d - 1 : s;
+      e = e > d - 1 ? d - 1 : e;
+      int64_t m = s > e ? (s - e - 1) / -step + 1 : 0;
+      int64_t *idx = ox_alloc(im->arena, (size_t)(m + 1) * sizeof *idx);
+      if (!idx) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
+      for (int64_t j = 0; j < m; j++) idx[j] = s + j * step;
+      back[a] = idx;
+      n_back[a] = m;
+      continue;
+    }
+    if (ir_dim_is_sym(e) && e == d) e = INT64_MAX;   /* to the end of its own symbolic dim */
+    if (ox_ints_sym(im, &s, 1) | ox_ints_sym(im, &e, 1))
+      return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a start or end " OX_SYM_HINT);
     if (!ir_dim_is_sym(d)) {   /* clamp as ONNX does */
       if (s < 0) s += d;
       if (e < 0) e += d;
@@ -280,7 +298,7 @@ rlx_status ox_op_slice(ox_importer *im, const ox_node *n) {
     s0[a] = s, e0[a] = e, p0[a] = step;
   }
   ox_value *v = known0(im, n);
-  if (v && v->node < 0 && r == 1 && !ir_dim_is_sym(dims[0])) {
+  if (v && v->node < 0 && r == 1 && !ir_dim_is_sym(dims[0]) && !back[0]) {
     int64_t out[MAXK], m = 0;
     double rout[MAXK];
     for (int64_t i = s0[0]; i < e0[0] && i < v->numel; i += p0[0], m++) {
@@ -291,14 +309,16 @@ rlx_status ox_op_slice(ox_importer *im, const ox_node *n) {
   }
   rlx_node x = IN(0);
   NEED(x);
-  return ox_set_out(im, n, 0, rlx_slice(im->g, x, r, s0, e0, p0));
+  rlx_node y = rlx_slice(im->g, x, r, s0, e0, p0);
+  for (int a = 0; a < r; a++)
+    if (back[a]) y = rlx_gather(im->g, y, rlx_constant(im->g, RLX_I64, 1, &n_back[a], back[a]), a);
+  return ox_set_out(im, n, 0, y);
 }
 
 rlx_status ox_op_split(ox_importer *im, const ox_node *n) {
-  rlx_node x = IN(0);
-  NEED(x);
   int64_t dims[RLX_MAX_RANK];
-  int r = rlx_node_type(im->g, x, NULL, dims);
+  int r = in_shape(im, n, 0, dims, NULL);
+  if (r < 0) return im->err;
   int64_t axis = ox_attr_int(n, "axis", 0);
   if (axis < 0) axis += r;
   if (axis < 0 || axis >= r || ir_dim_is_sym(dims[axis])) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "axis %lld", (long long)axis);
@@ -318,6 +338,21 @@ rlx_status ox_op_split(ox_importer *im, const ox_node *n) {
     }
   }
   int64_t at = 0;
+  ox_value *kp = known0(im, n);
+  if (kp && r == 1) {   /* a known 1-D value (a shape) splits into known values, which fold on */
+    ox_value kv = *kp;   /* the table may move as outputs are added */
+    for (int i = 0; i < no; i++) {
+      if (parts[i] < 0 || parts[i] > kv.numel - at)
+        return ox_node_fail(im, n, RLX_ERR_INVALID, "split sizes beyond the %lld elements", (long long)kv.numel);
+      rlx_status st = ox_set_out_known(im, n, i, kv.dtype, 1, &parts[i], kv.ints ? kv.ints + at : NULL,
+                                       kv.reals ? kv.reals + at : NULL);
+      if (st) return st;
+      at += parts[i];
+    }
+    return RLX_OK;
+  }
+  rlx_node x = IN(0);
+  NEED(x);
   for (int i = 0; i < no; i++) {
     rlx_status st = ox_set_out(im, n, i, rlx_narrow(im->g, x, (int)axis, at, parts[i]));
     if (st) return st;
@@ -356,6 +391,12 @@ rlx_status ox_op_gather(ox_importer *im, const ox_node *n) {
   } else {
     idx = IN(1);
     NEED(idx);
+    rlx_dtype it = RLX_I64;
+    rlx_node_type(im->g, idx, &it, NULL);
+    if (!ir_dim_is_sym(dims[axis]) && (it == RLX_I64 || it == RLX_I32)) {   /* run-time indices may count from the end */
+      rlx_node zero = ox_scalar(im, it, 0);
+      idx = rlx_where(im->g, rlx_compare(im->g, RLX_CMP_LT, idx, zero), rlx_add(im->g, idx, ox_scalar(im, it, (double)dims[axis])), idx);
+    }
   }
   return ox_set_out(im, n, 0, rlx_gather(im->g, x, idx, (int)axis));
 }
@@ -400,9 +441,10 @@ rlx_status ox_op_constant_of_shape(ox_importer *im, const ox_node *n) {
     if (!vd) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
     val = rlx_value_as_f64(t, vd, 0);
   }
+  if (ox_ints_sym(im, shape, k)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a shape " OX_SYM_HINT);
   int64_t numel = 1;
   for (int64_t i = 0; i < k; i++) {
-    if (shape[i] < 0) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a symbolic or negative dim");
+    if (shape[i] < 0) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a negative dim");
     numel *= shape[i];
   }
   if (numel <= MAXK) {
@@ -422,8 +464,11 @@ rlx_status ox_op_constant_of_shape(ox_importer *im, const ox_node *n) {
 rlx_status ox_op_range(ox_importer *im, const ox_node *n) {
   ox_value *v[3];
   for (int i = 0; i < 3; i++)
-    if (!(v[i] = ox_in_value(im, n, i)) || !v[i]->known || v[i]->numel != 1)
+    if (!(v[i] = ox_in_known(im, n, i)) || v[i]->numel != 1)
       return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "start/limit/delta not known at import");
+  int sym = 0;
+  for (int i = 0; i < 3; i++) sym |= ox_ints_sym(im, v[i]->ints, v[i]->numel);
+  if (sym) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "start/limit/delta " OX_SYM_HINT);
   double s = v[0]->ints ? (double)v[0]->ints[0] : v[0]->reals[0];
   double l = v[1]->ints ? (double)v[1]->ints[0] : v[1]->reals[0];
   double d = v[2]->ints ? (double)v[2]->ints[0] : v[2]->reals[0];
@@ -443,15 +488,40 @@ rlx_status ox_op_range(ox_importer *im, const ox_node *n) {
   if (m > MAXK) {
     void *buf = ox_alloc(im->arena, (size_t)m * 8);
     if (!buf) return RLX_ERR_NOMEM;
-    for (int64_t i = 0; i < m; i++) {
-      if (v[0]->dtype == RLX_I64) ((int64_t *)buf)[i] = iv[i];
-      else if (v[0]->dtype == RLX_I32) ((int32_t *)buf)[i] = (int32_t)iv[i];
-      else if (v[0]->dtype == RLX_F64) ((double *)buf)[i] = rv[i];
-      else ((float *)buf)[i] = (float)rv[i];
-    }
+    for (int64_t i = 0; i < m; i++) ox_store(v[0]->dtype, buf, i, is_int ? (double)iv[i] : rv[i], iv[i]);
     return ox_set_out(im, n, 0, rlx_constant(im->g, v[0]->dtype, 1, &m, buf));
   }
   return ox_set_out_known(im, n, 0, v[0]->dtype, 1, &m, is_int ? iv : NULL, is_int ? NULL : rv);
+}
+
+/* Pad of mode edge, reflect or wrap: along each padded axis a Gather of
+ * the source index of every output position. */
+static rlx_status pad_gathered(ox_importer *im, const ox_node *n, rlx_node x, const int64_t *before, const int64_t *after,
+                               int mode) {
+  int64_t dims[RLX_MAX_RANK];
+  int r = rlx_node_type(im->g, x, NULL, dims);
+  for (int a = 0; a < r; a++) {
+    if (!before[a] && !after[a]) continue;
+    int64_t d = dims[a], m = d + before[a] + after[a];
+    if (ir_dim_is_sym(d) || before[a] < 0 || after[a] < 0 || d < 1 || (mode == 'r' && d < 2 && m > d) || m > (1 << 24))
+      return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "mode %s on a dim of %lld padded by %lld, %lld",
+                          ox_attr_str(n, "mode", ""), (long long)d, (long long)before[a], (long long)after[a]);
+    int64_t *idx = ox_alloc(im->arena, (size_t)m * sizeof *idx);
+    if (!idx) return ox_node_fail(im, n, RLX_ERR_NOMEM, "out of memory");
+    for (int64_t j = 0; j < m; j++) {
+      int64_t i = j - before[a];
+      if (mode == 'e') i = i < 0 ? 0 : i >= d ? d - 1 : i;
+      else if (mode == 'w') i = ((i % d) + d) % d;
+      else if (d > 1) {   /* reflect: period 2 (d - 1), the edge not repeated */
+        int64_t p = 2 * (d - 1);
+        i = ((i % p) + p) % p;
+        if (i >= d) i = p - i;
+      }
+      idx[j] = i;
+    }
+    x = rlx_gather(im->g, x, rlx_constant(im->g, RLX_I64, 1, &m, idx), a);
+  }
+  return ox_set_out(im, n, 0, x);
 }
 
 rlx_status ox_op_pad(ox_importer *im, const ox_node *n) {
@@ -459,19 +529,23 @@ rlx_status ox_op_pad(ox_importer *im, const ox_node *n) {
   NEED(x);
   int r = rlx_node_type(im->g, x, NULL, NULL);
   const char *mode = ox_attr_str(n, "mode", "constant");
-  if (strcmp(mode, "constant")) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "mode %s", mode);
+  int gathered = !strcmp(mode, "edge") ? 'e' : !strcmp(mode, "reflect") ? 'r' : !strcmp(mode, "wrap") ? 'w' : 0;
+  if (!gathered && strcmp(mode, "constant")) return ox_node_fail(im, n, RLX_ERR_INVALID, "mode %s", mode);
   int64_t k = 0, ka = 0;
   const int64_t *pads = ints_in_or_attr(im, n, 1, im->opset < 11 ? (im->opset < 2 ? "paddings" : "pads") : NULL, &k);
   double value = im->opset < 11 ? ox_attr_float(n, "value", 0) : 0;
+  rlx_node run_value = -1;   /* a constant_value computed at run time */
   if (im->opset >= 11 && ox_has_in(n, 2)) {
-    ox_value *cv = ox_in_value(im, n, 2);
-    if (!cv || !cv->known || cv->numel != 1) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a constant_value not known at import");
-    value = cv->reals ? cv->reals[0] : (double)cv->ints[0];
+    ox_value *cv = ox_in_known(im, n, 2);
+    if (cv && cv->numel == 1) value = cv->reals ? cv->reals[0] : (double)cv->ints[0];
+    else if (cv) return ox_node_fail(im, n, RLX_ERR_INVALID, "a constant_value of %lld elements", (long long)cv->numel);
+    else if ((run_value = IN(2)) < 0) return im->err;
   }
   const int64_t *axes = ox_has_in(n, 3) ? ox_in_ints(im, n, 3, &ka) : NULL;
   if (ox_has_in(n, 3) && !axes) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "axes not known at import");
   int na = axes ? (int)ka : r;
   if (!pads || k != 2 * na) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "pads not known at import or of the wrong length");
+  if (ox_ints_sym(im, pads, k)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "pads " OX_SYM_HINT);
   int64_t before[RLX_MAX_RANK] = {0}, after[RLX_MAX_RANK] = {0};
   for (int i = 0; i < na; i++) {
     int64_t a = axes ? axes[i] : i;
@@ -480,7 +554,18 @@ rlx_status ox_op_pad(ox_importer *im, const ox_node *n) {
     before[a] = pads[i];
     after[a] = pads[i + na];
   }
-  return ox_set_out(im, n, 0, rlx_pad(im->g, x, r, before, after, value));
+  if (gathered) return pad_gathered(im, n, x, before, after, gathered);
+  rlx_node y = rlx_pad(im->g, x, r, before, after, value);
+  if (run_value >= 0) {   /* the padding (a padded all-false mask's true cells) takes the run-time value */
+    int64_t dims[RLX_MAX_RANK], ones[RLX_MAX_RANK];
+    rlx_node_type(im->g, x, NULL, dims);
+    for (int i = 0; i < r; i++) ones[i] = 1;
+    uint8_t no = 0;
+    rlx_node inside = rlx_expand(im->g, rlx_constant(im->g, RLX_BOOL, r, ones, &no), r, dims);
+    rlx_node border = rlx_pad(im->g, inside, r, before, after, 1);
+    y = rlx_where(im->g, border, rlx_reshape(im->g, run_value, 0, NULL), y);
+  }
+  return ox_set_out(im, n, 0, y);
 }
 
 rlx_status ox_op_tile(ox_importer *im, const ox_node *n) {
@@ -490,6 +575,7 @@ rlx_status ox_op_tile(ox_importer *im, const ox_node *n) {
   int64_t k;
   const int64_t *rep = ox_in_ints(im, n, 1, &k);
   if (!rep || k != r) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "repeats not known at import");
+  if (ox_ints_sym(im, rep, k)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "repeats " OX_SYM_HINT);
   for (int a = 0; a < r; a++) {
     if (rep[a] == 1) continue;
     if (rep[a] < 1 || rep[a] > 64) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a repeat of %lld", (long long)rep[a]);
@@ -498,4 +584,32 @@ rlx_status ox_op_tile(ox_importer *im, const ox_node *n) {
     x = rlx_concat(im->g, (int)rep[a], xs, a);
   }
   return ox_set_out(im, n, 0, x);
+}
+
+/* CenterCropPad: each listed axis cropped or zero-padded to its size from
+ * the known shape, centered (the odd element goes to the end). */
+rlx_status ox_op_center_crop_pad(ox_importer *im, const ox_node *n) {
+  rlx_node x = IN(0);
+  NEED(x);
+  int64_t dims[RLX_MAX_RANK], k;
+  int r = rlx_node_type(im->g, x, NULL, dims);
+  const int64_t *shape = ox_in_ints(im, n, 1, &k);
+  if (!shape) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a shape not known at import");
+  if (ox_ints_sym(im, shape, k)) return ox_node_fail(im, n, RLX_ERR_UNSUPPORTED, "a shape " OX_SYM_HINT);
+  const ox_attr *aa = ox_attr_get(n, "axes");
+  int64_t na = aa ? aa->n_ints : r;
+  if (k != na) return ox_node_fail(im, n, RLX_ERR_INVALID, "a shape of %lld for %lld axes", (long long)k, (long long)na);
+  int64_t st[RLX_MAX_RANK], en[RLX_MAX_RANK], sp[RLX_MAX_RANK], before[RLX_MAX_RANK], after[RLX_MAX_RANK];
+  for (int i = 0; i < r; i++) st[i] = 0, en[i] = dims[i], sp[i] = 1, before[i] = after[i] = 0;
+  for (int64_t i = 0; i < na; i++) {
+    int64_t a = aa ? aa->ints[i] : i;
+    if (a < 0) a += r;
+    if (a < 0 || a >= r || ir_dim_is_sym(dims[a]) || shape[i] < 0)
+      return ox_node_fail(im, n, RLX_ERR_INVALID, "axis %lld of size %lld", (long long)a, (long long)shape[i]);
+    int64_t d = dims[a] - shape[i];
+    if (d > 0) st[a] = d / 2, en[a] = d / 2 + shape[i];
+    else if (d < 0) before[a] = -d / 2, after[a] = -d - -d / 2;
+  }
+  x = rlx_slice(im->g, x, r, st, en, sp);
+  return ox_set_out(im, n, 0, rlx_pad(im->g, x, r, before, after, 0));
 }

@@ -284,6 +284,69 @@ static int rd_tensor(ox_rd *r, pb m, ox_tensor *t) {
   return 0;
 }
 
+/* TypeProto: a tensor type, or an optional of one (an optional input is
+ * given as its tensor). Other types (sequences, maps) leave has_type 0. */
+static int rd_type(ox_rd *r, pb tp, ox_value_info *v, int nested) {
+  uint32_t f2;
+  int wt2, k2;
+  while ((k2 = pb_next(r, &tp, &f2, &wt2)) > 0) {
+    if (f2 == 9 && !nested) {  /* TypeProto.Optional: its elem_type, a TypeProto */
+      pb opt, inner;
+      uint32_t f;
+      int wt, k;
+      if (want_wt(r, &tp, wt2, WT_LEN, "TypeProto.optional_type") || pb_bytes(r, &tp, &opt)) return -1;
+      while ((k = pb_next(r, &opt, &f, &wt)) > 0) {
+        if (f != 1) { if (pb_skip(r, &opt, wt)) return -1; continue; }
+        if (want_wt(r, &opt, wt, WT_LEN, "Optional.elem_type") || pb_bytes(r, &opt, &inner) || rd_type(r, inner, v, 1)) return -1;
+      }
+      if (k < 0) return -1;
+      continue;
+    }
+    if (f2 != 1) { if (pb_skip(r, &tp, wt2)) return -1; continue; }
+    pb tt;  /* TypeProto.Tensor */
+    if (want_wt(r, &tp, wt2, WT_LEN, "TypeProto.tensor_type") || pb_bytes(r, &tp, &tt)) return -1;
+    v->has_type = 1;
+    uint32_t f3;
+    int wt3, k3;
+    while ((k3 = pb_next(r, &tt, &f3, &wt3)) > 0) {
+      if (f3 == 1) {
+        int64_t e;
+        if (pb_int(r, &tt, wt3, &e, "elem_type")) return -1;
+        v->elem_type = (int32_t)e;
+      } else if (f3 == 2) {  /* TensorShapeProto */
+        pb sh;
+        if (want_wt(r, &tt, wt3, WT_LEN, "shape") || pb_bytes(r, &tt, &sh)) return -1;
+        v->has_shape = 1;
+        v->rank = 0;
+        uint32_t f4;
+        int wt4, k4;
+        while ((k4 = pb_next(r, &sh, &f4, &wt4)) > 0) {
+          if (f4 != 1) { if (pb_skip(r, &sh, wt4)) return -1; continue; }
+          pb d;
+          if (want_wt(r, &sh, wt4, WT_LEN, "dim") || pb_bytes(r, &sh, &d)) return -1;
+          if (v->rank >= OX_MAX_RANK) return rd_fail(r, d.p, "a value of rank above %d", OX_MAX_RANK);
+          int i = v->rank++;
+          v->dims[i] = -1;
+          uint32_t f5;
+          int wt5, k5;
+          while ((k5 = pb_next(r, &d, &f5, &wt5)) > 0) {
+            if (f5 == 1) {
+              if (pb_int(r, &d, wt5, &v->dims[i], "dim_value")) return -1;
+              if (v->dims[i] < 0) v->dims[i] = -1;
+            } else if (f5 == 2) {
+              if (!(v->dim_params[i] = pb_string(r, &d, wt5, "dim_param"))) return -1;
+            } else if (pb_skip(r, &d, wt5)) return -1;
+          }
+          if (k5 < 0) return -1;
+        }
+        if (k4 < 0) return -1;
+      } else if (pb_skip(r, &tt, wt3)) return -1;
+    }
+    if (k3 < 0) return -1;
+  }
+  return k2 < 0 ? -1 : 0;
+}
+
 static int rd_value_info(ox_rd *r, pb m, ox_value_info *v) {
   uint32_t f;
   int wt, k;
@@ -292,53 +355,7 @@ static int rd_value_info(ox_rd *r, pb m, ox_value_info *v) {
       if (!(v->name = pb_string(r, &m, wt, "ValueInfoProto.name"))) return -1;
     } else if (f == 2) {  /* TypeProto */
       pb tp;
-      if (want_wt(r, &m, wt, WT_LEN, "ValueInfoProto.type") || pb_bytes(r, &m, &tp)) return -1;
-      uint32_t f2;
-      int wt2, k2;
-      while ((k2 = pb_next(r, &tp, &f2, &wt2)) > 0) {
-        if (f2 != 1) { if (pb_skip(r, &tp, wt2)) return -1; continue; }
-        pb tt;  /* TypeProto.Tensor */
-        if (want_wt(r, &tp, wt2, WT_LEN, "TypeProto.tensor_type") || pb_bytes(r, &tp, &tt)) return -1;
-        v->has_type = 1;
-        uint32_t f3;
-        int wt3, k3;
-        while ((k3 = pb_next(r, &tt, &f3, &wt3)) > 0) {
-          if (f3 == 1) {
-            int64_t e;
-            if (pb_int(r, &tt, wt3, &e, "elem_type")) return -1;
-            v->elem_type = (int32_t)e;
-          } else if (f3 == 2) {  /* TensorShapeProto */
-            pb sh;
-            if (want_wt(r, &tt, wt3, WT_LEN, "shape") || pb_bytes(r, &tt, &sh)) return -1;
-            v->has_shape = 1;
-            v->rank = 0;
-            uint32_t f4;
-            int wt4, k4;
-            while ((k4 = pb_next(r, &sh, &f4, &wt4)) > 0) {
-              if (f4 != 1) { if (pb_skip(r, &sh, wt4)) return -1; continue; }
-              pb d;
-              if (want_wt(r, &sh, wt4, WT_LEN, "dim") || pb_bytes(r, &sh, &d)) return -1;
-              if (v->rank >= OX_MAX_RANK) return rd_fail(r, d.p, "a value of rank above %d", OX_MAX_RANK);
-              int i = v->rank++;
-              v->dims[i] = -1;
-              uint32_t f5;
-              int wt5, k5;
-              while ((k5 = pb_next(r, &d, &f5, &wt5)) > 0) {
-                if (f5 == 1) {
-                  if (pb_int(r, &d, wt5, &v->dims[i], "dim_value")) return -1;
-                  if (v->dims[i] < 0) v->dims[i] = -1;
-                } else if (f5 == 2) {
-                  if (!(v->dim_params[i] = pb_string(r, &d, wt5, "dim_param"))) return -1;
-                } else if (pb_skip(r, &d, wt5)) return -1;
-              }
-              if (k5 < 0) return -1;
-            }
-            if (k4 < 0) return -1;
-          } else if (pb_skip(r, &tt, wt3)) return -1;
-        }
-        if (k3 < 0) return -1;
-      }
-      if (k2 < 0) return -1;
+      if (want_wt(r, &m, wt, WT_LEN, "ValueInfoProto.type") || pb_bytes(r, &m, &tp) || rd_type(r, tp, v, 0)) return -1;
     } else if (pb_skip(r, &m, wt)) return -1;
   }
   if (k < 0) return -1;

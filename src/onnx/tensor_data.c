@@ -9,24 +9,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct { const char *name; int rlx; int size; } ox_types[OX_DTYPE_LAST + 1] = {
-  [OX_UNDEFINED] = {"undefined", -1, 0},  [OX_FLOAT] = {"float", RLX_F32, 4},
-  [OX_UINT8] = {"uint8", RLX_U8, 1},      [OX_INT8] = {"int8", RLX_I8, 1},
-  [OX_UINT16] = {"uint16", -1, 2},        [OX_INT16] = {"int16", -1, 2},
-  [OX_INT32] = {"int32", RLX_I32, 4},     [OX_INT64] = {"int64", RLX_I64, 8},
-  [OX_STRING] = {"string", -1, 0},        [OX_BOOL] = {"bool", RLX_BOOL, 1},
-  [OX_FLOAT16] = {"float16", RLX_F16, 2}, [OX_DOUBLE] = {"double", RLX_F64, 8},
-  [OX_UINT32] = {"uint32", -1, 4},        [OX_UINT64] = {"uint64", -1, 8},
-  [OX_COMPLEX64] = {"complex64", -1, 8},  [OX_COMPLEX128] = {"complex128", -1, 16},
-  [OX_BFLOAT16] = {"bfloat16", RLX_BF16, 2},
-  [17] = {"float8e4m3fn", -1, 1}, [18] = {"float8e4m3fnuz", -1, 1}, [19] = {"float8e5m2", -1, 1},
-  [20] = {"float8e5m2fnuz", -1, 1}, [21] = {"uint4", -1, 0}, [22] = {"int4", -1, 0},
-  [23] = {"float4e2m1", -1, 0}, [24] = {"float8e8m0", -1, 1}, [25] = {"uint2", -1, 0},
-  [26] = {"int2", -1, 0},
+/* size: bytes of an element as rlx holds it; per_byte: elements a stored
+ * byte packs (the 4- and 2-bit types). */
+static const struct { const char *name; int rlx; int size; int per_byte; } ox_types[OX_DTYPE_LAST + 1] = {
+  [OX_UNDEFINED] = {"undefined", -1, 0, 1},  [OX_FLOAT] = {"float", RLX_F32, 4, 1},
+  [OX_UINT8] = {"uint8", RLX_U8, 1, 1},      [OX_INT8] = {"int8", RLX_I8, 1, 1},
+  [OX_UINT16] = {"uint16", RLX_U16, 2, 1},   [OX_INT16] = {"int16", RLX_I16, 2, 1},
+  [OX_INT32] = {"int32", RLX_I32, 4, 1},     [OX_INT64] = {"int64", RLX_I64, 8, 1},
+  [OX_STRING] = {"string", -1, 0, 1},        [OX_BOOL] = {"bool", RLX_BOOL, 1, 1},
+  [OX_FLOAT16] = {"float16", RLX_F16, 2, 1}, [OX_DOUBLE] = {"double", RLX_F64, 8, 1},
+  [OX_UINT32] = {"uint32", RLX_U32, 4, 1},   [OX_UINT64] = {"uint64", RLX_U64, 8, 1},
+  [OX_COMPLEX64] = {"complex64", -1, 8, 1},  [OX_COMPLEX128] = {"complex128", -1, 16, 1},
+  [OX_BFLOAT16] = {"bfloat16", RLX_BF16, 2, 1},
+  /* the narrow types (narrow.c), one element a byte */
+  [17] = {"float8e4m3fn", RLX_U8, 1, 1}, [18] = {"float8e4m3fnuz", RLX_U8, 1, 1},
+  [19] = {"float8e5m2", RLX_U8, 1, 1},   [20] = {"float8e5m2fnuz", RLX_U8, 1, 1},
+  [21] = {"uint4", RLX_U8, 1, 2},        [22] = {"int4", RLX_U8, 1, 2},
+  [23] = {"float4e2m1", RLX_U8, 1, 2},   [24] = {"float8e8m0", RLX_U8, 1, 1},
+  [25] = {"uint2", RLX_U8, 1, 4},        [26] = {"int2", RLX_U8, 1, 4},
 };
 
 int ox_rlx_dtype(int32_t t) { return t >= 0 && t <= OX_DTYPE_LAST ? ox_types[t].rlx : -1; }
 const char *ox_dtype_name(int32_t t) { return t >= 0 && t <= OX_DTYPE_LAST ? ox_types[t].name : "unknown"; }
+int ox_is_narrow(int32_t t) { return t > OX_BFLOAT16 && t <= OX_DTYPE_LAST; }
 
 void ox_external_free(ox_external *x) {
   for (int i = 0; i < x->n_files; i++) {
@@ -123,12 +128,12 @@ static void store(int32_t type, uint8_t *dst, int64_t i, uint64_t bits) {
 }
 
 /* Decodes the typed field of t (every occurrence, packed or not). */
-static rlx_status decode_typed(ox_arena *a, const char *model, ox_tensor *t, int size) {
-  size_t nbytes = (size_t)t->numel * (size_t)size;
+static rlx_status decode_typed(ox_arena *a, const char *model, ox_tensor *t, int size, int64_t count) {
+  size_t nbytes = (size_t)count * (size_t)size;
   int fixed = t->typed_field == 4 ? 4 : t->typed_field == 10 ? 8 : 0;
   /* Each value takes at least one byte of the message (fixed: its size),
    * so a count the message cannot hold fails before any allocation. */
-  if ((uint64_t)t->numel > t->msg_len / (uint64_t)(fixed ? fixed : 1))
+  if ((uint64_t)count > t->msg_len / (uint64_t)(fixed ? fixed : 1))
     return rlx_set_error(RLX_ERR_FORMAT, "%s: ONNX: tensor %s claims %lld elements in a message of %zu bytes", model,
                          t->name, (long long)t->numel, t->msg_len);
   uint8_t *dst = ox_alloc(a, nbytes);
@@ -162,13 +167,13 @@ static rlx_status decode_typed(ox_arena *a, const char *model, ox_tensor *t, int
         memcpy(&bits, run.p, (size_t)fixed);  /* little-endian host */
         run.p += fixed;
       } else if (varint(&run, &bits)) goto bad;
-      if (n >= t->numel) return rlx_set_error(RLX_ERR_FORMAT, "%s: ONNX: tensor %s has more values than its %lld elements",
-                                              model, t->name, (long long)t->numel);
+      if (n >= count) return rlx_set_error(RLX_ERR_FORMAT, "%s: ONNX: tensor %s has more values than its %lld elements",
+                                           model, t->name, (long long)t->numel);
       store(t->data_type, dst, n++, bits);
     } while (wt == 2 && run.p < run.end);
     if (wt != 2) c.p = run.p;
   }
-  if (n != t->numel)
+  if (n != count)
     return rlx_set_error(RLX_ERR_FORMAT, "%s: ONNX: tensor %s has %lld values for %lld elements", model, t->name,
                          (long long)n, (long long)t->numel);
   t->data = dst;
@@ -178,16 +183,27 @@ bad:
   return rlx_set_error(RLX_ERR_FORMAT, "%s: ONNX: tensor %s: a malformed typed data field", model, t->name);
 }
 
-rlx_status ox_tensor_resolve(ox_arena *a, ox_external *x, const char *model, ox_tensor *t) {
-  if (t->data || t->numel == 0) return RLX_OK;
+/* The bytes of a 4- or 2-bit type unpacked, one element a byte (the first
+ * element in the lowest bits). */
+static rlx_status unpack(ox_arena *a, ox_tensor *t, int per_byte) {
+  uint8_t *dst = ox_alloc(a, (size_t)t->numel);
+  if (!dst) return RLX_ERR_NOMEM;
+  const uint8_t *src = t->data;
+  int bits = 8 / per_byte;
+  for (int64_t i = 0; i < t->numel; i++)
+    dst[i] = (uint8_t)(src[i / per_byte] >> (bits * (int)(i % per_byte)) & ((1u << bits) - 1));
+  t->data = dst;
+  t->nbytes = (size_t)t->numel;
+  return RLX_OK;
+}
+
+/* The stored bytes of t: raw_data in place, a typed field decoded, or a
+ * range of an external file; count stored elements of size bytes. */
+static rlx_status stored_bytes(ox_arena *a, ox_external *x, const char *model, ox_tensor *t, int size, int64_t count) {
   int32_t dt = t->data_type;
-  int size = dt >= 0 && dt <= OX_DTYPE_LAST ? ox_types[dt].size : 0;
-  if (size == 0 || ox_rlx_dtype(dt) < 0)
-    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s: ONNX: tensor %s has data type %s (%d), which rlx does not support",
-                         model, t->name, ox_dtype_name(dt), (int)dt);
-  if ((uint64_t)t->numel > SIZE_MAX / (uint64_t)size)
+  if ((uint64_t)count > SIZE_MAX / (uint64_t)size)
     return rlx_set_error(RLX_ERR_FORMAT, "%s: ONNX: tensor %s is too large", model, t->name);
-  size_t nbytes = (size_t)t->numel * (size_t)size;
+  size_t nbytes = (size_t)count * (size_t)size;
   if (t->external) {
     if (!t->location) return rlx_set_error(RLX_ERR_FORMAT, "%s: ONNX: external tensor %s has no location", model, t->name);
     const fmt_mapping *map = NULL;
@@ -210,7 +226,19 @@ rlx_status ox_tensor_resolve(ox_arena *a, ox_external *x, const char *model, ox_
     return RLX_OK;
   }
   if (!t->typed_field) return rlx_set_error(RLX_ERR_FORMAT, "%s: ONNX: tensor %s has no data", model, t->name);
-  return decode_typed(a, model, t, size);
+  return decode_typed(a, model, t, size, count);
+}
+
+rlx_status ox_tensor_resolve(ox_arena *a, ox_external *x, const char *model, ox_tensor *t) {
+  if (t->data || t->numel == 0) return RLX_OK;
+  int32_t dt = t->data_type;
+  int size = dt >= 0 && dt <= OX_DTYPE_LAST ? ox_types[dt].size : 0;
+  if (size == 0 || ox_rlx_dtype(dt) < 0)
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s: ONNX: tensor %s has data type %s (%d), which rlx does not support",
+                         model, t->name, ox_dtype_name(dt), (int)dt);
+  int per_byte = ox_types[dt].per_byte;
+  rlx_status st = stored_bytes(a, x, model, t, size, t->numel / per_byte + (t->numel % per_byte != 0));
+  return st || per_byte == 1 ? st : unpack(a, t, per_byte);
 }
 
 const void *ox_aligned_data(ox_arena *a, const ox_tensor *t) {

@@ -6,8 +6,20 @@ import numpy as np
 # rlx_dtype codes (include/rlx.h) of the NumPy dtypes the tests use.
 NP_TO_RLX = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.float64): 3,
              np.dtype(np.int8): 4, np.dtype(np.uint8): 5, np.dtype(np.int32): 6,
-             np.dtype(np.int64): 7, np.dtype(np.bool_): 8}
+             np.dtype(np.int64): 7, np.dtype(np.bool_): 8, np.dtype(np.int16): 20,
+             np.dtype(np.uint16): 21, np.dtype(np.uint32): 22, np.dtype(np.uint64): 23}
+try:
+    import ml_dtypes   # NumPy has no bfloat16 of its own; onnx uses this one
+    NP_TO_RLX[np.dtype(ml_dtypes.bfloat16)] = 2
+except ImportError:
+    pass
 RLX_TO_NP = {v: k for k, v in NP_TO_RLX.items()}
+
+
+def is_narrow(dtype):
+    """An ml_dtypes float8/float4/int4/int2 type: rlx holds one a byte (U8),
+    its bit pattern in the low bits, as ml_dtypes does."""
+    return dtype.itemsize == 1 and dtype not in NP_TO_RLX
 MAX_RANK = 8
 
 
@@ -59,6 +71,8 @@ class Rlx:
             keep = []
             for i, x in enumerate(feeds):
                 x = np.asarray(x, order="C")   # (ascontiguousarray would make a 0-d array 1-d)
+                if is_narrow(x.dtype):
+                    x = x.view(np.uint8)   # rlx holds ONNX's narrow types as their bytes
                 if x.dtype not in NP_TO_RLX:
                     raise RlxError("RLX_ERR_UNSUPPORTED", "input dtype %s" % x.dtype)
                 keep.append(x)

@@ -69,7 +69,7 @@ def with_constant_inputs(model, inputs):
 
 def run_case(rlx, case, const_inputs=False):
     """'PASS' or 'FAIL\\treason'."""
-    from rlx_ctypes import RlxError
+    from rlx_ctypes import RlxError, is_narrow
     model = case.model.SerializeToString()
     for inputs, outputs in case.data_sets:
         inputs, outputs = [as_array(x) for x in inputs], [as_array(x) for x in outputs]
@@ -85,6 +85,8 @@ def run_case(rlx, case, const_inputs=False):
         if len(got) != len(outputs):
             return "FAIL\t%d outputs, %d expected" % (len(got), len(outputs))
         for y, ref in zip(got, outputs):
+            if is_narrow(ref.dtype) and y.dtype == np.uint8:   # compared as values
+                y, ref = y.view(ref.dtype).astype(np.float32), ref.astype(np.float32)
             if y.shape != ref.shape:
                 return "FAIL\tshape %s, expected %s" % (y.shape, ref.shape)
             if ref.dtype != y.dtype:
@@ -151,10 +153,13 @@ def write_doc(path, all_cases, results):
     lines = ["# ONNX conformance", "",
              "The node test cases of onnx %s (`onnx.backend.test.case.node`), run through" % onnx.__version__,
              "the rlx_model C API by `tests/onnx/run_node_tests.py` (which writes this file)",
-             "and compared at rtol 1e-3, atol 1e-7: **%d of %d pass**. With every input" % (total, len(results)),
-             "after the first made an initializer (`--const-inputs`: shapes, axes, scales and",
-             "pads constant, as exporters write them; rlx needs them known when it imports a",
-             "model) **%d pass** (the column \"const\")." % len(const_pass), "",
+             "and compared at rtol 1e-3, atol 1e-7: **%d of %d pass**." % (total, len(results)), "",
+             "Inputs whose contents rlx needs to build the graph (shapes, axes, scales,",
+             "pads given as graph inputs) are *value inputs*: the session imports the graph",
+             "at its first run with their contents as constants, once per distinct set of",
+             "them (see \"Value inputs\" below). With every input after the first made an",
+             "initializer (`--const-inputs`, as exporters write them) **%d pass** (the" % len(const_pass),
+             "column \"const\").", "",
              "| op | opsets | passed | const | why the others fail |", "|---|---|---|---|---|"]
     for op, cs in by_op.items():
         opsets = sorted({str(o.version) for c in cs for o in c.model.opset_import if o.domain in ("", "ai.onnx")})
@@ -165,7 +170,133 @@ def write_doc(path, all_cases, results):
         cpassed = sum(1 for c in cs if c.name in const_pass)
         lines.append("| %s | %s | %d/%d | %d | %s |" % (op, ",".join(opsets), passed, len(cs), cpassed, reason))
     with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join(lines) + "\n" + DESIGN)
+
+
+# The part of docs/ONNX.md that is not counted.
+DESIGN = """
+## Value inputs
+
+rlx plans static shapes: a Reshape's target, a Slice's starts, the axes of
+a reduction, Pad's pads, Resize's scales, Range's limits, TopK's k must be
+known when the graph is built. Exporters write them as initializers or
+compute them from shapes (Shape, Gather, Concat, Unsqueeze, Range,
+ConstantOfShape, Expand ...), and the importer folds those computations
+(on known dims, and on symbolic dims once bound at load). When such an
+operand is a graph input instead, its contents decide the graph:
+
+- The first import (`rlx_model_graph` / `rlx_model_compile`) notes the
+  graph inputs that the operand the failing node needed is computed from
+  (each importer value carries the set of inputs it depends on; `ox_in_known`,
+  `ox_in_ints`): those are the model's value inputs
+  (`rlx_model_input_is_value`). Such a model has no single graph, so
+  `rlx_model_graph` refuses it and `rlx_model_compile` returns a session
+  that defers the build (`src/runtime/deferred.c`).
+- That session copies each input it is given. At `rlx_run` it looks for an
+  inner session built for the same contents of the value inputs (bytes and
+  dims); if none, the model imports the graph again with those contents as
+  constants (a value used as data too becomes a Constant), compiles it and
+  binds the weights. An import that needs the contents of another input
+  makes it a value input too and runs again. The other inputs are handed to
+  the inner session when they changed; dynamic `dim_param` dims stay
+  symbolic dims of the inner graph, planned per binding as usual.
+- Up to 8 inner sessions are kept per session (the least recently run one
+  is dropped), as plans are kept per binding of symbolic dims; each set of
+  values costs one import and one compile, a repeated set none.
+
+Once known, an operand computed from value inputs folds only where the
+importer folds the ops between them (integer shape arithmetic, Concat,
+Gather, Slice, Cast, ConstantOfShape, Range ...); float arithmetic on
+known values does not fold yet. A value input that is large data (an
+image) makes each run with new data a new build: correct, but slow.
+
+## Control flow and recurrent ops
+
+An rlx graph is static dataflow: no op of it runs a subgraph. ONNX's
+control flow is resolved when the graph is imported
+(`src/onnx/ops_control.c`), where known values already fold:
+
+- **If**: on a condition known at import (a constant, a value folded from
+  shapes, a value input) only the branch taken is imported. On a run-time
+  condition both branches are imported and each output is selected with
+  Where; when the branches' outputs differ in shape the condition becomes a
+  value input instead (one graph per value).
+- **Loop** is unrolled: its trip count and conditions must be known at
+  import (constants, folded values or value inputs). The body is imported
+  once per iteration with the iteration number and condition bound as known
+  values (so loops over shapes fold away), the loop-carried values bound to
+  the previous iteration's, and each scan output concatenated once at the
+  end. A condition computed from run-time data is followed in the graph
+  when a trip count bounds the loop and it has no scan outputs: all
+  iterations are unrolled and each update is kept (Where) only while the
+  condition has held. Otherwise it is RLX_ERR_UNSUPPORTED: scan outputs of
+  a run-time length need a loop op with a subgraph in the IR, which rlx
+  does not have yet.
+- **Scan** (opset 8 with its batch axis, and opset 9 on) is unrolled over
+  its static length; each step's slice is a Narrow of the input. A length
+  that is a symbolic dim is RLX_ERR_UNSUPPORTED.
+- Bodies read outer values by name (ONNX forbids a subgraph to reuse an
+  outer name). Unrolling stops at 2^20 body nodes per model and 2^20
+  iterations per Loop with RLX_ERR_UNSUPPORTED, never a hang.
+
+**RNN, GRU and LSTM** (`src/onnx/ops_rnn.c`) are unrolled over the sequence
+too: per gate, one GEMM projects the inputs of all steps ([S·B, I]·Wᵀ plus
+both biases), then each step adds the recurrent product [B, H]·Rᵀ and does
+the gate arithmetic. That is the structure of ONNX Runtime's CPU kernels,
+and with a static length nothing is dispatched per step beyond the planned
+ops; initializer weights are transposed at import into Constants, whose
+packed GEMM copy the CPU backend keeps across steps and runs. The cost is
+about 20 graph nodes per step and direction, so the length must be known
+at import (at most 100000 steps). With sequence_lens a row past its length
+keeps its state and outputs zeros, which also starts a reverse pass at each
+row's own last step. clip bounds the inputs of the gates' activations, not
+the cell state that LSTM's h reads (as ONNX Runtime does).
+
+## Transformer exports
+
+`tests/onnx/hf` holds tiny randomly initialized Hugging Face models exported
+by torch.onnx at opset 17 (BERT, GPT-2 with past key/values in and present
+out, ViT, the Whisper encoder, a T5 encoder; also torch.nn.LSTM and GRU,
+and a TorchScript loop with a branch on each row's data: a Loop holding an
+If; made by `tests/ref/hf_onnx_exports.py`) with onnxruntime's outputs;
+`tests/onnx/test_hf_exports.py` requires every rlx output within 1e-4 of
+the output's largest magnitude. They are exported with static shapes.
+
+## Narrow types
+
+float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0), float4e2m1 and the 4- and
+2-bit integers have no rlx dtype: rlx holds them as U8, one element a byte
+with its bit pattern in the low bits (as ml_dtypes and `onnx.numpy_helper`
+hold them), so a model input or output of such a type is U8 in the C API.
+Tensor data packed two or four to a byte is unpacked at load. Each importer
+value remembers the narrow type its bytes hold (data movement passes it
+on); Cast, CastLike, QuantizeLinear and DequantizeLinear convert
+(`src/onnx/narrow.c`): decoding is a Gather from a 256-entry table of every
+byte's value; encoding counts the rounding thresholds |x| passes (the
+magnitudes of a float format rise with their codes) by a binary search of
+Gathers over the sorted thresholds, ties to the even code, saturating or
+not as the cast says.
+
+## Ops built from others
+
+Ops with no rlx op of their own are built from rlx ops at import, exact
+where the reference is: the inverse trigonometric ops in F64 (atan by range
+reduction and a series within 3e-9); BitwiseAnd/Or/Xor a byte at a time
+through a 256 x 256 table; 3-D, dilated and integer pools one spatial axis
+at a time (a box window is separable); GridSample as one Gather per
+combination of taps; Pad's edge/reflect/wrap and backward Slices as Gathers
+of constant indices; Col2Im and MaxUnpool as ScatterAdds; ReverseSequence
+and TensorScatter as Gathers of positions computed from their run-time
+lengths and write indices; MaxPool's Indices from every tap of the window;
+STFT through the DFT tables; RoiAlign (a fixed sampling_ratio) per axis like
+GridSample; TfIdfVectorizer by Equal compares of shifted
+slices per pool n-gram; the Scatter reductions mul/max/min one update after
+the other; BitCast by arithmetic on the sign, exponent and mantissa; Det by
+permutations (order <= 5); LinearAttention's
+recurrence unrolled over its (static) sequence. An optional input is given
+as its tensor (OptionalHasElement: whether it is given); sequences are not
+supported.
+"""
 
 
 def main():

@@ -3,7 +3,9 @@
 and a message (exit 1, never a crash), external data that must work
 inside the model's folder and be refused outside it, and a symbolic batch
 dim (dim_param) run at two sizes and bound at load, and a model-local
-function (FunctionProto, with an attribute reference) expanded at import. Run by CTest in every
+function (FunctionProto, with an attribute reference) expanded at import;
+control flow that would unroll without end and malformed subgraphs and
+recurrent weights refused. Run by CTest in every
 build, so under ASan+UBSan too. References: NumPy."""
 import os
 import subprocess
@@ -121,6 +123,27 @@ with tempfile.TemporaryDirectory() as tmp:
     t.data_type = 99
     m.graph.initializer.append(t)
     expect_refused("unknown dtype", save(m, "dtype.onnx"), "data type")
+    # int4 weights, packed two to a byte: dequantized they match NumPy; a
+    # raw_data of the wrong packed length or too many typed values is refused.
+    q = (np.arange(1000) % 16 - 8).astype(np.int64)
+    def int4_model(t):
+        m = add_model(w_name="wf", extra_nodes=[helper.make_node("DequantizeLinear", ["w4", "s"], ["wf"], name="dq")])
+        m.graph.node.insert(0, m.graph.node.pop())
+        m.graph.initializer.extend([t, numpy_helper.from_array(np.array(0.5, np.float32), "s")])
+        return m
+    t = helper.make_tensor("w4", TensorProto.INT4, [1000], q.tolist())
+    r = run(save(int4_model(t), "int4.onnx"), "-i", "x=" + os.path.join(tmp, "x.npy"), "-o", tmp)
+    ok = r.returncode == 0 and np.allclose(np.load(os.path.join(tmp, "y.npy")), x + q * 0.5, rtol=1e-6, atol=0)
+    print("%s int4 initializer: exit %d %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip()[-200:]))
+    failures += not ok
+    t = helper.make_tensor("w4", TensorProto.INT4, [1000], q.tolist())
+    t.raw_data = bytes(1000)
+    del t.int32_data[:]
+    expect_refused("int4 raw_data unpacked", save(int4_model(t), "int4raw.onnx"), "raw_data")
+    t = helper.make_tensor("w4", TensorProto.INT4, [1000], q.tolist())
+    t.int32_data.extend([1, 2])
+    expect_refused("int4 with extra values", save(int4_model(t), "int4typed.onnx"), "more values")
+
     m = add_model()
     m.graph.initializer.append(numpy_helper.from_array(w, "w"))
     m.graph.node[0].op_type = "NoSuchOp"
@@ -178,6 +201,55 @@ with tempfile.TemporaryDirectory() as tmp:
     ok = r.returncode == 0 and np.allclose(np.load(os.path.join(tmp, "y.npy")), ref, rtol=1e-6, atol=1e-7)
     print("%s model-local function: exit %d %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip()[-200:]))
     failures += not ok
+
+    # Control flow and recurrent ops: bodies that would unroll without end,
+    # malformed subgraphs and weights.
+    def vi(name, shape, t=TensorProto.FLOAT):
+        return helper.make_tensor_value_info(name, t, shape)
+
+    def loop(trip, body, carried="v"):
+        return helper.make_node("Loop", [trip, "", carried], ["out"], body=body)
+
+    def copy_body(extra=()):
+        return helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                                  helper.make_node("Identity", ["v_in"], ["v_out"])] + list(extra), "body",
+                                 [vi("i", [], TensorProto.INT64), vi("c_in", [], TensorProto.BOOL), vi("v_in", [1])],
+                                 [vi("c_out", [], TensorProto.BOOL), vi("v_out", [1])])
+
+    def ctrl_model(nodes, inits, name, inputs=None):
+        g = helper.make_graph(nodes, "g", inputs or [vi("v", [1])], [vi("out", [1])], inits)
+        p = os.path.join(tmp, name)
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+        return p
+
+    big = numpy_helper.from_array(np.array(10 ** 15, np.int64), "trip")
+    expect_refused("endless Loop", ctrl_model([loop("trip", copy_body())], [big], "endless.onnx"), "unrolling it")
+    inner = helper.make_graph([helper.make_node("Identity", ["c2"], ["c2o"]), helper.make_node("Add", ["w_in", "v_in"], ["w_out"])],
+                              "inner", [vi("j", [], TensorProto.INT64), vi("c2", [], TensorProto.BOOL), vi("w_in", [1])],
+                              [vi("c2o", [], TensorProto.BOOL), vi("w_out", [1])])
+    outer = copy_body([helper.make_node("Loop", ["trip_in", "", "v_in"], ["unused"], body=inner)])
+    n1100 = numpy_helper.from_array(np.array(1100, np.int64), "trip")
+    n1000 = numpy_helper.from_array(np.array(1000, np.int64), "trip_in")
+    expect_refused("nested Loops of 1.1 million steps", ctrl_model([loop("trip", outer)], [n1100, n1000], "nested.onnx"),
+                   "body nodes")
+    short = helper.make_graph([helper.make_node("Identity", ["v_in"], ["v_out"])], "body", [vi("v_in", [1])],
+                              [vi("v_out", [1])])
+    expect_refused("Loop body of the wrong arity", ctrl_model([loop("trip", short)], [n1100], "arity.onnx"), "a body of")
+    br = helper.make_graph([helper.make_node("Identity", ["v"], ["o"])], "then", [], [vi("o", [1])])
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    expect_refused("If without else_branch",
+                   ctrl_model([helper.make_node("If", ["cond"], ["out"], then_branch=br)], [cond], "if.onnx"),
+                   "not a graph")
+    sb = helper.make_graph([helper.make_node("Add", ["s", "a"], ["s2"]), helper.make_node("Add", ["s2", "b"], ["s3"])],
+                           "body", [vi("s", [1]), vi("a", [1]), vi("b", [1])], [vi("s3", [1])])
+    scan = helper.make_node("Scan", ["v", "xa", "xb"], ["out"], body=sb, num_scan_inputs=2)
+    expect_refused("Scan inputs of two lengths",
+                   ctrl_model([scan], [], "scan.onnx", [vi("v", [1]), vi("xa", [4, 1]), vi("xb", [5, 1])]), "lengths")
+    lw = numpy_helper.from_array(np.zeros((1, 12, 3), np.float32), "W")
+    lr = numpy_helper.from_array(np.zeros((1, 16, 4), np.float32), "R")
+    lstm = helper.make_node("LSTM", ["x", "W", "R"], ["", "out"], hidden_size=4)
+    expect_refused("LSTM with W of 3 gates", ctrl_model([lstm], [lw, lr], "lstm.onnx", [vi("x", [2, 1, 3])]),
+                   "W of shape")
 
 print("%d failed" % failures)
 sys.exit(1 if failures else 0)
