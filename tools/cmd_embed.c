@@ -13,7 +13,8 @@
 static const char *embed_usage =
     "usage: rlx embed -m MODEL (-p TEXT | -f FILE) [options]\n"
     "  -m FOLDER            a Hugging Face folder (config.json, model.safetensors,\n"
-    "                       tokenizer.json; BERT-family: MiniLM, BGE, E5, GTE)\n"
+    "                       tokenizer.json; BERT-family: MiniLM, BGE, E5, GTE),\n"
+    "                       or a GGUF file of one (bert, nomic-bert)\n"
     "  -p TEXT              one text (repeatable);  -f FILE  one text a line\n"
     "  --pooling mean|cls|last|max   (default: the folder's 1_Pooling/config.json)\n"
     "  --normalize, --no-normalize  L2 normalization (default: modules.json)\n"

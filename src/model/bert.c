@@ -10,9 +10,12 @@
  * pooling adds them instead: -1e9 on padding, then a max over S). Post-LN
  * layers as BertModel: attention (one Attention op over [B, S, H·D] with
  * the mask), residual + LayerNorm, GELU feed-forward, residual + LayerNorm.
- * A sequence-classification folder (BertForSequenceClassification,
- * XLMRobertaForSequenceClassification: cross-encoder rerankers) ends in its
- * head on the first token instead. */
+ * RoBERTa / XLM-RoBERTa count positions from pad_token_id + 1. nomic-bert
+ * (NomicBertModel) has no position table: one fused Wqkv projection, rotary
+ * positions on q and k, a SwiGLU feed-forward (fc2(fc11(x)·silu(fc12(x)))),
+ * biases only where its config asks for them. A sequence-classification
+ * folder (BertForSequenceClassification, XLMRobertaForSequenceClassification:
+ * cross-encoder rerankers) ends in its head on the first token instead. */
 #include "hf_folder.h"
 #include "wordpiece.h"
 
@@ -22,12 +25,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define BERT_PAD_MULTIPLE 8   /* S rounded up to it: fewer distinct plans */
 
+/* A param bound from the file: one tensor, or (on the CPU) the query, key
+ * and value projections of a layer as one, concatenated along n (their
+ * three products at a few rows each were a third of the work per call). */
 typedef struct {
-  rlx_file_tensor t;
+  rlx_file_tensor t[3];
+  int parts;
   int transposed;            /* bound as its [k, n] transpose, a copy */
+  char name[200];            /* the param's: the tensor's, or made up for the parts */
 } bert_weight;
 
 struct rlx_embedder {
@@ -36,9 +45,13 @@ struct rlx_embedder {
   rlx_graph *g;
   rlx_session *s;
   int64_t hidden, n_layer, n_head, n_ff, max_pos, n_types, pos_offset, n_labels;
+  int32_t pad_id;            /* RoBERTa: its tokens keep position pad_id, the others count from pad_id + 1 */
   double eps;
   rlx_act act;
   int classifier;            /* 1 BERT pooler + classifier, 2 RoBERTa's classification head */
+  int nomic;                 /* nomic-bert: rotary positions, fused Wqkv, SwiGLU */
+  int qkv_bias, fc1_bias, fc2_bias;
+  rlx_rope_desc rope;
   rlx_pooling pooling;
   int normalize, sqrt_len;
   int64_t max_tokens, batch;
@@ -57,25 +70,31 @@ static rlx_node keep_error(rlx_embedder *e) {
   return -1;
 }
 
-/* The tensor pfx + name, checked to be [d0] or [d0, d1] (d0 < 0: any),
- * as a param bound after compile (transposed: an F32 matrix as [d1, d0]). */
-static rlx_node weight_as(rlx_embedder *e, const char *pfx, const char *name, int64_t d0, int64_t d1, int transposed) {
+/* The tensor pfx + name into *t, checked to be [d0] or [d0, d1] (d0 < 0:
+ * any) of a type read here; 0, or -1 with e->st set. */
+static int file_tensor(rlx_embedder *e, const char *pfx, const char *name, int64_t d0, int64_t d1, rlx_file_tensor *t) {
   if (e->st) return -1;
   char full[256];
   snprintf(full, sizeof full, "%s%s", pfx, name);
-  rlx_file_tensor t;
-  if ((e->st = hf_tensor(&e->hf, full, &t))) return keep_error(e);
-  if (t.rank != (d1 ? 2 : 1) || (d0 >= 0 && t.dims[0] != d0) || (d1 && t.dims[1] != d1)) {
+  if ((e->st = hf_tensor(&e->hf, full, t))) return keep_error(e);
+  if (t->rank != (d1 ? 2 : 1) || (d0 >= 0 && t->dims[0] != d0) || (d1 && t->dims[1] != d1)) {
     e->st = rlx_set_error(RLX_ERR_INVALID, "%s: tensor %s has rank %d and dims [%lld, %lld], expected [%lld, %lld]",
-                          e->hf.dir, full, t.rank, (long long)t.dims[0], t.rank > 1 ? (long long)t.dims[1] : 0LL,
+                          e->hf.dir, full, t->rank, (long long)t->dims[0], t->rank > 1 ? (long long)t->dims[1] : 0LL,
                           (long long)d0, (long long)d1);
     return keep_error(e);
   }
-  if (!t.supported || (t.dtype != RLX_F32 && t.dtype != RLX_F16 && t.dtype != RLX_BF16)) {
-    e->st = rlx_set_error(RLX_ERR_UNSUPPORTED, "%s: tensor %s is %s (F32, F16 or BF16 are read)", e->hf.dir, full,
-                          t.type_name);
+  /* block-quantized (a GGUF's) only as a matrix */
+  if (!t->supported ||
+      (t->dtype != RLX_F32 && t->dtype != RLX_F16 && t->dtype != RLX_BF16 && !(d1 && rlx_dtype_is_block(t->dtype)))) {
+    e->st = rlx_set_error(RLX_ERR_UNSUPPORTED, "%s: tensor %s is %s (F32, F16 or BF16 are read; quantized as a matrix)",
+                          e->hf.dir, full, t->type_name);
     return keep_error(e);
   }
+  return 0;
+}
+
+/* The param for w, to be bound after compile. */
+static rlx_node bound_param(rlx_embedder *e, const bert_weight *w) {
   if (e->n_bound == e->cap_bound) {
     int cap = e->cap_bound ? 2 * e->cap_bound : 64;
     bert_weight *p = realloc(e->bound, (size_t)cap * sizeof *p);
@@ -86,10 +105,22 @@ static rlx_node weight_as(rlx_embedder *e, const char *pfx, const char *name, in
     e->bound = p;
     e->cap_bound = cap;
   }
-  transposed = transposed && t.dtype == RLX_F32;
-  e->bound[e->n_bound++] = (bert_weight){t, transposed};
-  if (transposed) return rlx_param(e->g, t.name, t.dtype, 2, (const int64_t[]){t.dims[1], t.dims[0]});
-  return rlx_param(e->g, t.name, t.dtype, t.rank, t.dims);
+  e->bound[e->n_bound++] = *w;
+  const rlx_file_tensor *t = &w->t[0];
+  int64_t n = 0;
+  for (int i = 0; i < w->parts; i++) n += w->t[i].dims[0];
+  if (w->transposed) return rlx_param(e->g, w->name, t->dtype, 2, (const int64_t[]){t->dims[1], n});
+  return rlx_param(e->g, w->name, t->dtype, t->rank, (const int64_t[]){n, t->rank > 1 ? t->dims[1] : 0});
+}
+
+/* The tensor pfx + name, checked to be [d0] or [d0, d1] (d0 < 0: any),
+ * as a param bound after compile (transposed: an F32 matrix as [d1, d0]). */
+static rlx_node weight_as(rlx_embedder *e, const char *pfx, const char *name, int64_t d0, int64_t d1, int transposed) {
+  bert_weight w = {.parts = 1};
+  if (file_tensor(e, pfx, name, d0, d1, &w.t[0])) return -1;
+  w.transposed = transposed && w.t[0].dtype == RLX_F32;
+  snprintf(w.name, sizeof w.name, "%s", w.t[0].name);
+  return bound_param(e, &w);
 }
 
 static rlx_node weight(rlx_embedder *e, const char *pfx, const char *name, int64_t d0, int64_t d1) {
@@ -99,7 +130,7 @@ static rlx_node weight(rlx_embedder *e, const char *pfx, const char *name, int64
 static rlx_node f32(rlx_graph *g, rlx_node x) {
   rlx_dtype t;
   if (rlx_node_type(g, x, &t, NULL) < 0) return -1;
-  return t == RLX_F32 ? x : rlx_cast(g, x, RLX_F32);
+  return t == RLX_F32 ? x : rlx_dtype_is_block(t) ? rlx_dequantize(g, x) : rlx_cast(g, x, RLX_F32);
 }
 
 /* x [..., k] times the [n, k] weight pfx + name.weight transposed, plus
@@ -110,18 +141,53 @@ static rlx_node f32(rlx_graph *g, rlx_node x) {
  * (10 MB per run for MiniLM: a third of a one-sentence embedding's time).
  * The CUDA backend reads a weight's Transpose in place, so there the
  * mapped bytes are bound. */
-static rlx_node linear(rlx_embedder *e, rlx_node x, const char *pfx, const char *name, int64_t n, int64_t k) {
+static rlx_node linear_as(rlx_embedder *e, rlx_node x, const char *pfx, const char *name, int64_t n, int64_t k, int bias) {
   char w[200], b[200];
   snprintf(w, sizeof w, "%s.weight", name);
   snprintf(b, sizeof b, "%s.bias", name);
-  rlx_node wn = weight_as(e, pfx, w, n, k, e->transpose_f32), bn = weight(e, pfx, b, n, 0);
+  rlx_node wn = weight_as(e, pfx, w, n, k, e->transpose_f32), bn = bias ? weight(e, pfx, b, n, 0) : 0;
   if (wn < 0 || bn < 0) return -1;
   rlx_dtype t;
   rlx_node_type(e->g, wn, &t, NULL);
   rlx_node y = t != RLX_F32       ? rlx_dequant_matmul(e->g, x, wn)
                : e->transpose_f32 ? rlx_matmul(e->g, x, wn)
                                   : rlx_matmul(e->g, x, rlx_transpose(e->g, wn, 2, (const int64_t[]){1, 0}));
-  return rlx_add(e->g, y, f32(e->g, bn));
+  return bias ? rlx_add(e->g, y, f32(e->g, bn)) : y;
+}
+
+static rlx_node linear(rlx_embedder *e, rlx_node x, const char *pfx, const char *name, int64_t n, int64_t k) {
+  return linear_as(e, x, pfx, name, n, k, 1);
+}
+
+/* A BERT layer's query, key and value projections of x: on the CPU (F32
+ * weights bound transposed) one product with the three weights side by
+ * side, [H, 3H], narrowed into q, k and v; otherwise three products. */
+static void qkv(rlx_embedder *e, rlx_node x, const char *layer, rlx_node out[3]) {
+  static const char *const parts[3] = {"query", "key", "value"};
+  const int64_t H = e->hidden;
+  char name[200];
+  bert_weight w = {.parts = 3, .transposed = 1}, b = {.parts = 3};
+  int fuse = e->transpose_f32;
+  for (int i = 0; i < 3 && fuse; i++) {
+    snprintf(name, sizeof name, "%sattention.self.%s.weight", layer, parts[i]);
+    if (file_tensor(e, e->prefix, name, H, H, &w.t[i])) return;
+    snprintf(name, sizeof name, "%sattention.self.%s.bias", layer, parts[i]);
+    if (file_tensor(e, e->prefix, name, H, 0, &b.t[i])) return;
+    fuse = w.t[i].dtype == RLX_F32 && b.t[i].dtype == RLX_F32;
+  }
+  if (!fuse) {
+    for (int i = 0; i < 3; i++) {
+      snprintf(name, sizeof name, "%sattention.self.%s", layer, parts[i]);
+      out[i] = linear(e, x, e->prefix, name, H, H);
+    }
+    return;
+  }
+  snprintf(w.name, sizeof w.name, "%s%sattention.self.qkv.weight", e->prefix, layer);
+  snprintf(b.name, sizeof b.name, "%s%sattention.self.qkv.bias", e->prefix, layer);
+  rlx_node wn = bound_param(e, &w), bn = bound_param(e, &b);
+  if (wn < 0 || bn < 0) return;
+  rlx_node y = rlx_add(e->g, rlx_matmul(e->g, x, wn), bn);
+  for (int i = 0; i < 3; i++) out[i] = rlx_narrow(e->g, y, 2, i * H, H);
 }
 
 static rlx_node layer_norm(rlx_embedder *e, rlx_node x, const char *name) {
@@ -132,6 +198,30 @@ static rlx_node layer_norm(rlx_embedder *e, rlx_node x, const char *name) {
   return rlx_layer_norm(e->g, x, f32(e->g, gw), f32(e->g, gb), -1, e->eps);
 }
 
+/* nomic-bert's post-LN layers over the embeddings x. */
+static rlx_node nomic_layers(rlx_embedder *e, rlx_node x, rlx_node mask, const rlx_attention_desc *ad) {
+  rlx_graph *g = e->g;
+  const int64_t H = e->hidden, S = rlx_dim_sym(g, "S");
+  rlx_node pos = rlx_input(g, "pos", RLX_I32, 1, (const int64_t[]){S});
+  char n[160];
+  for (int64_t l = 0; l < e->n_layer && !e->st; l++) {
+#define NAME(s) (snprintf(n, sizeof n, "encoder.layers.%lld.%s", (long long)l, s), n)
+    rlx_node qkv = linear_as(e, x, e->prefix, NAME("attn.Wqkv"), 3 * H, H, e->qkv_bias);
+    rlx_node q = rlx_rope(g, rlx_narrow(g, qkv, 2, 0, H), pos, &e->rope);
+    rlx_node k = rlx_rope(g, rlx_narrow(g, qkv, 2, H, H), pos, &e->rope);
+    rlx_node a = rlx_attention(g, q, k, rlx_narrow(g, qkv, 2, 2 * H, H), mask, ad);
+    x = rlx_add(g, x, linear_as(e, a, e->prefix, NAME("attn.out_proj"), H, H, e->qkv_bias));
+    x = layer_norm(e, x, NAME("norm1"));
+    rlx_node up = linear_as(e, x, e->prefix, NAME("mlp.fc11"), e->n_ff, H, e->fc1_bias);
+    rlx_node gate = linear_as(e, x, e->prefix, NAME("mlp.fc12"), e->n_ff, H, e->fc1_bias);
+    rlx_node h = rlx_mul(g, up, rlx_activation(g, RLX_ACT_SILU, gate));
+    x = rlx_add(g, x, linear_as(e, h, e->prefix, NAME("mlp.fc2"), H, e->n_ff, e->fc2_bias));
+    x = layer_norm(e, x, NAME("norm2"));
+#undef NAME
+  }
+  return x;
+}
+
 static rlx_node encoder(rlx_embedder *e) {
   rlx_graph *g = e->g;
   const int64_t B = rlx_dim_sym(g, "B"), S = rlx_dim_sym(g, "S"), H = e->hidden;
@@ -139,20 +229,27 @@ static rlx_node encoder(rlx_embedder *e) {
   rlx_node types = rlx_input(g, "types", RLX_I32, 2, (const int64_t[]){B, S});
   rlx_node mask = rlx_input(g, "mask", RLX_F32, 4, (const int64_t[]){B, 1, 1, S});
   rlx_node x = f32(g, rlx_gather(g, weight(e, e->prefix, "embeddings.word_embeddings.weight", -1, H), tokens, 0));
-  rlx_node pos = weight(e, e->prefix, "embeddings.position_embeddings.weight", e->max_pos, H);
-  x = rlx_add(g, x, f32(g, rlx_narrow(g, pos, 0, e->pos_offset, S)));
+  if (!e->nomic) {
+    rlx_node pos = weight(e, e->prefix, "embeddings.position_embeddings.weight", e->max_pos, H);
+    if (e->pos_offset)  /* RoBERTa's position ids, written by the host (see run_batch) */
+      pos = rlx_gather(g, pos, rlx_input(g, "pos", RLX_I32, 2, (const int64_t[]){B, S}), 0);
+    else
+      pos = rlx_narrow(g, pos, 0, 0, S);
+    x = rlx_add(g, x, f32(g, pos));
+  }
   if (e->n_types > 0)
     x = rlx_add(g, x, f32(g, rlx_gather(g, weight(e, e->prefix, "embeddings.token_type_embeddings.weight", e->n_types, H), types, 0)));
-  x = layer_norm(e, x, "embeddings.LayerNorm");
+  x = layer_norm(e, x, e->nomic ? "emb_ln" : "embeddings.LayerNorm");
   rlx_attention_desc ad = {.num_heads = (int)e->n_head, .num_kv_heads = (int)e->n_head,
                            .head_dim = (int)(H / e->n_head), .mask_kind = RLX_MASK_CUSTOM};
+  if (e->nomic) return nomic_layers(e, x, mask, &ad);
   char n[160];
   for (int64_t l = 0; l < e->n_layer && !e->st; l++) {
 #define NAME(s) (snprintf(n, sizeof n, "encoder.layer.%lld.%s", (long long)l, s), n)
-    rlx_node q = linear(e, x, e->prefix, NAME("attention.self.query"), H, H);
-    rlx_node k = linear(e, x, e->prefix, NAME("attention.self.key"), H, H);
-    rlx_node v = linear(e, x, e->prefix, NAME("attention.self.value"), H, H);
-    rlx_node a = rlx_attention(g, q, k, v, mask, &ad);
+    rlx_node p[3] = {-1, -1, -1};
+    qkv(e, x, NAME(""), p);
+    if (e->st) break;
+    rlx_node a = rlx_attention(g, p[0], p[1], p[2], mask, &ad);
     x = rlx_add(g, x, linear(e, a, e->prefix, NAME("attention.output.dense"), H, H));
     x = layer_norm(e, x, NAME("attention.output.LayerNorm"));
     rlx_node h = rlx_activation(g, e->act, linear(e, x, e->prefix, NAME("intermediate.dense"), e->n_ff, H));
@@ -184,27 +281,76 @@ static rlx_node head(rlx_embedder *e, rlx_node x) {
 
 /* ---------------------------------------------------------------- the folder's files */
 
+/* A boolean field of config.json (def when absent or null). */
+static int config_flag(const hf_folder *h, const char *key, int def) {
+  int v;
+  return json_bool(&h->config, hf_config_tok(h, key), &v) ? v : def;
+}
+
+/* nomic-bert's config.json (NomicBertConfig: GPT-2 style names). */
+static rlx_status read_nomic_config(rlx_embedder *e) {
+  hf_folder *h = &e->hf;
+  rlx_status st;
+  double frac, base;
+  if ((st = hf_config_int(h, "n_embd", 1, 1 << 16, -1, &e->hidden)) ||
+      (st = hf_config_int(h, "n_layer", 1, 1024, -1, &e->n_layer)) ||
+      (st = hf_config_int(h, "n_head", 1, 1024, -1, &e->n_head)) ||
+      (st = hf_config_int(h, "n_positions", 1, 1 << 20, 2048, &e->max_pos)) ||
+      (st = hf_config_int(h, "type_vocab_size", 0, 1 << 10, 2, &e->n_types)) ||
+      (st = hf_config_num(h, "layer_norm_epsilon", 1e-12, &e->eps)) ||
+      (st = hf_config_num(h, "rotary_emb_fraction", 1.0, &frac)) ||
+      (st = hf_config_num(h, "rotary_emb_base", 10000.0, &base)))
+    return st;
+  int64_t inner = hf_config_tok(h, "n_inner");
+  if (json_kind(&h->config, inner) == JSON_NULL) e->n_ff = 4 * e->hidden;
+  else if ((st = hf_config_int(h, "n_inner", 1, 1 << 20, -1, &e->n_ff))) return st;
+  if (e->hidden % e->n_head)
+    return rlx_set_error(RLX_ERR_FORMAT, "%s/config.json: n_embd %lld is not a multiple of n_head %lld", h->dir,
+                         (long long)e->hidden, (long long)e->n_head);
+  int64_t D = e->hidden / e->n_head, n_rot = (int64_t)(frac * (double)D);
+  if (!(frac > 0 && frac <= 1) || n_rot < 2 || n_rot % 2 || !(base > 0))
+    return rlx_set_error(RLX_ERR_FORMAT, "%s/config.json: rotary_emb_fraction %g or rotary_emb_base %g is out of range",
+                         h->dir, frac, base);
+  int64_t act = hf_config_tok(h, "activation_function"), scaling = hf_config_tok(h, "rotary_scaling_factor");
+  if ((act >= 0 && !json_str_eq(&h->config, act, "swiglu")) || config_flag(h, "prenorm", 0) ||
+      config_flag(h, "use_rms_norm", 0) || config_flag(h, "parallel_block", 0) ||
+      json_kind(&h->config, scaling) != JSON_NULL)
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/config.json: nomic_bert is read with activation_function swiglu, post-LN "
+                         "LayerNorm, sequential blocks and no rotary_scaling_factor", h->dir);
+  e->nomic = 1;
+  e->qkv_bias = config_flag(h, "qkv_proj_bias", 1);
+  e->fc1_bias = config_flag(h, "mlp_fc1_bias", 1);
+  e->fc2_bias = config_flag(h, "mlp_fc2_bias", 1);
+  e->rope = (rlx_rope_desc){(int)D, (int)n_rot, config_flag(h, "rotary_emb_interleaved", 0) ? RLX_ROPE_NORMAL : RLX_ROPE_NEOX,
+                            base, 1.0};
+  return RLX_OK;
+}
+
 static rlx_status read_config(rlx_embedder *e) {
   hf_folder *h = &e->hf;
   int64_t type = hf_config_tok(h, "model_type");
   int roberta = json_str_eq(&h->config, type, "roberta") || json_str_eq(&h->config, type, "xlm-roberta");
-  if (!roberta && !json_str_eq(&h->config, type, "bert"))
-    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/config.json: model_type is not bert, roberta or xlm-roberta", h->dir);
+  int nomic = json_str_eq(&h->config, type, "nomic_bert");
+  if (!roberta && !nomic && !json_str_eq(&h->config, type, "bert"))
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/config.json: model_type is not bert, roberta, xlm-roberta or nomic_bert",
+                         h->dir);
   rlx_status st;
+  if (nomic && (st = read_nomic_config(e))) return st;
   int64_t pad = 0;
-  if ((st = hf_config_int(h, "hidden_size", 1, 1 << 16, -1, &e->hidden)) ||
-      (st = hf_config_int(h, "num_hidden_layers", 1, 1024, -1, &e->n_layer)) ||
-      (st = hf_config_int(h, "num_attention_heads", 1, 1024, -1, &e->n_head)) ||
-      (st = hf_config_int(h, "intermediate_size", 1, 1 << 20, -1, &e->n_ff)) ||
-      (st = hf_config_int(h, "max_position_embeddings", 1, 1 << 20, 512, &e->max_pos)) ||
-      (st = hf_config_int(h, "type_vocab_size", 0, 1 << 10, 2, &e->n_types)) ||
-      (st = hf_config_int(h, "pad_token_id", 0, 1 << 24, roberta ? 1 : 0, &pad)) ||
-      (st = hf_config_num(h, "layer_norm_eps", 1e-12, &e->eps)))
+  if (!nomic && ((st = hf_config_int(h, "hidden_size", 1, 1 << 16, -1, &e->hidden)) ||
+                 (st = hf_config_int(h, "num_hidden_layers", 1, 1024, -1, &e->n_layer)) ||
+                 (st = hf_config_int(h, "num_attention_heads", 1, 1024, -1, &e->n_head)) ||
+                 (st = hf_config_int(h, "intermediate_size", 1, 1 << 20, -1, &e->n_ff)) ||
+                 (st = hf_config_int(h, "max_position_embeddings", 1, 1 << 20, 512, &e->max_pos)) ||
+                 (st = hf_config_int(h, "type_vocab_size", 0, 1 << 10, 2, &e->n_types)) ||
+                 (st = hf_config_int(h, "pad_token_id", 0, 1 << 24, roberta ? 1 : 0, &pad)) ||
+                 (st = hf_config_num(h, "layer_norm_eps", 1e-12, &e->eps))))
     return st;
   if (e->hidden % e->n_head)
     return rlx_set_error(RLX_ERR_FORMAT, "%s/config.json: hidden_size %lld is not a multiple of num_attention_heads %lld",
                          h->dir, (long long)e->hidden, (long long)e->n_head);
   e->pos_offset = roberta ? pad + 1 : 0;
+  e->pad_id = (int32_t)pad;
   if (e->pos_offset >= e->max_pos)
     return rlx_set_error(RLX_ERR_FORMAT, "%s/config.json: pad_token_id %lld leaves no positions", h->dir, (long long)pad);
   int64_t act = hf_config_tok(h, "hidden_act");
@@ -220,6 +366,8 @@ static rlx_status read_config(rlx_embedder *e) {
     free(a);
     break;
   }
+  if (nomic && e->classifier)
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/config.json: a nomic_bert classifier head is not read", h->dir);
   static const char *const prefixes[] = {"", "bert.", "roberta.", "model."};
   for (int i = 0; i < 4; i++) {
     char name[64];
@@ -251,7 +399,7 @@ static rlx_status read_tokenizer(rlx_embedder *e) {
   if (!json && !hf_exists(h, "vocab.txt"))
     return rlx_set_error(RLX_ERR_IO, "%s: no tokenizer.json or vocab.txt", h->dir);
   if (!(path = hf_path(h, json ? "tokenizer.json" : "vocab.txt"))) return rlx_set_error(RLX_ERR_NOMEM, "out of memory");
-  rlx_status st = json_read_file(path, &text, &len);
+  rlx_status st = hf_read_text(h, json ? "tokenizer.json" : "vocab.txt", &text, &len);
   if (!st && json) {
     st = wp_load_json(text, len, path, &e->tok);
   } else if (!st) {
@@ -324,20 +472,35 @@ static rlx_status read_sentence_config(rlx_embedder *e, rlx_pooling *pooling, in
 
 /* ---------------------------------------------------------------- load */
 
+/* Binds w: a single tensor in place where it is aligned; a
+ * transposed or concatenated one as a copy ([k, n] with the parts' columns
+ * side by side; vectors end to end). */
 static rlx_status bind(rlx_embedder *e, const bert_weight *w) {
-  const rlx_file_tensor *t = &w->t;
-  size_t el = t->dtype == RLX_F32 ? 4 : 2;
-  if (!w->transposed)
-    return (uintptr_t)t->data % el ? rlx_set_param(e->s, t->name, t->data, t->nbytes)
-                                   : rlx_set_param_ref(e->s, t->name, t->data, t->nbytes);
-  int64_t n = t->dims[0], k = t->dims[1];
-  float *tr = malloc(t->nbytes);
-  if (!tr) return rlx_set_error(RLX_ERR_NOMEM, "rlx_embedder_load: out of memory");
-  const uint8_t *src = t->data;
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j < k; j++) memcpy(&tr[j * n + i], src + 4 * (size_t)(i * k + j), 4);
-  rlx_status st = rlx_set_param(e->s, t->name, tr, t->nbytes);
-  free(tr);
+  const char *name = w->name;
+  const rlx_file_tensor *t = &w->t[0];
+  size_t el = rlx_dtype_is_block(t->dtype) ? 1 : t->dtype == RLX_F32 ? 4 : 2;
+  if (!w->transposed && w->parts == 1)
+    return (uintptr_t)t->data % el ? rlx_set_param(e->s, name, t->data, t->nbytes)
+                                   : rlx_set_param_ref(e->s, name, t->data, t->nbytes);
+  size_t bytes = 0;
+  int64_t n = 0, k = t->rank > 1 ? t->dims[1] : 1;
+  for (int p = 0; p < w->parts; p++) bytes += w->t[p].nbytes, n += w->t[p].dims[0];
+  uint8_t *dst = malloc(bytes);
+  if (!dst) return rlx_set_error(RLX_ERR_NOMEM, "rlx_embedder_load: out of memory");
+  int64_t col = 0;
+  for (int p = 0; p < w->parts; p++) {
+    const rlx_file_tensor *tp = &w->t[p];
+    const uint8_t *src = tp->data;
+    if (!w->transposed) {
+      memcpy(dst + col * el * (size_t)k, src, tp->nbytes);
+    } else {
+      for (int64_t i = 0; i < tp->dims[0]; i++)
+        for (int64_t j = 0; j < k; j++) memcpy(dst + 4 * (size_t)(j * n + col + i), src + 4 * (size_t)(i * k + j), 4);
+    }
+    col += tp->dims[0];
+  }
+  rlx_status st = rlx_set_param(e->s, name, dst, bytes);
+  free(dst);
   return st;
 }
 
@@ -364,7 +527,9 @@ rlx_status rlx_embedder_load(const char *path, const rlx_embedder_options *opt, 
   rlx_pooling pooling;
   int normalize;
   int64_t max_len;
-  rlx_status st = hf_open(path, &e->hf);
+  /* a folder, or a GGUF file of one (gguf_bert.c) */
+  struct stat sb;
+  rlx_status st = path && stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? hf_open_gguf(path, &e->hf) : hf_open(path, &e->hf);
   if (!st) st = read_config(e);
   if (!st) st = read_tokenizer(e);
   if (!st) st = read_sentence_config(e, &pooling, &normalize, &max_len);
@@ -441,6 +606,19 @@ static rlx_status run_batch(rlx_embedder *e, const wp_ids *enc, const text_len *
   if (!st) st = rlx_set_input_shaped(e->s, "types", types, cells * sizeof *types, 2, bs);
   if (!st) st = rlx_set_input_shaped(e->s, "mask", mask, cells * sizeof *mask, 4, (const int64_t[]){nb, 1, 1, S});
   if (!st && !e->classifier) st = rlx_set_input_shaped(e->s, "pool", pool, cells * sizeof *pool, 3, (const int64_t[]){nb, S, 1});
+  /* positions: nomic-bert's rotary ones [S]; RoBERTa's ids [B, S], as
+   * create_position_ids_from_input_ids: a pad token (also one written in
+   * the text) keeps pad_id and does not count */
+  int32_t *pos = !st && (e->nomic || e->pos_offset) ? malloc(cells * sizeof *pos) : NULL;
+  if (!st && (e->nomic || e->pos_offset) && !pos) st = rlx_set_error(RLX_ERR_NOMEM, "rlx_embed: out of memory");
+  for (int64_t i = 0; pos && e->nomic && i < S; i++) pos[i] = (int32_t)i;
+  for (int64_t b = 0; pos && e->pos_offset && b < nb; b++)
+    for (int64_t i = 0, n = 0; i < S; i++) {
+      int real = tokens[b * S + i] != e->pad_id && mask[b * S + i] == 0;
+      pos[b * S + i] = real ? (int32_t)(e->pad_id + ++n) : e->pad_id;
+    }
+  if (!st && e->nomic) st = rlx_set_input_shaped(e->s, "pos", pos, (size_t)S * sizeof *pos, 1, &S);
+  if (!st && e->pos_offset) st = rlx_set_input_shaped(e->s, "pos", pos, cells * sizeof *pos, 2, bs);
   if (!st) st = rlx_run(e->s);
   if (!st) st = rlx_output(e->s, 0, rows, (size_t)(nb * dim) * sizeof *rows);
   for (int64_t b = 0; !st && b < nb; b++) {
@@ -454,6 +632,7 @@ static rlx_status run_batch(rlx_embedder *e, const wp_ids *enc, const text_len *
   free(types);
   free(mask);
   free(pool);
+  free(pos);
   free(rows);
   return st;
 }

@@ -15,7 +15,46 @@ char *hf_path(const hf_folder *h, const char *rel) {
   return p;
 }
 
+static const hf_vfile *vfile(const hf_folder *h, const char *rel) {
+  for (int i = 0; i < h->n_vfiles; i++)
+    if (!strcmp(h->vfiles[i].rel, rel)) return &h->vfiles[i];
+  return NULL;
+}
+
+rlx_status hf_add_vfile(hf_folder *h, const char *rel, char *text, size_t len) {
+  hf_vfile *v = realloc(h->vfiles, (size_t)(h->n_vfiles + 1) * sizeof *v);
+  char *r = malloc(strlen(rel) + 1);
+  if (v) h->vfiles = v;
+  if (!v || !r) {
+    free(text);
+    free(r);
+    return rlx_set_error(RLX_ERR_NOMEM, "out of memory");
+  }
+  strcpy(r, rel);
+  h->vfiles[h->n_vfiles++] = (hf_vfile){r, text, len};
+  return RLX_OK;
+}
+
+rlx_status hf_read_text(const hf_folder *h, const char *rel, char **text, size_t *len) {
+  const hf_vfile *v = vfile(h, rel);
+  *text = NULL;
+  *len = 0;
+  if (v) {
+    if (!(*text = malloc(v->len + 1))) return rlx_set_error(RLX_ERR_NOMEM, "out of memory");
+    memcpy(*text, v->text, v->len);
+    (*text)[v->len] = 0;
+    *len = v->len;
+    return RLX_OK;
+  }
+  char *p = hf_path(h, rel);
+  if (!p) return rlx_set_error(RLX_ERR_NOMEM, "out of memory");
+  rlx_status st = json_read_file(p, text, len);
+  free(p);
+  return st;
+}
+
 int hf_exists(const hf_folder *h, const char *rel) {
+  if (vfile(h, rel)) return 1;
   char *p = hf_path(h, rel);
   struct stat s;
   int ok = p && stat(p, &s) == 0 && S_ISREG(s.st_mode);
@@ -28,8 +67,7 @@ rlx_status hf_read_json(const hf_folder *h, const char *rel, char **text, json_d
   size_t len;
   *text = NULL;
   memset(doc, 0, sizeof *doc);
-  if (!p) return rlx_set_error(RLX_ERR_NOMEM, "out of memory");
-  rlx_status st = json_read_file(p, text, &len);
+  rlx_status st = p ? hf_read_text(h, rel, text, &len) : rlx_set_error(RLX_ERR_NOMEM, "out of memory");
   if (!st) st = json_parse(*text, len, p, doc);
   if (st) {
     free(*text);
@@ -118,6 +156,11 @@ rlx_status hf_open(const char *dir, hf_folder *out) {
 void hf_close(hf_folder *h) {
   for (int i = 0; i < h->n_shards; i++) rlx_model_file_close(h->shards[i]);
   free(h->shards);
+  for (int i = 0; i < h->n_vfiles; i++) {
+    free(h->vfiles[i].rel);
+    free(h->vfiles[i].text);
+  }
+  free(h->vfiles);
   json_free(&h->config);
   free(h->config_text);
   free(h->dir);
@@ -126,14 +169,21 @@ void hf_close(hf_folder *h) {
 
 int hf_has_tensor(const hf_folder *h, const char *name) {
   rlx_file_tensor t;
+  char own[160];
+  if (h->rename && !h->rename(name, own, sizeof own)) return 0;
+  if (h->rename) name = own;
   for (int i = 0; i < h->n_shards; i++)
     if (rlx_model_file_find_tensor(h->shards[i], name, &t) == RLX_OK) return 1;
   return 0;
 }
 
 rlx_status hf_tensor(const hf_folder *h, const char *name, rlx_file_tensor *out) {
-  for (int i = 0; i < h->n_shards; i++)
-    if (rlx_model_file_find_tensor(h->shards[i], name, out) == RLX_OK) return RLX_OK;
+  char own[160];
+  const char *find = h->rename && h->rename(name, own, sizeof own) ? own : h->rename ? NULL : name;
+  for (int i = 0; find && i < h->n_shards; i++)
+    if (rlx_model_file_find_tensor(h->shards[i], find, out) == RLX_OK) return RLX_OK;
+  if (find && find != name)
+    return rlx_set_error(RLX_ERR_INVALID, "%s: no tensor %s (Hugging Face name %s)", h->dir, find, name);
   return rlx_set_error(RLX_ERR_INVALID, "%s: no tensor %s in the weights", h->dir, name);
 }
 

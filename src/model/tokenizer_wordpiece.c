@@ -1,9 +1,10 @@
-/* tokenizer_wordpiece.c — the WordPiece tokenizer of wordpiece.h: loading
+/* tokenizer_wordpiece.c — the encoder tokenizer of wordpiece.h: loading
  * tokenizer.json / vocab.txt (every id, string and template checked) and
- * encoding (normalize, pre-tokenize, greedy longest match). */
-#include "wordpiece.h"
+ * encoding (added tokens, then per span the WordPiece model: normalize,
+ * pre-tokenize, greedy longest match; or the Unigram model of unigram.h;
+ * then the template). */
+#include "unigram.h"
 
-#include "json.h"
 #include "../ir/hash.h"
 #include "../ir/ir.h"
 
@@ -14,6 +15,7 @@ typedef struct {
   char *s;        /* content; matched in the raw text */
   size_t len;
   int32_t id;
+  int lstrip, rstrip;  /* the whitespace before / after it goes with it */
 } wp_added;
 
 struct wp_tokenizer {
@@ -31,6 +33,7 @@ struct wp_tokenizer {
   int n_added;
   wp_item *single, *pair;
   int n_single, n_pair;
+  ug_model *ug;           /* a Unigram model (NULL: WordPiece) */
 };
 
 /* ---------------------------------------------------------------- vocabulary */
@@ -38,7 +41,7 @@ struct wp_tokenizer {
 /* keyed (ir/hash.h): a vocabulary cannot choose texts that all collide */
 static uint64_t hash_bytes(const char *s, size_t n) { return ir_hash_bytes(s, n); }
 
-static int32_t lookup(const wp_tokenizer *t, const char *s, size_t n) {
+int32_t wp_lookup(const wp_tokenizer *t, const char *s, size_t n) {
   for (uint64_t i = hash_bytes(s, n) & t->mask;; i = (i + 1) & t->mask) {
     int32_t id = t->slots[i] - 1;
     if (id < 0) return -1;
@@ -80,7 +83,7 @@ static rlx_status build_vocab(wp_tokenizer *t, const char *what, char **strs, co
   return RLX_OK;
 }
 
-static int32_t id_of(const wp_tokenizer *t, const char *s) { return lookup(t, s, strlen(s)); }
+static int32_t id_of(const wp_tokenizer *t, const char *s) { return wp_lookup(t, s, strlen(s)); }
 
 static void default_templates(wp_tokenizer *t, int32_t cls, int32_t sep, int roberta) {
   t->n_single = 3;
@@ -124,6 +127,7 @@ void wp_free(wp_tokenizer *t) {
   free(t->added);
   free(t->single);
   free(t->pair);
+  ug_free(t->ug);
   free(t);
 }
 
@@ -281,7 +285,9 @@ static rlx_status read_added(wp_tokenizer *t, const json_doc *d, int64_t list, c
     json_bool(d, json_get(d, e, "normalized"), &norm);
     if (!json_int(d, json_get(d, e, "id"), 0, t->n_vocab - 1, &id))
       return rlx_set_error(RLX_ERR_FORMAT, "%s: added token without a valid id", what);
-    wp_added a = {NULL, 0, (int32_t)id};
+    wp_added a = {NULL, 0, (int32_t)id, 0, 0};
+    json_bool(d, json_get(d, e, "lstrip"), &a.lstrip);
+    json_bool(d, json_get(d, e, "rstrip"), &a.rstrip);
     a.s = json_strdup(d, json_get(d, e, "content"), &a.len);
     if (!a.s) return rlx_set_error(RLX_ERR_FORMAT, "%s: added token %lld without content", what, (long long)id);
     if (norm || a.len == 0) {  /* matched after normalization: left to the vocabulary */
@@ -294,17 +300,15 @@ static rlx_status read_added(wp_tokenizer *t, const json_doc *d, int64_t list, c
   return RLX_OK;
 }
 
-static rlx_status load_doc(wp_tokenizer *t, const json_doc *d, const char *what) {
+/* WordPiece's model.vocab (an object of ids): its texts in id order into
+ * *strs and *lens, t->n_vocab of them. */
+static rlx_status read_vocab_object(wp_tokenizer *t, const json_doc *d, int64_t vocab, const char *what, char ***strs_out,
+                                    size_t **lens_out) {
   rlx_status st = RLX_OK;
-  int64_t model = json_get(d, 0, "model");
-  int64_t type = json_get(d, model, "type"), vocab = json_get(d, model, "vocab");
-  if (json_kind(d, model) != JSON_OBJECT) return JSON_FAIL("%s: no \"model\" object", what);
-  if (type >= 0 && !json_str_eq(d, type, "WordPiece"))
-    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s: model type is not WordPiece", what);
   if (json_kind(d, vocab) != JSON_OBJECT || d->tok[vocab].size == 0)
     return JSON_FAIL("%s: model.vocab is not a non-empty object", what);
   /* the ids: every one in [0, 2^24), the vocabulary as large as the largest + 1 */
-  int64_t max_id = -1, added = json_get(d, 0, "added_tokens");
+  int64_t max_id = -1;
   for (int64_t k = json_first(d, vocab); k >= 0 && (uint32_t)k < d->tok[vocab].next; k = json_next(d, json_next(d, k))) {
     int64_t id;
     if (!json_int(d, json_next(d, k), 0, (1 << 24) - 1, &id))
@@ -312,26 +316,23 @@ static rlx_status load_doc(wp_tokenizer *t, const json_doc *d, const char *what)
     if (id > max_id) max_id = id;
   }
   t->n_vocab = (int32_t)max_id + 1;
-  char **strs = calloc((size_t)t->n_vocab, sizeof *strs);
-  size_t *lens = calloc((size_t)t->n_vocab, sizeof *lens);
-  if (!strs || !lens) st = rlx_set_error(RLX_ERR_NOMEM, "%s: out of memory", what);
+  char **strs = *strs_out = calloc((size_t)t->n_vocab, sizeof *strs);
+  size_t *lens = *lens_out = calloc((size_t)t->n_vocab, sizeof *lens);
+  if (!strs || !lens) return rlx_set_error(RLX_ERR_NOMEM, "%s: out of memory", what);
   for (int64_t k = json_first(d, vocab); !st && k >= 0 && (uint32_t)k < d->tok[vocab].next;
        k = json_next(d, json_next(d, k))) {
     int64_t id;
     json_int(d, json_next(d, k), 0, max_id, &id);
-    if (strs[id]) {
-      JSON_FAIL("%s: model.vocab gives id %lld twice", what, (long long)id);
-      break;
-    }
+    if (strs[id]) return JSON_FAIL("%s: model.vocab gives id %lld twice", what, (long long)id);
     strs[id] = json_strdup(d, k, &lens[id]);
     if (!strs[id]) st = rlx_set_error(RLX_ERR_NOMEM, "%s: out of memory", what);
   }
-  if (!st) st = build_vocab(t, what, strs, lens);
-  for (int32_t i = 0; strs && i < t->n_vocab; i++) free(strs[i]);
-  free(strs);
-  free(lens);
-  if (st) return st;
+  return st;
+}
 
+/* WordPiece's unknown token, continuation prefix, word limit, normalizer and pre-tokenizer. */
+static rlx_status read_wordpiece(wp_tokenizer *t, const json_doc *d, int64_t model, const char *what) {
+  rlx_status st = RLX_OK;
   char *unk = json_strdup(d, json_get(d, model, "unk_token"), NULL);
   t->unk = unk ? id_of(t, unk) : -1;
   free(unk);
@@ -345,17 +346,43 @@ static rlx_status load_doc(wp_tokenizer *t, const json_doc *d, const char *what)
   int64_t mc = json_get(d, model, "max_input_chars_per_word");
   if (mc >= 0 && !json_int(d, mc, 0, INT32_MAX, &t->max_chars))
     return JSON_FAIL("%s: model.max_input_chars_per_word is not a count", what);
-  int64_t trunc = json_get(d, 0, "truncation");
-  if (json_kind(d, trunc) == JSON_OBJECT && !json_int(d, json_get(d, trunc, "max_length"), 1, INT32_MAX, &t->max_length))
-    return JSON_FAIL("%s: truncation.max_length is not a positive count", what);
   if ((st = read_normalizer(t, d, json_get(d, 0, "normalizer"), what))) return st;
   int64_t pre = json_get(d, 0, "pre_tokenizer");
   if (!json_str_eq(d, json_get(d, pre, "type"), "BertPreTokenizer"))
     return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s: pre_tokenizer: only BertPreTokenizer is supported", what);
-  if ((st = read_added(t, d, added, what))) return st;
+  return RLX_OK;
+}
+
+static rlx_status load_doc(wp_tokenizer *t, const json_doc *d, const char *what) {
+  rlx_status st = RLX_OK;
+  int64_t model = json_get(d, 0, "model");
+  int64_t type = json_get(d, model, "type");
+  if (json_kind(d, model) != JSON_OBJECT) return JSON_FAIL("%s: no \"model\" object", what);
+  int unigram = json_str_eq(d, type, "Unigram");
+  if (type >= 0 && !unigram && !json_str_eq(d, type, "WordPiece"))
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s: model type is not WordPiece or Unigram", what);
+  char **strs = NULL;
+  size_t *lens = NULL;
+  st = unigram ? ug_load(d, model, what, &t->ug, &strs, &lens, &t->n_vocab)
+               : read_vocab_object(t, d, json_get(d, model, "vocab"), what, &strs, &lens);
+  if (!st) st = build_vocab(t, what, strs, lens);
+  for (int32_t i = 0; strs && i < t->n_vocab; i++) free(strs[i]);
+  free(strs);
+  free(lens);
+  if (!st && unigram) {
+    t->unk = ug_unk_id(t->ug);
+    st = ug_load_front(t->ug, t, d, json_get(d, 0, "normalizer"), json_get(d, 0, "pre_tokenizer"), what);
+  } else if (!st) {
+    st = read_wordpiece(t, d, model, what);
+  }
+  if (st) return st;
+  int64_t trunc = json_get(d, 0, "truncation");
+  if (json_kind(d, trunc) == JSON_OBJECT && !json_int(d, json_get(d, trunc, "max_length"), 1, INT32_MAX, &t->max_length))
+    return JSON_FAIL("%s: truncation.max_length is not a positive count", what);
+  if ((st = read_added(t, d, json_get(d, 0, "added_tokens"), what))) return st;
   int64_t pad = json_get(d, json_get(d, 0, "padding"), "pad_id");
   int64_t pid;
-  t->pad = json_int(d, pad, 0, t->n_vocab - 1, &pid) ? (int32_t)pid : id_of(t, "[PAD]");
+  t->pad = json_int(d, pad, 0, t->n_vocab - 1, &pid) ? (int32_t)pid : id_of(t, unigram ? "<pad>" : "[PAD]");
   return read_post_processor(t, d, json_get(d, 0, "post_processor"), what);
 }
 
@@ -475,7 +502,7 @@ static int utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
   return *cp = v, len;
 }
 
-static int emit(wp_ids *o, int32_t id, int32_t type) {
+int wp_emit(wp_ids *o, int32_t id, int32_t type) {
   if (o->n == o->cap) {
     int64_t cap = o->cap ? 2 * o->cap : 64;
     int32_t *ids = realloc(o->ids, (size_t)cap * sizeof *ids);
@@ -499,7 +526,7 @@ void wp_ids_free(wp_ids *o) {
 
 /* WordPiece of one word (n codepoints), into o. */
 static int word_pieces(const wp_tokenizer *t, const uint32_t *w, size_t n, char *scratch, size_t *byte_off, wp_ids *o) {
-  if ((int64_t)n > t->max_chars) return emit(o, t->unk, 0);
+  if ((int64_t)n > t->max_chars) return wp_emit(o, t->unk, 0);
   size_t nb = 0;
   char *bytes = scratch + t->prefix_len;
   for (size_t i = 0; i < n; i++) byte_off[i] = nb, nb += (size_t)utf8_encode(w[i], bytes + nb);
@@ -513,21 +540,22 @@ static int word_pieces(const wp_tokenizer *t, const uint32_t *w, size_t n, char 
     int32_t id = -1;
     size_t end = n;
     for (; end > start; end--) {
-      id = lookup(t, piece, (size_t)(bytes + byte_off[end] - piece));
+      id = wp_lookup(t, piece, (size_t)(bytes + byte_off[end] - piece));
       if (id >= 0) break;
     }
     if (id < 0) {
       o->n = first;
-      return emit(o, t->unk, 0);
+      return wp_emit(o, t->unk, 0);
     }
-    if (emit(o, id, 0)) return -1;
+    if (wp_emit(o, id, 0)) return -1;
     start = end;
   }
   return 0;
 }
 
 /* Normalizes, pre-tokenizes and WordPieces s[0..len) (no added tokens in it). */
-static rlx_status encode_span(const wp_tokenizer *t, const char *s, size_t len, cpt_buf *b, wp_ids *o) {
+static rlx_status encode_span(const wp_tokenizer *t, const char *s, size_t len, int first, cpt_buf *b, wp_ids *o) {
+  if (t->ug) return ug_encode(t, t->ug, s, len, first, o);
   b->n = 0;
   for (size_t i = 0; i < len;) {
     uint32_t cp;
@@ -560,7 +588,16 @@ static rlx_status encode_span(const wp_tokenizer *t, const char *s, size_t len, 
   return err ? rlx_set_error(RLX_ERR_NOMEM, "wordpiece: out of memory") : RLX_OK;
 }
 
-/* The ids of one text: plain spans and the added tokens written in it. */
+/* Whether s[i..] starts with a whitespace character; its length in *n. */
+static int space_at(const char *s, size_t len, size_t i, size_t *n) {
+  uint32_t cp;
+  *n = (size_t)utf8_decode((const uint8_t *)s + i, len - i, &cp);
+  return (cpt_flags(cp) & WP_SPACE) != 0;
+}
+
+/* The ids of one text: plain spans and the added tokens written in it (an
+ * lstrip/rstrip token takes the whitespace before/after it along, as
+ * tokenizers' AddedVocabulary does). */
 static rlx_status encode_text(const wp_tokenizer *t, const char *s, size_t len, wp_ids *o) {
   cpt_buf b = {0};
   rlx_status st = RLX_OK;
@@ -573,12 +610,24 @@ static rlx_status encode_text(const wp_tokenizer *t, const char *s, size_t len, 
       i++;
       continue;
     }
-    if (i > start) st = encode_span(t, s + start, i - start, &b, o);
-    if (!st && emit(o, t->added[hit].id, 0)) st = rlx_set_error(RLX_ERR_NOMEM, "wordpiece: out of memory");
+    size_t end = i, n;
+    if (t->added[hit].lstrip) {
+      size_t k = i;
+      while (k > 0) {
+        size_t c = k - 1;
+        while (c > 0 && k - c < 4 && ((uint8_t)s[c] & 0xC0) == 0x80) c--;
+        if (!space_at(s, len, c, &n) || c + n != k) break;
+        k = c;
+      }
+      if (k >= start) end = k;
+    }
+    if (end > start) st = encode_span(t, s + start, end - start, start == 0, &b, o);
+    if (!st && wp_emit(o, t->added[hit].id, 0)) st = rlx_set_error(RLX_ERR_NOMEM, "wordpiece: out of memory");
     i += t->added[hit].len;
+    while (t->added[hit].rstrip && i < len && space_at(s, len, i, &n)) i += n;
     start = i;
   }
-  if (!st && start < len) st = encode_span(t, s + start, len - start, &b, o);
+  if (!st && start < len) st = encode_span(t, s + start, len - start, start == 0, &b, o);
   free(b.cp);
   return st;
 }
@@ -605,9 +654,9 @@ rlx_status wp_encode(const wp_tokenizer *t, const char *a, size_t alen, const ch
   for (int i = 0; !st && i < n_tpl; i++) {
     const wp_ids *seq = tpl[i].id == WP_SEQ_A ? &sa : tpl[i].id == WP_SEQ_B ? &sb : NULL;
     int err = 0;
-    if (!seq) err = add_special ? emit(o, tpl[i].id, tpl[i].type_id) : 0;
+    if (!seq) err = add_special ? wp_emit(o, tpl[i].id, tpl[i].type_id) : 0;
     else
-      for (int64_t k = 0; k < seq->n && !err; k++) err = emit(o, seq->ids[k], add_special ? tpl[i].type_id : seq == &sb);
+      for (int64_t k = 0; k < seq->n && !err; k++) err = wp_emit(o, seq->ids[k], add_special ? tpl[i].type_id : seq == &sb);
     if (err) st = rlx_set_error(RLX_ERR_NOMEM, "wordpiece: out of memory");
   }
   wp_ids_free(&sa);

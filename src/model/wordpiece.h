@@ -1,6 +1,8 @@
-/* wordpiece.h — the WordPiece tokenizer of BERT-family encoders
+/* wordpiece.h — the tokenizer of BERT-family encoders
  * (tokenizer_wordpiece.c), read from a Hugging Face tokenizer.json or a
- * vocab.txt. Internal.
+ * vocab.txt: WordPiece, or the Unigram model of unigram.h (XLM-RoBERTa),
+ * which shares its vocabulary, added tokens, templates and truncation.
+ * Internal.
  *
  * It follows Hugging Face tokenizers: the BertNormalizer (clean_text drops
  * NUL, U+FFFD and control characters and turns whitespace into spaces;
@@ -37,8 +39,8 @@ typedef struct { int32_t id; int32_t type_id; } wp_item;
 
 typedef struct wp_tokenizer wp_tokenizer;
 
-/* From the text of a tokenizer.json (model WordPiece); what names it in
- * messages. RLX_ERR_UNSUPPORTED for another model type. */
+/* From the text of a tokenizer.json (model WordPiece or Unigram); what
+ * names it in messages. RLX_ERR_UNSUPPORTED for another model type. */
 rlx_status wp_load_json(const char *text, size_t len, const char *what, wp_tokenizer **out);
 /* From the text of a vocab.txt (one token a line) with BERT's defaults. */
 rlx_status wp_load_vocab(const char *text, size_t len, const char *what, int lowercase, wp_tokenizer **out);
@@ -55,6 +57,10 @@ typedef struct {
   int64_t n, cap;
 } wp_ids;
 void wp_ids_free(wp_ids *o);
+/* Appends one id (-1: out of memory). */
+int wp_emit(wp_ids *o, int32_t id, int32_t type);
+/* The id of the token s[0..n) in the vocabulary; -1 if none. */
+int32_t wp_lookup(const wp_tokenizer *t, const char *s, size_t n);
 
 /* Encodes text a (and b, when not NULL: a pair) into o (reset first):
  * with add_special the template's special tokens; max_len > 0 truncates

