@@ -215,14 +215,14 @@ for B in ((1, 2, 4, 8) if "attn" in ONLY else ()):
     del q, k, v
 
 print("\n== Llama-3-8B decoder block forward, bf16, S=512: ratio = peer ms / rlx ms (goals: eager >= 1.5, compile >= 1.0)")
-print("   rlx add ms: the residual adds as kernels of their own (RLX_CUDA_RESIDUAL_GEMM=0), not in the GEMMs")
+print("   rlx add ms: the CUDA backend's fusions off (RLX_CUDA_FUSE=0): the residual adds as kernels of their own, not in the GEMMs")
 print("%-3s %9s %10s %9s %7s %10s %7s %9s" % ("B", "rlx ms", "rlx add ms", "eager ms", "ratio", "compile ms", "ratio",
                                             "floor ms"))
 results["block"] = []
 for B in (BATCHES if "block" in ONLY else ()):
     S = 512
     r = rlx("block", "bf16", B, S)
-    ru = rlx("block", "bf16", B, S, env={"RLX_CUDA_RESIDUAL_GEMM": "0"})
+    ru = rlx("block", "bf16", B, S, env={"RLX_CUDA_FUSE": "0"})
     block, xin = make_block(B, S)
     with torch.no_grad():
         te = median_ms(lambda: block(xin), 10)

@@ -50,7 +50,7 @@ run)
     m=$LB/models/8b-$t.gguf
     [ -s "$m" ] || { echo "$t: no $m"; continue; }
     echo "== $t ($(( $(stat -c %s "$m") / 1000000 )) MB)"
-    $LB/bin/llama-bench -m "$m" -p 512 -n 128 -fa 1 -ngl 99 -ctk f16 -ctv f16 -o md 2>/dev/null | grep -E "^\|"
+    $LB/bin/llama-bench -m "$m" -p 512 -n 128 -fa 1 -ngl 99 -r ${REPS:-5} -ctk f16 -ctv f16 -o md 2>/dev/null | grep -E "^\|"
     $BENCH pptg "$m" 512 128 f16
   done
   ;;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run_cuda_device.sh — on a machine with an NVIDIA GPU: build rlx with the
 # CUDA backend (cmake -DRLX_CUDA=ON, sm_90), run the CUDA tests (label cuda:
-# test_cuda_backend first — the kernels' own parity, replay vs op by op,
-# params, hybrid — then op parity of every group on the device), and, with
+# the backend's tests first (test_cuda_<group>: the kernels' own parity,
+# replay vs op by op, fusions, params, hybrid) — then op parity of every
+# group on the device), and, with
 # --bench, the benchmarks (bench/bench_cuda.py) between the two, so a call
 # that runs out of time still brings back the numbers. Logs go to $OUT
 # when it is set (the device tool's output folder).
@@ -12,7 +13,7 @@
 #                                 [--budget SECONDS] [--kernels] [--tests=REGEX] [--llm-models=NAME-WTYPE,...]
 # --kernels: also build bench/bench_cuda_kernels.cu (nvcc, beside the cmake
 # build) and run it inside the benchmark (the decode products' kernels alone).
-# --tests=REGEX: test_cuda_backend and the ctest cases matching REGEX only.
+# --tests=REGEX: the backend's tests and the ctest cases matching REGEX only.
 # --budget: stop starting new phases once this many seconds have passed
 # (default 540: inside the device tool's 600 s limit per command).
 set -uo pipefail
@@ -35,6 +36,7 @@ done
 t_start=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - t_start) )); }
 build=build-device
+backend_tests="test_cuda_layout test_cuda_gemm test_cuda_quant test_cuda_attention test_cuda_decode test_cuda_params"
 # Python packages the references need that the image lacks (gguf, for the
 # quant group) travel as wheels in .whl (carried by the device tool).
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -56,7 +58,7 @@ if [ $kernels = 1 ]; then
   bench_flags="$bench_flags --kernels=$build/bench_cuda_kernels"
 fi
 # only what the cuda tests and the benchmark need
-cmake --build $build -j"$(nproc)" --target bench_cuda test_cuda_backend test_cuda_parity test_cuda_llm op_parity rlx \
+cmake --build $build -j"$(nproc)" --target bench_cuda $backend_tests test_cuda_parity test_cuda_llm op_parity rlx \
   >"$out/build.log" 2>&1 || { grep -E -A3 "error" "$out/build.log" | head -60; exit 1; }
 if [ $kernels = 1 ]; then
   wait $kernels_pid || { tail -30 "$out/kernels_build.log"; exit 1; }
@@ -64,16 +66,18 @@ fi
 echo "build: $(( $(date +%s) - t_start )) s"
 status=0
 if [ $tests = 1 ]; then
-  timeout $(( $(left) > 30 ? $(left) : 30 )) $build/tests/test_cuda_backend >"$out/test_cuda_backend.log" 2>&1 || status=1
-  grep -E "FAIL|passed|failed|SKIP" "$out/test_cuda_backend.log" | head -40
-  echo "test_cuda_backend: status $status at $(( $(date +%s) - t_start )) s"
+  for t in $backend_tests; do
+    timeout $(( $(left) > 30 ? $(left) : 30 )) $build/tests/$t >"$out/$t.log" 2>&1 || status=1
+    grep -E "FAIL|passed|failed|SKIP" "$out/$t.log" | head -40
+    echo "$t: status $status at $(( $(date +%s) - t_start )) s"
+  done
 fi
 if [ $bench = 1 ] && [ "$(left)" -gt 60 ]; then
   PYTHONUNBUFFERED=1 timeout "$(left)" python3 bench/bench_cuda.py $build/bench_cuda $bench_flags 2>&1 | tee "$out/bench.log"
   echo "bench: done at $(( $(date +%s) - t_start )) s"
 fi
 if [ $tests = 1 ] && [ "$(left)" -gt 30 ]; then
-  timeout "$(left)" ctest --test-dir $build -L cuda -E '^test_cuda_backend$' ${test_regex:+-R "$test_regex"} -j8 --output-on-failure \
+  timeout "$(left)" ctest --test-dir $build -L cuda -E "^($(echo $backend_tests | tr ' ' '|'))\$" ${test_regex:+-R "$test_regex"} -j8 --output-on-failure \
     >"$out/ctest_cuda.log" 2>&1 || status=1
   grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAIL" "$out/ctest_cuda.log" | head -80
   # every test's own output (the LLM logits comparison's numbers among them)

@@ -1,5 +1,5 @@
 /* cu_kernels.h — internal interface of the CUDA backend: the argument blocks the
- * C lowering (cuda_backend.c, cuda_matmul.c) fills at compile time and the
+ * C lowering (lower_*.c, cuda_matmul.c) fills at compile time and the
  * launchers of the kernels (*.cu) that consume them.
  *
  * Every argument block holds final device pointers: a plan's arena, its
@@ -18,8 +18,8 @@
  * it ends (cu_pdl_chain in cu_common.cuh); the plan sets it (RLX_CUDA_PDL=0
  * turns it off).
  */
-#ifndef RLX_CUDA_H
-#define RLX_CUDA_H
+#ifndef RLX_CU_KERNELS_H
+#define RLX_CU_KERNELS_H
 
 #include "rlx.h"
 
@@ -401,4 +401,4 @@ const char *cuda_cublaslt_error(void);
 #ifdef __cplusplus
 }
 #endif
-#endif /* RLX_CUDA_H */
+#endif /* RLX_CU_KERNELS_H */

@@ -1,0 +1,504 @@
+/* cuda_fuse.c — the CUDA backend's own fusions: launches that stand for
+ * several nodes (a residual add in its product's GEMM, the GLU, the norm
+ * and the rope in a GEMV launch, a cast in the cache copy, launches joined
+ * into one). They are not graph rewrites of the pass layer (fuse.h): what
+ * they make is a launch of this backend, not a node the CPU could run, and
+ * most of them are decided only once the memory planner has placed the
+ * buffers (the planner may give an output the bytes of an input the
+ * launch still reads).
+ *
+ * One table, a row per fusion (cuda_fusion in cuda_plan.h): its name
+ * (RLX_TRACE counts), its match, run over the graph before lowering (it
+ * marks the nodes the fusion may take; NULL where the fusion is decided at
+ * lowering alone, from the launch just emitted), and its emit, which a
+ * lowering calls through cuda_fuse where the fusion may apply (1: taken).
+ * RLX_CUDA_FUSE=0 turns every row off: no match runs and cuda_fuse takes
+ * nothing, so each node gets launches of its own. */
+#include "cuda_plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Node j adds no launch to a run: a leaf, a view, absorbed by its
+ * consumers, or folded (run once at set-up). */
+static int launches_nothing(const cuda_plan *pl, int j) {
+  return ir_ops[pl->g->nodes[j].op].category == RLX_CAT_LEAF || pl->mem.view[j] || pl->skip[j] || pl->folded[j];
+}
+
+/* No node strictly between from and to launches, but `except` (-1: none):
+ * a launch at from's place may then stand for one at to's. */
+static int quiet_between(const cuda_plan *pl, int from, int to, int except) {
+  for (int j = from + 1; j < to; j++)
+    if (j != except && !launches_nothing(pl, j)) return 0;
+  return 1;
+}
+
+/* Residual adds a GEMM can compute in its epilogue: add = MatMul + r (either
+ * side) with r of the add's shape and dtype (no broadcasting), the MatMul
+ * (or DequantMatMul) a single product over all rows (rank-2 weight, at
+ * least 16 rows, or at most CU_GEMV_MAX_M: the decode GEMV kernels add it
+ * in theirs; 9-15 rows go to cuBLASLt without it), read only by the add,
+ * and nothing that runs between the two (so the GEMM may run at the
+ * product's place and its operands are still intact). emit_residual_gemm
+ * checks the buffers at lowering. */
+#define RESID_MIN_ROWS 16
+static void match_residual_gemm(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (n->op != RLX_OP_Binary || n->a.binop != RLX_BIN_ADD || n->n_in != 2 || pl->folded[i] || pl->mem.view[i])
+      continue;
+    for (int side = 0; side < 2; side++) {
+      const int mm = n->in[side], r = n->in[1 - side];
+      const ir_node *m = &g->nodes[mm];
+      const int dq = m->op == RLX_OP_DequantMatMul; /* w [N, K] */
+      if ((m->op != RLX_OP_MatMul && !dq) || mm == r || uses[mm] != 1 || pl->folded[mm] || pl->resid_add[mm] >= 0)
+        continue;
+      const ir_type *ta = ir_in(g, m, 0), *tb = ir_in(g, m, 1), *tr = &g->nodes[r].out[0];
+      const int64_t cols = tb->shape.rank == 2 ? tb->shape.d[dq ? 0 : 1] : 0, rows = cols ? numel_of(&m->out[0]) / cols : 0;
+      /* decode rows (the GEMV kernels add it in their epilogue) or GEMM rows */
+      if (tb->shape.rank != 2 || ta->shape.rank < 2 || tr->dtype != n->out[0].dtype ||
+          !ir_shape_eq(&tr->shape, &n->out[0].shape) || !ir_shape_eq(&m->out[0].shape, &n->out[0].shape) ||
+          (rows > CU_GEMV_MAX_M && rows < RESID_MIN_ROWS))
+        continue;
+      if (!quiet_between(pl, mm, i, -1)) continue;
+      pl->resid_add[mm] = i;
+      break;
+    }
+  }
+}
+
+/* The product d of MatMul n written straight into the residual add that
+ * reads it (match_residual_gemm chose the pair): D = A B + other operand,
+ * cuBLASLt's C input with beta 1. Taken only when the add's buffer does
+ * not overlap A or B (the planner may hand the add the bytes of a tensor
+ * that dies at the product) and is the other operand's exactly or not at
+ * all; 1 when d now writes the add (then marked done). */
+static int emit_residual_gemm(cuda_plan *pl, const ir_node *n, cuda_fuse_site *s) {
+  cuda_gemm_desc *d = s->d;
+  const int add_id = pl->resid_add[n->id];
+  if (add_id < 0) return 0;
+  const ir_node *add = &pl->g->nodes[add_id];
+  const int other = add->in[0] == n->id ? 1 : 0;
+  const size_t es = elem_size(d->dtype);
+  const size_t a_bytes = (size_t)(d->M * d->K) * es, b_bytes = (size_t)(d->K * d->N) * es,
+               c_bytes = (size_t)(d->M * d->N) * es;
+  uint8_t *out = out_ptr(pl, add);
+  const uint8_t *res = in_ptr(pl, add, other);
+  if (!out || !res || ranges_overlap(out, c_bytes, d->a, a_bytes) || ranges_overlap(out, c_bytes, d->b, b_bytes) ||
+      (out != res && ranges_overlap(out, c_bytes, res, c_bytes)))
+    return 0;
+  d->c = out;
+  d->resid = res;
+  pl->add_done[add_id] = 1;
+  return 1;
+}
+
+/* SwiGLU regions a GEMV computes with the products they read (glu in
+ * cu_gemv_args): an ElementwiseRegion [act.silu(i0), bin.mul(s0, i1)]
+ * without prologue over gate = i0 and up = i1, two products of one x
+ * (DequantMatMuls, or MatMuls) by weights of one shape and dtype, each read
+ * only by the region, with at most CU_GEMV_MAX_M rows and no residual add
+ * of their own, and nothing launching between the first product and the
+ * region but the second (so the launch may run at the first's place).
+ * emit_glu_gemv checks the weights' layout and the buffers at lowering. */
+static void match_glu_gemv(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *r = &g->nodes[i];
+    if (r->op != RLX_OP_ElementwiseRegion || r->n_in != 2 || r->a.prologue != RLX_PROLOGUE_NONE ||
+        r->a.chain.n != 2 || pl->folded[i] || pl->mem.view[i])
+      continue;
+    const rlx_region_step *s0 = &r->a.chain.s[0], *s1 = &r->a.chain.s[1];
+    if (s0->kind != RLX_STEP_ACT || s0->op != RLX_ACT_SILU || s0->a != 0 || s1->kind != RLX_STEP_BIN ||
+        s1->op != RLX_BIN_MUL || !((s1->a == -1 && s1->b == 1) || (s1->a == 1 && s1->b == -1)))
+      continue;
+    const int gi = r->in[0], ui = r->in[1];
+    const ir_node *gate = &g->nodes[gi], *up = &g->nodes[ui];
+    if (gi == ui || gate->op != up->op || (gate->op != RLX_OP_MatMul && gate->op != RLX_OP_DequantMatMul) ||
+        gate->in[0] != up->in[0] || uses[gi] != 1 || uses[ui] != 1 || pl->folded[gi] || pl->folded[ui] ||
+        pl->resid_add[gi] >= 0 || pl->resid_add[ui] >= 0)
+      continue;
+    const ir_type *wg = ir_in(g, gate, 1), *wu = ir_in(g, up, 1);
+    if (wg->dtype != wu->dtype || !ir_shape_eq(&wg->shape, &wu->shape) || wg->shape.rank != 2 ||
+        !ir_shape_eq(&gate->out[0].shape, &r->out[0].shape) || !ir_shape_eq(&up->out[0].shape, &r->out[0].shape) ||
+        numel_of(&r->out[0]) / wg->shape.d[gate->op == RLX_OP_DequantMatMul ? 0 : 1] > CU_GEMV_MAX_M)
+      continue;
+    if (quiet_between(pl, gi < ui ? gi : ui, i, gi < ui ? ui : gi)) pl->glu_region[gi] = pl->glu_region[ui] = i;
+  }
+}
+
+/* The weight of a glu product as the GEMV reads it: [N, K] (NULL: it reads
+ * this one as [K, N], which glu does not take). */
+static const void *glu_weight(cuda_plan *pl, const ir_node *p) {
+  int trans = 1;
+  const void *w = p->op == RLX_OP_DequantMatMul ? in_ptr(pl, p, 1) : cuda_matmul_b(pl, p, 1, &trans);
+  return trans ? w : NULL;
+}
+
+/* Product n (site->d, taken by the GEMV; the first of a gate|up pair that
+ * match_glu_gemv chose) and its partner as one glu launch writing their
+ * region's output: 1 (emitted, the partner and the region marked done), 0
+ * where the buffers do not allow it (the region's output overlaps x: the
+ * planner may give it the bytes of an x that dies at the second product)
+ * or the partner's weight is not aligned for the kernel; both products
+ * and the region then lower as they are. */
+static int emit_glu_gemv(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  if (pl->glu_region[n->id] < 0) return 0;
+  const cuda_gemm_desc *d = site->d;
+  const rlx_dtype w_dtype = site->w_dtype;
+  const ir_node *r = &pl->g->nodes[pl->glu_region[n->id]];
+  const ir_node *gate = &pl->g->nodes[r->in[0]], *up = &pl->g->nodes[r->in[1]];
+  const ir_node *partner = gate == n ? up : gate;
+  const void *wg = glu_weight(pl, gate), *wu = glu_weight(pl, up);
+  uint8_t *out = out_ptr(pl, r);
+  const size_t es = elem_size(d->dtype);
+  pl->glu_region[partner->id] = -1; /* decided here, for both */
+  if (!wg || !wu || !d->b_trans || d->bias || d->act != RLX_ACT_NONE || !out ||
+      !cu_gemv_supported(d->dtype, w_dtype, d->M, d->N, d->K, 1, d->a, wu) ||
+      !cu_gemv_supported(d->dtype, w_dtype, d->M, d->N, d->K, 1, d->a, wg) ||
+      ranges_overlap(out, (size_t)(d->M * d->N) * es, d->a, (size_t)(d->M * d->K) * es))
+    return 0;
+  cu_gemv_args norm = {0};
+  cuda_fuse(pl, CUDA_FUSE_GEMV_NORM, n, &(cuda_fuse_site){.d = site->d, .out = out, .args = &norm});
+  cuda_step *s = cuda_new_step(pl, ST_GEMV, n);
+  cu_gemv_args *a = s ? cuda_new_args(s, sizeof *a) : NULL;
+  if (!a) return (site->st = cuda_nomem(n)), 1;
+  *a = norm;
+  a->x = d->a, a->dtype = d->dtype, a->w_dtype = w_dtype, a->act = RLX_ACT_NONE, a->w_trans = 1, a->glu = 1;
+  a->M = d->M, a->K = d->K, a->pdl = pl->pdl, a->nseg = 2;
+  a->seg[0].w = wg, a->seg[0].out = out, a->seg[0].N = d->N;
+  a->seg[1].w = wu, a->seg[1].N = d->N;
+  size_t part = 0, counters = 0;
+  cu_gemv_plan(a, &part, &counters); /* [N, K]: no split, no scratch */
+  pl->add_done[partner->id] = pl->add_done[r->id] = 1;
+  return 1;
+}
+
+/* 1 when node id is a Constant whose bytes are all zero (an RmsNorm's
+ * beta that the LLM graphs give as zeros). */
+static int zero_constant(const rlx_graph *g, rlx_node id) {
+  const ir_node *c = &g->nodes[id];
+  if (c->op != RLX_OP_Constant) return 0;
+  const size_t bytes = rlx_dtype_nbytes(c->out[0].dtype, numel_of(&c->out[0]));
+  const uint8_t *p = c->a.data.p;
+  for (size_t i = 0; i < bytes; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
+/* The RmsNorm launched just before product n (site->d: w [N, K], M <=
+ * CU_GEMV_MAX_M) that computes n's x, taken into the GEMV launch that n
+ * starts (cu_gemv_args.norm): its step is removed and 1 returned, with the
+ * norm fields of site->args set. Where the norm has no residual or bias
+ * input and its beta is zeros, its rows are n's rows, and its buffers are
+ * 16-byte aligned and apart, also from n's output site->out (the planner
+ * may give that the bytes of the norm's input, which the launch still
+ * reads: every output that joins the launch is checked so,
+ * cuda_norm_overlaps). */
+static int emit_gemv_norm(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  const cuda_gemm_desc *d = site->d;
+  const void *out = site->out;
+  cu_gemv_args *a = site->args;
+  cuda_step *s = cuda_joinable_step(pl, n, ST_NORM);
+  const cu_norm_args *na = s ? s->args : NULL;
+  const ir_node *norm = s ? &pl->g->nodes[s->node] : NULL;
+  const size_t x_bytes = (size_t)(d->M * d->K) * elem_size(d->dtype), out_bytes = (size_t)(d->M * d->N) * elem_size(d->dtype);
+  if (!na || !d->b_trans || !na->rms || na->res || na->bias || na->out != d->a || na->rows != d->M || na->len != d->K ||
+      na->dtype != (int)d->dtype || norm->op != RLX_OP_RmsNorm || (norm->n_in > 2 && !zero_constant(pl->g, norm->in[2])) ||
+      ((uintptr_t)na->x | (uintptr_t)na->gamma | (uintptr_t)na->out) % 16 || ranges_overlap(na->x, x_bytes, na->out, x_bytes) ||
+      ranges_overlap(na->x, x_bytes, out, out_bytes))
+    return 0;
+  a->norm = 1, a->norm_x = na->x, a->norm_gamma = na->gamma, a->norm_eps = na->eps;
+  free(s->args);
+  pl->n_steps--;
+  return 1;
+}
+
+/* 1 when launch a computes a norm (emit_gemv_norm) whose input overlaps the
+ * bytes [p, p + bytes) that would be written in it. */
+int cuda_norm_overlaps(const cu_gemv_args *a, const void *p, size_t bytes) {
+  return a->norm && ranges_overlap(a->norm_x, (size_t)(a->M * a->K) * elem_size((rlx_dtype)a->dtype), p, bytes);
+}
+
+/* Ropes by tables whose x is a product (MatMul, DequantMatMul) that
+ * only the Rope reads: at decode rows the product's GEMV launch may write
+ * the rotated values instead (emit_gemv_rope decides at lowering, where
+ * it knows the launch and the buffers). */
+static void match_gemv_rope(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (n->op != RLX_OP_Rope || n->n_in != 3 || pl->folded[i] || pl->mem.view[i]) continue;
+    const int x = n->in[0];
+    const ir_node *p = &g->nodes[x];
+    if ((p->op == RLX_OP_MatMul || p->op == RLX_OP_DequantMatMul) && uses[x] == 1 && !pl->folded[x] &&
+        !pl->mem.view[x] && pl->resid_add[x] < 0)
+      pl->rope_gemv[i] = 1;
+  }
+}
+
+/* Rope n (tables, marked by match_gemv_rope) applied by the GEMV launch
+ * just before it, which computes n's x as one of its segments (q's or
+ * k's product, with the others of its x): that segment then writes n's
+ * output, rotated, and n launches nothing. Where the kernel takes it
+ * (cu_gemv_rope_fits), and with n's output apart from everything else the
+ * launch reads and writes (the planner may give it the bytes of x, which
+ * is dead at n but read by the launch). site->args: n's rope. 1 when
+ * joined. */
+static int emit_gemv_rope(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  const cu_rope_args *r = site->args;
+  if (!pl->rope_gemv[n->id]) return 0;
+  cuda_step *s = cuda_joinable_step(pl, n, ST_GEMV);
+  cu_gemv_args *a = s ? s->args : NULL;
+  if (!a || a->dtype != r->dtype || a->M != r->B * r->S) return 0;
+  int k = 0;
+  while (k < a->nseg && !(a->seg[k].out == r->x && !a->seg[k].rope.on)) k++;
+  if (k == a->nseg || a->seg[k].N != r->H * r->D) return 0;
+  const size_t es = elem_size((rlx_dtype)a->dtype), out_bytes = (size_t)(a->M * a->seg[k].N) * es;
+  const size_t table_bytes = (size_t)((r->table_batched ? r->B : 1) * r->S * (r->n_rot / 2)) * elem_size((rlx_dtype)r->table_dtype);
+  if (ranges_overlap(r->out, out_bytes, a->x, (size_t)(a->M * a->K) * es) || cuda_norm_overlaps(a, r->out, out_bytes) ||
+      ranges_overlap(r->out, out_bytes, r->cos, table_bytes) || ranges_overlap(r->out, out_bytes, r->sin, table_bytes))
+    return 0;
+  for (int j = 0; j < a->nseg; j++) {
+    const cu_gemv_seg *o = &a->seg[j];
+    const size_t ob = (size_t)(a->M * o->N) * es;
+    if ((j != k && ranges_overlap(r->out, out_bytes, o->out, ob)) || (o->bias && ranges_overlap(r->out, out_bytes, o->bias, (size_t)o->N * es)) ||
+        (o->resid && ranges_overlap(r->out, out_bytes, o->resid, ob)))
+      return 0;
+  }
+  cu_gemv_rope *g = &a->seg[k].rope;
+  *g = (cu_gemv_rope){1, r->neox, r->table_dtype, r->table_batched, r->D, r->n_rot, r->S, r->cos, r->sin};
+  if (!cu_gemv_rope_fits(a, k)) {
+    memset(g, 0, sizeof *g);
+    return 0;
+  }
+  a->seg[k].out = r->out;
+  return 1;
+}
+
+/* Rope n (site->args) joined to the launch of the rope just before it
+ * (k's after q's): the same positions or tables, geometry and dtype,
+ * nothing run between, and n's buffers apart from the other's (x and out
+ * may be one buffer: in place). 1 when joined. */
+static int emit_rope_join(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  const cu_rope_args *mine = site->args;
+  cuda_step *s = cuda_joinable_step(pl, n, ST_ROPE);
+  cu_rope_args *a = s ? s->args : NULL;
+  if (!a || a->H2 || a->dtype != mine->dtype || a->D != mine->D || a->n_rot != mine->n_rot || a->neox != mine->neox ||
+      a->B != mine->B || a->S != mine->S || a->pos != mine->pos || a->cos != mine->cos || a->sin != mine->sin ||
+      a->pos_dtype != mine->pos_dtype || a->pos_batched != mine->pos_batched || a->table_dtype != mine->table_dtype ||
+      a->table_batched != mine->table_batched || a->base != mine->base || a->scale != mine->scale)
+    return 0;
+  const size_t b1 = (size_t)(a->B * a->S * a->H * a->D) * elem_size((rlx_dtype)a->dtype),
+               b2 = (size_t)(mine->B * mine->S * mine->H * mine->D) * elem_size((rlx_dtype)a->dtype);
+  if (ranges_overlap(mine->x, b2, a->x, b1) || ranges_overlap(mine->x, b2, a->out, b1) ||
+      ranges_overlap(mine->out, b2, a->x, b1) || ranges_overlap(mine->out, b2, a->out, b1))
+    return 0;
+  a->x2 = mine->x, a->out2 = mine->out, a->H2 = mine->H;
+  return 1;
+}
+
+/* Casts an UpdateSlice can do as it copies (cu_copy_args.convert): one
+ * of F32/F16/BF16 to another, read only by the UpdateSlice as its update,
+ * with nothing launching between the two (so the Cast's input is intact
+ * when the copy runs). emit_cast_update checks the buffers at lowering. */
+static int is_half_or_f32(rlx_dtype t) { return t == RLX_F32 || t == RLX_F16 || t == RLX_BF16; }
+
+static void match_cast_update(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *u = &g->nodes[i];
+    if (u->op != RLX_OP_UpdateSlice || pl->folded[i] || pl->mem.view[i]) continue;
+    const int c = u->in[1];
+    const ir_node *cast = &g->nodes[c];
+    if (cast->op != RLX_OP_Cast || uses[c] != 1 || u->in[0] == c || u->in[2] == c || pl->folded[c] ||
+        pl->mem.view[c] || !is_half_or_f32(ir_in(g, cast, 0)->dtype) || !is_half_or_f32(cast->out[0].dtype) ||
+        ir_in(g, cast, 0)->dtype == cast->out[0].dtype)
+      continue;
+    if (quiet_between(pl, c, i, -1)) pl->cast_into[c] = i;
+  }
+}
+
+/* Whether Cast n (marked by match_cast_update) is left to its UpdateSlice:
+ * where that one's output does not overlap the Cast's input (the planner
+ * may give the UpdateSlice, when not in place, the bytes of an input that
+ * dies at the Cast). Else the mark goes and the Cast runs. */
+static int emit_cast_update(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  (void)site;
+  if (pl->cast_into[n->id] < 0) return 0;
+  const ir_node *u = &pl->g->nodes[pl->cast_into[n->id]];
+  const ir_type *x = ir_in(pl->g, n, 0);
+  if (!ranges_overlap(out_ptr(pl, u), rlx_dtype_nbytes(u->out[0].dtype, numel_of(&u->out[0])), in_ptr(pl, n, 0),
+                      rlx_dtype_nbytes(x->dtype, numel_of(x))))
+    return 1;
+  pl->cast_into[n->id] = -1;
+  return 0;
+}
+
+/* The UpdateSlice copy just emitted (the last step) joined to the launch
+ * of the one before it as its second part (cu_copy_args.src2: a layer's V
+ * row after its K row): that one an UpdateSlice's copy too (nothing ran
+ * between, so both are in place: a copy of the whole tensor would have
+ * come between), the same geometry and types, no part 2 yet, and neither
+ * reading what the other writes (site->bytes: each destination tensor).
+ * 1 when joined.
+ * Llama-3-8B bf16 through the LLM API on the H200: 5.009-5.052 ms a
+ * decode step, against 5.038-5.071 with a launch each. */
+static int emit_update_join(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  const size_t dst_bytes = site->bytes;
+  (void)n;
+  if (pl->n_steps < 2) return 0;
+  cuda_step *s = &pl->steps[pl->n_steps - 1], *p = &pl->steps[pl->n_steps - 2];
+  cu_copy_args *b = s->args, *a = p->kind == ST_COPY && p->folded == s->folded ? p->args : NULL;
+  if (!a || !a->dyn || a->src2 || a->rank != b->rank || a->es != b->es || a->numel != b->numel ||
+      a->dst_off != b->dst_off || a->dyn_dtype != b->dyn_dtype || a->dyn_mul != b->dyn_mul ||
+      a->dyn_max != b->dyn_max || a->convert != b->convert || a->src_dtype != b->src_dtype ||
+      a->dst_dtype != b->dst_dtype || memcmp(a->dims, b->dims, sizeof a->dims) ||
+      memcmp(a->src_stride, b->src_stride, sizeof a->src_stride) ||
+      memcmp(a->dst_stride, b->dst_stride, sizeof a->dst_stride) || memcmp(a->shift, b->shift, sizeof a->shift))
+    return 0;
+  const size_t src_bytes = (size_t)b->numel * (size_t)(b->convert ? ir_dtypes[b->src_dtype].size : b->es);
+  if (ranges_overlap(a->dst, dst_bytes, b->dst, dst_bytes) || ranges_overlap(a->dst, dst_bytes, b->src, src_bytes) ||
+      ranges_overlap(b->dst, dst_bytes, a->src, src_bytes) || ranges_overlap(a->dst, dst_bytes, b->dyn, 8) ||
+      ranges_overlap(b->dst, dst_bytes, a->dyn, 8))
+    return 0;
+  a->src2 = b->src, a->dst2 = b->dst, a->dyn2 = b->dyn, a->node2 = b->node;
+  free(s->args);
+  pl->n_steps--;
+  return 1;
+}
+
+/* RmsNorms (and FusedResidualRmsNorms without the sum as an output) of
+ * decode rows read only by DequantMatMuls on the integer path, with those
+ * products the next launching nodes: the x quantization of the first
+ * product normalizes the rows itself (cu_quant_x's has_norm), the others
+ * reuse its levels, and the norm neither launches nor gets a buffer
+ * (skip). The norm's inputs are then read at the first product's place,
+ * where nothing has run since the norm's. */
+static void match_norm_quant(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  if (pl->qmm_exact) return;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if ((n->op != RLX_OP_RmsNorm && n->op != RLX_OP_FusedResidualRmsNorm) || n->n_out != 1 || pl->folded[i] ||
+        pl->mem.view[i] || uses[i] < 1)
+      continue;
+    const ir_type *x = ir_in(g, n, 0);
+    const rlx_dtype t = x->dtype;
+    const int64_t len = x->shape.rank ? x->shape.d[x->shape.rank - 1] : 0;
+    if ((t != RLX_F32 && t != RLX_F16 && t != RLX_BF16) || n->out[0].dtype != t || len < 32 || len % 32 ||
+        (n->op == RLX_OP_RmsNorm && n->a.axis != x->shape.rank - 1) || numel_of(x) / len > CU_QMM_MAX_M)
+      continue;
+    int found = 0, ok = 1;
+    for (int j = i + 1; ok && j < g->n_nodes && found < uses[i]; j++) {
+      const ir_node *c = &g->nodes[j];
+      int reads = 0;
+      for (int k = 0; k < c->n_in; k++) reads += c->in[k] == i;
+      if (reads) {
+        ok = c->op == RLX_OP_DequantMatMul && reads == 1 && c->in[0] == i && !pl->folded[j] &&
+             cu_quant_supported(ir_in(g, c, 1)->dtype);
+        found += reads;
+      } else {
+        ok = launches_nothing(pl, j);
+      }
+    }
+    if (ok && found == uses[i]) pl->skip[i] = 1;
+  }
+}
+
+/* The x quantization of DequantMatMul n (site->args) normalizes the rows
+ * of the RmsNorm that match_norm_quant left to it (which then does not
+ * launch): 1 when n's x is such a norm. */
+static int emit_norm_quant(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  const ir_node *xn = &pl->g->nodes[n->in[0]];
+  cu_quant_x_args *qa = site->args;
+  if (!pl->skip[xn->id] || (xn->op != RLX_OP_RmsNorm && xn->op != RLX_OP_FusedResidualRmsNorm)) return 0;
+  qa->has_norm = 1;
+  cuda_norm_args(pl, xn, &qa->norm);
+  return 1;
+}
+
+/* A product operand that is a param, a constant or folded from them (read
+ * through a skipped weight transpose): no launch of the plan writes it. */
+static int weight_ready(const cuda_plan *pl, rlx_node id) {
+  const ir_node *w = &pl->g->nodes[id];
+  if (pl->skip[id]) w = &pl->g->nodes[w->in[0]];
+  return w->op == RLX_OP_Param || w->op == RLX_OP_Constant || pl->folded[w->id];
+}
+
+/* Product n (site->d, after the residual add it may write; weights of
+ * site->w_dtype, activation alpha site->alpha) right after another GEMV
+ * launch of the same x (q, k, v) joins it as one more segment
+ * (site->joined): it then runs at the other's place, which is safe where
+ * nothing ran between (an absorbed residual add did: the planner may give
+ * this output the bytes of the add's operand) and the weights and bias
+ * are params (nothing the launch itself writes). */
+static int emit_gemv_shared_x(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  const cuda_gemm_desc *d = site->d;
+  cuda_step *s = cuda_joinable_step(pl, n, ST_GEMV);
+  const cu_gemv_args *a = s ? s->args : NULL;
+  if (!a || a->glu || a->nseg == CU_GEMV_MAX_SEG || a->x != d->a || a->dtype != (int)d->dtype ||
+      a->w_dtype != (int)site->w_dtype || a->M != d->M || a->K != d->K || a->w_trans != d->b_trans || a->act != d->act ||
+      a->alpha != (float)site->alpha || d->resid || a->seg[0].resid || !weight_ready(pl, n->in[1]) ||
+      (n->n_in > 2 && !weight_ready(pl, n->in[2])) ||
+      cuda_norm_overlaps(a, d->c, (size_t)(d->M * d->N) * elem_size(d->dtype)))
+    return 0;
+  site->joined = s;
+  return 1;
+}
+
+/* The same for the integer GEMV: DequantMatMul n (site->d, of weights
+ * site->w_dtype) right after another of the same quantized x. */
+static int emit_qmv_shared_x(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  const cuda_gemm_desc *d = site->d;
+  cuda_step *s = cuda_joinable_step(pl, n, ST_QMV);
+  const cu_qmv_args *a = s ? s->args : NULL;
+  if (!a || a->nseg == CU_QMV_MAX_SEG || a->scheme != (int)site->w_dtype || a->out_dtype != (int)d->dtype || d->resid ||
+      a->seg[0].resid || !weight_ready(pl, n->in[1]))
+    return 0;
+  site->joined = s;
+  return 1;
+}
+
+/* ---------------------------------------------------------------- the table */
+
+static const struct {
+  const char *name;
+  void (*match)(cuda_plan *pl, const int *uses); /* NULL: decided at lowering alone */
+  int (*emit)(cuda_plan *pl, const ir_node *n, cuda_fuse_site *s);
+} fusions[CUDA_FUSE_COUNT] = {
+  /* in this order: the norm's skip mark first (quiet_between reads it),
+   * and the residual adds before the matches that leave their products
+   * alone */
+  [CUDA_FUSE_NORM_QUANT] = {"norm_quant", match_norm_quant, emit_norm_quant},
+  [CUDA_FUSE_RESIDUAL_GEMM] = {"residual_gemm", match_residual_gemm, emit_residual_gemm},
+  [CUDA_FUSE_GLU_GEMV] = {"glu_gemv", match_glu_gemv, emit_glu_gemv},
+  [CUDA_FUSE_GEMV_ROPE] = {"gemv_rope", match_gemv_rope, emit_gemv_rope},
+  [CUDA_FUSE_CAST_UPDATE] = {"cast_update", match_cast_update, emit_cast_update},
+  [CUDA_FUSE_GEMV_NORM] = {"gemv_norm", NULL, emit_gemv_norm},
+  [CUDA_FUSE_GEMV_SHARED_X] = {"gemv_shared_x", NULL, emit_gemv_shared_x},
+  [CUDA_FUSE_QMV_SHARED_X] = {"qmv_shared_x", NULL, emit_qmv_shared_x},
+  [CUDA_FUSE_ROPE_JOIN] = {"rope_join", NULL, emit_rope_join},
+  [CUDA_FUSE_UPDATE_JOIN] = {"update_join", NULL, emit_update_join},
+};
+
+void cuda_fuse_match(cuda_plan *pl, const int *uses) {
+  if (!pl->fuse) return;
+  for (int f = 0; f < CUDA_FUSE_COUNT; f++)
+    if (fusions[f].match) fusions[f].match(pl, uses);
+}
+
+int cuda_fuse(cuda_plan *pl, cuda_fusion f, const ir_node *n, cuda_fuse_site *s) {
+  if (!pl->fuse || !fusions[f].emit(pl, n, s)) return 0;
+  pl->fused[f]++;
+  return 1;
+}
+
+/* RLX_TRACE: how many times each fusion was taken in this plan. */
+void cuda_fuse_trace(const cuda_plan *pl) {
+  fprintf(stderr, "rlx: cuda fusions of \"%s\"%s", pl->g->name ? pl->g->name : "", pl->fuse ? ":" : ": off (RLX_CUDA_FUSE=0)");
+  for (int f = 0; f < CUDA_FUSE_COUNT && pl->fuse; f++) fprintf(stderr, " %s %d", fusions[f].name, pl->fused[f]);
+  fputc('\n', stderr);
+}

@@ -1,0 +1,339 @@
+/* test_cuda_quant.c — the CUDA backend's packed and 16-bit weights against
+ * the CPU backend: DequantMatMul on both of its paths (decode GEMV,
+ * dequantize + GEMM), the default integer decode path (x quantized to 8
+ * bits, with and without the RmsNorm in its quantization), 16-bit GGUF
+ * matrices read in place, and rows of a block table gathered. Skips
+ * (exit 77) without a CUDA device. */
+#include "cuda_backend_test.h"
+
+/* Packed weights made by the CPU's Quantize, then DequantMatMul on both
+ * CUDA paths: M <= 8 (the fused decode kernel) and M > 8 (dequantize + GEMM). */
+static void test_dequant_matmul(void) {
+  static const rlx_dtype schemes[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
+  static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
+  const int64_t N = 72, K = 512;
+  for (size_t si = 0; si < sizeof schemes / sizeof *schemes; si++) {
+    rlx_dtype q = schemes[si];
+    rlx_graph *qg = rlx_graph_new("quantize");
+    int64_t wd[2] = {N, K};
+    rlx_node w = rlx_input(qg, "w", RLX_F32, 2, wd);
+    rlx_node qw = rlx_quantize(qg, w, q);
+    rlx_graph_set_outputs(qg, 1, &qw);
+    float *wf = random_tensor(RLX_F32, N * K, 1.0);
+    bound_leaf wl = {"w", 0, wf, sizeof(float) * (size_t)(N * K)};
+    size_t qbytes = 0;
+    void *packed = run_graph(qg, RLX_DEVICE_CPU, &wl, 1, 0, &qbytes);
+    CHECK(packed != NULL, "quantize to %s", rlx_dtype_name(q));
+    for (size_t ti = 0; packed && ti < sizeof types / sizeof *types; ti++) {
+      rlx_dtype t = types[ti];
+      for (int M = 1; M <= 19; M += M == 1 ? 2 : 16) { /* 1, 3: the decode kernel; 19: dequantize + GEMM */
+        rlx_graph *g = rlx_graph_new("dequant_matmul");
+        int64_t xd[2] = {M, K};
+        rlx_node x = rlx_input(g, "x", t, 2, xd), pw = rlx_param(g, "w", q, 2, wd);
+        rlx_node y = rlx_dequant_matmul(g, x, pw);
+        rlx_graph_set_outputs(g, 1, &y);
+        bound_leaf l[2] = {{"x", 0, random_tensor(t, M * K, 1.0), (size_t)(M * K) * dtype_size(t)},
+                           {"w", 1, packed, qbytes}};
+        char what[96];
+        snprintf(what, sizeof what, "dequant_matmul %s M=%d", rlx_dtype_name(q), M);
+        /* M > 8 dequantizes w to x's dtype for a tensor-core product (as
+         * llama.cpp's cuBLAS path): with bf16 the weights and cuBLASLt's
+         * partial sums (split-K, as PyTorch allows by default) are rounded
+         * to 8 bits, each rounding up to 2^-9 of a partial of about
+         * sqrt(K) |x||w| (x, w ~ 1: 0.044 at K = 512); four of those bound
+         * what the H200 showed (0.11 to 0.17 where |y| is small) */
+        double extra = t == RLX_BF16 && M > 8 ? 4 * ldexp(1.0, -9) * sqrt((double)K) : 0.0;
+        compare_tol(what, g, l, 2, t, extra);
+        free(l[0].data);
+        rlx_graph_free(g);
+      }
+    }
+    free(packed);
+    free(wf);
+    rlx_graph_free(qg);
+  }
+}
+
+/* DequantMatMul of 16-bit weights (GGUF F16/BF16 matrices read in place)
+ * under x of their dtype or F32: at decode rows the GEMV widening w as it
+ * streams, two products of one x joined in a launch and the residual add
+ * in the second's epilogue; at 19 rows, or K not a multiple of 8, cuBLASLt
+ * on w as given or widened into the scratch. Against the CPU; replay ==
+ * op by op. */
+static void test_dequant_matmul_16bit(void) {
+  static const rlx_dtype wtypes[] = {RLX_F16, RLX_BF16};
+  static const int64_t Ks[] = {4104, 100}, Ms[] = {1, 3, 19};
+  for (size_t wi = 0; wi < 2; wi++)
+    for (int same = 0; same < 2; same++)
+      for (size_t ki = 0; ki < 2; ki++)
+        for (size_t mi = 0; mi < 3; mi++) {
+          const rlx_dtype wt = wtypes[wi], t = same ? wt : RLX_F32;
+          const int64_t K = Ks[ki], M = Ms[mi], N[2] = {136, 72};
+          rlx_graph *g = rlx_graph_new("dequant_matmul_16bit");
+          int64_t xd[2] = {M, K}, rd[2] = {M, N[1]}, w0d[2] = {N[0], K}, w1d[2] = {N[1], K};
+          rlx_node x = rlx_input(g, "x", t, 2, xd);
+          rlx_node y[2] = {rlx_dequant_matmul(g, x, rlx_param(g, "w0", wt, 2, w0d)),
+                           rlx_dequant_matmul(g, x, rlx_param(g, "w1", wt, 2, w1d))};
+          y[1] = rlx_add(g, y[1], rlx_input(g, "r", t, 2, rd));
+          rlx_graph_set_outputs(g, 2, y);
+          bound_leaf l[4] = {{"x", 0, random_tensor(t, M * K, 1.0), (size_t)(M * K) * dtype_size(t)},
+                             {"w0", 1, random_tensor(wt, N[0] * K, 0.1), (size_t)(N[0] * K) * dtype_size(wt)},
+                             {"w1", 1, random_tensor(wt, N[1] * K, 0.1), (size_t)(N[1] * K) * dtype_size(wt)},
+                             {"r", 0, random_tensor(t, M * N[1], 1.0), (size_t)(M * N[1]) * dtype_size(t)}};
+          char what[96];
+          snprintf(what, sizeof what, "dequant_matmul %s w, %s x, M=%lld K=%lld", rlx_dtype_name(wt),
+                   rlx_dtype_name(t), (long long)M, (long long)K);
+          /* 16-bit x at 19 rows: cuBLASLt's split-K partials rounded as in test_dequant_matmul */
+          const double extra = t == RLX_BF16 && M > 8 ? 4 * ldexp(1.0, -9) * sqrt((double)K) * 0.1 : 0.0;
+          for (int o = 0; o < 2; o++) compare_replay(what, g, l, 4, o, t, extra);
+          for (int i = 0; i < 4; i++) free(l[i].data);
+          rlx_graph_free(g);
+        }
+}
+
+/* Random weights [N, K] packed by the CPU's Quantize into scheme q (the
+ * malloc'ed bytes, *bytes of them) and, in *dequant, those packed weights
+ * as floats (the CPU's Dequantize). NULL on failure (checked). */
+static void *packed_weights(rlx_dtype q, int64_t N, int64_t K, size_t *bytes, float **dequant) {
+  int64_t wd[2] = {N, K};
+  rlx_graph *qg = rlx_graph_new("quantize");
+  rlx_node qw = rlx_quantize(qg, rlx_input(qg, "w", RLX_F32, 2, wd), q);
+  rlx_node outs[2] = {qw, rlx_dequantize(qg, qw)};
+  rlx_graph_set_outputs(qg, 2, outs);
+  float *wf = random_tensor(RLX_F32, N * K, 1.0);
+  bound_leaf wl = {"w", 0, wf, sizeof(float) * (size_t)(N * K)};
+  size_t dbytes = 0;
+  void *packed = run_graph(qg, RLX_DEVICE_CPU, &wl, 1, 0, bytes);
+  *dequant = run_graph(qg, RLX_DEVICE_CPU, &wl, 1, 1, &dbytes);
+  CHECK(packed && *dequant, "quantize and dequantize %s", rlx_dtype_name(q));
+  free(wf);
+  rlx_graph_free(qg);
+  if (!packed || !*dequant) {
+    free(packed), free(*dequant);
+    *dequant = NULL;
+    return NULL;
+  }
+  return packed;
+}
+
+/* x's levels as the integer decode path makes them (qdot_q8_0's rule:
+ * per 32 elements d = amax / 127, levels roundf(x / d)), as doubles. */
+static void quantize_levels(const double *x, double *xq, int64_t n) {
+  for (int64_t b = 0; b < n; b += 32) {
+    float amax = 0.f;
+    for (int j = 0; j < 32; j++) amax = fabsf((float)x[b + j]) > amax ? fabsf((float)x[b + j]) : amax;
+    const float d = amax / 127, id = d != 0.f ? 1.f / d : 0.f;
+    for (int j = 0; j < 32; j++) {
+      float v = (float)x[b + j] * id;
+      v = v > 127.f ? 127.f : v < -127.f ? -127.f : v;
+      xq[b + j] = (double)d * roundf(v);
+    }
+  }
+}
+
+/* Rows of a block table (a GGUF embedding) gathered on the device, then
+ * dequantized: the same floats as the CPU's, exactly. */
+static void test_block_gather(void) {
+  static const rlx_dtype schemes[] = {RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
+  const int64_t V = 40, E = 512;
+  for (size_t si = 0; si < sizeof schemes / sizeof *schemes; si++) {
+    size_t bytes = 0;
+    float *dq = NULL;
+    void *packed = packed_weights(schemes[si], V, E, &bytes, &dq);
+    if (!packed) continue;
+    rlx_graph *g = rlx_graph_new("block_gather");
+    int64_t td[2] = {V, E}, id[1] = {5};
+    rlx_node rows = rlx_gather(g, rlx_param(g, "table", schemes[si], 2, td), rlx_input(g, "idx", RLX_I32, 1, id), 0);
+    rlx_node y = rlx_dequantize(g, rows);
+    rlx_graph_set_outputs(g, 1, &y);
+    int32_t idx[5] = {3, 39, 0, 3, 17};
+    bound_leaf l[2] = {{"table", 1, packed, bytes}, {"idx", 0, idx, sizeof idx}};
+    size_t cb = 0, gb = 0;
+    void *cpu = run_graph(g, RLX_DEVICE_CPU, l, 2, 0, &cb), *gpu = run_graph(g, RLX_DEVICE_CUDA, l, 2, 0, &gb);
+    CHECK(cpu && gpu && cb == gb && cb == 5 * E * sizeof(float) && !memcmp(cpu, gpu, cb),
+          "gather of %s rows, dequantized: the CPU's floats", rlx_dtype_name(schemes[si]));
+    rlx_session *sess = NULL;
+    rlx_options o = {RLX_DEVICE_CUDA, 0, 0};
+    rlx_session_stats st = {0};
+    CHECK(rlx_compile(g, &o, &sess) == RLX_OK && rlx_session_get_stats(sess, &st) == RLX_OK && st.fallback_nodes == 0,
+          "gather of %s rows: on the device (%lld nodes on the CPU)", rlx_dtype_name(schemes[si]),
+          (long long)st.fallback_nodes);
+    rlx_session_free(sess);
+    free(cpu), free(gpu), free(packed), free(dq);
+    rlx_graph_free(g);
+  }
+}
+
+/* The default small-M DequantMatMul (x quantized to 8 bits per 32, integer
+ * dot products) against the product of the dequantized weights (the CPU's
+ * Dequantize) with those 8-bit levels of x, in double: the same function,
+ * so only the F32 sums and the output rounding differ. Two products of one
+ * x (one launch of two segments), a residual add in the epilogue at odd
+ * M. Ragged shapes: N
+ * not a multiple of the 4 rows of a block, rows 2-byte aligned (18, 34,
+ * 210-byte blocks), chunks of the 2048-weight stream cut short. And the
+ * quantization's own error against the exact product stays inside its a
+ * priori bound sum_k |w_k| d_k / 2 (so the levels are what they claim). */
+static void test_dequant_matmul_int8(void) {
+  static const rlx_dtype schemes[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
+  static const rlx_dtype types[] = {RLX_F32, RLX_BF16, RLX_F16};
+  static const int Ms[] = {1, 2, 3, 8};
+  setenv("RLX_QMATMUL_REF", "0", 1);
+  for (size_t si = 0; si < sizeof schemes / sizeof *schemes; si++) {
+    const rlx_dtype q = schemes[si];
+    const int64_t N = 37, K = q == RLX_Q4_K || q == RLX_Q6_K ? 256 * 9 : 32 * 67;
+    int64_t wd[2] = {N, K};
+    size_t qbytes = 0;
+    float *wdq = NULL;
+    void *packed = packed_weights(q, N, K, &qbytes, &wdq);
+    for (size_t ti = 0; packed && wdq && ti < sizeof types / sizeof *types; ti++) {
+      const rlx_dtype t = types[ti];
+      for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
+        const int M = Ms[mi];
+        /* y = x w^T (+ r at odd M: the add is computed in the product's
+         * epilogue), then x w2^T (w2: the same bytes, another param): the
+         * second product joins the first's launch as a second segment */
+        rlx_graph *g = rlx_graph_new("dequant_matmul_int8");
+        int64_t xd[2] = {M, K}, yd[2] = {M, N};
+        const int resid = M % 2;
+        rlx_node xn = rlx_input(g, "x", t, 2, xd);
+        rlx_node y = rlx_dequant_matmul(g, xn, rlx_param(g, "w", q, 2, wd));
+        if (resid) y = rlx_add(g, y, rlx_input(g, "r", t, 2, yd));
+        rlx_node outs2[2] = {y, rlx_dequant_matmul(g, xn, rlx_param(g, "w2", q, 2, wd))};
+        rlx_graph_set_outputs(g, 2, outs2);
+        void *xv = random_tensor(t, M * K, 1.0), *rv = random_tensor(t, M * N, 1.0);
+        bound_leaf l[4] = {{"x", 0, xv, (size_t)(M * K) * dtype_size(t)},
+                           {"w", 1, packed, qbytes},
+                           {"w2", 1, packed, qbytes},
+                           {"r", 0, rv, (size_t)(M * N) * dtype_size(t)}};
+        size_t gb = 0, gb2 = 0;
+        void *got = run_graph(g, RLX_DEVICE_CUDA, l, resid ? 4 : 3, 0, &gb);
+        void *got2 = run_graph(g, RLX_DEVICE_CUDA, l, resid ? 4 : 3, 1, &gb2);
+        CHECK(got && got2 && gb == (size_t)(M * N) * dtype_size(t) && gb2 == gb, "dequant_matmul int8 %s %s M=%d runs",
+              rlx_dtype_name(q), rlx_dtype_name(t), M);
+        double *x = malloc(sizeof(double) * (size_t)(M * K)), *xq = malloc(sizeof(double) * (size_t)(M * K));
+        for (int64_t i = 0; i < M * K; i++) x[i] = rlx_value_as_f64(t, xv, i);
+        quantize_levels(x, xq, M * K);
+        double worst = 0, worst_q = 0;
+        for (int m = 0; got && got2 && m < M; m++)
+          for (int64_t nn = 0; nn < N; nn++) {
+            double ref = 0, mag = 0, exact = 0, bound = 0;
+            for (int64_t k = 0; k < K; k++) {
+              const double wk = wdq[nn * K + k];
+              ref += wk * xq[m * K + k], mag += fabs(wk * xq[m * K + k]), exact += wk * x[m * K + k];
+            }
+            for (int64_t b = 0; b < K; b += 32) {
+              double amax = 0, sw = 0;
+              for (int j = 0; j < 32; j++) {
+                amax = fabs(x[m * K + b + j]) > amax ? fabs(x[m * K + b + j]) : amax;
+                sw += fabs(wdq[nn * K + b + j]);
+              }
+              bound += sw * amax / 127 / 2;
+            }
+            /* F32 sums of K terms, then one rounding to t */
+            const double rr = resid ? rlx_value_as_f64(t, rv, m * N + nn) : 0.0;
+            const double ulp = t == RLX_F32 ? 1e-6 : t == RLX_F16 ? ldexp(1.0, -11) : ldexp(1.0, -8);
+            for (int o = 0; got && got2 && o < 2; o++) {
+              const double g = rlx_value_as_f64(t, o ? got2 : got, m * N + nn), want = ref + (o ? 0.0 : rr);
+              const double tol = 1e-5 * mag + ulp * (fabs(want) + fabs(ref)) + 1e-6;
+              const double r = fabs(g - want) / tol;
+              worst = isnan(g) || r > worst ? (isnan(g) ? INFINITY : r) : worst;
+            }
+            const double rq = fabs(ref - exact) / (bound * (1 + 1e-6) + 1e-12);
+            worst_q = rq > worst_q ? rq : worst_q;
+          }
+        CHECK(worst <= 1.0, "dequant_matmul int8 %s %s M=%d: worst error %.3g of tolerance", rlx_dtype_name(q),
+              rlx_dtype_name(t), M, worst);
+        CHECK(worst_q <= 1.0, "dequant_matmul int8 %s %s M=%d: quantization error %.3g of its bound", rlx_dtype_name(q),
+              rlx_dtype_name(t), M, worst_q);
+        free(x), free(xq), free(got), free(got2), free(xv), free(rv);
+        rlx_graph_free(g);
+      }
+    }
+    free(packed), free(wdq);
+  }
+  setenv("RLX_QMATMUL_REF", "1", 1);
+}
+
+/* An RmsNorm read only by two DequantMatMuls at decode rows: the products'
+ * x quantization normalizes the rows itself (no norm launch). Against the
+ * exact products of the exact norm in double, within the a-priori bound:
+ * 8-bit levels (sum |w| d / 2 per 32) plus the norm's rounding to t
+ * (2 ulp of t per element, F32 sums in another order) and the output's. */
+static void norm_dequant_matmul_k(int64_t K) {
+  static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
+  const rlx_dtype q = RLX_Q4_K;
+  const int64_t N = 45;
+  int64_t wd[2] = {N, K}, ev[1] = {K};
+  size_t qbytes = 0;
+  float *wdq = NULL;
+  void *packed = packed_weights(q, N, K, &qbytes, &wdq);
+  setenv("RLX_QMATMUL_REF", "0", 1);
+  for (size_t ti = 0; packed && wdq && ti < sizeof types / sizeof *types; ti++)
+    for (int M = 1; M <= 3; M += 2) {
+      const rlx_dtype t = types[ti];
+      const double eps = 1e-5, ulp = t == RLX_F32 ? ldexp(1.0, -23) : ldexp(1.0, -8);
+      rlx_graph *g = rlx_graph_new("norm_dequant_matmul");
+      int64_t xd[2] = {M, K};
+      rlx_node h = rlx_rms_norm(g, rlx_input(g, "x", t, 2, xd), rlx_param(g, "gamma", t, 1, ev),
+                                rlx_param(g, "beta", t, 1, ev), -1, eps);
+      rlx_node ys[2] = {rlx_dequant_matmul(g, h, rlx_param(g, "w", q, 2, wd)),
+                        rlx_dequant_matmul(g, h, rlx_param(g, "w2", q, 2, wd))};
+      rlx_graph_set_outputs(g, 2, ys);
+      void *xv = random_tensor(t, M * K, 1.0), *gv = random_tensor(t, K, 1.0), *bv = random_tensor(t, K, 0.1);
+      bound_leaf l[5] = {{"x", 0, xv, (size_t)(M * K) * dtype_size(t)}, {"gamma", 1, gv, (size_t)K * dtype_size(t)},
+                         {"beta", 1, bv, (size_t)K * dtype_size(t)}, {"w", 1, packed, qbytes}, {"w2", 1, packed, qbytes}};
+      double *hx = malloc(sizeof(double) * (size_t)(M * K));
+      for (int m = 0; m < M; m++) {
+        double ss = 0;
+        for (int64_t k = 0; k < K; k++) ss += rlx_value_as_f64(t, xv, m * K + k) * rlx_value_as_f64(t, xv, m * K + k);
+        const double r = 1 / sqrt(ss / K + eps);
+        for (int64_t k = 0; k < K; k++)
+          hx[m * K + k] = rlx_value_as_f64(t, xv, m * K + k) * r * rlx_value_as_f64(t, gv, k) + rlx_value_as_f64(t, bv, k);
+      }
+      for (int o = 0; o < 2; o++) {
+        size_t gb = 0;
+        void *got = run_graph(g, RLX_DEVICE_CUDA, l, 5, o, &gb);
+        double worst = got ? 0 : INFINITY;
+        for (int m = 0; got && m < M; m++)
+          for (int64_t nn = 0; nn < N; nn++) {
+            double y = 0, bound = 0;
+            for (int64_t b = 0; b < K; b += 32) {
+              double amax = 0;
+              for (int j = 0; j < 32; j++) amax = fabs(hx[m * K + b + j]) > amax ? fabs(hx[m * K + b + j]) : amax;
+              for (int j = 0; j < 32; j++) {
+                const double w = wdq[nn * K + b + j], hv = hx[m * K + b + j];
+                y += w * hv;
+                bound += fabs(w) * ((amax * (1 + 2 * ulp)) / 127 / 2 + 2 * ulp * fabs(hv));
+              }
+            }
+            const double gy = rlx_value_as_f64(t, got, m * N + nn);
+            const double r = fabs(gy - y) / (bound * 1.01 + ulp * fabs(y) + 1e-6);
+            worst = isnan(gy) || r > worst ? (isnan(gy) ? INFINITY : r) : worst;
+          }
+        CHECK(worst <= 1.0, "rms_norm -> dequant_matmul %s K=%lld M=%d output %d: worst error %.3g of the bound",
+              rlx_dtype_name(t), (long long)K, M, o, worst);
+        free(got);
+      }
+      free(hx), free(xv), free(gv), free(bv);
+      rlx_graph_free(g);
+    }
+  setenv("RLX_QMATMUL_REF", "1", 1);
+  free(packed), free(wdq);
+}
+
+/* K 8448: a row of three chunks of the kernel's 1024 x 4 elements, the last one partial */
+static void test_dequant_matmul_norm(void) {
+  norm_dequant_matmul_k(512);
+  norm_dequant_matmul_k(8448);
+}
+
+int main(void) {
+  if (!cuda_backend_test_begin()) return CUDA_SKIP;
+  test_dequant_matmul();
+  test_dequant_matmul_16bit();
+  test_block_gather();
+  test_dequant_matmul_int8();
+  test_dequant_matmul_norm();
+  return check_report();
+}
