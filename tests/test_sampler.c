@@ -7,8 +7,10 @@
  * probabilities (rlx_sampler_candidates) equal the reference's; greedy
  * cases give the argmax through rlx_sampler_sample; statistical cases draw
  * DRAWS tokens and pass a chi-square test against the reference
- * probabilities (and never draw outside the kept set). Then seeded
- * reproducibility, the penalty window, and bad parameters and logits. */
+ * probabilities (and never draw outside the kept set); cases with
+ * frequency and presence penalties and logit biases included. Then seeded
+ * reproducibility, the penalty window, a banned token, and bad parameters
+ * and logits. */
 #include "check.h"
 #include "model/sampler.h"
 
@@ -27,6 +29,7 @@ typedef struct {
   int statistical;
   int32_t n_hist, n_keep;
   int32_t *hist, *ids;
+  rlx_logit_bias *bias;
   float *logits;
   double *probs;
 } sampler_case;
@@ -51,10 +54,19 @@ static int read_case(FILE *f, sampler_case *c) {
   if (!read_exact(f, &c->n_vocab, 8) || !read_exact(f, fl, 16) || !read_exact(f, in, 8) || !read_exact(f, &seed, 8) ||
       !read_exact(f, &stat, 1) || !read_exact(f, &c->n_hist, 4))
     return 0;
-  c->p = (rlx_sampler_params){fl[0], in[0], fl[1], fl[2], fl[3], in[1], seed};
+  c->p = (rlx_sampler_params){fl[0], in[0], fl[1], fl[2], fl[3], in[1], seed, 0.0f, 0.0f, 0, NULL};
   c->statistical = stat;
   if (c->n_vocab <= 0 || c->n_vocab > (1 << 24) || c->n_hist < 0 || c->n_hist > (1 << 20)) return 0;
   if (!(c->hist = read_array(f, (size_t)c->n_hist, 4))) return 0;
+  int32_t n_bias;
+  if (!read_exact(f, &c->p.frequency_penalty, 4) || !read_exact(f, &c->p.presence_penalty, 4) ||
+      !read_exact(f, &n_bias, 4) || n_bias < 0 || n_bias > 1024)
+    return 0;
+  if (!(c->bias = malloc(((size_t)n_bias + 1) * sizeof *c->bias))) return 0;
+  for (int32_t i = 0; i < n_bias; i++)
+    if (!read_exact(f, &c->bias[i].token, 4) || !read_exact(f, &c->bias[i].bias, 4)) return 0;
+  c->p.n_logit_bias = n_bias;
+  c->p.logit_bias = c->bias;
   if (!(c->logits = read_array(f, (size_t)c->n_vocab, 4))) return 0;
   if (!read_exact(f, &c->n_keep, 4) || c->n_keep <= 0 || c->n_keep > c->n_vocab) return 0;
   if (!(c->ids = read_array(f, (size_t)c->n_keep, 4))) return 0;
@@ -64,6 +76,7 @@ static int read_case(FILE *f, sampler_case *c) {
 
 static void free_case(sampler_case *c) {
   free(c->hist);
+  free(c->bias);
   free(c->logits);
   free(c->ids);
   free(c->probs);
@@ -181,7 +194,7 @@ static int check_reference(const char *python, const char *ref_dir, const char *
   FILE *f = fopen(path, "rb");
   char magic[8];
   uint32_t n_cases = 0;
-  if (!f || !read_exact(f, magic, 8) || memcmp(magic, "RLXSMP1", 8) || !read_exact(f, &n_cases, 4)) {
+  if (!f || !read_exact(f, magic, 8) || memcmp(magic, "RLXSMP2", 8) || !read_exact(f, &n_cases, 4)) {
     printf("FAIL: %s is not a sampler case file\n", path);
     if (f) fclose(f);
     return 0;
@@ -288,6 +301,30 @@ static void check_errors(void) {
   p.temperature = NAN;
   CHECK_ERR(rlx_sampler_new(&p, 10, &s), RLX_ERR_INVALID, "temperature");
   CHECK_ERR(rlx_sampler_new(NULL, 10, NULL), RLX_ERR_INVALID, "out");
+  p = rlx_sampler_default_params();
+  p.frequency_penalty = INFINITY;
+  CHECK_ERR(rlx_sampler_new(&p, 10, &s), RLX_ERR_INVALID, "frequency_penalty");
+  rlx_logit_bias bad_bias[2] = {{3, 1.0f}, {10, 1.0f}};
+  p = rlx_sampler_default_params();
+  p.n_logit_bias = 2;
+  p.logit_bias = bad_bias;
+  CHECK_ERR(rlx_sampler_new(&p, 10, &s), RLX_ERR_INVALID, "logit_bias 1", "token 10");
+  bad_bias[1] = (rlx_logit_bias){4, NAN};
+  CHECK_ERR(rlx_sampler_new(&p, 10, &s), RLX_ERR_INVALID, "logit_bias 1");
+  p.logit_bias = NULL;
+  CHECK_ERR(rlx_sampler_new(&p, 10, &s), RLX_ERR_INVALID, "logit biases");
+
+  /* a -inf bias bans a token: never drawn, even as the best; the biases
+   * are copied (the caller's array may go) */
+  rlx_logit_bias ban[1] = {{2, -INFINITY}};
+  p = rlx_sampler_default_params();
+  p.n_logit_bias = 1;
+  p.logit_bias = ban;
+  CHECK(rlx_sampler_new(&p, 4, &s) == RLX_OK, "a ban: %s", rlx_last_error());
+  ban[0].token = 0;
+  float best2[4] = {1.0f, 0.5f, 9.0f, 0.8f};
+  for (int i = 0; i < 50; i++) CHECK(rlx_sampler_sample(s, best2) != 2, "a banned token drawn");
+  rlx_sampler_free(s);
 
   /* NaN and -inf logits are never drawn; all of them: -1 and a message. */
   CHECK(rlx_sampler_new(NULL, 4, &s) == RLX_OK, "default params");

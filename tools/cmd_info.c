@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define SHORT_STRING 64   /* bytes of a string shown before "..." */
 #define SHORT_ARRAY 5     /* elements of an array shown before "..." */
@@ -93,14 +94,8 @@ static void print_bytes(uint64_t n) {
 }
 
 /* The decoder rlx generate would build from a GGUF, or why it would not. */
-static void print_model(const rlx_model_file *f) {
-  rlx_llm_info mi;
-  printf("\nmodel (as rlx generate builds it):\n");
-  if (rlx_llm_describe(f, &mi) != RLX_OK) {
-    char msg[4096];
-    printf("  not runnable: %s\n", cli_escape(rlx_last_error(), msg, sizeof msg));
-    return;
-  }
+static void print_model_info(const rlx_llm_info *m) {
+  const rlx_llm_info mi = *m;
   char arch[sizeof mi.arch * 4];
   printf("  %s: %lld layers, embedding %lld, feed-forward %lld, %lld heads of %lld (%lld kv heads), vocab %lld\n",
          cli_escape(mi.arch, arch, sizeof arch), (long long)mi.n_layer, (long long)mi.n_embd, (long long)mi.n_ff,
@@ -117,6 +112,59 @@ static void print_model(const rlx_model_file *f) {
   printf("  weights used: ");
   print_bytes(mi.weight_bytes);
   putchar('\n');
+}
+
+static void print_model(const rlx_model_file *f) {
+  rlx_llm_info mi;
+  printf("\nmodel (as rlx generate builds it):\n");
+  if (rlx_llm_describe(f, &mi) != RLX_OK) {
+    char msg[4096];
+    printf("  not runnable: %s\n", cli_escape(rlx_last_error(), msg, sizeof msg));
+    return;
+  }
+  print_model_info(&mi);
+}
+
+static void print_metadata(const rlx_model_file *f) {
+  const int64_t n_meta = rlx_meta_count(f);
+  printf("\nmetadata (%" PRId64 " keys):\n", n_meta);
+  size_t key_w = 0;
+  for (int64_t i = 0; i < n_meta; i++) {
+    char key[NAME_CAP];
+    size_t l = strlen(cli_escape(rlx_meta_key(f, i, NULL), key, sizeof key));
+    if (l > key_w) key_w = l;
+  }
+  if (key_w > 48) key_w = 48;
+  for (int64_t i = 0; i < n_meta; i++) {
+    rlx_meta_value v;
+    char type[48], key[NAME_CAP];
+    cli_escape(rlx_meta_key(f, i, &v), key, sizeof key);
+    type_label(&v, type, sizeof type);
+    printf("  %-*s  %-14s ", (int)key_w, key, type);
+    print_value(&v, 0);
+    putchar('\n');
+  }
+}
+
+/* A Hugging Face decoder folder: the model rlx generate loads from it and
+ * the GGUF metadata it is read as. */
+static int print_folder(const char *path) {
+  rlx_llm *m = NULL;
+  rlx_llm_info mi;
+  rlx_status st = rlx_llm_open(path, NULL, &m);
+  if (!st) st = rlx_llm_get_info(m, &mi);
+  if (st) {
+    rlx_llm_free(m);
+    return cli_fail(st, "info");
+  }
+  char name[NAME_CAP];
+  printf("folder:      %s\n", cli_escape(path, name, sizeof name));
+  printf("format:      Hugging Face (config.json, safetensors, tokenizer.json), read as GGUF metadata\n");
+  printf("\nmodel (as rlx generate builds it):\n");
+  print_model_info(&mi);
+  print_metadata(rlx_llm_file(m));
+  rlx_llm_free(m);
+  return 0;
 }
 
 /* Tensor count and bytes per type, in order of first appearance. */
@@ -149,7 +197,7 @@ static int print_file(const char *path) {
   rlx_model_file *f = NULL;
   rlx_status st = rlx_model_file_open(path, &f);
   if (st) return cli_fail(st, "info");
-  const int64_t n_meta = rlx_meta_count(f), n_tensors = rlx_model_file_num_tensors(f);
+  const int64_t n_tensors = rlx_model_file_num_tensors(f);
   int64_t unsupported = 0;
   uint64_t data_bytes = 0;
   size_t name_w = 4, type_w = 4, shape_w = 5;
@@ -180,24 +228,7 @@ static int print_file(const char *path) {
   putchar('\n');
   if (rlx_model_file_format(f) == RLX_FILE_GGUF && rlx_meta_find(f, "general.architecture") >= 0) print_model(f);
   print_type_summary(f, n_tensors);
-  printf("\nmetadata (%" PRId64 " keys):\n", n_meta);
-
-  size_t key_w = 0;
-  for (int64_t i = 0; i < n_meta; i++) {
-    char key[NAME_CAP];
-    size_t l = strlen(cli_escape(rlx_meta_key(f, i, NULL), key, sizeof key));
-    if (l > key_w) key_w = l;
-  }
-  if (key_w > 48) key_w = 48;
-  for (int64_t i = 0; i < n_meta; i++) {
-    rlx_meta_value v;
-    char type[48], key[NAME_CAP];
-    cli_escape(rlx_meta_key(f, i, &v), key, sizeof key);
-    type_label(&v, type, sizeof type);
-    printf("  %-*s  %-14s ", (int)key_w, key, type);
-    print_value(&v, 0);
-    putchar('\n');
-  }
+  print_metadata(f);
 
   printf("\ntensors (%" PRId64 "; shapes outermost first", n_tensors);
   if (rlx_model_file_format(f) == RLX_FILE_GGUF) printf(", i.e. GGUF's ne reversed");
@@ -219,12 +250,13 @@ static int print_file(const char *path) {
 }
 
 static const char *usage =
-    "usage: rlx info MODEL.gguf|MODEL.safetensors [--full]\n"
+    "usage: rlx info MODEL.gguf|MODEL.safetensors|FOLDER [--full]\n"
     "\n"
     "Prints a model file: its layout; for a GGUF of an architecture rlx generate\n"
     "runs (llama / SmolLM2, qwen2, qwen3), the model it builds (sizes, context,\n"
     "KV cache, RoPE scaling, weight memory) or why it cannot; the bytes per\n"
-    "tensor type; every metadata key; the tensor table.\n"
+    "tensor type; every metadata key; the tensor table. A Hugging Face decoder\n"
+    "folder: the model and the GGUF metadata rlx reads it as.\n"
     "\n"
     "  --full       print long strings and arrays whole (default: abbreviated)\n"
     "  -h, --help   print this help\n";
@@ -249,5 +281,7 @@ int cmd_info(int argc, char **argv) {
   }
   size_t len = strlen(path);
   if (len > 5 && !strcmp(path + len - 5, ".onnx")) return cmd_model_info(path);
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return print_folder(path);
   return print_file(path);
 }

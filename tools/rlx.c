@@ -30,6 +30,9 @@ static const char *usage =
     "                          with a Hugging Face BERT-family folder, as JSON\n"
     "                          (OpenAI embeddings shape) or .npy (rlx embed --help)\n"
     "  rerank -m FOLDER -q QUERY -f DOCS   a cross-encoder's scores, best first\n"
+    "  serve [-m MODEL.gguf] [opts]   an OpenAI-compatible HTTP server: chat and\n"
+    "                          text completions (streamed or not), embeddings,\n"
+    "                          models, health, metrics (rlx serve --help)\n"
     "  graph check FILE        parse and verify a graph text file, print it back\n"
     "                          in canonical form with its hash\n"
     "  graph run FILE [opts]   compile the graph, run it on random inputs and\n"
@@ -127,6 +130,15 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "embed")) return cmd_embed(argc - 2, argv + 2);
   if (!strcmp(argv[1], "rerank")) return cmd_rerank(argc - 2, argv + 2);
   if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "serve")) {
+#ifdef RLX_HAVE_SERVE
+    return cmd_serve(argc - 2, argv + 2);
+#else
+    fprintf(stderr, "rlx serve: this rlx was built without libmicrohttpd and libcjson (install libmicrohttpd-dev "
+                    "and libcjson-dev, then configure and build again)\n");
+    return 1;
+#endif
+  }
   fprintf(stderr, "rlx: unknown command '%s' (try rlx --help)\n", argv[1]);
   return 2;
 }

@@ -91,7 +91,7 @@ PROGRESS = ctypes.CFUNCTYPE(None, dbl, c_vp)
 
 class LlmOptions(ctypes.Structure):
     _fields_ = [("compile", Options), ("n_ctx", i64), ("progress", PROGRESS), ("progress_user", c_vp),
-                ("cache_type", i32)]
+                ("cache_type", i32), ("n_seq", i32)]
 
 
 class LlmInfo(ctypes.Structure):
@@ -106,7 +106,9 @@ class LlmInfo(ctypes.Structure):
 
 class SamplerParams(ctypes.Structure):
     _fields_ = [("temperature", f32), ("top_k", ctypes.c_int32), ("top_p", f32), ("min_p", f32),
-                ("repeat_penalty", f32), ("repeat_last_n", ctypes.c_int32), ("seed", ctypes.c_uint64)]
+                ("repeat_penalty", f32), ("repeat_last_n", ctypes.c_int32), ("seed", ctypes.c_uint64),
+                ("frequency_penalty", f32), ("presence_penalty", f32), ("n_logit_bias", ctypes.c_int32),
+                ("logit_bias", c_vp)]
 
 
 class ChatMessage(ctypes.Structure):
@@ -188,6 +190,8 @@ FUNCTIONS = {
     "rlx_token_is_eog": (i32, [c_vp, ctypes.c_int32]),
     "rlx_chat_apply_template": (c_status, [c_vp, P(ChatMessage), i32, i32, c_vp, sz, P(sz)]),
     "rlx_llm_load": (c_status, [c_vp, P(LlmOptions), P(c_vp)]),
+    "rlx_llm_open": (c_status, [c_str, P(LlmOptions), P(c_vp)]),
+    "rlx_llm_file": (c_vp, [c_vp]),
     "rlx_llm_free": (None, [c_vp]),
     "rlx_llm_get_info": (c_status, [c_vp, P(LlmInfo)]),
     "rlx_llm_vocab_size": (i64, [c_vp]),

@@ -1,5 +1,6 @@
-"""rlx.LLM: a GGUF language model (tokenizer, decoder with its KV cache,
-sampler) from Python, as `rlx generate` runs it."""
+"""rlx.LLM: a GGUF language model or a Hugging Face folder of one
+(tokenizer, decoder with its KV cache, sampler) from Python, as
+`rlx generate` runs it."""
 import codecs
 import ctypes
 import os
@@ -15,7 +16,8 @@ _CACHE_TYPES = {"f32": 0, "f16": 1, "bf16": 2}
 
 
 class LLM(_lib.Owner):
-    """A Llama-family GGUF model (llama / SmolLM2, qwen2, qwen3).
+    """A Llama-family model (llama / SmolLM2, qwen2, qwen3): a GGUF file or
+    a Hugging Face folder (config.json, safetensors, tokenizer.json).
 
     ``n_ctx``: the KV cache length (0: the model's, at most 4096);
     ``device``: "cpu", "cuda" or "auto"; ``threads``: 0 for every core;
@@ -26,7 +28,8 @@ class LLM(_lib.Owner):
     ...     print(piece, end="")
     """
 
-    _owned = (("_m", "rlx_llm_free"), ("_tok", "rlx_tokenizer_free"), ("_f", "rlx_model_file_close"))
+    # the file (_f) belongs to the decoder (rlx_llm_open): closed with it
+    _owned = (("_m", "rlx_llm_free"), ("_tok", "rlx_tokenizer_free"))
 
     def close(self):
         """Frees the model now (after an eval in another thread ends)."""
@@ -38,15 +41,14 @@ class LLM(_lib.Owner):
         self._lock = threading.Lock()  # rlx_llm_eval releases the GIL: one call at a time
         if cache_type not in _CACHE_TYPES:
             raise errors.InvalidError("rlx: cache_type %r is not f32, f16 or bf16" % (cache_type,))
-        f, tok, m = _lib.c_vp(), _lib.c_vp(), _lib.c_vp()
-        check(lib.rlx_model_file_open(os.fsencode(path), ctypes.byref(f)))
-        self._f = f.value
-        check(lib.rlx_tokenizer_load(self._f, ctypes.byref(tok)))
-        self._tok = tok.value
+        tok, m = _lib.c_vp(), _lib.c_vp()
         opts = _lib.LlmOptions(_options(device, threads), int(n_ctx), _lib.PROGRESS(), None,
                                _CACHE_TYPES[cache_type])
-        check(lib.rlx_llm_load(self._f, ctypes.byref(opts), ctypes.byref(m)))
+        check(lib.rlx_llm_open(os.fsencode(path), ctypes.byref(opts), ctypes.byref(m)))
         self._m = m.value
+        self._f = lib.rlx_llm_file(self._m)
+        check(lib.rlx_tokenizer_load(self._f, ctypes.byref(tok)))
+        self._tok = tok.value
         self.n_vocab = int(lib.rlx_llm_vocab_size(self._m))  # sizes the logits buffers
         info = self.info()
         self.n_ctx = info["n_ctx"]

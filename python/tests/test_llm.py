@@ -90,3 +90,21 @@ def test_llm_errors(llm):
         llm.generate("", max_tokens=2, add_special=False)
     with pytest.raises(rlx.InvalidError):
         rlx.LLM("x.gguf", cache_type="f8")
+
+
+def test_hf_folder():
+    """A Hugging Face folder (tests/data/hf_decoders, with transformers'
+    references from tests/ref/hf_decoder_folders.py) loads as a GGUF does:
+    transformers' token ids and greedy tokens, and its chat template."""
+    import os
+    data = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_decoders")
+    ref = os.path.join(data, "qwen3_f16.ref")
+    with rlx.LLM(os.path.join(data, "qwen3_f16"), threads=2) as m:
+        assert m.arch == "qwen3"
+        text = open(os.path.join(ref, "prompt0.txt"), encoding="utf-8").read()
+        ids = m.tokenize(text)
+        assert ids == np.fromfile(os.path.join(ref, "prompt0.tokens"), np.int32).tolist()
+        greedy = np.fromfile(os.path.join(ref, "prompt0.greedy"), np.int32).tolist()
+        assert m.generate_tokens(ids, max_tokens=len(greedy), temperature=0) == greedy
+        chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"}]
+        assert m.apply_chat_template(chat) == open(os.path.join(ref, "chat.txt"), encoding="utf-8").read()

@@ -1,10 +1,9 @@
-/* kv_cache.c — the decoder's KV cache: its params and nodes in the graph,
- * its zero binding, the key length bucket and the mask of a run (model.h). */
+/* kv_cache.c — the decoder's KV cache: its params and nodes in the graph
+ * and its zero binding (model.h; the cells' bookkeeping is kv_pool.c). */
 #include "model.h"
 
 #include "../ir/ir.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -67,29 +66,4 @@ rlx_status llm_kv_bind(rlx_session *s, const llm_kv_cache *c) {
     }
   free(zeros);
   return st;
-}
-
-int64_t llm_kv_key_len(const llm_kv_cache *c, int64_t n_past, int64_t S) {
-  int64_t t = (n_past + S + LLM_KV_BUCKET - 1) / LLM_KV_BUCKET * LLM_KV_BUCKET;
-  return t < c->n_ctx ? t : c->n_ctx;
-}
-
-rlx_status llm_kv_mask(llm_kv_cache *c, int64_t n_past, int64_t S, int64_t T) {
-  size_t need = (size_t)ir_size_mul(S, T);  /* S <= LLM_MAX_BATCH, T <= n_ctx: far below the limit */
-  if (need > c->mask_cap) {
-    float *m = realloc(c->mask, need * sizeof *m);
-    if (!m) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_eval: out of memory for a %lldx%lld mask", (long long)S,
-                                 (long long)T);
-    c->mask = m;
-    c->mask_cap = need;
-  }
-  for (int64_t i = 0; i < S; i++)
-    for (int64_t j = 0; j < T; j++) c->mask[i * T + j] = j <= n_past + i ? 0.0f : -INFINITY;
-  return RLX_OK;
-}
-
-void llm_kv_free(llm_kv_cache *c) {
-  free(c->mask);
-  c->mask = NULL;
-  c->mask_cap = 0;
 }

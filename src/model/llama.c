@@ -28,6 +28,7 @@
  * Weights feed the products straight from the mapping (linear): no run
  * converts or transposes a weight. Only the logit
  * rows asked for are projected (the last token, or all of them). */
+#include "hf_llama.h"
 #include "model.h"
 
 #include "../ir/ir.h"
@@ -37,10 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Longest run of tokens one plan takes: longer prompts go in chunks, so
- * the largest plan's arena stays bounded. */
-#define LLM_MAX_BATCH 512
+#include <sys/stat.h>
 
 typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } llm_arch;
 
@@ -68,12 +66,15 @@ typedef struct {
 
 struct rlx_llm {
   const rlx_model_file *file;
+  const hf_llm *hf;         /* weights of a Hugging Face folder; file its metadata */
+  hf_llm *own_hf;           /* rlx_llm_open: what rlx_llm_free closes */
+  rlx_model_file *own_file;
   llm_hparams hp;
   llm_kv_cache kv;
+  llm_pool pool;
   rlx_session *sess;
-  int64_t n_past;
+  int ran;                /* a run has written the cache (rlx_output reads it) */
   size_t weight_bytes;
-  int32_t *rows;          /* the logit rows of a run: LLM_MAX_BATCH */
   double *rope_freq;      /* [n_rot / 2]: angle per position of each rotation */
   double rope_mscale;     /* cos and sin are scaled by it (YaRN, attn_factor) */
   float *rope_table;      /* cos then sin of a run: 2 * LLM_MAX_BATCH * n_rot / 2 */
@@ -270,15 +271,22 @@ typedef struct {
   size_t weight_bytes;
   int weight_right;        /* F32 weights as MatMul's right operand (CUDA) */
   rlx_status st;           /* the first error (a tensor, or out of memory) */
+  const hf_llm *hf;        /* tensors of a Hugging Face folder (hf_llama.h) */
 } llm_builder;
+
+/* A tensor by its GGUF name, from the file or the folder. */
+static rlx_status find_weight(const llm_builder *b, const char *name, rlx_file_tensor *t) {
+  return b->hf ? hf_llm_tensor(b->hf, name, t) : rlx_model_file_find_tensor(b->f, name, t);
+}
 
 /* The param of tensor `name` of exactly the dims given (rank n), or -1 with
  * b->st set. optional: a missing tensor is -1 without an error. */
 static rlx_node weight(llm_builder *b, const char *name, int rank, const int64_t *dims, int optional) {
   if (b->st) return -1;
   rlx_file_tensor t;
-  if (rlx_model_file_find_tensor(b->f, name, &t) != RLX_OK) {
-    if (!optional) b->st = rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor %s", b->hp->name, name);
+  if (find_weight(b, name, &t) != RLX_OK) {
+    /* a folder's message names both names */
+    if (!optional) b->st = b->hf ? RLX_ERR_FORMAT : rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor %s", b->hp->name, name);
     return -1;
   }
   if (!t.supported) {
@@ -447,7 +455,7 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
 
   /* tied embeddings: the table is the output matrix too */
   rlx_file_tensor out_t;
-  const int tied = rlx_model_file_find_tensor(b->f, "output.weight", &out_t) != RLX_OK;
+  const int tied = b->hf ? hf_llm_tied(b->hf) : rlx_model_file_find_tensor(b->f, "output.weight", &out_t) != RLX_OK;
   rlx_node embd = weight(b, "token_embd.weight", 2, (const int64_t[]){hp->n_vocab, E}, 0);
   if (b->st) return b->st;
   rlx_dtype embd_t;
@@ -490,11 +498,12 @@ static rlx_status bind_weights(rlx_llm *m, const llm_builder *b, const rlx_llm_o
 }
 
 /* The hyperparameters and the vocabulary size (token_embd.weight's rows). */
-static rlx_status read_model(const rlx_model_file *f, llm_hparams *hp) {
+static rlx_status read_model(const rlx_model_file *f, const hf_llm *hf, llm_hparams *hp) {
   rlx_status st = read_hparams(f, hp);
   if (st) return st;
   rlx_file_tensor embd;
-  if (rlx_model_file_find_tensor(f, "token_embd.weight", &embd) != RLX_OK)
+  if (hf && (st = hf_llm_tensor(hf, "token_embd.weight", &embd))) return st;
+  if (!hf && rlx_model_file_find_tensor(f, "token_embd.weight", &embd) != RLX_OK)
     return rlx_set_error(RLX_ERR_FORMAT, "rlx_llm_load: %s: the file has no tensor token_embd.weight", hp->name);
   hp->n_vocab = embd.rank == 2 ? embd.dims[0] : 0;
   int64_t vocab;
@@ -540,7 +549,7 @@ rlx_status rlx_llm_describe(const rlx_model_file *f, rlx_llm_info *out) {
   if (!f || !out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_describe: NULL argument");
   llm_hparams hp;
   memset(&hp, 0, sizeof hp);
-  rlx_status st = read_model(f, &hp);
+  rlx_status st = read_model(f, NULL, &hp);
   double *freq = NULL, mscale;
   if (st == RLX_OK && !(freq = malloc((size_t)(hp.n_rot / 2) * sizeof *freq)))
     st = rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_describe: out of memory");
@@ -549,8 +558,8 @@ rlx_status rlx_llm_describe(const rlx_model_file *f, rlx_llm_info *out) {
   if (st) return st;
   /* the graph as rlx_llm_load builds it (every tensor found and checked),
    * not compiled */
-  llm_kv_cache kv = {default_n_ctx(&hp), hp.n_layer, hp.n_head_kv * hp.head_dim, RLX_F32, NULL, 0};
-  llm_builder b = {rlx_graph_new("rlx.llm.describe"), f, &hp, NULL, 0, 0, 0, 0, RLX_OK};
+  llm_kv_cache kv = {default_n_ctx(&hp), hp.n_layer, hp.n_head_kv * hp.head_dim, RLX_F32};
+  llm_builder b = {rlx_graph_new("rlx.llm.describe"), f, &hp, NULL, 0, 0, 0, 0, RLX_OK, NULL};
   st = b.g ? build_graph(&b, &kv) : rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_describe: out of memory");
   free(b.bound);
   rlx_graph_free(b.g);
@@ -564,13 +573,17 @@ rlx_status rlx_llm_describe(const rlx_model_file *f, rlx_llm_info *out) {
 }
 
 
-rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx_llm **out) {
+/* f: the GGUF file, or a folder's metadata with hf its weights. */
+static rlx_status llm_load(const rlx_model_file *f, const hf_llm *hf, const rlx_llm_options *opt, rlx_llm **out) {
   if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: out is NULL");
   *out = NULL;
   if (!f) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: file is NULL");
-  rlx_llm_options o = {{RLX_DEVICE_AUTO, 0, 0}, 0, NULL, NULL, RLX_F32};
+  rlx_llm_options o = {{RLX_DEVICE_AUTO, 0, 0}, 0, NULL, NULL, RLX_F32, 1};
   if (opt) o = *opt;
   if (o.n_ctx < 0) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: n_ctx %lld < 0", (long long)o.n_ctx);
+  if (o.n_seq == 0) o.n_seq = 1;
+  if (o.n_seq < 0 || o.n_seq > LLM_MAX_SEQ)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: n_seq %d is not in [1, %d]", (int)o.n_seq, LLM_MAX_SEQ);
   if (o.cache_type != RLX_F32 && o.cache_type != RLX_F16 && o.cache_type != RLX_BF16)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: cache_type %d is not RLX_F32, RLX_F16 or RLX_BF16",
                          (int)o.cache_type);
@@ -578,22 +591,28 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   rlx_llm *m = calloc(1, sizeof *m);
   if (!m) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   m->file = f;
-  rlx_status st = read_model(f, &m->hp);
+  m->hf = hf;
+  rlx_status st = read_model(f, hf, &m->hp);
+  /* a folder's Q/K rows are not permuted for adjacent pairs (hf_llama.h) */
+  if (hf) m->hp.rope_mode = RLX_ROPE_NEOX;
   if (st) {
     free(m);
     return st;
   }
   int64_t n_ctx = o.n_ctx ? o.n_ctx : default_n_ctx(&m->hp);
-  m->kv = (llm_kv_cache){n_ctx, m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, o.cache_type, NULL, 0};
-  if ((st = llm_kv_check(&m->kv))) {
+  /* the pool's cells: checked as one cache of n_seq * n_ctx rows (past int64: n_ctx
+   * alone is already too many) */
+  int64_t cells = ir_size_mul(n_ctx, o.n_seq);
+  m->kv = (llm_kv_cache){cells == IR_SIZE_OVER ? n_ctx : cells, m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim,
+                         o.cache_type};
+  if ((st = llm_kv_check(&m->kv)) || (st = llm_pool_init(&m->pool, o.n_seq, n_ctx))) {
     rlx_llm_free(m);
     return st;
   }
   const int64_t half = m->hp.n_rot / 2;
-  m->rows = malloc(LLM_MAX_BATCH * sizeof *m->rows);
   m->rope_freq = malloc((size_t)half * sizeof *m->rope_freq);
   m->rope_table = malloc((size_t)(2 * LLM_MAX_BATCH * half) * sizeof *m->rope_table);
-  if (!m->rows || !m->rope_freq || !m->rope_table) {
+  if (!m->rope_freq || !m->rope_table) {
     rlx_llm_free(m);
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   }
@@ -604,7 +623,7 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   char gname[64];
   snprintf(gname, sizeof gname, "rlx.llm.%s", m->hp.name);
   llm_builder b = {rlx_graph_new(gname), f, &m->hp, NULL, 0, 0, 0,
-                   rlx_compile_device(o.compile.device) == RLX_DEVICE_CUDA, RLX_OK};
+                   rlx_compile_device(o.compile.device) == RLX_DEVICE_CUDA, RLX_OK, hf};
   st = b.g ? build_graph(&b, &m->kv) : rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
   if (o.progress && st == RLX_OK) o.progress(0.1, o.progress_user);
   if (st == RLX_OK) st = rlx_compile(b.g, &o.compile, &m->sess);
@@ -622,20 +641,46 @@ rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx
   return RLX_OK;
 }
 
+rlx_status rlx_llm_load(const rlx_model_file *f, const rlx_llm_options *opt, rlx_llm **out) {
+  return llm_load(f, NULL, opt, out);
+}
+
+rlx_status rlx_llm_open(const char *path, const rlx_llm_options *opt, rlx_llm **out) {
+  if (!out || !path) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_open: NULL argument");
+  *out = NULL;
+  rlx_model_file *f = NULL;
+  hf_llm *hf = NULL;
+  struct stat s;
+  rlx_status st = stat(path, &s) == 0 && S_ISDIR(s.st_mode) ? hf_llm_open(path, &hf) : rlx_model_file_open(path, &f);
+  if (!st) st = llm_load(hf ? hf_llm_file(hf) : f, hf, opt, out);
+  if (st) {
+    hf_llm_free(hf);
+    rlx_model_file_close(f);
+    return st;
+  }
+  (*out)->own_hf = hf;
+  (*out)->own_file = f;
+  return RLX_OK;
+}
+
+const rlx_model_file *rlx_llm_file(const rlx_llm *m) { return m ? m->file : NULL; }
+
 void rlx_llm_free(rlx_llm *m) {
   if (!m) return;
   rlx_session_free(m->sess);
-  llm_kv_free(&m->kv);
-  free(m->rows);
+  llm_pool_free(&m->pool);
   free(m->rope_freq);
   free(m->rope_table);
+  /* after the session, which reads the weights in place */
+  hf_llm_free(m->own_hf);
+  rlx_model_file_close(m->own_file);
   free(m);
 }
 
 rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out) {
   if (!m || !out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_get_info: NULL argument");
   fill_info(&m->hp, out);
-  out->n_ctx = m->kv.n_ctx;
+  out->n_ctx = m->pool.n_ctx;
   out->weight_bytes = m->weight_bytes;
   out->kv_cache_bytes = llm_kv_bytes(&m->kv);
   out->kv_cache_type = m->kv.dtype;
@@ -645,80 +690,57 @@ rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out) {
 }
 
 int64_t rlx_llm_vocab_size(const rlx_llm *m) { return m ? m->hp.n_vocab : 0; }
-int64_t rlx_llm_n_past(const rlx_llm *m) { return m ? m->n_past : 0; }
-
 int64_t rlx_llm_plans_built(const rlx_llm *m) {
   rlx_session_stats st;
   if (!m || rlx_session_get_stats(m->sess, &st) != RLX_OK) return 0;
   return st.plans_built + st.plans_reused;
 }
 
-rlx_status rlx_llm_truncate(rlx_llm *m, int64_t n_past) {
-  if (!m) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_truncate: model is NULL");
-  if (n_past < 0 || n_past > m->n_past)
-    return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_truncate: n_past %lld outside [0, %lld]", (long long)n_past,
-                         (long long)m->n_past);
-  /* the rows past n_past stay, masked, until a run writes over them */
-  m->n_past = n_past;
-  return RLX_OK;
+/* ---------------------------------------------------------------- runs (llm_batch.c) */
+
+llm_pool *llm_pool_of(rlx_llm *m) { return &m->pool; }
+
+void llm_cache_view_of(rlx_llm *m, llm_cache_view *v) {
+  *v = (llm_cache_view){m->sess, &m->kv, &m->ran, m->rope_freq, m->hp.n_rot, m->hp.head_dim, m->hp.rope_mode};
 }
 
-/* One run of S <= LLM_MAX_BATCH tokens; R logit rows into logits. */
-static rlx_status eval_chunk(rlx_llm *m, const int32_t *tokens, int64_t S, int all_logits, float *logits) {
-  const int64_t T = llm_kv_key_len(&m->kv, m->n_past, S), R = all_logits ? S : 1;
+int64_t llm_n_layer(const rlx_llm *m) { return m->hp.n_layer; }
+rlx_dtype llm_cache_type(const rlx_llm *m) { return m->kv.dtype; }
+size_t llm_row_bytes(const rlx_llm *m) { return rlx_dtype_nbytes(m->kv.dtype, m->kv.kv_dim); }
+rlx_status llm_file_check(const rlx_llm *m) {
+  rlx_status st = rlx_model_file_check(m->file);
+  return st || !m->hf ? st : hf_llm_check(m->hf);
+}
+
+rlx_status llm_run(rlx_llm *m, const int32_t *tokens, const int32_t *pos, int64_t S, int64_t start, int64_t T,
+                   const int32_t *rows, int64_t R, float *logits) {
   const int64_t half = m->hp.n_rot / 2;
-  int32_t *rows = m->rows;
   float *cos_t = m->rope_table, *sin_t = m->rope_table + S * half;
   for (int64_t i = 0; i < S; i++)
     for (int64_t j = 0; j < half; j++) {
-      double theta = (double)(m->n_past + i) * m->rope_freq[j];
+      double theta = (double)pos[i] * m->rope_freq[j];
       cos_t[i * half + j] = (float)(cos(theta) * m->rope_mscale);
       sin_t[i * half + j] = (float)(sin(theta) * m->rope_mscale);
     }
-  for (int64_t i = 0; i < R; i++) rows[i] = (int32_t)(all_logits ? i : S - 1);
-  const int32_t start = (int32_t)m->n_past;
-  rlx_status st = llm_kv_mask(&m->kv, m->n_past, S, T);
-  if (st == RLX_OK)
-    st = rlx_set_input_shaped(m->sess, "tokens", tokens, (size_t)S * sizeof *tokens, 1, (const int64_t[]){S});
+  const int32_t at = (int32_t)start;
+  rlx_status st =
+      rlx_set_input_shaped(m->sess, "tokens", tokens, (size_t)S * sizeof *tokens, 1, (const int64_t[]){S});
   if (st == RLX_OK)
     st = rlx_set_input_shaped(m->sess, "rope_cos", cos_t, (size_t)(S * half) * sizeof *cos_t, 2,
                               (const int64_t[]){S, half});
   if (st == RLX_OK)
     st = rlx_set_input_shaped(m->sess, "rope_sin", sin_t, (size_t)(S * half) * sizeof *sin_t, 2,
                               (const int64_t[]){S, half});
-  if (st == RLX_OK) st = rlx_set_input(m->sess, "n_past", &start, sizeof start);
+  if (st == RLX_OK) st = rlx_set_input(m->sess, "n_past", &at, sizeof at);
   if (st == RLX_OK)
-    st = rlx_set_input_shaped(m->sess, "mask", m->kv.mask, (size_t)(S * T) * sizeof(float), 2,
+    st = rlx_set_input_shaped(m->sess, "mask", m->pool.mask, (size_t)(S * T) * sizeof(float), 2,
                               (const int64_t[]){S, T});
   if (st == RLX_OK)
     st = rlx_set_input_shaped(m->sess, "rows", rows, (size_t)R * sizeof *rows, 1, (const int64_t[]){R});
   if (st == RLX_OK) st = rlx_run(m->sess);
-  if (st == RLX_OK) st = rlx_output(m->sess, 0, logits, (size_t)(R * m->hp.n_vocab) * sizeof *logits);
-  if (st == RLX_OK) m->n_past += S;
-  return st;
-}
-
-rlx_status rlx_llm_eval(rlx_llm *m, const int32_t *tokens, int64_t n, int all_logits, float *logits) {
-  if (!m || !tokens || !logits) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_eval: NULL argument");
-  if (n <= 0) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_eval: %lld tokens", (long long)n);
-  if (n > m->kv.n_ctx - m->n_past)
-    return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_eval: %lld tokens after %lld do not fit the context of %lld",
-                         (long long)n, (long long)m->n_past, (long long)m->kv.n_ctx);
-  for (int64_t i = 0; i < n; i++)
-    if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab)
-      return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_eval: token %lld is %d, outside the vocabulary [0, %lld)",
-                           (long long)i, tokens[i], (long long)m->hp.n_vocab);
-  /* weights read in place from a file that shrank would be SIGBUS */
-  rlx_status checked = rlx_model_file_check(m->file);
-  if (checked) return checked;
-  for (int64_t done = 0; done < n;) {
-    int64_t S = n - done < LLM_MAX_BATCH ? n - done : LLM_MAX_BATCH;
-    /* without all_logits only the last chunk's last row is wanted, but each
-     * chunk gives one row: it lands in logits and the next overwrites it */
-    float *dst = all_logits ? logits + done * m->hp.n_vocab : logits;
-    rlx_status st = eval_chunk(m, tokens + done, S, all_logits, dst);
-    if (st) return st;
-    done += S;
+  if (st == RLX_OK) {
+    m->ran = 1;
+    st = rlx_output(m->sess, 0, logits, (size_t)(R * m->hp.n_vocab) * sizeof *logits);
   }
-  return RLX_OK;
+  return st;
 }

@@ -10,22 +10,21 @@
  * first. A 16-bit cache halves its memory; the new rows are rounded to it
  * as they are written.
  *
- * A run of S new tokens at positions [n_past, n_past + S) writes their K/V
- * rows into the cache params in place (UpdateSlice at n_past, Assigned back
- * to the param: plan_memory.c makes that pair write the param's own bytes)
- * and attends over the first T rows (a Narrow view, no copy), where T is
- * the symbolic key length: n_past + S rounded up to a bucket of
- * LLM_KV_BUCKET (at most n_ctx). The additive mask input [S, T] hides the
- * keys past each query's position (and the bucket's padding). So a plan
+ * A run of S new tokens writes their K/V rows into S contiguous cells
+ * [start, start + S) of the cache params in place (UpdateSlice at the
+ * n_past input, Assigned back to the param: plan_memory.c makes that pair
+ * write the param's own bytes) and attends over the first T rows (a Narrow
+ * view, no copy), where T is the symbolic key length: the cells in use
+ * rounded up to a bucket of LLM_KV_BUCKET (at most n_ctx). The additive
+ * mask input [S, T] hides the cells of other sequences, the keys past each
+ * query's position and the bucket's padding (kv_pool.c). So a plan
  * exists per (S, T bucket, logit rows), decode re-plans only when it
  * crosses into a new bucket, and a decode step costs the T rows it reads. */
 #define LLM_KV_BUCKET 128
 
 typedef struct {
-  int64_t n_ctx, n_layer, kv_dim;
+  int64_t n_ctx, n_layer, kv_dim;  /* n_ctx: the pool's cells (kv_pool.c), all sequences' */
   rlx_dtype dtype;
-  float *mask;          /* host mask of the last run [S, T] */
-  size_t mask_cap;      /* floats */
 } llm_kv_cache;
 
 /* The graph side, for one layer: writes k_new and v_new ([1, S, kv_dim],
@@ -40,13 +39,90 @@ void llm_kv_layer(rlx_graph *g, const llm_kv_cache *c, int layer, rlx_node k_new
 /* Zeros into every cache param of s (once, after compile). */
 rlx_status llm_kv_bind(rlx_session *s, const llm_kv_cache *c);
 
-/* The key length of a run of S tokens after n_past: n_past + S rounded up
- * to the bucket, at most n_ctx. */
-int64_t llm_kv_key_len(const llm_kv_cache *c, int64_t n_past, int64_t S);
 
-/* The mask [S, T] of such a run (0 where query i may see key j <= n_past +
- * i, -inf elsewhere), in c->mask. */
-rlx_status llm_kv_mask(llm_kv_cache *c, int64_t n_past, int64_t S, int64_t T);
+/* Longest run of tokens one plan takes: longer batches go in pieces, so
+ * the largest plan's arena stays bounded. */
+#define LLM_MAX_BATCH 512
+
+/* The cells of the KV pool (kv_pool.c): cell c holds the K/V rows of
+ * position pos[c] of every sequence in the bit set seqs[c] (several after
+ * rlx_llm_seq_copy), or nothing (pos -1, seqs 0). A run writes its S new
+ * rows into S contiguous free cells at `start` (the graph's UpdateSlice at
+ * the n_past input) and attends over cells [0, T) through the mask. */
+#define LLM_MAX_SEQ 64
+typedef struct {
+  int32_t   n_seq;
+  int64_t   n_ctx;      /* positions per sequence */
+  int64_t   n_cells;    /* n_seq * n_ctx */
+  int32_t  *pos;        /* [n_cells] */
+  uint64_t *seqs;       /* [n_cells] */
+  int64_t  *n_past;     /* [n_seq] */
+  int32_t  *tokens;     /* [n_seq * n_ctx]: sequence s's at s * n_ctx */
+  float    *mask;       /* the last run's [S, T] */
+  size_t    mask_cap;   /* floats */
+} llm_pool;
+
+rlx_status llm_pool_init(llm_pool *p, int32_t n_seq, int64_t n_ctx);
+void       llm_pool_free(llm_pool *p);
+/* Drops seq's positions >= n_past (cells seen by no sequence become free). */
+void       llm_pool_truncate(llm_pool *p, int32_t seq, int64_t n_past);
+/* The first run of free cells from cell `from` on of at least want cells,
+ * or the longest one when none is that long: its start in *start, its
+ * length (at most want) returned; 0 when no cell from `from` on is free. */
+int64_t    llm_pool_find(const llm_pool *p, int64_t want, int64_t from, int64_t *start);
+/* 1 + the last cell that a sequence of the bit set seqs sees; 0: none. A
+ * run for those sequences starts there or later, so each sequence's cells
+ * stay in the order of its positions: the CPU attention's sums then run
+ * over a sequence's keys in the same order wherever its cells sit. */
+int64_t    llm_pool_after(const llm_pool *p, uint64_t seqs);
+/* The cells in use, in increasing order, into cells[]; their count. */
+int64_t    llm_pool_live(const llm_pool *p, int64_t *cells);
+/* Cell cells[i] (increasing) becomes cell i, the rest free: the pool
+ * packed to its bottom, each sequence's cells in the same order (the rows
+ * move with llm_cells_pack). */
+void       llm_pool_pack(llm_pool *p, const int64_t *cells, int64_t n);
+/* The key length of a run ending before cell `end`: the used cells and the
+ * run's, rounded up to LLM_KV_BUCKET, at most n_cells. */
+int64_t    llm_pool_key_len(const llm_pool *p, int64_t end);
+/* The mask [S, T] of queries (seq[i], pos[i]) in p->mask. */
+rlx_status llm_pool_mask(llm_pool *p, const int32_t *seq, const int32_t *pos, int64_t S, int64_t T);
+/* cells[pos] = the cell of seq's position pos, for pos < n_past[seq]. */
+void       llm_pool_seq_cells(const llm_pool *p, int32_t seq, int64_t *cells);
+
+/* The decoder's side (llama.c) for llm_batch.c. */
+llm_pool  *llm_pool_of(rlx_llm *m);
+/* One run of S <= LLM_MAX_BATCH tokens at positions pos, written to cells
+ * [start, start + S), attending over T cells with p->mask; the R logit rows
+ * `rows` (indices into the run) into logits. */
+rlx_status llm_run(rlx_llm *m, const int32_t *tokens, const int32_t *pos, int64_t S, int64_t start, int64_t T,
+                   const int32_t *rows, int64_t R, float *logits);
+/* What kv_rows.c reads and writes of a decoder's cache. The session keeps
+ * the cache params: the last run's copy is read back through its Assign
+ * outputs (outputs 1 + 2 l and 2 + 2 l: K and V of layer l), a layer at a
+ * time; a changed copy goes back with rlx_set_param, and a one-token run
+ * into a free cell makes the outputs show it. */
+typedef struct {
+  rlx_session *sess;
+  const llm_kv_cache *kv;
+  int *ran;                 /* a run has written the cache (else it is zeros) */
+  const double *rope_freq;  /* [n_rot / 2] */
+  int64_t n_rot, head_dim;
+  rlx_rope_mode rope_mode;
+} llm_cache_view;
+void llm_cache_view_of(rlx_llm *m, llm_cache_view *v);
+/* Reads (write 0) or writes (write 1) the K/V rows of cells[0..n) in the
+ * cache's dtype: per layer, K's n rows then V's, llm_row_bytes each. */
+rlx_status llm_cells_io(rlx_llm *m, const int64_t *cells, int64_t n, void *buf, int write);
+/* Moves the K/V rows of cells[i] (increasing) to cell i, every layer. */
+rlx_status llm_cells_pack(rlx_llm *m, const int64_t *cells, int64_t n);
+/* Rotates the keys of cells[0..n) by delta positions, every layer (RoPE
+ * of p then of delta is RoPE of p + delta). */
+rlx_status llm_rerope(rlx_llm *m, const int64_t *cells, int64_t n, int64_t delta);
+size_t     llm_row_bytes(const rlx_llm *m);
+int64_t    llm_n_layer(const rlx_llm *m);
+rlx_dtype  llm_cache_type(const rlx_llm *m);
+/* The file's check (rlx_model_file_check): a mapped file that shrank. */
+rlx_status llm_file_check(const rlx_llm *m);
 
 /* All K and V bytes; SIZE_MAX past RLX_MAX_TENSOR_BYTES. */
 size_t llm_kv_bytes(const llm_kv_cache *c);
@@ -54,6 +130,5 @@ size_t llm_kv_bytes(const llm_kv_cache *c);
  * RLX_ERR_NOMEM when the whole cache does not fit the memory budget
  * (ir_memory_check); before anything is allocated. */
 rlx_status llm_kv_check(const llm_kv_cache *c);
-void   llm_kv_free(llm_kv_cache *c);
 
 #endif

@@ -3,9 +3,12 @@
  * The chain is llama.cpp's (common_sampler's default order), so a prompt
  * sampled with the same settings draws from the same distribution:
  *
- *   repetition penalty  each distinct token among the last repeat_last_n
+ *   logit bias          added to the logits of the tokens named
+ *   penalties           each distinct token among the last repeat_last_n
  *                       accepted ones: a positive logit is divided by the
- *                       penalty, a negative one multiplied by it
+ *                       repetition penalty, a negative one multiplied by
+ *                       it; then count * frequency_penalty +
+ *                       presence_penalty is subtracted
  *   top-k               the k largest logits
  *   top-p               the shortest prefix (by probability, normalized
  *                       over what top-k kept) whose cumulative probability
@@ -23,8 +26,17 @@
  * min-p alone, or temperature alone, keeps its set unsorted.
  *
  * The draw uses xoshiro256** seeded through splitmix64: the same seed and
- * the same logits give the same tokens on every machine. */
+ * the same logits give the same tokens on every machine.
+ *
+ * A grammar (rlx_sampler_set_grammar) is applied as llama.cpp's
+ * common_sampler applies it: the token drawn from the plain chain is kept
+ * when the grammar allows it; otherwise every token it does not allow is
+ * set to -inf and the chain runs and draws again. Checking one token is
+ * cheap, masking the vocabulary is not, and greedy picks the same token
+ * either way. */
 #include "model/sampler.h"
+
+#include "model/grammar.h"
 
 #include "ir/ir.h"
 
@@ -42,14 +54,17 @@ typedef struct {
 struct rlx_sampler {
   rlx_sampler_params p;
   int64_t        n_vocab;
-  float         *penalized;  /* n_vocab: the logits after the repetition penalty */
-  unsigned char *seen;       /* n_vocab: marks the window's tokens while penalizing (all 0 between calls) */
+  float         *penalized;  /* n_vocab: the logits after the bias and the penalties */
+  int32_t       *seen;       /* n_vocab: counts the window's tokens while penalizing (all 0 between calls) */
+  rlx_logit_bias *bias;      /* p.n_logit_bias, copied */
   candidate     *cand;       /* n_vocab: the selection */
   int32_t       *ids;        /* n_vocab: what rlx_sampler_candidates returns */
   float         *probs;
   int32_t       *recent;     /* ring of the last repeat_last_n accepted tokens */
   int64_t        n_recent, recent_next;
   uint64_t       rng[4];
+  rlx_grammar   *grammar;    /* borrowed, or NULL */
+  float         *masked;     /* n_vocab: the logits with the grammar's mask (allocated with it) */
 };
 
 /* ---------------------------------------------------------------- random numbers */
@@ -80,7 +95,7 @@ static double uniform01(uint64_t s[4]) { return (double)(xoshiro256ss(s) >> 11) 
 /* ---------------------------------------------------------------- lifetime */
 
 rlx_sampler_params rlx_sampler_default_params(void) {
-  rlx_sampler_params p = {0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0};
+  rlx_sampler_params p = {0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0, 0.0f, 0.0f, 0, NULL};
   return p;
 }
 
@@ -102,23 +117,38 @@ rlx_status rlx_sampler_new(const rlx_sampler_params *p, int64_t n_vocab, rlx_sam
                          (double)d.repeat_penalty);
   if (d.repeat_last_n < 0)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_sampler_new: repeat_last_n %d is negative", d.repeat_last_n);
+  if (!isfinite(d.frequency_penalty) || !isfinite(d.presence_penalty))
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_sampler_new: frequency_penalty %g or presence_penalty %g is not a "
+                         "number", (double)d.frequency_penalty, (double)d.presence_penalty);
+  if (d.n_logit_bias < 0 || (d.n_logit_bias && !d.logit_bias))
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_sampler_new: %d logit biases at %p", d.n_logit_bias,
+                         (const void *)d.logit_bias);
+  for (int32_t i = 0; i < d.n_logit_bias; i++)
+    if (d.logit_bias[i].token < 0 || d.logit_bias[i].token >= n_vocab || isnan(d.logit_bias[i].bias) ||
+        d.logit_bias[i].bias == INFINITY)
+      return rlx_set_error(RLX_ERR_INVALID, "rlx_sampler_new: logit_bias %d: token %d (of %lld) with bias %g; a "
+                           "bias is finite or -inf", i, d.logit_bias[i].token, (long long)n_vocab,
+                           (double)d.logit_bias[i].bias);
 
   rlx_sampler *s = calloc(1, sizeof *s);
   if (!s) return rlx_set_error(RLX_ERR_NOMEM, "rlx_sampler_new: out of memory");
-  s->p = d;
   s->n_vocab = n_vocab;
   size_t n = (size_t)n_vocab;
   s->penalized = malloc(n * sizeof *s->penalized);
-  s->seen = calloc(n, 1);
+  s->seen = calloc(n, sizeof *s->seen);
+  s->bias = malloc(((size_t)d.n_logit_bias + 1) * sizeof *s->bias);
   s->cand = malloc(n * sizeof *s->cand);
   s->ids = malloc(n * sizeof *s->ids);
   s->probs = malloc(n * sizeof *s->probs);
   s->recent = malloc(((size_t)d.repeat_last_n + 1) * sizeof *s->recent);
-  if (!s->penalized || !s->seen || !s->cand || !s->ids || !s->probs || !s->recent) {
+  if (!s->penalized || !s->seen || !s->bias || !s->cand || !s->ids || !s->probs || !s->recent) {
     rlx_sampler_free(s);
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_sampler_new: out of memory for a vocabulary of %lld",
                          (long long)n_vocab);
   }
+  if (d.n_logit_bias) memcpy(s->bias, d.logit_bias, (size_t)d.n_logit_bias * sizeof *s->bias);
+  s->p = d;
+  s->p.logit_bias = s->bias;
   uint64_t x = d.seed;
   for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
   *out = s;
@@ -129,10 +159,12 @@ void rlx_sampler_free(rlx_sampler *s) {
   if (!s) return;
   free(s->penalized);
   free(s->seen);
+  free(s->bias);
   free(s->cand);
   free(s->ids);
   free(s->probs);
   free(s->recent);
+  free(s->masked);
   free(s);
 }
 
@@ -145,19 +177,25 @@ void rlx_sampler_accept(rlx_sampler *s, int32_t token) {
 
 /* ---------------------------------------------------------------- the chain */
 
-/* The logits with the repetition penalty applied (the caller's when it is off). */
+/* The logits with the bias and the penalties applied (the caller's when
+ * all are off). */
 static const float *penalize(rlx_sampler *s, const float *logits) {
-  float pen = s->p.repeat_penalty;
-  if (pen == 1.0f || s->n_recent == 0) return logits;
+  const rlx_sampler_params *p = &s->p;
+  const float pen = p->repeat_penalty, freq = p->frequency_penalty, pres = p->presence_penalty;
+  const int penalties = s->n_recent && (pen != 1.0f || freq != 0.0f || pres != 0.0f);
+  if (!penalties && !p->n_logit_bias) return logits;
   memcpy(s->penalized, logits, (size_t)s->n_vocab * sizeof *logits);
+  for (int32_t i = 0; i < p->n_logit_bias; i++) s->penalized[s->bias[i].token] += s->bias[i].bias;
+  if (!penalties) return s->penalized;
+  for (int64_t j = 0; j < s->n_recent; j++) s->seen[s->recent[j]]++;
   for (int64_t j = 0; j < s->n_recent; j++) {
-    int32_t t = s->recent[j];
-    if (s->seen[t]) continue;  /* once per distinct token, however often it occurred */
-    s->seen[t] = 1;
+    int32_t t = s->recent[j], count = s->seen[t];
+    if (!count) continue;  /* once per distinct token, however often it occurred */
+    s->seen[t] = 0;
     float x = s->penalized[t];
-    s->penalized[t] = x > 0 ? x / pen : x * pen;
+    x = x > 0 ? x / pen : x * pen;
+    s->penalized[t] = x - (float)count * freq - pres;
   }
-  for (int64_t j = 0; j < s->n_recent; j++) s->seen[s->recent[j]] = 0;
   return s->penalized;
 }
 
@@ -346,9 +384,9 @@ rlx_status rlx_sampler_candidates(rlx_sampler *s, const float *logits, const int
   return RLX_OK;
 }
 
-int32_t rlx_sampler_sample(rlx_sampler *s, const float *logits) {
+/* Runs the chain on logits and draws; -1 with the chain's error. */
+static int32_t draw(rlx_sampler *s, const float *logits) {
   int64_t n;
-  if (!s || !logits) return rlx_set_error(RLX_ERR_INVALID, "rlx_sampler_sample: NULL argument"), -1;
   if (run_chain(s, logits, &n)) return -1;
   int64_t pick = n - 1;
   if (n > 1) {
@@ -364,7 +402,28 @@ int32_t rlx_sampler_sample(rlx_sampler *s, const float *logits) {
       }
     }
   }
-  int32_t token = s->ids[pick];
+  return s->ids[pick];
+}
+
+int32_t rlx_sampler_sample(rlx_sampler *s, const float *logits) {
+  if (!s || !logits) return rlx_set_error(RLX_ERR_INVALID, "rlx_sampler_sample: NULL argument"), -1;
+  int32_t token = draw(s, logits);
+  if (token >= 0 && s->grammar && !rlx_grammar_allows(s->grammar, token)) {
+    memcpy(s->masked, logits, (size_t)s->n_vocab * sizeof *logits);
+    if (!grammar_mask(s->grammar, s->masked, s->n_vocab))
+      return rlx_set_error(RLX_ERR_INVALID, "rlx_sampler_sample: the grammar allows no token here"), -1;
+    token = draw(s, s->masked);
+  }
+  if (token < 0) return -1;
+  if (s->grammar && rlx_grammar_accept(s->grammar, token)) return -1;
   rlx_sampler_accept(s, token);
   return token;
+}
+
+rlx_status rlx_sampler_set_grammar(rlx_sampler *s, rlx_grammar *g) {
+  if (!s) return rlx_set_error(RLX_ERR_INVALID, "rlx_sampler_set_grammar: sampler is NULL");
+  if (g && !s->masked && !(s->masked = malloc((size_t)s->n_vocab * sizeof *s->masked)))
+    return rlx_set_error(RLX_ERR_NOMEM, "rlx_sampler_set_grammar: out of memory");
+  s->grammar = g;
+  return RLX_OK;
 }

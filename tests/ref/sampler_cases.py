@@ -1,8 +1,10 @@
 """sampler_cases.py --out FILE: cases for tests/test_sampler.c.
 
 The reference is llama.cpp's sampler chain written the plain way, in NumPy:
-the repetition penalty on the distinct tokens of the last repeat_last_n
-accepted ones (in float32, as the logits are), a full sort of the
+the logit biases added, then on each distinct token of the last
+repeat_last_n accepted ones the repetition penalty and count *
+frequency_penalty + presence_penalty subtracted (in float32, as the
+logits are), a full sort of the
 vocabulary, top-k, a softmax, top-p (the first prefix whose cumulative
 probability reaches p), min-p (p >= min_p * p_max) and a softmax of
 logit / T over what is left, in float64. Greedy (T <= 0) is the argmax.
@@ -10,12 +12,14 @@ logit / T over what is left, in float64. Greedy (T <= 0) is the argmax.
 Cases whose answer hangs on rounding (a top-k tie at the cut, a cumulative
 sum or a min-p ratio too close to its bound) are drawn again.
 
-File format (little endian): b"RLXSMP1\\0", u32 case count, then per case:
+File format (little endian): b"RLXSMP2\\0", u32 case count, then per case:
 i64 n_vocab; f32 temperature, top_p, min_p, repeat_penalty; i32 top_k,
 repeat_last_n; u64 seed; u8 statistical (draw many tokens and compare
 frequencies: only where drawing does not change the distribution, i.e.
-no penalty); i32 n_history, i32 history[n_history]; f32 logits[n_vocab];
-i32 n_keep; i32 ids[n_keep] (ascending); f64 probs[n_keep].
+no penalty); i32 n_history, i32 history[n_history]; f32
+frequency_penalty, presence_penalty; i32 n_bias, (i32 token, f32 bias)
+[n_bias]; f32 logits[n_vocab]; i32 n_keep; i32 ids[n_keep] (ascending);
+f64 probs[n_keep].
 """
 import argparse
 import struct
@@ -30,18 +34,21 @@ class Ambiguous(Exception):
     pass
 
 
-def penalize(logits, history, penalty, last_n):
+def penalize(logits, history, penalty, last_n, freq=0.0, pres=0.0, bias=()):
     out = logits.astype(np.float32).copy()
-    window = history[-last_n:] if last_n > 0 else []
-    pen = np.float32(penalty)
-    for t in sorted(set(int(t) for t in window)):
-        out[t] = out[t] / pen if out[t] > 0 else out[t] * pen
+    for t, b in bias:
+        out[t] = np.float32(out[t] + np.float32(b))
+    window = [int(t) for t in history[-last_n:]] if last_n > 0 else []
+    pen, fq, pr = np.float32(penalty), np.float32(freq), np.float32(pres)
+    for t in sorted(set(window)):
+        x = out[t] / pen if out[t] > 0 else out[t] * pen
+        out[t] = np.float32(np.float32(x - np.float32(window.count(t)) * fq) - pr)
     return out
 
 
-def chain(logits, history, temp, top_k, top_p, min_p, penalty, last_n):
+def chain(logits, history, temp, top_k, top_p, min_p, penalty, last_n, freq=0.0, pres=0.0, bias=()):
     """(ids ascending, probs) of the kept candidates."""
-    lg = penalize(logits, history, penalty, last_n)
+    lg = penalize(logits, history, penalty, last_n, freq, pres, bias)
     n = lg.size
     if temp <= 0:
         return np.array([int(np.argmax(lg))]), np.array([1.0])
@@ -114,24 +121,41 @@ def build_cases(rng):
     specs += [(49152, "flat", 1.0, 0, 0.9, 0.0, 1.0, 64, 0),   # top-p over ~80% of the vocabulary
               (151936, "llm", 0.8, 40, 0.95, 0.05, 1.1, 64, 64),  # a Qwen-sized vocabulary
               (151936, "llm", 1.0, 0, 0.95, 0.0, 1.0, 64, 0)]
+    specs = [s + (0.0, 0.0, 0) for s in specs]
+    # OpenAI's penalties and logit_bias: (..., frequency, presence, biases)
+    for n in (7, 1000, 49152):
+        specs += [
+            (n, "llm", 0.0, 0, 1.0, 0.0, 1.0, 64, 40, 0.5, 0.0, 0),    # greedy after a frequency penalty
+            (n, "normal", 0.0, 0, 1.0, 0.0, 1.0, 64, 40, 0.0, 2.0, 0),  # ... a presence penalty
+            (n, "llm", 1.0, 0, 1.0, 0.0, 1.0, 64, 0, 0.0, 0.0, 5),      # biases, nothing else
+            (n, "peaked", 0.0, 0, 1.0, 0.0, 1.0, 64, 0, 0.0, 0.0, 3),   # greedy moved by a bias
+            (n, "llm", 0.8, 40, 0.95, 0.05, 1.1, 64, 64, 0.3, 0.4, 4),  # all of them
+            (n, "normal", 1.0, 0, 0.9, 0.0, 1.0, 16, 30, -0.5, -1.0, 2),  # negative penalties raise
+        ]
     cases = []
-    for (n, kind, temp, top_k, top_p, min_p, pen, last_n, n_hist) in specs:
+    for (n, kind, temp, top_k, top_p, min_p, pen, last_n, n_hist, freq, pres, n_bias) in specs:
         for _ in range(100):
             logits = make_logits(rng, n, kind).astype(np.float32)
             history = rng.integers(0, n, n_hist)
             if n_hist:  # repeats, and tokens the model likes, as real text has
                 history[: n_hist // 2] = history[n_hist // 2: 2 * (n_hist // 2)]
                 history[-1] = int(np.argmax(logits))
+            # biases on the favourite (down) and on random tokens (either way)
+            bias = [(int(rng.integers(n)), float(rng.normal(0, 4))) for _ in range(n_bias)]
+            if n_bias:
+                bias[0] = (int(np.argmax(logits)), -6.0)
             try:
-                ids, probs = chain(logits, history, temp, top_k, top_p, min_p, pen, last_n)
+                ids, probs = chain(logits, history, temp, top_k, top_p, min_p, pen, last_n, freq, pres, bias)
                 break
             except Ambiguous:
                 continue
         else:
             raise SystemExit(f"no unambiguous case for {n} {kind}")
-        statistical = temp > 0 and (pen == 1 or last_n == 0) and 2 <= len(ids) <= 200 and n <= 1000
+        no_penalty = (pen == 1 and freq == 0 and pres == 0) or last_n == 0
+        statistical = temp > 0 and no_penalty and 2 <= len(ids) <= 200 and n <= 1000
         seed = int(rng.integers(0, 2**63))
-        cases.append((n, temp, top_p, min_p, pen, top_k, last_n, seed, statistical, history, logits, ids, probs))
+        cases.append((n, temp, top_p, min_p, pen, top_k, last_n, seed, statistical, history, freq, pres, bias, logits,
+                      ids, probs))
     return cases
 
 
@@ -141,10 +165,14 @@ def main():
     args = ap.parse_args()
     cases = build_cases(np.random.default_rng(20261202))
     with open(args.out, "wb") as f:
-        f.write(b"RLXSMP1\0" + struct.pack("<I", len(cases)))
-        for (n, temp, top_p, min_p, pen, top_k, last_n, seed, stat, history, logits, ids, probs) in cases:
+        f.write(b"RLXSMP2\0" + struct.pack("<I", len(cases)))
+        for (n, temp, top_p, min_p, pen, top_k, last_n, seed, stat, history, freq, pres, bias, logits, ids,
+             probs) in cases:
             f.write(struct.pack("<q4f2iQB", n, temp, top_p, min_p, pen, top_k, last_n, seed, int(stat)))
             f.write(struct.pack("<i", len(history)) + np.asarray(history, "<i4").tobytes())
+            f.write(struct.pack("<2fi", freq, pres, len(bias)))
+            for t, b in bias:
+                f.write(struct.pack("<if", t, b))
             f.write(np.asarray(logits, "<f4").tobytes())
             f.write(struct.pack("<i", len(ids)) + np.asarray(ids, "<i4").tobytes())
             f.write(np.asarray(probs, "<f8").tobytes())
