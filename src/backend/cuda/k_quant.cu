@@ -219,7 +219,9 @@ extern "C" int cu_qmm_launch(const void *x, int x_dtype, const void *w, int sche
  * quantizes x the same way for the legacy blocks and per 256 (ggml's
  * q8_K) for the K-quants; 32 is the finer of the two.
  *
- * Weights stream through shared memory: each warp owns a run of
+ * At M = 1 every scheme but Q6_K takes a direct kernel (below the ring
+ * kernel), which loads the weights straight into registers. Otherwise
+ * weights stream through shared memory: each warp owns a run of
  * consecutive output columns (weight rows: one contiguous span of bytes
  * per segment) and copies it a chunk of whole blocks at a time with
  * 16-byte cp.async into a ring of qmv_stage<S>::N buffers, so a warp keeps
@@ -446,6 +448,206 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QMV_MIN_BLOCKS(MM)) qmv_kernel
   }
 }
 
+/* Q4_K at M = 1 ("direct"): the weights go from memory straight into
+ * registers, 16 bytes a load, no shared memory. The ring kernel above
+ * spends ~400 warp instructions on a 4096-weight Q4_K row (one 32-weight
+ * unit a lane at a time: scales decoded per unit from shared-memory bytes,
+ * x's levels reloaded per unit), ~0.17 a weight byte; at the copy rate
+ * that is close to 3 instructions a cycle a multiprocessor, and it ran at
+ * 2.0 TB/s. Here four lanes share a super-block: lane p of the four owns
+ * sub-blocks 2p and 2p + 1 (32 level bytes, two loads; the low and high
+ * nibbles of the same bytes), decodes their two scales and mins once from
+ * the block's 16-byte head (one load), and meets 64 levels of x in 16
+ * __dp4a: ~0.06 instructions a weight byte. A warp covers 8 super-blocks
+ * a step and R rows, which share x's loads; it loads QK_U steps of all R
+ * rows before using any (R * QK_U * 1152 bytes in flight a warp: a
+ * 4096-weight row is 2 steps), the first ones before the PDL wait (the
+ * weights are params). */
+#define QK_U 2
+/* Blocks of 4 warps a multiprocessor (register caps with no spills): at R = 2, 20 warps of 4.6 KB in flight */
+#define QK_MIN_BLOCKS(R) ((R) == 1 ? 8 : (R) == 2 ? 5 : 3)
+template <int R, typename O>
+__global__ void __launch_bounds__(QMV_WARPS * 32, QK_MIN_BLOCKS(R)) qmv_q4k_kernel(const __grid_constant__ cu_qmv_args a) {
+  const int lane = threadIdx.x % 32, g = lane >> 2, p = lane & 3;
+  const int64_t r0 = ((int64_t)blockIdx.x * QMV_WARPS + threadIdx.x / 32) * R;
+  if (r0 >= a.rows) {
+    cu_pdl_wait();
+    return;
+  }
+  const int64_t nsb = a.K / 256, rb = nsb * 144;
+  const int steps = (int)((nsb + 7) / 8);
+  const uint8_t *w[R];
+  int seg[R];
+  int64_t rs[R];
+#pragma unroll
+  for (int j = 0; j < R; j++) /* a row past the end reads row r0 again; its sum is not stored */
+    w[j] = (const uint8_t *)qmv_row(a, r0 + j < a.rows ? r0 + j : r0, rb, seg[j], rs[j]) + 16 + 32 * p;
+  float acc[R];
+#pragma unroll
+  for (int j = 0; j < R; j++) acc[j] = 0.f;
+  const int8_t *xq = (const int8_t *)a.qx;
+  const float4 *ds4 = (const float4 *)(xq + qx_levels_bytes(1, a.K)); /* (d, s) of units 2i and 2i + 1 */
+  /* the scale and min bytes of sub-blocks 2p and 2p + 1 (ggml's get_scale_min_k4) are bytes
+   * b0 and b0 + 1 of the head's words y, z, w (scales[0..11]) */
+  const int b0 = 2 * (p & 1), sh = 8 * b0;
+  for (int s0 = 0; s0 < steps; s0 += QK_U) {
+    uint4 wv[QK_U][R][3]; /* this lane's level bytes (2) and head (1) of super-block 8s + g of each row */
+#pragma unroll
+    for (int u = 0; u < QK_U; u++) {
+      const int64_t sb = (int64_t)(s0 + u) * 8 + g;
+#pragma unroll
+      for (int j = 0; j < R; j++) {
+        if (sb < nsb) {
+          const uint8_t *b = w[j] + sb * 144;
+          wv[u][j][0] = cu_ld16_stream(b), wv[u][j][1] = cu_ld16_stream(b + 16);
+          wv[u][j][2] = cu_ld16_stream(b - 16 - 32 * p);
+        } else {
+          wv[u][j][0] = wv[u][j][1] = wv[u][j][2] = make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
+    if (s0 == 0) cu_pdl_wait(); /* x's levels come from the kernel before */
+#pragma unroll
+    for (int u = 0; u < QK_U; u++) {
+      const int64_t sb = (int64_t)(s0 + u) * 8 + g;
+      if (sb >= nsb) break;
+      const int64_t k32 = sb * 8 + 2 * p;
+      const int4 *xp = (const int4 *)(xq + 32 * k32);
+      const int4 x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3];
+      const float4 ds = ds4[k32 / 2];
+#pragma unroll
+      for (int j = 0; j < R; j++) {
+        const uint4 q0 = wv[u][j][0], q1 = wv[u][j][1], h = wv[u][j][2];
+        const int M4 = 0x0F0F0F0F;
+        int lo = __dp4a((int)q0.x & M4, x0.x, 0), hi = __dp4a((int)(q0.x >> 4) & M4, x2.x, 0);
+        lo = __dp4a((int)q0.y & M4, x0.y, lo), hi = __dp4a((int)(q0.y >> 4) & M4, x2.y, hi);
+        lo = __dp4a((int)q0.z & M4, x0.z, lo), hi = __dp4a((int)(q0.z >> 4) & M4, x2.z, hi);
+        lo = __dp4a((int)q0.w & M4, x0.w, lo), hi = __dp4a((int)(q0.w >> 4) & M4, x2.w, hi);
+        lo = __dp4a((int)q1.x & M4, x1.x, lo), hi = __dp4a((int)(q1.x >> 4) & M4, x3.x, hi);
+        lo = __dp4a((int)q1.y & M4, x1.y, lo), hi = __dp4a((int)(q1.y >> 4) & M4, x3.y, hi);
+        lo = __dp4a((int)q1.z & M4, x1.z, lo), hi = __dp4a((int)(q1.z >> 4) & M4, x3.z, hi);
+        lo = __dp4a((int)q1.w & M4, x1.w, lo), hi = __dp4a((int)(q1.w >> 4) & M4, x3.w, hi);
+        int ls0, lm0, ls1, lm1;
+        if (p < 2) { /* sub-blocks 0..3: scales[u] & 63, scales[u + 4] & 63 */
+          ls0 = (h.y >> sh) & 63, ls1 = (h.y >> (sh + 8)) & 63;
+          lm0 = (h.z >> sh) & 63, lm1 = (h.z >> (sh + 8)) & 63;
+        } else { /* 4..7: low / high nibble of scales[u + 4], top bits of scales[u - 4] / scales[u] */
+          ls0 = ((h.w >> sh) & 0xF) | ((h.y >> (sh + 6)) & 3) << 4, ls1 = ((h.w >> (sh + 8)) & 0xF) | ((h.y >> (sh + 14)) & 3) << 4;
+          lm0 = ((h.w >> (sh + 4)) & 0xF) | ((h.z >> (sh + 6)) & 3) << 4, lm1 = ((h.w >> (sh + 12)) & 0xF) | ((h.z >> (sh + 14)) & 3) << 4;
+        }
+        const float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xFFFF)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
+        float t = fmaf(ds.x, d * (float)ls0 * (float)lo, acc[j]);
+        t = fmaf(-dmin * (float)lm0, ds.y, t);
+        t = fmaf(ds.z, d * (float)ls1 * (float)hi, t);
+        acc[j] = fmaf(-dmin * (float)lm1, ds.w, t);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < R; j++) {
+    const float v = cu_warp_sum(acc[j]);
+    if (lane == 0 && r0 + j < a.rows) {
+      O *out = (O *)a.seg[seg[j]].out;
+      const O *res = (const O *)a.seg[seg[j]].resid;
+      cu_fl<O>::st(out + rs[j], (typename cu_fl<O>::acc)(res ? v + (float)cu_fl<O>::ld(res + rs[j]) : v));
+    }
+  }
+}
+
+/* The legacy blocks at M = 1 (Q4_0, Q4_1, Q8_0), direct as qmv_q4k_kernel:
+ * lane l owns block 32s + l of each of the warp's R rows at step s, read
+ * as the aligned words around it (blocks of 18 and 34 bytes are only
+ * 2-byte aligned; the words are joined by funnel shifts, and the lanes'
+ * words of one load share cache lines, so they are L1-cached loads), and
+ * meets its 32 levels of x, loaded once for the R rows, in eight __dp4a.
+ * LG_U steps are loaded before any is used (the first before the PDL
+ * wait). */
+template <int S> struct lg_fmt;
+template <> struct lg_fmt<RLX_Q4_0> { enum { BB = 18, NW = 5, U = 4 }; };
+template <> struct lg_fmt<RLX_Q4_1> { enum { BB = 20, NW = 5, U = 4 }; };
+template <> struct lg_fmt<RLX_Q8_0> { enum { BB = 34, NW = 9, U = 2 }; };
+template <int S, int R, typename O>
+__global__ void __launch_bounds__(QMV_WARPS * 32, R == 1 ? 8 : 4) qmv_legacy_kernel(const __grid_constant__ cu_qmv_args a) {
+  typedef lg_fmt<S> F;
+  const int lane = threadIdx.x % 32;
+  const int64_t r0 = ((int64_t)blockIdx.x * QMV_WARPS + threadIdx.x / 32) * R;
+  if (r0 >= a.rows) {
+    cu_pdl_wait();
+    return;
+  }
+  const int64_t nblk = a.K / 32, rb = nblk * F::BB;
+  const int steps = (int)((nblk + 31) / 32);
+  uintptr_t w[R];
+  int seg[R];
+  int64_t rs[R];
+#pragma unroll
+  for (int j = 0; j < R; j++) /* a row past the end reads row r0 again; its sum is not stored */
+    w[j] = qmv_row(a, r0 + j < a.rows ? r0 + j : r0, rb, seg[j], rs[j]);
+  float acc[R];
+#pragma unroll
+  for (int j = 0; j < R; j++) acc[j] = 0.f;
+  const int8_t *xq = (const int8_t *)a.qx;
+  const float2 *dsx = (const float2 *)(xq + qx_levels_bytes(1, a.K));
+  for (int s0 = 0; s0 < steps; s0 += F::U) {
+    unsigned wv[F::U][R][F::NW]; /* the words from the block's first byte rounded down to 4 */
+    unsigned sh[F::U][R];        /* 0 or 16: the block's offset in them, in bits */
+#pragma unroll
+    for (int u = 0; u < F::U; u++) {
+      const int64_t c = (int64_t)(s0 + u) * 32 + lane;
+#pragma unroll
+      for (int j = 0; j < R; j++) {
+        const uintptr_t p = w[j] + (uintptr_t)(c * F::BB);
+        const unsigned *q = (const unsigned *)(p & ~(uintptr_t)3);
+        sh[u][j] = (unsigned)(p & 2) * 8;
+#pragma unroll
+        for (int k = 0; k < F::NW; k++) wv[u][j][k] = c < nblk ? __ldg(q + k) : 0u;
+      }
+    }
+    if (s0 == 0) cu_pdl_wait(); /* x's levels come from the kernel before */
+#pragma unroll
+    for (int u = 0; u < F::U; u++) {
+      const int64_t c = (int64_t)(s0 + u) * 32 + lane;
+      if (c >= nblk) break;
+      const int4 *xp = (const int4 *)(xq + 32 * c);
+      const int4 x0 = xp[0], x1 = xp[1];
+      const float2 ds = dsx[c];
+      const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int j = 0; j < R; j++) {
+        const unsigned *v = wv[u][j], b = sh[u][j];
+        const float d = __half2float(__ushort_as_half((unsigned short)((v[0] >> b) & 0xFFFF)));
+        int dot = 0;
+        float off;
+        if (S == RLX_Q8_0) { /* levels: bytes 2..33 */
+#pragma unroll
+          for (int k = 0; k < 8; k++) dot = __dp4a((int)__funnelshift_rc(v[k], v[k + 1], b + 16), xw[k], dot);
+          off = 0.f;
+        } else { /* 16 bytes of nibbles from byte 2 (Q4_0) or 4 (Q4_1): weight l low, l + 16 high */
+#pragma unroll
+          for (int k = 0; k < 4; k++) {
+            const int q = S == RLX_Q4_1 ? (int)v[k + 1] : (int)__funnelshift_rc(v[k], v[k + 1], b + 16);
+            dot = __dp4a(q & 0x0F0F0F0F, xw[k], dot);
+            dot = __dp4a((q >> 4) & 0x0F0F0F0F, xw[k + 4], dot);
+          }
+          off = S == RLX_Q4_1 ? __half2float(__ushort_as_half((unsigned short)(v[0] >> 16))) : -8.f * d;
+        }
+        acc[j] = fmaf(ds.x, d * (float)dot, acc[j]);
+        if (S != RLX_Q8_0) acc[j] = fmaf(off, ds.y, acc[j]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < R; j++) {
+    const float v = cu_warp_sum(acc[j]);
+    if (lane == 0 && r0 + j < a.rows) {
+      O *out = (O *)a.seg[seg[j]].out;
+      const O *res = (const O *)a.seg[seg[j]].resid;
+      cu_fl<O>::st(out + rs[j], (typename cu_fl<O>::acc)(res ? v + (float)cu_fl<O>::ld(res + rs[j]) : v));
+    }
+  }
+}
+
 /* The levels and (d, s) of 32 values, one a lane (v). A block with a NaN
  * or infinity gets d = s = NaN and levels 0 (its products are NaN, as the
  * float product's would be), as qdot_q8_0 does. */
@@ -574,6 +776,15 @@ extern "C" int cu_quant_x_launch(const cu_quant_x_args *a, cudaStream_t st) {
 
 template <int S, typename O> static int qmv_m(const cu_qmv_args *a, cudaStream_t st) {
   const dim3 g((unsigned)((a->rows + (int64_t)QMV_WARPS * a->rpw - 1) / ((int64_t)QMV_WARPS * a->rpw))), t(QMV_WARPS * 32);
+  if constexpr (S == RLX_Q4_K) {
+    if (a->M == 1 && a->rpw == 1) return cu_launch(qmv_q4k_kernel<1, O>, g, t, 0, st, a->pdl, *a);
+    if (a->M == 1 && a->rpw == 2) return cu_launch(qmv_q4k_kernel<2, O>, g, t, 0, st, a->pdl, *a);
+    if (a->M == 1 && a->rpw == 4) return cu_launch(qmv_q4k_kernel<4, O>, g, t, 0, st, a->pdl, *a);
+  }
+  if constexpr (S == RLX_Q4_0 || S == RLX_Q4_1 || S == RLX_Q8_0) {
+    if (a->M == 1 && a->rpw == 1) return cu_launch(qmv_legacy_kernel<S, 1, O>, g, t, 0, st, a->pdl, *a);
+    if (a->M == 1 && a->rpw == 2) return cu_launch(qmv_legacy_kernel<S, 2, O>, g, t, 0, st, a->pdl, *a);
+  }
   if (a->M == 1) return cu_launch(qmv_kernel<S, 1, O>, g, t, 0, st, a->pdl, *a);
   if (a->M == 2) return cu_launch(qmv_kernel<S, 2, O>, g, t, 0, st, a->pdl, *a);
   if (a->M <= 4) return cu_launch(qmv_kernel<S, 4, O>, g, t, 0, st, a->pdl, *a);
@@ -591,17 +802,18 @@ template <typename O> static int qmv_typed(const cu_qmv_args *a, cudaStream_t st
   }
 }
 
-/* Rows per warp: one. An earlier plan gave one wave of warps (rows / 4224 a
- * warp, streamed as one run of chunks); on the H200 one row a warp was
- * faster at every shape bench_cuda_kernels measures (M = 1, TB/s of
- * weights, one wave -> one row a warp): q8_0 28672x4096 3.12 -> 3.57,
- * 128256x4096 3.54 -> 4.31; q4_K 28672x4096 1.88 -> 2.00; the smaller
- * matrices had one row a warp already, and 2 or 4 were slower there. The
- * kernel still takes any rpw (the bench sweeps it). */
+/* Rows per warp: two for the direct kernels (M = 1; they take 1, 2 or 4:
+ * the rows share x's loads), one for the ring kernel. For the ring kernel
+ * an earlier plan gave one wave of warps (rows / 4224 a warp, streamed as
+ * one run of chunks); on the H200 one row a warp was faster at every
+ * shape bench_cuda_kernels measures (M = 1, TB/s of weights, one wave ->
+ * one row a warp): q8_0 28672x4096 3.12 -> 3.57, 128256x4096 3.54 ->
+ * 4.31; q4_K 28672x4096 1.88 -> 2.00. The ring kernel takes any rpw and
+ * the direct ones 1, 2 or 4 (the bench sweeps them). */
 extern "C" void cu_qmv_plan(cu_qmv_args *a) {
   a->rows = 0;
   for (int s = 0; s < a->nseg; s++) a->rows += a->seg[s].N;
-  a->rpw = 1;
+  a->rpw = a->M == 1 && a->scheme != RLX_Q6_K ? 2 : 1; /* the direct kernels' rows a warp */
 }
 
 extern "C" int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st) {
