@@ -13,6 +13,7 @@
  */
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise_math.h"
+#include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/vec.h"
 #include "check.h"
 
@@ -179,6 +180,19 @@ static void check_conversion(const cpu_vec_ops *vo) {
       if (bad) CHECK(0, "%s round %s of %.9g: got %g want %g", vo->name, t ? "bf16" : "f16", g[i], f[i], want);
     }
     CHECK(!bad, "%s %s conversions", vo->name, t ? "bf16" : "f16");
+  }
+  /* Q8_0 and Q4_0 rows (a quantized KV cache): random blocks, scales of
+   * every kind (subnormal, inf, NaN), decoded as quant_blocks.c does */
+  for (int t = 0; t < 2; t++) {
+    const rlx_dtype dt = t ? RLX_Q4_0 : RLX_Q8_0;
+    const int64_t n = 32 * 257;
+    unsigned char *b = (unsigned char *)h;
+    for (size_t i = 0; i < rlx_dtype_nbytes(dt, n); i++) b[i] = (unsigned char)rng_next();
+    vo->load(f, b, dt, n);
+    quant_dequantize_row(dt, b, g, n);
+    int bad = 0;
+    for (int64_t i = 0; i < n && !bad; i++) bad = isnan(g[i]) ? !isnan(f[i]) : memcmp(&g[i], &f[i], sizeof *f) != 0;
+    CHECK(!bad, "%s load %s: a value differs from quant_dequantize_row's", vo->name, rlx_dtype_name(dt));
   }
   free(h);
   free(h2);

@@ -40,6 +40,8 @@ rlx_status cli_tokenize(const rlx_tokenizer *tok, const char *text, size_t len, 
                         int parse_special, int32_t **ids, int64_t *n);
 int cli_starts_with_bos(const rlx_tokenizer *tok, const char *text, size_t len);
 rlx_status cli_chat_text(const rlx_model_file *f, const rlx_chat_message *msgs, int n, char **out, size_t *len);
+/* A KV cache type's name (f32, f16, bf16, q8_0, q4_0) as *t; 0 for another. */
+int cli_cache_type(const char *name, rlx_dtype *t);
 
 int cmd_graph(int argc, char **argv);
 int cmd_info(int argc, char **argv);

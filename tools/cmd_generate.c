@@ -63,7 +63,11 @@ static const char *usage =
     "  -c, --ctx N             context length (default: the model's, at most 4096)\n"
     "      --ctx-size N        the same (llama.cpp's name)\n"
     "      --cache-type T      KV cache type: f32 (default), f16 or bf16 (half the\n"
-    "                          memory; keys, values and queries rounded to it)\n"
+    "                          memory; keys, values and queries rounded to it),\n"
+    "                          q8_0 or q4_0 (blocks of 32 values with one f16\n"
+    "                          scale: 8.5 or 4.5 bits a value; keys and values\n"
+    "                          quantized, queries f32; CPU only, head size a\n"
+    "                          multiple of 32)\n"
     "  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
     "                          llama.cpp's K and V cache types: the same, when\n"
     "                          the two agree\n"
@@ -203,6 +207,13 @@ rlx_status cli_tokenize(const rlx_tokenizer *tok, const char *text, size_t len, 
     cap = *n;  /* it said how many: once more with room */
   }
   return RLX_ERR_INTERNAL;
+}
+
+int cli_cache_type(const char *name, rlx_dtype *t) {
+  static const rlx_dtype types[] = {RLX_F32, RLX_F16, RLX_BF16, RLX_Q8_0, RLX_Q4_0};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (!strcmp(name, rlx_dtype_name(types[i]))) return *t = types[i], 1;
+  return 0;
 }
 
 rlx_status cli_chat_text(const rlx_model_file *f, const rlx_chat_message *msgs, int n, char **out, size_t *len) {
@@ -528,8 +539,8 @@ int cmd_generate(int argc, char **argv) {
       }
       o.device = !strcmp(v, "cuda") ? RLX_DEVICE_CUDA : RLX_DEVICE_CPU, i++;
     } else if (!strcmp(a, "--cache-type") || !strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
-      if (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16")) {
-        fprintf(stderr, "rlx generate: %s is f32, f16 or bf16, not '%s'\n", a, v);
+      if (!cli_cache_type(v, &o.cache_type)) {
+        fprintf(stderr, "rlx generate: %s is f32, f16, bf16, q8_0 or q4_0, not '%s'\n", a, v);
         return 2;
       }
       if (!strcmp(a, "--cache-type-k")) cache_k = v;
@@ -539,7 +550,7 @@ int cmd_generate(int argc, char **argv) {
                         "differ\n", cache_k, cache_v);
         return 2;
       }
-      o.cache_type = !strcmp(v, "f16") ? RLX_F16 : !strcmp(v, "bf16") ? RLX_BF16 : RLX_F32, i++;
+      i++;
     } else {
       struct { const char *flag; double lo, hi; int integer; } nums[] = {
           {"-n", 0, 1e9, 1},          {"--n-predict", 0, 1e9, 1}, {"--temp", 0, 1e6, 0},

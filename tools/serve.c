@@ -44,7 +44,8 @@ static const char *usage =
     "      --api-key KEY       require \"Authorization: Bearer KEY\" (not on /health)\n"
     "  -t, --threads N         CPU threads (default: all cores)\n"
     "      --device cpu|cuda   where the decoder runs (default cpu)\n"
-    "      --cache-type T      KV cache type: f32 (default), f16 or bf16\n"
+    "      --cache-type T      KV cache type: f32 (default), f16, bf16, q8_0 or\n"
+    "                          q4_0 (quantized blocks of 32: CPU only)\n"
     "      --embedding-model FOLDER\n"
     "                          a Hugging Face sentence encoder folder for\n"
     "                          /v1/embeddings (as rlx embed -m)\n"
@@ -96,11 +97,10 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
       }
       o->device = !strcmp(v, "cuda") ? RLX_DEVICE_CUDA : RLX_DEVICE_CPU;
     } else if (!strcmp(a, "--cache-type")) {
-      if (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16")) {
-        fprintf(stderr, "rlx serve: --cache-type is f32, f16 or bf16, not '%s'\n", v);
+      if (!cli_cache_type(v, &o->cache_type)) {
+        fprintf(stderr, "rlx serve: --cache-type is f32, f16, bf16, q8_0 or q4_0, not '%s'\n", v);
         return 2;
       }
-      o->cache_type = !strcmp(v, "f16") ? RLX_F16 : !strcmp(v, "bf16") ? RLX_BF16 : RLX_F32;
     } else if (!strcmp(a, "--port")) {
       if (!parse_long(a, v, 0, 65535, &x)) return 2;
       o->port = (int)x;

@@ -12,7 +12,7 @@ from . import _dtypes, _lib, errors
 from ._lib import check, lib
 from .graph import _options
 
-_CACHE_TYPES = {"f32": 0, "f16": 1, "bf16": 2}
+_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
 
 
 class LLM(_lib.Owner):
@@ -21,7 +21,8 @@ class LLM(_lib.Owner):
 
     ``n_ctx``: the KV cache length (0: the model's, at most 4096);
     ``device``: "cpu", "cuda" or "auto"; ``threads``: 0 for every core;
-    ``cache_type``: "f32", "f16" or "bf16".
+    ``cache_type``: "f32", "f16", "bf16", or "q8_0" / "q4_0" (quantized
+    blocks of 32; CPU only, head size a multiple of 32).
 
     >>> llm = rlx.LLM("SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx=2048)
     >>> for piece in llm.generate("The capital of France is", max_tokens=16, stream=True):
@@ -40,10 +41,10 @@ class LLM(_lib.Owner):
         self._f = self._tok = self._m = None
         self._lock = threading.Lock()  # rlx_llm_eval releases the GIL: one call at a time
         if cache_type not in _CACHE_TYPES:
-            raise errors.InvalidError("rlx: cache_type %r is not f32, f16 or bf16" % (cache_type,))
+            raise errors.InvalidError("rlx: cache_type %r is not f32, f16, bf16, q8_0 or q4_0" % (cache_type,))
         tok, m = _lib.c_vp(), _lib.c_vp()
         opts = _lib.LlmOptions(_options(device, threads), int(n_ctx), _lib.PROGRESS(), None,
-                               _CACHE_TYPES[cache_type])
+                               _dtypes.code(cache_type))
         check(lib.rlx_llm_open(os.fsencode(path), ctypes.byref(opts), ctypes.byref(m)))
         self._m = m.value
         self._f = lib.rlx_llm_file(self._m)

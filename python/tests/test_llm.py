@@ -77,6 +77,20 @@ def test_info_against_the_metadata(llm, smollm2):
         assert info["n_vocab"] == len(md["tokenizer.ggml.tokens"]) == llm.n_vocab
 
 
+def test_quantized_kv_cache(llm, smollm2):
+    """A q8_0 cache: its size (34 bytes a block of 32), and logits near the
+    f32 cache's (the keys and values rounded to 1/127 of each block's
+    largest: a few percent of the largest logit at most)."""
+    with rlx.LLM(smollm2, n_ctx=512, cache_type="q8_0") as q:
+        info = q.info()
+        assert info["kv_cache_type"] == "q8_0"
+        assert info["kv_cache_bytes"] == 2 * info["n_layer"] * 512 * info["n_head_kv"] * info["head_dim"] // 32 * 34
+        ids = q.tokenize(PROMPT * 4)
+        llm.reset()
+        exact, got = llm.eval(ids), q.eval(ids)
+        assert 0 < np.abs(got - exact).max() <= 0.05 * np.abs(exact).max()
+
+
 def test_llm_errors(llm):
     with pytest.raises(rlx.InvalidError):
         llm.eval([])

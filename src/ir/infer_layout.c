@@ -46,6 +46,16 @@ static int check_plain(rlx_graph *g, ir_node *n, const ir_type *t, const char *w
   return 0;
 }
 
+/* Plain, or a GGUF block dtype moved along an axis other than the last:
+ * whole rows of blocks (a quantized KV cache written and read by rows). */
+static int check_plain_or_rows(rlx_graph *g, ir_node *n, const ir_type *t, int axis, const char *what) {
+  if (ir_dtype_valid(t->dtype) && ir_is_block(t->dtype) && axis >= 0 && axis < t->shape.rank - 1) return 0;
+  if (ir_dtype_valid(t->dtype) && ir_is_block(t->dtype))
+    return ir_fail(g, n, RLX_ERR_DTYPE, "%s has block dtype %s; it moves whole rows only (axis %d is its last)",
+                   what, rlx_dtype_name(t->dtype), axis);
+  return check_plain(g, n, t, what);
+}
+
 static int check_index_dtype(rlx_graph *g, ir_node *n, const ir_type *t) {
   if (t->dtype == RLX_I32 || t->dtype == RLX_I64 || ir_is_float(t->dtype)) return 0;
   return ir_fail(g, n, RLX_ERR_DTYPE, "index dtype %s; expected i32, i64 or a float type",
@@ -268,11 +278,11 @@ rlx_node rlx_narrow(rlx_graph *g, rlx_node x, int axis, int64_t start, int64_t l
 int ir_infer_Narrow(rlx_graph *g, ir_node *n) {
   const ir_type *x = ir_in(g, n, 0);
   char b1[IR_SHAPE_STR_CAP];
-  if (check_plain(g, n, x, "input")) return -1;
   int axis = ir_norm_axis(n->a.axis, x->shape.rank);
   if (axis < 0)
     return ir_fail(g, n, RLX_ERR_SHAPE, "axis %lld out of range for %s", (long long)n->a.axis,
                    SHAPE_STR(g, &x->shape, b1));
+  if (check_plain_or_rows(g, n, x, axis, "input")) return -1;
   int64_t dim = ir_dim_resolve(g, x->shape.d[axis]), start = n->a.start;
   int64_t len = ir_dim_resolve(g, n->a.len);
   if (ir_dim_is_sym(len) && ir_dim_sym_id(len) >= g->n_syms)
@@ -522,7 +532,7 @@ rlx_node rlx_update_slice(rlx_graph *g, rlx_node x, rlx_node upd, rlx_node start
 int ir_infer_UpdateSlice(rlx_graph *g, ir_node *n) {
   const ir_type *x = ir_in(g, n, 0), *upd = ir_in(g, n, 1), *start = ir_in(g, n, 2);
   char b1[IR_SHAPE_STR_CAP], b2[IR_SHAPE_STR_CAP];
-  if (check_plain(g, n, x, "input")) return -1;
+  if (check_plain_or_rows(g, n, x, ir_norm_axis(n->a.axis, x->shape.rank), "input")) return -1;
   if (upd->dtype != x->dtype)
     return ir_fail(g, n, RLX_ERR_DTYPE, "update has dtype %s, input has %s",
                    rlx_dtype_name(upd->dtype), rlx_dtype_name(x->dtype));

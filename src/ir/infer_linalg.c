@@ -98,9 +98,13 @@ int ir_infer_Attention(rlx_graph *g, ir_node *n) {
   const ir_type *tq = ir_in(g, n, 0), *tk = ir_in(g, n, 1), *tv = ir_in(g, n, 2);
   const ir_shape *q = &tq->shape, *k = &tk->shape, *v = &tv->shape;
   ir_attrs *a = &n->a;
-  if (!ir_is_float(tq->dtype) || tk->dtype != tq->dtype || tv->dtype != tq->dtype)
-    return ir_fail(g, n, RLX_ERR_DTYPE, "q, k, v must share one float dtype, got %s, %s, %s",
-                   rlx_dtype_name(tq->dtype), rlx_dtype_name(tk->dtype),
+  /* k and v: q's float dtype, or (a quantized KV cache) one GGUF block
+   * dtype under an F32 q, each head's row whole blocks (checked below) */
+  const int block_kv = ir_dtype_valid(tk->dtype) && ir_is_block(tk->dtype);
+  if (!ir_is_float(tq->dtype) || tv->dtype != tk->dtype ||
+      (block_kv ? tq->dtype != RLX_F32 : tk->dtype != tq->dtype))
+    return ir_fail(g, n, RLX_ERR_DTYPE, "q, k, v must share one float dtype (or k and v one block dtype under an "
+                   "f32 q), got %s, %s, %s", rlx_dtype_name(tq->dtype), rlx_dtype_name(tk->dtype),
                    rlx_dtype_name(tv->dtype));
   if ((q->rank != 3 && q->rank != 4) || k->rank != q->rank || v->rank != q->rank)
     return ir_fail(g, n, RLX_ERR_SHAPE, "q, k, v must all be rank 3 or all rank 4, got q %s, k %s, v %s",
@@ -138,6 +142,10 @@ int ir_infer_Attention(rlx_graph *g, ir_node *n) {
   if (a->num_heads > IR_ATTN_MAX || a->head_dim > IR_ATTN_MAX)
     return ir_fail(g, n, RLX_ERR_INVALID, "num_heads %lld or head_dim %lld exceeds %d",
                    (long long)a->num_heads, (long long)a->head_dim, IR_ATTN_MAX);
+  if (block_kv && a->head_dim % ir_dtypes[tk->dtype].block)
+    return ir_fail(g, n, RLX_ERR_SHAPE, "head_dim %lld is not a multiple of %s's block of %d: a head's row of k "
+                   "and v must be whole blocks", (long long)a->head_dim, rlx_dtype_name(tk->dtype),
+                   (int)ir_dtypes[tk->dtype].block);
 
   const ir_shape *kv[2] = {k, v};
   int ok = 1;

@@ -20,7 +20,11 @@ void llm_kv_layer(rlx_graph *g, const llm_kv_cache *c, int layer, rlx_node k_new
     char name[48];
     cache_name(name, sizeof name, i ? 'v' : 'k', layer);
     rlx_node cache = rlx_param(g, name, c->dtype, 3, dims);
-    rlx_node rows = c->dtype == RLX_F32 ? news[i] : rlx_cast(g, news[i], c->dtype);
+    /* rows rounded to a 16-bit dtype, or quantized by blocks along the row
+     * (ggml's reference quantization: a row of kv_dim is whole blocks) */
+    rlx_node rows = c->dtype == RLX_F32          ? news[i]
+                    : rlx_dtype_is_block(c->dtype) ? rlx_quantize(g, news[i], c->dtype)
+                                                   : rlx_cast(g, news[i], c->dtype);
     rlx_node updated = rlx_update_slice(g, cache, rows, start, 1);
     assigns[i] = rlx_assign(g, cache, updated);
     *alls[i] = rlx_narrow(g, updated, 1, 0, key_len);
@@ -29,7 +33,7 @@ void llm_kv_layer(rlx_graph *g, const llm_kv_cache *c, int layer, rlx_node k_new
 
 /* Bytes of one layer's K (or V) param, checked: IR_SIZE_OVER past the limit. */
 static int64_t layer_bytes(const llm_kv_cache *c) {
-  return ir_size_mul(ir_size_mul(c->n_ctx, c->kv_dim), (int64_t)rlx_dtype_nbytes(c->dtype, 1));
+  return ir_size_mul(c->n_ctx, (int64_t)rlx_dtype_nbytes(c->dtype, c->kv_dim));
 }
 
 size_t llm_kv_bytes(const llm_kv_cache *c) {

@@ -7,6 +7,7 @@
  * layer's cache; the decode path never pays for them. */
 #include "model.h"
 
+#include "../backend/cpu/quant_blocks.h" /* ggml's block codecs: a quantized cache's rows */
 #include "../ir/ir.h"
 
 #include <math.h>
@@ -127,57 +128,75 @@ typedef struct {
   int64_t n;
   llm_cache_view v;
   const double *cos_t, *sin_t;  /* [n_rot / 2] of the delta */
+  float *row;                   /* [kv_dim] */
 } rope_job;
 
-static float load_value(const unsigned char *p, rlx_dtype t) {
-  if (t == RLX_F32) {
-    float f;
-    memcpy(&f, p, 4);
-    return f;
-  }
-  uint16_t h;
-  memcpy(&h, p, 2);
-  return t == RLX_F16 ? rlx_f16_to_f32(h) : rlx_bf16_to_f32(h);
-}
-
-static void store_value(unsigned char *p, rlx_dtype t, float f) {
-  if (t == RLX_F32) {
-    memcpy(p, &f, 4);
+/* A cache row of n values of dtype t <-> f32: a block dtype's row decoded
+ * or quantized again (ggml's reference quantization, as the graph's
+ * Quantize writes it), a 16-bit one converted (rounded to nearest). */
+static void load_row(const unsigned char *p, rlx_dtype t, float *f, int64_t n) {
+  if (rlx_dtype_is_block(t)) {
+    quant_dequantize_row(t, p, f, n);
     return;
   }
-  uint16_t h = t == RLX_F16 ? rlx_f32_to_f16(f) : rlx_f32_to_bf16(f);
-  memcpy(p, &h, 2);
+  for (int64_t i = 0; i < n; i++) {
+    uint16_t h;
+    if (t == RLX_F32) memcpy(&f[i], p + 4 * i, 4);
+    else memcpy(&h, p + 2 * i, 2), f[i] = t == RLX_F16 ? rlx_f16_to_f32(h) : rlx_bf16_to_f32(h);
+  }
+}
+
+static void store_row(unsigned char *p, rlx_dtype t, const float *f, int64_t n) {
+  if (rlx_dtype_is_block(t)) {
+    quant_quantize_row(t, f, p, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    uint16_t h = t == RLX_F16 ? rlx_f32_to_f16(f[i]) : rlx_f32_to_bf16(f[i]);
+    if (t == RLX_F32) memcpy(p + 4 * i, &f[i], 4);
+    else memcpy(p + 2 * i, &h, 2);
+  }
 }
 
 /* Rotates each head of the cells' K rows (the pairs rlx's Rope rotates:
  * adjacent for normal, the halves of [0, n_rot) for neox), in f32 and
- * rounded back to the cache's dtype. */
+ * rounded back to the cache's dtype (a quantized row decoded, rotated and
+ * quantized again, as llama.cpp shifts a quantized cache). */
 static int rope_layer(unsigned char *layer, int64_t which, void *user) {
   rope_job *j = user;
   if (which % 2) return 0; /* values are not rotated */
   const rlx_dtype t = j->v.kv->dtype;
-  const size_t es = rlx_dtype_nbytes(t, 1);
-  const int64_t D = j->v.head_dim, half = j->v.n_rot / 2, heads = j->v.kv->kv_dim / D;
-  for (int64_t c = 0; c < j->n; c++)
-    for (int64_t h = 0; h < heads; h++) {
-      unsigned char *head = layer + ((size_t)j->cells[c] * (size_t)j->v.kv->kv_dim + (size_t)(h * D)) * es;
+  const int64_t D = j->v.head_dim, half = j->v.n_rot / 2, dim = j->v.kv->kv_dim;
+  const size_t row_bytes = rlx_dtype_nbytes(t, dim);
+  for (int64_t c = 0; c < j->n; c++) {
+    unsigned char *cell = layer + (size_t)j->cells[c] * row_bytes;
+    load_row(cell, t, j->row, dim);
+    for (int64_t h = 0; h < dim / D; h++) {
+      float *head = j->row + h * D;
       for (int64_t i = 0; i < half; i++) {
         int64_t i0 = j->v.rope_mode == RLX_ROPE_NEOX ? i : 2 * i;
         int64_t i1 = j->v.rope_mode == RLX_ROPE_NEOX ? i + half : 2 * i + 1;
-        double x0 = load_value(head + i0 * es, t), x1 = load_value(head + i1 * es, t);
-        store_value(head + i0 * es, t, (float)(x0 * j->cos_t[i] - x1 * j->sin_t[i]));
-        store_value(head + i1 * es, t, (float)(x0 * j->sin_t[i] + x1 * j->cos_t[i]));
+        double x0 = head[i0], x1 = head[i1];
+        head[i0] = (float)(x0 * j->cos_t[i] - x1 * j->sin_t[i]);
+        head[i1] = (float)(x0 * j->sin_t[i] + x1 * j->cos_t[i]);
       }
     }
+    store_row(cell, t, j->row, dim);
+  }
   return 1;
 }
 
 rlx_status llm_rerope(rlx_llm *m, const int64_t *cells, int64_t n, int64_t delta) {
-  rope_job j = {cells, n, {0}, NULL, NULL};
+  rope_job j = {cells, n, {0}, NULL, NULL, NULL};
   llm_cache_view_of(m, &j.v);
   const int64_t half = j.v.n_rot / 2;
   double *tab = malloc((size_t)(2 * half) * sizeof *tab);
-  if (!tab) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_seq_shift: out of memory");
+  j.row = malloc((size_t)j.v.kv->kv_dim * sizeof *j.row);
+  if (!tab || !j.row) {
+    free(tab);
+    free(j.row);
+    return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_seq_shift: out of memory");
+  }
   /* the angle of a rotation is linear in the position (llama.c), so moving
    * by delta turns by delta times its frequency; the magnitude (YaRN's
    * mscale) was applied once, when the row was written */
@@ -189,5 +208,6 @@ rlx_status llm_rerope(rlx_llm *m, const int64_t *cells, int64_t n, int64_t delta
   j.sin_t = tab + half;
   rlx_status st = n ? each_layer(m, rope_layer, &j) : RLX_OK;
   free(tab);
+  free(j.row);
   return st;
 }

@@ -426,10 +426,11 @@ static rlx_node layer(llm_builder *b, const llm_kv_cache *kv, int l, rlx_node x,
   llm_kv_layer(g, kv, l, k, v, n_past, T, &k_all, &v_all, assigns);
   const rlx_attention_desc att = {(int)hp->n_head, (int)hp->n_head_kv, (int)D, RLX_MASK_CUSTOM, 0, 0.0, 0.0,
                                   RLX_LAYOUT_BSHD};
-  /* attention runs in the cache's dtype (q rounded to it, as llama.cpp
-   * rounds q for an F16 cache), converting K/V rows as it reads them */
+  /* attention runs in a 16-bit cache's dtype (q rounded to it, as
+   * llama.cpp rounds q for an F16 cache), converting K/V rows as it reads
+   * them; a quantized cache's rows are decoded to f32 for an f32 q */
   const rlx_dtype cache_t = kv->dtype;
-  if (cache_t != RLX_F32) q = rlx_cast(g, q, cache_t);
+  if (cache_t != RLX_F32 && !rlx_dtype_is_block(cache_t)) q = rlx_cast(g, q, cache_t);
   rlx_node a = to_f32(g, rlx_attention(g, q, k_all, v_all, mask, &att));
   x = rlx_add(g, x, linear(b, a, wo));
 
@@ -584,9 +585,14 @@ static rlx_status llm_load(const rlx_model_file *f, const hf_llm *hf, const rlx_
   if (o.n_seq == 0) o.n_seq = 1;
   if (o.n_seq < 0 || o.n_seq > LLM_MAX_SEQ)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: n_seq %d is not in [1, %d]", (int)o.n_seq, LLM_MAX_SEQ);
-  if (o.cache_type != RLX_F32 && o.cache_type != RLX_F16 && o.cache_type != RLX_BF16)
-    return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: cache_type %d is not RLX_F32, RLX_F16 or RLX_BF16",
-                         (int)o.cache_type);
+  if (o.cache_type != RLX_F32 && o.cache_type != RLX_F16 && o.cache_type != RLX_BF16 && o.cache_type != RLX_Q8_0 &&
+      o.cache_type != RLX_Q4_0)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: cache_type %d is not RLX_F32, RLX_F16, RLX_BF16, RLX_Q8_0 "
+                         "or RLX_Q4_0", (int)o.cache_type);
+  if (rlx_dtype_is_block(o.cache_type) && rlx_compile_device(o.compile.device) == RLX_DEVICE_CUDA)
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: a %s KV cache runs on the CPU only (the CUDA attention "
+                         "reads f32, f16 or bf16 caches); use device cpu or cache type f16",
+                         rlx_dtype_name(o.cache_type));
   if (o.progress) o.progress(0.0, o.progress_user);
   rlx_llm *m = calloc(1, sizeof *m);
   if (!m) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");
@@ -596,6 +602,13 @@ static rlx_status llm_load(const rlx_model_file *f, const hf_llm *hf, const rlx_
   /* a folder's Q/K rows are not permuted for adjacent pairs (hf_llama.h) */
   if (hf) m->hp.rope_mode = RLX_ROPE_NEOX;
   if (st) {
+    free(m);
+    return st;
+  }
+  if (rlx_dtype_is_block(o.cache_type) && m->hp.head_dim % 32) {
+    st = rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: %s: a %s KV cache stores each head's row as blocks of 32 "
+                       "values; head size %lld is not a multiple of 32 (use cache type f32, f16 or bf16)", m->hp.name,
+                       rlx_dtype_name(o.cache_type), (long long)m->hp.head_dim);
     free(m);
     return st;
   }

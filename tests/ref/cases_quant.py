@@ -1,6 +1,7 @@
 """Op-parity cases of group "quant": DequantMatMul, Quantize, Dequantize,
 FakeQuantize, over the 11 GGUF block dtypes (and DequantMatMul of F16/BF16
-weights).
+weights); Attention over Q8_0 / Q4_0 keys and values (a quantized KV
+cache).
 
 The reference for the block formats is the PyPI `gguf` package (gguf.quants,
 ggml's layouts in NumPy): its dequantizer for every type it has (all but
@@ -893,6 +894,41 @@ def error_cases(suite, rng):
     fq("int_x", [4], [], "RLX_ERR_DTYPE", xdt="i32")
 
 
+# ---------------------------------------------------------------- Attention over block K, V
+
+def attention_kv_cases(suite, rng, gguf):
+    """Attention with k and v of a block dtype (a quantized KV cache) under
+    an f32 q: against the float64 attention over gguf's decoding of the same
+    blocks. Shapes reach each path of the CPU kernel: queries against the
+    transposed keys (prefill), key rows (decode, S = 1), and a custom mask
+    (a KV pool: keys converted a block at a time)."""
+    from cases_linalg import custom_mask, qkv_shapes, ref_attention
+    B, H, Hkv, D, Tk = 2, 4, 2, 32, 70
+    for name in ("q8_0", "q4_0"):
+        for form, S, mask in (("rank3", 9, "causal"), ("bhsd", 1, "none"), ("bshd", 4, "custom"),
+                              ("rank3", 1, "custom")):
+            sq, sk = qkv_shapes(form, B, S, Tk, H, Hkv, D)
+            layout = "bhsd" if form == "bhsd" else "bshd"
+            g = Graph("attention_kv")
+            ins = [g.input("q", "f32", sq), g.param("k", name, sk), g.param("v", name, sk)]
+            inputs, cm = {"q": rng.standard_normal(sq).astype(F)}, None
+            if mask == "custom":
+                cm = custom_mask(rng, (B, 1, S, Tk), dead_rows=(0,) if S > 1 else ())
+                ins.append(g.input("mask", "f32", cm.shape))
+                inputs["mask"] = cm.astype(F)
+            g.outputs(g.op("Attention", ins, num_heads=H, num_kv_heads=Hkv, head_dim=D, mask=mask, layout=layout))
+            params, kv = {}, []
+            for t in ("k", "v"):
+                x = rng.standard_normal(sk).astype(F)
+                data = gguf.quants.quantize(x.reshape(-1, D), gguf_type(gguf, name)).tobytes()
+                params[t] = T.raw(data, name, sk)
+                kv.append(dequantize(gguf, data, name, sk).astype(np.float64))
+            ref = ref_attention(inputs["q"].astype(np.float64), kv[0], kv[1], H, Hkv, D, layout, mask, 0, 0.0, 0.0,
+                                None if cm is None else cm.astype(np.float64))
+            suite.add("attention_kv_%s_%s_%s_s%d" % (name, form, mask, S), g, inputs=inputs, params=params,
+                      expected=[T(ref, "f32")])
+
+
 def cases(suite, rng):
     gguf = _gguf()
     dequantize_cases(suite, rng, gguf)
@@ -901,3 +937,4 @@ def cases(suite, rng):
     sixteen_bit_dequant_matmul_cases(suite, rng)
     fake_quantize_cases(suite, rng)
     error_cases(suite, rng)
+    attention_kv_cases(suite, rng, gguf)

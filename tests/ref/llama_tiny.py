@@ -137,10 +137,12 @@ def rope(x, pos, freqs, neox):
     return y
 
 
-def forward(w, tokens, arch, eps, freqs, quantized=()):
+def forward(w, tokens, arch, eps, freqs, quantized=(), kv_store=None):
     """Logits [S, V] at every position of tokens (float64). A matmul with a
     weight named in quantized first rounds its activation rows to Q8_0
-    blocks, as llama.cpp (and rlx) do before the integer dot products."""
+    blocks, as llama.cpp (and rlx) do before the integer dot products.
+    kv_store(x [S, heads, head_dim]): the keys (after RoPE) and values as a
+    KV cache gives them back (a quantized cache's round trip)."""
     S = len(tokens)
 
     def mm(x, name):
@@ -169,6 +171,8 @@ def forward(w, tokens, arch, eps, freqs, quantized=()):
             q = rms_norm(q, w[p + "attn_q_norm.weight"], eps)
             k = rms_norm(k, w[p + "attn_k_norm.weight"], eps)
         q, k = rope(q, pos, freqs, neox), rope(k, pos, freqs, neox)
+        if kv_store:
+            k, v = kv_store(k), kv_store(v)
         out = np.zeros((S, N_HEAD, HEAD_DIM))
         for hh in range(N_HEAD):
             kv = hh // group

@@ -54,6 +54,31 @@ def test_concurrent_greedy_equals_alone(client, model_id):
         assert r.usage.completion_tokens == alone[k].usage.completion_tokens
 
 
+def test_quantized_cache_concurrent_equals_alone():
+    """--cache-type q8_0: requests decoded side by side give each the greedy
+    answer it gets alone (quantized weights and cache rows: the same bits)."""
+    s = Server("--parallel", "4", "--ctx", "2048", "--cache-type", "q8_0")
+    try:
+        client = s.client()
+        model = client.models.list().data[0].id
+
+        def ask(i):
+            return client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "Write one sentence about %s." % TOPICS[i]}],
+                temperature=0, max_tokens=12)
+
+        alone = [ask(i) for i in range(4)]
+        with ThreadPoolExecutor(4) as pool:
+            together = list(pool.map(ask, [3, 2, 1, 0, 1, 3]))
+        for k, r in zip([3, 2, 1, 0, 1, 3], together):
+            want = alone[k].choices[0]
+            assert (r.choices[0].message.content, r.choices[0].finish_reason) == (want.message.content,
+                                                                                 want.finish_reason)
+    finally:
+        rc = s.stop()
+    assert rc == 0, "rlx serve exited with %d on SIGTERM: %s" % (rc, "".join(s.log[-20:]))
+
+
 def test_disconnect_frees_the_slot(server, client, model_id):
     wait_idle(server)
     served = metric(server, "rlx_completion_tokens_total")

@@ -2,9 +2,11 @@
  *
  * F64 runs the double-precision reference (cpu_attention_f64); F32, F16 and
  * BF16 run the tiled kernel below (cpu_attention_fast), in f32 with the
- * storage dtype converted on the fly. */
+ * storage dtype converted on the fly; so do K and V of a GGUF block dtype
+ * under an F32 q (a quantized KV cache), decoded to f32 rows. */
 #include "cpu.h"
 #include "linalg_rows.h"
+#include "quant_blocks.h"
 #include "vec.h"
 
 #include <math.h>
@@ -109,7 +111,11 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
  * stored as F16/BF16: O(T*D) memory, read by every query block. With at
  * most FLASH_DOT_ROWS rows per item (decode), the transpose would cost as
  * much as the attention: the scores are dot products with K's rows then,
- * read in place (F32) or converted to f32 rows.
+ * read in place (F32) or converted to f32 rows. Under a custom mask (see
+ * below) K and V stored in another dtype than F32 (F16, BF16, a quantized
+ * cache's Q8_0 or Q4_0 blocks) are converted a key block at a time into
+ * the thread's scratch instead, as each block is used: the cache's bytes
+ * are read once per item and no f32 copy of it goes through memory.
  *
  * When there are fewer items than twice the threads (decode with few kv
  * heads), the keys of each item are split into ranges of whole key blocks
@@ -160,7 +166,8 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
 typedef struct {
   const cpu_attention_params *p;
   const cpu_vec_ops *vo;
-  rlx_dtype dt;                 /* of q, k, v and out */
+  rlx_dtype dt;                 /* of q and out */
+  rlx_dtype kv_dt;              /* of k and v: dt, or a block dtype (dt F32) */
   const void *q, *k, *v;
   void *out;
   const float *mask;            /* custom mask (F32) or NULL */
@@ -178,7 +185,8 @@ typedef struct {
   int64_t mask_heads, bnd_n, *bnd, *ranges, max_ranges;
   size_t part_floats;
   float *kt;                    /* [B, Hkv, D, t8], or NULL: the rows path */
-  const float *kf, *vf;         /* K (rows path) / V as f32 rows, or NULL: read in place (F32) */
+  const float *kf, *vf;         /* K (rows path) / V as f32 rows, or NULL: read in place (F32) or per tile */
+  int tiles;                    /* masked_items: K and V converted a key block at a time (not F32) */
   int64_t kf_row, vf_row;       /* row strides of kf or k, vf or v, in elements */
   float *scratch;               /* per thread: scratch_floats */
   size_t scratch_floats;
@@ -192,34 +200,38 @@ static int64_t seq_stride(const cpu_attention_params *p, int64_t heads) {
   return p->bhsd ? p->head_dim : heads * p->head_dim;
 }
 
-/* K -> kt (transposed, f32) or, on the rows path for F16/BF16, f32 rows;
- * V -> f32 rows for F16/BF16; items are (batch, kv head) pairs. */
+/* Row j of K or V (base) of (b, hk) as D floats: converted from the
+ * storage dtype, a block dtype's row decoded (a row is whole blocks). */
+static void load_kv_row(const flash_job *J, float *dst, const void *base, int64_t b, int64_t hk, int64_t j) {
+  const cpu_attention_params *p = J->p;
+  const int64_t e = head_row(p, p->num_kv_heads, p->kv_len, b, hk, j);
+  if (J->kv_dt == RLX_Q8_0 || J->kv_dt == RLX_Q4_0 || !ir_is_block(J->kv_dt))
+    J->vo->load(dst, (const char *)base + rlx_dtype_nbytes(J->kv_dt, e), J->kv_dt, p->head_dim);
+  else
+    quant_dequantize_row(J->kv_dt, (const char *)base + rlx_dtype_nbytes(J->kv_dt, e), dst, p->head_dim);
+}
+
+/* K -> kt (transposed, f32) or, on the rows path for F16/BF16 or blocks,
+ * f32 rows; V -> f32 rows for those; items are (batch, kv head) pairs. */
 static void flash_prepare(void *arg, int64_t begin, int64_t end, int thread) {
   flash_job *J = arg;
   const cpu_attention_params *p = J->p;
   const int64_t D = p->head_dim, T = p->kv_len, Hkv = p->num_kv_heads;
-  const size_t es = dtype_bytes(J->dt);
   float *tmp = J->scratch + (size_t)thread * J->scratch_floats; /* 8 rows of D */
   for (int64_t item = begin; item < end; item++) {
     int64_t b = item / Hkv, hk = item % Hkv;
     float *kt = J->kt ? J->kt + item * D * J->t8 : NULL;
     for (int64_t j0 = 0; kt && j0 < J->t8; j0 += 8) {
       int64_t nk = T - j0 < 8 ? T - j0 : 8;
-      for (int64_t jj = 0; jj < nk; jj++)
-        J->vo->load(tmp + jj * D, (const char *)J->k + (size_t)head_row(p, Hkv, T, b, hk, j0 + jj) * es,
-                    J->dt, D);
+      for (int64_t jj = 0; jj < nk; jj++) load_kv_row(J, tmp + jj * D, J->k, b, hk, j0 + jj);
       for (int64_t jj = nk; jj < 8; jj++) memset(tmp + jj * D, 0, (size_t)D * sizeof *tmp);
       for (int64_t d = 0; d < D; d++)
         for (int64_t jj = 0; jj < 8; jj++) kt[d * J->t8 + j0 + jj] = tmp[jj * D + d];
     }
     if (J->kf)
-      for (int64_t j = 0; j < T; j++)
-        J->vo->load((float *)J->kf + ((b * Hkv + hk) * T + j) * D,
-                    (const char *)J->k + (size_t)head_row(p, Hkv, T, b, hk, j) * es, J->dt, D);
+      for (int64_t j = 0; j < T; j++) load_kv_row(J, (float *)J->kf + ((b * Hkv + hk) * T + j) * D, J->k, b, hk, j);
     if (J->vf)
-      for (int64_t j = 0; j < T; j++)
-        J->vo->load((float *)J->vf + ((b * Hkv + hk) * T + j) * D,
-                    (const char *)J->v + (size_t)head_row(p, Hkv, T, b, hk, j) * es, J->dt, D);
+      for (int64_t j = 0; j < T; j++) load_kv_row(J, (float *)J->vf + ((b * Hkv + hk) * T + j) * D, J->v, b, hk, j);
   }
 }
 
@@ -291,9 +303,10 @@ static int block_rows(const flash_job *J, int64_t b, int64_t hk, int64_t first, 
 
 /* One thread's scratch for an item: Q, scores (rows x J->lds), O, m, l
  * (double), the rows' visible keys; for masked_items each key block's
- * first and last row, and the key ranges merged so far (Oa, ma, la). */
+ * first and last row, the key ranges merged so far (Oa, ma, la), and one
+ * key block of K or V rows as f32 (kv: FLASH_BK x D). */
 typedef struct {
-  float *Q, *Sc, *O, *m, *Oa, *ma;
+  float *Q, *Sc, *O, *m, *Oa, *ma, *kv;
   double *l, *la;
   int64_t *row_lo, *row_hi, *blk;
 } item_scratch;
@@ -315,6 +328,7 @@ static item_scratch scratch_of(const flash_job *J, int thread) {
   x.Oa = (float *)(void *)(x.blk + 2 * (J->p->kv_len / FLASH_BK + 2));
   x.ma = x.Oa + rows_max * D;
   x.la = align_double(x.ma + rows_max);
+  x.kv = (float *)(void *)(x.la + rows_max);
   return x;
 }
 
@@ -496,6 +510,7 @@ static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, i
   item_reset(J, x, R, &key_lo, &key_hi);
   const int64_t base = key_lo / FLASH_BK * FLASH_BK;
   const float *krows = J->kf ? J->kf + bh * T * D : (const float *)J->k + head_row(p, Hkv, T, b, hk, 0);
+  const int64_t ldk = J->tiles ? D : J->kf_row, ldv = J->tiles ? D : J->vf_row;
   for (int pass = 0; pass < 2; pass++)
     for (int64_t j0 = base, blk = 0; j0 <= key_hi; j0 += FLASH_BK, blk++) {
       const int64_t nk = T - j0 < FLASH_BK ? T - j0 : FLASH_BK;
@@ -503,8 +518,11 @@ static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, i
       if (pass == 0 && !block_rows(J, b, hk, first, R, x->row_lo, x->row_hi, j0, nk, r0, r1)) *r0 = *r1 = 0;
       if (*r0 == *r1) continue;
       float *sb = x->Sc + (j0 - base);
+      /* the block's rows as f32 (K in the first pass, V in the second) */
+      for (int64_t j = 0; J->tiles && j < nk; j++) load_kv_row(J, x->kv + j * D, pass ? J->v : J->k, b, hk, j0 + j);
       if (pass == 0)
-        vo->qk_rows(x->Q + *r0 * D, D, krows + j0 * J->kf_row, J->kf_row, sb + *r0 * lds, lds, *r1 - *r0, nk, D);
+        vo->qk_rows(x->Q + *r0 * D, D, J->tiles ? x->kv : krows + j0 * J->kf_row, ldk, sb + *r0 * lds, lds,
+                    *r1 - *r0, nk, D);
       for (int64_t r = *r0; r < *r1; r++) {
         float *srow = sb + r * lds;
         int64_t c0, c1;
@@ -531,8 +549,10 @@ static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, i
         if (c1 < nk) memset(srow + c1, 0, (size_t)(nk - c1) * sizeof *srow);
       }
       if (pass == 0) continue;
-      const float *vb = J->vf ? J->vf + (bh * T + j0) * D : (const float *)J->v + head_row(p, Hkv, T, b, hk, j0);
-      vo->pv_tile(sb + *r0 * lds, lds, vb, J->vf_row, x->O + *r0 * D, D, *r1 - *r0, nk, D);
+      const float *vb = J->tiles ? x->kv
+                        : J->vf  ? J->vf + (bh * T + j0) * D
+                                 : (const float *)J->v + head_row(p, Hkv, T, b, hk, j0);
+      vo->pv_tile(sb + *r0 * lds, lds, vb, ldv, x->O + *r0 * D, D, *r1 - *r0, nk, D);
     }
 }
 
@@ -647,12 +667,12 @@ static void flash_merge(void *arg, int64_t begin, int64_t end, int thread) {
   }
 }
 
-rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_dtype dt, const void *q,
-                              const void *k, const void *v, const float *mask, void *out) {
+rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_dtype dt, rlx_dtype kv_dt,
+                              const void *q, const void *k, const void *v, const float *mask, void *out) {
   const int64_t B = p->batch, S = p->q_len, T = p->kv_len, D = p->head_dim;
   const int64_t Hkv = p->num_kv_heads;
   if (B == 0 || S == 0 || p->num_heads == 0) return RLX_OK;
-  flash_job J = {.p = p, .vo = cpu_vec(), .dt = dt, .q = q, .k = k, .v = v, .out = out,
+  flash_job J = {.p = p, .vo = cpu_vec(), .dt = dt, .kv_dt = kv_dt, .q = q, .k = k, .v = v, .out = out,
                  .mask = p->mask_kind == RLX_MASK_CUSTOM ? mask : NULL};
   J.group = p->num_heads / Hkv;
   J.scale = (float)(p->score_scale > 0 ? p->score_scale : 1.0 / sqrt((double)D));
@@ -675,8 +695,8 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   /* Q, scores, O, m, l (double: 2 floats), padding, row_lo and row_hi (int64: 2 floats each), and
    * for masked_items each key block's rows (2 int64) */
   J.scratch_floats = (size_t)(rows * D + rows * J.lds + rows * D + 3 * rows + 2 + 4 * rows);
-  if (masked) /* each key block's rows (2 int64), Oa, ma, la (double), alignment */
-    J.scratch_floats += (size_t)(4 * (T / FLASH_BK + 2) + rows * D + 3 * rows + 4);
+  if (masked) /* each key block's rows (2 int64), Oa, ma, la (double), alignment, a key block of K or V */
+    J.scratch_floats += (size_t)(4 * (T / FLASH_BK + 2) + rows * D + 3 * rows + 4 + FLASH_BK * D);
   /* few items for the threads: split the keys (whole key blocks per range) */
   const int64_t items = B * Hkv * J.q_blocks;
   J.splits = 1;
@@ -707,7 +727,10 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   }
   if (J.scratch_floats < (size_t)(8 * D)) J.scratch_floats = (size_t)(8 * D); /* flash_prepare */
   J.scratch_floats = (J.scratch_floats + 15) / 16 * 16;
-  const int rows_path = masked || rows <= FLASH_DOT_ROWS, convert = dt != RLX_F32 && T > 0;
+  /* masked: K and V converted a key block at a time, into each thread's
+   * scratch (a cache's rows are read once, not written out as f32 first) */
+  J.tiles = masked && kv_dt != RLX_F32;
+  const int rows_path = masked || rows <= FLASH_DOT_ROWS, convert = kv_dt != RLX_F32 && T > 0 && !J.tiles;
   const size_t kv_floats = (size_t)(B * Hkv * T * D);
   float *scratch = malloc(J.scratch_floats * (size_t)threads * sizeof(float));
   float *kt = rows_path ? NULL : malloc((size_t)(B * Hkv * D * (J.t8 ? J.t8 : 1)) * sizeof(float));
@@ -761,7 +784,7 @@ rlx_status cpu_Attention(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, c
   }
 
   if (tq->dtype != RLX_F64)
-    return cpu_attention_fast(ctx, &p, tq->dtype, tq->data, tk->data, tv->data,
+    return cpu_attention_fast(ctx, &p, tq->dtype, tk->dtype, tq->data, tk->data, tv->data,
                               p.mask_kind == RLX_MASK_CUSTOM ? in[3].data : NULL, out->data);
 
   rlx_status st = RLX_OK;

@@ -579,7 +579,7 @@ static rlx_status attention_block_fast(cpu_ctx *ctx, const ir_node *n, const cpu
   p.batch = B;
   p.q_len = S;
   p.kv_len = S;
-  rlx_status st = cpu_attention_fast(ctx, &p, RLX_F32, q, k, v, NULL, att);
+  rlx_status st = cpu_attention_fast(ctx, &p, RLX_F32, RLX_F32, q, k, v, NULL, att);
   if (st == RLX_OK) {
     gemm_operand ao = {att, RLX_F32, 0, qd, 0, NULL}, wo = gemm_matrix(&in[4], E);
     cpu_gemm_prepacked(ctx, 1, rows, E, qd, &ao, &wo, in[4].prepack, y, E, 0, NULL);

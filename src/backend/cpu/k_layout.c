@@ -111,6 +111,15 @@ static void copy_box_par(cpu_ctx *ctx, char *dst, const int64_t *ds, int64_t dst
   cpu_parallel_for(ctx, dims[0], cpu_vec_grain(numel / dims[0]), box_slices, &J);
 }
 
+/* The dims copy_box walks for t, and its element size: a block dtype's
+ * rows (IR: only moved along an axis before the last) as runs of bytes. */
+static size_t box_dims(const cpu_tensor *t, int64_t *dims) {
+  for (int k = 0; k < t->rank; k++) dims[k] = t->d[k];
+  if (!ir_is_block(t->dtype)) return elem_size(t);
+  dims[t->rank - 1] = (int64_t)rlx_dtype_nbytes(t->dtype, t->d[t->rank - 1]);
+  return 1;
+}
+
 /* out = in (the planner may alias the two buffers). */
 static void copy_whole(const cpu_tensor *in, cpu_tensor *out) {
   if (out->data != in->data && out->nbytes) memcpy(out->data, in->data, out->nbytes);
@@ -287,12 +296,13 @@ rlx_status cpu_Transpose(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
 rlx_status cpu_Narrow(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
   (void)ctx;
   int axis = (int)n->a.axis;
-  int64_t ss[RLX_MAX_RANK], ds[RLX_MAX_RANK];
-  cpu_strides(in[0].rank, in[0].d, ss);
-  cpu_strides(out->rank, out->d, ds);
+  int64_t ss[RLX_MAX_RANK], ds[RLX_MAX_RANK], id[RLX_MAX_RANK], od[RLX_MAX_RANK];
+  box_dims(&in[0], id);
+  const size_t es = box_dims(out, od);
+  cpu_strides(in[0].rank, id, ss);
+  cpu_strides(out->rank, od, ds);
   /* kernels run on specialized graphs: start is normalized */
-  copy_box(out->data, ds, 0, in[0].data, ss, n->a.start * ss[axis], out->rank, out->d,
-           elem_size(out));
+  copy_box(out->data, ds, 0, in[0].data, ss, n->a.start * ss[axis], out->rank, od, es);
   return RLX_OK;
 }
 
@@ -446,11 +456,12 @@ rlx_status cpu_UpdateSlice(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                          "%lld rows along axis %d do not fit in [0, %lld)", n->id,
                          (long long)start, (long long)len, axis, (long long)dim);
   copy_whole(&in[0], out);
-  int64_t ds[RLX_MAX_RANK], ss[RLX_MAX_RANK];
-  cpu_strides(out->rank, out->d, ds);
-  cpu_strides(upd->rank, upd->d, ss);
-  copy_box(out->data, ds, start * ds[axis], upd->data, ss, 0, upd->rank, upd->d,
-           elem_size(out));
+  int64_t ds[RLX_MAX_RANK], ss[RLX_MAX_RANK], od[RLX_MAX_RANK], ud[RLX_MAX_RANK];
+  const size_t es = box_dims(out, od);
+  box_dims(upd, ud);
+  cpu_strides(out->rank, od, ds);
+  cpu_strides(upd->rank, ud, ss);
+  copy_box(out->data, ds, start * ds[axis], upd->data, ss, 0, upd->rank, ud, es);
   return RLX_OK;
 }
 

@@ -50,13 +50,15 @@ void cpu_attention_params_from_attrs(cpu_attention_params *p, const ir_attrs *a)
 rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, const double *k,
                              const double *v, double *out);
 
-/* The same over buffers of dtype dt (F32, F16 or BF16: q, k, v and out
- * alike), computed in f32 by the tiled kernel of k_attention.c (online
- * softmax over key blocks: memory O((S + T) * D), not O(S * T)), threaded
- * over ctx. mask (custom mask only) is F32, read through p->mask_strides;
- * p->mask is not used. Returns RLX_ERR_NOMEM (scratch) or RLX_OK. */
-rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_dtype dt, const void *q,
-                              const void *k, const void *v, const float *mask, void *out);
+/* The same over buffers of dtype dt (F32, F16 or BF16: q and out; k and v
+ * of kv_dt, which is dt or, under an F32 dt, a GGUF block dtype whose
+ * block divides head_dim), computed in f32 by the tiled kernel of
+ * k_attention.c (online softmax over key blocks: memory O((S + T) * D),
+ * not O(S * T)), threaded over ctx. mask (custom mask only) is F32, read
+ * through p->mask_strides; p->mask is not used. Returns RLX_ERR_NOMEM
+ * (scratch) or RLX_OK. */
+rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_dtype dt, rlx_dtype kv_dt,
+                              const void *q, const void *k, const void *v, const float *mask, void *out);
 
 /* Rotary embedding in place on x [batch, seq, heads, head_dim] (also the
  * rank-3 [B, S, H*D] layout): rotates dims [0, n_rot) of every head; pairs

@@ -26,7 +26,8 @@ typedef struct {
   const char *name; /* "avx512", "avx2" or "portable" */
 
   /* ---- conversion (t: RLX_F32, RLX_F16 or RLX_BF16) */
-  /* dst[i] = element i of src stored as t */
+  /* dst[i] = element i of src stored as t; load also decodes RLX_Q8_0 and
+   * RLX_Q4_0 blocks (n a multiple of 32), as quant_blocks.h does */
   void (*load)(float *dst, const void *src, rlx_dtype t, int64_t n);
   /* element i of dst stored as t = src[i], rounded to nearest even */
   void (*store)(void *dst, rlx_dtype t, const float *src, int64_t n);

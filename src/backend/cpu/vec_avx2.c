@@ -16,7 +16,39 @@
 
 /* ---------------------------------------------------------------- conversion */
 
+/* Q8_0 and Q4_0 blocks {f16 d, 32 int8 | 16 bytes of nibble pairs}:
+ * q * d (q - 8 for Q4_0) on 8 lanes, the products quant_blocks.c's
+ * decoders round (int to float is exact). */
+static void load_q8_0(float *dst, const uint8_t *b, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32, b += 34) {
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss((unsigned short)(b[0] | b[1] << 8)));
+    for (int k = 0; k < 4; k++) {
+      const __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + 8 * k));
+      _mm256_storeu_ps(dst + i + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
+    }
+  }
+}
+
+static void load_q4_0(float *dst, const uint8_t *b, int64_t n) {
+  const __m128i low = _mm_set1_epi8(0x0F);
+  const __m256i eight = _mm256_set1_epi32(8);
+  for (int64_t i = 0; i < n; i += 32, b += 18) {
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss((unsigned short)(b[0] | b[1] << 8)));
+    const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(b + 2));
+    const __m128i half[2] = {_mm_and_si128(q, low), _mm_and_si128(_mm_srli_epi16(q, 4), low)};
+    for (int k = 0; k < 4; k++) {
+      const __m128i bytes = k % 2 ? _mm_srli_si128(half[k / 2], 8) : half[k / 2];
+      const __m256i v = _mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), eight);
+      _mm256_storeu_ps(dst + i + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(v), d));
+    }
+  }
+}
+
 static void v_load(float *dst, const void *src, rlx_dtype t, int64_t n) {
+  if (t == RLX_Q8_0 || t == RLX_Q4_0) {
+    (t == RLX_Q8_0 ? load_q8_0 : load_q4_0)(dst, src, n);
+    return;
+  }
   if (t != RLX_F16 && t != RLX_BF16) {
     if ((const void *)dst != src) memmove(dst, src, (size_t)n * sizeof(float));
     return;

@@ -9,6 +9,7 @@
 #include "vec.h"
 #include "cpu_features.h"
 #include "elementwise_math.h"
+#include "quant_blocks.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -17,6 +18,8 @@
 static void p_load(float *dst, const void *src, rlx_dtype t, int64_t n) {
   const uint16_t *h = src;
   switch (t) {
+  case RLX_Q8_0:
+  case RLX_Q4_0: quant_dequantize_row(t, src, dst, n); break;
   case RLX_F16: for (int64_t i = 0; i < n; i++) dst[i] = ir_f16_to_f32(h[i]); break;
   case RLX_BF16: for (int64_t i = 0; i < n; i++) dst[i] = ir_bf16_to_f32(h[i]); break;
   default: memmove(dst, src, (size_t)n * sizeof(float)); break;

@@ -85,6 +85,7 @@ int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, char *why
     }
     return 1;
   case RLX_OP_Attention:
+    if (any_block_input(g, n)) DECLINE("Attention over %s keys and values: no CUDA kernel", rlx_dtype_name(ir_in(g, n, 1)->dtype));
     if (n->a.head_dim > 256) DECLINE("Attention head_dim %lld > 256: no CUDA kernel", (long long)n->a.head_dim);
     return 1;
   case RLX_OP_DequantMatMul:
