@@ -1,8 +1,9 @@
-"""bench_kv_cache.py — rlx generate with an F32 against a 16-bit KV cache
-on one GGUF: prefill and decode speed from process CPU time (the machine
-may be loaded) and peak RSS, medians of interleaved rounds.
+"""bench_kv_cache.py — rlx generate with KV caches of several types (f32,
+f16, bf16, q8_0, q4_0) on one GGUF: prefill and decode speed from process
+CPU time (the machine may be loaded) and peak RSS, medians of interleaved
+rounds.
 
-  python3 bench/bench_kv_cache.py [--rlx build/rlx] [--model FILE] [--types f32,f16]
+  python3 bench/bench_kv_cache.py [--rlx build/rlx] [--model FILE] [--types f32,f16,q8_0]
                                   [--runs 5] [--pp 512] [--tg 128] [--threads 1]
 """
 import argparse
