@@ -21,6 +21,7 @@ import random
 import shutil
 import struct
 import sys
+import zlib
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy: the machine may be shared
 import numpy as np  # noqa: E402
@@ -238,7 +239,8 @@ def bert_weights(r, pfx, V, H, L, ff, P, classifier):
 
 
 def tiny(work, name, model_type, dtype, pooling, normalize, classifier, shards):
-    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    # crc32, not hash(): str hashes change with every process (PYTHONHASHSEED)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
     src = minilm_folder(work)
     folder = os.path.join(work, name)
     shutil.rmtree(folder, ignore_errors=True)
