@@ -11,7 +11,7 @@ enum { T_U32 = 4, T_I32 = 5, T_F32 = 6, T_BOOL = 7, T_STR = 8, T_ARR = 9 };
 #define ALIGN 32
 
 static void put(gguf_meta *w, uint8_t **buf, size_t *len, size_t *cap, const void *p, size_t n) {
-  if (w->st) return;
+  if (w->st || !n) return; /* n = 0: *buf may still be NULL, and NULL + 0 is undefined */
   if (*len + n > *cap) {
     size_t c = *cap ? *cap : 4096;
     while (c < *len + n) c *= 2;
@@ -72,6 +72,13 @@ void gguf_meta_str_array(gguf_meta *w, const char *k, const char *const *s, cons
 void gguf_meta_i32_array(gguf_meta *w, const char *k, const int32_t *v, uint64_t n) {
   key(w, k, T_ARR);
   kv_u32(w, T_I32);
+  kv_u64(w, n);
+  kv(w, v, n * sizeof *v);
+}
+
+void gguf_meta_f32_array(gguf_meta *w, const char *k, const float *v, uint64_t n) {
+  key(w, k, T_ARR);
+  kv_u32(w, T_F32);
   kv_u64(w, n);
   kv(w, v, n * sizeof *v);
 }
