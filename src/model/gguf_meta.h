@@ -33,6 +33,7 @@ void gguf_meta_bool(gguf_meta *w, const char *key, int v);
 /* An array of n strings: s[i] of len[i] bytes. */
 void gguf_meta_str_array(gguf_meta *w, const char *key, const char *const *s, const size_t *len, uint64_t n);
 void gguf_meta_i32_array(gguf_meta *w, const char *key, const int32_t *v, uint64_t n);
+void gguf_meta_f32_array(gguf_meta *w, const char *key, const float *v, uint64_t n);
 /* A 1-D F32 tensor of n values. */
 void gguf_meta_tensor_f32(gguf_meta *w, const char *name, const float *v, int64_t n);
 

@@ -172,7 +172,8 @@ static rlx_status load_types_scores(const rlx_model_file *f, rlx_tokenizer *t) {
       t->type[i] = (uint8_t)(v ? v : TOK_TYPE_NORMAL);
     }
   }
-  if (t->kind != TOK_SPM) return RLX_OK;
+  /* SentencePiece merges by score, unless merges (ranks) are given */
+  if (t->kind != TOK_SPM || rlx_meta_find(f, "tokenizer.ggml.merges") >= 0) return RLX_OK;
   if ((st = load_array(f, "tokenizer.ggml.scores", t->n_vocab, &arr))) return st;
   t->score = malloc(sizeof(float) * (size_t)t->n_vocab);
   if (!t->score) return rlx_set_error(RLX_ERR_NOMEM, "tokenizer: out of memory");
@@ -186,7 +187,8 @@ static int is_special_type(int type) { return type == TOK_TYPE_CONTROL || type =
 
 /* The bytes each token decodes to. SentencePiece: ▁ is a space and a byte
  * token <0xNN> its byte; byte-level BPE: the byte alphabet spelled back
- * (a token outside the alphabet, such as an added "<think>", is its text). */
+ * (a token outside the alphabet, such as an added "<think>", is its text);
+ * an unused token nothing. */
 static rlx_status build_pieces(rlx_tokenizer *t) {
   uint64_t total = t->text_off[t->n_vocab];
   t->piece = malloc(total + 1);
@@ -200,6 +202,8 @@ static rlx_status build_pieces(rlx_tokenizer *t) {
     long n = -1;
     if (is_special_type(t->type[i])) {
       /* their text, as it is */
+    } else if (t->type[i] == TOK_TYPE_UNUSED) {
+      n = 0;  /* a padding row ([PAD<i>]): no text, as in llama.cpp and Hugging Face */
     } else if (t->kind == TOK_BPE) {
       n = tok_bpe_unspell(s, len, out);
     } else if (t->type[i] == TOK_TYPE_BYTE && len == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') {
@@ -288,6 +292,23 @@ static const struct { const char *name; tok_pre pre; } pre_names[] = {
     {"deepseek-r1-qwen", TOK_PRE_QWEN2},
 };
 
+static rlx_status load_prepend(const rlx_model_file *f, rlx_tokenizer *t) {
+  static const char *const names[] = {"first", "always", "every"};
+  const char *s;
+  size_t n;
+  t->prepend = TOK_PREPEND_FIRST;
+  if (rlx_meta_find(f, "tokenizer.rlx.prepend_scheme") < 0) return RLX_OK;
+  if (rlx_meta_get_string(f, "tokenizer.rlx.prepend_scheme", &s, &n) != RLX_OK)
+    return rlx_set_error(RLX_ERR_FORMAT, "tokenizer: tokenizer.rlx.prepend_scheme is not a string");
+  for (int k = 0; k < 3; k++)
+    if (strlen(names[k]) == n && !memcmp(names[k], s, n)) {
+      t->prepend = (tok_prepend)k;
+      return RLX_OK;
+    }
+  return rlx_set_error(RLX_ERR_UNSUPPORTED, "tokenizer: tokenizer.rlx.prepend_scheme '%.*s' (first, always or every)",
+                       (int)(n < 64 ? n : 64), s);
+}
+
 static rlx_status load(const rlx_model_file *f, rlx_tokenizer *t) {
   const char *model;
   size_t model_len;
@@ -326,7 +347,7 @@ static rlx_status load(const rlx_model_file *f, rlx_tokenizer *t) {
   t->add_space_prefix = t->kind == TOK_SPM;
   if ((st = load_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos)) ||
       (st = load_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos)) ||
-      (st = load_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix)))
+      (st = load_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix)) || (st = load_prepend(f, t)))
     return st;
   if (t->kind == TOK_BPE) {
     if ((st = tok_bpe_init(t, f))) return st;
@@ -336,6 +357,7 @@ static rlx_status load(const rlx_model_file *f, rlx_tokenizer *t) {
       snprintf(name, sizeof name, "<0x%02X>", b);
       t->byte_id[b] = tok_lookup(t, name, 6);
     }
+    if (rlx_meta_find(f, "tokenizer.ggml.merges") >= 0 && (st = tok_merges_load(t, f))) return st;
   }
   if ((st = build_pieces(t)) || (st = build_specials(t))) return st;
   return RLX_OK;

@@ -5,9 +5,10 @@
  * and implements the public API; tokenizer_bpe.c is byte-level BPE with
  * the GPT-2-style pre-tokenizer splits (gpt2, smollm, llama-bpe, qwen2),
  * written by hand over a codepoint class table (unicode_table.c);
- * tokenizer_spm.c is SentencePiece-style BPE over scores with byte
- * fallback. Both follow Hugging Face `tokenizers` as transformers builds it
- * from a GGUF file.
+ * tokenizer_spm.c is SentencePiece-style BPE with byte fallback, over
+ * scores (or over merge ranks where the metadata lists merges, as a
+ * Hugging Face folder's tokenizer.json does). Both follow Hugging Face
+ * `tokenizers` as transformers builds it from a GGUF file.
  */
 #ifndef RLX_MODEL_TOKENIZER_H
 #define RLX_MODEL_TOKENIZER_H
@@ -34,6 +35,12 @@ int tok_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp);
 
 typedef enum { TOK_BPE, TOK_SPM } tok_kind;
 typedef enum { TOK_PRE_GPT2, TOK_PRE_SMOLLM, TOK_PRE_LLAMA3, TOK_PRE_QWEN2 } tok_pre;
+/* SentencePiece: which spans between added tokens get the ▁ prefix
+ * (tokenizer.rlx.prepend_scheme): the one at the start of the text unless
+ * it starts with a space (Metaspace "first", the default), every one that
+ * does not start with a space (Metaspace "always"), or every one (Hugging
+ * Face's Prepend normalizer, "every"). */
+typedef enum { TOK_PREPEND_FIRST, TOK_PREPEND_ALWAYS, TOK_PREPEND_EVERY } tok_prepend;
 /* tokenizer.ggml.token_type values (llama.cpp's). */
 enum { TOK_TYPE_NORMAL = 1, TOK_TYPE_UNKNOWN = 2, TOK_TYPE_CONTROL = 3, TOK_TYPE_USER = 4,
        TOK_TYPE_UNUSED = 5, TOK_TYPE_BYTE = 6 };
@@ -53,6 +60,7 @@ typedef struct {
 struct rlx_tokenizer {
   tok_kind kind;
   tok_pre pre;
+  tok_prepend prepend;        /* SentencePiece, where add_space_prefix */
   int32_t n_vocab;
   char *text;                 /* every token's text, back to back */
   uint64_t *text_off;         /* n_vocab + 1 offsets into text */
@@ -61,7 +69,7 @@ struct rlx_tokenizer {
   uint8_t *type;              /* TOK_TYPE_* */
   float *score;               /* SentencePiece; NULL for BPE */
   tok_text_map map;
-  tok_merge *merges;          /* BPE */
+  tok_merge *merges;          /* BPE; SentencePiece with merges (else NULL) */
   uint64_t merge_mask;
   int32_t byte_id[256];       /* BPE: the token of each byte; SPM: <0xNN> or -1 */
   int32_t bos, eos, unk, eot, eom;
@@ -96,6 +104,10 @@ static inline void tok_emit(tok_out *o, int32_t id) {
  * tok_bpe_encode splits one span of text (no special tokens in it) with
  * the pre-tokenizer and emits the ids of every piece. */
 rlx_status tok_bpe_init(rlx_tokenizer *t, const rlx_model_file *f);
+/* The merge table of tokenizer.ggml.merges (rank: its index), and the
+ * merge of the pair (l, r) in it (NULL: none). */
+rlx_status tok_merges_load(rlx_tokenizer *t, const rlx_model_file *f);
+const tok_merge *tok_find_merge(const rlx_tokenizer *t, int32_t l, int32_t r);
 rlx_status tok_bpe_encode(const rlx_tokenizer *t, const char *s, size_t len, tok_out *o);
 /* The bytes the byte-level spelling s[0..len) stands for, written to out
  * (room for len bytes); returns their count, or -1 when s has a character
@@ -103,8 +115,8 @@ rlx_status tok_bpe_encode(const rlx_tokenizer *t, const char *s, size_t len, tok
 long tok_bpe_unspell(const char *s, size_t len, char *out);
 
 /* SentencePiece (tokenizer_spm.c). at_start: the span begins the text
- * (the dummy prefix ▁ goes only there, as in Hugging Face's Metaspace with
- * prepend_scheme "first"). */
+ * (where prepend is TOK_PREPEND_FIRST, the dummy prefix ▁ goes only
+ * there). */
 rlx_status tok_spm_encode(const rlx_tokenizer *t, const char *s, size_t len, int at_start, tok_out *o);
 
 #endif /* RLX_MODEL_TOKENIZER_H */

@@ -62,7 +62,7 @@ static uint64_t pair_key(int32_t l, int32_t r) { return ((uint64_t)(uint32_t)l <
 
 static uint64_t mix(uint64_t k) { return ir_hash_u64(k); }
 
-static const tok_merge *find_merge(const rlx_tokenizer *t, int32_t l, int32_t r) {
+const tok_merge *tok_find_merge(const rlx_tokenizer *t, int32_t l, int32_t r) {
   uint64_t key = pair_key(l, r);
   for (uint64_t i = mix(key) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
     if (t->merges[i].key == key) return &t->merges[i];
@@ -70,14 +70,7 @@ static const tok_merge *find_merge(const rlx_tokenizer *t, int32_t l, int32_t r)
   }
 }
 
-rlx_status tok_bpe_init(rlx_tokenizer *t, const rlx_model_file *f) {
-  for (int b = 0; b < 256; b++) {
-    char s[2];
-    int n = utf8_encode(spell_cp(b), s);
-    /* -1 when the vocabulary lacks the byte (SmolLM2 has no 0x04): with no
-     * unknown token Hugging Face's BPE drops such a byte. */
-    t->byte_id[b] = tok_lookup(t, s, (size_t)n);
-  }
+rlx_status tok_merges_load(rlx_tokenizer *t, const rlx_model_file *f) {
   rlx_meta_value arr, e;
   if (rlx_meta_lookup(f, "tokenizer.ggml.merges", &arr) != RLX_OK)
     return rlx_set_error(RLX_ERR_FORMAT, "tokenizer: a gpt2 tokenizer needs tokenizer.ggml.merges");
@@ -127,6 +120,17 @@ rlx_status tok_bpe_init(rlx_tokenizer *t, const rlx_model_file *f) {
   return RLX_OK;
 }
 
+rlx_status tok_bpe_init(rlx_tokenizer *t, const rlx_model_file *f) {
+  for (int b = 0; b < 256; b++) {
+    char s[2];
+    int n = utf8_encode(spell_cp(b), s);
+    /* -1 when the vocabulary lacks the byte (SmolLM2 has no 0x04): with no
+     * unknown token Hugging Face's BPE drops such a byte. */
+    t->byte_id[b] = tok_lookup(t, s, (size_t)n);
+  }
+  return tok_merges_load(t, f);
+}
+
 /* One candidate merge of the symbols at pos and its successor. */
 typedef struct { int32_t rank, pos, left, right; } cand;
 
@@ -164,7 +168,7 @@ static void push_pair(const rlx_tokenizer *t, bpe_scratch *w, int *nh, int32_t p
   if (pos < 0) return;
   int32_t nx = w->next[pos];
   if (nx < 0) return;
-  const tok_merge *m = find_merge(t, w->id[pos], w->id[nx]);
+  const tok_merge *m = tok_find_merge(t, w->id[pos], w->id[nx]);
   if (m) heap_push(w->heap, nh, (cand){m->rank, pos, w->id[pos], w->id[nx]});
 }
 
@@ -189,7 +193,7 @@ static void bpe_piece(const rlx_tokenizer *t, const uint8_t *s, size_t n, bpe_sc
     cand c = heap_pop(w->heap, &nh);
     int32_t nx = w->next[c.pos];
     if (w->id[c.pos] != c.left || nx < 0 || w->id[nx] != c.right) continue;  /* stale */
-    w->id[c.pos] = find_merge(t, c.left, c.right)->result;
+    w->id[c.pos] = tok_find_merge(t, c.left, c.right)->result;
     w->id[nx] = -1;
     w->next[c.pos] = w->next[nx];
     if (w->next[nx] >= 0) w->prev[w->next[nx]] = c.pos;

@@ -1,13 +1,22 @@
-/* tokenizer_json.c — a decoder folder's byte-level BPE tokenizer.json (and
+/* tokenizer_json.c — a decoder folder's BPE tokenizer.json (and
  * tokenizer_config.json) as the tokenizer.ggml.* keys llama.cpp's converter
  * writes (hf_llama.h), so the GGUF tokenizer (tokenizer.c) runs it.
  *
  * Tokens: model.vocab and added_tokens by id, padded to the model's rows
  * with [PAD<i>] (unused); an added special token is a control token, any
  * other added token user-defined. Merges: "a b" strings or [a, b] pairs.
- * The pre-tokenizer is recognized from its structure and Split regex:
- * ByteLevel alone is gpt2, Digits + ByteLevel smollm, the Llama 3 and Qwen2
- * regexes llama-bpe and qwen2; anything else is RLX_ERR_UNSUPPORTED.
+ * Byte-level BPE: the pre-tokenizer is recognized from its structure and
+ * Split regex: ByteLevel alone is gpt2, Digits + ByteLevel smollm, the
+ * Llama 3 and Qwen2 regexes llama-bpe and qwen2; anything else is
+ * RLX_ERR_UNSUPPORTED. SentencePiece-style BPE (byte_fallback: Llama 2,
+ * Mistral, TinyLlama) is model "llama" as convert_hf_to_gguf.py's
+ * LlamaHfVocab writes it (<0xNN> tokens of type byte, scores -1000), plus
+ * the merges, which rlx then applies by rank as Hugging Face does, and
+ * where the ▁ prefix goes (tokenizer.rlx.prepend_scheme): the normalizer
+ * Prepend("▁") + Replace(" ", "▁") puts it in front of every span between
+ * added tokens, the pre-tokenizer Metaspace (split false) as its
+ * prepend_scheme says. The decoder must be Replace("▁", " "), ByteFallback,
+ * Fuse and, with the prefix, Strip(" ", 1, 0).
  * BOS/EOS: tokenizer_config.json's bos_token / eos_token, else the ids of
  * generation_config.json or config.json; add_bos_token from
  * tokenizer_config.json, else whether the post-processor template starts
@@ -16,6 +25,7 @@
 
 #include "../ir/ir.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +104,83 @@ static rlx_status pre_name(tok_json *t, const char **out) {
   return RLX_OK;
 }
 
+/* SentencePiece-style BPE: whether a ▁ prefix is added, and where. */
+typedef struct { int prefix; const char *scheme; } spm_shape;
+
+static int is_type(const json_doc *d, int64_t p, const char *type) {
+  return json_str_eq(d, json_get(d, p, "type"), type);
+}
+
+/* Replace(from -> to) with a String pattern. */
+static int is_replace(const json_doc *d, int64_t p, const char *from, const char *to) {
+  return is_type(d, p, "Replace") && json_str_eq(d, json_get(d, json_get(d, p, "pattern"), "String"), from) &&
+         json_str_eq(d, json_get(d, p, "content"), to);
+}
+
+/* The n steps of a Sequence's list key (or p itself as one step) into
+ * step[0..4); -1 when there are more than 4. */
+static int steps(const json_doc *d, int64_t p, const char *key, int64_t step[4]) {
+  if (!is_type(d, p, "Sequence")) {
+    step[0] = p;
+    return json_kind(d, p) == JSON_OBJECT;
+  }
+  int64_t list = json_get(d, p, key);
+  int n = 0;
+  if (json_kind(d, list) != JSON_ARRAY) return -1;
+  for (int64_t k = json_first(d, list); k >= 0 && (uint32_t)k < d->tok[list].next; k = json_next(d, k)) {
+    if (n == 4) return -1;
+    step[n++] = k;
+  }
+  return n;
+}
+
+static rlx_status spm_recognize(tok_json *t, spm_shape *out) {
+  static const char mark[] = "\xe2\x96\x81"; /* ▁ */
+  const json_doc *d = &t->d;
+  int64_t model = json_get(d, 0, "model"), norm = json_get(d, 0, "normalizer"), pre = json_get(d, 0, "pre_tokenizer");
+  int64_t step[4];
+  int n, ok = 0, flag = 0;
+  out->prefix = 0;
+  out->scheme = "first";
+  if (json_kind(d, pre) == JSON_NULL && (n = steps(d, norm, "normalizers", step)) > 0 && n <= 2) {
+    /* [Prepend("▁"),] Replace(" ", "▁") */
+    out->prefix = n == 2 && is_type(d, step[0], "Prepend") && json_str_eq(d, json_get(d, step[0], "prepend"), mark);
+    out->scheme = "every";
+    ok = n == 1 + out->prefix && is_replace(d, step[n - 1], " ", mark);
+  } else if (json_kind(d, norm) == JSON_NULL && is_type(d, pre, "Metaspace")) {
+    int64_t scheme = json_get(d, pre, "prepend_scheme");
+    out->prefix = !json_str_eq(d, scheme, "never");
+    out->scheme = json_str_eq(d, scheme, "always") ? "always" : "first";
+    ok = json_str_eq(d, json_get(d, pre, "replacement"), mark) && json_bool(d, json_get(d, pre, "split"), &flag) &&
+         !flag && (json_str_eq(d, scheme, "first") || json_str_eq(d, scheme, "always") || !out->prefix);
+  }
+  if (!ok)
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/tokenizer.json: the normalizer and pre-tokenizer are not one rlx "
+                         "knows for byte-fallback BPE (Prepend and Replace to ▁, or Metaspace without split)",
+                         t->h->dir);
+  n = steps(d, json_get(d, 0, "decoder"), "decoders", step);
+  if (!(n == 3 + out->prefix && is_replace(d, step[0], mark, " ") && is_type(d, step[1], "ByteFallback") &&
+        is_type(d, step[2], "Fuse") &&
+        (!out->prefix || (is_type(d, step[3], "Strip") && json_str_eq(d, json_get(d, step[3], "content"), " ") &&
+                          json_int(d, json_get(d, step[3], "start"), 1, 1, &(int64_t){0}) &&
+                          json_int(d, json_get(d, step[3], "stop"), 0, 0, &(int64_t){0})))))
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/tokenizer.json: the decoder is not Replace(\"▁\", \" \"), "
+                         "ByteFallback, Fuse%s", t->h->dir, out->prefix ? ", Strip(\" \", 1, 0)" : " (no Strip)");
+  static const char *const off[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix"};
+  for (int k = 0; k < 3; k++)
+    if (json_kind(d, json_get(d, model, off[k])) != JSON_NULL)
+      return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/tokenizer.json: model.%s", t->h->dir, off[k]);
+  if (json_bool(d, json_get(d, model, "ignore_merges"), &flag) && flag)
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/tokenizer.json: model.ignore_merges with byte fallback", t->h->dir);
+  return RLX_OK;
+}
+
+/* <0xNN>: a byte token of Hugging Face's ByteFallback decoder. */
+static int byte_token(const char *s, size_t n) {
+  return n == 6 && !memcmp(s, "<0x", 3) && isxdigit((unsigned char)s[3]) && isxdigit((unsigned char)s[4]) &&
+         s[5] == '>';
+}
+
 /* Token `id` gets the text of string token s. */
 static rlx_status set_token(tok_json *t, int64_t id, int64_t s, int32_t type) {
   if (id < 0 || id >= t->n_vocab) {
@@ -116,8 +203,8 @@ static rlx_status read_tokens(tok_json *t) {
   int64_t model = json_get(d, 0, "model"), ty = json_get(d, model, "type");
   if (json_kind(d, model) != JSON_OBJECT) return bad(t, "no model object");
   if (ty >= 0 && !json_str_eq(d, ty, "BPE"))
-    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/tokenizer.json: model type is not BPE (rlx runs byte-level BPE "
-                         "decoders)", t->h->dir);
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/tokenizer.json: model type is not BPE (rlx runs BPE decoders, "
+                         "byte-level or with byte fallback)", t->h->dir);
   int64_t vocab = json_get(d, model, "vocab");
   if (json_kind(d, vocab) != JSON_OBJECT) return bad(t, "model.vocab is not an object");
   rlx_status st = RLX_OK;
@@ -147,6 +234,37 @@ static rlx_status read_tokens(tok_json *t) {
     t->type[i] = 5;
   }
   return st;
+}
+
+/* SentencePiece-style BPE: byte tokens, scores, the unknown token and the
+ * ▁ prefix. */
+static rlx_status spm_meta(tok_json *t, const spm_shape *shape, gguf_meta *w) {
+  const json_doc *d = &t->d;
+  int64_t model = json_get(d, 0, "model"), unk = -1;
+  int n_bytes = 0, fuse = 0;
+  float *score = malloc(sizeof(float) * (size_t)t->n_vocab);
+  if (!score) return rlx_set_error(RLX_ERR_NOMEM, "out of memory");
+  size_t un;
+  char *u = json_strdup(d, json_get(d, model, "unk_token"), &un);
+  for (int64_t i = 0; i < t->n_vocab; i++) {
+    score[i] = -1000.0f;  /* LlamaHfVocab's: merges are by rank */
+    if (t->type[i] == 1 && byte_token(t->text[i], t->len[i])) {
+      t->type[i] = 6;
+      n_bytes += !islower((unsigned char)t->text[i][3]) && !islower((unsigned char)t->text[i][4]);
+    }
+    if (u && unk < 0 && t->len[i] == un && !memcmp(t->text[i], u, un)) unk = i;
+  }
+  free(u);
+  gguf_meta_f32_array(w, "tokenizer.ggml.scores", score, (uint64_t)t->n_vocab);
+  free(score);
+  if (unk >= 0) gguf_meta_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk);
+  /* rlx fuses unknown characters into one <unk> */
+  if (unk >= 0 && n_bytes < 256 && json_bool(d, json_get(d, model, "fuse_unk"), &fuse) && !fuse)
+    return rlx_set_error(RLX_ERR_UNSUPPORTED, "%s/tokenizer.json: fuse_unk false without every <0xNN> token",
+                         t->h->dir);
+  gguf_meta_bool(w, "tokenizer.ggml.add_space_prefix", shape->prefix);
+  if (shape->prefix) gguf_meta_str(w, "tokenizer.rlx.prepend_scheme", shape->scheme, strlen(shape->scheme));
+  return RLX_OK;
 }
 
 /* model.merges as "a b" strings. */
@@ -321,10 +439,15 @@ rlx_status hf_tokenizer_meta(const hf_folder *h, int64_t n_vocab, gguf_meta *w) 
   const char *pre = NULL;
   if (!t.text || !t.len || !t.type) st = rlx_set_error(RLX_ERR_NOMEM, "out of memory");
   if (!st && json_kind(&t.d, 0) != JSON_OBJECT) st = bad(&t, "not a JSON object");
-  if (!st) st = pre_name(&t, &pre);
+  int spm = 0;
+  spm_shape shape = {0, "first"};
+  if (!st) json_bool(&t.d, json_get(&t.d, model, "byte_fallback"), &spm);
+  if (!st) st = spm ? spm_recognize(&t, &shape) : pre_name(&t, &pre);
   if (!st) st = read_tokens(&t);
+  if (!st && spm) st = spm_meta(&t, &shape, w);
   if (!st) {
-    gguf_meta_str(w, "tokenizer.ggml.model", "gpt2", 4);
+    gguf_meta_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2", spm ? 5 : 4);
+    if (spm) pre = "default";
     gguf_meta_str(w, "tokenizer.ggml.pre", pre, strlen(pre));
     gguf_meta_str_array(w, "tokenizer.ggml.tokens", (const char *const *)t.text, t.len, (uint64_t)n_vocab);
     gguf_meta_i32_array(w, "tokenizer.ggml.token_type", t.type, (uint64_t)n_vocab);

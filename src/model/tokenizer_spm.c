@@ -7,7 +7,9 @@
  * vocabulary (transformers' generate_merges): higher score of the joined
  * token first, then the longer left piece, the longer right piece, the
  * lower joined id, and the lower left and right ids; equal pairs merge
- * left to right. */
+ * left to right. Where the metadata lists merges (a Hugging Face folder's
+ * tokenizer.json), only listed pairs merge, lowest rank first, then left
+ * to right, byte-fallback symbols too, as that BPE model applies them. */
 #include "tokenizer.h"
 
 #include "ir/ir.h"
@@ -16,12 +18,14 @@
 #include <string.h>
 
 typedef struct {
+  int32_t rank;  /* the merge's (0 when merging by score) */
   float score;
   int32_t left_chars, right_chars, merged, left, right, pos;
 } spm_cand;
 
 /* a before b: a merges first. */
 static int cand_first(const spm_cand *a, const spm_cand *b) {
+  if (a->rank != b->rank) return a->rank < b->rank;
   if (a->score != b->score) return a->score > b->score;
   if (a->left_chars != b->left_chars) return a->left_chars > b->left_chars;
   if (a->right_chars != b->right_chars) return a->right_chars > b->right_chars;
@@ -72,11 +76,17 @@ typedef struct {
 static void push_pair(spm_work *w, int64_t pos) {
   if (pos < 0) return;
   int64_t nx = w->next[pos];
-  if (nx < 0 || w->frozen[pos] || w->frozen[nx]) return;
-  int32_t m = tok_lookup(w->t, w->s + w->start[pos], w->len[pos] + w->len[nx]);
-  if (m < 0) return;
   const rlx_tokenizer *t = w->t;
-  spm_cand c = {t->score[m], utf8_chars(tok_text(t, w->id[pos]), tok_text_len(t, w->id[pos])),
+  if (nx < 0) return;
+  if (t->merges) {
+    const tok_merge *m = tok_find_merge(t, w->id[pos], w->id[nx]);
+    if (m) heap_push(w->heap, &w->nh, (spm_cand){m->rank, 0, 0, 0, m->result, w->id[pos], w->id[nx], (int32_t)pos});
+    return;
+  }
+  if (w->frozen[pos] || w->frozen[nx]) return;
+  int32_t m = tok_lookup(t, w->s + w->start[pos], w->len[pos] + w->len[nx]);
+  if (m < 0) return;
+  spm_cand c = {0, t->score[m], utf8_chars(tok_text(t, w->id[pos]), tok_text_len(t, w->id[pos])),
                 utf8_chars(tok_text(t, w->id[nx]), tok_text_len(t, w->id[nx])), m, w->id[pos], w->id[nx], (int32_t)pos};
   heap_push(w->heap, &w->nh, c);
 }
@@ -96,9 +106,13 @@ rlx_status tok_spm_encode(const rlx_tokenizer *t, const char *text, size_t len, 
     st = rlx_set_error(RLX_ERR_NOMEM, "tokenizer: out of memory");
     goto done;
   }
-  /* Hugging Face's Metaspace, prepend_scheme "first": ▁ for every space,
-   * and one in front of the text unless it starts with one already. */
-  if (at_start && t->add_space_prefix && text[0] != ' ' && !(len >= 3 && !memcmp(text, sp, 3))) {
+  /* ▁ for every space, and one in front: Hugging Face's Metaspace puts it
+   * in front of the text ("first") or of every span ("always") unless it
+   * starts with one already; its Prepend normalizer in front of every
+   * span. */
+  const int starts_sp = text[0] == ' ' || (len >= 3 && !memcmp(text, sp, 3));
+  if (t->add_space_prefix &&
+      (t->prepend == TOK_PREPEND_EVERY || (!starts_sp && (at_start || t->prepend == TOK_PREPEND_ALWAYS)))) {
     memcpy(s, sp, 3);
     n = 3;
   }
@@ -106,23 +120,32 @@ rlx_status tok_spm_encode(const rlx_tokenizer *t, const char *text, size_t len, 
     if (text[i] == ' ') { memcpy(s + n, sp, 3); n += 3; }
     else s[n++] = text[i];
   }
+  /* Unknown characters are one <unk> (fuse_unk), which Hugging Face's BPE
+   * holds back until the next character in the vocabulary: byte-fallback
+   * characters between come before it. */
   int64_t ns = 0;
-  for (size_t i = 0; i < n;) {
+  size_t unk_start = 0, unk_len = 0;
+  for (size_t i = 0; i <= n;) {
     uint32_t cp;
-    size_t cl = (size_t)tok_utf8_decode((const uint8_t *)s + i, n - i, &cp);
-    int32_t id = tok_lookup(t, s + i, cl);
-    int fallback = id < 0;
+    size_t cl = i < n ? (size_t)tok_utf8_decode((const uint8_t *)s + i, n - i, &cp) : 0;
+    int32_t id = i < n ? tok_lookup(t, s + i, cl) : -1;
+    int fallback = i < n && id < 0;
     for (size_t b = 0; fallback && b < cl; b++) fallback = t->byte_id[(uint8_t)s[i + b]] >= 0;
+    if (unk_len && (id >= 0 || i == n)) {
+      w.id[ns] = t->unk; w.start[ns] = unk_start; w.len[ns] = unk_len; w.frozen[ns] = 2; ns++;
+      unk_len = 0;
+    }
+    if (i == n) break;
     if (id >= 0) {
       w.id[ns] = id; w.start[ns] = i; w.len[ns] = cl; w.frozen[ns] = 0; ns++;
     } else if (fallback) {
       for (size_t b = 0; b < cl; b++) {
         w.id[ns] = t->byte_id[(uint8_t)s[i + b]]; w.start[ns] = i + b; w.len[ns] = 1; w.frozen[ns] = 1; ns++;
       }
-    } else if (ns > 0 && w.frozen[ns - 1] == 2) {
-      w.len[ns - 1] += cl;  /* consecutive unknown characters are one <unk> (fuse_unk) */
-    } else {
-      w.id[ns] = t->unk; w.start[ns] = i; w.len[ns] = cl; w.frozen[ns] = 2; ns++;
+    } else if (t->unk >= 0 || !t->merges) {
+      /* (with merges and no unknown token: Hugging Face's BPE drops it) */
+      if (!unk_len) unk_start = i;
+      unk_len += cl;
     }
     i += cl;
   }

@@ -1,14 +1,17 @@
 """Tiny random-weight Hugging Face decoder folders (llama, qwen2, qwen3)
 and transformers' outputs on them, for tests/test_hf_decoder.c.
 
-usage: hf_decoder_folders.py OUT_DIR
+usage: hf_decoder_folders.py OUT_DIR [NAME...]   (only the cases named)
 
 Per case OUT_DIR/NAME/ is a folder as transformers saves it
 (config.json, model.safetensors or shards with their index,
-generation_config.json) plus a byte-level BPE tokenizer.json trained here
-with the `tokenizers` library (the pre-tokenizer of the architecture's
-family) and a tokenizer_config.json with a chat template (qwen3's in
-chat_template.jinja). The cases cover
+generation_config.json) plus a BPE tokenizer.json trained here with the
+`tokenizers` library (byte-level with the pre-tokenizer of the
+architecture's family; for llama_spm_f16, Llama 2's SentencePiece-style
+BPE: <unk> <s> </s> and the 256 <0xNN> byte tokens first, byte fallback,
+the Prepend + Replace ▁ normalizer and the Replace / ByteFallback / Fuse /
+Strip decoder of transformers' LlamaConverter) and a tokenizer_config.json
+with a chat template (qwen3's in chat_template.jinja). The cases cover
 F32, BF16 and F16 weights, tied and separate output matrices, a sharded
 checkpoint, qwen2's q/k/v biases, qwen3's q/k norms, and llama3 / yarn
 rope scaling. Next to each folder, in OUT_DIR/NAME.ref/:
@@ -17,8 +20,14 @@ rope scaling. Next to each folder, in OUT_DIR/NAME.ref/:
   prompt<i>.logits   f32 [n, vocab]: logits at every position (the folder
                      loaded in float32: its F16/BF16 weights widened)
   prompt<i>.greedy   i32: N_GREEDY argmax tokens after the prompt
+  prompt<i>.text     K, a newline, and the tokenizer's decoding of the
+                     prompt's ids and the first K greedy ones (special
+                     tokens left out; K the most that decode to whole
+                     characters): what `rlx generate --temp 0 -n K
+                     --ignore-eos` prints
   chat.txt           apply_chat_template of CHAT (generation prompt added)
-and OUT_DIR/cases.txt lists "NAME N_PROMPTS VOCAB N_GREEDY".
+and OUT_DIR/cases.txt lists "NAME N_PROMPTS VOCAB N_GREEDY" (every case,
+also those not made this time).
 Needs torch (exit 77 without it).
 """
 import json
@@ -29,11 +38,16 @@ import sys
 try:
     import numpy as np
     import torch
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors,
+                            trainers)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 except ImportError as e:
     print(f"SKIP: {e}")
     sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from tokenizer_ref import FAMILY_TEMPLATES  # noqa: E402
 
 LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
              r"\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -74,10 +88,42 @@ CASES = [
     ("qwen3_f16", "qwen3", torch.float16,
      dict(rope_theta=1000000.0, tie_word_embeddings=False, head_dim=16,
           rope_scaling=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64)), "qwen2", None),
+    ("llama_spm_f16", "llama", torch.float16, dict(rope_theta=10000.0, tie_word_embeddings=True), "spm", None),
 ]
+MARK = "\u2581"
+
+
+def train_spm():
+    """Llama 2's layout: BPE learned on whole ▁-joined lines (no
+    pre-tokenizer) of CORPUS and the tokenizer test corpus, with a small
+    alphabet, so that rarer characters (CJK, emoji) take the <0xNN>
+    byte tokens."""
+    with open(os.path.join(HERE, "..", "data", "tokenizer_corpus.jsonl"), encoding="utf-8") as f:
+        texts = CORPUS + [json.loads(line) for line in f if line.strip()]
+    norm = normalizers.Sequence([normalizers.Prepend(MARK), normalizers.Replace(" ", MARK)])
+    learner = Tokenizer(models.BPE())
+    learner.normalizer = norm
+    learner.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=420, limit_alphabet=80, max_token_length=12,
+                                                           show_progress=False))
+    learned = json.loads(learner.to_str())["model"]
+    specials = ["<unk>", "<s>", "</s>"]
+    vocab = {t: i for i, t in enumerate(specials + ["<0x%02X>" % b for b in range(256)])}
+    for t, _ in sorted(learned["vocab"].items(), key=lambda kv: kv[1]):
+        vocab.setdefault(t, len(vocab))
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in learned["merges"]]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = norm
+    tok.decoder = decoders.Sequence([decoders.Replace(MARK, " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", 1)])
+    return tok
 
 
 def train_tokenizer(family):
+    if family == "spm":
+        return train_spm()
     specials = (["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
                 if family == "llama3" else ["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
     tok = Tokenizer(models.BPE())
@@ -121,7 +167,13 @@ def make_case(out, name, model_type, dtype, extra, family, shard):
     tok = train_tokenizer(family)
     n_tok = tok.get_vocab_size()
     vocab = (n_tok + 7) // 8 * 8 + 8  # rows past the tokenizer's: padding tokens
-    if family == "llama3":
+    if family == "spm":
+        bos, eos, template = FAMILY_TEMPLATES["llama-2"]
+        gen = dict(bos_token_id=tok.token_to_id(bos), eos_token_id=tok.token_to_id(eos), temperature=0.6, top_p=0.9,
+                   do_sample=True)
+        tcfg = dict(bos_token=bos, eos_token=eos, unk_token="<unk>", add_bos_token=True, add_eos_token=False,
+                    chat_template=template)
+    elif family == "llama3":
         bos, eos, eot = "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"
         gen = dict(bos_token_id=tok.token_to_id(bos), eos_token_id=[tok.token_to_id(eos), tok.token_to_id(eot)],
                    temperature=0.6, top_p=0.9, do_sample=True)
@@ -174,6 +226,12 @@ def make_case(out, name, model_type, dtype, extra, family, shard):
             ids[0].numpy().astype(np.int32).tofile(stem + ".tokens")
             logits.astype(np.float32).tofile(stem + ".logits")
             np.array(greedy, dtype=np.int32).tofile(stem + ".greedy")
+            # the most greedy tokens whose text is whole characters (no
+            # U+FFFD for bytes of an unfinished one, which rlx writes as is)
+            k = max(k for k in range(N_GREEDY + 1)
+                    if "\ufffd" not in hf_tok.decode(ids[0].tolist() + greedy[:k], skip_special_tokens=True))
+            with open(stem + ".text", "w", encoding="utf-8") as f:
+                f.write(f"{k}\n" + hf_tok.decode(ids[0].tolist() + greedy[:k], skip_special_tokens=True))
     chat = hf_tok.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
     with open(os.path.join(refdir, "chat.txt"), "w") as f:
         f.write(chat)
@@ -181,11 +239,17 @@ def make_case(out, name, model_type, dtype, extra, family, shard):
 
 
 def main():
-    out = sys.argv[1]
+    out, only = sys.argv[1], sys.argv[2:]
     os.makedirs(out, exist_ok=True)
-    lines = [make_case(out, *c) for c in CASES]
-    with open(os.path.join(out, "cases.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    listed = os.path.join(out, "cases.txt")
+    lines = {}
+    if only and os.path.exists(listed):
+        lines = {line.split()[0]: line for line in open(listed).read().split("\n") if line.strip()}
+    for c in CASES:
+        if not only or c[0] in only:
+            lines[c[0]] = make_case(out, *c)
+    with open(listed, "w") as f:
+        f.write("\n".join(lines[c[0]] for c in CASES if c[0] in lines) + "\n")
 
 
 if __name__ == "__main__":

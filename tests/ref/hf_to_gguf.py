@@ -9,12 +9,18 @@ F16, BF16), Llama's Q/K rows permuted for GGUF's adjacent-pair rotation,
 llama3 rope scaling as rope_freqs.weight, yarn / linear as
 rope.scaling.* keys, the tokens of tokenizer.json with padding rows, and
 the special tokens, merges, add_bos and chat template through the gguf
-package's own SpecialVocab (the converter's code).
+package's own SpecialVocab (the converter's code). A SentencePiece-style
+BPE tokenizer.json (byte_fallback) is model "llama" as the converter's
+LlamaHfVocab writes it (<0xNN> tokens of type byte, every score -1000),
+with the merges too, which the converter leaves out: with them rlx merges
+by rank, as Hugging Face does, where those placeholder scores order
+nothing.
 """
 import json
 import logging
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -98,17 +104,21 @@ def main():
                 factors.append(1 / ((1 - smooth) / factor + smooth))
         tensors["rope_freqs.weight"] = np.array(factors, dtype=np.float32)
 
-    tj = json.load(open(os.path.join(folder, "tokenizer.json")))
+    tj = json.load(open(os.path.join(folder, "tokenizer.json"), encoding="utf-8"))
+    spm = tj["model"].get("byte_fallback", False)
     toks = [f"[PAD{i}]" for i in range(V)]
     types = [gguf.TokenType.UNUSED] * V
     for t, i in tj["model"]["vocab"].items():
-        toks[i], types[i] = t, gguf.TokenType.NORMAL
+        toks[i] = t
+        types[i] = gguf.TokenType.BYTE if spm and re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", t) else gguf.TokenType.NORMAL
     for a in tj["added_tokens"]:
         toks[a["id"]] = a["content"]
         types[a["id"]] = gguf.TokenType.CONTROL if a["special"] else gguf.TokenType.USER_DEFINED
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(PRE[arch])
+    w.add_tokenizer_model("llama" if spm else "gpt2")
+    w.add_tokenizer_pre("default" if spm else PRE[arch])
     w.add_token_list(toks)
+    if spm:
+        w.add_token_scores([-1000.0] * V)
     w.add_token_types(types)
     gguf.SpecialVocab(folder, load_merges=True, n_vocab=V).add_to_gguf(w, quiet=True)
     gen_path = os.path.join(folder, "generation_config.json")

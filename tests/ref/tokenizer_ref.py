@@ -10,6 +10,14 @@
   tokenizer_ref.py chat GGUF OUT                a few conversations through apply_chat_template
   tokenizer_ref.py families DIR                 the same through other families' templates (one GGUF each)
   tokenizer_ref.py bad OUT                      GGUF files with broken tokenizer metadata
+  tokenizer_ref.py spm_folders SRC WORK         prints the paths of copies of the Hugging Face folder
+                                                SRC (a SentencePiece-style BPE tokenizer.json with byte
+                                                fallback) in WORK, one for each form of the ▁ prefix
+  tokenizer_ref.py encode_json FOLDER CORPUS OUT  the ids of every corpus string by FOLDER/tokenizer.json
+  tokenizer_ref.py spm_llama CACHE              prints the path of a Hugging Face folder with Llama's own
+                                                vocabulary and merges (32000 tokens) as tokenizer.json:
+                                                transformers' conversion of llama.cpp's vocab-only
+                                                ggml-vocab-llama-spm.gguf (as vocab; exit 77 without it)
 
 The reference tokenizer is transformers' own GGUF conversion
 (AutoTokenizer.from_pretrained(folder, gguf_file=name)) running on the
@@ -23,7 +31,8 @@ Output lines (OUT), fields hex-encoded where they are bytes:
     IDS_PLAIN: add_special=0, parse_special=1 (special tokens in the text are
     matched); IDS_NOSPECIAL: add_special=0, parse_special=0; IDS_WITH_BOS:
     add_special=1, parse_special=1; ids comma-separated, "-" for none;
-    DECODED: decode(IDS_PLAIN) with special tokens rendered.
+    DECODED: decode(IDS_PLAIN) with special tokens rendered; encode_json
+    adds DECODED_SKIPPED: decode(IDS_PLAIN) without special tokens.
   chat GGUF ADD_ASSISTANT N ROLE CONTENT ... RENDERED (less a leading BOS)
   bad FILE NEEDLE
 """
@@ -155,6 +164,94 @@ def encode(path, corpus, out):
                                               hexs(decoded)))
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def encode_json(folder, corpus, out):
+    """The reference is the folder's tokenizer.json in the `tokenizers`
+    library, as transformers' PreTrainedTokenizerFast runs it."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    with open(corpus, encoding="utf-8") as f:
+        texts = [json.loads(line) for line in f if line.strip()]
+    lines = []
+    for text in texts:
+        tok.encode_special_tokens = False
+        plain = tok.encode(text, add_special_tokens=False).ids
+        with_bos = tok.encode(text, add_special_tokens=True).ids
+        tok.encode_special_tokens = True
+        nospecial = tok.encode(text, add_special_tokens=False).ids
+        lines.append("case %s %s %s %s %s %s" % (
+            hexs(text), ids_field(plain), ids_field(nospecial), ids_field(with_bos),
+            hexs(tok.decode(plain, skip_special_tokens=False)), hexs(tok.decode(plain, skip_special_tokens=True))))
+    with open(out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def spm_folders(src, work):
+    """Copies of SRC whose tokenizer.json puts the ▁ prefix each way
+    published Llama-2-style files do: the Prepend + Replace normalizer
+    (transformers' legacy LlamaConverter), the Metaspace
+    pre-tokenizer (split false) with prepend_scheme "first" (the converter
+    with legacy=False) or "always", and no prefix at all (the Replace
+    normalizer alone, add_prefix_space=False)."""
+    import shutil
+    mark = "\u2581"
+    with open(os.path.join(src, "tokenizer.json"), encoding="utf-8") as f:
+        base = json.load(f)
+    decoder = base["decoder"]
+    no_strip = dict(decoder, decoders=[d for d in decoder["decoders"] if d["type"] != "Strip"])
+    replace = {"type": "Replace", "pattern": {"String": " "}, "content": mark}
+    prepend = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": mark}, replace]}
+
+    def metaspace(scheme):
+        return {"type": "Metaspace", "replacement": mark, "prepend_scheme": scheme, "split": False}
+    variants = {
+        "prepend": (prepend, None, decoder),
+        "metaspace_first": (None, metaspace("first"), decoder),
+        "metaspace_always": (None, metaspace("always"), decoder),
+        "no_prefix": ({"type": "Sequence", "normalizers": [replace]}, None, no_strip),
+    }
+    for name, (norm, pre, dec) in variants.items():
+        folder = os.path.join(work, "spm_" + name)
+        os.makedirs(folder, exist_ok=True)
+        for f in os.listdir(src):
+            if f != "tokenizer.json":
+                shutil.copy(os.path.join(src, f), os.path.join(folder, f))
+        with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(dict(base, normalizer=norm, pre_tokenizer=pre, decoder=dec), f, ensure_ascii=False)
+        print(folder)
+
+
+def spm_llama(cache):
+    """Llama's vocabulary as the tokenizer.json transformers writes for it
+    (LlamaConverter over the GGUF's tokens and scores: 61249 merges), in a
+    folder with random weights of a one-layer decoder."""
+    import numpy as np
+    from safetensors.numpy import save_file
+    paths = vocab_paths(cache, ["llama-spm"])
+    if paths is None:
+        return SKIP
+    folder = os.path.join(cache, "llama_spm_real")
+    os.makedirs(folder, exist_ok=True)
+    hf_tokenizer(paths[0]).backend_tokenizer.save(os.path.join(folder, "tokenizer.json"))
+    n_vocab, dim = 32000, 8
+    cfg = dict(model_type="llama", vocab_size=n_vocab, hidden_size=dim, intermediate_size=dim, num_hidden_layers=1,
+               num_attention_heads=1, num_key_value_heads=1, tie_word_embeddings=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump(dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>", add_bos_token=True), f)
+    rng = np.random.default_rng(0)
+    w = {"model.embed_tokens.weight": (n_vocab, dim), "model.norm.weight": (dim,)}
+    for name in ("input_layernorm", "post_attention_layernorm"):
+        w["model.layers.0.%s.weight" % name] = (dim,)
+    for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+                 "mlp.up_proj", "mlp.down_proj"):
+        w["model.layers.0.%s.weight" % name] = (dim, dim)
+    save_file({k: rng.standard_normal(v).astype(np.float32) for k, v in w.items()},
+              os.path.join(folder, "model.safetensors"))
+    print(folder)
+    return 0
 
 
 CONVERSATIONS = [
@@ -336,6 +433,11 @@ def bad(out):
         ("bad_type_value", bpe(**{"tokenizer.ggml.token_type": ("arr", [1] * (len(bpe_tokens) - 1) + [9])}),
          "FORMAT", "token_type"),
         ("unknown_pre", bpe(**{"tokenizer.ggml.pre": ("str", "no-such-pre")}), "UNSUPPORTED", "no-such-pre"),
+        ("ok_spm_merges", spm(**{"tokenizer.ggml.merges": ("arr", ["\u2581 a"]), "tokenizer.ggml.scores": None}),
+         "OK", "-"),
+        ("spm_merge_unknown", spm(**{"tokenizer.ggml.merges": ("arr", ["a q"])}), "FORMAT", "merge"),
+        ("unknown_prepend", spm(**{"tokenizer.rlx.prepend_scheme": ("str", "sometimes")}), "UNSUPPORTED",
+         "prepend_scheme"),
     ]
     lines = []
     for name, kv, status, needle in cases:
@@ -365,6 +467,12 @@ def main(argv):
         families(argv[2])
     elif cmd == "bad":
         bad(argv[2])
+    elif cmd == "spm_folders":
+        spm_folders(argv[2], argv[3])
+    elif cmd == "encode_json":
+        encode_json(argv[2], argv[3], argv[4])
+    elif cmd == "spm_llama":
+        return spm_llama(argv[2])
     else:
         sys.stderr.write(__doc__)
         return 2
