@@ -168,6 +168,7 @@ typedef struct {
   const cpu_vec_ops *vo;
   rlx_dtype dt;                 /* of q and out */
   rlx_dtype kv_dt;              /* of k and v: dt, or a block dtype (dt F32) */
+  size_t kv_row;                /* bytes of a head's row of k or v */
   const void *q, *k, *v;
   void *out;
   const float *mask;            /* custom mask (F32) or NULL */
@@ -204,11 +205,10 @@ static int64_t seq_stride(const cpu_attention_params *p, int64_t heads) {
  * storage dtype, a block dtype's row decoded (a row is whole blocks). */
 static void load_kv_row(const flash_job *J, float *dst, const void *base, int64_t b, int64_t hk, int64_t j) {
   const cpu_attention_params *p = J->p;
-  const int64_t e = head_row(p, p->num_kv_heads, p->kv_len, b, hk, j);
-  if (J->kv_dt == RLX_Q8_0 || J->kv_dt == RLX_Q4_0 || !ir_is_block(J->kv_dt))
-    J->vo->load(dst, (const char *)base + rlx_dtype_nbytes(J->kv_dt, e), J->kv_dt, p->head_dim);
-  else
-    quant_dequantize_row(J->kv_dt, (const char *)base + rlx_dtype_nbytes(J->kv_dt, e), dst, p->head_dim);
+  const int64_t D = p->head_dim, r = head_row(p, p->num_kv_heads, p->kv_len, b, hk, j) / D; /* whole rows */
+  const char *row = (const char *)base + (size_t)r * J->kv_row;
+  if (J->kv_dt == RLX_Q8_0 || J->kv_dt == RLX_Q4_0 || !ir_is_block(J->kv_dt)) J->vo->load(dst, row, J->kv_dt, D);
+  else quant_dequantize_row(J->kv_dt, row, dst, D);
 }
 
 /* K -> kt (transposed, f32) or, on the rows path for F16/BF16 or blocks,
@@ -672,8 +672,8 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   const int64_t B = p->batch, S = p->q_len, T = p->kv_len, D = p->head_dim;
   const int64_t Hkv = p->num_kv_heads;
   if (B == 0 || S == 0 || p->num_heads == 0) return RLX_OK;
-  flash_job J = {.p = p, .vo = cpu_vec(), .dt = dt, .kv_dt = kv_dt, .q = q, .k = k, .v = v, .out = out,
-                 .mask = p->mask_kind == RLX_MASK_CUSTOM ? mask : NULL};
+  flash_job J = {.p = p, .vo = cpu_vec(), .dt = dt, .kv_dt = kv_dt, .kv_row = rlx_dtype_nbytes(kv_dt, D),
+                 .q = q, .k = k, .v = v, .out = out, .mask = p->mask_kind == RLX_MASK_CUSTOM ? mask : NULL};
   J.group = p->num_heads / Hkv;
   J.scale = (float)(p->score_scale > 0 ? p->score_scale : 1.0 / sqrt((double)D));
   J.t8 = (T + 7) / 8 * 8;
