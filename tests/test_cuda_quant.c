@@ -36,13 +36,14 @@ static void test_dequant_matmul(void) {
                            {"w", 1, packed, qbytes}};
         char what[96];
         snprintf(what, sizeof what, "dequant_matmul %s M=%d", rlx_dtype_name(q), M);
-        /* M > 8 dequantizes w to x's dtype for a tensor-core product (as
-         * llama.cpp's cuBLAS path): with bf16 the weights and cuBLASLt's
-         * partial sums (split-K, as PyTorch allows by default) are rounded
-         * to 8 bits, each rounding up to 2^-9 of a partial of about
-         * sqrt(K) |x||w| (x, w ~ 1: 0.044 at K = 512); four of those bound
-         * what the H200 showed (0.11 to 0.17 where |y| is small) */
-        double extra = t == RLX_BF16 && M > 8 ? 4 * ldexp(1.0, -9) * sqrt((double)K) : 0.0;
+        /* M > 8 dequantizes w to BF16 (F32 x: x rounded to BF16 too, F32
+         * accumulation and output) or to x's dtype for a tensor-core product
+         * (as llama.cpp's cuBLAS path): the weights, x, and with BF16 x
+         * cuBLASLt's partial sums (split-K, as PyTorch allows by default)
+         * are rounded to 8 bits, each rounding up to 2^-9 of a partial of
+         * about sqrt(K) |x||w| (x, w ~ 1: 0.044 at K = 512); four of those
+         * bound what the H200 showed (0.11 to 0.17 where |y| is small) */
+        double extra = M > 8 ? 4 * ldexp(1.0, -9) * sqrt((double)K) : 0.0;
         compare_tol(what, g, l, 2, t, extra);
         free(l[0].data);
         rlx_graph_free(g);
@@ -83,8 +84,10 @@ static void test_dequant_matmul_16bit(void) {
           char what[96];
           snprintf(what, sizeof what, "dequant_matmul %s w, %s x, M=%lld K=%lld", rlx_dtype_name(wt),
                    rlx_dtype_name(t), (long long)M, (long long)K);
-          /* 16-bit x at 19 rows: cuBLASLt's split-K partials rounded as in test_dequant_matmul */
-          const double extra = t == RLX_BF16 && M > 8 ? 4 * ldexp(1.0, -9) * sqrt((double)K) * 0.1 : 0.0;
+          /* 16-bit x at 19 rows: cuBLASLt's split-K partials rounded as in
+           * test_dequant_matmul; F32 x under BF16 w there: x rounded to BF16 */
+          const int rounded = M > 8 && wt == RLX_BF16;
+          const double extra = rounded ? 4 * ldexp(1.0, -9) * sqrt((double)K) * 0.1 : 0.0;
           for (int o = 0; o < 2; o++) compare_replay(what, g, l, 4, o, t, extra);
           for (int i = 0; i < 4; i++) free(l[i].data);
           rlx_graph_free(g);

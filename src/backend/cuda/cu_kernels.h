@@ -379,6 +379,7 @@ typedef struct {
   rlx_dtype dtype;
   int64_t M, N, K;
   int b_trans, tf32;
+  int ab_bf16;             /* A and B in BF16 under an F32 dtype (C and D): F32 accumulation */
   int64_t batch, stride_a, stride_b, stride_c;
   const void *a, *b;
   void *c;

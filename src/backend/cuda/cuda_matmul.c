@@ -145,8 +145,10 @@ static cublasStatus_t pick_algo(cuda_gemm *g, const cuda_gemm_desc *d, const voi
 static cublasStatus_t build(cuda_gemm *g, const cuda_gemm_desc *d, cublasLtEpilogue_t epi) {
   cudaDataType_t t = d->dtype == RLX_F16 ? CUDA_R_16F : d->dtype == RLX_BF16 ? CUDA_R_16BF
                    : d->dtype == RLX_F64 ? CUDA_R_64F : CUDA_R_32F;
+  const cudaDataType_t tab = d->ab_bf16 ? CUDA_R_16BF : t; /* A and B */
   cublasComputeType_t ct = d->dtype == RLX_F64 ? CUBLAS_COMPUTE_64F
-                         : d->dtype == RLX_F32 && d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+                         : d->dtype == RLX_F32 && d->tf32 && !d->ab_bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                        : CUBLAS_COMPUTE_32F;
   cudaDataType_t scale = d->dtype == RLX_F64 ? CUDA_R_64F : CUDA_R_32F;
   cublasStatus_t s = cublasLtMatmulDescCreate(&g->op, ct, scale);
   if (s != CUBLAS_STATUS_SUCCESS) return s;
@@ -160,9 +162,9 @@ static cublasStatus_t build(cuda_gemm *g, const cuda_gemm_desc *d, cublasLtEpilo
     if (s != CUBLAS_STATUS_SUCCESS) return s;
   }
   /* our B: [K, N] row-major = N x K column-major (ld N); b_trans: [N, K] = K x N (ld K), op T */
-  if (d->b_trans) s = cublasLtMatrixLayoutCreate(&g->la, t, (uint64_t)d->K, (uint64_t)d->N, d->K);
-  else s = cublasLtMatrixLayoutCreate(&g->la, t, (uint64_t)d->N, (uint64_t)d->K, d->N);
-  if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&g->lb, t, (uint64_t)d->K, (uint64_t)d->M, d->K);
+  if (d->b_trans) s = cublasLtMatrixLayoutCreate(&g->la, tab, (uint64_t)d->K, (uint64_t)d->N, d->K);
+  else s = cublasLtMatrixLayoutCreate(&g->la, tab, (uint64_t)d->N, (uint64_t)d->K, d->N);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&g->lb, tab, (uint64_t)d->K, (uint64_t)d->M, d->K);
   if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&g->lc, t, (uint64_t)d->N, (uint64_t)d->M, d->N);
   if (s == CUBLAS_STATUS_SUCCESS && d->batch > 1 && !d->pa) {
     s = set_batch(g->la, d->batch, d->stride_b);

@@ -848,7 +848,8 @@ __global__ void dequant_kernel(const uint8_t *w, void *dst, int dst_dtype, int64
 }
 
 /* F16/BF16 "dequantized" (DequantMatMul of a 16-bit weight at prefill
- * rows, under x of another dtype): widened, exactly. */
+ * rows, under x of another dtype): widened, exactly; F32 (x of a BF16
+ * prefill product): rounded to the destination's dtype. */
 template <typename W> __global__ void widen_kernel(const W *w, void *dst, int dst_dtype, int64_t total) {
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step)
@@ -857,11 +858,12 @@ template <typename W> __global__ void widen_kernel(const W *w, void *dst, int ds
 
 extern "C" int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
                                  cudaStream_t st) {
-  if (scheme == RLX_F16 || scheme == RLX_BF16) {
+  if (scheme == RLX_F16 || scheme == RLX_BF16 || scheme == RLX_F32) {
     const int64_t n = rows * K;
     if (n <= 0) return cudaSuccess;
     const unsigned b = cu_blocks(n, CU_THREADS);
-    if (scheme == RLX_F16) widen_kernel<__half><<<b, CU_THREADS, 0, st>>>((const __half *)w, dst, dst_dtype, n);
+    if (scheme == RLX_F32) widen_kernel<float><<<b, CU_THREADS, 0, st>>>((const float *)w, dst, dst_dtype, n);
+    else if (scheme == RLX_F16) widen_kernel<__half><<<b, CU_THREADS, 0, st>>>((const __half *)w, dst, dst_dtype, n);
     else widen_kernel<__nv_bfloat16><<<b, CU_THREADS, 0, st>>>((const __nv_bfloat16 *)w, dst, dst_dtype, n);
     return cudaGetLastError();
   }

@@ -184,6 +184,51 @@ static int half_weight_widened(const cuda_plan *pl, const ir_node *n, int64_t M,
   return xt != wt && (pl->no_gemv || M > CU_GEMV_MAX_M || K % 8 != 0);
 }
 
+/* Whether DequantMatMul n runs as a BF16 product (emit_bf16_gemm): F32 x
+ * at prefill rows (past the decode kernels' M), with BF16 or block
+ * weights; F16 weights, and every product under RLX_QMATMUL_REF=1 (the
+ * reference), keep the exact F32 product. */
+static int bf16_prefill(const cuda_plan *pl, const ir_node *n, int64_t M, int64_t K) {
+  const rlx_dtype xt = ir_in(pl->g, n, 0)->dtype, wt = ir_in(pl->g, n, 1)->dtype;
+  if (xt != RLX_F32 || pl->qmm_exact) return 0;
+  if (wt == RLX_BF16) return half_weight_widened(pl, n, M, K) && M > CU_GEMV_MAX_M;
+  return rlx_dtype_is_block(wt) && M > CU_QMM_MAX_M;
+}
+
+/* Bytes of the BF16 product's scratch: the decoded weights (block w; 256-
+ * byte aligned), then x rounded to BF16. */
+static size_t bf16_weights_bytes(const ir_type *w) {
+  if (!rlx_dtype_is_block(w->dtype)) return 0;
+  return ((size_t)(w->shape.d[0] * w->shape.d[1]) * 2 + 255) & ~(size_t)255;
+}
+
+/* DequantMatMul n of F32 x [M, K] at prefill rows on the tensor cores in
+ * BF16, as llama.cpp's CUDA prefill rounds its operands: x rounded to BF16
+ * into the scratch, block weights decoded to BF16 there (BF16 weights read
+ * in place), F32 accumulation and output. A product of F32 operands would
+ * run on the F32 units at a twelfth of the BF16 rate and read decoded
+ * weights twice as wide. */
+static rlx_status emit_bf16_gemm(cuda_plan *pl, const ir_node *n, int64_t M, int64_t N, int64_t K) {
+  const ir_type *w = ir_in(pl->g, n, 1);
+  const size_t wbytes = bf16_weights_bytes(w);
+  if (wbytes + (size_t)(M * K) * 2 > pl->scratch_bytes)
+    return rlx_set_error(RLX_ERR_INTERNAL, "CUDA: node %d: the scratch holds no BF16 operands", n->id);
+  pl->qx_valid = 0; /* the scratch no longer holds a quantized x */
+  char *scr = pl->scratch;
+  cuda_gemm_desc d = {0};
+  d.dtype = RLX_F32, d.ab_bf16 = 1, d.M = M, d.N = N, d.K = K, d.batch = 1, d.b_trans = 1;
+  d.a = scr + wbytes, d.b = wbytes ? (const void *)scr : in_ptr(pl, n, 1), d.c = out_ptr(pl, n);
+  d.act = RLX_ACT_NONE;
+  cuda_step *s = wbytes ? cuda_new_step(pl, ST_DEQUANT, n) : NULL;
+  if (wbytes && !s) return cuda_nomem(n);
+  if (s) s->src = in_ptr(pl, n, 1), s->dtype = w->dtype, s->dst = scr, s->dtype2 = RLX_BF16, s->n0 = N, s->n1 = K;
+  if (!(s = cuda_new_step(pl, ST_DEQUANT, n))) return cuda_nomem(n);
+  s->src = in_ptr(pl, n, 0), s->dtype = RLX_F32, s->dst = scr + wbytes, s->dtype2 = RLX_BF16, s->n0 = M, s->n1 = K;
+  cuda_fuse(pl, CUDA_FUSE_RESIDUAL_GEMM, n, &(cuda_fuse_site){.d = &d});
+  int fused;
+  return emit_gemm(pl, n, &d, &fused);
+}
+
 /* DequantMatMul n as a cuBLASLt product with w [N, K] read as op T: w as
  * it is (16-bit w under x of its dtype), or with decode, first decoded
  * (blocks) or widened (16-bit) into the plan's scratch in x's dtype. */
@@ -214,6 +259,7 @@ static rlx_status emit_weight_gemm(cuda_plan *pl, const ir_node *n, int64_t M, i
  * an exact F32 product). */
 static rlx_status lower_half_weight_matmul(cuda_plan *pl, const ir_node *n, int64_t M, int64_t N, int64_t K) {
   const ir_type *x = ir_in(pl->g, n, 0), *w = ir_in(pl->g, n, 1);
+  if (bf16_prefill(pl, n, M, K)) return emit_bf16_gemm(pl, n, M, N, K);
   if (half_weight_widened(pl, n, M, K)) return emit_weight_gemm(pl, n, M, N, K, 1);
   cuda_gemm_desc d = {0};
   d.dtype = x->dtype, d.M = M, d.N = N, d.K = K, d.batch = 1, d.b_trans = 1;
@@ -290,6 +336,7 @@ rlx_status cuda_lower_quant(cuda_plan *pl, const ir_node *n) {
     return RLX_OK;
   }
   /* prefill: dequantize into the plan's scratch, then a tensor-core product with w^T */
+  if (bf16_prefill(pl, n, M, K)) return emit_bf16_gemm(pl, n, M, N, K);
   return emit_weight_gemm(pl, n, M, N, K, 1);
 }
 
@@ -301,6 +348,7 @@ size_t cuda_quant_scratch_bytes(const cuda_plan *pl, const ir_node *n) {
   const int64_t N = w->shape.d[0], K = w->shape.d[1];
   const int64_t M = N ? numel_of(&n->out[0]) / N : 0;
   if (!K || !M) return 0;
+  if (bf16_prefill(pl, n, M, K)) return bf16_weights_bytes(w) + (size_t)(M * K) * 2;
   const size_t widened = (size_t)(N * K) * elem_size(x->dtype);
   if (!rlx_dtype_is_block(w->dtype)) return half_weight_widened(pl, n, M, K) ? widened : 0;
   return M > CU_QMM_MAX_M ? widened : cu_qx_bytes(M, K);
