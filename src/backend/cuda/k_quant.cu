@@ -847,6 +847,26 @@ __global__ void dequant_kernel(const uint8_t *w, void *dst, int dst_dtype, int64
   }
 }
 
+/* Into BF16 (the prefill product's operand, lower_matmul.c): a thread a
+ * quarter chunk (8 weights), stored as one 16-byte vector, so a warp
+ * writes 512 contiguous bytes; the kernel above, a chunk a thread, stores
+ * 2-byte elements 64 bytes apart across the warp. */
+template <int SCHEME> __global__ void dequant_bf16_kernel(const uint8_t *w, uint4 *dst, int64_t rows, int64_t K) {
+  const int64_t parts = K / 8, total = rows * parts, step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {
+    const int64_t r = t / parts, k8 = t % parts;
+    float y[8];
+    chunk_decode8<SCHEME>(w + r * row_bytes(SCHEME, K), k8 / 4, (int)(k8 % 4), y);
+    union {
+      __nv_bfloat162 h[4];
+      uint4 v;
+    } u;
+#pragma unroll
+    for (int i = 0; i < 4; i++) u.h[i] = __floats2bfloat162_rn(y[2 * i], y[2 * i + 1]);
+    dst[t] = u.v; /* element 8t: row r, weight 8 k8 */
+  }
+}
+
 /* F16/BF16 "dequantized" (DequantMatMul of a 16-bit weight at prefill
  * rows, under x of another dtype): widened, exactly; F32 (x of a BF16
  * prefill product): rounded to the destination's dtype. */
@@ -870,8 +890,21 @@ extern "C" int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_d
   const int64_t total = rows * (K / 32);
   if (total <= 0) return cudaSuccess;
   if ((uintptr_t)w & 15) return cudaErrorInvalidValue; /* w: a param's own allocation */
-  const unsigned b = cu_blocks(total, CU_THREADS);
   const uint8_t *ww = (const uint8_t *)w;
+  if (dst_dtype == RLX_BF16 && !((uintptr_t)dst & 15)) {
+    const unsigned b8 = cu_blocks(total * 4, CU_THREADS);
+    uint4 *d8 = (uint4 *)dst;
+    switch (scheme) {
+    case RLX_Q4_0: dequant_bf16_kernel<RLX_Q4_0><<<b8, CU_THREADS, 0, st>>>(ww, d8, rows, K); break;
+    case RLX_Q4_1: dequant_bf16_kernel<RLX_Q4_1><<<b8, CU_THREADS, 0, st>>>(ww, d8, rows, K); break;
+    case RLX_Q8_0: dequant_bf16_kernel<RLX_Q8_0><<<b8, CU_THREADS, 0, st>>>(ww, d8, rows, K); break;
+    case RLX_Q4_K: dequant_bf16_kernel<RLX_Q4_K><<<b8, CU_THREADS, 0, st>>>(ww, d8, rows, K); break;
+    case RLX_Q6_K: dequant_bf16_kernel<RLX_Q6_K><<<b8, CU_THREADS, 0, st>>>(ww, d8, rows, K); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+  }
+  const unsigned b = cu_blocks(total, CU_THREADS);
   switch (scheme) {
   case RLX_Q4_0: dequant_kernel<RLX_Q4_0><<<b, CU_THREADS, 0, st>>>(ww, dst, dst_dtype, rows, K); break;
   case RLX_Q4_1: dequant_kernel<RLX_Q4_1><<<b, CU_THREADS, 0, st>>>(ww, dst, dst_dtype, rows, K); break;
