@@ -541,6 +541,12 @@ rlx_status rlx_embedder_load(const char *path, const rlx_embedder_options *opt, 
   if (o.pooling) e->sqrt_len = 0;
   e->normalize = o.normalize ? o.normalize > 0 : normalize;
   int64_t limit = e->max_pos - e->pos_offset;
+  if (limit < 1) {
+    st = rlx_set_error(RLX_ERR_FORMAT, "%s: max_position_embeddings %lld leaves no position past the padding id's %lld",
+                       e->hf.dir, (long long)e->max_pos, (long long)e->pos_offset);
+    rlx_embedder_free(e);
+    return st;
+  }
   e->max_tokens = o.max_tokens ? o.max_tokens : max_len ? max_len : wp_max_length(e->tok) ? wp_max_length(e->tok) : limit;
   if (e->max_tokens > limit) e->max_tokens = limit;
   e->batch = o.batch ? o.batch : 32;
@@ -577,6 +583,11 @@ static int by_len(const void *a, const void *b) {
  * padded batch; their output rows go to out[idx * dim]. */
 static rlx_status run_batch(rlx_embedder *e, const wp_ids *enc, const text_len *order, int64_t nb, float *out) {
   int64_t S = order[nb - 1].len, limit = e->max_pos - e->pos_offset, dim = rlx_embedder_dim(e);
+  /* truncation keeps the text to max_tokens, but not the template's own
+   * special tokens: a model of fewer positions than those is refused here */
+  if (S > limit)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_embed: %lld tokens with the special ones, past %s's %lld positions",
+                         (long long)S, e->hf.dir, (long long)limit);
   S = (S + BERT_PAD_MULTIPLE - 1) / BERT_PAD_MULTIPLE * BERT_PAD_MULTIPLE;
   if (S > limit) S = limit;
   size_t cells = (size_t)(nb * S);
