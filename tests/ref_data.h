@@ -7,6 +7,7 @@
 
 #include "rlx.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,23 @@ static inline int64_t argmax_f32(const float *x, int64_t n) {
   for (int64_t i = 1; i < n; i++)
     if (x[i] > x[b]) b = i;
   return b;
+}
+
+/* The largest |x| of n floats. */
+static inline double max_abs_f32(const float *x, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+  return m;
+}
+
+/* The largest |a - b| of n floats; NaN when a difference is NaN. */
+static inline double max_diff_f32(const float *a, const float *b, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - (double)b[i]);
+    if (!(d <= m)) m = d;
+  }
+  return m;
 }
 
 static inline char *work_path(const char *name) {

@@ -68,12 +68,6 @@ static int run(const char *what, rlx_llm *m, const rlx_tokenizer *tok, const cha
   return st == RLX_OK;
 }
 
-static double max_diff(const float *a, const float *b, int64_t n) {
-  double d = 0;
-  for (int64_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - (double)b[i]));
-  return d;
-}
-
 /* Every key of the converter's GGUF reads the same from the folder's view. */
 static void same_metadata(const char *name, const rlx_model_file *gguf_file, const rlx_model_file *view) {
   for (int64_t i = 0; i < rlx_meta_count(gguf_file); i++) {
@@ -153,14 +147,14 @@ static void test_case(const char *name, int n_prompts, int64_t vocab, int n_gree
       int same = o.n == (int64_t)n_ref && !memcmp(o.ids, ids, n_ref * sizeof *ids);
       CHECK(same, "%s: %lld token ids differ from transformers' %zu", what, (long long)o.n, n_ref);
       if (same) {
-        double d = max_diff(o.logits, logits, o.n * vocab), t = TOL;
+        double d = max_diff_f32(o.logits, logits, o.n * vocab), t = TOL;
         CHECK(d <= t, "%s: logits differ from transformers' by %g > %g", what, d, t);
         CHECK(!memcmp(o.greedy, greedy, (size_t)n_greedy * sizeof *greedy), "%s: greedy tokens differ", what);
       }
       if (gtok && run(what, g, gtok, text, n_greedy, &go)) {
         CHECK(go.n == o.n && !memcmp(go.ids, o.ids, (size_t)o.n * sizeof *o.ids), "%s: GGUF token ids differ", what);
         if (go.n == o.n) {
-          double d = max_diff(go.logits, o.logits, o.n * vocab), t = TOL;
+          double d = max_diff_f32(go.logits, o.logits, o.n * vocab), t = TOL;
           CHECK(d <= t, "%s: the GGUF's logits differ from the folder's by %g > %g", what, d, t);
         }
         CHECK(!memcmp(go.greedy, o.greedy, (size_t)n_greedy * sizeof *o.greedy),

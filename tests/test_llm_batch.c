@@ -52,21 +52,6 @@ static char *case_path(const char *name, const char *ext) {
   return buf;
 }
 
-static double max_abs(const float *a, int64_t n) {
-  double m = 0;
-  for (int64_t i = 0; i < n; i++) m = fabs(a[i]) > m ? fabs(a[i]) : m;
-  return m;
-}
-
-static double max_diff(const float *a, const float *b, int64_t n) {
-  double m = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double d = fabs((double)a[i] - (double)b[i]);
-    if (!(d <= m)) m = d;
-  }
-  return m;
-}
-
 static rlx_llm *load_threads(const rlx_model_file *f, int32_t n_seq, int64_t n_ctx, rlx_dtype cache, int threads) {
   rlx_llm_options o = {{RLX_DEVICE_CPU, threads, 0}, n_ctx, NULL, NULL, cache, n_seq};
   rlx_llm *m = NULL;
@@ -116,7 +101,7 @@ static void check_staggered(const char *name, const rlx_model_file *f, const int
     if (st) break;
     for (int64_t i = 0; i < k; i++) {
       const float *want = ref + pos[i] * V;
-      double d = max_diff(logits + i * V, want, V) / max_abs(want, V);
+      double d = max_diff_f32(logits + i * V, want, V) / max_abs_f32(want, V);
       worst = d > worst ? d : worst;
       rows++;
     }
@@ -212,7 +197,7 @@ static void check_state_files(const char *name, rlx_llm *m, int64_t V) {
   rlx_llm_batch b = {2, tok, seq, NULL};
   st = rlx_llm_decode(m, &b, logits);
   CHECK(st == RLX_OK, "%s: decode after load: %s", name, rlx_last_error());
-  double d = max_diff(logits, logits + V, V) / max_abs(logits, V);
+  double d = max_diff_f32(logits, logits + V, V) / max_abs_f32(logits, V);
   CHECK(d <= 1e-5, "%s: the loaded sequence's logits differ from the saved one's by %.3g", name, d);
 
   /* damaged, cut and foreign files change nothing */
@@ -263,11 +248,11 @@ static void check_together(const char *name, const rlx_model_file *f, const int3
   for (int i = 0; i <= STEPS && st == RLX_OK; i++) {
     for (int s = 0; s < 3; s++) {
       const float *a = alone[s].logits + i * V;
-      double d = max_diff(logits + s * V, a, V) / max_abs(a, V);
+      double d = max_diff_f32(logits + s * V, a, V) / max_abs_f32(a, V);
       worst = d > worst ? d : worst;
       if (i == STEPS) continue;
       int32_t t = (int32_t)argmax_f32(logits + s * V, V);
-      if (clear_best(a, V, 1e-3 * max_abs(a, V))) clear++, same += t == alone[s].out[i];
+      if (clear_best(a, V, 1e-3 * max_abs_f32(a, V))) clear++, same += t == alone[s].out[i];
       tok[s] = alone[s].out[i]; /* alone's tokens: a near-tie cannot fork the runs */
       seq[s] = s;
     }
@@ -293,7 +278,7 @@ static void check_together(const char *name, const rlx_model_file *f, const int3
   int32_t two = 2;
   rlx_llm_batch one = {1, &alone[0].out[5], &two, NULL};
   st = rlx_llm_decode(m, &one, logits);
-  double d = max_diff(logits, alone[0].logits + 6 * V, V) / max_abs(alone[0].logits + 6 * V, V);
+  double d = max_diff_f32(logits, alone[0].logits + 6 * V, V) / max_abs_f32(alone[0].logits + 6 * V, V);
   const double tol = exact_case(name) ? 0.0 : 1e-4;
   CHECK(st == RLX_OK && d <= tol, "%s: after a copied prefix: %.3g (%s)", name, d, rlx_last_error());
   /* sequence 1 cut back to its prompt and 3 tokens continues as 1 alone */
@@ -301,7 +286,7 @@ static void check_together(const char *name, const rlx_model_file *f, const int3
   int32_t s1 = 1;
   rlx_llm_batch again = {1, &alone[1].out[3], &s1, NULL};
   if (st == RLX_OK) st = rlx_llm_decode(m, &again, logits);
-  d = max_diff(logits, alone[1].logits + 4 * V, V) / max_abs(alone[1].logits + 4 * V, V);
+  d = max_diff_f32(logits, alone[1].logits + 4 * V, V) / max_abs_f32(alone[1].logits + 4 * V, V);
   CHECK(st == RLX_OK && d <= tol, "%s: after a truncate: %.3g (%s)", name, d, rlx_last_error());
   CHECK_ERR(rlx_llm_seq_truncate(m, 1, 1000), RLX_ERR_INVALID, "outside");
   CHECK_ERR(rlx_llm_seq_copy(m, 0, 5, 1), RLX_ERR_INVALID, "sequence 5");
@@ -358,17 +343,17 @@ static void check_packed(const char *name, const rlx_model_file *f, const int32_
   if (st) goto done;
   const double tol = exact_case(name) ? 0.0 : 1e-4;
   alone_last(f, a, 5, want);
-  double d = max_diff(got, want, V) / max_abs(want, V);
+  double d = max_diff_f32(got, want, V) / max_abs_f32(want, V);
   CHECK(d <= tol, "%s: packed: sequence 0 off by %.3g", name, d);
   alone_last(f, c, 16, want);
-  d = max_diff(got + V, want, V) / max_abs(want, V);
+  d = max_diff_f32(got + V, want, V) / max_abs_f32(want, V);
   CHECK(d <= tol, "%s: packed: sequence 2 off by %.3g", name, d);
   /* sequence 1's rows moved too */
   int32_t one = 1, t1 = tokens[14];
   rlx_llm_batch next = {1, &t1, &one, NULL};
   st = rlx_llm_decode(m, &next, got);
   alone_last(f, tokens + 10, 5, want);
-  d = max_diff(got, want, V) / max_abs(want, V);
+  d = max_diff_f32(got, want, V) / max_abs_f32(want, V);
   CHECK(st == RLX_OK && d <= tol, "%s: packed: sequence 1 off by %.3g (%s)", name, d, rlx_last_error());
   CHECK(rlx_llm_seq_n_past(m, 0) == 5 && rlx_llm_seq_n_past(m, 1) == 5 && rlx_llm_seq_n_past(m, 2) == 16,
         "%s: packed: positions %lld %lld %lld", name, (long long)rlx_llm_seq_n_past(m, 0),
@@ -402,11 +387,11 @@ static void check_long(const char *name, const rlx_model_file *f, const int32_t 
     rlx_llm_batch piece = {100, tok + i, seq, want};
     st = rlx_llm_decode(pooled, &piece, b);
   }
-  double worst = st == RLX_OK ? max_diff(a, b, V) / max_abs(a, V) : 0;
+  double worst = st == RLX_OK ? max_diff_f32(a, b, V) / max_abs_f32(a, V) : 0;
   for (int i = 0; i < STEP && st == RLX_OK; i++) {
     rlx_llm_batch one = {1, tok + L + i, seq, NULL};
     st = rlx_llm_decode(pooled, &one, b);
-    double d = max_diff(a + (i + 1) * V, b, V) / max_abs(a + (i + 1) * V, V);
+    double d = max_diff_f32(a + (i + 1) * V, b, V) / max_abs_f32(a + (i + 1) * V, V);
     worst = d > worst ? d : worst;
   }
   CHECK(st == RLX_OK, "%s: long: %s", name, rlx_last_error());
@@ -462,7 +447,7 @@ static void check_shift(const char *name, const rlx_model_file *f, const int32_t
   CHECK(ref && sh && n_ref == np && n_sh == np && w_ref == w_sh, "%s: state files", name);
   if (ref && sh && n_ref == n_sh) {
     /* layer 0: K rows then V rows, np each */
-    double worst = 0, big = max_abs(ref, 2 * np * w_ref);
+    double worst = 0, big = max_abs_f32(ref, 2 * np * w_ref);
     for (int64_t i = 0; i < 2 * np * w_ref; i++) {
       double diff = fabs((double)ref[i] - (double)sh[i]);
       worst = diff > worst ? diff : worst;
@@ -499,9 +484,9 @@ static void check_placed(const char *name, const rlx_model_file *f, const int32_
     if (st == RLX_OK) st = scratch ? rlx_llm_decode(pooled, &bo, scratch) : RLX_ERR_NOMEM;
     if (st == RLX_OK) st = rlx_llm_decode(pooled, &bb, b);
     CHECK(st == RLX_OK, "%s placed: %s", name, rlx_last_error());
-    double d = max_diff(a, b, L * V);
+    double d = max_diff_f32(a, b, L * V);
     CHECK(d == 0.0, "%s placed after %d cells (%s cache): logits off by %.3g of %.3g", name, PLACE_AFTER,
-          rlx_dtype_name(cache), d, max_abs(a, L * V));
+          rlx_dtype_name(cache), d, max_abs_f32(a, L * V));
     free(scratch);
   }
   free(a);

@@ -41,21 +41,6 @@ static char *path_of(const char *name) {
   return buf;
 }
 
-static double max_abs(const float *a, int64_t n) {
-  double m = 0;
-  for (int64_t i = 0; i < n; i++) m = fabs(a[i]) > m ? fabs(a[i]) : m;
-  return m;
-}
-
-static double max_diff(const float *a, const float *b, int64_t n) {
-  double m = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double d = fabs((double)a[i] - (double)b[i]);
-    if (!(d <= m)) m = d;
-  }
-  return m;
-}
-
 /* The best two of a row are apart by more than gap. */
 static int clear_best(const float *row, int64_t V, double gap) {
   int64_t b = argmax_f32(row, V);
@@ -88,9 +73,9 @@ static void check_logits(rlx_dtype t, const int32_t *tokens, int64_t n, int64_t 
   const size_t row = rlx_dtype_nbytes(t, info.n_head_kv * info.head_dim);
   CHECK(info.kv_cache_type == t && row > 0 && info.kv_cache_bytes == 2 * (size_t)(info.n_layer * info.n_ctx) * row,
         "%s: info: type %s, %zu bytes", rlx_dtype_name(t), rlx_dtype_name(info.kv_cache_type), info.kv_cache_bytes);
-  const double top = max_abs(ref, n * V);
+  const double top = max_abs_f32(ref, n * V);
   rlx_status st = rlx_llm_eval(m, tokens, n, 1, got);
-  double pre = st == RLX_OK ? max_diff(got, ref, n * V) / top : INFINITY;
+  double pre = st == RLX_OK ? max_diff_f32(got, ref, n * V) / top : INFINITY;
   CHECK(pre <= tol, "%s: prefill vs the reference: %.3g of the largest logit (tol %g): %s", rlx_dtype_name(t), pre,
         tol, rlx_last_error());
   const int64_t k = 9;
@@ -99,7 +84,7 @@ static void check_logits(rlx_dtype t, const int32_t *tokens, int64_t n, int64_t 
   if (st == RLX_OK) st = rlx_llm_eval(m, tokens, k, 0, got);
   for (int64_t p = k; p < n && st == RLX_OK; p++) {
     st = rlx_llm_eval(m, &tokens[p], 1, 0, got + p * V);
-    dec = fmax(dec, max_diff(got + p * V, ref + p * V, V) / top);
+    dec = fmax(dec, max_diff_f32(got + p * V, ref + p * V, V) / top);
   }
   CHECK(st == RLX_OK && dec <= tol, "%s: decode vs the reference: %.3g (tol %g): %s", rlx_dtype_name(t), dec, tol,
         rlx_last_error());
@@ -229,8 +214,8 @@ static void check_greedy(const int32_t *tokens, int64_t V, double bound) {
   double worst = 0;
   int same = 0, clear = 0;
   for (int64_t p = k; p <= total && st == RLX_OK; p++) {
-    const double top = max_abs(r32, V);
-    worst = fmax(worst, max_diff(rq, r32, V) / top);
+    const double top = max_abs_f32(r32, V);
+    worst = fmax(worst, max_diff_f32(rq, r32, V) / top);
     int32_t t = (int32_t)argmax_f32(r32, V);
     if (clear_best(r32, V, 2 * bound * top)) clear++, same += argmax_f32(rq, V) == t;
     if (p == total) break;
@@ -331,7 +316,7 @@ int main(int argc, char **argv) {
     if (!tokens || !f32 || !ref) break;
     check_logits(t, tokens, n, V, ref, tol);
     check_shift(t, tokens, V);
-    if (t == RLX_Q8_0) bound = 2 * max_diff(ref, f32, n * V) / max_abs(f32, n * V);
+    if (t == RLX_Q8_0) bound = 2 * max_diff_f32(ref, f32, n * V) / max_abs_f32(f32, n * V);
     free(ref);
     ran++;
   }
