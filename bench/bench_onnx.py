@@ -156,12 +156,17 @@ def peak_rss_kb():
     return 0
 
 
+def run_child(side, lib, path, threads, batch, runs=0):
+    """What a child that loads the model on one side, runs it once, then times runs runs reports."""
+    cmd = [sys.executable, os.path.abspath(__file__), lib, "--child", side, "--child-path", path,
+           "--threads", str(threads), "--child-batch", str(batch), "--child-runs", str(runs)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def child_rss(side, lib, path, threads, batch):
     """VmHWM (MiB) of a child that loads the model on one side and runs it once."""
-    cmd = [sys.executable, os.path.abspath(__file__), lib, "--child", side, "--child-path", path,
-           "--threads", str(threads), "--child-batch", str(batch)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["rss_kb"] / 1024
+    return run_child(side, lib, path, threads, batch)["rss_kb"] / 1024
 
 
 def child_main(a):
@@ -188,14 +193,6 @@ def child_main(a):
             run()
         times = [clock_one(run, time.perf_counter) for _ in range(a.child_runs)]
     print(json.dumps({"rss_kb": peak_rss_kb(), "times": times}))
-
-
-def child_times(side, lib, path, threads, batch, runs):
-    """Wall seconds of runs runs (after a warm-up) in a child process of side's alone."""
-    cmd = [sys.executable, os.path.abspath(__file__), lib, "--child", side, "--child-path", path,
-           "--threads", str(threads), "--child-batch", str(batch), "--child-runs", str(runs)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["times"]
 
 
 def clock_one(fn, clock):
@@ -261,8 +258,8 @@ def main():
             del sess
             if threads > 1:
                 for _ in range(a.runs):
-                    tr += child_times("rlx", a.lib, path, threads, batch, 5)
-                    to += child_times("ort", a.lib, path, threads, batch, 5)
+                    tr += run_child("rlx", a.lib, path, threads, batch, 5)["times"]
+                    to += run_child("ort", a.lib, path, threads, batch, 5)["times"]
             mr, mo = statistics.median(tr), statistics.median(to)
             peak = threads * a.ghz * 1e9 * a.flops_per_cycle
             rss = ""
