@@ -5,7 +5,10 @@
  * Micro-kernel 14 x 32: 28 zmm accumulators, 2 for the B row, and A
  * broadcast straight from memory into the FMAs; per k 2 vector loads and
  * 14 broadcasts feed 28 FMAs. Row counts 1..14 are separate instances (the
- * driver splits row panels evenly); columns past the edge are masked. The
+ * driver splits row panels evenly); columns past the edge are masked, and
+ * a tile of at most 16 columns (the last of an N that is 16 past a
+ * multiple of 32, or less) runs an instance with the 14 accumulators of
+ * one vector a row: half the FMAs of a whole tile. The
  * epilogue (C from an earlier K block, bias, activation) is applied to the
  * accumulators before the only store of C.
  */
@@ -62,7 +65,7 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
                                                              const float *a, const float *b,
                                                              float *c, int64_t ldc, int flags,
                                                              const gemm_tile_epilogue *ep,
-                                                             const int far) {
+                                                             const int far, const int half) {
   __m512 c0[MR], c1[MR];
   /* C is touched only after the k loop: start its lines on their way now */
   UNROLL_ROWS
@@ -73,14 +76,14 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
       c0[i] = c1[i] = _mm512_setzero_ps();
     }
   for (int64_t k = 0; k < kc; k++) {
-    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+    __m512 b0 = _mm512_load_ps(b), b1 = half ? b0 : _mm512_load_ps(b + 16);
     /* both panels stream from L2 (kc is large, to spare passes over C): ask
      * for them ahead of the hardware prefetchers (past the end is harmless) */
     _mm_prefetch((const char *)(b + PREFETCH_K * NR), _MM_HINT_T0);
-    _mm_prefetch((const char *)(b + PREFETCH_K * NR + 16), _MM_HINT_T0);
+    if (!half) _mm_prefetch((const char *)(b + PREFETCH_K * NR + 16), _MM_HINT_T0);
     if (far) {
       _mm_prefetch((const char *)(b + PREFETCH_FAR_K * NR), _MM_HINT_T1);
-      _mm_prefetch((const char *)(b + PREFETCH_FAR_K * NR + 16), _MM_HINT_T1);
+      if (!half) _mm_prefetch((const char *)(b + PREFETCH_FAR_K * NR + 16), _MM_HINT_T1);
     }
     if ((k & 3) == 0) /* A: a line every 4 steps measured better than every line */
       _mm_prefetch((const char *)(a + PREFETCH_K * mr), _MM_HINT_T0);
@@ -89,7 +92,7 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
       if (i < mr) {
         __m512 ai = _mm512_set1_ps(a[i]);
         c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
-        c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+        if (!half) c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
       }
     a += mr;
     b += NR;
@@ -145,13 +148,20 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
       gemm_scalar_row_post(c + i * ldc, nr, 0.0f, NULL, act, ep->alpha, clamp, ep->lo, ep->hi);
 }
 
-/* one instance per row count, and per GEMM_B_FAR (a constant in each) */
-#define MICRO_CASE(r)                                    \
-  case r:                                                \
-    if (flags & GEMM_B_FAR)                              \
-      micro_body(r, nr, kc, Ap, Bp, C, ldc, flags, ep, 1); \
-    else                                                 \
-      micro_body(r, nr, kc, Ap, Bp, C, ldc, flags, ep, 0); \
+/* one instance per row count, per GEMM_B_FAR and per half tile (constants
+ * in each) */
+#define MICRO_CASE(r)                                           \
+  case r:                                                       \
+    if (nr <= 16) {                                             \
+      if (flags & GEMM_B_FAR)                                   \
+        micro_body(r, nr, kc, Ap, Bp, C, ldc, flags, ep, 1, 1); \
+      else                                                      \
+        micro_body(r, nr, kc, Ap, Bp, C, ldc, flags, ep, 0, 1); \
+    } else if (flags & GEMM_B_FAR) {                            \
+      micro_body(r, nr, kc, Ap, Bp, C, ldc, flags, ep, 1, 0);   \
+    } else {                                                    \
+      micro_body(r, nr, kc, Ap, Bp, C, ldc, flags, ep, 0, 0);   \
+    }                                                           \
     break;
 
 static void micro(int mr, int nr, int64_t kc, const float *Ap, const float *Bp, float *C,
