@@ -7,7 +7,8 @@
  * (cpu_gemm_prepacked_a), so the weights are neither converted nor packed
  * per call. col is x itself for a 1x1 kernel of stride 1 without padding
  * (x[C, P] is col[K, P]); else the GEMM's tiles make col's blocks straight
- * into their panels (pack_cols, a gemm_b_source: col is never stored);
+ * into their panels (pack_cols, a gemm_b_source: col is never stored;
+ * with AVX-512 by conv_im2col_avx512.c);
  * where that cannot run (no packed weight), im2col into a scratch buffer
  * (threaded over channels) by blocks of columns of at most
  * CONV_W_COL_FLOATS. Small planes are multiplied turned (below). The
@@ -17,6 +18,8 @@
  */
 #include "conv_weights.h"
 
+#include "conv_im2col_avx512.h"
+#include "cpu_features.h"
 #include "gemm.h"
 
 #include <stdlib.h>
@@ -57,6 +60,7 @@ typedef struct {
   float *yt;                /* turned: Y^T [P, OC] of one image */
   const float *res;         /* turned: the image's residual, or NULL */
   const conv_epilogue *ce;  /* turned: applied with the residual */
+  int avx512;               /* panels by conv_im2col_panel_avx512 */
 } conv_w_job;
 
 /* B of one image's product as a gemm_b_source: its im2col columns, made
@@ -67,6 +71,9 @@ static void pack_cols(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64
   for (int64_t p = 0; p * nr < nc; p++) {
     const int64_t first = j0 + p * nr, width = min64(nr, nc - p * nr);
     float *d = dst + p * kc * nr;
+#if defined(__x86_64__) || defined(__i386__)
+    if (J->avx512 && conv_im2col_panel_avx512(J->g, J->x, k0, kc, first, width, d, nr)) continue;
+#endif
     conv_im2col(J->g, J->x, k0, kc, first, first + width, d, nr);
     if (width < nr)
       for (int64_t k = 0; k < kc; k++) memset(d + k * nr + width, 0, (size_t)(nr - width) * sizeof *d);
@@ -98,7 +105,7 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
                                 cpu_tensor *out, const conv_epilogue *ce) {
   if (out->numel == 0) return RLX_OK;
   conv_w_job J = {.g = g, .bias = n->n_in >= 3 ? in[2].data : NULL, .C = in[0].d[1], .OC = in[1].d[0],
-                  .taps = g->k[0] * g->k[1]};
+                  .taps = g->k[0] * g->k[1], .avx512 = cpu_get_features()->avx512};
   const int64_t batch = in[0].d[0], K = J.C * J.taps;
   J.in_plane = g->in[0] * g->in[1];
   J.P = g->out[0] * g->out[1];
