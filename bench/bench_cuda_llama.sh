@@ -10,6 +10,10 @@
 #   bash bench/bench_cuda_llama.sh build            llama.cpp into build-llama/
 #   bash bench/bench_cuda_llama.sh models           the GGUF files into build-llama/models/
 #   bash bench/bench_cuda_llama.sh run [TYPES]      both benchmarks (TYPES: bf16,q8_0,q4_K_M,q4_0)
+#   bash bench/bench_cuda_llama.sh greedy FILE N PROMPT...
+#                                  N greedy tokens of each prompt, llama-simple (all layers on the
+#                                  GPU) and `rlx generate --device cuda --temp 0` (f16 KV cache both),
+#                                  the texts compared: identical, or where they first differ
 #   bash bench/bench_cuda_llama.sh pack DIR | unpack DIR   llama.cpp's binaries as <= 15 MB parts
 #
 # llama.cpp's source comes as a tarball in .llama-src/ (a llama.cpp tree
@@ -24,15 +28,15 @@ export LD_LIBRARY_PATH=$PWD/$LB/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 case ${1:-} in
 build)
-  [ -x $LB/bin/llama-bench ] && [ -x $LB/bin/llama-quantize ] && exit 0
+  [ -x $LB/bin/llama-bench ] && [ -x $LB/bin/llama-quantize ] && [ -x $LB/bin/llama-simple ] && exit 0
   t0=$(date +%s)
   mkdir -p $LB/src && tar xzf .llama-src/*.tgz -C $LB/src || exit 1
   gen=""
   command -v ninja >/dev/null && gen="-G Ninja"
   cmake -S $LB/src/llama.cpp -B $LB $gen -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=ON || exit 1
-  cmake --build $LB -j"$(nproc)" --target llama-bench llama-quantize || exit 1
+    -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=ON || exit 1
+  cmake --build $LB -j"$(nproc)" --target llama-bench llama-quantize llama-simple || exit 1
   echo "llama.cpp built in $(( $(date +%s) - t0 )) s"
   ;;
 models)
@@ -54,6 +58,27 @@ run)
     $BENCH pptg "$m" 512 128 f16
   done
   ;;
+greedy)
+  m=$2 n=$3
+  shift 3
+  for p in "$@"; do
+    # both print the prompt, then the continuation
+    a=$($LB/bin/llama-simple -m "$m" -n "$n" -ngl 99 "$p" 2>/dev/null)
+    b=$(build-device/rlx generate -m "$m" -p "$p" -n "$n" --temp 0 --device cuda --cache-type f16 2>/dev/null)
+    python3 - "$p" "$a" "$b" <<'PY'
+import sys
+p, a, b = sys.argv[1:]
+b = b.rstrip("\n")
+a = a.rstrip("\n")
+a, b = (t[t.index(p) + len(p):] if p in t else t for t in (a, b))
+k = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+same = a == b
+print(f"prompt {p!r}: {'identical' if same else f'first difference at character {k}'} ({len(a)} / {len(b)} characters)")
+print(f"  llama.cpp: {a!r}")
+print(f"  rlx:       {b!r}")
+PY
+  done
+  ;;
 pack)
   tar cf - -C $LB bin | xz -T0 -1 | split -b 15m - "$2/llama-bin.txz."
   ;;
@@ -61,7 +86,7 @@ unpack)
   [ -x $LB/bin/llama-bench ] || { mkdir -p $LB && cat "$2"/llama-bin.txz.* | xz -d | tar xf - -C $LB; }
   ;;
 *)
-  echo "usage: bench_cuda_llama.sh build | models | quantize | run [TYPES] | pack DIR | unpack DIR" >&2
+  echo "usage: bench_cuda_llama.sh build | models | quantize | run [TYPES] | greedy FILE N PROMPT... | pack DIR | unpack DIR" >&2
   exit 2
   ;;
 esac
