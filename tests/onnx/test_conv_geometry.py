@@ -3,11 +3,13 @@
 
 Conv with its weight an initializer (the packed-weight GEMM path, whose
 im2col columns are written straight into the GEMM's panels: with AVX-512
-by conv_im2col_avx512.c) over the geometries that path cuts differently:
-strides 1, 2 and 3 along W (3: the portable im2col), asymmetric pads,
-dilation, planes narrower than a panel (segments over several output
-rows), a 7x7 stride-2 stem, 1xN kernels, a residual Add and Relu fused
-after it; each against onnxruntime. Exit 77 when onnx or onnxruntime is
+by conv_im2col_avx512.c; a 1x1 conv's x read in place by the AVX-512
+micro-kernel) over the geometries that path cuts differently: strides
+1, 2 and 3 along W (3: the portable im2col), asymmetric pads, dilation,
+planes narrower than a panel (segments over several output rows), a 7x7
+stride-2 stem, 1xN kernels, 1x1 kernels over planes that end in part of
+a panel, a residual Add and Relu fused after it; each against
+onnxruntime. Exit 77 when onnx or onnxruntime is
 missing."""
 import os
 import sys
@@ -31,6 +33,9 @@ CASES = [
     (6, 33, 70, 48, (2, 2), (2, 2), (0, 0, 0, 0), 1, False),
     (6, 17, 19, 48, (3, 3), (3, 3), (1, 1, 1, 1), 1, False),
     (7, 24, 24, 36, (3, 3), (1, 1), (1, 1, 1, 1), 3, False),
+    (24, 20, 20, 40, (1, 1), (1, 1), (0, 0, 0, 0), 1, True),
+    (37, 13, 13, 70, (1, 1), (1, 1), (0, 0, 0, 0), 1, False),
+    (64, 9, 33, 20, (1, 1), (1, 1), (0, 0, 0, 0), 1, True),
 ]
 
 

@@ -421,6 +421,9 @@ typedef struct {
    * its blocks sets *failed instead of computing */
   const gemm_b_source *b_src;
   _Atomic int *failed;
+  /* with a_packed: B (F32, not transposed) read in place by the
+   * micro-kernel, rows b_ld floats apart; 0: packed */
+  int64_t b_ld;
 } gemm_problem;
 
 /* The unpacked loop: correct without any buffer (when memory is short). */
@@ -462,7 +465,8 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
       tep.lo = ep->lo;
       tep.hi = ep->hi;
     }
-    const float *bp = Bp + jr * kc;
+    tep.b_ld = pr->b_ld;
+    const float *bp = pr->b_ld ? Bp + jr : Bp + jr * kc;
     /* No prefetch of the next B micro-panel here: the micro-kernel's own
      * prefetches run into it (the panels are consecutive), and a burst of
      * a whole panel's prefetches before a call stalled the core on the
@@ -525,9 +529,9 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
   int64_t tmp_floats = pr->b_packed || KC > NC ? KC : NC;
   if (sp && pack_tmp_floats(&sp->job) > tmp_floats) tmp_floats = pack_tmp_floats(&sp->job);
   float *Ap = pr->a_packed ? NULL : thread_buf(BUF_A, (size_t)(MC * KC));
-  float *Bp = pr->b_packed ? NULL : thread_buf(BUF_B, (size_t)(KC * NC));
+  float *Bp = pr->b_packed || pr->b_ld ? NULL : thread_buf(BUF_B, (size_t)(KC * NC));
   float *tmp = thread_buf(BUF_X, (size_t)tmp_floats);
-  if (!(Ap || pr->a_packed) || !(Bp || pr->b_packed) || !tmp) {
+  if (!(Ap || pr->a_packed) || !(Bp || pr->b_packed || pr->b_ld) || !tmp) {
     if (pr->b_src) atomic_store(pr->failed, 1); /* no B matrix to read unpacked */
     else tile_unpacked(pr, m0, m1, n0, n1);
     return;
@@ -551,9 +555,11 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
         unit_ready(sp, kb, (pr->first_part + q) % sp->job.chunks, tmp);
       for (int64_t jc = n0; jc < n1; jc += NC) {
         int64_t nc = n1 - jc < NC ? n1 - jc : NC;
-        const float *b = pr->b_packed ? pr->b_packed + pc * n_pad + jc * kc : Bp;
+        const float *b = pr->b_packed ? pr->b_packed + pc * n_pad + jc * kc
+                         : pr->b_ld   ? (const float *)pr->B.data + pc * pr->b_ld + jc
+                                      : Bp;
         if (pr->b_src) pr->b_src->pack(pr->b_src->ctx, pc, kc, jc, nc, Bp, NR);
-        else if (!pr->b_packed) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
+        else if (!pr->b_packed && !pr->b_ld) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
         /* consecutive panels of the even split are the even split of
          * their own rows (pack_job) */
         for (int64_t p0 = 0; p0 < panels; p0 += run) {
@@ -834,6 +840,7 @@ typedef struct {
   int64_t threads;       /* the threads the tiles are split for */
   const gemm_b_source *b_src; /* gemm_problem's */
   _Atomic int failed;
+  int64_t b_ld;               /* gemm_problem's */
 } gemm_job;
 
 /* A matrix-vector product's output chunks are multiples of 16 elements:
@@ -851,7 +858,7 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
     int64_t first = sp ? first_part(j->tm > 1 ? ti : tj, j->threads, sp->job.chunks) : 0;
     gemm_problem pr = {j->isa, j->M, j->N, j->K, view_a(j->a, b), j->b_src ? (mat_view){0} : view_b(j->b, b),
                        j->C + b * j->c_batch_stride, j->ldc, j->ep, j->b_packed, j->a_packed,
-                       sp, first, j->b_src, &j->failed};
+                       sp, first, j->b_src, &j->failed, j->b_ld};
     if (j->gemv) {
       int64_t len = j->M == 1 ? j->N : j->M, units = ceil_div(len, GEMV_UNIT);
       int64_t o0 = split_at(units, j->tn, tj) * GEMV_UNIT, o1 = split_at(units, j->tn, tj + 1) * GEMV_UNIT;
@@ -1005,7 +1012,7 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   if (!operand_ok(a) || !operand_ok(b)) return;
 
   gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1, NULL, NULL,
-                  {{0}, NULL}, 1, NULL, 0};
+                  {{0}, NULL}, 1, NULL, 0, 0};
   double work = 2.0 * (double)M * (double)N * (double)K * (double)batch *
                 (job.gemv ? GEMM_GEMV_FLOP_WEIGHT : 1);
   int64_t threads = cpu_ctx_threads(ctx);
@@ -1040,7 +1047,10 @@ static int run_prepacked_a(cpu_ctx *ctx, const gemm_isa *isa, int64_t M, int64_t
                            int64_t ldc, const gemm_epilogue *ep) {
   static const gemm_epilogue no_epilogue = {.act = RLX_ACT_NONE};
   gemm_job job = {isa, M, N, K, a, b, C, ldc, 0, ep ? ep : &no_epilogue, 1, 1, 0, NULL, ap, {{0}, NULL}, 1,
-                  b_src, 0};
+                  b_src, 0, 0};
+  /* an F32 B of rows in memory: read in place by a micro-kernel that can
+   * (no copy into panels a block: a 1x1 convolution's x) */
+  if (b && isa->b_in_place && b->dtype == RLX_F32 && !b->trans) job.b_ld = b->ld;
   /* tiles of columns, each with all rows of the packed A */
   int64_t threads = cpu_ctx_threads(ctx);
   double by_work = 2.0 * (double)M * (double)N * (double)K / GEMM_MIN_FLOPS_PER_THREAD;

@@ -75,15 +75,18 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
       _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
       c0[i] = c1[i] = _mm512_setzero_ps();
     }
+  /* B in place: rows b_ld apart, lanes past nr not read */
+  const int64_t bstep = ep->b_ld ? ep->b_ld : NR;
+  const __mmask16 bm0 = ep->b_ld ? simd16_tail_mask(nr) : 0xFFFF, bm1 = ep->b_ld ? simd16_tail_mask(nr - 16) : 0xFFFF;
   for (int64_t k = 0; k < kc; k++) {
-    __m512 b0 = _mm512_load_ps(b), b1 = half ? b0 : _mm512_load_ps(b + 16);
+    __m512 b0 = _mm512_maskz_loadu_ps(bm0, b), b1 = half ? b0 : _mm512_maskz_loadu_ps(bm1, b + 16);
     /* both panels stream from L2 (kc is large, to spare passes over C): ask
      * for them ahead of the hardware prefetchers (past the end is harmless) */
-    _mm_prefetch((const char *)(b + PREFETCH_K * NR), _MM_HINT_T0);
-    if (!half) _mm_prefetch((const char *)(b + PREFETCH_K * NR + 16), _MM_HINT_T0);
+    _mm_prefetch((const char *)(b + PREFETCH_K * bstep), _MM_HINT_T0);
+    if (!half) _mm_prefetch((const char *)(b + PREFETCH_K * bstep + 16), _MM_HINT_T0);
     if (far) {
-      _mm_prefetch((const char *)(b + PREFETCH_FAR_K * NR), _MM_HINT_T1);
-      if (!half) _mm_prefetch((const char *)(b + PREFETCH_FAR_K * NR + 16), _MM_HINT_T1);
+      _mm_prefetch((const char *)(b + PREFETCH_FAR_K * bstep), _MM_HINT_T1);
+      if (!half) _mm_prefetch((const char *)(b + PREFETCH_FAR_K * bstep + 16), _MM_HINT_T1);
     }
     if ((k & 3) == 0) /* A: a line every 4 steps measured better than every line */
       _mm_prefetch((const char *)(a + PREFETCH_K * mr), _MM_HINT_T0);
@@ -95,7 +98,7 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
         if (!half) c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
       }
     a += mr;
-    b += NR;
+    b += bstep;
   }
   __mmask16 m0 = simd16_tail_mask(nr), m1 = simd16_tail_mask(nr - 16);
   int last = flags & GEMM_LAST;
@@ -362,7 +365,7 @@ static void row_post(float *y, int64_t n, float add, const float *res, rlx_act a
 }
 
 const gemm_isa gemm_isa_avx512 = {
-    .name = "avx512", .mr_max = MR, .nr_max = NR, .micro_rows = 1, .kc = 1024, .mc = 112, .nc = 2048,
+    .name = "avx512", .mr_max = MR, .nr_max = NR, .micro_rows = 1, .b_in_place = 1, .kc = 1024, .mc = 112, .nc = 2048,
     .a_block_floats = 128 * 1024, .b_block_floats = 128 * 1024,
     .micro = micro, .gemv_rows = gemv_rows, .gemv_dots = gemv_dots,
     .epilogue = epilogue, .row_post = row_post, .convert = convert, .pack_t = gemm_avx2_pack_t,

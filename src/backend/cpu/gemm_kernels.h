@@ -30,6 +30,11 @@ typedef struct {
   int64_t ldr;
   int clamp;
   float lo, hi;
+  /* B read in place (a variant with b_in_place only): Bp is the tile's
+   * first column of row 0 of an F32 B whose rows are b_ld floats apart,
+   * columns past nr not read; 0: Bp is a packed panel. Not only at
+   * GEMM_LAST. */
+  int64_t b_ld;
 } gemm_tile_epilogue;
 
 /* C[mr, nr] (+)= Ap · Bp over kc, then the epilogue when flags has
@@ -71,6 +76,7 @@ typedef struct {
   const char *name;
   int mr_max, nr_max;         /* micro-tile */
   int micro_rows;             /* the micro-kernel applies the row part (gemm_tile_epilogue) */
+  int b_in_place;             /* the micro-kernel reads B in place (gemm_tile_epilogue.b_ld) */
   int64_t kc, mc, nc;         /* cache blocking: K, M and N block sizes */
   int64_t a_block_floats;     /* up to this m x kc, one A block serves all of N */
   int64_t b_block_floats;     /* B block budget (L2) next to such an A block */
