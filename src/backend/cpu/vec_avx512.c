@@ -6,8 +6,9 @@
  * CPU first (and RLX_NO_AVX512). What runs 16 lanes wide: the activations
  * (exp, gelu, silu, ... : simd512.h's math, the same results bit for bit as
  * the AVX2 table's), softmax's exp_shift_sum, the binary ops, compares,
- * scale, norm_affine and the attention tiles. The rest (conversions, row
- * reductions, qk_rows) is the AVX2 table's: bound by memory. Built without the flags, the file defines no table.
+ * scale, norm_affine, the attention tiles and qk_rows (4 queries by 4 keys
+ * a pass). The rest (conversions, row reductions) is the AVX2 table's:
+ * bound by memory. Built without the flags, the file defines no table.
  */
 #include "vec.h"
 
@@ -239,6 +240,66 @@ static void v_pv_tile(const float *p, int64_t ldp, const float *v, int64_t ldv, 
   TILE_ALL_ROWS(PV_ROWS16);
 }
 
+/* Lane sums of a, b, c, d: [sum a, sum b, sum c, sum d]. */
+static inline __m128 hsum4_512(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  const __m512 u = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
+                                 _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(u),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* NR (<= 4) query rows against the nk (<= 4) keys kr[0..3] (repeats past
+ * nk, whose sums are not stored). */
+static inline __attribute__((always_inline)) void qk_rows_micro(const int NR, const float *q, int64_t ldq,
+                                                                const float *const kr[4], int nk, float *s,
+                                                                int64_t lds, int64_t depth) {
+  __m512 a[4][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < depth; i += 16) {
+    const __mmask16 m = depth - i >= 16 ? 0xFFFF : simd16_tail_mask(depth - i);
+    __m512 b[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) b[c] = _mm512_maskz_loadu_ps(m, kr[c] + i);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+      const __m512 x = _mm512_maskz_loadu_ps(m, q + r * ldq + i);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; c++) a[r][c] = _mm512_fmadd_ps(x, b[c], a[r][c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; r++) {
+    float out[4];
+    _mm_storeu_ps(out, hsum4_512(a[r][0], a[r][1], a[r][2], a[r][3]));
+    for (int c = 0; c < nk; c++) s[r * lds + c] = out[c];
+  }
+}
+
+#define QK_ROWS_BLOCK(NR)                                                                               \
+  for (int64_t c = 0; c < cols; c += 4) {                                                               \
+    const int nk = cols - c < 4 ? (int)(cols - c) : 4;                                                  \
+    const float *const kr[4] = {k + c * ldk, k + (c + (nk > 1)) * ldk, k + (c + (nk > 2) * 2) * ldk,    \
+                                k + (c + (nk > 3) * 3) * ldk};                                          \
+    qk_rows_micro(NR, q + r * ldq, ldq, kr, nk, s + r * lds + c, lds, depth);                           \
+  }
+
+/* 4 query rows against 4 keys a pass, 16 lanes of depth a step. */
+static void v_qk_rows(const float *q, int64_t ldq, const float *k, int64_t ldk, float *s, int64_t lds,
+                      int64_t rows, int64_t cols, int64_t depth) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) QK_ROWS_BLOCK(4)
+  switch (rows - r) {
+  case 3: QK_ROWS_BLOCK(3) break;
+  case 2: QK_ROWS_BLOCK(2) break;
+  case 1: QK_ROWS_BLOCK(1) break;
+  default: break;
+  }
+}
+
 static cpu_vec_ops avx512_table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
@@ -253,6 +314,7 @@ static void build_table(void) {
   avx512_table.norm_affine = v_norm_affine;
   avx512_table.qk_tile = v_qk_tile;
   avx512_table.pv_tile = v_pv_tile;
+  avx512_table.qk_rows = v_qk_rows;
 }
 
 const cpu_vec_ops *cpu_vec_avx512(void) {
