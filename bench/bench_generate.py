@@ -38,7 +38,9 @@ librlx.so beside --rlx, argmax against argmax.
 --quantize writes SRC-TYPE.gguf into --out-dir (default /tmp) with
 --allow-requantize (requantizing a Q4_1 file loses accuracy, not speed);
 --shape llama-3.2-1b --tokenizer-from SMOLLM2.gguf --quantize
-llama-3.2-1b:Q4_0,... makes the random-weight files of that shape first.
+llama-3.2-1b:Q4_0,... makes the random-weight files of that shape first;
+--shape llama-3-8b:q4_0 writes that shape in Q4_0 directly (make_llama_gguf.py
+--wtype: no 16 GB F16 file first) and measures it.
 """
 import argparse
 import json
@@ -262,11 +264,11 @@ SHAPES = {  # make_llama_gguf.py arguments of the random-weight files
 }
 
 
-def make_shape(name, tokenizer_from, out_dir):
-    """An F16 random-weight file of a SHAPES entry (bench/make_llama_gguf.py) that rlx generate can
-    tokenize for: the tokenizer of tokenizer_from (a GGUF), its token list padded with control tokens
-    to the shape's vocabulary."""
-    out = os.path.join(out_dir, f"{name}-shape-F16.gguf")
+def make_shape(name, tokenizer_from, out_dir, wtype="f16"):
+    """A random-weight file of a SHAPES entry (bench/make_llama_gguf.py; F16, or wtype written
+    directly) that rlx generate can tokenize for: the tokenizer of tokenizer_from (a GGUF), its token
+    list padded with control tokens to the shape's vocabulary."""
+    out = os.path.join(out_dir, f"{name}-shape-{wtype.upper()}.gguf")
     if os.path.exists(out):
         return out
     from gguf import GGUFReader, GGUFValueType
@@ -297,7 +299,7 @@ def make_shape(name, tokenizer_from, out_dir):
     base_write = mk.write_gguf
     mk.write_gguf = write_gguf
     argv = sys.argv
-    sys.argv = ["make_llama_gguf.py", out, "--wtype", "f16"] + SHAPES[name]
+    sys.argv = ["make_llama_gguf.py", out, "--wtype", wtype] + SHAPES[name]
     try:
         mk.main()
     finally:
@@ -325,7 +327,9 @@ def main():
     ap.add_argument("--models", default="")
     ap.add_argument("--quantize", default="")
     ap.add_argument("--shape", default="", help=f"make a random-weight F16 file of these shapes ({', '.join(SHAPES)}) "
-                    "with the tokenizer of --tokenizer-from; SHAPE:TYPE in --quantize quantizes it")
+                    "with the tokenizer of --tokenizer-from; SHAPE:TYPE in --quantize quantizes it; "
+                    "SHAPE:q4_0 (q8_0, bf16) here writes that type directly and measures it (no F16 file: "
+                    "the 8B shape's is 16 GB)")
     ap.add_argument("--tokenizer-from")
     ap.add_argument("--out-dir", default="/tmp")
     ap.add_argument("--threads", default="1,2")
@@ -344,7 +348,9 @@ def main():
     bindir, commit = build_llama(src, os.path.abspath(args.llama_build or os.path.join(src, "build-rlx-bench")),
                                  args.jobs)
     models = [m for m in args.models.split(",") if m]
-    shapes = {n: make_shape(n, args.tokenizer_from, args.out_dir) for n in args.shape.split(",") if n}
+    shapes = {n: make_shape(n, args.tokenizer_from, args.out_dir) for n in args.shape.split(",") if n and ":" not in n}
+    models += [make_shape(n.split(":")[0], args.tokenizer_from, args.out_dir, n.split(":")[1])
+               for n in args.shape.split(",") if ":" in n]
     if args.quantize:
         specs = [shapes.get(q.rsplit(":", 1)[0], q.rsplit(":", 1)[0]) + ":" + q.rsplit(":", 1)[1]
                  for q in args.quantize.split(",")]
