@@ -1,9 +1,9 @@
 /* test_cuda_quant.c — the CUDA backend's packed and 16-bit weights against
  * the CPU backend: DequantMatMul on both of its paths (decode GEMV,
  * dequantize + GEMM), the default integer decode path (x quantized to 8
- * bits, with and without the RmsNorm in its quantization), 16-bit GGUF
- * matrices read in place, and rows of a block table gathered. Skips
- * (exit 77) without a CUDA device. */
+ * bits, with and without the RmsNorm or the SwiGLU in its quantization),
+ * 16-bit GGUF matrices read in place, and rows of a block table gathered.
+ * Skips (exit 77) without a CUDA device. */
 #include "cuda_backend_test.h"
 
 /* Packed weights made by the CPU's Quantize, then DequantMatMul on both
@@ -258,6 +258,32 @@ static void test_dequant_matmul_int8(void) {
   setenv("RLX_QMATMUL_REF", "1", 1);
 }
 
+/* The worst error of got [M, N] (t) against the exact products of hx
+ * [M, K] (double) by wdq [N, K], over the a-priori bound of the integer
+ * path: x's 8-bit levels (sum |w| amax / 127 / 2 per 32) plus hx's
+ * rounding to t (2 ulp of t per element) and the output's. */
+static double levels_worst(const double *hx, const float *wdq, const void *got, rlx_dtype t, int M, int64_t N,
+                           int64_t K, double ulp) {
+  double worst = got ? 0 : INFINITY;
+  for (int m = 0; got && m < M; m++)
+    for (int64_t nn = 0; nn < N; nn++) {
+      double y = 0, bound = 0;
+      for (int64_t b = 0; b < K; b += 32) {
+        double amax = 0;
+        for (int j = 0; j < 32; j++) amax = fabs(hx[m * K + b + j]) > amax ? fabs(hx[m * K + b + j]) : amax;
+        for (int j = 0; j < 32; j++) {
+          const double w = wdq[nn * K + b + j], hv = hx[m * K + b + j];
+          y += w * hv;
+          bound += fabs(w) * ((amax * (1 + 2 * ulp)) / 127 / 2 + 2 * ulp * fabs(hv));
+        }
+      }
+      const double gy = rlx_value_as_f64(t, got, m * N + nn);
+      const double r = fabs(gy - y) / (bound * 1.01 + ulp * fabs(y) + 1e-6);
+      worst = isnan(gy) || r > worst ? (isnan(gy) ? INFINITY : r) : worst;
+    }
+  return worst;
+}
+
 /* An RmsNorm read only by two DequantMatMuls at decode rows: the products'
  * x quantization normalizes the rows itself (no norm launch). Against the
  * exact products of the exact norm in double, within the a-priori bound:
@@ -297,23 +323,7 @@ static void norm_dequant_matmul_k(int64_t K) {
       for (int o = 0; o < 2; o++) {
         size_t gb = 0;
         void *got = run_graph(g, RLX_DEVICE_CUDA, l, 5, o, &gb);
-        double worst = got ? 0 : INFINITY;
-        for (int m = 0; got && m < M; m++)
-          for (int64_t nn = 0; nn < N; nn++) {
-            double y = 0, bound = 0;
-            for (int64_t b = 0; b < K; b += 32) {
-              double amax = 0;
-              for (int j = 0; j < 32; j++) amax = fabs(hx[m * K + b + j]) > amax ? fabs(hx[m * K + b + j]) : amax;
-              for (int j = 0; j < 32; j++) {
-                const double w = wdq[nn * K + b + j], hv = hx[m * K + b + j];
-                y += w * hv;
-                bound += fabs(w) * ((amax * (1 + 2 * ulp)) / 127 / 2 + 2 * ulp * fabs(hv));
-              }
-            }
-            const double gy = rlx_value_as_f64(t, got, m * N + nn);
-            const double r = fabs(gy - y) / (bound * 1.01 + ulp * fabs(y) + 1e-6);
-            worst = isnan(gy) || r > worst ? (isnan(gy) ? INFINITY : r) : worst;
-          }
+        const double worst = levels_worst(hx, wdq, got, t, M, N, K, ulp);
         CHECK(worst <= 1.0, "rms_norm -> dequant_matmul %s K=%lld M=%d output %d: worst error %.3g of the bound",
               rlx_dtype_name(t), (long long)K, M, o, worst);
         free(got);
@@ -331,6 +341,65 @@ static void test_dequant_matmul_norm(void) {
   norm_dequant_matmul_k(8448);
 }
 
+/* A SwiGLU of decode rows read only by a DequantMatMul: the product's x
+ * quantization computes silu(gate) * up itself (no SwiGLU launch), as
+ * FusedSwiGLU over x [M, 2K] (form 0) and as silu(gate) * up of two inputs
+ * (form 1, an ElementwiseRegion after the passes). Against the exact
+ * product of the exact SwiGLU in double within levels_worst's bound, with
+ * RLX_TRACE counting the fusion and a launch fewer than with the backend's
+ * fusions off. */
+static void test_swiglu_dequant_matmul(void) {
+  static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
+  const rlx_dtype q = RLX_Q8_0;
+  const int64_t N = 45, K = 512;
+  int64_t wd[2] = {N, K};
+  size_t qbytes = 0;
+  float *wdq = NULL;
+  void *packed = packed_weights(q, N, K, &qbytes, &wdq);
+  setenv("RLX_QMATMUL_REF", "0", 1);
+  for (size_t ti = 0; packed && wdq && ti < sizeof types / sizeof *types; ti++)
+    for (int form = 0; form < 2; form++)
+      for (int M = 1; M <= 3; M += 2) {
+        const rlx_dtype t = types[ti];
+        const double ulp = t == RLX_F32 ? ldexp(1.0, -23) : ldexp(1.0, -8);
+        const size_t es = dtype_size(t), row = (size_t)K * es;
+        rlx_graph *g = rlx_graph_new("swiglu_dequant_matmul");
+        int64_t xd[2] = {M, 2 * K}, hd[2] = {M, K};
+        rlx_node h;
+        if (form == 0) h = rlx_fused_swiglu(g, rlx_input(g, "x", t, 2, xd), -1);
+        else h = rlx_mul(g, rlx_activation(g, RLX_ACT_SILU, rlx_input(g, "gate", t, 2, hd)), rlx_input(g, "up", t, 2, hd));
+        rlx_node y = rlx_dequant_matmul(g, h, rlx_param(g, "w", q, 2, wd));
+        rlx_graph_set_outputs(g, 1, &y);
+        uint8_t *gv = random_tensor(t, M * K, 2.0), *uv = random_tensor(t, M * K, 1.0), *xv = malloc(2 * M * row);
+        for (int m = 0; xv && m < M; m++) {
+          memcpy(xv + 2 * m * row, gv + m * row, row);
+          memcpy(xv + (2 * m + 1) * row, uv + m * row, row);
+        }
+        bound_leaf l[3] = {{"w", 1, packed, qbytes}, {"x", 0, xv, 2 * M * row}, {"gate", 0, gv, M * row}};
+        if (form == 1) l[1] = (bound_leaf){"up", 0, uv, M * row};
+        double *hx = malloc(sizeof(double) * (size_t)(M * K));
+        for (int64_t e = 0; hx && e < M * K; e++) {
+          const double gx = rlx_value_as_f64(t, gv, e);
+          hx[e] = gx / (1 + exp(-gx)) * rlx_value_as_f64(t, uv, e);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "swiglu (form %d) -> dequant_matmul %s M=%d", form, rlx_dtype_name(t), M);
+        size_t gb = 0;
+        void *got = hx && xv ? run_graph(g, RLX_DEVICE_CUDA, l, form ? 3 : 2, 0, &gb) : NULL;
+        const double worst = levels_worst(hx, wdq, got, t, M, N, K, ulp);
+        CHECK(worst <= 1.0, "%s: worst error %.3g of the bound", what, worst);
+        const char *trace = strstr(cuda_compile_trace(g), " swiglu_quant ");
+        const int64_t fused = device_launches(g), apart = unfused_launches(g);
+        CHECK(trace && atoi(trace + 14) == 1 && fused > 0 && apart == fused + 1,
+              "%s: swiglu_quant taken once (%.16s), %lld launches (fusions off: %lld)", what, trace ? trace : "no count",
+              (long long)fused, (long long)apart);
+        free(got), free(hx), free(gv), free(uv), free(xv);
+        rlx_graph_free(g);
+      }
+  setenv("RLX_QMATMUL_REF", "1", 1);
+  free(packed), free(wdq);
+}
+
 int main(void) {
   if (!cuda_backend_test_begin()) return CUDA_SKIP;
   test_dequant_matmul();
@@ -338,5 +407,6 @@ int main(void) {
   test_block_gather();
   test_dequant_matmul_int8();
   test_dequant_matmul_norm();
+  test_swiglu_dequant_matmul();
   return check_report();
 }

@@ -265,6 +265,15 @@ template <typename T> __device__ T cu_act(int act, T x, T alpha) {
   }
 }
 
+/* silu in F32: as the elementwise kernels compute it, or (FAST, for
+ * F16/BF16 results) with the special-function unit's exponential and
+ * reciprocal: errors of a few F32 ulps, far below the 16-bit rounding,
+ * and the kernel stays at memory speed. */
+template <bool FAST> __device__ __forceinline__ float cu_silu_f32(float x) {
+  if (!FAST) return cu_act<float>(RLX_ACT_SILU, x, 0.f);
+  return x * __frcp_rn(1.f + __expf(-x));
+}
+
 template <typename T> __device__ __forceinline__ T cu_warp_sum(T v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -262,12 +262,18 @@ int cu_qmm_launch(const void *x, int x_dtype, const void *w, int scheme, void *o
  * products. With has_norm, x is the output of the RmsNorm (or
  * FusedResidualRmsNorm) that norm describes (its len K, rows M, dtype
  * x_dtype F32/F16/BF16; out unused): its rows are normalized here and the
- * norm's own launch is saved. */
+ * norm's own launch is saved. With swiglu, x is silu(gate) * up, computed
+ * here from gate = x and up = x2 (row m at m * x_rs elements, x_dtype
+ * F32/F16/BF16), rounded to x_dtype as the launch it saves rounds it:
+ * CU_SWIGLU_FUSED as FusedSwiGLU (once), CU_SWIGLU_REGION as the region
+ * [act.silu(i0), bin.mul(s0, i1)] (after each step). */
 size_t cu_qx_bytes(int64_t M, int64_t K);
+enum { CU_SWIGLU_NONE, CU_SWIGLU_FUSED, CU_SWIGLU_REGION };
 typedef struct {
-  const void *x;
+  const void *x, *x2;
   void *qx;
-  int x_dtype, has_norm;
+  int x_dtype, has_norm, swiglu;
+  int64_t x_rs;
   int pdl;                          /* programmatic dependent launch (below) */
   int64_t M, K;
   cu_norm_args norm;

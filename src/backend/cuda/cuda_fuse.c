@@ -377,34 +377,47 @@ static int emit_update_join(cuda_plan *pl, const ir_node *n, cuda_fuse_site *sit
  * reuse its levels, and the norm neither launches nor gets a buffer
  * (skip). The norm's inputs are then read at the first product's place,
  * where nothing has run since the norm's. */
+/* Node i is read only as x by DequantMatMuls on the integer path, and
+ * the first of them is the next node that launches, then each the next
+ * after the one before (their x quantization is done once, at the first). */
+static int read_by_qmv_only(const cuda_plan *pl, const int *uses, int i) {
+  const rlx_graph *g = pl->g;
+  int found = 0, ok = uses[i] >= 1;
+  for (int j = i + 1; ok && j < g->n_nodes && found < uses[i]; j++) {
+    const ir_node *c = &g->nodes[j];
+    int reads = 0;
+    for (int k = 0; k < c->n_in; k++) reads += c->in[k] == i;
+    if (reads) {
+      ok = c->op == RLX_OP_DequantMatMul && reads == 1 && c->in[0] == i && !pl->folded[j] &&
+           cu_quant_supported(ir_in(g, c, 1)->dtype);
+      found += reads;
+    } else {
+      ok = launches_nothing(pl, j);
+    }
+  }
+  return ok && found == uses[i];
+}
+
+/* A float dtype the x quantization reads, rows of len (a multiple of 32) at decode rows. */
+static int quant_x_rows(rlx_dtype t, const ir_type *x, int64_t len) {
+  return (t == RLX_F32 || t == RLX_F16 || t == RLX_BF16) && len >= 32 && len % 32 == 0 &&
+         numel_of(x) / len <= CU_QMM_MAX_M;
+}
+
 static void match_norm_quant(cuda_plan *pl, const int *uses) {
   const rlx_graph *g = pl->g;
   if (pl->qmm_exact) return;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
     if ((n->op != RLX_OP_RmsNorm && n->op != RLX_OP_FusedResidualRmsNorm) || n->n_out != 1 || pl->folded[i] ||
-        pl->mem.view[i] || uses[i] < 1)
+        pl->mem.view[i])
       continue;
     const ir_type *x = ir_in(g, n, 0);
-    const rlx_dtype t = x->dtype;
     const int64_t len = x->shape.rank ? x->shape.d[x->shape.rank - 1] : 0;
-    if ((t != RLX_F32 && t != RLX_F16 && t != RLX_BF16) || n->out[0].dtype != t || len < 32 || len % 32 ||
-        (n->op == RLX_OP_RmsNorm && n->a.axis != x->shape.rank - 1) || numel_of(x) / len > CU_QMM_MAX_M)
+    if (!quant_x_rows(x->dtype, x, len) || n->out[0].dtype != x->dtype ||
+        (n->op == RLX_OP_RmsNorm && n->a.axis != x->shape.rank - 1))
       continue;
-    int found = 0, ok = 1;
-    for (int j = i + 1; ok && j < g->n_nodes && found < uses[i]; j++) {
-      const ir_node *c = &g->nodes[j];
-      int reads = 0;
-      for (int k = 0; k < c->n_in; k++) reads += c->in[k] == i;
-      if (reads) {
-        ok = c->op == RLX_OP_DequantMatMul && reads == 1 && c->in[0] == i && !pl->folded[j] &&
-             cu_quant_supported(ir_in(g, c, 1)->dtype);
-        found += reads;
-      } else {
-        ok = launches_nothing(pl, j);
-      }
-    }
-    if (ok && found == uses[i]) pl->skip[i] = 1;
+    if (read_by_qmv_only(pl, uses, i)) pl->skip[i] = 1;
   }
 }
 
@@ -417,6 +430,66 @@ static int emit_norm_quant(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site
   if (!pl->skip[xn->id] || (xn->op != RLX_OP_RmsNorm && xn->op != RLX_OP_FusedResidualRmsNorm)) return 0;
   qa->has_norm = 1;
   cuda_norm_args(pl, xn, &qa->norm);
+  return 1;
+}
+
+/* The SwiGLU node n computes (a CU_SWIGLU_ kind): FusedSwiGLU over x
+ * [rows, 2 len], or the ElementwiseRegion [act.silu(i0), bin.mul(s0, i1)]
+ * without prologue over gate and up of its output's shape; its input and
+ * output of one float dtype; 0 for anything else. */
+static int swiglu_kind(const rlx_graph *g, const ir_node *n) {
+  const ir_type *out = &n->out[0];
+  if (n->n_out != 1 || out->shape.rank < 1) return CU_SWIGLU_NONE;
+  const int64_t len = out->shape.d[out->shape.rank - 1];
+  if (n->op == RLX_OP_FusedSwiGLU) {
+    const ir_type *x = ir_in(g, n, 0);
+    return x->dtype == out->dtype && quant_x_rows(out->dtype, out, len) && x->shape.d[x->shape.rank - 1] == 2 * len
+               ? CU_SWIGLU_FUSED
+               : CU_SWIGLU_NONE;
+  }
+  if (n->op != RLX_OP_ElementwiseRegion || n->n_in != 2 || n->a.prologue != RLX_PROLOGUE_NONE || n->a.chain.n != 2)
+    return CU_SWIGLU_NONE;
+  const rlx_region_step *s0 = &n->a.chain.s[0], *s1 = &n->a.chain.s[1];
+  if (s0->kind != RLX_STEP_ACT || s0->op != RLX_ACT_SILU || s0->a != 0 || s1->kind != RLX_STEP_BIN ||
+      s1->op != RLX_BIN_MUL || !((s1->a == -1 && s1->b == 1) || (s1->a == 1 && s1->b == -1)))
+    return CU_SWIGLU_NONE;
+  for (int k = 0; k < 2; k++) {
+    const ir_type *in = ir_in(g, n, k);
+    if (in->dtype != out->dtype || !ir_shape_eq(&in->shape, &out->shape)) return CU_SWIGLU_NONE;
+  }
+  return quant_x_rows(out->dtype, out, len) ? CU_SWIGLU_REGION : CU_SWIGLU_NONE;
+}
+
+/* SwiGLUs of decode rows read only by DequantMatMuls on the integer path,
+ * those products the next launching nodes (as match_norm_quant's norms):
+ * the x quantization of the first computes silu(gate) * up itself, the
+ * others reuse its levels, and the SwiGLU neither launches nor gets a
+ * buffer (skip). A region that match_glu_gemv gave to its products'
+ * GEMV stays theirs (packed weights never take that GEMV). */
+static void match_swiglu_quant(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  if (pl->qmm_exact) return;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (pl->folded[i] || pl->mem.view[i] || !swiglu_kind(g, n) ||
+        (n->op == RLX_OP_ElementwiseRegion && pl->glu_region[n->in[0]] == i &&
+         !rlx_dtype_is_block(ir_in(g, &g->nodes[n->in[0]], 1)->dtype)))
+      continue;
+    if (read_by_qmv_only(pl, uses, i)) pl->skip[i] = 1;
+  }
+}
+
+/* The x quantization of DequantMatMul n (site->args) computes the SwiGLU
+ * that match_swiglu_quant left to it: 1 when n's x is such a node. */
+static int emit_swiglu_quant(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  const ir_node *xn = &pl->g->nodes[n->in[0]];
+  cu_quant_x_args *qa = site->args;
+  const int kind = pl->skip[xn->id] ? swiglu_kind(pl->g, xn) : CU_SWIGLU_NONE;
+  if (kind == CU_SWIGLU_NONE) return 0;
+  const uint8_t *x = in_ptr(pl, xn, 0);
+  qa->swiglu = kind, qa->x = x;
+  if (kind == CU_SWIGLU_FUSED) qa->x2 = x + (size_t)qa->K * elem_size(qa->x_dtype), qa->x_rs = 2 * qa->K;
+  else qa->x2 = in_ptr(pl, xn, 1), qa->x_rs = qa->K;
   return 1;
 }
 
@@ -469,12 +542,13 @@ static const struct {
   void (*match)(cuda_plan *pl, const int *uses); /* NULL: decided at lowering alone */
   int (*emit)(cuda_plan *pl, const ir_node *n, cuda_fuse_site *s);
 } fusions[CUDA_FUSE_COUNT] = {
-  /* in this order: the norm's skip mark first (quiet_between reads it),
-   * and the residual adds before the matches that leave their products
-   * alone */
+  /* matched in the enum's order: the norm's skip mark first
+   * (quiet_between reads it), the residual adds before the matches that
+   * leave their products alone, the glu regions before swiglu_quant */
   [CUDA_FUSE_NORM_QUANT] = {"norm_quant", match_norm_quant, emit_norm_quant},
   [CUDA_FUSE_RESIDUAL_GEMM] = {"residual_gemm", match_residual_gemm, emit_residual_gemm},
   [CUDA_FUSE_GLU_GEMV] = {"glu_gemv", match_glu_gemv, emit_glu_gemv},
+  [CUDA_FUSE_SWIGLU_QUANT] = {"swiglu_quant", match_swiglu_quant, emit_swiglu_quant},
   [CUDA_FUSE_GEMV_ROPE] = {"gemv_rope", match_gemv_rope, emit_gemv_rope},
   [CUDA_FUSE_CAST_UPDATE] = {"cast_update", match_cast_update, emit_cast_update},
   [CUDA_FUSE_GEMV_NORM] = {"gemv_norm", NULL, emit_gemv_norm},

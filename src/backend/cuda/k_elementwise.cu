@@ -360,15 +360,6 @@ extern "C" int cu_ew_launch(const cu_ew_args *a, cudaStream_t st) {
  * A thread takes V consecutive j of a row: V = 16 bytes of E, read and
  * (output of type E) written 16 bytes at a time, where n is a multiple of
  * V and the buffers are aligned; V = 1 otherwise. */
-/* silu in F32: as the elementwise kernels compute it, or (FAST, for
- * F16/BF16 results) with the special-function unit's exponential and
- * reciprocal: errors of a few F32 ulps, far below the 16-bit rounding,
- * and the kernel stays at memory speed. */
-template <bool FAST> __device__ __forceinline__ float silu_f32(float x) {
-  if (!FAST) return cu_act<float>(RLX_ACT_SILU, x, 0.f);
-  return x * __frcp_rn(1.f + __expf(-x));
-}
-
 template <typename E, typename I, int V>
 __global__ void __launch_bounds__(CU_THREADS) swiglu_kernel(const E *x, void *out, int out_dtype, I rows, I n) {
   cu_pdl_chain();
@@ -380,7 +371,7 @@ __global__ void __launch_bounds__(CU_THREADS) swiglu_kernel(const E *x, void *ou
     ld_run<E, V>(row + j, g, V, V > 1);
     ld_run<E, V>(row + n + j, u, V, V > 1);
 #pragma unroll
-    for (int k = 0; k < V; k++) y[k] = silu_f32<V * sizeof(E) == 16 && sizeof(E) == 2>(g[k]) * u[k];
+    for (int k = 0; k < V; k++) y[k] = cu_silu_f32<V * sizeof(E) == 16 && sizeof(E) == 2>(g[k]) * u[k];
     if (V > 1) st_run<E, V>((E *)out + at, y, V, true); /* V > 1 only when out is E */
     else cu_st_f32(out, out_dtype, (int64_t)at, y[0]);
   }

@@ -668,16 +668,37 @@ __device__ __forceinline__ void quantize32(float v, int8_t *xq, float2 *ds) {
 /* x [M, K] -> levels and (d, s); one warp per 32 elements. Unlike
  * cu_pdl_chain, the trigger comes before the wait: the integer GEMV after
  * then streams its first weights (params) while this kernel still waits,
- * and the run-ahead stops there, since that GEMV never triggers. */
-template <typename X> __global__ void quantize_x_kernel(const __grid_constant__ cu_quant_x_args a) {
+ * and the run-ahead stops there, since that GEMV never triggers. SW (a
+ * CU_SWIGLU_ kind): x is silu(gate) * up, rounded to X as the launch it
+ * replaces rounds it (FusedSwiGLU's fast silu for 16-bit types, once;
+ * the region's after each step). */
+template <typename X, int SW> __global__ void quantize_x_kernel(const __grid_constant__ cu_quant_x_args a) {
   cu_pdl_trigger(); /* the GEMV after may start streaming its weights */
   cu_pdl_wait();
   const int64_t nb = a.M * a.K / 32, step = (int64_t)gridDim.x * (blockDim.x / 32);
   int8_t *xq = (int8_t *)a.qx;
   float2 *dsx = (float2 *)(xq + qx_levels_bytes(a.M, a.K));
   const X *x = (const X *)a.x;
-  for (int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; b < nb; b += step)
-    quantize32((float)cu_fl<X>::ld(x + b * 32 + threadIdx.x % 32), xq + b * 32, dsx + b);
+  for (int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; b < nb; b += step) {
+    const int64_t e = b * 32 + threadIdx.x % 32;
+    float v;
+    if (SW == CU_SWIGLU_NONE) {
+      v = (float)cu_fl<X>::ld(x + e);
+    } else { /* K is a multiple of 32: a warp's elements share a row */
+      const int64_t m = e / a.K, at = m * a.x_rs + (e - m * a.K);
+      const float g = (float)cu_fl<X>::ld(x + at), u = (float)cu_fl<X>::ld((const X *)a.x2 + at);
+      float sg = cu_silu_f32<SW == CU_SWIGLU_FUSED && sizeof(X) == 2>(g);
+      if (SW == CU_SWIGLU_REGION) sg = cu_fl<X>::round(sg);
+      v = cu_fl<X>::round(sg * u);
+    }
+    quantize32(v, xq + b * 32, dsx + b);
+  }
+}
+template <typename X> static int quantize_x_typed(const cu_quant_x_args *a, cudaStream_t st) {
+  const dim3 g(cu_blocks(a->M * a->K / 32, CU_THREADS / 32)), t(CU_THREADS);
+  if (a->swiglu == CU_SWIGLU_FUSED) return cu_launch(quantize_x_kernel<X, CU_SWIGLU_FUSED>, g, t, 0, st, a->pdl, *a);
+  if (a->swiglu == CU_SWIGLU_REGION) return cu_launch(quantize_x_kernel<X, CU_SWIGLU_REGION>, g, t, 0, st, a->pdl, *a);
+  return cu_launch(quantize_x_kernel<X, CU_SWIGLU_NONE>, g, t, 0, st, a->pdl, *a);
 }
 
 /* The rows of an RmsNorm (x + res + bias if given) normalized, rounded to
@@ -764,12 +785,16 @@ extern "C" int cu_quant_x_launch(const cu_quant_x_args *a, cudaStream_t st) {
     default: return cudaErrorInvalidValue;
     }
   }
-  const dim3 g(cu_blocks(a->M * a->K / 32, CU_THREADS / 32)), t(CU_THREADS);
+  if (a->swiglu != CU_SWIGLU_NONE && a->x_rs < a->K) return cudaErrorInvalidValue;
   switch (a->x_dtype) {
-  case RLX_F32: return cu_launch(quantize_x_kernel<float>, g, t, 0, st, a->pdl, *a);
-  case RLX_F64: return cu_launch(quantize_x_kernel<double>, g, t, 0, st, a->pdl, *a);
-  case RLX_F16: return cu_launch(quantize_x_kernel<__half>, g, t, 0, st, a->pdl, *a);
-  case RLX_BF16: return cu_launch(quantize_x_kernel<__nv_bfloat16>, g, t, 0, st, a->pdl, *a);
+  case RLX_F32: return quantize_x_typed<float>(a, st);
+  case RLX_F64: {
+    if (a->swiglu != CU_SWIGLU_NONE) return cudaErrorInvalidValue;
+    const dim3 g(cu_blocks(a->M * a->K / 32, CU_THREADS / 32)), t(CU_THREADS);
+    return cu_launch(quantize_x_kernel<double, CU_SWIGLU_NONE>, g, t, 0, st, a->pdl, *a);
+  }
+  case RLX_F16: return quantize_x_typed<__half>(a, st);
+  case RLX_BF16: return quantize_x_typed<__nv_bfloat16>(a, st);
   default: return cudaErrorInvalidValue;
   }
 }

@@ -310,7 +310,8 @@ rlx_status cuda_lower_quant(cuda_plan *pl, const ir_node *n) {
       if (!qa) return cuda_nomem(n);
       qa->x = in_ptr(pl, n, 0), qa->x_dtype = x->dtype, qa->qx = pl->scratch, qa->M = M, qa->K = K;
       qa->pdl = pl->pdl;
-      cuda_fuse(pl, CUDA_FUSE_NORM_QUANT, n, &(cuda_fuse_site){.args = qa}); /* the RmsNorm of x, here */
+      cuda_fuse(pl, CUDA_FUSE_NORM_QUANT, n, &(cuda_fuse_site){.args = qa});   /* the RmsNorm of x, here */
+      cuda_fuse(pl, CUDA_FUSE_SWIGLU_QUANT, n, &(cuda_fuse_site){.args = qa}); /* or the SwiGLU of x */
       pl->qx_valid = 1, pl->qx_slot = xslot, pl->qx_folded = folded, pl->qx_M = M, pl->qx_K = K;
     }
     /* the residual add that reads the product, computed in its epilogue */
