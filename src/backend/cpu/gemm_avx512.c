@@ -67,18 +67,12 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
                                                              const gemm_tile_epilogue *ep,
                                                              const int far, const int half) {
   __m512 c0[MR], c1[MR];
-  /* C and the residual are touched only after the k loop: start their
-   * lines on their way now (a batch's residual is in memory, not cache) */
-  const float *res_pf = (flags & GEMM_LAST) ? ep->residual : NULL;
+  /* C is touched only after the k loop: start its lines on their way now */
   UNROLL_ROWS
   for (int i = 0; i < MR; i++)
     if (i < mr) {
       _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
       _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
-      if (res_pf) {
-        _mm_prefetch((const char *)(res_pf + i * ep->ldr), _MM_HINT_T0);
-        _mm_prefetch((const char *)(res_pf + i * ep->ldr + nr - 1), _MM_HINT_T0);
-      }
       c0[i] = c1[i] = _mm512_setzero_ps();
     }
   /* B in place: rows b_ld apart, lanes past nr not read */
