@@ -12,9 +12,11 @@ one process onnxruntime's workers, spinning after its run, take the cores
 from rlx's next run (MobileNetV2 at 2 threads on 2 vCPUs: rlx 4.6 ms alone,
 8.6 ms between onnxruntime runs), and rlx's from onnxruntime. FLOPs are counted from the graph (2 per multiply-add of Conv,
 Gemm, MatMul, and of every step's X·Wᵀ and H·Rᵀ in LSTM, GRU, RNN) and
-given as a fraction of the FMA ceiling: threads x GHz x flops per cycle
-(--flops-per-cycle, default 64: two 512-bit FMA units of 16 f32 lanes, 2
-flops each).
+given as a fraction of the FMA ceiling: threads x one core's f32 FMA rate,
+measured on this machine by a probe (fma_probe: independent FMA chains of
+the widest vectors the compiler targets natively, each thread's rate from
+its own CPU time, so the clock the cores run at under load is the one
+counted; --peak-gflops overrides it).
 
 Models: NAME or NAME:BATCH (default batch 1). resnet50, mobilenetv2, bert
 (sequence 128), vit and lstm are written by make_onnx_models.py (random
@@ -48,6 +50,76 @@ DEFAULT_MODELS = "resnet50,resnet50:8,mobilenetv2,mobilenetv2:8,bert,bert:8,vit"
 
 class Options(ctypes.Structure):
     _fields_ = [("device", ctypes.c_int), ("threads", ctypes.c_int), ("flags", ctypes.c_uint)]
+
+
+FMA_PROBE_C = r"""
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#ifdef __AVX512F__
+typedef __m512 vec;
+#define SET1 _mm512_set1_ps
+#define FMA _mm512_fmadd_ps
+#define ADD _mm512_add_ps
+#define STORE _mm512_storeu_ps
+#define LANES 16
+#else
+typedef __m256 vec;
+#define SET1 _mm256_set1_ps
+#define FMA _mm256_fmadd_ps
+#define ADD _mm256_add_ps
+#define STORE _mm256_storeu_ps
+#define LANES 8
+#endif
+static double cpu_now(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+typedef struct { long iters; double rate; float sink; } job;
+static void *work(void *arg) {
+  job *j = arg;
+  vec v[12], m = SET1(0.999999f), x = SET1(1e-7f);
+  for (int i = 0; i < 12; i++) v[i] = SET1((float)i);
+  double t0 = cpu_now();
+  for (long it = 0; it < j->iters; it++)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; i++) v[i] = FMA(v[i], m, x);
+  j->rate = j->iters * 12.0 * LANES * 2 / (cpu_now() - t0);
+  float s[LANES];
+  for (int i = 1; i < 12; i++) v[0] = ADD(v[0], v[i]);
+  STORE(s, v[0]);
+  j->sink = s[0];
+  return NULL;
+}
+int main(int argc, char **argv) {
+  int nt = atoi(argv[1]);
+  pthread_t th[256]; job jb[256]; double best = 0;
+  for (int rep = 0; rep < 3; rep++) {
+    double sum = 0;
+    for (int i = 0; i < nt; i++) { jb[i] = (job){20000000, 0, 0}; pthread_create(&th[i], 0, work, &jb[i]); }
+    for (int i = 0; i < nt; i++) { pthread_join(th[i], 0); sum += jb[i].rate; }
+    if (sum / nt > best) best = sum / nt;
+  }
+  printf("%.1f\n", best / 1e9);
+  return 0;
+}
+"""
+
+
+def fma_probe(threads):
+    """One core's f32 FMA GFLOP/s with threads cores busy (module doc), or None where the probe
+    cannot be built (no C compiler, not x86)."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "fma_probe.c"), os.path.join(d, "fma_probe")
+        with open(src, "w") as f:
+            f.write(FMA_PROBE_C)
+        try:
+            subprocess.run(["cc", "-O2", "-march=native", "-pthread", src, "-o", exe], check=True,
+                           capture_output=True)
+            return float(subprocess.run([exe, str(threads)], check=True, capture_output=True,
+                                        text=True).stdout)
+        except (OSError, subprocess.CalledProcessError, ValueError):
+            return None
 
 
 def model_path(name):
@@ -207,8 +279,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--models", default=DEFAULT_MODELS)
-    ap.add_argument("--ghz", type=float, default=2.6)
-    ap.add_argument("--flops-per-cycle", type=float, default=64)
+    ap.add_argument("--peak-gflops", type=float, help="one core's f32 FMA GFLOP/s (default: fma_probe)")
     ap.add_argument("--rss", action="store_true")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-path", help=argparse.SUPPRESS)
@@ -221,6 +292,11 @@ def main():
     rlx = Rlx(a.lib)
     lib = rlx.lib
     lib.rlx_output.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+    thread_counts = [int(t) for t in a.threads.split(",")]
+    core_gflops = {t: a.peak_gflops or fma_probe(t) for t in thread_counts}
+    print("FMA ceiling, GFLOP/s a core: %s" % ", ".join(
+        "%d thread%s %s" % (t, "" if t == 1 else "s", "%.1f" % g if g else "unknown")
+        for t, g in core_gflops.items()))
     print("| model | batch | threads | GFLOP | rlx ms | ort ms | ratio | rlx %% of FMA peak | clock |%s"
           % (" rlx MiB | ort MiB |" if a.rss else ""))
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |%s" % (" ---: | ---: |" if a.rss else ""))
@@ -232,7 +308,7 @@ def main():
         feeds = make_feeds(model, batch)
         flops = count_flops(model, feeds)
         del model
-        for threads in [int(t) for t in a.threads.split(",")]:
+        for threads in thread_counts:
             sess = ort_session(path, threads)
             m, s = rlx_session(rlx, path, threads, feeds)
 
@@ -261,7 +337,7 @@ def main():
                     tr += run_child("rlx", a.lib, path, threads, batch, 5)["times"]
                     to += run_child("ort", a.lib, path, threads, batch, 5)["times"]
             mr, mo = statistics.median(tr), statistics.median(to)
-            peak = threads * a.ghz * 1e9 * a.flops_per_cycle
+            peak = threads * (core_gflops[threads] or float("nan")) * 1e9
             rss = ""
             if a.rss:
                 rss = " %.0f | %.0f |" % (child_rss("rlx", a.lib, path, threads, batch),
