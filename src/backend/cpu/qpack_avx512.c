@@ -26,17 +26,29 @@
 #define PREFETCH_BLOCKS 4
 
 /* s[r] = the block's int32 sums of activation row r (block b of act) against
- * its 8 weight registers, r < nr. */
+ * its 8 weight registers, r < nr. Few rows (decode) split each row's 8
+ * vpdpbusd over C chains added at the end (exact: int32 sums), so the
+ * block's latency is 8 / C products, not 8: one chain of 8 kept a decode
+ * step waiting on vpdpbusd's latency instead of on memory. */
 AI void block_sums(const uint8_t *q, int nibbles, const uint8_t *planes, int n_planes, const qdot_q8_0 *act,
                    int64_t b, int nr, __m512i *s) {
-  for (int r = 0; r < nr; r++) s[r] = _mm512_setzero_si512();
+  const int C = nr == 1 ? 4 : nr <= 3 ? 2 : 1;
+  __m512i part[QPACK_KERNEL_MR][4];
+  for (int r = 0; r < nr; r++)
+    for (int c = 0; c < C; c++) part[r][c] = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int t = 0; t < 4; t++) {
     __m512i lo, hi;
     weights_pair(q, nibbles, planes, n_planes, t, &lo, &hi);
-    for (int r = 0; r < nr; r++) s[r] = _mm512_dpbusd_epi32(s[r], lo, bcast4(act_at(act, b, nr, r)->qs + 4 * t));
+    const int c0 = 2 * t % C, c1 = (2 * t + 1) % C;
     for (int r = 0; r < nr; r++)
-      s[r] = _mm512_dpbusd_epi32(s[r], hi, bcast4(act_at(act, b, nr, r)->qs + 16 + 4 * t));
+      part[r][c0] = _mm512_dpbusd_epi32(part[r][c0], lo, bcast4(act_at(act, b, nr, r)->qs + 4 * t));
+    for (int r = 0; r < nr; r++)
+      part[r][c1] = _mm512_dpbusd_epi32(part[r][c1], hi, bcast4(act_at(act, b, nr, r)->qs + 16 + 4 * t));
+  }
+  for (int r = 0; r < nr; r++) {
+    s[r] = part[r][0];
+    for (int c = 1; c < C; c++) s[r] = _mm512_add_epi32(s[r], part[r][c]);
   }
 }
 
