@@ -8,7 +8,9 @@
  * driver splits row panels evenly); columns past the edge are masked, and
  * a tile of at most 16 columns (the last of an N that is 16 past a
  * multiple of 32, or less) runs an instance with the 14 accumulators of
- * one vector a row: half the FMAs of a whole tile. The
+ * one vector a row: half the FMAs of a whole tile; one of at most 8
+ * (ResNet's 196 positions: 6 tiles and 4 columns) a separate kernel of
+ * 256-bit accumulators, a quarter (quarter_body). The
  * epilogue (C from an earlier K block, bias, activation) is applied to the
  * accumulators before the only store of C.
  */
@@ -151,6 +153,71 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
       gemm_scalar_row_post(c + i * ldc, nr, 0.0f, NULL, act, ep->alpha, clamp, ep->lo, ep->hi);
 }
 
+/* A tile of at most 8 columns: micro_body with one 256-bit accumulator a
+ * row (Zen 4 runs two 256-bit FMAs a cycle, one 512-bit), the epilogue on
+ * the low lanes of a 512-bit vector. Its own function: the variables it
+ * adds to micro_body slowed that one's loop. */
+static inline __attribute__((always_inline)) void quarter_body(const int mr, int nr, int64_t kc,
+                                                               const float *a, const float *b,
+                                                               float *c, int64_t ldc, int flags,
+                                                               const gemm_tile_epilogue *ep) {
+  __m256 q[MR];
+  UNROLL_ROWS
+  for (int i = 0; i < MR; i++)
+    if (i < mr) {
+      _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+      q[i] = _mm256_setzero_ps();
+    }
+  const int64_t bstep = ep->b_ld ? ep->b_ld : NR;
+  const __mmask8 bm = ep->b_ld ? (__mmask8)simd16_tail_mask(nr) : 0xFF;
+  for (int64_t k = 0; k < kc; k++) {
+    const __m256 bq = _mm256_maskz_loadu_ps(bm, b);
+    _mm_prefetch((const char *)(b + PREFETCH_K * bstep), _MM_HINT_T0);
+    if ((k & 3) == 0) _mm_prefetch((const char *)(a + PREFETCH_K * mr), _MM_HINT_T0);
+    UNROLL_ROWS
+    for (int i = 0; i < MR; i++)
+      if (i < mr) q[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i]), bq, q[i]);
+    a += mr;
+    b += bstep;
+  }
+  const __mmask16 m0 = simd16_tail_mask(nr);
+  const int last = flags & GEMM_LAST;
+  const rlx_act act = last ? ep->act : RLX_ACT_NONE;
+  const int vec_act = gemm_act_vectorized(act);
+  const __m512 bias0 = last && ep->bias ? _mm512_maskz_loadu_ps(m0, ep->bias) : _mm512_setzero_ps();
+  const float *row_bias = last ? ep->row_bias : NULL, *res = last ? ep->residual : NULL;
+  const int clamp = last && ep->clamp;
+  const __m512 lo = _mm512_set1_ps(clamp ? ep->lo : 0.0f), hi = _mm512_set1_ps(clamp ? ep->hi : 0.0f);
+  UNROLL_ROWS
+  for (int i = 0; i < MR; i++)
+    if (i < mr) {
+      float *cr = c + i * ldc;
+      __m512 v = _mm512_add_ps(_mm512_zextps256_ps512(q[i]), bias0);
+      if (flags & GEMM_ACCUMULATE) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, cr));
+      if (row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(row_bias[i]));
+      if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, res + i * ep->ldr));
+      if (vec_act) v = act_inline(v, act, ep->alpha);
+      if (clamp && vec_act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v)); /* NaN stays */
+      _mm512_mask_storeu_ps(cr, m0, v);
+    }
+  if (!vec_act)
+    for (int i = 0; i < mr; i++)
+      gemm_scalar_row_post(c + i * ldc, nr, 0.0f, NULL, act, ep->alpha, clamp, ep->lo, ep->hi);
+}
+
+#define QUARTER_CASE(r) \
+  case r: quarter_body(r, nr, kc, Ap, Bp, C, ldc, flags, ep); break;
+
+__attribute__((noinline)) static void quarter(int mr, int nr, int64_t kc, const float *Ap, const float *Bp,
+                                              float *C, int64_t ldc, int flags, const gemm_tile_epilogue *ep) {
+  switch (mr) {
+    QUARTER_CASE(1) QUARTER_CASE(2) QUARTER_CASE(3) QUARTER_CASE(4) QUARTER_CASE(5) QUARTER_CASE(6)
+    QUARTER_CASE(7) QUARTER_CASE(8) QUARTER_CASE(9) QUARTER_CASE(10) QUARTER_CASE(11) QUARTER_CASE(12)
+    QUARTER_CASE(13) QUARTER_CASE(14)
+  default: break;
+  }
+}
+
 /* one instance per row count, per GEMM_B_FAR and per half tile (constants
  * in each) */
 #define MICRO_CASE(r)                                           \
@@ -169,6 +236,10 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
 
 static void micro(int mr, int nr, int64_t kc, const float *Ap, const float *Bp, float *C,
                   int64_t ldc, int flags, const gemm_tile_epilogue *ep) {
+  if (nr <= 8) {
+    quarter(mr, nr, kc, Ap, Bp, C, ldc, flags, ep);
+    return;
+  }
   switch (mr) {
     MICRO_CASE(1) MICRO_CASE(2) MICRO_CASE(3) MICRO_CASE(4) MICRO_CASE(5) MICRO_CASE(6)
     MICRO_CASE(7) MICRO_CASE(8) MICRO_CASE(9) MICRO_CASE(10) MICRO_CASE(11) MICRO_CASE(12)
