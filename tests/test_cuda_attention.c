@@ -1,9 +1,9 @@
 /* test_cuda_attention.c — the CUDA backend's attention and rope against the
  * CPU backend on random data: every attention kernel (tensor-core prefill
- * at both tile shapes, split-key decode with and without a cluster, the
- * exact kernel; masks, windows, softcap, GQA, both layouts), and the Ropes
- * of q and k joined into one launch. Skips (exit 77) without a CUDA
- * device. */
+ * at both tile shapes, split-key decode with and without a cluster and a
+ * query a block over a KV pool's mask, the exact kernel; masks, windows,
+ * softcap, GQA, both layouts), and the Ropes of q and k joined into one
+ * launch. Skips (exit 77) without a CUDA device. */
 #include "cuda_backend_test.h"
 
 typedef struct {
@@ -13,38 +13,43 @@ typedef struct {
   rlx_mask_kind mask;
   int window;
   double softcap;
+  int pool; /* custom mask as a KV pool's: query i sees only cells [i T / S, i T / S + T / (2 S)) */
 } attn_case;
 
 static void test_attention(void) {
   static const attn_case cases[] = {
-      {"prefill causal gqa", 2, 77, 77, 4, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
-      {"chunk bottom-right", 1, 5, 133, 4, 4, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
-      {"decode", 3, 1, 200, 8, 2, 64, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0},
-      {"sliding window", 1, 150, 150, 2, 1, 32, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 37, 0},
-      {"custom mask softcap", 2, 40, 70, 2, 2, 96, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 30.0},
-      {"no mask d80", 1, 65, 65, 3, 1, 80, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0},
+      {"prefill causal gqa", 2, 77, 77, 4, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"chunk bottom-right", 1, 5, 133, 4, 4, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"decode", 3, 1, 200, 8, 2, 64, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"sliding window", 1, 150, 150, 2, 1, 32, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 37, 0, 0},
+      {"custom mask softcap", 2, 40, 70, 2, 2, 96, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 30.0, 0},
+      {"no mask d80", 1, 65, 65, 3, 1, 80, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0, 0},
       /* many key tiles through the cp.async pipeline, ragged ends */
-      {"long causal d128", 1, 301, 301, 4, 1, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
-      {"long chunk bottom-right", 2, 70, 650, 2, 2, 64, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0},
-      {"long sliding window", 1, 420, 420, 2, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 90, 0},
-      {"long no mask d16", 1, 130, 257, 2, 1, 16, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0},
+      {"long causal d128", 1, 301, 301, 4, 1, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"long chunk bottom-right", 2, 70, 650, 2, 2, 64, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"long sliding window", 1, 420, 420, 2, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 90, 0, 0},
+      {"long no mask d16", 1, 130, 257, 2, 1, 16, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0, 0},
       /* the benchmark's shape at a smaller batch: 4 query heads per kv head */
-      {"prefill 512 causal gqa d128", 2, 512, 512, 8, 2, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
-      {"d40 exact kernel", 1, 33, 45, 2, 1, 40, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
-      {"d256 exact kernel", 1, 20, 20, 2, 2, 256, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0},
+      {"prefill 512 causal gqa d128", 2, 512, 512, 8, 2, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"d40 exact kernel", 1, 33, 45, 2, 1, 40, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"d256 exact kernel", 1, 20, 20, 2, 2, 256, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0, 0},
       /* the split-key decode kernel: few query rows per kv head */
-      {"decode window softcap", 2, 2, 300, 4, 1, 128, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 100, 20.0},
-      {"decode custom mask", 1, 1, 1000, 6, 2, 96, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0},
-      {"decode d256", 1, 1, 64, 2, 2, 256, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
-      {"decode one split", 1, 1, 20, 4, 4, 32, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0},
-      {"decode chunk of 4", 1, 4, 517, 8, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
-      {"decode 8b-shaped", 1, 1, 512, 32, 8, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
-      {"decode many splits", 1, 1, 19000, 2, 1, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"decode window softcap", 2, 2, 300, 4, 1, 128, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 100, 20.0, 0},
+      {"decode custom mask", 1, 1, 1000, 6, 2, 96, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0, 0},
+      {"decode d256", 1, 1, 64, 2, 2, 256, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"decode one split", 1, 1, 20, 4, 4, 32, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0, 0},
+      {"decode chunk of 4", 1, 4, 517, 8, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"decode 8b-shaped", 1, 1, 512, 32, 8, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"decode many splits", 1, 1, 19000, 2, 1, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
       /* 16-bit rows of 72 bytes: staged by element loads, not cp.async */
-      {"decode d36 unaligned rows", 2, 1, 300, 4, 2, 36, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"decode d36 unaligned rows", 2, 1, 300, 4, 2, 36, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
       /* 512 splits of 16 rows: shared memory past the default 48 KB (F32:
        * past the kernel's limit, another kernel takes it) */
-      {"decode long context", 1, 1, 32768, 16, 1, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0},
+      {"decode long context", 1, 1, 32768, 16, 1, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      /* sequences batched over a KV pool: a block per query, the splits of
+       * other sequences' cells skipped (13 splits: a cluster; 24: not) */
+      {"decode pool batch", 1, 12, 1600, 8, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CUSTOM, 0, 0, 1},
+      {"decode pool batch many splits", 1, 6, 3000, 12, 2, 128, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0, 1},
   };
   static const rlx_dtype types[] = {RLX_BF16, RLX_F16, RLX_F32};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -64,6 +69,10 @@ static void test_attention(void) {
       int64_t nq = (int64_t)a->B * a->S * a->H * a->D, nk = (int64_t)a->B * a->T * a->Hkv * a->D;
       float *mask = malloc(sizeof(float) * (size_t)(a->S * a->T));
       for (int i = 0; i < a->S * a->T; i++) mask[i] = rng_uniform() < 0.2 ? -INFINITY : (float)rng_normal();
+      for (int i = 0; a->pool && i < a->S * a->T; i++) {
+        const int64_t r = i / a->T, j = i % a->T, lo = r * a->T / a->S;
+        if (j < lo || j >= lo + a->T / (2 * a->S)) mask[i] = -INFINITY;
+      }
       if (a->S > 3) /* one fully masked row: zeros */
         for (int i = 0; i < a->T; i++) mask[3 * a->T + i] = -INFINITY;
       bound_leaf leaves[4] = {{"q", 0, random_tensor(t, nq, 1.0), (size_t)nq * dtype_size(t)},

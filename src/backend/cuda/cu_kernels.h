@@ -229,8 +229,11 @@ typedef struct {
    * states merged either in shared memory, the splits of a head one
    * thread block cluster (cluster = splits), or through part, by the last
    * block of a head to arrive (count, one per (batch, kv head), left
-   * zeroed; cluster = 0) */
-  int splits, cluster;
+   * zeroed; cluster = 0). per_query: the blocks of a kv head take one
+   * query row each (G rows, not G * S; count and part per (batch, kv
+   * head, query)), and skip a split whose keys the custom mask hides from
+   * all of them (a decoder's KV pool: each query sees its own cells) */
+  int splits, cluster, per_query;
   int64_t keys_per_split;
   float *part;
   unsigned *count;

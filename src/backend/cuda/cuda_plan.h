@@ -119,6 +119,11 @@ typedef struct {
   int qx_valid, qx_folded;
   size_t qx_slot;
   int64_t qx_M, qx_K;
+  /* the split-key attention's partial sums and counters, shared by the
+   * plan's attentions that fit them (owned by the first one's step) */
+  float *attn_part;
+  unsigned *attn_count;
+  size_t attn_part_floats, attn_counters;
   cu_error *err_dev, *err_host;
   int has_err, folded_ready, use_graph, tf32, attn_exact;
   int attn_no_cluster;         /* RLX_CUDA_ATTN_CLUSTER=0 */

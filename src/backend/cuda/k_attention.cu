@@ -5,8 +5,8 @@
  * [B,S,H*D] through strides, score scale and logit softcap.
  *
  * Three kernels compute the same function:
- *  - flash_decode: few query rows per kv head (decode), keys split over
- *    blocks (below);
+ *  - flash_decode: few query rows per kv head (decode), or one query a
+ *    block (a batch over a KV pool), keys split over blocks (below);
  *  - flash_tc: F16/BF16 with head_dim a multiple of 16 up to 128, on the
  *    tensor cores (mma.sync m16n8k16, F32 accumulation): a block of 4 warps
  *    takes 64 or 128 query rows of one (batch, head) (16 or 32 a warp);
@@ -536,7 +536,9 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
 
 /* ---------------------------------------------------------------- split-key decode kernel */
 
-#define DEC_MAX_ROWS 16          /* query rows per kv head: (H / Hkv) * S */
+#define DEC_MAX_ROWS 16          /* query rows per kv head: (H / Hkv) * S, or H / Hkv (per_query) */
+#define DEC_MAX_QUERIES 64       /* per_query: query rows (batched sequences) at most */
+#define DEC_POOL_PART_FLOATS ((int64_t)64 << 20) /* per_query: partial-state floats at most (256 MB) */
 #define DEC_MAX_KEYS 128         /* keys per split */
 #define DEC_STAGE_BYTES (64 << 10) /* a split's K and V rows staged in shared memory */
 #define DEC_THREADS 128
@@ -591,9 +593,10 @@ struct dec_parts_shared {
  * reads here took most of the kernel's time). */
 template <typename E, typename P>
 __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float *ls, int *nan_row) {
-  const int S = (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, splits = a.splits;
+  const int S = a.per_query ? 1 : (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, splits = a.splits;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int64_t bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv;
+  const int64_t i0 = a.per_query ? blockIdx.y % a.S : 0, bh = a.per_query ? blockIdx.y / a.S : blockIdx.y;
+  const int64_t b = bh / a.Hkv, hk = bh % a.Hkv;
   const int per = R * D, chunk = DEC_MERGE_E * DEC_THREADS;
   for (int r = warp; r < R; r += DEC_WARPS) {
     float M = -INFINITY, m0 = -INFINITY, l0 = 0.f; /* m0, l0: split `lane`'s, kept for the second pass */
@@ -630,7 +633,8 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
 #pragma unroll
       for (int s = 0; s < DEC_MERGE_S; s++)
 #pragma unroll
-        for (int u = 0; u < DEC_MERGE_E; u++) o[s][u] = s0 + s < splits ? src.ld(s0 + s, off[u]) : 0.f;
+        for (int u = 0; u < DEC_MERGE_E; u++) /* a split of weight 0 (every key masked) wrote no o */
+          o[s][u] = s0 + s < splits && wsh[wrow[u] + s0 + s] != 0.f ? src.ld(s0 + s, off[u]) : 0.f;
 #pragma unroll
       for (int s = 0; s < DEC_MERGE_S; s++) {
         if (s0 + s >= splits) break;
@@ -646,7 +650,7 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
       const int e = e0 + u * DEC_THREADS;
       if (e >= per) break;
       const int r = e / D, d = e % D;
-      const int64_t h = hk * G + r / S, i = r % S;
+      const int64_t h = hk * G + r / S, i = i0 + r % S;
       const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc[u] / ls[r] : 0.f;
       cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
     }
@@ -678,7 +682,11 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
  *     second cluster barrier.
  * A custom mask's values for the split's keys are read with the q rows,
  * while K is in flight, not after the scores (a global round trip of
- * their own). Both together: 4.785 ms a token of the 8B bf16 step through
+ * their own). With per_query (a batch of sequences over a KV pool) a block
+ * takes the G rows of one query, and reads the mask first: where it hides
+ * every key of the split, nothing is staged or scored and the block's
+ * state is empty (m = -inf, l = 0, no o: the merge gives it weight 0 and
+ * never reads its o). Both together: 4.785 ms a token of the 8B bf16 step through
  * the LLM API on the H200, against 4.809 before.
  * No step walks keys one after another with a reduction between them: a
  * decode step's attention is a few microseconds of latency, and an earlier
@@ -686,7 +694,8 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
  * took 25-90 us at the 8B shape. F32 arithmetic throughout. */
 template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_THREADS) flash_decode(const __grid_constant__ cu_attn_args a) {
   extern __shared__ float dec_smem[];
-  const int S = (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, kps = (int)a.keys_per_split;
+  /* S: the query rows of the block, from i0 (per_query: one) */
+  const int S = a.per_query ? 1 : (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, kps = (int)a.keys_per_split;
   const int kss = dec_k_stride(D, (int)sizeof(E), VEC);
   const int pcols = a.splits > kps ? a.splits : kps;
   float *qs = dec_smem;                             /* [RC][D]: rows past R are zeros */
@@ -699,23 +708,35 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   float *os = (float *)(vs + (size_t)kps * D);      /* [splits][R][D + 3]: the cluster's states (first block) */
   __shared__ int last;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int64_t bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv;
+  /* hq: the (batch, kv head) of the block, or with per_query its query too */
+  const int64_t hq = blockIdx.y, i0 = a.per_query ? hq % a.S : 0, bh = a.per_query ? hq / a.S : hq;
+  const int64_t b = bh / a.Hkv, hk = bh % a.Hkv;
   const int64_t j0 = (int64_t)blockIdx.x * kps;
-  const int n = (int)(a.T - j0 < kps ? a.T - j0 : kps);
+  int n = (int)(a.T - j0 < kps ? a.T - j0 : kps);
   const E *q = (const E *)a.q, *k = (const E *)a.k, *v = (const E *)a.v;
   const int64_t kbase = b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss;
   cu_pdl_chain(); /* every K and V row may be the one the step before wrote */
+  if (a.per_query) { /* the mask first: a split it hides from every row stages nothing */
+    int seen = 0;
+    for (int e = t; e < R * n; e += DEC_THREADS) {
+      const int r = e / n, jj = e % n;
+      const float m = mask_value(a, b, hk * G + r / S, i0 + r % S, j0 + jj);
+      mk[r * kps + jj] = m;
+      seen |= m != -INFINITY;
+    }
+    if (!__syncthreads_or(seen)) n = 0;
+  }
   dec_stage_rows<E, VEC>(ks, kss, k + kbase, a.kv_ss, n, D, t);
   cu_cp_async_commit();
   dec_stage_rows<E, VEC>(vs, D, v + kbase, a.kv_ss, n, D, t);
   cu_cp_async_commit();
-  /* row r: head hk*G + r / S, query i = r % S */
+  /* row r: head hk*G + r / S, query i = i0 + r % S */
   for (int e = t; e < RC * D; e += DEC_THREADS) {
     const int r = e / D, d = e % D;
-    qs[e] = r < R ? cu_fl<E>::ld(q + b * a.q_sb + (hk * G + r / S) * a.q_sh + (r % S) * a.q_ss + d) : 0.f;
+    qs[e] = r < R ? cu_fl<E>::ld(q + b * a.q_sb + (hk * G + r / S) * a.q_sh + (i0 + r % S) * a.q_ss + d) : 0.f;
   }
   for (int r = t; r < R; r += DEC_THREADS) nan_row[r] = 0;
-  if (a.mask_kind == RLX_MASK_CUSTOM)
+  if (a.mask_kind == RLX_MASK_CUSTOM && !a.per_query)
     for (int e = t; e < R * n; e += DEC_THREADS) {
       const int r = e / n, jj = e % n;
       mk[r * kps + jj] = mask_value(a, b, hk * G + r / S, r % S, j0 + jj);
@@ -760,7 +781,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
       for (int r = 0; r < RC; r++) {
         if (r >= R) break;
         float x = -INFINITY;
-        if (key_visible(a, r % S, j)) {
+        if (key_visible(a, i0 + r % S, j)) {
           x = finish_score_masked<float>(a, dot[r], a.mask_kind == RLX_MASK_CUSTOM ? mk[r * kps + jj] : 0.f);
           if (x != x) nan_row[r] = 1, x = -INFINITY;
         }
@@ -789,8 +810,9 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   const size_t stride = (size_t)R * (D + 3);
   float *po = a.splits == 1 ? NULL
               : a.cluster ? cooperative_groups::this_cluster().map_shared_rank(os, 0) + blockIdx.x * stride
-                          : a.part + ((size_t)bh * a.splits + blockIdx.x) * stride;
-  for (int d = t; d < D; d += DEC_THREADS) {
+                          : a.part + ((size_t)hq * a.splits + blockIdx.x) * stride;
+  /* a split of no visible key writes no o: its weight in the merge is 0 */
+  for (int d = t; d < D && (n > 0 || a.splits == 1); d += DEC_THREADS) {
     float o[RC];
 #pragma unroll
     for (int r = 0; r < RC; r++) o[r] = 0.f;
@@ -806,7 +828,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     for (int r = 0; r < RC; r++) {
       if (r >= R) break;
       if (a.splits == 1) {
-        const int64_t h = hk * G + r / S, i = r % S;
+        const int64_t h = hk * G + r / S, i = i0 + r % S;
         const float y = nan_row[r] ? NAN : ls[r] > 0.f ? o[r] / ls[r] : 0.f;
         cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
       } else {
@@ -828,23 +850,28 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   }
   __threadfence();
   __syncthreads();
-  if (t == 0) last = atomicAdd(&a.count[bh], 1u) == (unsigned)a.splits - 1;
+  if (t == 0) last = atomicAdd(&a.count[hq], 1u) == (unsigned)a.splits - 1;
   __syncthreads();
   if (!last) return;
   __threadfence();
-  dec_merge<E>(a, dec_parts_global{a.part + (size_t)bh * a.splits * stride, stride}, ps, ls, nan_row);
-  if (t == 0) a.count[bh] = 0; /* ready for the next run */
+  dec_merge<E>(a, dec_parts_global{a.part + (size_t)hq * a.splits * stride, stride}, ps, ls, nan_row);
+  if (t == 0) a.count[hq] = 0; /* ready for the next run */
 }
 
 /* The kernel's row capacity RC for R query rows a kv head. */
 static int dec_row_cap(int64_t R) { return R <= 4 ? 4 : R <= 8 ? 8 : 16; }
+
+/* Query rows a block of flash_decode takes, and the blocks of a split
+ * (grid.y): (batch, kv head) pairs, times the queries with per_query. */
+static int64_t dec_rows(const cu_attn_args *a) { return (a->H / a->Hkv) * (a->per_query ? 1 : a->S); }
+static int64_t dec_heads(const cu_attn_args *a) { return a->B * a->Hkv * (a->per_query ? a->S : 1); }
 
 /* flash_decode's shared memory: q (RC rows), the scores, the row states
  * and the mask values in F32, then (16-byte aligned) the staged K rows
  * (padded: dec_k_stride) and V rows of a split, then (cluster) every
  * split's state, which the first block merges. */
 static size_t dec_smem_bytes(const cu_attn_args *a) {
-  const int64_t R = (a->H / a->Hkv) * a->S, kps = a->keys_per_split, es = cu_float_bytes(a->dtype);
+  const int64_t R = dec_rows(a), kps = a->keys_per_split, es = cu_float_bytes(a->dtype);
   const int64_t pcols = a->splits > kps ? a->splits : kps;
   const size_t floats = (size_t)(dec_row_cap(R) * a->D + R * pcols + 3 * R + R * kps + 3) & ~(size_t)3;
   const size_t state = a->cluster ? (size_t)(a->splits * R * (a->D + 3)) * sizeof(float) : 0;
@@ -867,7 +894,7 @@ template <typename E, int RC> static int dec_set_attrs_rc(const cu_attn_args *a,
   if (a->cluster <= 1) return cudaSuccess;
   cudaLaunchAttribute at[2];
   const cudaLaunchConfig_t cfg =
-      cu_launch_config(dim3((unsigned)a->splits, (unsigned)(a->B * a->Hkv)), DEC_THREADS, smem, 0, 0, a->cluster, at);
+      cu_launch_config(dim3((unsigned)a->splits, (unsigned)dec_heads(a)), DEC_THREADS, smem, 0, 0, a->cluster, at);
   int n = 0;
   const int st = cudaOccupancyMaxActiveClusters(&n, kernels[0], &cfg);
   return st ? st : n < 1 ? cudaErrorInvalidConfiguration : cudaSuccess;
@@ -876,7 +903,7 @@ template <typename E> static int dec_set_attrs_of(const cu_attn_args *a, int rc,
   return rc == 4 ? dec_set_attrs_rc<E, 4>(a, smem) : rc == 8 ? dec_set_attrs_rc<E, 8>(a, smem) : dec_set_attrs_rc<E, 16>(a, smem);
 }
 static int dec_set_attrs(const cu_attn_args *a, size_t smem) {
-  const int rc = dec_row_cap((a->H / a->Hkv) * a->S);
+  const int rc = dec_row_cap(dec_rows(a));
   return a->dtype == RLX_F16 ? dec_set_attrs_of<__half>(a, rc, smem)
          : a->dtype == RLX_BF16 ? dec_set_attrs_of<__nv_bfloat16>(a, rc, smem) : dec_set_attrs_of<float>(a, rc, smem);
 }
@@ -885,7 +912,7 @@ template <typename E, int RC> static void dec_launch_rc(const cu_attn_args *a, b
                     a->cluster, *a);
 }
 template <typename E> static void dec_launch(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
-  const int rc = dec_row_cap((a->H / a->Hkv) * a->S);
+  const int rc = dec_row_cap(dec_rows(a));
   if (rc == 4) dec_launch_rc<E, 4>(a, vec, grid, smem, st);
   else if (rc == 8) dec_launch_rc<E, 8>(a, vec, grid, smem, st);
   else dec_launch_rc<E, 16>(a, vec, grid, smem, st);
@@ -928,11 +955,21 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
     a->tc_tile = tc_tile_for(a);
     (void)(a->dtype == RLX_F16 ? launch_tc<__half>(a, 0, 1) : launch_tc<__nv_bfloat16>(a, 0, 1));
   }
-  a->splits = 0, a->keys_per_split = 0, a->cluster = 0;
-  const int64_t R = a->Hkv > 0 ? (a->H / a->Hkv) * a->S : 0;
+  a->splits = 0, a->keys_per_split = 0, a->cluster = 0, a->per_query = 0;
+  if (a->Hkv < 1) return;
+  /* a batch of sequences over a KV pool (a custom mask, more query rows a
+   * kv head than a block holds, at most DEC_MAX_QUERIES of them): a block
+   * per query, each skipping the splits of other sequences' cells (32
+   * sequences of 190 cells on the H100: the tensor-core kernel walked
+   * all 6,100 keys of the pool per head, 0.6 ms a layer) */
+  const int64_t G = a->H / a->Hkv;
+  a->per_query = a->mask_kind == RLX_MASK_CUSTOM && G * a->S > DEC_MAX_ROWS && G <= DEC_MAX_ROWS && a->S <= DEC_MAX_QUERIES;
+  const int64_t R = dec_rows(a);
   if ((a->dtype != RLX_F32 && a->dtype != RLX_F16 && a->dtype != RLX_BF16) || a->force_exact || R < 1 ||
-      R > DEC_MAX_ROWS || a->D > 256 || a->T < 1 || a->B * a->Hkv >= 65536)
+      R > DEC_MAX_ROWS || a->D > 256 || a->T < 1 || dec_heads(a) >= 65536) {
+    a->per_query = 0;
     return;
+  }
   /* keys per split: 128 (the block's threads), halved while the grid
    * would cover fewer than half the H200's 132 multiprocessors (down to
    * 32), at most what fits the staging space. On the H200 at the 8B decode
@@ -942,12 +979,15 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
    * costs the merge a partial state, and a block's latency is mostly fixed. */
   int64_t kmax = DEC_STAGE_BYTES / (2 * a->D * cu_float_bytes(a->dtype)) / 16 * 16;
   kmax = kmax > DEC_MAX_KEYS ? DEC_MAX_KEYS : kmax;
-  const int64_t heads = a->B * a->Hkv;
+  const int64_t heads = dec_heads(a);
   int64_t kps = DEC_MAX_KEYS;
   while (kps > 32 && heads * ((a->T + kps - 1) / kps) < 66) kps /= 2;
   kps = kps > kmax ? kmax : kps;
   const int64_t splits = (a->T + kps - 1) / kps;
-  if (splits > 0x7fffffff) return;
+  /* per_query's partial states grow with queries x keys: past
+   * DEC_POOL_PART_FLOATS the tensor-core kernel takes the batch */
+  if (splits > 0x7fffffff || (a->per_query && heads * splits * R * (a->D + 3) > DEC_POOL_PART_FLOATS))
+    return (void)(a->per_query = 0);
   a->keys_per_split = kps, a->splits = (int)splits;
   /* the splits of a head as one cluster, merged in shared memory, where
    * they are few enough and RLX_CUDA_ATTN_CLUSTER is not 0 */
@@ -961,7 +1001,7 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
   const size_t smem = dec_smem_bytes(a);
   if (smem > DEC_MAX_SMEM || dec_set_attrs(a, smem) != cudaSuccess) { /* the merge's R x splits weights do not fit */
     (void)cudaGetLastError();
-    a->keys_per_split = 0, a->splits = 0;
+    a->keys_per_split = 0, a->splits = 0, a->per_query = 0;
     return;
   }
   *part_floats = (size_t)(heads * splits * R * (a->D + 3));
@@ -971,7 +1011,7 @@ extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *
 extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
   if (a->B * a->H * a->S <= 0 || a->D <= 0) return cudaSuccess;
   if (a->splits > 0) {
-    dim3 grid((unsigned)a->splits, (unsigned)(a->B * a->Hkv));
+    dim3 grid((unsigned)a->splits, (unsigned)dec_heads(a));
     const size_t smem = dec_smem_bytes(a);
     const int es = cu_float_bytes(a->dtype);
     const bool vec = a->D * es % 16 == 0 && a->kv_ss * es % 16 == 0 && a->kv_sh * es % 16 == 0 &&
