@@ -22,6 +22,7 @@
  *    epilogue; at decode rows silu(x @ wg) * (x @ wu) as one GEMV launch,
  *    an RmsNorm (zero beta) computed by the GEMV launch of the products
  *    that read it (or by their x quantization on the integer path), a
+ *    SwiGLU by the x quantization of the integer products that read it, a
  *    Rope by tables applied by its product's GEMV launch, products of one
  *    x as segments of one launch; a float Cast done by the UpdateSlice
  *    copy that reads it (a new K or V row into a 16-bit cache); the Ropes
