@@ -1,0 +1,455 @@
+/* k_attention_decode.cu — flash_decode, the split-key attention of few
+ * query rows a kv head (decode) or one query a block (a batch of sequences
+ * over a KV pool); k_attention.cu says how it fits beside the other two
+ * kernels. */
+#include "k_attention.cuh"
+
+#include <cooperative_groups.h>
+
+#define DEC_MAX_ROWS 16          /* query rows per kv head: (H / Hkv) * S, or H / Hkv (per_query) */
+#define DEC_MAX_QUERIES 64       /* per_query: query rows (batched sequences) at most */
+#define DEC_POOL_PART_FLOATS ((int64_t)64 << 20) /* per_query: partial-state floats at most (256 MB) */
+#define DEC_MAX_KEYS 128         /* keys per split */
+#define DEC_STAGE_BYTES (64 << 10) /* a split's K and V rows staged in shared memory */
+#define DEC_THREADS 128
+#define DEC_WARPS (DEC_THREADS / 32)
+#define DEC_MERGE_E 4             /* (row, d) elements a thread of the merge sums at once */
+#define DEC_MERGE_S 8             /* over this many splits at once (16 made the kernel spill) */
+#define DEC_MAX_CLUSTER 16        /* splits merged in a cluster's shared memory (the H200's largest cluster) */
+static_assert(DEC_MAX_KEYS <= DEC_THREADS, "flash_decode gives every key of a split at least one thread");
+
+/* Stages rows j0 .. j0+n-1 of one kv head (D contiguous elements each,
+ * row stride ss) into dst [n][dst_ss]: 16-byte cp.async copies where the
+ * rows allow (VEC), else element loads, all issued before any is used. */
+template <typename E, bool VEC>
+__device__ __forceinline__ void dec_stage_rows(E *dst, int dst_ss, const E *src, int64_t ss, int n, int D, int t) {
+  if (VEC) {
+    constexpr int PER = 16 / (int)sizeof(E);
+    const int per_row = D / PER;
+    for (int e = t; e < n * per_row; e += DEC_THREADS) {
+      const int jj = e / per_row, c = (e % per_row) * PER;
+      cu_cp_async16(dst + jj * dst_ss + c, src + jj * ss + c);
+    }
+  } else {
+#pragma unroll 4
+    for (int e = t; e < n * D; e += DEC_THREADS) dst[(e / D) * dst_ss + e % D] = src[(e / D) * ss + e % D];
+  }
+}
+
+/* flash_decode's row stride of staged K rows, in elements: with 16-byte
+ * rows one 16-byte step longer than the row, so that the 8 threads of a
+ * quarter warp reading 16 bytes of 8 consecutive keys hit all 32 banks. */
+__host__ __device__ __forceinline__ int dec_k_stride(int D, int es, bool vec) { return vec ? D + 16 / es : D; }
+
+/* Where the merge reads the splits' partial states of a head: [R][D + 3]
+ * floats a split, `stride` apart (each row's unnormalized o, then its m, l
+ * and NaN flag), in global memory (part) or in the shared memory of the
+ * merging block (the first of a cluster, which the others wrote). */
+struct dec_parts_global {
+  const float *base;
+  size_t stride;
+  __device__ float ld(int s, int off) const { return __ldcg(base + s * stride + off); }
+};
+struct dec_parts_shared {
+  const float *base;
+  size_t stride;
+  __device__ float ld(int s, int off) const { return base[s * stride + off]; }
+};
+
+/* The merge of a head's splits: each row's maximum, NaN flag and weighted
+ * sum L over the splits (a warp per row), the splits' weights kept in wsh
+ * [R][splits], then every (row, d) sums its splits' partial outputs, the
+ * loads of several splits and elements in flight (a chain of dependent
+ * reads here took most of the kernel's time). */
+template <typename E, typename P>
+__device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float *ls, int *nan_row) {
+  const int S = a.per_query ? 1 : (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, splits = a.splits;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int64_t i0 = a.per_query ? blockIdx.y % a.S : 0, bh = a.per_query ? blockIdx.y / a.S : blockIdx.y;
+  const int64_t b = bh / a.Hkv, hk = bh % a.Hkv;
+  const int per = R * D, chunk = DEC_MERGE_E * DEC_THREADS;
+  for (int r = warp; r < R; r += DEC_WARPS) {
+    float M = -INFINITY, m0 = -INFINITY, l0 = 0.f; /* m0, l0: split `lane`'s, kept for the second pass */
+    int any_nan = 0;
+    for (int s = lane; s < splits; s += 32) {
+      const float m = src.ld(s, r * (D + 3) + D), l = src.ld(s, r * (D + 3) + D + 1);
+      if (s == lane) m0 = m, l0 = l;
+      M = fmaxf(M, m);
+      any_nan |= src.ld(s, r * (D + 3) + D + 2) != 0.f;
+    }
+    M = cu_warp_max(M);
+    any_nan = __any_sync(0xffffffffu, any_nan);
+    float L = 0.f;
+    for (int s = lane; s < splits; s += 32) {
+      const float m = s == lane ? m0 : src.ld(s, r * (D + 3) + D), l = s == lane ? l0 : src.ld(s, r * (D + 3) + D + 1);
+      const float w = M == -INFINITY || m == -INFINITY ? 0.f : expf(m - M);
+      wsh[r * splits + s] = w;
+      L += w * l;
+    }
+    L = cu_warp_sum(L);
+    if (lane == 0) ls[r] = L, nan_row[r] = any_nan;
+  }
+  __syncthreads();
+  for (int e0 = t; e0 < per; e0 += chunk) {
+    int off[DEC_MERGE_E], wrow[DEC_MERGE_E];
+    float acc[DEC_MERGE_E];
+#pragma unroll
+    for (int u = 0; u < DEC_MERGE_E; u++) {
+      const int e = e0 + u * DEC_THREADS, r = e < per ? e / D : 0;
+      off[u] = e < per ? r * (D + 3) + e % D : 0, wrow[u] = r * splits, acc[u] = 0.f;
+    }
+    for (int s0 = 0; s0 < splits; s0 += DEC_MERGE_S) {
+      float o[DEC_MERGE_S][DEC_MERGE_E];
+#pragma unroll
+      for (int s = 0; s < DEC_MERGE_S; s++)
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_E; u++) /* a split of weight 0 (every key masked) wrote no o */
+          o[s][u] = s0 + s < splits && wsh[wrow[u] + s0 + s] != 0.f ? src.ld(s0 + s, off[u]) : 0.f;
+#pragma unroll
+      for (int s = 0; s < DEC_MERGE_S; s++) {
+        if (s0 + s >= splits) break;
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_E; u++) {
+          const float w = wsh[wrow[u] + s0 + s];
+          if (w != 0.f) acc[u] += w * o[s][u];
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < DEC_MERGE_E; u++) {
+      const int e = e0 + u * DEC_THREADS;
+      if (e >= per) break;
+      const int r = e / D, d = e % D;
+      const int64_t h = hk * G + r / S, i = i0 + r % S;
+      const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc[u] / ls[r] : 0.f;
+      cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+    }
+  }
+}
+
+/* Flash-decoding: with one query row per head (decode) a kernel that tiles
+ * queries has one useful row per tile and one block per head walking all
+ * keys. Here block (split, b*Hkv + hk) takes keys_per_split (<= the
+ * block's threads) keys of one kv head against all the R = (H / Hkv) * S
+ * query rows that read it (K and V read once per kv head):
+ *  1. the split's K and V rows are copied to shared memory, V's copy in
+ *     flight while the scores are formed;
+ *  2. tpk threads (as many as the block has for each key, up to 8) score
+ *     one key against all R rows (RC >= R accumulators), each a slice of
+ *     the head dims, summed by shuffles (one thread a key left 3 of the 4
+ *     warps idle at 32 keys a split);
+ *  3. a warp per row forms the split's softmax state (max m, sum l);
+ *  4. a thread per head-dim element sums p v over the keys for all rows;
+ *  5. the splits' states are merged in split order: where the splits of
+ *     a head are one thread block cluster (up to DEC_MAX_CLUSTER), every
+ *     block writes its state into the shared memory of the cluster's
+ *     first block, which merges them there; else through global memory,
+ *     by the last block of the head to finish (the fence, the counter and
+ *     the L2 reads after the splits' own work: 5-6 of the kernel's 12 us
+ *     at the 8B decode shape, T 450, by clock stamps). Before, the first
+ *     blocks of a cluster read the others' states where they lay
+ *     (distributed shared memory), and every block waited for them at a
+ *     second cluster barrier.
+ * A custom mask's values for the split's keys are read with the q rows,
+ * while K is in flight, not after the scores (a global round trip of
+ * their own). With per_query (a batch of sequences over a KV pool) a block
+ * takes the G rows of one query, and reads the mask first: where it hides
+ * every key of the split, nothing is staged or scored and the block's
+ * state is empty (m = -inf, l = 0, no o: the merge gives it weight 0 and
+ * never reads its o). Both together: 4.785 ms a token of the 8B bf16 step through
+ * the LLM API on the H200, against 4.809 before.
+ * No step walks keys one after another with a reduction between them: a
+ * decode step's attention is a few microseconds of latency, and an earlier
+ * form (a warp per key, shuffles per key and row, K loaded key by key)
+ * took 25-90 us at the 8B shape. F32 arithmetic throughout. */
+template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_THREADS) flash_decode(const __grid_constant__ cu_attn_args a) {
+  extern __shared__ float dec_smem[];
+  /* S: the query rows of the block, from i0 (per_query: one) */
+  const int S = a.per_query ? 1 : (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, kps = (int)a.keys_per_split;
+  const int kss = dec_k_stride(D, (int)sizeof(E), VEC);
+  const int pcols = a.splits > kps ? a.splits : kps;
+  float *qs = dec_smem;                             /* [RC][D]: rows past R are zeros */
+  float *ps = qs + RC * D;                          /* [R][pcols] scores, then p; the merge's weights */
+  float *ms = ps + R * pcols, *ls = ms + R;         /* [R] each */
+  int *nan_row = (int *)(ls + R);                   /* [R] */
+  float *mk = (float *)(nan_row + R);               /* [R][kps]: the custom mask's values */
+  E *ks = (E *)(dec_smem + ((RC * D + R * pcols + 3 * R + R * kps + 3) & ~3)); /* [kps][kss], 16-byte aligned */
+  E *vs = ks + (size_t)kps * kss;                   /* [kps][D] */
+  float *os = (float *)(vs + (size_t)kps * D);      /* [splits][R][D + 3]: the cluster's states (first block) */
+  __shared__ int last;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  /* hq: the (batch, kv head) of the block, or with per_query its query too */
+  const int64_t hq = blockIdx.y, i0 = a.per_query ? hq % a.S : 0, bh = a.per_query ? hq / a.S : hq;
+  const int64_t b = bh / a.Hkv, hk = bh % a.Hkv;
+  const int64_t j0 = (int64_t)blockIdx.x * kps;
+  int n = (int)(a.T - j0 < kps ? a.T - j0 : kps);
+  const E *q = (const E *)a.q, *k = (const E *)a.k, *v = (const E *)a.v;
+  const int64_t kbase = b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss;
+  cu_pdl_chain(); /* every K and V row may be the one the step before wrote */
+  if (a.per_query) { /* the mask first: a split it hides from every row stages nothing */
+    int seen = 0;
+    for (int e = t; e < R * n; e += DEC_THREADS) {
+      const int r = e / n, jj = e % n;
+      const float m = mask_value(a, b, hk * G + r / S, i0 + r % S, j0 + jj);
+      mk[r * kps + jj] = m;
+      seen |= m != -INFINITY;
+    }
+    if (!__syncthreads_or(seen)) n = 0;
+  }
+  dec_stage_rows<E, VEC>(ks, kss, k + kbase, a.kv_ss, n, D, t);
+  cu_cp_async_commit();
+  dec_stage_rows<E, VEC>(vs, D, v + kbase, a.kv_ss, n, D, t);
+  cu_cp_async_commit();
+  /* row r: head hk*G + r / S, query i = i0 + r % S */
+  for (int e = t; e < RC * D; e += DEC_THREADS) {
+    const int r = e / D, d = e % D;
+    qs[e] = r < R ? cu_fl<E>::ld(q + b * a.q_sb + (hk * G + r / S) * a.q_sh + (i0 + r % S) * a.q_ss + d) : 0.f;
+  }
+  for (int r = t; r < R; r += DEC_THREADS) nan_row[r] = 0;
+  if (a.mask_kind == RLX_MASK_CUSTOM && !a.per_query)
+    for (int e = t; e < R * n; e += DEC_THREADS) {
+      const int r = e / n, jj = e % n;
+      mk[r * kps + jj] = mask_value(a, b, hk * G + r / S, r % S, j0 + jj);
+    }
+  cu_cp_async_wait<1>(); /* this thread's K copies */
+  __syncthreads();
+  /* 2. scores: key jj by the tpk consecutive threads of a warp from jj * tpk */
+  {
+    int tpk = 1;
+    while (tpk < 8 && 2 * tpk * kps <= DEC_THREADS) tpk *= 2;
+    const int jj = t / tpk, sub = t % tpk;
+    float dot[RC];
+#pragma unroll
+    for (int r = 0; r < RC; r++) dot[r] = 0.f;
+    if (jj < n) {
+      const E *kr = ks + jj * kss;
+      if (VEC) {
+        constexpr int PER = 16 / (int)sizeof(E);
+        for (int d = sub * PER; d < D; d += tpk * PER) {
+          float kf[PER];
+          cu_unpack16<E>(*(const uint4 *)(kr + d), kf); /* shared memory */
+#pragma unroll
+          for (int r = 0; r < RC; r++)
+#pragma unroll
+            for (int e = 0; e < PER; e++) dot[r] = fmaf(qs[r * D + d + e], kf[e], dot[r]);
+        }
+      } else {
+        for (int d = sub; d < D; d += tpk) {
+          const float kf = cu_fl<E>::ld(kr + d);
+#pragma unroll
+          for (int r = 0; r < RC; r++) dot[r] = fmaf(qs[r * D + d], kf, dot[r]);
+        }
+      }
+    }
+    /* every thread of the warp takes part (those past the keys with zeros) */
+    for (int o = 1; o < tpk; o *= 2)
+#pragma unroll
+      for (int r = 0; r < RC; r++) dot[r] += __shfl_xor_sync(0xffffffffu, dot[r], o);
+    if (jj < n && sub == 0) {
+      const int64_t j = j0 + jj;
+#pragma unroll
+      for (int r = 0; r < RC; r++) {
+        if (r >= R) break;
+        float x = -INFINITY;
+        if (key_visible(a, i0 + r % S, j)) {
+          x = finish_score_masked<float>(a, dot[r], a.mask_kind == RLX_MASK_CUSTOM ? mk[r * kps + jj] : 0.f);
+          if (x != x) nan_row[r] = 1, x = -INFINITY;
+        }
+        ps[r * pcols + jj] = x;
+      }
+    }
+  }
+  __syncthreads();
+  /* 3. the split's state per row: warp per row */
+  for (int r = warp; r < R; r += DEC_WARPS) {
+    float mx = -INFINITY;
+    for (int jj = lane; jj < n; jj += 32) mx = fmaxf(mx, ps[r * pcols + jj]);
+    mx = cu_warp_max(mx);
+    float l = 0.f;
+    for (int jj = lane; jj < n; jj += 32) {
+      const float p = mx == -INFINITY ? 0.f : expf(ps[r * pcols + jj] - mx);
+      ps[r * pcols + jj] = p;
+      l += p;
+    }
+    l = cu_warp_sum(l);
+    if (lane == 0) ms[r] = mx, ls[r] = l;
+  }
+  cu_cp_async_wait<0>(); /* V */
+  __syncthreads();
+  /* 4. o = sum_j p_j v_j: thread per head-dim element, all rows at once */
+  const size_t stride = (size_t)R * (D + 3);
+  float *po = a.splits == 1 ? NULL
+              : a.cluster ? cooperative_groups::this_cluster().map_shared_rank(os, 0) + blockIdx.x * stride
+                          : a.part + ((size_t)hq * a.splits + blockIdx.x) * stride;
+  /* a split of no visible key writes no o: its weight in the merge is 0 */
+  for (int d = t; d < D && (n > 0 || a.splits == 1); d += DEC_THREADS) {
+    float o[RC];
+#pragma unroll
+    for (int r = 0; r < RC; r++) o[r] = 0.f;
+    for (int jj = 0; jj < n; jj++) {
+      const float vv = cu_fl<E>::ld(vs + jj * D + d);
+#pragma unroll
+      for (int r = 0; r < RC; r++) {
+        const float p = r < R ? ps[r * pcols + jj] : 0.f;
+        if (p != 0.f) o[r] = fmaf(p, vv, o[r]); /* a masked key's V is never read into a sum */
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < RC; r++) {
+      if (r >= R) break;
+      if (a.splits == 1) {
+        const int64_t h = hk * G + r / S, i = i0 + r % S;
+        const float y = nan_row[r] ? NAN : ls[r] > 0.f ? o[r] / ls[r] : 0.f;
+        cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+      } else {
+        po[r * (D + 3) + d] = o[r];
+      }
+    }
+  }
+  if (a.splits == 1) return;
+  for (int r = t; r < R; r += DEC_THREADS) {
+    po[r * (D + 3) + D] = ms[r];
+    po[r * (D + 3) + D + 1] = ls[r];
+    po[r * (D + 3) + D + 2] = (float)nan_row[r];
+  }
+  if (a.cluster) {
+    const cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    cl.sync(); /* every split's state written into the first block */
+    if (cl.block_rank() == 0) dec_merge<E>(a, dec_parts_shared{os, stride}, ps, ls, nan_row);
+    return;
+  }
+  __threadfence();
+  __syncthreads();
+  if (t == 0) last = atomicAdd(&a.count[hq], 1u) == (unsigned)a.splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  dec_merge<E>(a, dec_parts_global{a.part + (size_t)hq * a.splits * stride, stride}, ps, ls, nan_row);
+  if (t == 0) a.count[hq] = 0; /* ready for the next run */
+}
+
+/* The kernel's row capacity RC for R query rows a kv head. */
+static int dec_row_cap(int64_t R) { return R <= 4 ? 4 : R <= 8 ? 8 : 16; }
+
+/* Query rows a block of flash_decode takes, and the blocks of a split
+ * (grid.y): (batch, kv head) pairs, times the queries with per_query. */
+static int64_t dec_rows(const cu_attn_args *a) { return (a->H / a->Hkv) * (a->per_query ? 1 : a->S); }
+static int64_t dec_heads(const cu_attn_args *a) { return a->B * a->Hkv * (a->per_query ? a->S : 1); }
+
+/* flash_decode's shared memory: q (RC rows), the scores, the row states
+ * and the mask values in F32, then (16-byte aligned) the staged K rows
+ * (padded: dec_k_stride) and V rows of a split, then (cluster) every
+ * split's state, which the first block merges. */
+static size_t dec_smem_bytes(const cu_attn_args *a) {
+  const int64_t R = dec_rows(a), kps = a->keys_per_split, es = cu_float_bytes(a->dtype);
+  const int64_t pcols = a->splits > kps ? a->splits : kps;
+  const size_t floats = (size_t)(dec_row_cap(R) * a->D + R * pcols + 3 * R + R * kps + 3) & ~(size_t)3;
+  const size_t state = a->cluster ? (size_t)(a->splits * R * (a->D + 3)) * sizeof(float) : 0;
+  return floats * sizeof(float) + (size_t)(kps * (dec_k_stride((int)a->D, (int)es, true) + a->D) * es) + state;
+}
+
+/* flash_decode's launch attributes, set at plan time, outside any stream
+ * capture, for both forms of the dtype's kernel: shared memory past the
+ * default 48 KB (long contexts: the merge's R x splits weights), clusters
+ * past the portable 8 blocks. With a cluster, whether the device can run
+ * one at all (cudaOccupancyMaxActiveClusters). */
+#define DEC_MAX_SMEM (160 << 10)
+template <typename E, int RC> static int dec_set_attrs_rc(const cu_attn_args *a, size_t smem) {
+  void (*const kernels[2])(cu_attn_args) = {flash_decode<E, true, RC>, flash_decode<E, false, RC>};
+  for (int i = 0; i < 2; i++) {
+    int st = smem > 48 * 1024 ? cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) : 0;
+    if (!st && a->cluster > 8) st = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (st) return st;
+  }
+  if (a->cluster <= 1) return cudaSuccess;
+  cudaLaunchAttribute at[2];
+  const cudaLaunchConfig_t cfg =
+      cu_launch_config(dim3((unsigned)a->splits, (unsigned)dec_heads(a)), DEC_THREADS, smem, 0, 0, a->cluster, at);
+  int n = 0;
+  const int st = cudaOccupancyMaxActiveClusters(&n, kernels[0], &cfg);
+  return st ? st : n < 1 ? cudaErrorInvalidConfiguration : cudaSuccess;
+}
+template <typename E> static int dec_set_attrs_of(const cu_attn_args *a, int rc, size_t smem) {
+  return rc == 4 ? dec_set_attrs_rc<E, 4>(a, smem) : rc == 8 ? dec_set_attrs_rc<E, 8>(a, smem) : dec_set_attrs_rc<E, 16>(a, smem);
+}
+static int dec_set_attrs(const cu_attn_args *a, size_t smem) {
+  const int rc = dec_row_cap(dec_rows(a));
+  return a->dtype == RLX_F16 ? dec_set_attrs_of<__half>(a, rc, smem)
+         : a->dtype == RLX_BF16 ? dec_set_attrs_of<__nv_bfloat16>(a, rc, smem) : dec_set_attrs_of<float>(a, rc, smem);
+}
+template <typename E, int RC> static void dec_launch_rc(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
+  cu_launch_cluster(vec ? flash_decode<E, true, RC> : flash_decode<E, false, RC>, grid, DEC_THREADS, smem, st, a->pdl,
+                    a->cluster, *a);
+}
+template <typename E> static void dec_launch(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
+  const int rc = dec_row_cap(dec_rows(a));
+  if (rc == 4) dec_launch_rc<E, 4>(a, vec, grid, smem, st);
+  else if (rc == 8) dec_launch_rc<E, 8>(a, vec, grid, smem, st);
+  else dec_launch_rc<E, 16>(a, vec, grid, smem, st);
+}
+
+void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters) {
+  a->splits = 0, a->keys_per_split = 0, a->cluster = 0, a->per_query = 0;
+  if (a->Hkv < 1) return;
+  /* a batch of sequences over a KV pool (a custom mask, more query rows a
+   * kv head than a block holds, at most DEC_MAX_QUERIES of them): a block
+   * per query, each skipping the splits of other sequences' cells (32
+   * sequences of 190 cells on the H100: the tensor-core kernel walked
+   * all 6,100 keys of the pool per head, 0.6 ms a layer) */
+  const int64_t G = a->H / a->Hkv;
+  a->per_query = a->mask_kind == RLX_MASK_CUSTOM && G * a->S > DEC_MAX_ROWS && G <= DEC_MAX_ROWS && a->S <= DEC_MAX_QUERIES;
+  const int64_t R = dec_rows(a);
+  if ((a->dtype != RLX_F32 && a->dtype != RLX_F16 && a->dtype != RLX_BF16) || a->force_exact || R < 1 ||
+      R > DEC_MAX_ROWS || a->D > 256 || a->T < 1 || dec_heads(a) >= 65536) {
+    a->per_query = 0;
+    return;
+  }
+  /* keys per split: 128 (the block's threads), halved while the grid
+   * would cover fewer than half the H200's 132 multiprocessors (down to
+   * 32), at most what fits the staging space. On the H200 at the 8B decode
+   * shape (bench_cuda_kernels attn): T 512 32-64 keys 14.4 us (16: 17.0,
+   * 128: 16.5); T 2048 128 18.9 (64: 21.1, 16: 37.4); T 8192 128 48.7
+   * (64: 55.7); T 32768 128 153 (64: 241). More, shorter splits lose: each
+   * costs the merge a partial state, and a block's latency is mostly fixed. */
+  int64_t kmax = DEC_STAGE_BYTES / (2 * a->D * cu_float_bytes(a->dtype)) / 16 * 16;
+  kmax = kmax > DEC_MAX_KEYS ? DEC_MAX_KEYS : kmax;
+  const int64_t heads = dec_heads(a);
+  int64_t kps = DEC_MAX_KEYS;
+  while (kps > 32 && heads * ((a->T + kps - 1) / kps) < 66) kps /= 2;
+  kps = kps > kmax ? kmax : kps;
+  const int64_t splits = (a->T + kps - 1) / kps;
+  /* per_query's partial states grow with queries x keys: past
+   * DEC_POOL_PART_FLOATS the tensor-core kernel takes the batch */
+  if (splits > 0x7fffffff || (a->per_query && heads * splits * R * (a->D + 3) > DEC_POOL_PART_FLOATS))
+    return (void)(a->per_query = 0);
+  a->keys_per_split = kps, a->splits = (int)splits;
+  /* the splits of a head as one cluster, merged in shared memory, where
+   * they are few enough and RLX_CUDA_ATTN_CLUSTER is not 0 */
+  if (splits > 1 && splits <= DEC_MAX_CLUSTER && !a->no_cluster) {
+    a->cluster = (int)splits;
+    const size_t smem = dec_smem_bytes(a);
+    if (smem <= DEC_MAX_SMEM && dec_set_attrs(a, smem) == cudaSuccess) return;
+    (void)cudaGetLastError();
+  }
+  a->cluster = 0;
+  const size_t smem = dec_smem_bytes(a);
+  if (smem > DEC_MAX_SMEM || dec_set_attrs(a, smem) != cudaSuccess) { /* the merge's R x splits weights do not fit */
+    (void)cudaGetLastError();
+    a->keys_per_split = 0, a->splits = 0, a->per_query = 0;
+    return;
+  }
+  *part_floats = (size_t)(heads * splits * R * (a->D + 3));
+  *counters = (size_t)heads;
+}
+
+int cu_attn_decode_launch(const cu_attn_args *a, cudaStream_t st) {
+  dim3 grid((unsigned)a->splits, (unsigned)dec_heads(a));
+  const size_t smem = dec_smem_bytes(a);
+  const int es = cu_float_bytes(a->dtype);
+  const bool vec = a->D * es % 16 == 0 && a->kv_ss * es % 16 == 0 && a->kv_sh * es % 16 == 0 &&
+                   a->kv_sb * es % 16 == 0 && cu_aligned16(a->k) && cu_aligned16(a->v);
+  if (a->dtype == RLX_F16) dec_launch<__half>(a, vec, grid, smem, st);
+  else if (a->dtype == RLX_BF16) dec_launch<__nv_bfloat16>(a, vec, grid, smem, st);
+  else dec_launch<float>(a, vec, grid, smem, st);
+  return cudaGetLastError();
+}
