@@ -1,4 +1,3 @@
-#define _DEFAULT_SOURCE /* madvise, MAP_ANONYMOUS, beside the project-wide _POSIX_C_SOURCE */
 /* gemm.c — the SGEMM driver: picks the kernel variant for this CPU, splits
  * the work over the thread pool, blocks for the caches and packs operands
  * (converting F16/BF16 to F32 on the way) for the micro-kernels of
@@ -37,14 +36,16 @@
  *
  * A B operand with a gemm_prepack slot (weights) is packed once, whole, in
  * the layout the tiles would pack it in, and the tiles read their blocks
- * from there (prepacked, cpu_gemm_prepacked); an A operand likewise
- * (cpu_gemm_prepacked_a: tiles of columns, each multiplying all rows).
+ * from there (prepacked, cpu_gemm_prepacked; the slots' memory, budget and
+ * keys are gemm_prepack.c's); an A operand likewise (cpu_gemm_prepacked_a:
+ * tiles of columns, each multiplying all rows).
  */
 #include "gemm.h"
 
 #include "cpu_features.h"
 #include "cpu_relax.h"
 #include "gemm_kernels.h"
+#include "gemm_prepack.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -52,7 +53,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* ---------------------------------------------------------------- variant */
 
@@ -668,158 +668,24 @@ unpacked:
   else tile_unpacked(pr, o0, o1, 0, 1);
 }
 
-/* ---------------------------------------------------------------- prepacked B */
-
-/* Layout of a prepacked B: for K block kb (the blocks tile_packed uses:
- * kblocks even pieces of K, the first at pc = 0), ceil(N / nr) panels of
- * kc x nr, panel p at panels + pc * n_pad + p * kc * nr, n_pad = N rounded
- * up to nr. So the B block (kb, columns jc : jc + nc) of any tile, jc a
- * multiple of nr, starts at panels + pc * n_pad + jc * kc. */
-struct gemm_prepack {
-  float *panels;   /* NULL: nothing packed (empty, failed or over budget) */
-  size_t floats;
-  int tried;       /* packing was attempted for the key below */
-  /* the key: what panels was packed from */
-  const gemm_isa *isa;
-  const void *data;
-  rlx_dtype dtype;
-  int trans, is_a; /* is_a: op(A)'s row panels (N: its M), else op(B)'s column panels */
-  int64_t ld, K, N;
-  /* gemm_prepack_other's object */
-  void *other;
-  const void *other_key;
-  size_t other_bytes;
-  void (*other_free)(void *);
-};
-
-/* Packed panels of at least PANELS_HUGE_MIN bytes are mapped on their own,
- * 2 MiB-aligned, and advised to use transparent huge pages: a product at
- * a few rows streams its whole packed weight once per call, from L3 or
- * memory, and 4 KiB pages cost a TLB miss every 4 KiB of it (MiniLM's
- * products at 24 rows, 42 MB of packed weights, on a loaded machine:
- * 7.0 -> 5.7 ms). The length is rounded up to whole huge pages when that
- * adds at most a quarter (MiniLM's [384, 1152]); past that the tail stays
- * in small pages. */
-#define PANELS_HUGE ((size_t)2 << 20)
-#define PANELS_HUGE_MIN ((size_t)1 << 20)
-
-#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
-static size_t panels_mapped_bytes(size_t bytes) {
-  size_t up = (bytes + PANELS_HUGE - 1) / PANELS_HUGE * PANELS_HUGE;
-  return up - bytes <= bytes / 4 ? up : (bytes + 4095) & ~(size_t)4095;
-}
-#endif
-
-static float *panels_alloc(size_t bytes) {
-#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
-  if (bytes >= PANELS_HUGE_MIN) {
-    size_t len = panels_mapped_bytes(bytes);
-    uint8_t *m = mmap(NULL, len + PANELS_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    uint8_t *p = (uint8_t *)(((uintptr_t)m + PANELS_HUGE - 1) & ~(uintptr_t)(PANELS_HUGE - 1));
-    if (p > m) munmap(m, (size_t)(p - m));
-    if (p + len < m + len + PANELS_HUGE) munmap(p + len, (size_t)(m + len + PANELS_HUGE - (p + len)));
-    madvise(p, len, MADV_HUGEPAGE); /* advice: without it the pages are small */
-    return (float *)p;
-  }
-#endif
-  return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-}
-
-static void panels_free(float *p, size_t bytes) {
-  if (!p) return;
-#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
-  if (bytes >= PANELS_HUGE_MIN) {
-    munmap(p, panels_mapped_bytes(bytes));
-    return;
-  }
-#else
-  (void)bytes;
-#endif
-  free(p);
-}
-
-static _Atomic size_t prepack_total; /* bytes held by all slots */
-static size_t prepack_budget;        /* bytes; 0: prepacking off */
-static pthread_once_t prepack_once = PTHREAD_ONCE_INIT;
-
-static void prepack_init(void) {
-  const char *mb = getenv("RLX_PREPACK_MAX_MB");
-  long long max_mb = mb && *mb ? atoll(mb) : 1024;
-  prepack_budget = !ir_env_flag("RLX_PREPACK", 1) ? 0 : max_mb > 0 ? (size_t)max_mb << 20 : 0;
-}
-
-gemm_prepack *gemm_prepack_new(void) { return calloc(1, sizeof(gemm_prepack)); }
-
-void gemm_prepack_reset(gemm_prepack *p) {
-  if (!p) return;
-  if (p->panels) atomic_fetch_sub(&prepack_total, p->floats * sizeof(float));
-  panels_free(p->panels, p->floats * sizeof(float));
-  if (p->other) {
-    atomic_fetch_sub(&prepack_total, p->other_bytes);
-    p->other_free(p->other);
-  }
-  memset(p, 0, sizeof *p);
-}
-
-void gemm_prepack_free(gemm_prepack *p) {
-  gemm_prepack_reset(p);
-  free(p);
-}
-
-size_t gemm_prepack_bytes(const gemm_prepack *p) {
-  if (!p) return 0;
-  return (p->panels ? p->floats * sizeof(float) : 0) + (p->other ? p->other_bytes : 0);
-}
-
-void *gemm_prepack_other(const gemm_prepack *p, const void *key) {
-  return p && p->other && p->other_key == key ? p->other : NULL;
-}
-
-void gemm_prepack_set_other(gemm_prepack *p, const void *key, void *obj, size_t bytes,
-                            void (*free_fn)(void *)) {
-  gemm_prepack_reset(p);
-  p->other = obj;
-  p->other_key = key;
-  p->other_bytes = bytes;
-  p->other_free = free_fn;
-  atomic_fetch_add(&prepack_total, bytes);
-}
-
-size_t gemm_prepack_total_bytes(void) { return atomic_load(&prepack_total); }
+/* ---------------------------------------------------------------- prepacked operands */
 
 /* The panels of operand b (shared by the batch; is_a: operand a, whose N
  * rows are op(A)'s M) for this call, packing them when the slot does not
- * hold them; NULL: pack per tile instead. */
+ * hold them (gemm_prepack.c keeps them); NULL: pack per tile instead. */
 static const float *prepacked(cpu_ctx *ctx, const gemm_isa *isa, const gemm_operand *b, int is_a,
                               gemm_prepack *p, int64_t K, int64_t N) {
-  pthread_once(&prepack_once, prepack_init);
-  if (!prepack_budget) return NULL;
-  if (p->tried && p->isa == isa && p->data == b->data && p->dtype == b->dtype && p->trans == b->trans &&
-      p->is_a == is_a && p->ld == b->ld && p->K == K && p->N == N)
-    return p->panels;
-  gemm_prepack_reset(p);
-  *p = (gemm_prepack){.tried = 1, .isa = isa, .data = b->data, .dtype = b->dtype, .trans = b->trans,
-                      .is_a = is_a, .ld = b->ld, .K = K, .N = N};
+  const gemm_prepack_key key = {isa, b->data, b->dtype, b->trans, is_a, b->ld, K, N};
+  const float *held;
+  if (gemm_prepack_lookup(p, &key, &held)) return held;
   const int64_t NR = isa->nr_max, n_pad = is_a ? N : ceil_div(N, NR) * NR;
-  size_t floats = (size_t)K * (size_t)n_pad, bytes = floats * sizeof(float);
-  if (atomic_fetch_add(&prepack_total, bytes) + bytes > prepack_budget) {
-    atomic_fetch_sub(&prepack_total, bytes);
-    return NULL;
-  }
-  float *panels = panels_alloc(bytes);
-  if (!panels) {
-    atomic_fetch_sub(&prepack_total, bytes);
-    return NULL;
-  }
+  float *panels = gemm_prepack_claim(p, &key, (size_t)K * (size_t)n_pad);
+  if (!panels) return NULL;
   mat_view B = is_a ? view_a(b, 0) : view_b(b, 0);
   if (!pack_whole(ctx, isa, &B, is_a, K, N, panels)) { /* once: all threads */
-    panels_free(panels, bytes);
-    atomic_fetch_sub(&prepack_total, bytes);
+    gemm_prepack_unclaim(p);
     return NULL;
   }
-  p->panels = panels;
-  p->floats = floats;
   return panels;
 }
 
