@@ -4,10 +4,9 @@
  * BF16 run the tiled kernel below (cpu_attention_fast), in f32 with the
  * storage dtype converted on the fly; so do K and V of a GGUF block dtype
  * under an F32 q (a quantized KV cache), decoded to f32 rows. */
-#include "cpu.h"
+#include "k_attention_flash.h"
 #include "linalg_rows.h"
 #include "quant_blocks.h"
-#include "vec.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -27,7 +26,7 @@ void cpu_attention_params_from_attrs(cpu_attention_params *p, const ir_attrs *a)
 }
 
 /* Element offset of row (b, h, s) of a [B, S, H, D] or [B, H, S, D] tensor. */
-static int64_t head_row(const cpu_attention_params *p, int64_t heads, int64_t len, int64_t b,
+int64_t flash_head_row(const cpu_attention_params *p, int64_t heads, int64_t len, int64_t b,
                         int64_t h, int64_t s) {
   int64_t row = p->bhsd ? (b * heads + h) * len + s : (b * len + s) * heads + h;
   return row * p->head_dim;
@@ -55,15 +54,15 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
     for (int64_t h = 0; h < p->num_heads; h++) {
       const int64_t hk = h / group;
       for (int64_t i = 0; i < S; i++) {
-        const double *qrow = q + head_row(p, p->num_heads, S, b, h, i);
-        double *orow = out + head_row(p, p->num_heads, S, b, h, i);
+        const double *qrow = q + flash_head_row(p, p->num_heads, S, b, h, i);
+        double *orow = out + flash_head_row(p, p->num_heads, S, b, h, i);
         double mx = -INFINITY;
         for (int64_t j = 0; j < T; j++) {
           if (!key_visible(p, i, j)) {
             scores[j] = -INFINITY;
             continue;
           }
-          const double *krow = k + head_row(p, p->num_kv_heads, T, b, hk, j);
+          const double *krow = k + flash_head_row(p, p->num_kv_heads, T, b, hk, j);
           double s = 0.0;
           for (int64_t d = 0; d < D; d++) s += qrow[d] * krow[d];
           s *= scale;
@@ -84,7 +83,7 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
         for (int64_t j = 0; j < T; j++) {
           if (scores[j] == 0.0) continue;
           const double w = scores[j] / sum;
-          const double *vrow = v + head_row(p, p->num_kv_heads, T, b, hk, j);
+          const double *vrow = v + flash_head_row(p, p->num_kv_heads, T, b, hk, j);
           for (int64_t d = 0; d < D; d++) orow[d] += w * vrow[d];
         }
       }
@@ -123,76 +122,8 @@ rlx_status cpu_attention_f64(const cpu_attention_params *p, const double *q, con
  * and l, and a merge pass rescales them by e^(m - max m) and divides by
  * the merged l.
  *
- * With a custom mask (a decoder's KV pool: each query sees its own
- * sequence's cells, scattered among other sequences' cells) an item runs
- * masked_items instead, so that a row's bits depend only on the values of
- * the keys it sees and their order, not on where they sit, on the other
- * rows of the call or on its size. A quantized matmul rounds its
- * activations to 8 bits, so a 1e-6 difference in an attention row flips
- * a rounding step and grows to logits off by more than 1 a few layers on:
- * a sequence decoded beside others would not give the tokens it gives
- * alone. There the scores are always dot products with K's rows (decode's
- * and prefill's alike). A row's visible keys are cut into ranges of
- * FLASH_SPLIT_KEYS visible keys (masked_cut: counted in keys, not cells,
- * so a cut falls at the same key of a sequence wherever its cells sit).
- * Per range, the row's scores are kept for the whole range (no online
- * rescaling, whose points depend on where blocks cut the keys): the max,
- * then the exponentials summed in key order in double, and P V as one
- * chain of multiply-adds per output in key order, masked keys adding exact
- * zeros. The ranges are merged in order (merge_range), on one thread or,
- * when the items are few, after units of (item, range) ran on several.
- * Key blocks and rows that see nothing are skipped as above. The rows of
- * a call may then be cut into items at will: they are cut for the threads
- * and to bound the scores kept.
- *
- * A custom mask's -inf entries count as masked keys: each row's keys
- * outside the first..last finite entry of its mask row are skipped like
- * causally masked ones (a KV cache read over a padded key length: the
- * padding costs a scan of the mask row, not the scores). Within that
- * range, a key block where a row's mask is all -inf leaves the row out
- * of the block: the scores and the P V product of the block are computed
- * for the first..last row that sees a key of it, and the block is skipped
- * when no row does. The rows are ordered query-major (the group's heads of
- * one query next to each other), so the rows of one sequence's queries
- * are adjacent. Masked keys are not read, so non-finite values there do
- * not reach the row (as with causally masked keys). */
-
-#define FLASH_BK 64       /* keys per block */
-#define FLASH_ROWS 64     /* query rows (query heads x queries) per item, about */
-#define FLASH_DOT_ROWS 8  /* at most this many rows (decode): scores as dot products with K's rows */
-#define FLASH_SPLIT_KEYS 256 /* keys per split at least, when the keys are split; masked: keys per range */
-#define FLASH_MASKED_SCORES (256 * 1024) /* masked_items: scores kept per thread, at most about */
-
-typedef struct {
-  const cpu_attention_params *p;
-  const cpu_vec_ops *vo;
-  rlx_dtype dt;                 /* of q and out */
-  rlx_dtype kv_dt;              /* of k and v: dt, or a block dtype (dt F32) */
-  size_t kv_row;                /* bytes of a head's row of k or v */
-  const void *q, *k, *v;
-  void *out;
-  const float *mask;            /* custom mask (F32) or NULL */
-  int64_t group, t8;
-  /* an item: rows [first, first + rows_item) of a (batch, kv head)'s S * group
-   * rows, row r being query r / group of head hk * group + r % group;
-   * q_blocks items per (batch, kv head) */
-  int64_t rows_item, q_blocks;
-  int64_t lds;                  /* row stride of the scores: FLASH_BK, or the keys (masked_items) */
-  int64_t splits, split_keys;   /* key ranges per item (1: no split), keys per range */
-  float *part;                  /* splits > 1: per (item, range): O [rows, D], m [rows], l [rows] */
-  /* masked_items: mask rows (b, h if the mask has heads, i), each's key
-   * ranges (masked_cut), the most of them; max_ranges key ranges per item
-   * (splits 1) or per unit (splits max_ranges, part set) */
-  int64_t mask_heads, bnd_n, *bnd, *ranges, max_ranges;
-  size_t part_floats;
-  float *kt;                    /* [B, Hkv, D, t8], or NULL: the rows path */
-  const float *kf, *vf;         /* K (rows path) / V as f32 rows, or NULL: read in place (F32) or per tile */
-  int tiles;                    /* masked_items: K and V converted a key block at a time (not F32) */
-  int64_t kf_row, vf_row;       /* row strides of kf or k, vf or v, in elements */
-  float *scratch;               /* per thread: scratch_floats */
-  size_t scratch_floats;
-  float scale;
-} flash_job;
+ * With a custom mask (a decoder's KV pool) an item runs
+ * flash_masked_items instead (k_attention_masked.c). */
 
 static size_t dtype_bytes(rlx_dtype t) { return (size_t)ir_dtypes[t].size; }
 
@@ -203,9 +134,9 @@ static int64_t seq_stride(const cpu_attention_params *p, int64_t heads) {
 
 /* Row j of K or V (base) of (b, hk) as D floats: converted from the
  * storage dtype, a block dtype's row decoded (a row is whole blocks). */
-static void load_kv_row(const flash_job *J, float *dst, const void *base, int64_t b, int64_t hk, int64_t j) {
+void flash_load_kv_row(const flash_job *J, float *dst, const void *base, int64_t b, int64_t hk, int64_t j) {
   const cpu_attention_params *p = J->p;
-  const int64_t D = p->head_dim, r = head_row(p, p->num_kv_heads, p->kv_len, b, hk, j) / D; /* whole rows */
+  const int64_t D = p->head_dim, r = flash_head_row(p, p->num_kv_heads, p->kv_len, b, hk, j) / D; /* whole rows */
   const char *row = (const char *)base + (size_t)r * J->kv_row;
   if (J->kv_dt == RLX_Q8_0 || J->kv_dt == RLX_Q4_0 || !ir_is_block(J->kv_dt)) J->vo->load(dst, row, J->kv_dt, D);
   else quant_dequantize_row(J->kv_dt, row, dst, D);
@@ -223,15 +154,15 @@ static void flash_prepare(void *arg, int64_t begin, int64_t end, int thread) {
     float *kt = J->kt ? J->kt + item * D * J->t8 : NULL;
     for (int64_t j0 = 0; kt && j0 < J->t8; j0 += 8) {
       int64_t nk = T - j0 < 8 ? T - j0 : 8;
-      for (int64_t jj = 0; jj < nk; jj++) load_kv_row(J, tmp + jj * D, J->k, b, hk, j0 + jj);
+      for (int64_t jj = 0; jj < nk; jj++) flash_load_kv_row(J, tmp + jj * D, J->k, b, hk, j0 + jj);
       for (int64_t jj = nk; jj < 8; jj++) memset(tmp + jj * D, 0, (size_t)D * sizeof *tmp);
       for (int64_t d = 0; d < D; d++)
         for (int64_t jj = 0; jj < 8; jj++) kt[d * J->t8 + j0 + jj] = tmp[jj * D + d];
     }
     if (J->kf)
-      for (int64_t j = 0; j < T; j++) load_kv_row(J, (float *)J->kf + ((b * Hkv + hk) * T + j) * D, J->k, b, hk, j);
+      for (int64_t j = 0; j < T; j++) flash_load_kv_row(J, (float *)J->kf + ((b * Hkv + hk) * T + j) * D, J->k, b, hk, j);
     if (J->vf)
-      for (int64_t j = 0; j < T; j++) load_kv_row(J, (float *)J->vf + ((b * Hkv + hk) * T + j) * D, J->v, b, hk, j);
+      for (int64_t j = 0; j < T; j++) flash_load_kv_row(J, (float *)J->vf + ((b * Hkv + hk) * T + j) * D, J->v, b, hk, j);
   }
 }
 
@@ -260,7 +191,7 @@ static void mask_visible_keys(const float *mrow, int64_t stride, int64_t T, int6
 
 /* The keys row r of an item (query i of head h) may see: the mask kind's
  * range, narrowed by a custom mask's -inf entries. */
-static void row_keys(const flash_job *J, int64_t b, int64_t h, int64_t i, int64_t *lo, int64_t *hi) {
+void flash_row_keys(const flash_job *J, int64_t b, int64_t h, int64_t i, int64_t *lo, int64_t *hi) {
   visible_keys(J->p, i, lo, hi);
   if (J->mask) {
     const int64_t *ms = J->p->mask_strides;
@@ -301,20 +232,11 @@ static int block_rows(const flash_job *J, int64_t b, int64_t hk, int64_t first, 
   return 1;
 }
 
-/* One thread's scratch for an item: Q, scores (rows x J->lds), O, m, l
- * (double), the rows' visible keys; for masked_items each key block's
- * first and last row, the key ranges merged so far (Oa, ma, la), and one
- * key block of K or V rows as f32 (kv: FLASH_BK x D). */
-typedef struct {
-  float *Q, *Sc, *O, *m, *Oa, *ma, *kv;
-  double *l, *la;
-  int64_t *row_lo, *row_hi, *blk;
-} item_scratch;
 
 /* The first 8-byte aligned address at or after f. */
-static double *align_double(float *f) { return (double *)(void *)(((uintptr_t)f + 7) & ~(uintptr_t)7); }
+double *flash_align_double(float *f) { return (double *)(void *)(((uintptr_t)f + 7) & ~(uintptr_t)7); }
 
-static item_scratch scratch_of(const flash_job *J, int thread) {
+item_scratch flash_scratch_of(const flash_job *J, int thread) {
   const int64_t rows_max = J->rows_item, D = J->p->head_dim;
   item_scratch x;
   x.Q = J->scratch + (size_t)thread * J->scratch_floats;
@@ -327,20 +249,21 @@ static item_scratch scratch_of(const flash_job *J, int thread) {
   x.blk = x.row_hi + rows_max;
   x.Oa = (float *)(void *)(x.blk + 2 * (J->p->kv_len / FLASH_BK + 2));
   x.ma = x.Oa + rows_max * D;
-  x.la = align_double(x.ma + rows_max);
+  x.la = flash_align_double(x.ma + rows_max);
   x.kv = (float *)(void *)(x.la + rows_max);
+  x.keys = (int32_t *)(void *)(x.kv + FLASH_BK * D);
   return x;
 }
 
 /* Loads and scales the item's R query rows (its row r is row first + r of
  * the (batch, kv head)). */
-static void item_load(const flash_job *J, const item_scratch *x, int64_t b, int64_t hk, int64_t first, int64_t R) {
+void flash_item_load(const flash_job *J, const item_scratch *x, int64_t b, int64_t hk, int64_t first, int64_t R) {
   const cpu_attention_params *p = J->p;
   const int64_t D = p->head_dim, group = J->group;
   const size_t es = dtype_bytes(J->dt);
   for (int64_t r = 0; r < R; r++) {
     int64_t h = hk * group + (first + r) % group, i = (first + r) / group;
-    J->vo->load(x->Q + r * D, (const char *)J->q + (size_t)head_row(p, p->num_heads, p->q_len, b, h, i) * es,
+    J->vo->load(x->Q + r * D, (const char *)J->q + (size_t)flash_head_row(p, p->num_heads, p->q_len, b, h, i) * es,
                 J->dt, D);
     J->vo->scale(x->Q + r * D, J->scale, D);
   }
@@ -348,7 +271,7 @@ static void item_load(const flash_job *J, const item_scratch *x, int64_t b, int6
 
 /* Clears the R rows' O, m and l, and gives the union of their visible keys
  * (x->row_lo, row_hi) in [*key_lo, *key_hi]. */
-static void item_reset(const flash_job *J, const item_scratch *x, int64_t R, int64_t *key_lo, int64_t *key_hi) {
+void flash_item_reset(const flash_job *J, const item_scratch *x, int64_t R, int64_t *key_lo, int64_t *key_hi) {
   *key_lo = J->p->kv_len;
   *key_hi = -1;
   for (int64_t r = 0; r < R; r++) {
@@ -362,7 +285,7 @@ static void item_reset(const flash_job *J, const item_scratch *x, int64_t R, int
 }
 
 /* The item's rows O / l into out (a row that saw no key: zeros). */
-static void item_store(const flash_job *J, float *O, const float *m, const double *l, int64_t b, int64_t hk,
+void flash_item_store(const flash_job *J, float *O, const float *m, const double *l, int64_t b, int64_t hk,
                        int64_t first, int64_t R) {
   const cpu_attention_params *p = J->p;
   const int64_t D = p->head_dim;
@@ -371,7 +294,7 @@ static void item_store(const flash_job *J, float *O, const float *m, const doubl
     float *orow = O + r * D;
     if (m[r] == -INFINITY || l[r] == 0.0) memset(orow, 0, (size_t)D * sizeof *orow); /* all masked */
     else J->vo->scale(orow, (float)(1.0 / l[r]), D);
-    J->vo->store((char *)J->out + (size_t)head_row(p, p->num_heads, p->q_len, b, h, i) * dtype_bytes(J->dt), J->dt,
+    J->vo->store((char *)J->out + (size_t)flash_head_row(p, p->num_heads, p->q_len, b, h, i) * dtype_bytes(J->dt), J->dt,
                  orow, D);
   }
 }
@@ -383,7 +306,7 @@ static void row_window(int64_t lo, int64_t hi, int64_t j0, int64_t nk, int64_t *
 }
 
 /* Softcap of a row of nk scores. */
-static void softcap_row(const cpu_attention_params *p, const cpu_vec_ops *vo, float *srow, int64_t nk) {
+void flash_softcap_row(const cpu_attention_params *p, const cpu_vec_ops *vo, float *srow, int64_t nk) {
   if (p->softcap <= 0) return;
   vo->scale(srow, (float)(1.0 / p->softcap), nk);
   vo->act(RLX_ACT_TANH, 0.0f, srow, srow, nk);
@@ -396,7 +319,7 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
   const cpu_vec_ops *vo = J->vo;
   const int64_t D = p->head_dim, S = p->q_len, T = p->kv_len, Hkv = p->num_kv_heads;
   const int64_t bkp = J->lds, rows_max = J->rows_item;
-  const item_scratch x = scratch_of(J, thread);
+  const item_scratch x = flash_scratch_of(J, thread);
   float *Q = x.Q, *Sc = x.Sc, *O = x.O, *m = x.m;
   double *l = x.l;
   const int64_t *row_lo = x.row_lo, *row_hi = x.row_hi;
@@ -405,10 +328,10 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
     const int64_t bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv, first = item % J->q_blocks * J->rows_item;
     const int64_t R = S * J->group - first < J->rows_item ? S * J->group - first : J->rows_item;
     int64_t key_lo, key_hi;
-    item_load(J, &x, b, hk, first, R);
+    flash_item_load(J, &x, b, hk, first, R);
     for (int64_t r = 0; r < R; r++)
-      row_keys(J, b, hk * J->group + (first + r) % J->group, (first + r) / J->group, &x.row_lo[r], &x.row_hi[r]);
-    item_reset(J, &x, R, &key_lo, &key_hi);
+      flash_row_keys(J, b, hk * J->group + (first + r) % J->group, (first + r) / J->group, &x.row_lo[r], &x.row_hi[r]);
+    flash_item_reset(J, &x, R, &key_lo, &key_hi);
     if (J->splits > 1) { /* this unit's range of the keys */
       int64_t r0 = split * J->split_keys, r1 = r0 + J->split_keys - 1;
       if (key_lo < r0) key_lo = r0;
@@ -417,7 +340,7 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
     const float *kt = J->kt ? J->kt + bh * D * J->t8 : NULL;
     const float *krows = kt     ? NULL
                          : J->kf ? J->kf + bh * T * D
-                                 : (const float *)J->k + head_row(p, Hkv, T, b, hk, 0);
+                                 : (const float *)J->k + flash_head_row(p, Hkv, T, b, hk, 0);
     for (int64_t j0 = key_lo; j0 <= key_hi; j0 += FLASH_BK) {
       const int64_t nk = key_hi + 1 - j0 < FLASH_BK ? key_hi + 1 - j0 : FLASH_BK;
       int64_t r0, r1;
@@ -427,7 +350,7 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
       else vo->qk_rows(Q + r0 * D, D, krows + j0 * J->kf_row, J->kf_row, Sc + r0 * bkp, bkp, nr, nk, D);
       for (int64_t r = r0; r < r1; r++) {
         float *srow = Sc + r * bkp;
-        softcap_row(p, vo, srow, nk);
+        flash_softcap_row(p, vo, srow, nk);
         int64_t c0, c1;
         row_window(row_lo[r], row_hi[r], j0, nk, &c0, &c1);
         float mb = c0 < c1 ? vo->max(srow + c0, c1 - c0) : -INFINITY;
@@ -448,7 +371,7 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
         if (c1 < nk) memset(srow + c1, 0, (size_t)(nk - c1) * sizeof *srow);
       }
       const float *vb = J->vf ? J->vf + (bh * T + j0) * D
-                              : (const float *)J->v + head_row(p, Hkv, T, b, hk, j0);
+                              : (const float *)J->v + flash_head_row(p, Hkv, T, b, hk, j0);
       vo->pv_tile(Sc + r0 * bkp, bkp, vb, J->vf_row, O + r0 * D, D, nr, nk, D);
     }
     if (J->splits > 1) { /* leave the range's rows for flash_merge */
@@ -460,172 +383,7 @@ static void flash_items(void *arg, int64_t begin, int64_t end, int thread) {
       }
       continue;
     }
-    item_store(J, O, m, l, b, hk, first, R);
-  }
-}
-
-/* Mask row of row r of an item (J->ranges, J->bnd). */
-static int64_t mask_row(const flash_job *J, int64_t b, int64_t hk, int64_t first, int64_t r) {
-  const int64_t h = hk * J->group + (first + r) % J->group, i = (first + r) / J->group;
-  return (b * J->mask_heads + (J->mask_heads > 1 ? h : 0)) * J->p->q_len + i;
-}
-
-/* Cuts each mask row's visible keys into ranges of FLASH_SPLIT_KEYS (items:
- * mask rows): range c is cells [bnd[c], bnd[c + 1]), counted in visible
- * keys, so the cut falls at the same key of a sequence wherever its cells
- * sit. */
-static void masked_cut(void *arg, int64_t begin, int64_t end, int thread) {
-  (void)thread;
-  flash_job *J = arg;
-  const cpu_attention_params *p = J->p;
-  const int64_t S = p->q_len, *ms = p->mask_strides;
-  for (int64_t mr = begin; mr < end; mr++) {
-    const int64_t i = mr % S, h = mr / S % J->mask_heads, b = mr / S / J->mask_heads;
-    const float *mrow = J->mask + b * ms[0] + h * ms[1] + i * ms[2];
-    int64_t lo, hi, seen = 0, *bnd = J->bnd + mr * J->bnd_n;
-    row_keys(J, b, h, i, &lo, &hi);
-    for (int64_t j = lo; j <= hi; j++)
-      if (mrow[j * ms[3]] != -INFINITY && seen++ % FLASH_SPLIT_KEYS == 0) bnd[(seen - 1) / FLASH_SPLIT_KEYS] = j;
-    J->ranges[mr] = (seen + FLASH_SPLIT_KEYS - 1) / FLASH_SPLIT_KEYS;
-    bnd[J->ranges[mr]] = hi + 1;
-  }
-}
-
-/* Key range c of the item's R rows (see above) into x->O, m, l: all of a
- * row's scores in the range first, kept in Sc at their key's offset from
- * the first block; then each row's max, its exponentials and their sum in
- * key order, and P V block by block. */
-static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, int64_t hk, int64_t first, int64_t R,
-                         int64_t c) {
-  const cpu_attention_params *p = J->p;
-  const cpu_vec_ops *vo = J->vo;
-  const int64_t D = p->head_dim, T = p->kv_len, Hkv = p->num_kv_heads, bh = b * Hkv + hk;
-  const int64_t group = J->group, lds = J->lds, *ms = p->mask_strides;
-  for (int64_t r = 0; r < R; r++) {
-    const int64_t mr = mask_row(J, b, hk, first, r), *bnd = J->bnd + mr * J->bnd_n;
-    x->row_lo[r] = c < J->ranges[mr] ? bnd[c] : T;
-    x->row_hi[r] = c < J->ranges[mr] ? bnd[c + 1] - 1 : -1;
-  }
-  int64_t key_lo, key_hi;
-  item_reset(J, x, R, &key_lo, &key_hi);
-  const int64_t base = key_lo / FLASH_BK * FLASH_BK;
-  const float *krows = J->kf ? J->kf + bh * T * D : (const float *)J->k + head_row(p, Hkv, T, b, hk, 0);
-  const int64_t ldk = J->tiles ? D : J->kf_row, ldv = J->tiles ? D : J->vf_row;
-  for (int pass = 0; pass < 2; pass++)
-    for (int64_t j0 = base, blk = 0; j0 <= key_hi; j0 += FLASH_BK, blk++) {
-      const int64_t nk = T - j0 < FLASH_BK ? T - j0 : FLASH_BK;
-      int64_t *r0 = &x->blk[2 * blk], *r1 = r0 + 1;
-      if (pass == 0 && !block_rows(J, b, hk, first, R, x->row_lo, x->row_hi, j0, nk, r0, r1)) *r0 = *r1 = 0;
-      if (*r0 == *r1) continue;
-      float *sb = x->Sc + (j0 - base);
-      /* the block's rows as f32 (K in the first pass, V in the second) */
-      for (int64_t j = 0; J->tiles && j < nk; j++) load_kv_row(J, x->kv + j * D, pass ? J->v : J->k, b, hk, j0 + j);
-      if (pass == 0)
-        vo->qk_rows(x->Q + *r0 * D, D, J->tiles ? x->kv : krows + j0 * J->kf_row, ldk, sb + *r0 * lds, lds,
-                    *r1 - *r0, nk, D);
-      for (int64_t r = *r0; r < *r1; r++) {
-        float *srow = sb + r * lds;
-        int64_t c0, c1;
-        row_window(x->row_lo[r], x->row_hi[r], j0, nk, &c0, &c1);
-        if (pass == 0) {
-          const int64_t h = hk * group + (first + r) % group, i = (first + r) / group;
-          softcap_row(p, vo, srow, nk);
-          vo->binary(RLX_BIN_ADD, srow, 1, J->mask + b * ms[0] + h * ms[1] + i * ms[2] + j0 * ms[3], ms[3] != 0,
-                     srow, nk);
-          float mb = c0 < c1 ? vo->max(srow + c0, c1 - c0) : -INFINITY;
-          /* a NaN score poisons the row (as the reference's softmax) */
-          if (!isnan(x->m[r]) && (isnan(mb) || mb > x->m[r])) x->m[r] = mb;
-          continue;
-        }
-        if (c0 >= c1 || x->m[r] == -INFINITY) { /* nothing visible here */
-          memset(srow, 0, (size_t)nk * sizeof *srow);
-          continue;
-        }
-        vo->exp_shift_sum(srow + c0, x->m[r], srow + c0, c1 - c0);
-        double l = x->l[r]; /* in key order: masked keys add exact zeros */
-        for (int64_t j = c0; j < c1; j++) l += srow[j];
-        x->l[r] = l;
-        if (c0 > 0) memset(srow, 0, (size_t)c0 * sizeof *srow);
-        if (c1 < nk) memset(srow + c1, 0, (size_t)(nk - c1) * sizeof *srow);
-      }
-      if (pass == 0) continue;
-      const float *vb = J->tiles ? x->kv
-                        : J->vf  ? J->vf + (bh * T + j0) * D
-                                 : (const float *)J->v + head_row(p, Hkv, T, b, hk, j0);
-      vo->pv_tile(sb + *r0 * lds, lds, vb, ldv, x->O + *r0 * D, D, *r1 - *r0, nk, D);
-    }
-}
-
-/* Merges a row's next key range (o, m, l: its unnormalized output, max and
- * sum) into what came before (oa, ma, la), ranges in order: the same
- * steps whether the ranges ran on one thread or on several. */
-static void merge_range(float *oa, float *ma, double *la, const float *o, float m, double l, int64_t D) {
-  if (m == -INFINITY || isnan(*ma)) return;
-  if (isnan(m)) {
-    *ma = m, *la = NAN;
-    return;
-  }
-  if (m > *ma) {
-    const float w = *ma == -INFINITY ? 0.0f : expf(*ma - m);
-    for (int64_t d = 0; d < D; d++) oa[d] *= w;
-    *la *= w;
-    *ma = m;
-  }
-  const float w = expf(m - *ma);
-  for (int64_t d = 0; d < D; d++) oa[d] += w * o[d];
-  *la += (double)w * l;
-}
-
-/* A masked item's floats in J->part per range: O [rows, D], m [rows], l [rows] (double). */
-static float *part_m(const flash_job *J, float *part) { return part + J->rows_item * J->p->head_dim; }
-static double *part_l(const flash_job *J, float *part) { return align_double(part_m(J, part) + J->rows_item); }
-
-/* Items under a custom mask: units are items (their key ranges one after
- * the other, merged as they come) or, with few items, (item, range) pairs
- * that leave their range in J->part for masked_merge. */
-static void masked_items(void *arg, int64_t begin, int64_t end, int thread) {
-  flash_job *J = arg;
-  const int64_t D = J->p->head_dim, S = J->p->q_len, Hkv = J->p->num_kv_heads, per = J->splits;
-  const item_scratch x = scratch_of(J, thread);
-  for (int64_t unit = begin; unit < end; unit++) {
-    const int64_t item = unit / per, bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv;
-    const int64_t first = item % J->q_blocks * J->rows_item;
-    const int64_t R = S * J->group - first < J->rows_item ? S * J->group - first : J->rows_item;
-    item_load(J, &x, b, hk, first, R);
-    if (J->part) {
-      float *part = J->part + (size_t)unit * J->part_floats;
-      masked_range(J, &x, b, hk, first, R, unit % per);
-      memcpy(part, x.O, (size_t)(R * D) * sizeof *x.O);
-      memcpy(part_m(J, part), x.m, (size_t)R * sizeof *x.m);
-      memcpy(part_l(J, part), x.l, (size_t)R * sizeof *x.l);
-      continue;
-    }
-    memset(x.Oa, 0, (size_t)(R * D) * sizeof *x.Oa);
-    for (int64_t r = 0; r < R; r++) x.ma[r] = -INFINITY, x.la[r] = 0.0;
-    for (int64_t c = 0; c < J->max_ranges; c++) {
-      masked_range(J, &x, b, hk, first, R, c);
-      for (int64_t r = 0; r < R; r++) merge_range(x.Oa + r * D, &x.ma[r], &x.la[r], x.O + r * D, x.m[r], x.l[r], D);
-    }
-    item_store(J, x.Oa, x.ma, x.la, b, hk, first, R);
-  }
-}
-
-/* The ranges that masked_items left in J->part, merged in order (items). */
-static void masked_merge(void *arg, int64_t begin, int64_t end, int thread) {
-  flash_job *J = arg;
-  const int64_t D = J->p->head_dim, S = J->p->q_len, Hkv = J->p->num_kv_heads;
-  const item_scratch x = scratch_of(J, thread);
-  for (int64_t item = begin; item < end; item++) {
-    const int64_t bh = item / J->q_blocks, b = bh / Hkv, hk = bh % Hkv, first = item % J->q_blocks * J->rows_item;
-    const int64_t R = S * J->group - first < J->rows_item ? S * J->group - first : J->rows_item;
-    memset(x.Oa, 0, (size_t)(R * D) * sizeof *x.Oa);
-    for (int64_t r = 0; r < R; r++) x.ma[r] = -INFINITY, x.la[r] = 0.0;
-    for (int64_t c = 0; c < J->splits; c++) {
-      float *part = J->part + (size_t)(item * J->splits + c) * J->part_floats;
-      for (int64_t r = 0; r < R; r++)
-        merge_range(x.Oa + r * D, &x.ma[r], &x.la[r], part + r * D, part_m(J, part)[r], part_l(J, part)[r], D);
-    }
-    item_store(J, x.Oa, x.ma, x.la, b, hk, first, R);
+    flash_item_store(J, O, m, l, b, hk, first, R);
   }
 }
 
@@ -662,7 +420,7 @@ static void flash_merge(void *arg, int64_t begin, int64_t end, int thread) {
       if (mx == -INFINITY || l == 0.0) memset(orow, 0, (size_t)D * sizeof *orow);
       else vo->scale(orow, (float)(1.0 / l), D);
       int64_t h = hk * group + (first + r) % group, i = (first + r) / group;
-      vo->store((char *)J->out + (size_t)head_row(p, H, S, b, h, i) * es, J->dt, orow, D);
+      vo->store((char *)J->out + (size_t)flash_head_row(p, H, S, b, h, i) * es, J->dt, orow, D);
     }
   }
 }
@@ -695,11 +453,14 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   /* Q, scores, O, m, l (double: 2 floats), padding, row_lo and row_hi (int64: 2 floats each), and
    * for masked_items each key block's rows (2 int64) */
   J.scratch_floats = (size_t)(rows * D + rows * J.lds + rows * D + 3 * rows + 2 + 4 * rows);
-  if (masked) /* each key block's rows (2 int64), Oa, ma, la (double), alignment, a key block of K or V */
-    J.scratch_floats += (size_t)(4 * (T / FLASH_BK + 2) + rows * D + 3 * rows + 4 + FLASH_BK * D);
+  if (masked) /* each key block's rows (2 int64), Oa, ma, la (double), alignment, a key block of K or V, the
+               * keys (int32) */
+    J.scratch_floats += (size_t)(4 * (T / FLASH_BK + 2) + rows * D + 3 * rows + 4 + FLASH_BK * D + T);
+  J.splits = 1;
+  rlx_status st = masked ? flash_masked_setup(ctx, &J, threads) : RLX_OK;
+  if (st) return st;
   /* few items for the threads: split the keys (whole key blocks per range) */
   const int64_t items = B * Hkv * J.q_blocks;
-  J.splits = 1;
   if (!masked && threads > 1 && items < 2 * (int64_t)threads && T >= 2 * FLASH_SPLIT_KEYS) {
     int64_t want = (2 * (int64_t)threads + items - 1) / items, most = T / FLASH_SPLIT_KEYS;
     J.splits = want < most ? want : most;
@@ -709,22 +470,6 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   }
   /* masked: O, m, l (double, 8-byte aligned), and even, so the next part stays aligned */
   J.part_floats = masked ? (size_t)((rows * (D + 3) + 3) / 2 * 2) : (size_t)(rows * (D + 2));
-  if (masked) { /* the key ranges (masked_cut); split across units only when the items are few */
-    J.mask_heads = p->mask_strides[1] ? p->num_heads : 1;
-    const int64_t mrows = B * J.mask_heads * S;
-    J.bnd_n = T / FLASH_SPLIT_KEYS + 2;
-    J.bnd = malloc((size_t)(mrows * J.bnd_n) * sizeof *J.bnd);
-    J.ranges = malloc((size_t)mrows * sizeof *J.ranges);
-    if (!J.bnd || !J.ranges) {
-      free(J.bnd);
-      free(J.ranges);
-      return rlx_set_error(RLX_ERR_NOMEM, "Attention: out of memory for %lld keys", (long long)T);
-    }
-    cpu_parallel_for(ctx, mrows, 1 + 4096 / (T + 1), masked_cut, &J);
-    J.max_ranges = 1;
-    for (int64_t mr = 0; mr < mrows; mr++) J.max_ranges = J.ranges[mr] > J.max_ranges ? J.ranges[mr] : J.max_ranges;
-    if (threads > 1 && items < 2 * (int64_t)threads) J.splits = J.max_ranges;
-  }
   if (J.scratch_floats < (size_t)(8 * D)) J.scratch_floats = (size_t)(8 * D); /* flash_prepare */
   J.scratch_floats = (J.scratch_floats + 15) / 16 * 16;
   /* masked: K and V converted a key block at a time, into each thread's
@@ -744,8 +489,7 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
     free(kf);
     free(vf);
     free(part);
-    free(J.bnd);
-    free(J.ranges);
+    flash_masked_free(&J);
     return rlx_set_error(RLX_ERR_NOMEM, "Attention: out of memory for %lld keys", (long long)T);
   }
   J.scratch = scratch;
@@ -756,15 +500,14 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
   J.kf_row = kf ? D : seq_stride(p, Hkv);
   J.vf_row = vf ? D : seq_stride(p, Hkv);
   cpu_parallel_for(ctx, B * Hkv, 1, flash_prepare, &J);
-  cpu_parallel_for(ctx, items * J.splits, 1, masked ? masked_items : flash_items, &J);
-  if (J.splits > 1) cpu_parallel_for(ctx, items, 1, masked ? masked_merge : flash_merge, &J);
+  cpu_parallel_for(ctx, items * J.splits, 1, masked ? flash_masked_items : flash_items, &J);
+  if (J.splits > 1) cpu_parallel_for(ctx, items, 1, masked ? flash_masked_merge : flash_merge, &J);
   free(part);
   free(scratch);
   free(kt);
   free(kf);
   free(vf);
-  free(J.bnd);
-  free(J.ranges);
+  flash_masked_free(&J);
   return RLX_OK;
 }
 
