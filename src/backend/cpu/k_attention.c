@@ -251,7 +251,9 @@ item_scratch flash_scratch_of(const flash_job *J, int thread) {
   x.ma = x.Oa + rows_max * D;
   x.la = flash_align_double(x.ma + rows_max);
   x.kv = (float *)(void *)(x.la + rows_max);
-  x.keys = (int32_t *)(void *)(x.kv + FLASH_BK * D);
+  x.mrow = (const float **)(void *)(x.kv + FLASH_BK * D); /* 8-byte aligned: FLASH_BK * D is even */
+  x.mdist = (int64_t *)(void *)(x.mrow + rows_max);
+  x.keys = (int32_t *)(void *)(x.mdist + rows_max);
   return x;
 }
 
@@ -454,8 +456,8 @@ rlx_status cpu_attention_fast(cpu_ctx *ctx, const cpu_attention_params *p, rlx_d
    * for masked_items each key block's rows (2 int64) */
   J.scratch_floats = (size_t)(rows * D + rows * J.lds + rows * D + 3 * rows + 2 + 4 * rows);
   if (masked) /* each key block's rows (2 int64), Oa, ma, la (double), alignment, a key block of K or V, the
-               * keys (int32) */
-    J.scratch_floats += (size_t)(4 * (T / FLASH_BK + 2) + rows * D + 3 * rows + 4 + FLASH_BK * D + T);
+               * rows' mask rows and distinct rows (2 x 8 bytes), the keys (int32) */
+    J.scratch_floats += (size_t)(4 * (T / FLASH_BK + 2) + rows * D + 3 * rows + 4 + FLASH_BK * D + 4 * rows + T);
   J.splits = 1;
   rlx_status st = masked ? flash_masked_setup(ctx, &J, threads) : RLX_OK;
   if (st) return st;

@@ -49,12 +49,14 @@ typedef struct {
 /* One thread's scratch for an item: Q, scores (rows x J->lds), O, m, l
  * (double), the rows' visible keys; for masked_items each key block's
  * first and last row, the key ranges merged so far (Oa, ma, la), one key
- * block of K or V rows as f32 (kv: FLASH_BK x D) and the keys the item's
- * rows see in a range (keys: up to T cells). */
+ * block of K or V rows as f32 (kv: FLASH_BK x D), the rows' mask rows
+ * (mrow) and those unlike the row before (mdist), and the keys the
+ * item's rows see in a range (keys: up to T cells). */
 typedef struct {
   float *Q, *Sc, *O, *m, *Oa, *ma, *kv;
   double *l, *la;
-  int64_t *row_lo, *row_hi, *blk;
+  int64_t *row_lo, *row_hi, *blk, *mdist;
+  const float **mrow;
   int32_t *keys;
 } item_scratch;
 

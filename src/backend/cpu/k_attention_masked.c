@@ -132,17 +132,35 @@ static int sees(const float *mrow, int64_t ks, int64_t lo, int64_t hi, int64_t j
   return j >= lo && j <= hi && mrow[j * ks] != -INFINITY;
 }
 
-/* The cells in [key_lo, key_hi] that one of the item's R rows sees, in
- * order, into keys; their count. */
-static int64_t gather_keys(const flash_job *J, const item_scratch *x, int64_t b, int64_t hk, int64_t first,
-                           int64_t R, int64_t key_lo, int64_t key_hi) {
+/* The item's R rows' mask rows into x->mrow; the rows whose mask row and
+ * key range differ from the row before (x->mdist) and their count. */
+static int64_t item_masks(const flash_job *J, const item_scratch *x, int64_t b, int64_t hk, int64_t first,
+                          int64_t R) {
+  int64_t n = 0;
+  for (int64_t r = 0; r < R; r++) {
+    x->mrow[r] = mask_of(J, b, hk, first, r);
+    if (r == 0 || x->mrow[r] != x->mrow[r - 1] || x->row_lo[r] != x->row_lo[r - 1] ||
+        x->row_hi[r] != x->row_hi[r - 1])
+      x->mdist[n++] = r;
+  }
+  return n;
+}
+
+/* The cells in [key_lo, key_hi] that one of the item's rows sees (nd
+ * distinct rows, item_masks), in order, into keys; their count. */
+static int64_t gather_keys(const flash_job *J, const item_scratch *x, int64_t nd, int64_t key_lo, int64_t key_hi) {
   const int64_t ks = J->p->mask_strides[3];
   int64_t n = 0;
+  if (nd == 1) { /* one query's rows (a decode step's item) */
+    const float *mrow = x->mrow[x->mdist[0]];
+    for (int64_t j = key_lo; j <= key_hi; j++)
+      if (mrow[j * ks] != -INFINITY) x->keys[n++] = (int32_t)j;
+    return n;
+  }
   for (int64_t j = key_lo; j <= key_hi; j++)
-    for (int64_t r = 0; r < R; r++) {
-      /* the group's rows of one query share a mask row (and its ranges) unless the mask has heads */
-      if (r > 0 && J->mask_heads == 1 && (first + r) / J->group == (first + r - 1) / J->group) continue;
-      if (sees(mask_of(J, b, hk, first, r), ks, x->row_lo[r], x->row_hi[r], j)) {
+    for (int64_t d = 0; d < nd; d++) {
+      const int64_t r = x->mdist[d];
+      if (sees(x->mrow[r], ks, x->row_lo[r], x->row_hi[r], j)) {
         x->keys[n++] = (int32_t)j;
         break;
       }
@@ -152,12 +170,12 @@ static int64_t gather_keys(const flash_job *J, const item_scratch *x, int64_t b,
 
 /* The rows [*r0, *r1) of an item that block cells[0..nk) is computed for:
  * first..last row that sees one of its cells; 0 when none does. */
-static int block_rows(const flash_job *J, const item_scratch *x, int64_t b, int64_t hk, int64_t first, int64_t R,
-                      const int32_t *cells, int64_t nk, int64_t *r0, int64_t *r1) {
+static int block_rows(const flash_job *J, const item_scratch *x, int64_t R, const int32_t *cells, int64_t nk,
+                      int64_t *r0, int64_t *r1) {
   const int64_t ks = J->p->mask_strides[3];
   *r0 = R, *r1 = 0;
   for (int64_t r = 0; r < R; r++) {
-    const float *mrow = mask_of(J, b, hk, first, r);
+    const float *mrow = x->mrow[r];
     for (int64_t k = 0; k < nk; k++)
       if (sees(mrow, ks, x->row_lo[r], x->row_hi[r], cells[k])) {
         if (r < *r0) *r0 = r;
@@ -210,7 +228,7 @@ static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, i
   }
   int64_t key_lo, key_hi;
   flash_item_reset(J, x, R, &key_lo, &key_hi);
-  const int64_t n = gather_keys(J, x, b, hk, first, R, key_lo, key_hi);
+  const int64_t n = gather_keys(J, x, item_masks(J, x, b, hk, first, R), key_lo, key_hi);
   /* F32 rows in place (J->kf_row == J->vf_row: one layout) */
   const float *krows = (const float *)J->k + flash_head_row(p, Hkv, T, b, hk, 0);
   const float *vrows = (const float *)J->v + flash_head_row(p, Hkv, T, b, hk, 0);
@@ -219,7 +237,7 @@ static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, i
       const int64_t nk = n - k0 < FLASH_BK ? n - k0 : FLASH_BK;
       const int32_t *cells = x->keys + k0;
       int64_t *r0 = &x->blk[2 * blk], *r1 = r0 + 1, ld;
-      if (pass == 0 && !block_rows(J, x, b, hk, first, R, cells, nk, r0, r1)) *r0 = *r1 = 0;
+      if (pass == 0 && !block_rows(J, x, R, cells, nk, r0, r1)) *r0 = *r1 = 0;
       if (*r0 == *r1) continue;
       float *sb = x->Sc + k0;
       const float *kv = block_kv(J, x, pass ? J->v : J->k, pass ? vrows : krows, b, hk, cells, nk, &ld);
@@ -229,7 +247,7 @@ static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, i
         int64_t c0, c1;
         row_window(cells, nk, x->row_lo[r], x->row_hi[r], &c0, &c1);
         if (pass == 0) {
-          const float *mrow = mask_of(J, b, hk, first, r);
+          const float *mrow = x->mrow[r];
           flash_softcap_row(p, vo, srow, nk);
           for (int64_t k = 0; k < nk; k++) srow[k] += mrow[cells[k] * ks];
           float mb = c0 < c1 ? vo->max(srow + c0, c1 - c0) : -INFINITY;
