@@ -605,7 +605,14 @@ typedef enum { RLX_DEVICE_AUTO, RLX_DEVICE_CPU, RLX_DEVICE_CUDA } rlx_device;
  * as built, op for op — a reference to compare the optimized graph with.
  * Legalization for the device still runs. */
 typedef enum { RLX_FLAG_NO_FUSE = 1, RLX_FLAG_NO_OPTIMIZE = 2 } rlx_flags;
-typedef struct { rlx_device device; int threads; /* 0 = all cores */ unsigned flags; } rlx_options;
+/* device_index: which GPU of RLX_DEVICE_CUDA ("cuda:N"; 0, the first, by
+ * default); a session's params, plans and launches stay on that device. */
+typedef struct {
+  rlx_device device;
+  int threads; /* 0 = all cores */
+  unsigned flags;
+  int device_index;
+} rlx_options;
 typedef struct rlx_session rlx_session;
 
 /* Runs the pass pipeline (fold constants, dead-code and common-subexpression
@@ -617,10 +624,16 @@ typedef struct rlx_session rlx_session;
  * flags), RLX_DECOMPOSE_FUSED=1 (every fused op into primitives),
  * RLX_DISPATCH_REPORT=1 (per op kind: native / decomposed / fallback). */
 rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out);
-/* The device rlx_compile takes for a request: RLX_DEVICE (cpu or cuda) in
- * the environment overrides it, else `requested` (RLX_DEVICE_AUTO runs on
- * the CPU). For callers that build a graph differently per device. */
+/* The device rlx_compile takes for a request: RLX_DEVICE (cpu, cuda or
+ * cuda:N) in the environment overrides it, else `requested`
+ * (RLX_DEVICE_AUTO runs on the CPU). For callers that build a graph
+ * differently per device. */
 rlx_device rlx_compile_device(rlx_device requested);
+/* A device as the command line and RLX_DEVICE name it: "auto", "cpu",
+ * "cuda" or "cuda:N" (N a device index, decimal) into *device and
+ * *device_index (0 but for cuda:N). RLX_ERR_INVALID, with a message, for
+ * any other text. Whether device N exists is rlx_compile's to check. */
+rlx_status rlx_device_parse(const char *text, rlx_device *device, int *device_index);
 rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes);
 /* Like rlx_set_param but borrows data (no copy): it must stay valid and
  * unchanged until the session is freed or the param is set again. For

@@ -64,6 +64,7 @@ PY
   expect 2 "unknown option" "$rlx" generate --bogus
   expect 2 "-p TEXT" "$rlx" generate -m "$work/mamba.gguf"
   expect 2 "--device" "$rlx" generate -p hi --device tpu
+  expect 2 'device "cuda:x" is not auto, cpu, cuda or cuda:N' "$rlx" generate -p hi --device cuda:x
   expect 2 "--seed" "$rlx" generate -p hi --seed -3
   expect 2 "--cache-type" "$rlx" generate -p hi --cache-type q5_1
   expect 2 "one type" "$rlx" generate -p hi -ctk f16 -ctv f32
@@ -71,6 +72,7 @@ PY
   expect 0 "sampling: temp 0.7, top-k 20, top-p 0.8" "$rlx" generate -m "$folder" -p hi -n 4 --seed 1
   expect 0 "sampling: temp 0.7, top-k 3, top-p 0.8" "$rlx" generate -m "$folder" -p hi -n 4 --seed 1 --top-k 3
   expect 0 "sampling: greedy" "$rlx" generate -m "$folder" -p hi -n 4 --temp 0
+  expect 1 "CUDA" "$rlx" generate -m "$folder" -p hi -n 4 --temp 0 --device cuda:99
   expect 1 "head size 8 is not a multiple of 32" "$rlx" generate -m "$folder" -p hi -n 4 --cache-type q8_0
   expect 0 "qwen2: 2 layers, embedding 32, feed-forward 64, 4 heads of 8 (2 kv heads), vocab 416" \
     "$rlx" info "$folder"

@@ -167,12 +167,26 @@ static void test_options_and_budget(void) {
   CHECK_ERR(rlx_compile(small, NULL, &s), RLX_ERR_NOMEM, "RLX_MEMORY_LIMIT_MB");
   unsetenv("RLX_MEMORY_LIMIT_MB");
 
-  rlx_options bad_device = {(rlx_device)42, 0, 0}, bad_threads = {RLX_DEVICE_CPU, -5, 0},
-              bad_flags = {RLX_DEVICE_CPU, 0, 0x100};
+  rlx_options bad_device = {(rlx_device)42, 0, 0, 0}, bad_threads = {RLX_DEVICE_CPU, -5, 0, 0},
+              bad_flags = {RLX_DEVICE_CPU, 0, 0x100, 0};
   CHECK_ERR(rlx_compile(small, &bad_device, &s), RLX_ERR_INVALID, "device 42");
   CHECK_ERR(rlx_compile(small, &bad_threads, &s), RLX_ERR_INVALID, "threads -5");
   CHECK_ERR(rlx_compile(small, &bad_flags, &s), RLX_ERR_INVALID, "flags 0x100");
+  /* a device index below 0, or of a GPU this machine lacks (every GPU in a
+   * build without CUDA or a machine without one) */
+  rlx_options bad_index = {RLX_DEVICE_CPU, 0, 0, -1}, far_gpu = {RLX_DEVICE_CUDA, 0, 0, 9999};
+  CHECK_ERR(rlx_compile(small, &bad_index, &s), RLX_ERR_INVALID, "device_index -1");
+  rlx_status far = rlx_compile(small, &far_gpu, &s);
+  CHECK(far == RLX_ERR_UNSUPPORTED || far == RLX_ERR_DEVICE, "cuda:9999 refused (status %d: %s)", (int)far,
+        rlx_last_error());
   CHECK(!s, "no session after a rejected option");
+  /* RLX_DEVICE text that names no device leaves the request alone */
+  setenv("RLX_DEVICE", "cuda:x", 1);
+  rlx_options cpu = {RLX_DEVICE_CPU, 1, 0, 0};
+  CHECK(rlx_compile(small, &cpu, &s) == RLX_OK && s, "RLX_DEVICE=cuda:x ignored: %s", rlx_last_error());
+  rlx_session_free(s);
+  s = NULL;
+  unsetenv("RLX_DEVICE");
   rlx_graph_free(small);
 
   /* A param with a symbolic dim, the compile cache off: the message names
@@ -223,6 +237,31 @@ static rlx_status parse_compile_run(const char *text) {
   return st;
 }
 
+/* rlx_device_parse against the names it must take and the ones it must
+ * refuse (the CLI's --device and RLX_DEVICE go through it). */
+static void test_device_names(void) {
+  static const struct { const char *text; rlx_device device; int index; } good[] = {
+      {"auto", RLX_DEVICE_AUTO, 0}, {"cpu", RLX_DEVICE_CPU, 0},   {"cuda", RLX_DEVICE_CUDA, 0},
+      {"cuda:0", RLX_DEVICE_CUDA, 0}, {"cuda:7", RLX_DEVICE_CUDA, 7}, {"cuda:1234", RLX_DEVICE_CUDA, 1234}};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    rlx_device d = (rlx_device)-1;
+    int index = -1;
+    rlx_status st = rlx_device_parse(good[i].text, &d, &index);
+    CHECK(st == RLX_OK && d == good[i].device && index == good[i].index, "\"%s\": status %d device %d index %d",
+          good[i].text, (int)st, (int)d, index);
+  }
+  static const char *const bad[] = {"", "gpu", "CUDA", "cuda:", "cuda:-1", "cuda:x", "cuda:1x", "cuda:12345", "cuda 1",
+                                    "cpu:0", " cuda"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rlx_device d;
+    int index;
+    CHECK_ERR(rlx_device_parse(bad[i], &d, &index), RLX_ERR_INVALID, "is not auto, cpu, cuda or cuda:N");
+  }
+  rlx_device d;
+  int index;
+  CHECK_ERR(rlx_device_parse(NULL, &d, &index), RLX_ERR_INVALID, "NULL");
+}
+
 static void test_corpus(const char *dir) {
   DIR *d = opendir(dir);
   CHECK(d != NULL, "cannot open %s", dir);
@@ -258,7 +297,7 @@ static void test_llm(const char *python, const char *ref_dir, const char *work_d
   CHECK_ERR(rlx_model_file_open(path, &f), RLX_OK, "");
   if (!f) return;
   rlx_llm *m = NULL;
-  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0}, P2(62), NULL, NULL, RLX_F32, 0};
+  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0}, P2(62), NULL, NULL, RLX_F32, 0};
   CHECK_ERR(rlx_llm_load(f, &o, &m), RLX_ERR_SHAPE, "n_ctx 4611686018427387904", "RLX_MAX_TENSOR_BYTES");
   CHECK(!m, "no model after a failed load");
   o.n_ctx = 16777216;  /* the issue's --ctx: 2^24 rows, GiBs even for a tiny model */
@@ -281,6 +320,7 @@ int main(int argc, char **argv) {
   test_arithmetic();
   test_builders();
   test_options_and_budget();
+  test_device_names();
   test_corpus(argv[1]);
   test_llm(argv[2], argv[3], argv[4]);
   return check_report();

@@ -20,10 +20,10 @@ static const char *embed_usage =
     "  --normalize, --no-normalize  L2 normalization (default: modules.json)\n"
     "  --batch N            texts per graph run (default 32)\n"
     "  --max-tokens N       truncation (default: the model's max_seq_length)\n"
-    "  --threads N, --device cpu|cuda\n"
+    "  --threads N, --device cpu|cuda|cuda:N\n"
     "  --format json|npy    (default json: {\"model\", \"data\": [{\"index\", \"embedding\"}]})\n"
     "  -o FILE              write there instead of standard output\n"
-    "usage: rlx rerank -m MODEL -q QUERY -f DOCS [--batch N] [--threads N] [--device cpu|cuda]\n"
+    "usage: rlx rerank -m MODEL -q QUERY -f DOCS [--batch N] [--threads N] [--device cpu|cuda|cuda:N]\n"
     "  scores of each line of DOCS for QUERY by a sequence-classification model\n"
     "  (a cross-encoder reranker), best first: score, index, text\n";
 
@@ -139,10 +139,9 @@ static int run(int rerank, int argc, char **argv) {
     } else if (!strcmp(a, "--batch") && parse_int(v, 1, 1 << 16, &n)) o.batch = (int)n, i++;
     else if (!strcmp(a, "--max-tokens") && parse_int(v, 1, 1 << 20, &n)) o.max_tokens = n, i++;
     else if (!strcmp(a, "--threads") && parse_int(v, 1, 4096, &n)) o.compile.threads = (int)n, i++;
-    else if (!strcmp(a, "--device") && (!strcmp(v, "cpu") || !strcmp(v, "cuda"))) {
-      o.compile.device = !strcmp(v, "cpu") ? RLX_DEVICE_CPU : RLX_DEVICE_CUDA;
+    else if (!strcmp(a, "--device") && rlx_device_parse(v, &o.compile.device, &o.compile.device_index) == RLX_OK)
       i++;
-    } else
+    else
       goto usage;
   }
   if (!model || (rerank ? !query || !file : !file == !texts.n)) goto usage;

@@ -71,7 +71,7 @@ static const char *usage =
     "  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
     "                          llama.cpp's K and V cache types: the same, when\n"
     "                          the two agree\n"
-    "      --device cpu|cuda   where the decoder runs (default cpu)\n"
+    "      --device cpu|cuda|cuda:N  where the decoder runs (default cpu; cuda:N the GPU of index N)\n"
     "      --ignore-eos        do not stop at end-of-generation tokens\n"
     "      --stats-json        also print the statistics as one JSON line on stderr\n"
     "  -h, --help              print this help\n"
@@ -85,6 +85,7 @@ typedef struct {
   int chat, threads, ignore_eos, stats_json, seed_given;
   unsigned sp_given;      /* GIVEN_*: sampling options of the command line */
   rlx_device device;
+  int device_index;
   rlx_dtype cache_type;
   rlx_sampler_params sp;
 } gen_opts;
@@ -340,7 +341,7 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
   double t_load = now();
 
   load_progress lp = {isatty(fileno(stderr)), -1};
-  rlx_llm_options lo = {{o->device, o->threads, 0}, o->n_ctx, on_progress, &lp, o->cache_type, 0};
+  rlx_llm_options lo = {{o->device, o->threads, 0, o->device_index}, o->n_ctx, on_progress, &lp, o->cache_type, 0};
   st = rlx_llm_open(model_path, &lo, &m);
   if (lp.tty && lp.shown >= 0) fputc('\r', stderr);
   if (st) {
@@ -533,11 +534,11 @@ int cmd_generate(int argc, char **argv) {
       }
       o.sp.seed = seed, o.seed_given = 1, i++;
     } else if (!strcmp(a, "--device")) {
-      if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
-        fprintf(stderr, "rlx generate: --device is cpu or cuda, not '%s'\n", v);
+      if (rlx_device_parse(v, &o.device, &o.device_index)) {
+        fprintf(stderr, "rlx generate: --device: %s\n", rlx_last_error());
         return 2;
       }
-      o.device = !strcmp(v, "cuda") ? RLX_DEVICE_CUDA : RLX_DEVICE_CPU, i++;
+      i++;
     } else if (!strcmp(a, "--cache-type") || !strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
       if (!cli_cache_type(v, &o.cache_type)) {
         fprintf(stderr, "rlx generate: %s is f32, f16, bf16, q8_0 or q4_0, not '%s'\n", a, v);

@@ -11,7 +11,7 @@
 
 static const char *usage =
     "usage: rlx run MODEL.onnx [-i NAME=FILE.npy]... [-o DIR] [--bind SYM=N]...\n"
-    "               [--runs N] [--threads N] [--device cpu|cuda]\n"
+    "               [--runs N] [--threads N] [--device cpu|cuda|cuda:N]\n"
     "  -i NAME=FILE.npy   an input's value (others: random data of their declared\n"
     "                     type; unbound symbolic dims are 1)\n"
     "  -o DIR             write each output to DIR/<output name>.npy (DIR is made\n"
@@ -20,7 +20,7 @@ static const char *usage =
     "  --bind SYM=N       fix a symbolic dim at load (folds shape computations)\n"
     "  --runs N           run N times, print latency median/min/max (default 1)\n"
     "  --threads N        CPU threads (default: all cores)\n"
-    "  --device cpu|cuda  (default cpu)\n";
+    "  --device cpu|cuda|cuda:N  (default cpu; cuda:N the GPU of index N)\n";
 
 /* ---------------------------------------------------------------- .npy */
 
@@ -165,10 +165,8 @@ int cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "--runs")) runs = atoi(v);
     else if (!strcmp(a, "--threads")) opt.threads = atoi(v);
     else if (!strcmp(a, "--device")) {
-      if (!strcmp(v, "cpu")) opt.device = RLX_DEVICE_CPU;
-      else if (!strcmp(v, "cuda")) opt.device = RLX_DEVICE_CUDA;
-      else {
-        fprintf(stderr, "rlx run: --device cpu or cuda, not '%s'\n", v);
+      if (rlx_device_parse(v, &opt.device, &opt.device_index)) {
+        fprintf(stderr, "rlx run: --device: %s\n", rlx_last_error());
         return 2;
       }
     } else if (!path && a[0] != '-') {

@@ -25,6 +25,7 @@ typedef struct {
   double lr, weight_decay;
   rlx_optimizer opt;
   rlx_device device;
+  int device_index;
   uint64_t seed;
 } train_opts;
 
@@ -214,7 +215,7 @@ static int train_mnist(const train_opts *o) {
   int32_t *labels = malloc((size_t)(B > EB ? B : EB) * sizeof *labels);
   uint32_t *order = malloc((size_t)train.n * sizeof *order);
   float *pbuf[N_PARAMS] = {0};
-  rlx_options ro = {o->device, o->threads, 0};
+  rlx_options ro = {o->device, o->threads, 0, o->device_index};
   rlx_status st = rlx_graph_status(model);
   if (!st) st = rlx_graph_status(eval_model);
   if (!st) st = rlx_train_graph(model, rlx_graph_output(model, 0), N_PARAMS, params, &o->opt, &tg);
@@ -342,14 +343,14 @@ static int parse_num(const char *flag, const char *v, double lo, double *out) {
 int cmd_train(int argc, char **argv) {
   if (argc < 1 || strcmp(argv[0], "mnist")) {
     fprintf(stderr, "usage: rlx train mnist [--data DIR] [--epochs N] [--batch N] [--lr X] [--optimizer adamw|sgd]\n"
-                    "                       [--weight-decay X] [--threads N] [--seed N] [--limit N] [--device cpu|cuda]\n");
+                    "                       [--weight-decay X] [--threads N] [--seed N] [--limit N] [--device cpu|cuda|cuda:N]\n");
     return 2;
   }
   static char default_dir[4096];
   const char *home = getenv("HOME");
   snprintf(default_dir, sizeof default_dir, "%s/.cache/rlx/mnist", home ? home : ".");
   train_opts o = {getenv("RLX_MNIST_DIR") ? getenv("RLX_MNIST_DIR") : default_dir, 3, 64, 1000, 0, 0, -1, 0,
-                  {RLX_OPTIM_ADAMW, 0, 0, 0, 0.9, 0.999, 1e-8}, RLX_DEVICE_CPU, 1};
+                  {RLX_OPTIM_ADAMW, 0, 0, 0, 0.9, 0.999, 1e-8}, RLX_DEVICE_CPU, 0, 1};
   for (int i = 1; i < argc; i += 2) { /* every option takes a value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     double d;
@@ -357,8 +358,7 @@ int cmd_train(int argc, char **argv) {
       o.data_dir = v;
     } else if (!strcmp(a, "--optimizer") && v && (!strcmp(v, "adamw") || !strcmp(v, "sgd"))) {
       o.opt.kind = !strcmp(v, "sgd") ? RLX_OPTIM_SGD : RLX_OPTIM_ADAMW;
-    } else if (!strcmp(a, "--device") && v && (!strcmp(v, "cpu") || !strcmp(v, "cuda"))) {
-      o.device = !strcmp(v, "cuda") ? RLX_DEVICE_CUDA : RLX_DEVICE_CPU;
+    } else if (!strcmp(a, "--device") && v && rlx_device_parse(v, &o.device, &o.device_index) == RLX_OK) {
     } else if (!strcmp(a, "--epochs") || !strcmp(a, "--batch") || !strcmp(a, "--threads") || !strcmp(a, "--seed") ||
                !strcmp(a, "--limit") || !strcmp(a, "--lr") || !strcmp(a, "--weight-decay")) {
       int integer = strcmp(a, "--lr") && strcmp(a, "--weight-decay");

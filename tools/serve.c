@@ -43,7 +43,7 @@ static const char *usage =
     "      --ctx-size N        the same (llama.cpp's name)\n"
     "      --api-key KEY       require \"Authorization: Bearer KEY\" (not on /health)\n"
     "  -t, --threads N         CPU threads (default: all cores)\n"
-    "      --device cpu|cuda   where the decoder runs (default cpu)\n"
+    "      --device cpu|cuda|cuda:N  where the decoder runs (default cpu; cuda:N the GPU of index N)\n"
     "      --cache-type T      KV cache type: f32 (default), f16, bf16, q8_0 or\n"
     "                          q4_0 (quantized blocks of 32: CPU only)\n"
     "      --embedding-model FOLDER\n"
@@ -91,11 +91,10 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
     else if (!strcmp(a, "--api-key")) o->api_key = v;
     else if (!strcmp(a, "--embedding-model")) o->embed_path = v;
     else if (!strcmp(a, "--device")) {
-      if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
-        fprintf(stderr, "rlx serve: --device is cpu or cuda, not '%s'\n", v);
+      if (rlx_device_parse(v, &o->device, &o->device_index)) {
+        fprintf(stderr, "rlx serve: --device: %s\n", rlx_last_error());
         return 2;
       }
-      o->device = !strcmp(v, "cuda") ? RLX_DEVICE_CUDA : RLX_DEVICE_CPU;
     } else if (!strcmp(a, "--cache-type")) {
       if (!cli_cache_type(v, &o->cache_type)) {
         fprintf(stderr, "rlx serve: --cache-type is f32, f16, bf16, q8_0 or q4_0, not '%s'\n", v);
@@ -149,7 +148,7 @@ static int load(serve_server *srv) {
   fprintf(stderr, "loaded %s in %.2f s: %d slots of %lld positions\n", srv->model_id, serve_now() - t0,
           srv->opts.parallel, (long long)serve_sched_n_ctx(srv->sched));
   if (srv->opts.embed_path) {
-    rlx_embedder_options eo = {.compile = {srv->opts.device, srv->opts.threads, 0}};
+    rlx_embedder_options eo = {.compile = {srv->opts.device, srv->opts.threads, 0, srv->opts.device_index}};
     if ((st = rlx_embedder_load(srv->opts.embed_path, &eo, &srv->embedder)))
       return cli_fail(st, "serve: cannot load the embedding model");
     model_name(srv->opts.embed_path, srv->embed_id, sizeof srv->embed_id);

@@ -30,6 +30,7 @@ typedef struct {
   int port, parallel, threads;
   int64_t ctx;                 /* the KV pool's positions, shared by the slots (llama-server's -c) */
   rlx_device device;
+  int device_index;
   rlx_dtype cache_type;
   size_t max_body;             /* request bytes */
 } serve_opts;

@@ -28,7 +28,7 @@ i32, i64, dbl, sz, u16, f32 = (ctypes.c_int, ctypes.c_int64, ctypes.c_double, ct
 
 
 class Options(ctypes.Structure):
-    _fields_ = [("device", i32), ("threads", i32), ("flags", ctypes.c_uint)]
+    _fields_ = [("device", i32), ("threads", i32), ("flags", ctypes.c_uint), ("device_index", i32)]
 
 
 class Optimizer(ctypes.Structure):
@@ -152,6 +152,7 @@ FUNCTIONS = {
     "rlx_jvp": (c_status, [c_graph, i32, c_nodep, P(c_graph)]),
     "rlx_train_graph": (c_status, [c_graph, c_node, i32, c_nodep, P(Optimizer), P(c_graph)]),
     "rlx_compile": (c_status, [c_graph, P(Options), P(c_vp)]),
+    "rlx_device_parse": (c_status, [c_str, P(i32), P(i32)]),
     "rlx_set_param": (c_status, [c_vp, c_str, c_vp, sz]),
     "rlx_set_param_ref": (c_status, [c_vp, c_str, c_vp, sz]),
     "rlx_set_input": (c_status, [c_vp, c_str, c_vp, sz]),

@@ -8,7 +8,6 @@ import numpy as np
 from . import _dtypes, _lib, errors
 from ._lib import lib, check
 
-_DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}
 _FLAG_NO_FUSE, _FLAG_NO_OPTIMIZE = 1, 2
 _MAX_RANK = 8
 _SYM_BASE = -(1 << 40)  # symbolic dim tokens are at most this (ir.h)
@@ -270,8 +269,8 @@ class Graph(_lib.Owner):
         return cls(name.group(1) if name else "graph", _handle=h.value)
 
     def compile(self, device="cpu", threads=0, optimize=True, fuse=True):
-        """Compiles the graph into a Session on ``device`` ("cpu", "cuda" or
-        "auto"); ``threads`` 0 takes every core (or RLX_THREADS); optimize
+        """Compiles the graph into a Session on ``device`` ("cpu", "cuda",
+        "cuda:N" for the GPU of index N, or "auto"); ``threads`` 0 takes every core (or RLX_THREADS); optimize
         and fuse off run the graph op for op."""
         opts = _options(device, threads, optimize, fuse)
         h = _lib.c_vp()
@@ -280,10 +279,12 @@ class Graph(_lib.Owner):
 
 
 def _options(device, threads, optimize=True, fuse=True):
-    if device not in _DEVICES:
-        raise errors.InvalidError("rlx: device %r is not one of %s" % (device, ", ".join(_DEVICES)))
+    if not isinstance(device, str):
+        raise errors.InvalidError("rlx: device %r is not a string (auto, cpu, cuda or cuda:N)" % (device,))
+    kind, index = ctypes.c_int32(), ctypes.c_int32()
+    check(lib.rlx_device_parse(device.encode(), ctypes.byref(kind), ctypes.byref(index)))
     flags = (0 if fuse else _FLAG_NO_FUSE) | (0 if optimize else _FLAG_NO_OPTIMIZE)
-    return _lib.Options(_DEVICES[device], int(threads), flags)
+    return _lib.Options(kind.value, int(threads), flags, index.value)
 
 
 _c_char, _addressof = ctypes.c_char, ctypes.addressof

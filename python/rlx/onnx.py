@@ -60,6 +60,9 @@ class InferenceSession(_lib.Owner):
             name = p[0] if isinstance(p, tuple) else p
             if name in _PROVIDERS:
                 device = _PROVIDERS[name]
+                opts = p[1] if isinstance(p, tuple) and len(p) > 1 and isinstance(p[1], dict) else {}
+                if device == "cuda" and "device_id" in opts:
+                    device = "cuda:%d" % int(opts["device_id"])
                 self._providers = [name] + (["CPUExecutionProvider"] if device != "cpu" else [])
                 break
         threads = getattr(sess_options, "intra_op_num_threads", 0) or 0

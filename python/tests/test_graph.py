@@ -276,3 +276,18 @@ def test_cuda_matches_numpy(rng):
         e = np.exp(z - z.max(-1, keepdims=True))
         np.testing.assert_allclose(y, e / e.sum(-1, keepdims=True), rtol=2e-3, atol=1e-5)
         np.testing.assert_allclose(total, X.sum(1), rtol=1e-4, atol=1e-4)
+
+
+def test_device_names():
+    g = rlx.Graph("where")
+    x = g.input("x", "f32", (2,))
+    g.set_outputs(x * 2.0)
+    assert g.compile(device="auto").run({"x": np.ones(2, np.float32)})[0].tolist() == [2.0, 2.0]
+    for bad in ("gpu", "cuda:", "cuda:-1", "cuda:one", "CUDA"):
+        with pytest.raises(rlx.InvalidError, match="is not auto, cpu, cuda or cuda:N"):
+            g.compile(device=bad)
+    with pytest.raises(rlx.InvalidError):
+        g.compile(device=0)
+    # a GPU index past the machine's: refused whatever the build and machine
+    with pytest.raises((rlx.UnsupportedError, rlx.DeviceError), match="CUDA"):
+        g.compile(device="cuda:999")

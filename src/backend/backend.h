@@ -52,8 +52,9 @@ struct rlx_backend {
   /* Optional (NULL: no store). A store holds the params of one session in
    * the backend's memory for all of its plans, so that a plan for a new
    * shape binding does not upload every weight again (a device keeps a
-   * copy per plan otherwise). store_new: NULL on out of memory. */
-  void *(*store_new)(void);
+   * copy per plan otherwise), on device device_index (rlx_options). store_new:
+   * NULL on out of memory. */
+  void *(*store_new)(int device_index);
   void (*store_free)(void *store);
   /* Optional (NULL: never). Param p_from of plan `from` is kept there
    * (keep_assigned); make it plan `to`'s param p_to with no copy: 1 when
@@ -67,6 +68,7 @@ extern const rlx_backend rlx_cpu_backend;
 #ifdef RLX_HAVE_CUDA
 extern const rlx_backend rlx_cuda_backend;
 int rlx_cuda_available(void);   /* a CUDA device is present (probed once) */
+int rlx_cuda_device_count(void); /* how many (probed once) */
 #endif
 
 #endif /* RLX_BACKEND_H */

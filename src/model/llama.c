@@ -579,7 +579,7 @@ static rlx_status llm_load(const rlx_model_file *f, const hf_llm *hf, const rlx_
   if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: out is NULL");
   *out = NULL;
   if (!f) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: file is NULL");
-  rlx_llm_options o = {{RLX_DEVICE_AUTO, 0, 0}, 0, NULL, NULL, RLX_F32, 1};
+  rlx_llm_options o = {{RLX_DEVICE_AUTO, 0, 0, 0}, 0, NULL, NULL, RLX_F32, 1};
   if (opt) o = *opt;
   if (o.n_ctx < 0) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: n_ctx %lld < 0", (long long)o.n_ctx);
   if (o.n_seq == 0) o.n_seq = 1;

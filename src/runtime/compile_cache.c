@@ -34,7 +34,7 @@ extern char **environ; /* POSIX */
 
 typedef struct {
   rt_plan p;
-  int threads;
+  int threads, device_index; /* the rlx_options it was made for */
   size_t bytes;       /* the plan's arena */
   uint64_t tick;      /* when it went idle */
 } idle_plan;
@@ -268,13 +268,14 @@ void rt_compiled_release(rt_compiled *c) {
 
 static size_t binding_bytes(const rt_compiled *c) { return (size_t)c->opt->n_syms * sizeof(int64_t); }
 
-int rt_cache_take_plan(rt_compiled *c, const int64_t *binding, int threads, rt_store **store, rt_plan *out) {
+int rt_cache_take_plan(rt_compiled *c, const int64_t *binding, const rlx_options *o, rt_store **store, rt_plan *out) {
   size_t bsz = binding_bytes(c);
   int found = 0;
   pthread_mutex_lock(&cache.mu);
   for (int i = 0; i < c->n_idle && !found; i++) {
     idle_plan *ip = &c->idle[i];
-    if (ip->threads != threads || (bsz && memcmp(ip->p.binding, binding, bsz)) || !rt_store_adopt(store, ip->p.store))
+    if (ip->threads != o->threads || ip->device_index != o->device_index || (bsz && memcmp(ip->p.binding, binding, bsz)) ||
+        !rt_store_adopt(store, ip->p.store))
       continue;
     *out = ip->p;
     cache.idle_bytes -= ip->bytes;
@@ -286,7 +287,7 @@ int rt_cache_take_plan(rt_compiled *c, const int64_t *binding, int threads, rt_s
   return found;
 }
 
-void rt_cache_put_plan(rt_compiled *c, int threads, rt_plan *p) {
+void rt_cache_put_plan(rt_compiled *c, const rlx_options *o, rt_plan *p) {
   const rlx_backend *b = c->key.backend;
   rlx_session_stats mem = {0};
   if (p->plan) b->memory_stats(p->plan, &mem);
@@ -311,7 +312,7 @@ void rt_cache_put_plan(rt_compiled *c, int threads, rt_plan *p) {
     }
     idle_plan *ip = &c->idle[c->n_idle++];
     ip->p = *p;
-    ip->threads = threads;
+    ip->threads = o->threads, ip->device_index = o->device_index;
     ip->bytes = mem.arena_bytes;
     ip->tick = ++cache.tick;
     cache.idle_bytes += mem.arena_bytes;

@@ -39,9 +39,11 @@ const rlx_backend *rlx_device_backend(void) {
 #endif
 }
 
-int rlx_device_available(void) {
+int rlx_device_available(void) { return rlx_device_count() > 0; }
+
+int rlx_device_count(void) {
 #ifdef RLX_HAVE_CUDA
-  return rlx_cuda_available();
+  return rlx_cuda_device_count();
 #else
   return 0;
 #endif
@@ -336,9 +338,9 @@ static rlx_status hybrid_compile(const rlx_backend *b, const rlx_graph *g, const
 }
 
 /* The store is the device backend's: the device segments of every plan share it. */
-static void *hybrid_store_new(void) {
+static void *hybrid_store_new(int device_index) {
   const rlx_backend *dev = rlx_device_backend();
-  return dev && dev->store_new ? dev->store_new() : NULL;
+  return dev && dev->store_new ? dev->store_new(device_index) : NULL;
 }
 
 static void hybrid_store_free(void *store) {

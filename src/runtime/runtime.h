@@ -11,9 +11,9 @@
  * which all its plans share; the session and each plan hold a reference,
  * and the session that uses it claims it (one live session per store). */
 typedef struct rt_store rt_store;
-/* A new store of backend b, held and claimed; *out NULL (and RLX_OK) when
+/* A new store of backend b (on device device_index), held and claimed; *out NULL (and RLX_OK) when
  * b keeps no store. */
-rlx_status rt_store_new(const rlx_backend *b, rt_store **out);
+rlx_status rt_store_new(const rlx_backend *b, int device_index, rt_store **out);
 void *rt_store_data(const rt_store *s);   /* the backend's store; NULL for NULL */
 void rt_store_retain(rt_store *s);
 void rt_store_release(rt_store *s);       /* the last reference frees it */
@@ -61,13 +61,13 @@ rt_compiled *rt_cache_lookup(const rlx_graph *g, const rt_compile_key *key);
 rt_compiled *rt_compiled_new(const rlx_graph *g, const rt_compile_key *key, rlx_graph *opt,
                              const pass_dispatch_count *dispatch, int cacheable);
 void rt_compiled_release(rt_compiled *c);
-/* An idle plan of c for binding and threads (rlx_options.threads) whose
+/* An idle plan of c for binding, o's threads and device index, whose
  * store the session of *store may use (rt_store_adopt), moved into *out:
  * 1, else 0. */
-int  rt_cache_take_plan(rt_compiled *c, const int64_t *binding, int threads, rt_store **store, rt_plan *out);
+int  rt_cache_take_plan(rt_compiled *c, const int64_t *binding, const rlx_options *o, rt_store **store, rt_plan *out);
 /* Hands a session's plan back: kept idle for the next session of c when
  * the cache has room, else freed. *p is emptied either way. */
-void rt_cache_put_plan(rt_compiled *c, int threads, rt_plan *p);
+void rt_cache_put_plan(rt_compiled *c, const rlx_options *o, rt_plan *p);
 /* A hash of the RLX_* environment variables that can change what rlx_compile
  * makes (RLX_PLAN_NO_REUSE, RLX_THREADS, ...): all but RLX_TRACE, RLX_DUMP,
  * RLX_DISPATCH_REPORT and RLX_COMPILE_CACHE. */

@@ -89,7 +89,7 @@ void rlx_session_free(rlx_session *s) {
   if (s->n_plans) s->backend->memory_stats(s->plans[0].plan, &mem);
   const int keep = mem.param_device_bytes <= SESSION_IDLE_PARAMS_MAX;
   for (int i = 0; i < s->n_plans; i++)
-    if (keep) rt_cache_put_plan(s->compiled, s->opt.threads, &s->plans[i]);
+    if (keep) rt_cache_put_plan(s->compiled, &s->opt, &s->plans[i]);
     else rt_plan_free(s->backend, &s->plans[i]);
   free(s->plans);
   free(s->plan_run);
@@ -131,7 +131,7 @@ static rlx_status get_plan(rlx_session *s, int *out) {
     s->cap_plans = cap;
   }
   plan_entry e = {0};
-  if (rt_cache_take_plan(s->compiled, s->binding, s->opt.threads, &s->store, &e)) {
+  if (rt_cache_take_plan(s->compiled, s->binding, &s->opt, &s->store, &e)) {
     s->plans[s->n_plans] = e;
     *out = s->n_plans++;
     s->stats.plans_reused++;
@@ -144,7 +144,7 @@ static rlx_status get_plan(rlx_session *s, int *out) {
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory");
   }
   if (bsz) memcpy(e.binding, s->binding, bsz);
-  rlx_status st = s->store ? RLX_OK : rt_store_new(s->backend, &s->store);
+  rlx_status st = s->store ? RLX_OK : rt_store_new(s->backend, s->opt.device_index, &s->store);
   if (st) {
     rt_plan_free(s->backend, &e);
     return st;
@@ -242,11 +242,41 @@ static rlx_status check_assigns(const rlx_graph *g) {
   return RLX_OK;
 }
 
-rlx_device rlx_compile_device(rlx_device requested) {
+/* "auto", "cpu", "cuda" or "cuda:N" (N: 1 to 4 digits): 1, else 0. */
+static int parse_device(const char *text, rlx_device *device, int *index) {
+  *device = RLX_DEVICE_AUTO, *index = 0;
+  if (!strcmp(text, "auto")) return 1;
+  if (!strcmp(text, "cpu")) return *device = RLX_DEVICE_CPU, 1;
+  if (!strcmp(text, "cuda")) return *device = RLX_DEVICE_CUDA, 1;
+  if (strncmp(text, "cuda:", 5) || !text[5] || strlen(text + 5) > 4) return 0;
+  int n = 0;
+  for (const char *p = text + 5; *p; p++) {
+    if (*p < '0' || *p > '9') return 0;
+    n = n * 10 + (*p - '0');
+  }
+  return *device = RLX_DEVICE_CUDA, *index = n, 1;
+}
+
+rlx_status rlx_device_parse(const char *text, rlx_device *device, int *device_index) {
+  if (!text || !device || !device_index) return rlx_set_error(RLX_ERR_INVALID, "rlx_device_parse: NULL argument");
+  if (parse_device(text, device, device_index)) return RLX_OK;
+  return rlx_set_error(RLX_ERR_INVALID, "device \"%.40s\" is not auto, cpu, cuda or cuda:N (N a device index)", text);
+}
+
+/* RLX_DEVICE's device and index where it names one (cpu, cuda, cuda:N): 1;
+ * unset, auto or anything else: 0 (the request stands). */
+static int env_device(rlx_device *device, int *index) {
   const char *env = getenv("RLX_DEVICE");
-  if (env && !strcmp(env, "cpu")) return RLX_DEVICE_CPU;
-  if (env && !strcmp(env, "cuda")) return RLX_DEVICE_CUDA;
-  return requested;
+  rlx_device d;
+  int i;
+  if (!env || !parse_device(env, &d, &i) || d == RLX_DEVICE_AUTO) return 0;
+  return *device = d, *index = i, 1;
+}
+
+rlx_device rlx_compile_device(rlx_device requested) {
+  rlx_device d;
+  int index;
+  return env_device(&d, &index) ? d : requested;
 }
 
 rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out) {
@@ -254,7 +284,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   *out = NULL;
   if (!g) return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: graph is NULL");
   if (g->err) return rlx_graph_status(g);
-  rlx_options o = {RLX_DEVICE_AUTO, 0, 0};
+  rlx_options o = {RLX_DEVICE_AUTO, 0, 0, 0};
   if (opt) o = *opt;
   if (o.device != RLX_DEVICE_AUTO && o.device != RLX_DEVICE_CPU && o.device != RLX_DEVICE_CUDA)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.device %d is not RLX_DEVICE_AUTO, _CPU or _CUDA",
@@ -263,11 +293,18 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
     return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.threads %d < 0 (0: every core)", o.threads);
   if (o.flags & ~(unsigned)(RLX_FLAG_NO_FUSE | RLX_FLAG_NO_OPTIMIZE))
     return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.flags 0x%x has bits that are no RLX_FLAG_*", o.flags);
-  o.device = rlx_compile_device(o.device);
+  if (o.device_index < 0)
+    return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.device_index %d < 0", o.device_index);
+  env_device(&o.device, &o.device_index);
   if (o.device == RLX_DEVICE_CUDA && !rlx_device_backend())
     return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: this build has no CUDA backend");
   if (o.device == RLX_DEVICE_CUDA && !rlx_device_available())
     return rlx_set_error(RLX_ERR_DEVICE, "rlx_compile: no CUDA device is present");
+  if (o.device == RLX_DEVICE_CUDA && o.device_index >= rlx_device_count())
+    return rlx_set_error(RLX_ERR_DEVICE, "rlx_compile: CUDA device %d is not present (%d device%s: cuda:0%s)",
+                         o.device_index, rlx_device_count(), rlx_device_count() == 1 ? "" : "s",
+                         rlx_device_count() == 1 ? "" : " and up");
+  if (o.device != RLX_DEVICE_CUDA) o.device_index = 0;
   rlx_status st = check_assigns(g);
   if (st) return st;
   rlx_session *s = calloc(1, sizeof *s);
@@ -594,7 +631,7 @@ static void release_old_plans(rlx_session *s) {
       if (!keeps && (v < 0 || s->plan_run[i] < s->plan_run[v])) v = i;
     }
     if (v < 0) return;
-    rt_cache_put_plan(s->compiled, s->opt.threads, &s->plans[v]);
+    rt_cache_put_plan(s->compiled, &s->opt, &s->plans[v]);
     const int last = --s->n_plans; /* the last plan takes v's place */
     s->plans[v] = s->plans[last], s->plan_run[v] = s->plan_run[last];
     if (s->current == last) s->current = v;

@@ -22,11 +22,11 @@ struct rt_store {
 
 static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER;
 
-rlx_status rt_store_new(const rlx_backend *b, rt_store **out) {
+rlx_status rt_store_new(const rlx_backend *b, int device_index, rt_store **out) {
   *out = NULL;
   if (!b->store_new) return RLX_OK;
   rt_store *s = calloc(1, sizeof *s);
-  if (!s || !(s->data = b->store_new())) {
+  if (!s || !(s->data = b->store_new(device_index))) {
     free(s);
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_run: out of memory (a param store)");
   }

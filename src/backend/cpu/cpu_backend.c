@@ -95,7 +95,8 @@ static void tensor_of(cpu_tensor *t, const ir_type *ty, void *data) {
   t->nbytes = rlx_dtype_nbytes(ty->dtype, t->numel);
 }
 
-static void *cpu_store_new(void) {
+static void *cpu_store_new(int device_index) {
+  (void)device_index;
   cpu_store *st = calloc(1, sizeof *st);
   if (st && pthread_mutex_init(&st->mu, NULL) != 0) {
     free(st);

@@ -59,14 +59,24 @@ static void probe_devices(void) {
   cudaGetLastError(); /* a failed probe (no driver) leaves no sticky error */
 }
 
-int rlx_cuda_available(void) {
+int rlx_cuda_device_count(void) {
   pthread_once(&device_once, probe_devices);
-  return device_count > 0;
+  return device_count;
+}
+
+int rlx_cuda_available(void) { return rlx_cuda_device_count() > 0; }
+
+/* Makes the plan's device the calling thread's current one: a session may
+ * be used from any thread, and each thread has its own current device. */
+static rlx_status use_device(const cuda_plan *pl) {
+  const cudaError_t e = cudaSetDevice(pl->device);
+  return e == cudaSuccess ? RLX_OK : cuda_fail(e, "cudaSetDevice");
 }
 
 static void cuda_free(void *p) {
   cuda_plan *pl = p;
   if (!pl) return;
+  (void)use_device(pl);
   if (pl->stream) cudaStreamSynchronize(pl->stream);
   if (pl->profiled_runs && pl->profiled_runs < CUDA_PROFILE_RUNS) cuda_profile_print(pl);
   if (pl->events)
@@ -186,11 +196,20 @@ static void mark_absorbed(cuda_plan *pl, const int *uses) {
 
 static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const rlx_options *opt, void *store,
                                void **out) {
-  (void)b, (void)opt;
+  (void)b;
   *out = NULL;
   if (!rlx_cuda_available()) return rlx_set_error(RLX_ERR_DEVICE, "CUDA: no CUDA device is present");
+  const int device = opt ? opt->device_index : 0;
+  if (device < 0 || device >= rlx_cuda_device_count())
+    return rlx_set_error(RLX_ERR_DEVICE, "CUDA: device %d is not present (%d devices)", device, rlx_cuda_device_count());
   cuda_plan *pl = calloc(1, sizeof *pl);
   if (!pl) return rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
+  pl->device = device;
+  rlx_status st = use_device(pl);
+  if (st) {
+    free(pl);
+    return st;
+  }
   pl->g = g;
   pl->store = store;
   pl->use_graph = ir_env_flag("RLX_CUDA_GRAPH", 1);
@@ -207,7 +226,6 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->keep_state = ir_env_flag("RLX_CUDA_KEEP_STATE", 1);
   if (pl->profile) pl->use_graph = 0;
   const size_t n_nodes = (size_t)g->n_nodes + 1;
-  rlx_status st = RLX_OK;
   int *uses = NULL;
   uint8_t *outside = NULL;
   uint64_t *fold_key = NULL;
@@ -358,6 +376,8 @@ static rlx_status cuda_run(void *p, const rlx_bindings *bind) {
   const rlx_graph *g = pl->g;
   cudaError_t e;
   int params_changed = 0;
+  const rlx_status on_device = use_device(pl);
+  if (on_device) return on_device;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
     if ((n->op != RLX_OP_Input && n->op != RLX_OP_Param) || !pl->leaf_dev[i]) continue;
@@ -412,6 +432,8 @@ static rlx_status cuda_run(void *p, const rlx_bindings *bind) {
 /* A copy on the plan's stream, waited for. */
 static rlx_status copy_now(cuda_plan *pl, void *dst, const void *src, size_t nbytes, enum cudaMemcpyKind kind,
                            const char *what) {
+  rlx_status st = use_device(pl);
+  if (st) return st;
   cudaError_t e = cudaMemcpyAsync(dst, src, nbytes, kind, pl->stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(pl->stream);
   return e == cudaSuccess ? RLX_OK : cuda_fail(e, what);
@@ -467,7 +489,7 @@ static int cuda_share_kept(void *from, rlx_node p_from, void *to, rlx_node p_to)
   return 1;
 }
 
-static void *cuda_store_new_any(void) { return cuda_store_new(); }
+static void *cuda_store_new_any(int device_index) { return cuda_store_new(device_index); }
 
 static void cuda_store_free_any(void *store) { cuda_store_free(store); }
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 struct cuda_gemm {
+  cublasLtHandle_t lt;                 /* the handle of the device it runs on */
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t la, lb, lc;   /* cuBLASLt's A (our B), B (our A), C */
   cublasLtMatmulAlgo_t algo;
@@ -31,10 +32,28 @@ struct cuda_gemm {
   const void *resid;                   /* cuBLASLt's C when it is not D (a residual added in), else NULL */
 };
 
-static cublasLtHandle_t lt_handle;
-static cublasStatus_t lt_status = CUBLAS_STATUS_NOT_INITIALIZED;
-static pthread_once_t lt_once = PTHREAD_ONCE_INIT;
-static void lt_init(void) { lt_status = cublasLtCreate(&lt_handle); }
+/* A cuBLASLt handle belongs to the device current when it was made: one a
+ * device, made on first use. */
+#define LT_MAX_DEVICES 64
+static cublasLtHandle_t lt_handles[LT_MAX_DEVICES];
+static cublasStatus_t lt_status[LT_MAX_DEVICES];
+static unsigned char lt_made[LT_MAX_DEVICES];
+static pthread_mutex_t lt_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The current device's handle into *h. */
+static cublasStatus_t lt_handle_here(cublasLtHandle_t *h) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= LT_MAX_DEVICES) {
+    (void)cudaGetLastError();
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  }
+  pthread_mutex_lock(&lt_mu);
+  if (!lt_made[dev]) lt_status[dev] = cublasLtCreate(&lt_handles[dev]), lt_made[dev] = 1;
+  const cublasStatus_t s = lt_status[dev];
+  *h = lt_handles[dev];
+  pthread_mutex_unlock(&lt_mu);
+  return s;
+}
 
 static rlx_status lt_fail(cublasStatus_t s, const char *what) {
   return rlx_set_error(RLX_ERR_DEVICE, "cuBLASLt: %s failed (status %d)", what, (int)s);
@@ -71,7 +90,7 @@ static cublasStatus_t set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t
 static cublasStatus_t run_algo(const cuda_gemm *g, const cublasLtMatmulAlgo_t *algo, int i, cudaStream_t st) {
   const void *alpha = g->f64 ? (const void *)&g->alpha64 : (const void *)&g->alpha32;
   const void *beta = g->f64 ? (const void *)&g->beta64 : (const void *)&g->beta32;
-  return cublasLtMatmul(lt_handle, g->op, alpha, g->pb[i], g->la, g->pa[i], g->lb, beta,
+  return cublasLtMatmul(g->lt, g->op, alpha, g->pb[i], g->la, g->pa[i], g->lb, beta,
                         g->resid ? g->resid : g->pc[i], g->lc, g->pc[i], g->lc, algo, g->workspace,
                         CUDA_GEMM_WORKSPACE, st);
 }
@@ -118,7 +137,7 @@ static cublasStatus_t pick_algo(cuda_gemm *g, const cuda_gemm_desc *d, const voi
   const int tune = flops >= 1e9 && ir_env_flag("RLX_CUDA_GEMM_TUNE", 0);
   cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
   int found = 0;
-  s = cublasLtMatmulAlgoGetHeuristic(lt_handle, g->op, g->la, g->lb, g->lc, g->lc, pref, tune ? GEMM_CANDIDATES : 1,
+  s = cublasLtMatmulAlgoGetHeuristic(g->lt, g->op, g->la, g->lb, g->lc, g->lc, pref, tune ? GEMM_CANDIDATES : 1,
                                      res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS) return s;
@@ -188,10 +207,11 @@ static void unbuild(cuda_gemm *g) {
 rlx_status cuda_gemm_prepare(const cuda_gemm_desc *d, void *workspace, cuda_gemm **out, int *fused) {
   *out = NULL;
   *fused = CUDA_FUSED_NONE;
-  pthread_once(&lt_once, lt_init);
-  if (lt_status != CUBLAS_STATUS_SUCCESS) {
+  cublasLtHandle_t lt = NULL;
+  const cublasStatus_t ls = lt_handle_here(&lt);
+  if (ls != CUBLAS_STATUS_SUCCESS) {
     const char *why = cuda_cublaslt_error();
-    return why ? rlx_set_error(RLX_ERR_DEVICE, "cuBLASLt: %s", why) : lt_fail(lt_status, "cublasLtCreate");
+    return why ? rlx_set_error(RLX_ERR_DEVICE, "cuBLASLt: %s", why) : lt_fail(ls, "cublasLtCreate");
   }
   cuda_gemm *g = calloc(1, sizeof *g);
   int n = d->pa ? d->n_ptrs : 1;
@@ -200,6 +220,7 @@ rlx_status cuda_gemm_prepare(const cuda_gemm_desc *d, void *workspace, cuda_gemm
     cuda_gemm_free(g);
     return rlx_set_error(RLX_ERR_NOMEM, "cuBLASLt: out of memory");
   }
+  g->lt = lt;
   g->n = n;
   for (int i = 0; i < n; i++) {
     g->pa[i] = d->pa ? d->pa[i] : d->a;

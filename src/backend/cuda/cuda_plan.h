@@ -130,6 +130,7 @@ typedef struct {
   int attn_tile;               /* RLX_CUDA_ATTN_TILE: 64 or 128 (else 0) */
   int no_gemv;                 /* RLX_CUDA_GEMV=0: cuBLASLt for every product (the speed baseline) */
   cudaGraphExec_t exec;
+  int device;                  /* rlx_options.device_index */
   /* RLX_CUDA_PROFILE=1 */
   int profile, profiled_runs;
   int keep_state;              /* keep_assigned takes Assign values (RLX_CUDA_KEEP_STATE, default 1) */

@@ -12,20 +12,23 @@
 
 struct cuda_store {
   pthread_mutex_t mu;
+  int device;
   cuda_store_entry *head;
 };
 
-cuda_store *cuda_store_new(void) {
+cuda_store *cuda_store_new(int device) {
   cuda_store *s = calloc(1, sizeof *s);
   if (s && pthread_mutex_init(&s->mu, NULL) != 0) {
     free(s);
     return NULL;
   }
+  if (s) s->device = device;
   return s;
 }
 
 void cuda_store_free(cuda_store *s) {
   if (!s) return;
+  if (s->head) cudaSetDevice(s->device);
   while (s->head) { /* none left when every plan put its entries back; freed anyway */
     cuda_store_entry *e = s->head;
     s->head = e->next;
@@ -41,6 +44,7 @@ rlx_status cuda_store_get(cuda_store *s, const char *name, size_t bytes, cuda_st
   *out = NULL;
   rlx_status st = RLX_OK;
   pthread_mutex_lock(&s->mu);
+  cudaSetDevice(s->device);
   cuda_store_entry *e = s->head;
   while (e && (e->bytes != bytes || strcmp(e->name, name) != 0)) e = e->next;
   if (!e) {
@@ -71,6 +75,7 @@ void cuda_store_put(cuda_store *s, cuda_store_entry *e) {
   if (!s || !e) return;
   pthread_mutex_lock(&s->mu);
   if (--e->users == 0) {
+    cudaSetDevice(s->device);
     cuda_store_entry **p = &s->head;
     while (*p && *p != e) p = &(*p)->next;
     if (*p) *p = e->next;

@@ -28,7 +28,7 @@ typedef struct cuda_store_entry {
 
 typedef struct cuda_store cuda_store;
 
-cuda_store *cuda_store_new(void);   /* NULL: out of memory */
+cuda_store *cuda_store_new(int device);   /* on CUDA device `device`; NULL: out of memory */
 void cuda_store_free(cuda_store *s); /* after every plan put its entries back */
 /* The entry of param `name` of `bytes`, made (and allocated on the device)
  * when no plan holds one; the caller becomes one of its users. */
