@@ -1,17 +1,17 @@
-#define _DEFAULT_SOURCE /* madvise, MAP_ANONYMOUS, beside the project-wide _POSIX_C_SOURCE */
 /* gemm_prepack.c — slots that keep a GEMM operand (a weight) packed in the
- * micro-kernel's panels between calls: their memory (huge pages for large
- * panels), the process-wide budget (RLX_PREPACK, RLX_PREPACK_MAX_MB) and
+ * micro-kernel's panels between calls: their memory (huge_alloc.h), the
+ * process-wide budget (RLX_PREPACK, RLX_PREPACK_MAX_MB) and
  * the key that says whether the panels still match the operand. gemm.c
  * packs into them (prepacked). */
 #include "gemm_prepack.h"
+
+#include "huge_alloc.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* Layout of a prepacked B: for K block kb (the blocks tile_packed uses:
  * kblocks even pieces of K, the first at pc = 0), ceil(N / nr) panels of
@@ -30,53 +30,6 @@ struct gemm_prepack {
   void (*other_free)(void *);
 };
 
-/* Packed panels of at least PANELS_HUGE_MIN bytes are mapped on their own,
- * 2 MiB-aligned, and advised to use transparent huge pages: a product at
- * a few rows streams its whole packed weight once per call, from L3 or
- * memory, and 4 KiB pages cost a TLB miss every 4 KiB of it (MiniLM's
- * products at 24 rows, 42 MB of packed weights, on a loaded machine:
- * 7.0 -> 5.7 ms). The length is rounded up to whole huge pages when that
- * adds at most a quarter (MiniLM's [384, 1152]); past that the tail stays
- * in small pages. */
-#define PANELS_HUGE ((size_t)2 << 20)
-#define PANELS_HUGE_MIN ((size_t)1 << 20)
-
-#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
-static size_t panels_mapped_bytes(size_t bytes) {
-  size_t up = (bytes + PANELS_HUGE - 1) / PANELS_HUGE * PANELS_HUGE;
-  return up - bytes <= bytes / 4 ? up : (bytes + 4095) & ~(size_t)4095;
-}
-#endif
-
-static float *panels_alloc(size_t bytes) {
-#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
-  if (bytes >= PANELS_HUGE_MIN) {
-    size_t len = panels_mapped_bytes(bytes);
-    uint8_t *m = mmap(NULL, len + PANELS_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    uint8_t *p = (uint8_t *)(((uintptr_t)m + PANELS_HUGE - 1) & ~(uintptr_t)(PANELS_HUGE - 1));
-    if (p > m) munmap(m, (size_t)(p - m));
-    if (p + len < m + len + PANELS_HUGE) munmap(p + len, (size_t)(m + len + PANELS_HUGE - (p + len)));
-    madvise(p, len, MADV_HUGEPAGE); /* advice: without it the pages are small */
-    return (float *)p;
-  }
-#endif
-  return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-}
-
-static void panels_free(float *p, size_t bytes) {
-  if (!p) return;
-#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
-  if (bytes >= PANELS_HUGE_MIN) {
-    munmap(p, panels_mapped_bytes(bytes));
-    return;
-  }
-#else
-  (void)bytes;
-#endif
-  free(p);
-}
-
 static _Atomic size_t prepack_total; /* bytes held by all slots */
 static size_t prepack_budget;        /* bytes; 0: prepacking off */
 static pthread_once_t prepack_once = PTHREAD_ONCE_INIT;
@@ -92,7 +45,7 @@ gemm_prepack *gemm_prepack_new(void) { return calloc(1, sizeof(gemm_prepack)); }
 void gemm_prepack_reset(gemm_prepack *p) {
   if (!p) return;
   if (p->panels) atomic_fetch_sub(&prepack_total, p->floats * sizeof(float));
-  panels_free(p->panels, p->floats * sizeof(float));
+  huge_free(p->panels, p->floats * sizeof(float));
   if (p->other) {
     atomic_fetch_sub(&prepack_total, p->other_bytes);
     p->other_free(p->other);
@@ -148,7 +101,7 @@ float *gemm_prepack_claim(gemm_prepack *p, const gemm_prepack_key *key, size_t f
     atomic_fetch_sub(&prepack_total, bytes);
     return NULL;
   }
-  if (!(p->panels = panels_alloc(bytes))) {
+  if (!(p->panels = huge_alloc(bytes))) {
     atomic_fetch_sub(&prepack_total, bytes);
     return NULL;
   }
@@ -159,7 +112,7 @@ float *gemm_prepack_claim(gemm_prepack *p, const gemm_prepack_key *key, size_t f
 void gemm_prepack_unclaim(gemm_prepack *p) {
   if (!p->panels) return;
   atomic_fetch_sub(&prepack_total, p->floats * sizeof(float));
-  panels_free(p->panels, p->floats * sizeof(float));
+  huge_free(p->panels, p->floats * sizeof(float));
   p->panels = NULL;
   p->floats = 0;
 }

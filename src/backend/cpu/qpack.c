@@ -4,6 +4,7 @@
 #include "qpack.h"
 
 #include "cpu_features.h"
+#include "huge_alloc.h"
 #include "quant_blocks.h"
 
 #include <pthread.h>
@@ -40,21 +41,37 @@ static size_t group_bytes(rlx_dtype w, int64_t K) {
   return (size_t)(K / QK) * block_bytes(w);
 }
 
+static uint64_t ld64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+static uint32_t ld32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+#define B01 0x0101010101010101ull
+#define B03 0x0303030303030303ull
+#define B0F 0x0F0F0F0F0F0F0F0Full
+
 /* Levels lv[32] of row lane l (0 .. 2^bits - 1) into a block: the low
  * nibbles in Q4_0's byte order, then for bits 4 (and 5) a plane of 8
  * 64-bit masks, mask t bit 4 l + i = that bit of level 4t + i (the bytes
  * of weight register t, qpack_avx512.c). */
 static void put_levels(const uint8_t *lv, int bits, uint8_t *out, int l) {
-  for (int i = 0; i < 16; i++) out[(i / 4) * 64 + l * 4 + i % 4] = (uint8_t)((lv[i] & 0xF) | (lv[16 + i] & 0xF) << 4);
+  for (int t = 0; t < 4; t++) { /* 4 levels a word: bytes are independent lanes */
+    const uint32_t v = (ld32(lv + 4 * t) & 0x0F0F0F0Fu) | (ld32(lv + 16 + 4 * t) & 0x0F0F0F0Fu) << 4;
+    memcpy(out + t * 64 + l * 4, &v, 4);
+  }
   for (int b = 4; b < bits; b++) {
     uint8_t *plane = out + 256 + 64 * (b - 4);
     uint32_t m = 0; /* bit j: bit b of level j */
-    for (int q = 0; q < 4; q++) {
-      uint64_t v;
-      memcpy(&v, lv + 8 * q, 8);
+    for (int q = 0; q < 4; q++)
       /* bit 8i of the masked word lands on bit 56 + i, and no two products meet */
-      m |= (uint32_t)((((v >> b) & 0x0101010101010101ull) * 0x0102040810204080ull) >> 56) << 8 * q;
-    }
+      m |= (uint32_t)((((ld64(lv + 8 * q) >> b) & B01) * 0x0102040810204080ull) >> 56) << 8 * q;
     for (int t = 0; t < 8; t++) /* lane l's 4 bits of mask t: a nibble of byte l / 2 */
       plane[8 * t + l / 2] |= (uint8_t)((m >> 4 * t & 0xF) << 4 * (l % 2));
   }
@@ -151,24 +168,30 @@ static void pack_legacy(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
 static void pack_q6_k(const uint8_t *blk, uint8_t *out, int l) {
   put_u16(out + 2 * l, blk + 208);
   uint8_t lv[QK_K];
-  for (int n = 0; n < 2; n++) {
+  for (int n = 0; n < 2; n++) { /* 8 levels a word: bytes are independent lanes */
     const uint8_t *ql = blk + 64 * n, *qh = blk + 128 + 32 * n;
     uint8_t *y = lv + 128 * n;
-    for (int i = 0; i < 32; i++) {
-      y[i] = (uint8_t)((ql[i] & 0xF) | (qh[i] & 3) << 4);
-      y[i + 32] = (uint8_t)((ql[i + 32] & 0xF) | (qh[i] >> 2 & 3) << 4);
-      y[i + 64] = (uint8_t)((ql[i] >> 4) | (qh[i] >> 4 & 3) << 4);
-      y[i + 96] = (uint8_t)((ql[i + 32] >> 4) | (qh[i] >> 6 & 3) << 4);
+    for (int i = 0; i < 32; i += 8) {
+      const uint64_t a = ld64(ql + i), c = ld64(ql + i + 32), h = ld64(qh + i);
+      const uint64_t v[4] = {(a & B0F) | (h & B03) << 4, (c & B0F) | (h >> 2 & B03) << 4,
+                             (a >> 4 & B0F) | (h >> 4 & B03) << 4, (c >> 4 & B0F) | (h >> 6 & B03) << 4};
+      for (int q = 0; q < 4; q++) memcpy(y + i + 32 * q, &v[q], 8);
     }
   }
   int32_t corr = 0;
   for (int h = 0; h < QK_K / 16; h++) {
-    int32_t sum = 0;
-    for (int i = 0; i < 16; i++) sum += lv[16 * h + i] - 32;
+    /* the 16 levels' sum: byte pairs into 16-bit lanes (at most 4 x 63), then those */
+    const uint64_t w0 = ld64(lv + 16 * h), w1 = ld64(lv + 16 * h + 8);
+    const uint64_t pairs = (w0 & 0x00FF00FF00FF00FFull) + (w0 >> 8 & 0x00FF00FF00FF00FFull) +
+                           (w1 & 0x00FF00FF00FF00FFull) + (w1 >> 8 & 0x00FF00FF00FF00FFull);
+    const int32_t sum = (int32_t)((pairs * 0x0001000100010001ull) >> 48) - 16 * 32;
     corr += 128 * (int8_t)blk[192 + h] * sum;
   }
   memcpy(out + 32 + 4 * l, &corr, 4);
-  for (int i = 0; i < QK_K; i++) lv[i] ^= 0x20;
+  for (int i = 0; i < QK_K; i += 8) {
+    const uint64_t v = ld64(lv + i) ^ 0x2020202020202020ull;
+    memcpy(lv + i, &v, 8);
+  }
   for (int j = 0; j < 8; j++) {
     uint8_t *o = out + header_bytes(RLX_Q6_K) + (size_t)j * block_bytes(RLX_Q6_K);
     put_levels(lv + QK * j, 6, o, l);
@@ -190,9 +213,10 @@ static void pack_k4(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
     uint8_t *o = out + header_bytes(w) + (size_t)j * block_bytes(w);
     const uint8_t *src = qs + 32 * (j / 2);
     uint8_t lv[QK];
-    for (int i = 0; i < QK; i++) {
-      lv[i] = (uint8_t)((src[i] >> 4 * (j % 2)) & 0xF);
-      if (w == RLX_Q5_K) lv[i] |= (uint8_t)((qh[i] >> j & 1) << 4);
+    for (int i = 0; i < QK; i += 8) { /* 8 levels a word */
+      uint64_t v = ld64(src + i) >> 4 * (j % 2) & B0F;
+      if (w == RLX_Q5_K) v |= (ld64(qh + i) >> j & B01) << 4;
+      memcpy(lv + i, &v, 8);
     }
     put_levels(lv, w == RLX_Q5_K ? 5 : 4, o, l);
     const size_t at = w == RLX_Q5_K ? 256 + 64 : 256;
@@ -206,6 +230,9 @@ typedef struct {
   size_t row_bytes;
 } pack_job;
 
+/* Unit by unit (a 32-element block, a K-quant's super-block), all 16 row
+ * lanes of it: the unit's output is written while it is in L1, and the
+ * lanes read 16 streams of the source rows. */
 static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const pack_job *J = arg;
@@ -217,13 +244,14 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
   for (int64_t g = begin; g < end; g++) {
     uint8_t *dst = p->data + (size_t)g * p->group_bytes;
     const int rows = p->N - g * QPACK_ROWS < QPACK_ROWS ? (int)(p->N - g * QPACK_ROWS) : QPACK_ROWS;
-    memset(dst, 0, p->group_bytes); /* padding rows: zero scales; bit planes are or-ed */
-    for (int l = 0; l < rows; l++) {
-      const uint8_t *row = J->rows + (size_t)(g * QPACK_ROWS + l) * J->row_bytes;
-      for (int64_t u = 0; u < units; u++) {
-        if (w == RLX_Q4_K || w == RLX_Q5_K) pack_k4(w, row + u * unit_in, dst + u * unit_out, l);
-        else if (w == RLX_Q6_K) pack_q6_k(row + u * unit_in, dst + u * unit_out, l);
-        else pack_legacy(w, row + u * unit_in, dst + u * unit_out, l);
+    const uint8_t *row0 = J->rows + (size_t)(g * QPACK_ROWS) * J->row_bytes;
+    for (int64_t u = 0; u < units; u++, dst += unit_out) {
+      memset(dst, 0, unit_out); /* padding rows: zero scales; bit planes are or-ed */
+      const uint8_t *src = row0 + u * unit_in;
+      for (int l = 0; l < rows; l++, src += J->row_bytes) {
+        if (w == RLX_Q4_K || w == RLX_Q5_K) pack_k4(w, src, dst, l);
+        else if (w == RLX_Q6_K) pack_q6_k(src, dst, l);
+        else pack_legacy(w, src, dst, l);
       }
     }
   }
@@ -236,7 +264,7 @@ qpack *qpack_new(cpu_ctx *ctx, rlx_dtype w, const void *rows, int64_t N, int64_t
   if (!p) return NULL;
   *p = (qpack){.dtype = w, .N = N, .K = K, .groups = (N + QPACK_ROWS - 1) / QPACK_ROWS,
                .group_bytes = group_bytes(w, K)};
-  p->data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  p->data = huge_alloc(bytes);
   if (!p->data) {
     free(p);
     return NULL;
@@ -248,7 +276,7 @@ qpack *qpack_new(cpu_ctx *ctx, rlx_dtype w, const void *rows, int64_t N, int64_t
 
 void qpack_free(qpack *p) {
   if (!p) return;
-  free(p->data);
+  huge_free(p->data, qpack_bytes(p->dtype, p->N, p->K));
   free(p);
 }
 

@@ -76,7 +76,7 @@ typedef struct qpack {
   int64_t N, K;          /* rows and columns of the weight */
   int64_t groups;        /* ceil(N / 16) */
   size_t group_bytes;    /* bytes of one group (all of K) */
-  uint8_t *data;         /* groups * group_bytes, 64-byte aligned */
+  uint8_t *data;         /* groups * group_bytes, from huge_alloc.h */
   /* qpack_acquire's registry: the packed bytes, a digest of them, users */
   const void *src;
   uint64_t digest;
