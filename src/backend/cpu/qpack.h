@@ -132,8 +132,8 @@ int qpack_matmul(cpu_ctx *ctx, const qpack *p, const qdot_q8_0 *act, int64_t M, 
 qpack_kernel_fn qpack_kernel(rlx_dtype w, int *rows);
 
 /* AMX int8 tiles for prefill (qpack_amx.c): 1 when this CPU's tiles are
- * granted and probed (cpu_amx_int8) and w has tile kernels (the packed
- * types but Q6_K). */
+ * granted and probed (cpu_amx_int8) and w has tile kernels (every packed
+ * type). */
 int qpack_amx_supported(rlx_dtype w);
 
 /* y [M, N] = act rows (row-major, M a multiple of 16, K of 64) against groups
