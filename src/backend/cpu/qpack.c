@@ -241,11 +241,16 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
   const int64_t units = is_k(w) ? p->K / QK_K : p->K / QK;
   const size_t unit_out = is_k(w) ? header_bytes(w) + 8 * block_bytes(w) : block_bytes(w);
   const size_t unit_in = ir_dtypes[w].size;
+  const int q6_simd = w == RLX_Q6_K && qpack_pack_avx512_available();
   for (int64_t g = begin; g < end; g++) {
     uint8_t *dst = p->data + (size_t)g * p->group_bytes;
     const int rows = p->N - g * QPACK_ROWS < QPACK_ROWS ? (int)(p->N - g * QPACK_ROWS) : QPACK_ROWS;
     const uint8_t *row0 = J->rows + (size_t)(g * QPACK_ROWS) * J->row_bytes;
     for (int64_t u = 0; u < units; u++, dst += unit_out) {
+      if (q6_simd) {
+        qpack_pack_q6_k_avx512(row0 + u * unit_in, J->row_bytes, rows, dst);
+        continue;
+      }
       memset(dst, 0, unit_out); /* padding rows: zero scales; bit planes are or-ed */
       const uint8_t *src = row0 + u * unit_in;
       for (int l = 0; l < rows; l++, src += J->row_bytes) {

@@ -142,6 +142,12 @@ int qpack_amx_supported(rlx_dtype w);
 void qpack_amx_groups(const qpack *p, int64_t g0, int64_t g1, const qdot_q8_0 *act, int64_t M, float *y,
                       uint8_t *wb);
 
+/* One Q6_K super-block of `lanes` rows (row_bytes apart from src) into
+ * its packed unit out, on AVX-512 (qpack_pack_avx512.c); call only where
+ * qpack_pack_avx512_available(). */
+int  qpack_pack_avx512_available(void);
+void qpack_pack_q6_k_avx512(const uint8_t *src, size_t row_bytes, int lanes, uint8_t *out);
+
 /* Each kernel file's lookup of its kernel for w (and its rows); NULL where
  * the file was built without its instruction-set flags or for other
  * dtypes. */
