@@ -145,7 +145,7 @@ static rlx_session *compile_cuda(rlx_graph *g) {
     fprintf(stderr, "graph: %s\n", rlx_last_error());
     exit(1);
   }
-  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0};
+  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0, NULL};
   rlx_session *s;
   if (rlx_compile(g, &o, &s)) {
     fprintf(stderr, "compile: %s\n", rlx_last_error());
@@ -212,7 +212,7 @@ static rlx_node layer(rlx_graph *g, int l, rlx_node x, rlx_node pos, rlx_node st
 static int llm_pptg(const char *path, int64_t P, int64_t N, rlx_dtype cache) {
   rlx_model_file *f = NULL;
   rlx_llm *m = NULL;
-  rlx_llm_options o = {{RLX_DEVICE_CUDA, 0, 0, 0}, P + N + 8 > 4096 ? P + N + 8 : 4096, NULL, NULL, cache, 0};
+  rlx_llm_options o = {{RLX_DEVICE_CUDA, 0, 0, 0, NULL}, P + N + 8 > 4096 ? P + N + 8 : 4096, NULL, NULL, cache, 0, 0, 0, 0, NULL};
   if (P < 1 || N < 1 || rlx_model_file_open(path, &f) || rlx_llm_load(f, &o, &m)) {
     fprintf(stderr, "pptg: %s\n", rlx_last_error());
     return 1;
@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
     rlx_llm *m = NULL;
     /* the context `rlx generate` gives a model by default (4096), or what the run needs */
     const int64_t need = P + 5 * N + 8;
-    rlx_llm_options o = {{RLX_DEVICE_CUDA, 0, 0, 0}, need > 4096 ? need : 4096, NULL, NULL, cache, 0};
+    rlx_llm_options o = {{RLX_DEVICE_CUDA, 0, 0, 0, NULL}, need > 4096 ? need : 4096, NULL, NULL, cache, 0, 0, 0, 0, NULL};
     if (P < 1 || N < 1 || rlx_model_file_open(argv[2], &f) || rlx_llm_load(f, &o, &m)) {
       fprintf(stderr, "llm: %s\n", rlx_last_error());
       return 1;

@@ -400,6 +400,10 @@ rlx_node rlx_adamw_step(rlx_graph *g, rlx_node param, rlx_node grad, rlx_node mo
 /* Assign: after each run, the Param param holds value (same type). The
  * Assign must be a graph output; a param is assigned at most once. */
 rlx_node rlx_assign(rlx_graph *g, rlx_node param, rlx_node value);
+/* AllReduce: the elementwise sum of x over the ranks of the session's
+ * communicator (rlx_options.comm; none: x itself), the same bits on every
+ * rank. x: f32, f16, bf16, f64, i32 or i64. */
+rlx_node rlx_all_reduce(rlx_graph *g, rlx_node x);
 
 typedef enum { RLX_OPTIM_SGD, RLX_OPTIM_ADAMW } rlx_optim_kind;
 typedef struct {
@@ -605,13 +609,44 @@ typedef enum { RLX_DEVICE_AUTO, RLX_DEVICE_CPU, RLX_DEVICE_CUDA } rlx_device;
  * as built, op for op — a reference to compare the optimized graph with.
  * Legalization for the device still runs. */
 typedef enum { RLX_FLAG_NO_FUSE = 1, RLX_FLAG_NO_OPTIMIZE = 2 } rlx_flags;
+/* ---- communicators (src/runtime/comm.c): the ranks an AllReduce sums over.
+ * A session gets one through rlx_options.comm (NULL: a world of one, where
+ * AllReduce is the identity). Every rank compiles its own graph with its own
+ * communicator of the group and runs it; an AllReduce gives every rank the
+ * sum over all ranks, the same bits on every rank. A collective waits for
+ * every rank of the group: a rank that fails calls rlx_comm_abort, which
+ * ends the others' pending and later collectives with RLX_ERR_DEVICE. */
+typedef struct rlx_comm rlx_comm;
+/* world communicators, comms[r] for rank r, of ranks that are threads of
+ * this process, for the CPU backend: the ranks' buffers are read in place
+ * and summed in rank order (a check of a split model, not a speed-up). */
+rlx_status rlx_comm_new_local(int world, rlx_comm **comms);
+/* world communicators over NCCL for ranks that are threads of this process,
+ * rank r on CUDA device first_device + r. RLX_ERR_UNSUPPORTED without a
+ * CUDA build or without libnccl.so.2 (opened at run time). */
+rlx_status rlx_comm_new_nccl_local(int world, int first_device, rlx_comm **comms);
+/* This process as rank `rank` of `world` processes over NCCL, on CUDA
+ * device `device`. master "host:port": rank 0 listens there and sends
+ * NCCL's unique id to the other ranks over TCP; a rank that does not join
+ * within timeout_ms (0: 60000) ends the others with RLX_ERR_DEVICE. */
+rlx_status rlx_comm_new_nccl_rank(int rank, int world, const char *master, int device, int timeout_ms,
+                                  rlx_comm **out);
+int        rlx_comm_rank(const rlx_comm *c);
+int        rlx_comm_world(const rlx_comm *c);
+void       rlx_comm_abort(rlx_comm *c);
+/* Frees one rank's communicator (a local group's memory with its last). */
+void       rlx_comm_free(rlx_comm *c);
+
 /* device_index: which GPU of RLX_DEVICE_CUDA ("cuda:N"; 0, the first, by
- * default); a session's params, plans and launches stay on that device. */
+ * default); a session's params, plans and launches stay on that device.
+ * comm: the communicator of the session's AllReduce nodes (NULL: none); it
+ * must outlive the session. */
 typedef struct {
   rlx_device device;
   int threads; /* 0 = all cores */
   unsigned flags;
   int device_index;
+  rlx_comm *comm;
 } rlx_options;
 typedef struct rlx_session rlx_session;
 
@@ -887,6 +922,18 @@ typedef struct {
    * n_ctx positions: the KV pool holds n_seq * n_ctx rows (a server's
    * --ctx C --parallel N is n_ctx C / N, n_seq N). */
   int32_t     n_seq;
+  /* Tensor parallelism (Megatron's split, docs/ARCHITECTURE.md): the
+   * decoder's heads, feed-forward rows and vocabulary split over tp ranks
+   * (0 or 1: none; n_head and n_head_kv must divide by it). In one process
+   * the ranks are threads: rank r on CUDA device compile.device_index + r,
+   * or all on the CPU (a check of the split, not a speed-up). */
+  int32_t     tp;
+  /* Several processes, one rank each (world > 1, tp 0 or world; CUDA
+   * only): this process is rank `rank` of `world`, master "host:port" of
+   * rank 0's bootstrap (NULL: the environment's MASTER_ADDR and
+   * MASTER_PORT). Every rank gets the whole logits. */
+  int32_t     rank, world;
+  const char *master;
 } rlx_llm_options;
 typedef struct {
   char    arch[32];       /* general.architecture: llama, qwen2, qwen3, ... */

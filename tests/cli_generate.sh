@@ -26,7 +26,8 @@ help)
   help=$("$rlx" generate --help) || fail "rlx generate --help exited non-zero"
   for opt in -m --model -p --prompt -f --file -n --n-predict --chat --system --temp --top-k --top-p --min-p \
              --repeat-penalty --repeat-last-n -s --seed -t --threads -c --ctx --ctx-size --cache-type \
-             --cache-type-k --cache-type-v -ctk -ctv --device --ignore-eos --stats-json --help; do
+             --cache-type-k --cache-type-v -ctk -ctv --device --tp --rank --world --master --ignore-eos \
+             --stats-json --help; do
     grep -qE -- "(^|[ ,])$opt([ ,]|$)" <<<"$help" || fail "rlx generate --help does not list $opt"
   done
   "$rlx" --help | grep -q "generate" || fail "rlx --help does not list generate"
@@ -74,6 +75,14 @@ PY
   expect 0 "sampling: greedy" "$rlx" generate -m "$folder" -p hi -n 4 --temp 0
   expect 1 "CUDA" "$rlx" generate -m "$folder" -p hi -n 4 --temp 0 --device cuda:99
   expect 1 "head size 8 is not a multiple of 32" "$rlx" generate -m "$folder" -p hi -n 4 --cache-type q8_0
+  # tensor parallelism on the CPU: the same greedy text split over 2 ranks; refusals
+  one=$("$rlx" generate -m "$folder" -p "hello there" -n 12 --temp 0 2>/dev/null) || fail "generate tp 1"
+  two=$("$rlx" generate -m "$folder" -p "hello there" -n 12 --temp 0 --tp 2 2>/dev/null) || fail "generate --tp 2"
+  [ "$one" = "$two" ] || fail "generate --tp 2 wrote other text than tp 1"
+  expect 1 "head_count 4 and head_count_kv 2 must both divide by 3" "$rlx" generate -m "$folder" -p hi -n 4 --tp 3
+  expect 2 "--tp" "$rlx" generate -m "$folder" -p hi --tp 0
+  expect 2 "--rank 2 is not in" "$rlx" generate -m "$folder" -p hi --world 2 --rank 2
+  expect 1 "need device cuda" "$rlx" generate -m "$folder" -p hi -n 4 --world 2 --rank 1 --master 127.0.0.1:9
   expect 0 "qwen2: 2 layers, embedding 32, feed-forward 64, 4 heads of 8 (2 kv heads), vocab 416" \
     "$rlx" info "$folder"
   expect 0 'tokenizer.ggml.pre                      string         "qwen2"' "$rlx" info "$folder"

@@ -68,7 +68,7 @@ static inline void compare_replay(const char *what, const rlx_graph *g, const bo
 /* Launches a run of g issues on the device (rlx_session_stats), -1 on failure. */
 static inline int64_t device_launches(const rlx_graph *g) {
   rlx_session *sess = NULL;
-  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0};
+  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0, NULL};
   rlx_session_stats st = {0};
   const int ok = rlx_compile(g, &o, &sess) == RLX_OK && rlx_session_get_stats(sess, &st) == RLX_OK;
   rlx_session_free(sess);
@@ -114,7 +114,7 @@ static inline const char *cuda_compile_trace(const rlx_graph *g) {
   dup2(fd, 2);
   setenv("RLX_TRACE", "1", 1);
   setenv("RLX_COMPILE_CACHE", "0", 1);
-  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0};
+  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0, NULL};
   rlx_session *s = NULL;
   rlx_compile(g, &o, &s);
   rlx_session_free(s);

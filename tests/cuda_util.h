@@ -21,7 +21,7 @@ static inline int cuda_present(void) {
   rlx_node x = rlx_input(g, "x", RLX_F32, 1, d);
   rlx_node y = rlx_activation(g, RLX_ACT_RELU, x);
   rlx_graph_set_outputs(g, 1, &y);
-  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0};
+  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0, NULL};
   rlx_session *s = NULL;
   rlx_status st = rlx_compile(g, &o, &s);
   if (st != RLX_OK) printf("no CUDA session: %s: %s\n", rlx_status_name(st), rlx_last_error());
@@ -81,7 +81,7 @@ typedef struct {
  * a malloc'ed buffer (*bytes). NULL on failure (printed). */
 static inline void *run_graph(const rlx_graph *g, rlx_device device, const bound_leaf *leaves, int n_leaves, int out,
                        size_t *bytes) {
-  rlx_options o = {device, 0, 0, 0};
+  rlx_options o = {device, 0, 0, 0, NULL};
   rlx_session *s = NULL;
   rlx_status st = rlx_compile(g, &o, &s);
   for (int i = 0; st == RLX_OK && i < n_leaves; i++)

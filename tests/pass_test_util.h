@@ -79,7 +79,7 @@ static inline void pt_outputs_free(pt_outputs *o) {
  * Returns the first failing status. */
 static inline rlx_status pt_run(const rlx_graph *g, unsigned flags, uint64_t seed, pt_outputs *out) {
   memset(out, 0, sizeof *out);
-  rlx_options opt = {RLX_DEVICE_CPU, 1, flags, 0};
+  rlx_options opt = {RLX_DEVICE_CPU, 1, flags, 0, NULL};
   rlx_session *s = NULL;
   rlx_status st = rlx_compile(g, &opt, &s);
   for (int i = 0; st == RLX_OK && i < rlx_graph_num_nodes(g); i++) {

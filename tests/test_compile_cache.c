@@ -25,7 +25,7 @@ static rlx_graph *build(const char *name, float scale) {
 static float xs[32], ws[24];
 
 static rlx_session *compile(const rlx_graph *g, unsigned flags) {
-  rlx_options opt = {RLX_DEVICE_CPU, 1, flags, 0};
+  rlx_options opt = {RLX_DEVICE_CPU, 1, flags, 0, NULL};
   rlx_session *s = NULL;
   CHECK(rlx_compile(g, &opt, &s) == RLX_OK, "%s", rlx_last_error());
   return s;
@@ -108,7 +108,7 @@ static void test_misses(void) {
     rlx_graph_free(cases[i].g);
   }
   /* another thread count: the graph hits, the plan does not */
-  rlx_options two = {RLX_DEVICE_CPU, 2, 0, 0};
+  rlx_options two = {RLX_DEVICE_CPU, 2, 0, 0, NULL};
   CHECK(rlx_compile(g, &two, &s) == RLX_OK, "%s", rlx_last_error());
   CHECK(stats(s).compile_cache_hit == 1 && stats(s).plans_reused == 0 && stats(s).plans_built == 1,
         "threads 2: graph cached, plan built");

@@ -57,7 +57,7 @@ static int64_t run_conv(const conv_config *c, rlx_dtype t, int threads, const fl
   rlx_node yn = c->transposed ? rlx_conv_transpose(g, xn, wn, bn, &c->d) : rlx_conv(g, xn, wn, bn, &c->d);
   rlx_graph_set_outputs(g, 1, &yn);
   rlx_session *s = NULL;
-  rlx_options o = {RLX_DEVICE_CPU, threads, 0, 0};
+  rlx_options o = {RLX_DEVICE_CPU, threads, 0, 0, NULL};
   rlx_status st = rlx_compile(g, &o, &s);
   CHECK(st == RLX_OK, "compile: %s", rlx_last_error());
   int64_t numel = -1;

@@ -85,7 +85,7 @@ static void test_gemv(void) {
                cases[c].act < 0 ? "" : " + bias act");
       compare(what, g, l, nl, t);
       /* runs of one session, and the op-by-op launches: the same bytes */
-      rlx_options cu = {RLX_DEVICE_CUDA, 0, 0, 0};
+      rlx_options cu = {RLX_DEVICE_CUDA, 0, 0, 0, NULL};
       rlx_session *s = NULL;
       size_t ob = (size_t)M * N * dtype_size(t);
       void *r1 = malloc(ob), *r2 = malloc(ob);

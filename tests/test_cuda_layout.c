@@ -122,7 +122,7 @@ static void test_hybrid(void) {
   CHECK(strstr(buf, "cuda declines node") && strstr(buf, "(GroupNorm): GroupNorm: no CUDA kernel"),
         "RLX_TRACE names the declined GroupNorm node; trace was:\n%s", buf);
   CHECK(strstr(buf, "3 segments (2 on cuda, 1 on cpu)") != NULL, "partition: cuda | cpu | cuda; trace was:\n%s", buf);
-  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0};
+  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0, NULL};
   rlx_session *s = NULL;
   rlx_session_stats stats = {0};
   CHECK(rlx_compile(g, &o, &s) == RLX_OK && rlx_session_get_stats(s, &stats) == RLX_OK && stats.fallback_nodes == 1,

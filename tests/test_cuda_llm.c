@@ -29,7 +29,7 @@
  * steps[n * V] (positions before n/2 - 1 left 0). 0 on failure. */
 static int run_model(const rlx_model_file *f, rlx_device dev, int64_t n_ctx, const int32_t *tokens, int64_t n,
                      int64_t V, float *all, float *steps) {
-  rlx_llm_options o = {{dev, 0, 0, 0}, n_ctx, NULL, NULL, RLX_F32, 0};
+  rlx_llm_options o = {{dev, 0, 0, 0, NULL}, n_ctx, NULL, NULL, RLX_F32, 0, 0, 0, 0, NULL};
   rlx_llm *m = NULL;
   rlx_status st = rlx_llm_load(f, &o, &m);
   CHECK(st == RLX_OK, "load on %s: %s", dev == RLX_DEVICE_CUDA ? "cuda" : "cpu", rlx_last_error());
@@ -80,7 +80,7 @@ static void check_model(const char *name, const char *path, int64_t n_ctx, const
   rlx_status st = rlx_model_file_open(path, &f);
   CHECK(st == RLX_OK, "%s: open %s: %s", name, path, rlx_last_error());
   if (st) return;
-  rlx_llm_options o = {{RLX_DEVICE_CPU, 0, 0, 0}, n_ctx, NULL, NULL, RLX_F32, 0};
+  rlx_llm_options o = {{RLX_DEVICE_CPU, 0, 0, 0, NULL}, n_ctx, NULL, NULL, RLX_F32, 0, 0, 0, 0, NULL};
   rlx_llm *probe = NULL;
   int64_t V = 0;
   if (rlx_llm_load(f, &o, &probe) == RLX_OK) V = rlx_llm_vocab_size(probe);

@@ -30,7 +30,7 @@ static void test_kept_state(void) {
   rlx_node y = rlx_add(g, rlx_add(g, rlx_matmul(g, x, rlx_transpose(g, w, 2, perm)), sum), c1);
   rlx_node outs[3] = {y, rlx_assign(g, cache, u), rlx_assign(g, counter, c1)};
   rlx_graph_set_outputs(g, 3, outs);
-  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0, 0}, cpu = {RLX_DEVICE_CPU, 0, 0, 0};
+  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0, 0, NULL}, cpu = {RLX_DEVICE_CPU, 0, 0, 0, NULL};
   rlx_session *sg = NULL, *sc = NULL;
   CHECK(rlx_compile(g, &cu, &sg) == RLX_OK && rlx_compile(g, &cpu, &sc) == RLX_OK, "compile kept-state graph: %s",
         rlx_last_error());
@@ -85,7 +85,7 @@ static void test_params(void) {
   rlx_node wt = rlx_transpose(g, rlx_cast(g, w, RLX_F32), 2, perm);
   rlx_node y = rlx_mul(g, rlx_matmul(g, x, rlx_activation(g, RLX_ACT_TANH, wt)), c);
   rlx_graph_set_outputs(g, 1, &y);
-  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0, 0};
+  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0, 0, NULL};
   rlx_session *s = NULL;
   CHECK(rlx_compile(g, &cu, &s) == RLX_OK, "compile params graph: %s", rlx_last_error());
   if (!s) {
@@ -165,7 +165,7 @@ static void test_shared_params(void) {
   float *w1 = malloc(wbytes), *w2 = malloc(wbytes); /* the references' weights: the f16 values */
   for (size_t i = 0; i < n_w; i++) w1[i] = (float)rlx_value_as_f64(RLX_F16, h1, (int64_t)i);
   for (size_t i = 0; i < n_w; i++) w2[i] = (float)rlx_value_as_f64(RLX_F16, h2, (int64_t)i);
-  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0, 0};
+  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0, 0, NULL};
   rlx_session *a = NULL, *b = NULL, *c = NULL;
   CHECK(rlx_compile(g, &cu, &a) == RLX_OK && rlx_set_param(a, "w", h1, hbytes) == RLX_OK, "compile: %s",
         rlx_last_error());
@@ -225,7 +225,7 @@ static void test_freed_params_released(void) {
   for (int64_t k = 0; k < BK; k++) xv[k] = 1.0f;
   for (int64_t n = 0; n < BN; n++) wv[(size_t)n * BK + (size_t)(n % BK)] = (float)(n % 7); /* y[n] = n % 7 */
   const size_t free0 = device_free_bytes();
-  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0, 0};
+  rlx_options cu = {RLX_DEVICE_CUDA, 0, 0, 0, NULL};
   rlx_session *s = NULL;
   rlx_status st = wv && xv && yv ? rlx_compile(g, &cu, &s) : RLX_ERR_NOMEM;
   if (st == RLX_OK) st = rlx_set_param(s, "w", wv, wbytes);

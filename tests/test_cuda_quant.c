@@ -156,7 +156,7 @@ static void test_block_gather(void) {
     CHECK(cpu && gpu && cb == gb && cb == 5 * E * sizeof(float) && !memcmp(cpu, gpu, cb),
           "gather of %s rows, dequantized: the CPU's floats", rlx_dtype_name(schemes[si]));
     rlx_session *sess = NULL;
-    rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0};
+    rlx_options o = {RLX_DEVICE_CUDA, 0, 0, 0, NULL};
     rlx_session_stats st = {0};
     CHECK(rlx_compile(g, &o, &sess) == RLX_OK && rlx_session_get_stats(sess, &st) == RLX_OK && st.fallback_nodes == 0,
           "gather of %s rows: on the device (%lld nodes on the CPU)", rlx_dtype_name(schemes[si]),

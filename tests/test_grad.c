@@ -388,7 +388,7 @@ static rlx_status bind_all(rlx_session *s, const case_inputs *ci) {
 
 static rlx_session *compile_or_report(const rlx_graph *g, const char *what) {
   rlx_session *s = NULL;
-  rlx_options o = {RLX_DEVICE_CPU, 1, 0, 0};
+  rlx_options o = {RLX_DEVICE_CPU, 1, 0, 0, NULL};
   rlx_status st = rlx_compile(g, &o, &s);
   CHECK(st == RLX_OK, "%s: compile: %s: %s", what, rlx_status_name(st), rlx_last_error());
   return s;

@@ -165,7 +165,7 @@ static void run_case(const char *name, const char *graph_file, item *items, int 
   if (g) st = train ? rlx_train_graph(g, rlx_graph_output(g, 0), n_wrt, wrt, &opt, &gg)
                     : rlx_grad(g, rlx_graph_output(g, 0), n_wrt, wrt, &gg);
   CHECK(g && st == RLX_OK, "%s: %s: %s", name, train ? "rlx_train_graph" : "rlx_grad", rlx_last_error());
-  rlx_options o = {RLX_DEVICE_CPU, 0, 0, 0};
+  rlx_options o = {RLX_DEVICE_CPU, 0, 0, 0, NULL};
   if (gg) st = rlx_compile(gg, &o, &s);
   CHECK(gg && st == RLX_OK, "%s: compile: %s", name, rlx_last_error());
   if (s) st = bind_case(s, gg, items, n_items);

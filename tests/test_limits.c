@@ -167,14 +167,14 @@ static void test_options_and_budget(void) {
   CHECK_ERR(rlx_compile(small, NULL, &s), RLX_ERR_NOMEM, "RLX_MEMORY_LIMIT_MB");
   unsetenv("RLX_MEMORY_LIMIT_MB");
 
-  rlx_options bad_device = {(rlx_device)42, 0, 0, 0}, bad_threads = {RLX_DEVICE_CPU, -5, 0, 0},
-              bad_flags = {RLX_DEVICE_CPU, 0, 0x100, 0};
+  rlx_options bad_device = {(rlx_device)42, 0, 0, 0, NULL}, bad_threads = {RLX_DEVICE_CPU, -5, 0, 0, NULL},
+              bad_flags = {RLX_DEVICE_CPU, 0, 0x100, 0, NULL};
   CHECK_ERR(rlx_compile(small, &bad_device, &s), RLX_ERR_INVALID, "device 42");
   CHECK_ERR(rlx_compile(small, &bad_threads, &s), RLX_ERR_INVALID, "threads -5");
   CHECK_ERR(rlx_compile(small, &bad_flags, &s), RLX_ERR_INVALID, "flags 0x100");
   /* a device index below 0, or of a GPU this machine lacks (every GPU in a
    * build without CUDA or a machine without one) */
-  rlx_options bad_index = {RLX_DEVICE_CPU, 0, 0, -1}, far_gpu = {RLX_DEVICE_CUDA, 0, 0, 9999};
+  rlx_options bad_index = {RLX_DEVICE_CPU, 0, 0, -1, NULL}, far_gpu = {RLX_DEVICE_CUDA, 0, 0, 9999, NULL};
   CHECK_ERR(rlx_compile(small, &bad_index, &s), RLX_ERR_INVALID, "device_index -1");
   rlx_status far = rlx_compile(small, &far_gpu, &s);
   CHECK(far == RLX_ERR_UNSUPPORTED || far == RLX_ERR_DEVICE, "cuda:9999 refused (status %d: %s)", (int)far,
@@ -182,7 +182,7 @@ static void test_options_and_budget(void) {
   CHECK(!s, "no session after a rejected option");
   /* RLX_DEVICE text that names no device leaves the request alone */
   setenv("RLX_DEVICE", "cuda:x", 1);
-  rlx_options cpu = {RLX_DEVICE_CPU, 1, 0, 0};
+  rlx_options cpu = {RLX_DEVICE_CPU, 1, 0, 0, NULL};
   CHECK(rlx_compile(small, &cpu, &s) == RLX_OK && s, "RLX_DEVICE=cuda:x ignored: %s", rlx_last_error());
   rlx_session_free(s);
   s = NULL;
@@ -297,7 +297,7 @@ static void test_llm(const char *python, const char *ref_dir, const char *work_d
   CHECK_ERR(rlx_model_file_open(path, &f), RLX_OK, "");
   if (!f) return;
   rlx_llm *m = NULL;
-  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0}, P2(62), NULL, NULL, RLX_F32, 0};
+  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0, NULL}, P2(62), NULL, NULL, RLX_F32, 0, 0, 0, 0, NULL};
   CHECK_ERR(rlx_llm_load(f, &o, &m), RLX_ERR_SHAPE, "n_ctx 4611686018427387904", "RLX_MAX_TENSOR_BYTES");
   CHECK(!m, "no model after a failed load");
   o.n_ctx = 16777216;  /* the issue's --ctx: 2^24 rows, GiBs even for a tiny model */

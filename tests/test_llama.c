@@ -113,7 +113,7 @@ static void check_cache_type(const char *name, const rlx_model_file *f, const in
   int32_t *seq = malloc((size_t)total * sizeof *seq);
   float *ref = malloc((size_t)(total * V) * sizeof *ref), *row = malloc((size_t)V * sizeof *row);
   rlx_llm *m32 = NULL, *m16 = NULL;
-  rlx_llm_options o32 = {{RLX_DEVICE_CPU, 0, 0, 0}, 0, NULL, NULL, RLX_F32, 0}, o16 = o32;
+  rlx_llm_options o32 = {{RLX_DEVICE_CPU, 0, 0, 0, NULL}, 0, NULL, NULL, RLX_F32, 0, 0, 0, 0, NULL}, o16 = o32;
   o16.cache_type = cache_t;
   rlx_status st = seq && ref && row ? rlx_llm_load(f, &o32, &m32) : RLX_ERR_NOMEM;
   if (st == RLX_OK) st = rlx_llm_load(f, &o16, &m16);
@@ -242,7 +242,7 @@ static void check_good(const char *name, int64_t n, int64_t V, double tol_rel) {
    * differently can move an activation across a Q8 rounding step) */
   check_cache_type(name, f, tokens, n, V, RLX_F16, fmax(2e-3, exact ? 0 : tol_rel) * ref_max);
   check_cache_type(name, f, tokens, n, V, RLX_BF16, fmax(2e-2, exact ? 0 : tol_rel) * ref_max);
-  rlx_llm_options bad_cache = {{RLX_DEVICE_CPU, 0, 0, 0}, 0, NULL, NULL, RLX_F64, 0};
+  rlx_llm_options bad_cache = {{RLX_DEVICE_CPU, 0, 0, 0, NULL}, 0, NULL, NULL, RLX_F64, 0, 0, 0, 0, NULL};
   rlx_llm *no = NULL;
   CHECK_ERR(rlx_llm_load(f, &bad_cache, &no), RLX_ERR_INVALID, "cache_type");
 

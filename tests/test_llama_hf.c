@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
   rlx_status st = rlx_model_file_open(gguf, &f);
   CHECK(st == RLX_OK, "open: %s", rlx_last_error());
   int64_t before = resident_bytes();
-  rlx_llm_options o = {{RLX_DEVICE_CPU, 0, 0, 0}, 512, NULL, NULL, RLX_F32, 0};
+  rlx_llm_options o = {{RLX_DEVICE_CPU, 0, 0, 0, NULL}, 512, NULL, NULL, RLX_F32, 0, 0, 0, 0, NULL};
   if (st == RLX_OK) st = rlx_llm_load(f, &o, &m);
   CHECK(st == RLX_OK, "load: %s", rlx_last_error());
   if (st) return check_report();

@@ -53,7 +53,7 @@ static char *case_path(const char *name, const char *ext) {
 }
 
 static rlx_llm *load_threads(const rlx_model_file *f, int32_t n_seq, int64_t n_ctx, rlx_dtype cache, int threads) {
-  rlx_llm_options o = {{RLX_DEVICE_CPU, threads, 0, 0}, n_ctx, NULL, NULL, cache, n_seq};
+  rlx_llm_options o = {{RLX_DEVICE_CPU, threads, 0, 0, NULL}, n_ctx, NULL, NULL, cache, n_seq, 0, 0, 0, NULL};
   rlx_llm *m = NULL;
   rlx_status st = rlx_llm_load(f, &o, &m);
   CHECK(st == RLX_OK, "load n_seq %d: %s", n_seq, rlx_last_error());
@@ -555,7 +555,7 @@ int main(int argc, char **argv) {
   CHECK(foreign, "the foreign state case ran");
   rlx_llm_free(m);
   rlx_model_file_close(f);
-  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0}, 16, NULL, NULL, RLX_F32, 65};
+  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0, NULL}, 16, NULL, NULL, RLX_F32, 65, 0, 0, 0, NULL};
   if (rlx_model_file_open(case_path("llama_f32", ".gguf"), &f) == RLX_OK) {
     CHECK_ERR(rlx_llm_load(f, &o, &m), RLX_ERR_INVALID, "n_seq 65");
     rlx_model_file_close(f);

@@ -50,7 +50,7 @@ static int clear_best(const float *row, int64_t V, double gap) {
 }
 
 static rlx_llm *load(const char *file, rlx_dtype cache, int32_t n_seq, int threads, rlx_model_file **f) {
-  rlx_llm_options o = {{RLX_DEVICE_CPU, threads, 0, 0}, 96, NULL, NULL, cache, n_seq};
+  rlx_llm_options o = {{RLX_DEVICE_CPU, threads, 0, 0, NULL}, 96, NULL, NULL, cache, n_seq, 0, 0, 0, NULL};
   rlx_llm *m = NULL;
   rlx_status st = rlx_model_file_open(path_of(file), f);
   if (st == RLX_OK) st = rlx_llm_load(*f, &o, &m);
@@ -329,7 +329,7 @@ int main(int argc, char **argv) {
   }
   /* heads of 16: not whole blocks of 32 */
   rlx_model_file *f = NULL;
-  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0}, 32, NULL, NULL, RLX_Q4_0, 1};
+  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0, NULL}, 32, NULL, NULL, RLX_Q4_0, 1, 0, 0, 0, NULL};
   rlx_llm *m = NULL;
   if (rlx_model_file_open(path_of("kvq_head16.gguf"), &f) == RLX_OK) {
     CHECK_ERR(rlx_llm_load(f, &o, &m), RLX_ERR_UNSUPPORTED, "q4_0", "head size 16", "multiple of 32");

@@ -165,7 +165,7 @@ static void test_dispatch_report(void) {
   rlx_session *s = NULL;
   setenv("RLX_DISPATCH_REPORT", "1", 1);
   setenv("RLX_DECOMPOSE_FUSED", "1", 1);
-  rlx_options opt = {RLX_DEVICE_CPU, 1, RLX_FLAG_NO_FUSE, 0};
+  rlx_options opt = {RLX_DEVICE_CPU, 1, RLX_FLAG_NO_FUSE, 0, NULL};
   capture_start();
   rlx_status st = rlx_compile(g, &opt, &s);
   char *log = capture_end();

@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
 
   for (int ci = 0; ci < 2; ci++) {
     rlx_dtype cache = ci ? RLX_F16 : RLX_F32;
-    rlx_llm_options lo = {{RLX_DEVICE_CPU, 0, 0, 0}, 512, NULL, NULL, cache, 0};
+    rlx_llm_options lo = {{RLX_DEVICE_CPU, 0, 0, 0, NULL}, 512, NULL, NULL, cache, 0, 0, 0, 0, NULL};
     CHECK(rlx_llm_load(f, &lo, &m) == RLX_OK, "%s", rlx_last_error());
     if (!m) break;
     int64_t V = rlx_llm_vocab_size(m);

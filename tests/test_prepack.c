@@ -49,7 +49,7 @@ static int64_t count_bad(const float *y, const float *x, const float *w, const f
 }
 
 static rlx_session *compile(rlx_graph *g, unsigned flags) {
-  rlx_options opt = {RLX_DEVICE_CPU, 2, flags, 0};
+  rlx_options opt = {RLX_DEVICE_CPU, 2, flags, 0, NULL};
   rlx_session *s = NULL;
   rlx_status st = rlx_compile(g, &opt, &s);
   CHECK(st == RLX_OK, "compile: %s", rlx_last_error());

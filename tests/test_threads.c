@@ -52,7 +52,7 @@ static int matches_reference(const float *x, const float *y) {
 }
 
 static rlx_status compile_one(rlx_session **s) {
-  rlx_options opt = {RLX_DEVICE_CPU, 2, 0, 0};
+  rlx_options opt = {RLX_DEVICE_CPU, 2, 0, 0, NULL};
   rlx_status st = rlx_compile(graph, &opt, s);
   if (st == RLX_OK) st = rlx_set_param(*s, "w", weight, sizeof weight);
   return st;

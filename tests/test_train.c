@@ -21,7 +21,7 @@ static rlx_graph *parse(const char *text) {
 
 static rlx_session *compile(const rlx_graph *g) {
   rlx_session *s = NULL;
-  rlx_options o = {RLX_DEVICE_CPU, 1, 0, 0};
+  rlx_options o = {RLX_DEVICE_CPU, 1, 0, 0, NULL};
   rlx_status st = rlx_compile(g, &o, &s);
   CHECK(st == RLX_OK, "compile: %s", rlx_last_error());
   return s;

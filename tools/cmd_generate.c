@@ -72,6 +72,16 @@ static const char *usage =
     "                          llama.cpp's K and V cache types: the same, when\n"
     "                          the two agree\n"
     "      --device cpu|cuda|cuda:N  where the decoder runs (default cpu; cuda:N the GPU of index N)\n"
+    "      --tp N              tensor parallelism: the model split over N ranks, threads\n"
+    "                          of this process (with cuda:D: GPUs D to D+N-1; on the\n"
+    "                          cpu a check of the split, not a speed-up); the heads,\n"
+    "                          kv heads and feed-forward length must divide by N\n"
+    "      --rank R --world W --master ADDR:PORT\n"
+    "                          one rank of W processes (one a GPU, device cuda):\n"
+    "                          rank 0 listens at ADDR:PORT and the others join it\n"
+    "                          (default: the environment's RANK, WORLD_SIZE,\n"
+    "                          MASTER_ADDR, MASTER_PORT); every rank runs the same\n"
+    "                          command, rank 0 prints; the seed defaults to 0\n"
     "      --ignore-eos        do not stop at end-of-generation tokens\n"
     "      --stats-json        also print the statistics as one JSON line on stderr\n"
     "  -h, --help              print this help\n"
@@ -88,6 +98,8 @@ typedef struct {
   int device_index;
   rlx_dtype cache_type;
   rlx_sampler_params sp;
+  int tp, rank, world;    /* tensor parallelism: --tp, or --rank of --world */
+  const char *master;
 } gen_opts;
 enum { GIVEN_TEMP = 1, GIVEN_TOP_K = 2, GIVEN_TOP_P = 4, GIVEN_MIN_P = 8 };
 
@@ -341,7 +353,8 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
   double t_load = now();
 
   load_progress lp = {isatty(fileno(stderr)), -1};
-  rlx_llm_options lo = {{o->device, o->threads, 0, o->device_index}, o->n_ctx, on_progress, &lp, o->cache_type, 0};
+  rlx_llm_options lo = {{o->device, o->threads, 0, o->device_index, NULL}, o->n_ctx, on_progress, &lp, o->cache_type, 0,
+                        o->tp, o->rank, o->world, o->master};
   st = rlx_llm_open(model_path, &lo, &m);
   if (lp.tty && lp.shown >= 0) fputc('\r', stderr);
   if (st) {
@@ -539,6 +552,9 @@ int cmd_generate(int argc, char **argv) {
         return 2;
       }
       i++;
+    } else if (!strcmp(a, "--master")) {
+      o.master = v;
+      i++;
     } else if (!strcmp(a, "--cache-type") || !strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
       if (!cli_cache_type(v, &o.cache_type)) {
         fprintf(stderr, "rlx generate: %s is f32, f16, bf16, q8_0 or q4_0, not '%s'\n", a, v);
@@ -557,7 +573,8 @@ int cmd_generate(int argc, char **argv) {
           {"-n", 0, 1e9, 1},          {"--n-predict", 0, 1e9, 1}, {"--temp", 0, 1e6, 0},
           {"--top-k", 0, 1e9, 1},     {"--top-p", 1e-9, 1, 0},    {"--min-p", 0, 1, 0},
           {"--repeat-penalty", 1e-6, 1e6, 0}, {"--repeat-last-n", 0, 1e6, 1},
-          {"--threads", 0, 4096, 1}, {"--ctx", 1, 1 << 24, 1}};
+          {"--threads", 0, 4096, 1}, {"--ctx", 1, 1 << 24, 1}, {"--tp", 1, 64, 1},
+          {"--rank", 0, 4095, 1},    {"--world", 1, 4096, 1}};
       size_t k = 0, n_nums = sizeof nums / sizeof nums[0];
       while (k < n_nums && strcmp(a, nums[k].flag)) k++;
       if (k == n_nums) {
@@ -576,7 +593,24 @@ int cmd_generate(int argc, char **argv) {
       else if (!strcmp(fl, "--repeat-last-n")) o.sp.repeat_last_n = (int32_t)d;
       else if (!strcmp(fl, "--threads")) o.threads = (int)d;
       else if (!strcmp(fl, "--ctx")) o.n_ctx = (int64_t)d;
+      else if (!strcmp(fl, "--tp")) o.tp = (int)d;
+      else if (!strcmp(fl, "--rank")) o.rank = (int)d;
+      else if (!strcmp(fl, "--world")) o.world = (int)d;
     }
+  }
+  if (!o.world) { /* a launcher's (torchrun, mpirun wrappers) environment */
+    const char *w = getenv("WORLD_SIZE"), *r = getenv("RANK");
+    if (w && atoi(w) > 1) o.world = atoi(w), o.rank = r ? atoi(r) : 0;
+  }
+  if (o.world > 1 && (o.rank < 0 || o.rank >= o.world)) {
+    fprintf(stderr, "rlx generate: --rank %d is not in [0, --world %d)\n", o.rank, o.world);
+    return 2;
+  }
+  /* every rank feeds the same tokens: the same sampler everywhere */
+  if (o.world > 1 && !o.seed_given) o.seed_given = 1, o.sp.seed = 0;
+  if (o.world > 1 && o.rank > 0 && !freopen("/dev/null", "w", stdout)) { /* rank 0 prints the text */
+    fprintf(stderr, "rlx generate: rank %d cannot quiet its stdout\n", o.rank);
+    return 1;
   }
   if (!!o.prompt + !!o.prompt_file != 1) {
     fprintf(stderr, "rlx generate: give the prompt with -p TEXT or -f FILE (one of them)\n%s", usage);

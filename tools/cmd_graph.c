@@ -239,7 +239,7 @@ static int parse_count(const char *opt, const char *v, int64_t lo, int64_t hi, i
 static int graph_run(const char *path, int argc, char **argv) {
   bind_arg binds[MAX_BINDS];
   int n_binds = 0, runs = 1;
-  rlx_options opt = {RLX_DEVICE_AUTO, 0, 0, 0};
+  rlx_options opt = {RLX_DEVICE_AUTO, 0, 0, 0, NULL};
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -215,7 +215,7 @@ static int train_mnist(const train_opts *o) {
   int32_t *labels = malloc((size_t)(B > EB ? B : EB) * sizeof *labels);
   uint32_t *order = malloc((size_t)train.n * sizeof *order);
   float *pbuf[N_PARAMS] = {0};
-  rlx_options ro = {o->device, o->threads, 0, o->device_index};
+  rlx_options ro = {o->device, o->threads, 0, o->device_index, NULL};
   rlx_status st = rlx_graph_status(model);
   if (!st) st = rlx_graph_status(eval_model);
   if (!st) st = rlx_train_graph(model, rlx_graph_output(model, 0), N_PARAMS, params, &o->opt, &tg);

@@ -148,7 +148,7 @@ static int load(serve_server *srv) {
   fprintf(stderr, "loaded %s in %.2f s: %d slots of %lld positions\n", srv->model_id, serve_now() - t0,
           srv->opts.parallel, (long long)serve_sched_n_ctx(srv->sched));
   if (srv->opts.embed_path) {
-    rlx_embedder_options eo = {.compile = {srv->opts.device, srv->opts.threads, 0, srv->opts.device_index}};
+    rlx_embedder_options eo = {.compile = {srv->opts.device, srv->opts.threads, 0, srv->opts.device_index, NULL}};
     if ((st = rlx_embedder_load(srv->opts.embed_path, &eo, &srv->embedder)))
       return cli_fail(st, "serve: cannot load the embedding model");
     model_name(srv->opts.embed_path, srv->embed_id, sizeof srv->embed_id);

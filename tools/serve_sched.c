@@ -437,7 +437,7 @@ rlx_status serve_sched_new(const serve_opts *o, serve_sched **out) {
   s->stats.slots_total = o->parallel;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
-  rlx_llm_options lo = {.compile = {o->device, o->threads, 0, o->device_index}, .n_ctx = o->ctx / o->parallel,
+  rlx_llm_options lo = {.compile = {o->device, o->threads, 0, o->device_index, NULL}, .n_ctx = o->ctx / o->parallel,
                         .cache_type = o->cache_type, .n_seq = o->parallel};
   rlx_status st = rlx_llm_open(o->model_path, &lo, &s->llm);
   if (!st) {

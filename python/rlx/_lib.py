@@ -28,7 +28,7 @@ i32, i64, dbl, sz, u16, f32 = (ctypes.c_int, ctypes.c_int64, ctypes.c_double, ct
 
 
 class Options(ctypes.Structure):
-    _fields_ = [("device", i32), ("threads", i32), ("flags", ctypes.c_uint), ("device_index", i32)]
+    _fields_ = [("device", i32), ("threads", i32), ("flags", ctypes.c_uint), ("device_index", i32), ("comm", c_vp)]
 
 
 class Optimizer(ctypes.Structure):
@@ -91,7 +91,8 @@ PROGRESS = ctypes.CFUNCTYPE(None, dbl, c_vp)
 
 class LlmOptions(ctypes.Structure):
     _fields_ = [("compile", Options), ("n_ctx", i64), ("progress", PROGRESS), ("progress_user", c_vp),
-                ("cache_type", i32), ("n_seq", i32)]
+                ("cache_type", i32), ("n_seq", i32), ("tp", i32), ("rank", i32), ("world", i32),
+                ("master", c_str)]
 
 
 class LlmInfo(ctypes.Structure):

@@ -37,14 +37,16 @@ class LLM(_lib.Owner):
         with self._lock:
             _lib.Owner.close(self)
 
-    def __init__(self, path, n_ctx=0, device="cpu", threads=0, cache_type="f32"):
+    def __init__(self, path, n_ctx=0, device="cpu", threads=0, cache_type="f32", tp=1):
         self._f = self._tok = self._m = None
         self._lock = threading.Lock()  # rlx_llm_eval releases the GIL: one call at a time
         if cache_type not in _CACHE_TYPES:
             raise errors.InvalidError("rlx: cache_type %r is not f32, f16, bf16, q8_0 or q4_0" % (cache_type,))
+        if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
+            raise errors.InvalidError("rlx: tp %r is not a whole number >= 1" % (tp,))
         tok, m = _lib.c_vp(), _lib.c_vp()
         opts = _lib.LlmOptions(_options(device, threads), int(n_ctx), _lib.PROGRESS(), None,
-                               _dtypes.code(cache_type))
+                               _dtypes.code(cache_type), 0, tp)
         check(lib.rlx_llm_open(os.fsencode(path), ctypes.byref(opts), ctypes.byref(m)))
         self._m = m.value
         self._f = lib.rlx_llm_file(self._m)

@@ -122,3 +122,19 @@ def test_hf_folder():
         assert m.generate_tokens(ids, max_tokens=len(greedy), temperature=0) == greedy
         chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"}]
         assert m.apply_chat_template(chat) == open(os.path.join(ref, "chat.txt"), encoding="utf-8").read()
+
+
+def test_tensor_parallel_cpu():
+    """tp=2 on the CPU (ranks as threads) decodes transformers' greedy tokens
+    of the qwen3 folder as tp=1 does; heads that do not divide are refused."""
+    import os
+    data = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_decoders")
+    ref = os.path.join(data, "qwen3_f16.ref")
+    with rlx.LLM(os.path.join(data, "qwen3_f16"), threads=1, tp=2) as m:
+        ids = m.tokenize(open(os.path.join(ref, "prompt0.txt"), encoding="utf-8").read())
+        greedy = np.fromfile(os.path.join(ref, "prompt0.greedy"), np.int32).tolist()
+        assert m.generate_tokens(ids, max_tokens=len(greedy), temperature=0) == greedy
+    with pytest.raises(rlx.UnsupportedError, match="divide by 3"):
+        rlx.LLM(os.path.join(data, "qwen3_f16"), tp=3)
+    with pytest.raises(rlx.InvalidError):
+        rlx.LLM(os.path.join(data, "qwen3_f16"), tp=0)

@@ -69,6 +69,14 @@ extern const rlx_backend rlx_cpu_backend;
 extern const rlx_backend rlx_cuda_backend;
 int rlx_cuda_available(void);   /* a CUDA device is present (probed once) */
 int rlx_cuda_device_count(void); /* how many (probed once) */
+/* NCCL communicators (cuda/nccl_comm.c; libnccl.so.2 opened on first use,
+ * RLX_ERR_UNSUPPORTED without it). */
+#define CUDA_NCCL_ID_BYTES 128
+rlx_status cuda_nccl_unique_id(void *id);
+rlx_status cuda_nccl_init_all(int world, int first_device, rlx_comm **comms);
+rlx_status cuda_nccl_init_rank(int rank, int world, const void *id, int device, int timeout_ms, rlx_comm **out);
+void       cuda_nccl_abort(rlx_comm *c);
+void       cuda_nccl_free(rlx_comm *c);
 #endif
 
 #endif /* RLX_BACKEND_H */

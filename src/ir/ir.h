@@ -25,7 +25,7 @@ typedef enum {
 typedef enum { RLX_CAT_LEAF, RLX_CAT_ELEMENTWISE, RLX_CAT_LAYOUT, RLX_CAT_REDUCE,
                RLX_CAT_NORM, RLX_CAT_LINALG, RLX_CAT_ATTENTION, RLX_CAT_CONV,
                RLX_CAT_SIGNAL, RLX_CAT_QUANT, RLX_CAT_FUSED, RLX_CAT_LOSS,
-               RLX_CAT_META } ir_category;
+               RLX_CAT_META, RLX_CAT_COLLECTIVE } ir_category;
 
 typedef struct {
   const char *name;

@@ -59,7 +59,18 @@ static rlx_status refresh(rlx_llm *m) {
  * in place when fn says so (returns 1), written back; then refreshed. */
 typedef int (*layer_fn)(unsigned char *layer, int64_t which, void *user);
 
+/* A split decoder's cache lies in its ranks' sessions, a slice of the
+ * heads each: rows are read and moved in one session only. */
+static rlx_status whole_cache(const rlx_llm *m) {
+  return llm_is_split(m) ? rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm: the KV cache of a decoder split over ranks "
+                                         "(tp) is not read, moved or re-roped (sequence save, load, copy, shift, "
+                                         "and packing the pool's cells); load it with tp 1 for that")
+                         : RLX_OK;
+}
+
 static rlx_status each_layer(rlx_llm *m, layer_fn fn, void *user) {
+  rlx_status split = whole_cache(m);
+  if (split) return split;
   llm_cache_view v;
   llm_cache_view_of(m, &v);
   unsigned char *buf = malloc(layer_bytes(v.kv));
@@ -187,6 +198,8 @@ static int rope_layer(unsigned char *layer, int64_t which, void *user) {
 }
 
 rlx_status llm_rerope(rlx_llm *m, const int64_t *cells, int64_t n, int64_t delta) {
+  rlx_status split = whole_cache(m);
+  if (split) return split;
   rope_job j = {cells, n, {0}, NULL, NULL, NULL};
   llm_cache_view_of(m, &j.v);
   const int64_t half = j.v.n_rot / 2;

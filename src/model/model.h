@@ -121,8 +121,26 @@ rlx_status llm_rerope(rlx_llm *m, const int64_t *cells, int64_t n, int64_t delta
 size_t     llm_row_bytes(const rlx_llm *m);
 int64_t    llm_n_layer(const rlx_llm *m);
 rlx_dtype  llm_cache_type(const rlx_llm *m);
+/* Split over ranks (tensor parallelism: threads here, or processes). */
+int        llm_is_split(const rlx_llm *m);
 /* The file's check (rlx_model_file_check): a mapped file that shrank. */
 rlx_status llm_file_check(const rlx_llm *m);
+
+/* Tensor parallelism (llm_tp.c). The slice [begin, begin + len) of t's
+ * rows (axis 0; a vector's elements) as a view into the mapping, or of its
+ * columns (axis 1) as a copy in *copy (the caller frees it after the
+ * session that reads it); RLX_ERR_UNSUPPORTED when a column split of a
+ * block type falls inside a block. */
+rlx_status llm_tp_split(rlx_file_tensor *t, int axis, int64_t begin, int64_t len, void **copy);
+/* The communicators of o's ranks: comms[0..tp) of threads in this process
+ * (NCCL on o->compile's CUDA device and the next ones, or the CPU's local
+ * group), or comms[0], this process's rank of o->world. */
+rlx_status llm_tp_comms(const rlx_llm_options *o, int tp, rlx_comm **comms);
+/* fn(arg, r) for every rank r in [0, n) at once (r > 0 on threads of their
+ * own, r 0 on the caller's); a rank that fails aborts its communicator so
+ * the others' AllReduces end. The first failure, naming its rank. */
+typedef rlx_status (*llm_rank_fn)(void *arg, int rank);
+rlx_status llm_tp_each(int n, rlx_comm **comms, llm_rank_fn fn, void *arg);
 
 /* All K and V bytes; SIZE_MAX past RLX_MAX_TENSOR_BYTES. */
 size_t llm_kv_bytes(const llm_kv_cache *c);

@@ -7,7 +7,7 @@
  * Folded: non-leaf nodes with static shapes whose outputs take at most
  * PASS_FOLD_MAX_BYTES together (folding a broadcast of a scalar to a large
  * shape would bloat the graph). Never folded: inputs and params (they are
- * not constants). A node with no inputs (Iota) is constant too. A node
+ * not constants), nor an AllReduce. A node with no inputs (Iota) is constant too. A node
  * whose evaluation fails (a Gather index out of range) is left alone, so
  * the error surfaces when the graph runs, as it would have unfolded.
  * A multi-output node (TopK) becomes one constant per output, and the
@@ -29,7 +29,8 @@ static size_t output_bytes(const ir_node *n, int o) {
  * the size of output o), every input (through map into dst; map NULL:
  * n's own graph) a constant? */
 static int foldable(const rlx_graph *dst, const ir_node *n, const rlx_node *map, size_t *bytes) {
-  if (ir_ops[n->op].category == RLX_CAT_LEAF || n->op == RLX_OP_GetOutput) return 0;
+  /* an AllReduce of constants still sums over the ranks, which only a run sees */
+  if (ir_ops[n->op].category == RLX_CAT_LEAF || n->op == RLX_OP_GetOutput || n->op == RLX_OP_AllReduce) return 0;
   size_t total = 0;
   for (int o = 0; o < n->n_out; o++) {
     size_t b = output_bytes(n, o);

@@ -32,7 +32,7 @@ rlx_status rt_const_eval(void *backend, const rlx_graph *g, rlx_node id, const v
   }
   rlx_node y = ir_copy_node(m, g, id, ins);
   if ((st = rlx_graph_set_outputs(m, 1, &y)) != RLX_OK) goto done;
-  rlx_options opt = {RLX_DEVICE_CPU, 1, 0, 0};
+  rlx_options opt = {RLX_DEVICE_CPU, 1, 0, 0, NULL};
   if ((st = b->compile(b, m, &opt, NULL, &plan)) != RLX_OK) goto done;
   rlx_bindings bind = {.leaf_data = leaf_data};
   if ((st = b->run(plan, &bind)) != RLX_OK) goto done;

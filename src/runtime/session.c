@@ -284,7 +284,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   *out = NULL;
   if (!g) return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: graph is NULL");
   if (g->err) return rlx_graph_status(g);
-  rlx_options o = {RLX_DEVICE_AUTO, 0, 0, 0};
+  rlx_options o = {RLX_DEVICE_AUTO, 0, 0, 0, NULL};
   if (opt) o = *opt;
   if (o.device != RLX_DEVICE_AUTO && o.device != RLX_DEVICE_CPU && o.device != RLX_DEVICE_CUDA)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.device %d is not RLX_DEVICE_AUTO, _CPU or _CUDA",

@@ -91,7 +91,7 @@ static rlx_status bind_leaves(const rlx_graph *spec, rlx_session *s) {
 }
 
 static void compile_and_run(const rlx_graph *g, const rlx_graph *spec) {
-  rlx_options opt = {RLX_DEVICE_CPU, 1, 0, 0};
+  rlx_options opt = {RLX_DEVICE_CPU, 1, 0, 0, NULL};
   rlx_session *s = NULL;
   if (rlx_compile(g, &opt, &s) != RLX_OK) {
     if (s) abort();  /* a failed compile leaves *out NULL */

@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rlx_model_file_open_memory(data, size, &f) != RLX_OK) return 0;
   rlx_llm_info info;
   if (rlx_llm_describe(f, &info) == RLX_OK && small(&info)) {
-    rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0}, 16, NULL, NULL, RLX_F32, 0};
+    rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0, NULL}, 16, NULL, NULL, RLX_F32, 0, 0, 0, 0, NULL};
     rlx_llm *m = NULL;
     if (rlx_llm_load(f, &o, &m) == RLX_OK) run(m);
     else if (m || !rlx_last_error()[0]) abort();

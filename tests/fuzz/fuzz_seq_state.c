@@ -71,7 +71,7 @@ static int setup(void) {
     gb_put(b, &w, 4);
   }
   snprintf(path, sizeof path, "/tmp/fuzz_seq_state.%d", (int)getpid());
-  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0}, 16, NULL, NULL, RLX_F32, 2};
+  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0, NULL}, 16, NULL, NULL, RLX_F32, 2, 0, 0, 0, NULL};
   float logits[2 * V];
   int32_t toks[2] = {1, 3};
   if (b->failed || rlx_model_file_open_memory(b->p, b->n, &file) || rlx_llm_load(file, &o, &llm) ||

@@ -43,6 +43,9 @@ typedef struct cpu_ctx cpu_ctx;
 cpu_ctx *cpu_ctx_new(int threads);   /* threads <= 0: RLX_THREADS or all cores */
 void     cpu_ctx_free(cpu_ctx *ctx);
 int      cpu_ctx_threads(const cpu_ctx *ctx);
+/* The communicator of the plan's AllReduce nodes (rlx_options.comm; NULL: none). */
+void     cpu_ctx_set_comm(cpu_ctx *ctx, rlx_comm *comm);
+rlx_comm *cpu_ctx_comm(const cpu_ctx *ctx);
 int      cpu_hardware_threads(void);
 
 /* Runs fn(arg, begin, end, thread) over chunks of [0, n) of at least

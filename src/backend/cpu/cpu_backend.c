@@ -239,6 +239,7 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
   }
   pl->g = g;
   pl->store = store;
+  cpu_ctx_set_comm(pl->ctx, opt ? opt->comm : NULL);
   uint8_t *read_through = weight_transposes(g);
   rlx_status st = plan_arena_offsets(g, read_through, &pl->mem);
   if (st) {

@@ -205,6 +205,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   cuda_plan *pl = calloc(1, sizeof *pl);
   if (!pl) return rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
   pl->device = device;
+  pl->comm = opt ? opt->comm : NULL;
   rlx_status st = use_device(pl);
   if (st) {
     free(pl);
@@ -421,7 +422,11 @@ static rlx_status cuda_run(void *p, const rlx_bindings *bind) {
     rlx_status st = cuda_issue_run(pl);
     if (st) return st;
   }
-  if ((e = cudaStreamSynchronize(pl->stream)) != cudaSuccess) return cuda_fail(e, "running the plan");
+  if (pl->collectives) {
+    rlx_status st = cuda_nccl_wait(pl->comm, pl->stream);
+    if (st) return st;
+  } else if ((e = cudaStreamSynchronize(pl->stream)) != cudaSuccess)
+    return cuda_fail(e, "running the plan");
   if (pl->events) {
     cuda_profile_collect(pl);
     if (pl->profiled_runs == CUDA_PROFILE_RUNS) cuda_profile_print(pl);

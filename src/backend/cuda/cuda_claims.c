@@ -40,6 +40,7 @@ int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, char *why
   case RLX_OP_FusedResidualLN:
   case RLX_OP_FusedResidualRmsNorm:
   case RLX_OP_FusedSwiGLU:
+  case RLX_OP_AllReduce: /* f32, f16, bf16, f64, i32, i64: all NCCL's */
     return 1;
   case RLX_OP_Activation:
   case RLX_OP_Binary:

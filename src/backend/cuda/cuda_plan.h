@@ -15,6 +15,7 @@
 
 #include "../../pass/pass.h"
 #include "../backend.h"
+#include "../comm.h"
 #include "cu_kernels.h"
 #include "param_store.h"
 
@@ -53,7 +54,8 @@ typedef struct {
 } cuda_fuse_site;
 
 enum { ST_EW, ST_SWIGLU, ST_COPY, ST_FILL, ST_MEMCPY, ST_MEMSET, ST_GATHER, ST_IOTA, ST_ONE_HOT, ST_TRI, ST_REDUCE,
-       ST_SOFTMAX, ST_NORM, ST_ROPE, ST_ATTN, ST_GEMM, ST_GEMV, ST_QMM, ST_DEQUANT, ST_QUANT_X, ST_QMV };
+       ST_SOFTMAX, ST_NORM, ST_ROPE, ST_ATTN, ST_GEMM, ST_GEMV, ST_QMM, ST_DEQUANT, ST_QUANT_X, ST_QMV,
+       ST_ALL_REDUCE };
 
 typedef struct cuda_step {
   int kind, node;
@@ -131,6 +133,8 @@ typedef struct {
   int no_gemv;                 /* RLX_CUDA_GEMV=0: cuBLASLt for every product (the speed baseline) */
   cudaGraphExec_t exec;
   int device;                  /* rlx_options.device_index */
+  rlx_comm *comm;              /* rlx_options.comm: the AllReduce steps' (NULL: none) */
+  int collectives;             /* AllReduce steps over NCCL: a run waits with the communicator's timeout */
   /* RLX_CUDA_PROFILE=1 */
   int profile, profiled_runs;
   int keep_state;              /* keep_assigned takes Assign values (RLX_CUDA_KEEP_STATE, default 1) */
@@ -186,6 +190,11 @@ const void *cuda_matmul_b(cuda_plan *pl, const ir_node *n, int k, int *b_trans);
 rlx_status cuda_lower_matmul(cuda_plan *pl, const ir_node *n);
 rlx_status cuda_lower_fused_matmul(cuda_plan *pl, const ir_node *n);
 rlx_status cuda_lower_quant(cuda_plan *pl, const ir_node *n);
+rlx_status cuda_lower_all_reduce(cuda_plan *pl, const ir_node *n);
+
+/* nccl_comm.c */
+rlx_status cuda_nccl_all_reduce(rlx_comm *c, const void *x, void *y, int64_t n, rlx_dtype t, cudaStream_t stream);
+rlx_status cuda_nccl_wait(rlx_comm *c, cudaStream_t stream);
 size_t cuda_quant_scratch_bytes(const cuda_plan *pl, const ir_node *n);
 
 /* cuda_fuse.c: the fusions' matches, run before lowering (none under

@@ -33,6 +33,7 @@ rlx_status cuda_launch(cuda_plan *pl, const cuda_step *s) {
   case ST_DEQUANT: e = cu_dequant_launch(s->src, s->dtype, s->dst, s->dtype2, s->n0, s->n1, st); break;
   case ST_QUANT_X: e = cu_quant_x_launch(s->args, st); break;
   case ST_QMV: e = cu_qmv_launch(s->args, st); break;
+  case ST_ALL_REDUCE: return cuda_nccl_all_reduce(pl->comm, s->src, s->dst, s->n0, (rlx_dtype)s->dtype, st);
   default: e = cudaErrorInvalidValue; break;
   }
   if (e != cudaSuccess) {

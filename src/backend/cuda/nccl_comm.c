@@ -1,0 +1,194 @@
+/* nccl_comm.c — NCCL communicators (backend.h's cuda_nccl_*) and the
+ * AllReduce launch, with libnccl opened on first use as cublaslt_loader.c
+ * opens cuBLASLt: a CUDA build needs neither NCCL's library nor its header
+ * (the few types and functions called are declared here, with NCCL's ABI
+ * values), and a machine without libnccl.so.2 gets RLX_ERR_UNSUPPORTED
+ * from the first communicator it asks for. */
+#include "cuda_plan.h"
+
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* nccl.h's types, as far as they are used (stable across NCCL 2.x) */
+typedef struct nccl_comm_opaque *nc_comm;
+typedef struct { char internal[CUDA_NCCL_ID_BYTES]; } nc_unique_id;
+typedef int nc_result; /* ncclSuccess 0, ncclInProgress 7 */
+enum { NC_SUCCESS = 0, NC_IN_PROGRESS = 7 };
+enum { NC_INT32 = 2, NC_INT64 = 4, NC_FLOAT16 = 6, NC_FLOAT32 = 7, NC_FLOAT64 = 8, NC_BFLOAT16 = 9 };
+enum { NC_SUM = 0 };
+
+static struct {
+  nc_result (*GetUniqueId)(nc_unique_id *);
+  nc_result (*CommInitRank)(nc_comm *, int, nc_unique_id, int);
+  nc_result (*CommInitAll)(nc_comm *, int, const int *);
+  nc_result (*CommDestroy)(nc_comm);
+  nc_result (*CommAbort)(nc_comm);
+  nc_result (*CommGetAsyncError)(nc_comm, nc_result *);
+  nc_result (*AllReduce)(const void *, void *, size_t, int, int, nc_comm, cudaStream_t);
+  const char *(*GetErrorString)(nc_result);
+} nc;
+
+static pthread_once_t nc_once = PTHREAD_ONCE_INIT;
+static int nc_loaded;
+static char nc_error[256];
+static const char nc_soname[] = "libnccl.so.2";
+
+static void nc_load(void) {
+  void *h = dlopen(nc_soname, RTLD_NOW | RTLD_LOCAL);
+#ifdef RLX_CUDA_LIBRARY_DIR
+  if (!h) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", RLX_CUDA_LIBRARY_DIR, nc_soname);
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  }
+#endif
+  if (!h) {
+    snprintf(nc_error, sizeof nc_error, "cannot load %s (NCCL): %s", nc_soname, dlerror());
+    return;
+  }
+#define NC_RESOLVE(f)                                                                                               \
+  *(void **)&nc.f = dlsym(h, "nccl" #f);                                                                            \
+  if (!nc.f) {                                                                                                      \
+    snprintf(nc_error, sizeof nc_error, "%s lacks nccl%s", nc_soname, #f);                                         \
+    return;                                                                                                         \
+  }
+  NC_RESOLVE(GetUniqueId)
+  NC_RESOLVE(CommInitRank)
+  NC_RESOLVE(CommInitAll)
+  NC_RESOLVE(CommDestroy)
+  NC_RESOLVE(CommAbort)
+  NC_RESOLVE(CommGetAsyncError)
+  NC_RESOLVE(AllReduce)
+  NC_RESOLVE(GetErrorString)
+#undef NC_RESOLVE
+  nc_loaded = 1; /* open for the process's life, as a linked library would be */
+}
+
+static rlx_status nc_ready(const char *fn) {
+  pthread_once(&nc_once, nc_load);
+  return nc_loaded ? RLX_OK : rlx_set_error(RLX_ERR_UNSUPPORTED, "%s: %s", fn, nc_error);
+}
+
+static rlx_status nc_fail(nc_result r, const char *what) {
+  return rlx_set_error(RLX_ERR_DEVICE, "NCCL: %s: %s", what, nc.GetErrorString(r));
+}
+
+static rlx_comm *nc_wrap(nc_comm c, int rank, int world, int device, int timeout_ms) {
+  rlx_comm *w = calloc(1, sizeof *w);
+  if (w) *w = (rlx_comm){COMM_NCCL, rank, world, NULL, c, device, timeout_ms};
+  return w;
+}
+
+rlx_status cuda_nccl_unique_id(void *id) {
+  rlx_status st = nc_ready("rlx_comm_new_nccl_rank");
+  if (st) return st;
+  nc_unique_id u;
+  nc_result r = nc.GetUniqueId(&u);
+  if (r != NC_SUCCESS) return nc_fail(r, "ncclGetUniqueId");
+  memcpy(id, &u, sizeof u);
+  return RLX_OK;
+}
+
+rlx_status cuda_nccl_init_all(int world, int first_device, rlx_comm **comms) {
+  rlx_status st = nc_ready("rlx_comm_new_nccl_local");
+  if (st) return st;
+  nc_comm *c = calloc((size_t)world, sizeof *c);
+  int *dev = calloc((size_t)world, sizeof *dev);
+  if (!c || !dev) {
+    free(c), free(dev);
+    return rlx_set_error(RLX_ERR_NOMEM, "rlx_comm_new_nccl_local: out of memory");
+  }
+  for (int r = 0; r < world; r++) dev[r] = first_device + r;
+  nc_result res = nc.CommInitAll(c, world, dev);
+  if (res != NC_SUCCESS) st = nc_fail(res, "ncclCommInitAll");
+  for (int r = 0; st == RLX_OK && r < world; r++)
+    if (!(comms[r] = nc_wrap(c[r], r, world, dev[r], 60000))) {
+      while (r--) free(comms[r]);
+      st = rlx_set_error(RLX_ERR_NOMEM, "rlx_comm_new_nccl_local: out of memory");
+    }
+  if (st && res == NC_SUCCESS)
+    for (int r = 0; r < world; r++) nc.CommDestroy(c[r]);
+  free(c), free(dev);
+  return st;
+}
+
+rlx_status cuda_nccl_init_rank(int rank, int world, const void *id, int device, int timeout_ms, rlx_comm **out) {
+  rlx_status st = nc_ready("rlx_comm_new_nccl_rank");
+  if (st) return st;
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaSetDevice");
+  nc_unique_id u;
+  memcpy(&u, id, sizeof u);
+  nc_comm c;
+  nc_result r = nc.CommInitRank(&c, world, u, rank);
+  if (r != NC_SUCCESS) return nc_fail(r, "ncclCommInitRank");
+  if (!(*out = nc_wrap(c, rank, world, device, timeout_ms))) {
+    nc.CommDestroy(c);
+    return rlx_set_error(RLX_ERR_NOMEM, "rlx_comm_new_nccl_rank: out of memory");
+  }
+  return RLX_OK;
+}
+
+void cuda_nccl_abort(rlx_comm *c) {
+  if (c->nccl && nc_loaded) nc.CommAbort(c->nccl);
+  c->nccl = NULL; /* an aborted communicator is freed by the abort */
+}
+
+void cuda_nccl_free(rlx_comm *c) {
+  if (c->nccl && nc_loaded) {
+    cudaSetDevice(c->device);
+    nc.CommDestroy(c->nccl);
+  }
+  free(c);
+}
+
+static int nc_dtype(rlx_dtype t) {
+  switch (t) {
+  case RLX_F32: return NC_FLOAT32;
+  case RLX_F16: return NC_FLOAT16;
+  case RLX_BF16: return NC_BFLOAT16;
+  case RLX_F64: return NC_FLOAT64;
+  case RLX_I32: return NC_INT32;
+  default: return NC_INT64;
+  }
+}
+
+rlx_status cuda_nccl_all_reduce(rlx_comm *c, const void *x, void *y, int64_t n, rlx_dtype t, cudaStream_t stream) {
+  if (!c->nccl) return rlx_set_error(RLX_ERR_DEVICE, "AllReduce (rank %d of %d): the communicator was aborted",
+                                     c->rank, c->world);
+  nc_result r = nc.AllReduce(x, y, (size_t)n, nc_dtype(t), NC_SUM, c->nccl, stream);
+  return r == NC_SUCCESS ? RLX_OK : nc_fail(r, "ncclAllReduce");
+}
+
+/* The plan's stream, waited for with the communicator's timeout: a rank
+ * that died never finishes its share of an AllReduce, and a plain
+ * synchronize would wait for it forever. */
+rlx_status cuda_nccl_wait(rlx_comm *c, cudaStream_t stream) {
+  struct timespec t0, now, nap = {0, 20000};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return RLX_OK;
+    if (e != cudaErrorNotReady) return cuda_fail(e, "running the plan");
+    nc_result async = NC_SUCCESS;
+    if (c->nccl && nc.CommGetAsyncError(c->nccl, &async) == NC_SUCCESS && async != NC_SUCCESS &&
+        async != NC_IN_PROGRESS) {
+      rlx_status st = nc_fail(async, "a collective of the run");
+      cuda_nccl_abort(c);
+      return st;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double ms = (double)(now.tv_sec - t0.tv_sec) * 1e3 + (double)(now.tv_nsec - t0.tv_nsec) * 1e-6;
+    if (ms > c->timeout_ms) {
+      cuda_nccl_abort(c);
+      return rlx_set_error(RLX_ERR_DEVICE, "AllReduce (rank %d of %d): the other ranks did not answer within %d ms; "
+                           "the communicator is aborted", c->rank, c->world, c->timeout_ms);
+    }
+    nanosleep(&nap, NULL);
+  }
+}

@@ -1,0 +1,177 @@
+/* test_llm_tp.c — tensor parallelism of the decoder on the CPU
+ * (rlx_llm_options.tp: ranks that are threads, AllReduce over a local
+ * communicator): random-weight llama files of bench/make_llama_gguf.py in
+ * f32, f16, q8_0 and q4_0, whose heads (8) and kv heads (4) divide by 4
+ * and whose vocabulary (1001) does not, so the last rank's slice is
+ * shorter. TP2 and TP4 against TP1 (the unsplit decoder, itself checked
+ * against NumPy by test_llama): a prompt's logits and those of the greedy
+ * steps after it (TP1's tokens fed to all) within 1e-3 of the row's
+ * largest logit, and the same greedy token unless TP1's top two are closer
+ * than the logits' difference. Refused with a message: tp 3 (heads do not
+ * divide), a q4_0 split inside a block, the cache's row moves (sequence
+ * state) of a split decoder. The quantized products run from x as given
+ * (RLX_QMATMUL_REF=1, set by CTest): see tests/CMakeLists.txt. With "cuda"
+ * as the last argument the ranks run on GPUs over NCCL (test_cuda_llm_tp;
+ * exit 77, a skip, with fewer than 2). */
+#include "check.h"
+#include "rlx.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define PROMPT 9
+#define STEPS 8
+#define VOCAB 1001
+
+static const char *work_dir;
+static rlx_device device = RLX_DEVICE_CPU; /* "cuda" as the 4th argument: ranks on cuda:0, cuda:1, ... */
+
+static char *path_of(const char *name) {
+  static char buf[4096];
+  snprintf(buf, sizeof buf, "%s/%s.gguf", work_dir, name);
+  return buf;
+}
+
+static int make(const char *python, const char *bench, const char *name, const char *args) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "'%s' '%s/make_llama_gguf.py' '%s' %s > /dev/null", python, bench, path_of(name), args);
+  if (system(cmd) != 0) {
+    printf("FAIL: %s\n", cmd);
+    return 0;
+  }
+  return 1;
+}
+
+static rlx_status load(const char *name, int tp, rlx_llm **m) {
+  rlx_llm_options o = {{device, 1, 0, 0, NULL}, 64, NULL, NULL, RLX_F32, 1, tp, 0, 0, NULL};
+  return rlx_llm_open(path_of(name), &o, m);
+}
+
+/* The prompt's logits [PROMPT * V], then STEPS greedy steps' [STEPS * V]
+ * fed `tokens` (NULL: its own argmax, written to greedy). */
+static int run(const char *name, int tp, const int32_t *tokens, int32_t *greedy, float *logits) {
+  rlx_llm *m = NULL;
+  rlx_status st = load(name, tp, &m);
+  CHECK(st == RLX_OK, "%s tp %d: load: %s", name, tp, rlx_last_error());
+  if (st) return 0;
+  int32_t prompt[PROMPT];
+  for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 379 + 11) % VOCAB);
+  st = rlx_llm_eval(m, prompt, PROMPT, 1, logits);
+  for (int s = 0; st == RLX_OK && s < STEPS; s++) {
+    const float *last = logits + (size_t)(PROMPT - 1 + s) * VOCAB;
+    int32_t best = 0;
+    for (int v = 1; v < VOCAB; v++)
+      if (last[v] > last[best]) best = v;
+    if (greedy) greedy[s] = best;
+    int32_t next = tokens ? tokens[s] : best;
+    st = rlx_llm_eval(m, &next, 1, 0, logits + (size_t)(PROMPT + s) * VOCAB);
+  }
+  CHECK(st == RLX_OK, "%s tp %d: eval: %s", name, tp, rlx_last_error());
+  rlx_llm_free(m);
+  return st == RLX_OK;
+}
+
+/* Whether a CUDA session compiles on device d. */
+static int gpu_there(int d) {
+  rlx_graph *g = rlx_graph_new("probe");
+  rlx_node x = rlx_input(g, "x", RLX_F32, 1, (const int64_t[]){4});
+  rlx_node y = rlx_activation(g, RLX_ACT_RELU, x);
+  rlx_graph_set_outputs(g, 1, &y);
+  rlx_options o = {RLX_DEVICE_CUDA, 0, 0, d, NULL};
+  rlx_session *s = NULL;
+  rlx_status st = rlx_compile(g, &o, &s);
+  rlx_session_free(s);
+  rlx_graph_free(g);
+  return st == RLX_OK;
+}
+
+static void check_file(const char *name) {
+  const size_t rows = PROMPT + STEPS;
+  float *ref = malloc(rows * VOCAB * sizeof *ref), *got = malloc(rows * VOCAB * sizeof *got);
+  int32_t tokens[STEPS], greedy[STEPS];
+  if (!ref || !got || !run(name, 1, NULL, tokens, ref)) {
+    free(ref), free(got);
+    return;
+  }
+  for (int tp = 2; tp <= 4; tp += 2) {
+    if (device == RLX_DEVICE_CUDA && !gpu_there(tp - 1)) continue;
+    if (!run(name, tp, tokens, greedy, got)) continue;
+    double worst = 0;
+    int mismatches = 0;
+    for (size_t r = 0; r < rows; r++) {
+      const float *a = ref + r * VOCAB, *b = got + r * VOCAB;
+      double scale = 0, diff = 0;
+      for (int v = 0; v < VOCAB; v++) {
+        scale = fmax(scale, fabs(a[v]));
+        diff = fmax(diff, fabs((double)a[v] - b[v]));
+      }
+      worst = fmax(worst, diff / scale);
+      /* the greedy token of the step this row decides (rows from PROMPT - 1 on) */
+      if (r + 1 >= PROMPT && r + 1 - PROMPT < STEPS) {
+        int s = (int)(r + 1 - PROMPT), top = tokens[s];
+        double second = -INFINITY;
+        for (int v = 0; v < VOCAB; v++)
+          if (v != top) second = fmax(second, a[v]);
+        if (greedy[s] != top && a[top] - second > 2 * diff) mismatches++;
+      }
+    }
+    printf("%s tp %d: largest logit difference %.2e of the row's largest logit\n", name, tp, worst);
+    CHECK(worst <= 1e-3, "%s tp %d: logits differ from tp 1 by %.3g of the row's largest", name, tp, worst);
+    CHECK(mismatches == 0, "%s tp %d: %d greedy tokens differ from tp 1 without a near-tie", name, tp, mismatches);
+  }
+  free(ref), free(got);
+}
+
+static void check_refusals(void) {
+  rlx_llm *m = NULL;
+  CHECK_ERR(load("tp_f32", 3, &m), RLX_ERR_UNSUPPORTED, "head_count 8", "divide by 3");
+  CHECK(m == NULL, "a refused load gives no decoder");
+  CHECK_ERR(load("tp_f32", -1, &m), RLX_ERR_INVALID, "tp -1");
+  /* ffn_down's 96 columns in halves of 48: inside a q4_0 block of 32 */
+  CHECK_ERR(load("tp_ff96_q4_0", 2, &m), RLX_ERR_UNSUPPORTED, "ffn_down.weight", "block");
+  rlx_llm_options o = {{RLX_DEVICE_CPU, 1, 0, 0, NULL}, 64, NULL, NULL, RLX_F32, 1, 2, 0, 2, "127.0.0.1:1"};
+  CHECK_ERR(rlx_llm_open(path_of("tp_f32"), &o, &m), RLX_ERR_UNSUPPORTED, "need device cuda");
+  o.tp = 4;
+  CHECK_ERR(rlx_llm_open(path_of("tp_f32"), &o, &m), RLX_ERR_INVALID, "tp 4 differs from world 2");
+  if (load("tp_f32", 2, &m) == RLX_OK) {
+    int32_t t = 5;
+    float *logits = malloc(VOCAB * sizeof *logits);
+    CHECK(rlx_llm_eval(m, &t, 1, 0, logits) == RLX_OK, "tp 2 eval: %s", rlx_last_error());
+    char state[4200];
+    snprintf(state, sizeof state, "%s/tp_state.bin", work_dir);
+    CHECK_ERR(rlx_llm_seq_save(m, 0, state), RLX_ERR_UNSUPPORTED, "split over ranks");
+    free(logits);
+    rlx_llm_free(m);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "cuda"))) {
+    fprintf(stderr, "usage: %s PYTHON BENCH_DIR WORK_DIR [cuda]\n", argv[0]);
+    return 2;
+  }
+  work_dir = argv[3];
+  if (argc == 5) {
+    device = RLX_DEVICE_CUDA;
+    if (!gpu_there(1)) {
+      printf("skipped: tensor parallelism on CUDA needs 2 GPUs\n");
+      return 77;
+    }
+  }
+  mkdir(work_dir, 0755);
+  const char *shape = "--layers 2 --embd 256 --heads 8 --heads-kv 4 --ff 512 --vocab 1001";
+  const char *types[] = {"f32", "f16", "q8_0", "q4_0"};
+  char args[512], name[64];
+  for (int i = 0; i < 4; i++) {
+    snprintf(args, sizeof args, "%s --wtype %s", shape, types[i]);
+    snprintf(name, sizeof name, "tp_%s", types[i]);
+    if (make(argv[1], argv[2], name, args)) check_file(name);
+  }
+  if (device == RLX_DEVICE_CPU && make(argv[1], argv[2], "tp_ff96_q4_0", "--layers 1 --embd 256 --heads 8 --heads-kv 4 --ff 96 --vocab 1001 "
+           "--wtype q4_0"))
+    check_refusals();
+  return check_report();
+}
