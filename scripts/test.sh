@@ -33,10 +33,10 @@ cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure
 
-echo "== ThreadSanitizer build and the thread tests"
+echo "== ThreadSanitizer build and the thread tests (sessions, communicators, ranks)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLX_TSAN=ON -DRLX_CUDA=OFF >/dev/null
-cmake --build build-tsan -j"$jobs" --target test_threads
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R '^test_threads$' --output-on-failure
+cmake --build build-tsan -j"$jobs" --target test_threads test_comm test_llm_tp
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R '^(test_threads|test_comm|test_llm_tp)$' --output-on-failure
 
 echo "== clang build and fuzzing"
 CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DRLX_FUZZ=ON \

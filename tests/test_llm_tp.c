@@ -7,9 +7,10 @@
  * against NumPy by test_llama): a prompt's logits and those of the greedy
  * steps after it (TP1's tokens fed to all) within 1e-3 of the row's
  * largest logit, and the same greedy token unless TP1's top two are closer
- * than the logits' difference. Refused with a message: tp 3 (heads do not
- * divide), a q4_0 split inside a block, the cache's row moves (sequence
- * state) of a split decoder. The quantized products run from x as given
+ * than the logits' difference. The cache's row moves (a prefix copied, a
+ * context shift, state files saved by one tp and loaded by another) give
+ * TP1's logits. Refused with a message: tp 3 (heads do not divide), a q4_0
+ * split inside a block, several processes on the CPU. The quantized products run from x as given
  * (RLX_QMATMUL_REF=1, set by CTest): see tests/CMakeLists.txt. With "cuda"
  * as the last argument the ranks run on GPUs over NCCL (test_cuda_llm_tp;
  * exit 77, a skip, with fewer than 2). */
@@ -45,9 +46,21 @@ static int make(const char *python, const char *bench, const char *name, const c
   return 1;
 }
 
-static rlx_status load(const char *name, int tp, rlx_llm **m) {
-  rlx_llm_options o = {{device, 1, 0, 0, NULL}, 64, NULL, NULL, RLX_F32, 1, tp, 0, 0, NULL};
+static rlx_status load_seqs(const char *name, int tp, int32_t n_seq, rlx_llm **m) {
+  rlx_llm_options o = {{device, 1, 0, 0, NULL}, 64, NULL, NULL, RLX_F32, n_seq, tp, 0, 0, NULL};
   return rlx_llm_open(path_of(name), &o, m);
+}
+
+static rlx_status load(const char *name, int tp, rlx_llm **m) { return load_seqs(name, tp, 1, m); }
+
+/* The largest difference of two logit rows over the row's largest logit. */
+static double rel_diff(const float *a, const float *b) {
+  double scale = 0, diff = 0;
+  for (int v = 0; v < VOCAB; v++) {
+    scale = fmax(scale, fabs(a[v]));
+    diff = fmax(diff, fabs((double)a[v] - b[v]));
+  }
+  return diff / scale;
 }
 
 /* The prompt's logits [PROMPT * V], then STEPS greedy steps' [STEPS * V]
@@ -136,16 +149,56 @@ static void check_refusals(void) {
   CHECK_ERR(rlx_llm_open(path_of("tp_f32"), &o, &m), RLX_ERR_UNSUPPORTED, "need device cuda");
   o.tp = 4;
   CHECK_ERR(rlx_llm_open(path_of("tp_f32"), &o, &m), RLX_ERR_INVALID, "tp 4 differs from world 2");
-  if (load("tp_f32", 2, &m) == RLX_OK) {
-    int32_t t = 5;
-    float *logits = malloc(VOCAB * sizeof *logits);
-    CHECK(rlx_llm_eval(m, &t, 1, 0, logits) == RLX_OK, "tp 2 eval: %s", rlx_last_error());
-    char state[4200];
-    snprintf(state, sizeof state, "%s/tp_state.bin", work_dir);
-    CHECK_ERR(rlx_llm_seq_save(m, 0, state), RLX_ERR_UNSUPPORTED, "split over ranks");
-    free(logits);
-    rlx_llm_free(m);
+}
+
+/* The cache's host row moves on a split decoder (each rank holds its heads'
+ * piece of a row) do what they do unsplit: a prefix shared into sequence 1,
+ * a context shift of it (keys re-roped), a state file of TP2 loaded by TP1
+ * and TP4 and one of TP1 by TP2; the next logits against TP1's. */
+static void check_cache_moves(const char *name) {
+  rlx_llm *m[3] = {NULL, NULL, NULL};
+  const int tps[3] = {1, 2, 4};
+  for (int i = 0; i < 3; i++)
+    CHECK(load_seqs(name, tps[i], 2, &m[i]) == RLX_OK, "%s tp %d n_seq 2: %s", name, tps[i], rlx_last_error());
+  if (!m[0] || !m[1] || !m[2]) {
+    for (int i = 0; i < 3; i++) rlx_llm_free(m[i]);
+    return;
   }
+  int32_t prompt[PROMPT];
+  for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 211 + 5) % VOCAB);
+  float *out = malloc(3 * VOCAB * sizeof *out);
+  const int32_t tok = 17, seq1 = 1;
+  const rlx_llm_batch one = {1, &tok, &seq1, NULL};
+  for (int i = 0; i < 3; i++) {
+    rlx_status st = rlx_llm_eval(m[i], prompt, PROMPT, 0, out + i * VOCAB);
+    if (st == RLX_OK) st = rlx_llm_seq_copy(m[i], 0, 1, PROMPT);
+    if (st == RLX_OK) st = rlx_llm_seq_shift(m[i], 1, 2, 3);
+    if (st == RLX_OK) st = rlx_llm_decode(m[i], &one, out + i * VOCAB);
+    CHECK(st == RLX_OK, "%s tp %d: copy, shift, decode: %s", name, tps[i], rlx_last_error());
+  }
+  for (int i = 1; i < 3; i++)
+    CHECK(rel_diff(out, out + i * VOCAB) <= 1e-3, "%s tp %d after copy and shift: logits differ from tp 1 by %.3g",
+          name, tps[i], rel_diff(out, out + i * VOCAB));
+  /* state files across tp sizes: TP2's into TP1 and TP4, TP1's into TP2 */
+  char from2[4200], from1[4200];
+  snprintf(from2, sizeof from2, "%s/%s_tp2.state", work_dir, name);
+  snprintf(from1, sizeof from1, "%s/%s_tp1.state", work_dir, name);
+  CHECK(rlx_llm_seq_save(m[1], 0, from2) == RLX_OK, "tp 2 save: %s", rlx_last_error());
+  CHECK(rlx_llm_seq_save(m[0], 0, from1) == RLX_OK, "tp 1 save: %s", rlx_last_error());
+  const char *file[3] = {from2, from1, from2};
+  const int32_t seq0 = 0;
+  const rlx_llm_batch next = {1, &tok, &seq0, NULL};
+  for (int i = 0; i < 3; i++) {
+    rlx_status st = rlx_llm_seq_truncate(m[i], 0, 0);
+    if (st == RLX_OK) st = rlx_llm_seq_load(m[i], 0, file[i]);
+    if (st == RLX_OK) st = rlx_llm_decode(m[i], &next, out + i * VOCAB);
+    CHECK(st == RLX_OK, "%s tp %d: load a state and decode: %s", name, tps[i], rlx_last_error());
+  }
+  for (int i = 1; i < 3; i++)
+    CHECK(rel_diff(out, out + i * VOCAB) <= 1e-3, "%s tp %d after a state file: logits differ from tp 1 by %.3g",
+          name, tps[i], rel_diff(out, out + i * VOCAB));
+  free(out);
+  for (int i = 0; i < 3; i++) rlx_llm_free(m[i]);
 }
 
 int main(int argc, char **argv) {
@@ -169,6 +222,7 @@ int main(int argc, char **argv) {
     snprintf(args, sizeof args, "%s --wtype %s", shape, types[i]);
     snprintf(name, sizeof name, "tp_%s", types[i]);
     if (make(argv[1], argv[2], name, args)) check_file(name);
+    if (device == RLX_DEVICE_CPU && (i == 1 || i == 3)) check_cache_moves(name);
   }
   if (device == RLX_DEVICE_CPU && make(argv[1], argv[2], "tp_ff96_q4_0", "--layers 1 --embd 256 --heads 8 --heads-kv 4 --ff 96 --vocab 1001 "
            "--wtype q4_0"))

@@ -44,6 +44,9 @@ static const char *usage =
     "      --api-key KEY       require \"Authorization: Bearer KEY\" (not on /health)\n"
     "  -t, --threads N         CPU threads (default: all cores)\n"
     "      --device cpu|cuda|cuda:N  where the decoder runs (default cpu; cuda:N the GPU of index N)\n"
+    "      --tp N              tensor parallelism: the decoder split over N ranks,\n"
+    "                          threads of the server (with cuda:D: GPUs D to D+N-1;\n"
+    "                          on the cpu a check of the split, not a speed-up)\n"
     "      --cache-type T      KV cache type: f32 (default), f16, bf16, q8_0 or\n"
     "                          q4_0 (quantized blocks of 32: CPU only)\n"
     "      --embedding-model FOLDER\n"
@@ -112,6 +115,9 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
     } else if (!strcmp(a, "--threads")) {
       if (!parse_long(a, v, 0, 4096, &x)) return 2;
       o->threads = (int)x;
+    } else if (!strcmp(a, "--tp")) {
+      if (!parse_long(a, v, 1, 64, &x)) return 2;
+      o->tp = (int)x;
     } else if (!strcmp(a, "--max-body")) {
       if (!parse_long(a, v, 1024, 1L << 30, &x)) return 2;
       o->max_body = (size_t)x;

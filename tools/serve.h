@@ -27,7 +27,7 @@
 
 typedef struct {
   const char *host, *model_path, *embed_path, *api_key;
-  int port, parallel, threads;
+  int port, parallel, threads, tp;
   int64_t ctx;                 /* the KV pool's positions, shared by the slots (llama-server's -c) */
   rlx_device device;
   int device_index;

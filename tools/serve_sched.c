@@ -438,7 +438,7 @@ rlx_status serve_sched_new(const serve_opts *o, serve_sched **out) {
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   rlx_llm_options lo = {.compile = {o->device, o->threads, 0, o->device_index, NULL}, .n_ctx = o->ctx / o->parallel,
-                        .cache_type = o->cache_type, .n_seq = o->parallel};
+                        .cache_type = o->cache_type, .n_seq = o->parallel, .tp = o->tp};
   rlx_status st = rlx_llm_open(o->model_path, &lo, &s->llm);
   if (!st) {
     s->n_ctx = rlx_llm_n_ctx(s->llm), s->n_vocab = rlx_llm_vocab_size(s->llm);

@@ -4,7 +4,11 @@
  * context shift. These are rare operations, so they go through the
  * session's ordinary interface a layer at a time (the last run's Assign
  * outputs read back, rlx_set_param to write) and cost a copy of each
- * layer's cache; the decode path never pays for them. */
+ * layer's cache; the decode path never pays for them. A decoder split over
+ * ranks that are threads (tensor parallelism) holds each row in pieces, a
+ * rank's heads in its session: a rank's piece is the slice of the row at
+ * rank * piece bytes, so rows read and written whole are what an unsplit
+ * decoder's would be (state files move between tp sizes). */
 #include "model.h"
 
 #include "../backend/cpu/quant_blocks.h" /* ggml's block codecs: a quantized cache's rows */
@@ -55,33 +59,37 @@ static rlx_status refresh(rlx_llm *m) {
   return st;
 }
 
-/* Each layer's K and V through fn(layer bytes, which, user): read, changed
- * in place when fn says so (returns 1), written back; then refreshed. */
-typedef int (*layer_fn)(unsigned char *layer, int64_t which, void *user);
+/* Each rank's each layer's K and V through fn(layer bytes, which, rank,
+ * user): read, changed in place when fn says so (returns 1), written back;
+ * then refreshed. */
+typedef int (*layer_fn)(unsigned char *layer, int64_t which, int rank, void *user);
 
-/* A split decoder's cache lies in its ranks' sessions, a slice of the
- * heads each: rows are read and moved in one session only. */
+/* A rank of several processes holds a slice of the rows: another process
+ * has the rest. */
 static rlx_status whole_cache(const rlx_llm *m) {
-  return llm_is_split(m) ? rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm: the KV cache of a decoder split over ranks "
-                                         "(tp) is not read, moved or re-roped (sequence save, load, copy, shift, "
-                                         "and packing the pool's cells); load it with tp 1 for that")
-                         : RLX_OK;
+  return llm_rank_of_world(m) ? rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm: the KV cache of a decoder split over "
+                                              "processes is not read, moved or re-roped here (sequence save, load, "
+                                              "copy, shift, and packing the pool's cells): each process holds a "
+                                              "slice of its rows")
+                              : RLX_OK;
 }
 
 static rlx_status each_layer(rlx_llm *m, layer_fn fn, void *user) {
-  rlx_status split = whole_cache(m);
-  if (split) return split;
+  rlx_status st = whole_cache(m);
+  if (st) return st;
   llm_cache_view v;
-  llm_cache_view_of(m, &v);
+  llm_cache_view_of(m, 0, &v);
   unsigned char *buf = malloc(layer_bytes(v.kv));
   if (!buf) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm: out of memory for a layer of the KV cache");
-  rlx_status st = RLX_OK;
   int wrote = 0;
-  for (int64_t w = 0; w < 2 * v.kv->n_layer && st == RLX_OK; w++) {
-    st = read_layer(&v, w, buf);
-    if (st == RLX_OK && fn(buf, w, user)) {
-      st = write_layer(&v, w, buf);
-      wrote = 1;
+  for (int r = 0; r < llm_n_rank(m) && st == RLX_OK; r++) {
+    llm_cache_view_of(m, r, &v);
+    for (int64_t w = 0; w < 2 * v.kv->n_layer && st == RLX_OK; w++) {
+      st = read_layer(&v, w, buf);
+      if (st == RLX_OK && fn(buf, w, r, user)) {
+        st = write_layer(&v, w, buf);
+        wrote = 1;
+      }
     }
   }
   free(buf);
@@ -93,36 +101,36 @@ static rlx_status each_layer(rlx_llm *m, layer_fn fn, void *user) {
 typedef struct {
   const int64_t *cells;
   int64_t n;
-  size_t row;
+  size_t row, piece;   /* bytes of a whole row, and of a rank's piece of it */
   unsigned char *buf;
   int write;
 } io_job;
 
-static int io_layer(unsigned char *layer, int64_t which, void *user) {
+static int io_layer(unsigned char *layer, int64_t which, int rank, void *user) {
   io_job *j = user;
-  unsigned char *rows = j->buf + (size_t)which * (size_t)j->n * j->row;
+  unsigned char *rows = j->buf + (size_t)which * (size_t)j->n * j->row + (size_t)rank * j->piece;
   for (int64_t i = 0; i < j->n; i++) {
-    unsigned char *cell = layer + (size_t)j->cells[i] * j->row;
-    if (j->write) memcpy(cell, rows + (size_t)i * j->row, j->row);
-    else memcpy(rows + (size_t)i * j->row, cell, j->row);
+    unsigned char *cell = layer + (size_t)j->cells[i] * j->piece;
+    if (j->write) memcpy(cell, rows + (size_t)i * j->row, j->piece);
+    else memcpy(rows + (size_t)i * j->row, cell, j->piece);
   }
   return j->write;
 }
 
 rlx_status llm_cells_io(rlx_llm *m, const int64_t *cells, int64_t n, void *buf, int write) {
-  io_job j = {cells, n, llm_row_bytes(m), buf, write};
+  io_job j = {cells, n, llm_row_bytes(m), llm_row_bytes(m) / (size_t)llm_n_rank(m), buf, write};
   return each_layer(m, io_layer, &j);
 }
 
 typedef struct {
   const int64_t *cells;
   int64_t n;
-  size_t row;
+  size_t row;  /* a rank's piece */
 } pack_job;
 
 /* cells[i] >= i, increasing: moving in order never overwrites a row still to move */
-static int pack_layer(unsigned char *layer, int64_t which, void *user) {
-  (void)which;
+static int pack_layer(unsigned char *layer, int64_t which, int rank, void *user) {
+  (void)which, (void)rank;
   pack_job *j = user;
   for (int64_t i = 0; i < j->n; i++)
     if (j->cells[i] != i) memcpy(layer + (size_t)i * j->row, layer + (size_t)j->cells[i] * j->row, j->row);
@@ -130,7 +138,7 @@ static int pack_layer(unsigned char *layer, int64_t which, void *user) {
 }
 
 rlx_status llm_cells_pack(rlx_llm *m, const int64_t *cells, int64_t n) {
-  pack_job j = {cells, n, llm_row_bytes(m)};
+  pack_job j = {cells, n, llm_row_bytes(m) / (size_t)llm_n_rank(m)};
   return each_layer(m, pack_layer, &j);
 }
 
@@ -173,7 +181,8 @@ static void store_row(unsigned char *p, rlx_dtype t, const float *f, int64_t n) 
  * adjacent for normal, the halves of [0, n_rot) for neox), in f32 and
  * rounded back to the cache's dtype (a quantized row decoded, rotated and
  * quantized again, as llama.cpp shifts a quantized cache). */
-static int rope_layer(unsigned char *layer, int64_t which, void *user) {
+static int rope_layer(unsigned char *layer, int64_t which, int rank, void *user) {
+  (void)rank; /* a rank's piece is whole heads, rotated alike */
   rope_job *j = user;
   if (which % 2) return 0; /* values are not rotated */
   const rlx_dtype t = j->v.kv->dtype;
@@ -198,10 +207,8 @@ static int rope_layer(unsigned char *layer, int64_t which, void *user) {
 }
 
 rlx_status llm_rerope(rlx_llm *m, const int64_t *cells, int64_t n, int64_t delta) {
-  rlx_status split = whole_cache(m);
-  if (split) return split;
   rope_job j = {cells, n, {0}, NULL, NULL, NULL};
-  llm_cache_view_of(m, &j.v);
+  llm_cache_view_of(m, 0, &j.v);
   const int64_t half = j.v.n_rot / 2;
   double *tab = malloc((size_t)(2 * half) * sizeof *tab);
   j.row = malloc((size_t)j.v.kv->kv_dim * sizeof *j.row);

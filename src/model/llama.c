@@ -92,6 +92,7 @@ struct rlx_llm {
   rlx_session **shard;
   rlx_comm **comm;
   void **copies;
+  llm_tp_pool *ranks;       /* the threads of ranks 1.. (started by the first run) */
   int ran;                /* a run has written the cache (rlx_output reads it) */
   size_t weight_bytes;
   double *rope_freq;      /* [n_rot / 2]: angle per position of each rotation */
@@ -839,6 +840,7 @@ const rlx_model_file *rlx_llm_file(const rlx_llm *m) { return m ? m->file : NULL
 
 void rlx_llm_free(rlx_llm *m) {
   if (!m) return;
+  llm_tp_pool_free(m->ranks);
   for (int r = 0; m->shard && r < m->n_shard; r++) rlx_session_free(m->shard[r]);
   free(m->shard);
   for (int r = 0; r < m->n_comm; r++) rlx_comm_free(m->comm[r]);
@@ -877,14 +879,16 @@ int64_t rlx_llm_plans_built(const rlx_llm *m) {
 
 llm_pool *llm_pool_of(rlx_llm *m) { return &m->pool; }
 
-void llm_cache_view_of(rlx_llm *m, llm_cache_view *v) {
-  *v = (llm_cache_view){m->sess, &m->kv, &m->ran, m->rope_freq, m->hp.n_rot, m->hp.head_dim, m->hp.rope_mode};
+void llm_cache_view_of(rlx_llm *m, int rank, llm_cache_view *v) {
+  *v = (llm_cache_view){m->shard[rank], &m->kv, &m->ran, m->rope_freq, m->hp.n_rot, m->hp.head_dim, m->hp.rope_mode};
 }
 
+int llm_n_rank(const rlx_llm *m) { return m->n_shard; }
+
 int64_t llm_n_layer(const rlx_llm *m) { return m->hp.n_layer; }
-int llm_is_split(const rlx_llm *m) { return m->n_comm > 0; }
+int llm_rank_of_world(const rlx_llm *m) { return m->n_comm > 0 && m->n_shard == 1; }
 rlx_dtype llm_cache_type(const rlx_llm *m) { return m->kv.dtype; }
-size_t llm_row_bytes(const rlx_llm *m) { return rlx_dtype_nbytes(m->kv.dtype, m->kv.kv_dim); }
+size_t llm_row_bytes(const rlx_llm *m) { return rlx_dtype_nbytes(m->kv.dtype, m->kv.kv_dim * m->n_shard); }
 rlx_status llm_file_check(const rlx_llm *m) {
   rlx_status st = rlx_model_file_check(m->file);
   return st || !m->hf ? st : hf_llm_check(m->hf);
@@ -933,7 +937,7 @@ rlx_status llm_run(rlx_llm *m, const int32_t *tokens, const int32_t *pos, int64_
       sin_t[i * half + j] = (float)(sin(theta) * m->rope_mscale);
     }
   run_inputs in = {m, tokens, rows, cos_t, sin_t, S, T, R, half, (int32_t)start, logits};
-  rlx_status st = m->n_shard == 1 ? run_rank(&in, 0) : llm_tp_each(m->n_shard, m->comm, run_rank, &in);
+  rlx_status st = m->n_shard == 1 ? run_rank(&in, 0) : llm_tp_each(&m->ranks, m->n_shard, m->comm, run_rank, &in);
   if (st == RLX_OK) m->ran = 1;
   return st;
 }

@@ -55,49 +55,108 @@ rlx_status llm_tp_comms(const rlx_llm_options *o, int tp, rlx_comm **comms) {
   return cuda ? rlx_comm_new_nccl_local(tp, o->compile.device_index, comms) : rlx_comm_new_local(tp, comms);
 }
 
+/* The threads of ranks 1..n-1, kept for the decoder's life: a decode step
+ * wakes them instead of starting threads. */
 typedef struct {
-  llm_rank_fn fn;
-  void *arg;
-  rlx_comm *comm;
+  llm_tp_pool *pool;
   int rank;
+  pthread_t th;
   rlx_status st;
   char err[512];
-} rank_call;
+} rank_thread;
 
-static void *rank_main(void *p) {
-  rank_call *c = p;
-  c->st = c->fn(c->arg, c->rank);
-  if (c->st) {
-    snprintf(c->err, sizeof c->err, "%s", rlx_last_error());
-    rlx_comm_abort(c->comm); /* the other ranks would wait for this one */
+struct llm_tp_pool {
+  pthread_mutex_t mu;
+  pthread_cond_t go, done;
+  int n, started, pending, quit;
+  unsigned long job;       /* jobs handed out: every worker runs each once */
+  llm_rank_fn fn;
+  void *arg;
+  rlx_comm **comms;
+  rank_thread *t;          /* [n]: t[0] is the caller's */
+};
+
+static void run_rank(rank_thread *t) {
+  llm_tp_pool *p = t->pool;
+  t->st = p->fn(p->arg, t->rank);
+  if (t->st) {
+    snprintf(t->err, sizeof t->err, "%s", rlx_last_error());
+    rlx_comm_abort(p->comms[t->rank]); /* the other ranks would wait for this one */
   }
+}
+
+static void *worker(void *arg) {
+  rank_thread *t = arg;
+  llm_tp_pool *p = t->pool;
+  unsigned long seen = 0;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->quit && p->job == seen) pthread_cond_wait(&p->go, &p->mu);
+    if (p->quit) break;
+    seen = p->job;
+    pthread_mutex_unlock(&p->mu);
+    run_rank(t);
+    pthread_mutex_lock(&p->mu);
+    if (--p->pending == 0) pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->mu);
   return NULL;
 }
 
-rlx_status llm_tp_each(int n, rlx_comm **comms, llm_rank_fn fn, void *arg) {
-  rank_call *calls = calloc((size_t)n, sizeof *calls);
-  pthread_t *th = calloc((size_t)n, sizeof *th);
-  if (!calls || !th) {
-    free(calls), free(th);
+void llm_tp_pool_free(llm_tp_pool *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->mu);
+  p->quit = 1;
+  pthread_cond_broadcast(&p->go);
+  pthread_mutex_unlock(&p->mu);
+  for (int r = 1; r < p->started; r++) pthread_join(p->t[r].th, NULL);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->go);
+  pthread_cond_destroy(&p->done);
+  free(p->t);
+  free(p);
+}
+
+static rlx_status pool_new(int n, rlx_comm **comms, llm_tp_pool **out) {
+  llm_tp_pool *p = calloc(1, sizeof *p);
+  if (!p || !(p->t = calloc((size_t)n, sizeof *p->t))) {
+    free(p);
     return rlx_set_error(RLX_ERR_NOMEM, "tensor parallel run: out of memory");
   }
-  int started = 1;
-  for (int r = 0; r < n; r++) calls[r] = (rank_call){fn, arg, comms[r], r, RLX_OK, ""};
-  for (int r = 1; r < n; r++, started++)
-    if (pthread_create(&th[r], NULL, rank_main, &calls[r])) {
-      calls[r].st = rlx_set_error(RLX_ERR_NOMEM, "tensor parallel run: cannot start the thread of rank %d", r);
-      snprintf(calls[r].err, sizeof calls[r].err, "%s", rlx_last_error());
-      rlx_comm_abort(comms[r]);
-      break;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->go, NULL);
+  pthread_cond_init(&p->done, NULL);
+  p->n = n;
+  p->comms = comms;
+  p->started = 1;
+  for (int r = 0; r < n; r++) p->t[r].pool = p, p->t[r].rank = r;
+  for (int r = 1; r < n; r++, p->started++)
+    if (pthread_create(&p->t[r].th, NULL, worker, &p->t[r])) {
+      llm_tp_pool_free(p);
+      return rlx_set_error(RLX_ERR_NOMEM, "tensor parallel run: cannot start the thread of rank %d", r);
     }
-  rank_main(&calls[0]);
-  for (int r = 1; r < started; r++) pthread_join(th[r], NULL);
-  rlx_status st = RLX_OK;
+  *out = p;
+  return RLX_OK;
+}
+
+rlx_status llm_tp_each(llm_tp_pool **pool, int n, rlx_comm **comms, llm_rank_fn fn, void *arg) {
+  rlx_status st = *pool ? RLX_OK : pool_new(n, comms, pool);
+  if (st) return st;
+  llm_tp_pool *p = *pool;
+  pthread_mutex_lock(&p->mu);
+  p->fn = fn, p->arg = arg;
+  p->pending = n - 1;
+  p->job++;
+  pthread_cond_broadcast(&p->go);
+  pthread_mutex_unlock(&p->mu);
+  run_rank(&p->t[0]);
+  pthread_mutex_lock(&p->mu);
+  while (p->pending) pthread_cond_wait(&p->done, &p->mu);
+  pthread_mutex_unlock(&p->mu);
   /* the first rank that failed of its own: an abort's victims only echo it */
   for (int pass = 0; pass < 2 && !st; pass++)
     for (int r = 0; r < n && !st; r++)
-      if (calls[r].st && (pass || !strstr(calls[r].err, "aborted")))
-        st = rlx_set_error(calls[r].st, "rank %d of %d: %s", r, n, calls[r].err);
-  free(calls), free(th);
+      if (p->t[r].st && (pass || !strstr(p->t[r].err, "aborted")))
+        st = rlx_set_error(p->t[r].st, "rank %d of %d: %s", r, n, p->t[r].err);
   return st;
 }

@@ -109,9 +109,14 @@ typedef struct {
   int64_t n_rot, head_dim;
   rlx_rope_mode rope_mode;
 } llm_cache_view;
-void llm_cache_view_of(rlx_llm *m, llm_cache_view *v);
+/* Rank `rank`'s (0 unless the decoder is split over threads: llm_n_rank). */
+void llm_cache_view_of(rlx_llm *m, int rank, llm_cache_view *v);
+/* The ranks whose sessions this decoder runs (tensor parallelism in one
+ * process; else 1), each holding a piece of every cache row: its heads. */
+int  llm_n_rank(const rlx_llm *m);
 /* Reads (write 0) or writes (write 1) the K/V rows of cells[0..n) in the
- * cache's dtype: per layer, K's n rows then V's, llm_row_bytes each. */
+ * cache's dtype: per layer, K's n rows then V's, llm_row_bytes each (whole
+ * rows: every rank's piece in rank order). */
 rlx_status llm_cells_io(rlx_llm *m, const int64_t *cells, int64_t n, void *buf, int write);
 /* Moves the K/V rows of cells[i] (increasing) to cell i, every layer. */
 rlx_status llm_cells_pack(rlx_llm *m, const int64_t *cells, int64_t n);
@@ -121,8 +126,8 @@ rlx_status llm_rerope(rlx_llm *m, const int64_t *cells, int64_t n, int64_t delta
 size_t     llm_row_bytes(const rlx_llm *m);
 int64_t    llm_n_layer(const rlx_llm *m);
 rlx_dtype  llm_cache_type(const rlx_llm *m);
-/* Split over ranks (tensor parallelism: threads here, or processes). */
-int        llm_is_split(const rlx_llm *m);
+/* One rank of a decoder split over processes (its rows are pieces). */
+int        llm_rank_of_world(const rlx_llm *m);
 /* The file's check (rlx_model_file_check): a mapped file that shrank. */
 rlx_status llm_file_check(const rlx_llm *m);
 
@@ -136,11 +141,14 @@ rlx_status llm_tp_split(rlx_file_tensor *t, int axis, int64_t begin, int64_t len
  * (NCCL on o->compile's CUDA device and the next ones, or the CPU's local
  * group), or comms[0], this process's rank of o->world. */
 rlx_status llm_tp_comms(const rlx_llm_options *o, int tp, rlx_comm **comms);
-/* fn(arg, r) for every rank r in [0, n) at once (r > 0 on threads of their
- * own, r 0 on the caller's); a rank that fails aborts its communicator so
- * the others' AllReduces end. The first failure, naming its rank. */
+/* fn(arg, r) for every rank r in [0, n) at once (r > 0 on the threads of
+ * *pool, started by the first call, r 0 on the caller's); a rank that
+ * fails aborts its communicator so the others' AllReduces end. The first
+ * failure, naming its rank. */
 typedef rlx_status (*llm_rank_fn)(void *arg, int rank);
-rlx_status llm_tp_each(int n, rlx_comm **comms, llm_rank_fn fn, void *arg);
+typedef struct llm_tp_pool llm_tp_pool;
+rlx_status llm_tp_each(llm_tp_pool **pool, int n, rlx_comm **comms, llm_rank_fn fn, void *arg);
+void       llm_tp_pool_free(llm_tp_pool *p);
 
 /* All K and V bytes; SIZE_MAX past RLX_MAX_TENSOR_BYTES. */
 size_t llm_kv_bytes(const llm_kv_cache *c);

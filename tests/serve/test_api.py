@@ -69,6 +69,21 @@ def test_completion_greedy_is_rlx_generate(client, model_id):
     assert r.usage.completion_tokens == 20 and r.object == "text_completion"
 
 
+def test_tensor_parallel_is_rlx_generate_tp():
+    """--tp 3 (SmolLM2's 9 heads and 3 kv heads over 3 ranks, threads on the
+    CPU): the greedy answer of rlx generate --tp 3, twice (the second request
+    reuses the first's cached prefix)."""
+    s = Server("--parallel", "2", "--ctx", "1024", "--tp", "3", "--threads", "1")
+    try:
+        c = s.client()
+        model = c.models.list().data[0].id
+        want = generate("--chat", "-p", QUESTION, "-n", "12", "--tp", "3", "--threads", "1")
+        for _ in range(2):
+            assert chat(c, model, temperature=0, max_tokens=12).choices[0].message.content == want
+    finally:
+        assert s.stop() == 0, "".join(s.log[-20:])
+
+
 def test_stream_is_the_whole_answer(client, model_id):
     whole = chat(client, model_id, temperature=0, max_tokens=20).choices[0].message.content
     chunks = list(chat(client, model_id, temperature=0, max_tokens=20, stream=True,

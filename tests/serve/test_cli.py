@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 OPTIONS = ["-m", "--model", "--host", "--port", "-np", "--parallel", "-c", "--ctx", "--ctx-size", "--api-key",
-           "-t", "--threads", "--device", "--cache-type", "--embedding-model", "--max-body", "-h", "--help"]
+           "-t", "--threads", "--device", "--tp", "--cache-type", "--embedding-model", "--max-body", "-h", "--help"]
 
 
 def rlx(*args):
@@ -26,6 +26,7 @@ def test_help_lists_every_option():
 @pytest.mark.parametrize("args,words", [
     (["--port", "70000"], "--port"),
     (["--parallel", "0"], "--parallel"),
+    (["--tp", "0"], "--tp"),
     (["--ctx", "x"], "--ctx"),
     (["--device", "tpu"], "--device"),
     (["--cache-type", "q3"], "--cache-type"),
