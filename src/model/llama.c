@@ -729,6 +729,18 @@ static rlx_status load_rank(rlx_llm *m, const rlx_model_file *f, const hf_llm *h
   return st;
 }
 
+/* Loading ranks one after another: rank r's progress is the r-th share. */
+typedef struct {
+  void (*progress)(double frac, void *user);
+  void *user;
+  int rank, n;
+} rank_progress;
+
+static void progress_of_rank(double frac, void *user) {
+  const rank_progress *p = user;
+  p->progress((p->rank + frac) / p->n, p->user);
+}
+
 /* f: the GGUF file, or a folder's metadata with hf its weights. */
 static rlx_status llm_load(const rlx_model_file *f, const hf_llm *hf, const rlx_llm_options *opt, rlx_llm **out) {
   if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: out is NULL");
@@ -799,10 +811,11 @@ static rlx_status llm_load(const rlx_model_file *f, const hf_llm *hf, const rlx_
   }
   /* the KV cache of a rank's heads */
   m->kv.kv_dim /= o.world > 1 ? o.world : m->n_shard;
+  rank_progress rp = {o.progress, o.progress_user, 0, m->n_shard};
   for (int r = 0; r < m->n_shard && st == RLX_OK; r++) {
     rlx_llm_options ro = o;
     if (m->n_comm) ro.compile.comm = m->comm[r];
-    if (m->n_shard > 1 && rlx_compile_device(o.compile.device) == RLX_DEVICE_CUDA) ro.compile.device_index += r;
+    if (o.progress) ro.progress = progress_of_rank, ro.progress_user = &rp, rp.rank = r;
     st = load_rank(m, f, hf, &ro, o.world > 1 ? o.world : m->n_shard, o.world > 1 ? o.rank : r, &m->shard[r]);
   }
   if (st) {

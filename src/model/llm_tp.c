@@ -46,13 +46,18 @@ rlx_status llm_tp_split(rlx_file_tensor *t, int axis, int64_t begin, int64_t len
 
 rlx_status llm_tp_comms(const rlx_llm_options *o, int tp, rlx_comm **comms) {
   const int cuda = rlx_compile_device(o->compile.device) == RLX_DEVICE_CUDA;
+  /* the first GPU: RLX_DEVICE's cuda:N where it says one, as rlx_compile takes it */
+  int first = o->compile.device_index, env_index;
+  rlx_device env;
+  const char *text = getenv("RLX_DEVICE");
+  if (text && rlx_device_parse(text, &env, &env_index) == RLX_OK && env == RLX_DEVICE_CUDA) first = env_index;
   if (o->world > 1) {
     if (!cuda)
       return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: ranks in several processes sum over NCCL: they need "
                            "device cuda (rank %d of %d asked for the CPU)", o->rank, o->world);
-    return rlx_comm_new_nccl_rank(o->rank, o->world, o->master, o->compile.device_index, 0, comms);
+    return rlx_comm_new_nccl_rank(o->rank, o->world, o->master, first, 0, comms);
   }
-  return cuda ? rlx_comm_new_nccl_local(tp, o->compile.device_index, comms) : rlx_comm_new_local(tp, comms);
+  return cuda ? rlx_comm_new_nccl_local(tp, first, comms) : rlx_comm_new_local(tp, comms);
 }
 
 /* The threads of ranks 1..n-1, kept for the decoder's life: a decode step

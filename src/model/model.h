@@ -138,8 +138,9 @@ rlx_status llm_file_check(const rlx_llm *m);
  * block type falls inside a block. */
 rlx_status llm_tp_split(rlx_file_tensor *t, int axis, int64_t begin, int64_t len, void **copy);
 /* The communicators of o's ranks: comms[0..tp) of threads in this process
- * (NCCL on o->compile's CUDA device and the next ones, or the CPU's local
- * group), or comms[0], this process's rank of o->world. */
+ * (NCCL on o->compile's CUDA device, or RLX_DEVICE's, and the next ones;
+ * or the CPU's local group), or comms[0], this process's rank of o->world.
+ * A session given an NCCL rank's communicator runs on its device. */
 rlx_status llm_tp_comms(const rlx_llm_options *o, int tp, rlx_comm **comms);
 /* fn(arg, r) for every rank r in [0, n) at once (r > 0 on the threads of
  * *pool, started by the first call, r 0 on the caller's); a rank that

@@ -10,6 +10,8 @@
 #include "partition.h"
 #include "runtime.h"
 
+#include "../backend/comm.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +298,8 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
   if (o.device_index < 0)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.device_index %d < 0", o.device_index);
   env_device(&o.device, &o.device_index);
+  /* an NCCL rank's sums run on its communicator's device, whatever RLX_DEVICE says */
+  if (o.device == RLX_DEVICE_CUDA && o.comm && o.comm->kind == COMM_NCCL) o.device_index = o.comm->device;
   if (o.device == RLX_DEVICE_CUDA && !rlx_device_backend())
     return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_compile: this build has no CUDA backend");
   if (o.device == RLX_DEVICE_CUDA && !rlx_device_available())
