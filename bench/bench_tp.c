@@ -9,8 +9,12 @@
  * per token over tp GPUs of --bw GB/s each).
  *
  *   bench_tp MODEL.gguf [--tp 1,2,4] [--device cuda|cpu] [--prompt 32]
- *            [--gen 64] [--bw 3350] [--ctx 512]
- */
+ *            [--gen 64] [--bw 3350] [--ctx 512] [--dump FILE]
+ *            [--rank R --world W --master ADDR:PORT]
+ *
+ * --dump: the greedy tokens of the last tp of the list, as text, into FILE.
+ * --world: this process is one rank (tp W, the list ignored); rank 0
+ * prints and dumps, the others only take part. */
 #include "rlx.h"
 
 #include <math.h>
@@ -36,8 +40,8 @@ int main(int argc, char **argv) {
             "[--ctx N]\n", argv[0]);
     return 2;
   }
-  const char *model = argv[1], *tps = "1,2,4", *dev = "cuda";
-  int prompt = 32, gen = 64, ctx = 512;
+  const char *model = argv[1], *tps = "1,2,4", *dev = "cuda", *dump = NULL, *master = NULL;
+  int prompt = 32, gen = 64, ctx = 512, rank = 0, world = 0;
   double bw = 3350;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--tp")) tps = argv[i + 1];
@@ -46,6 +50,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--gen")) gen = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--bw")) bw = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--ctx")) ctx = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--dump")) dump = argv[i + 1];
+    else if (!strcmp(argv[i], "--rank")) rank = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--world")) world = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--master")) master = argv[i + 1];
     else {
       fprintf(stderr, "bench_tp: unknown option %s\n", argv[i]);
       return 2;
@@ -61,14 +69,17 @@ int main(int argc, char **argv) {
   int32_t *tokens = malloc((size_t)(prompt + gen) * sizeof *tokens);
   double ref_tps = 0;
   int64_t V = 0;
-  printf("%-4s %8s %14s %9s %12s %9s %10s\n", "tp", "load s", "max rel diff", "greedy≠", "decode t/s", "vs first",
-         "roofline");
+  const int quiet = world > 1 && rank > 0;
+  if (!quiet)
+    printf("%-4s %8s %14s %9s %12s %9s %10s\n", "tp", "load s", "max rel diff", "greedy≠", "decode t/s", "vs first",
+           "roofline");
   char list[256];
-  snprintf(list, sizeof list, "%s", tps);
+  snprintf(list, sizeof list, "%d", world);
+  if (world <= 1) snprintf(list, sizeof list, "%s", tps);
   int first = 1, rc = 0;
   for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","), first = 0) {
     const int tp = atoi(tok);
-    rlx_llm_options o = {{device, 0, 0, device_index, NULL}, ctx, NULL, NULL, RLX_F32, 1, tp, 0, 0, NULL};
+    rlx_llm_options o = {{device, 0, 0, device_index, NULL}, ctx, NULL, NULL, RLX_F32, 1, tp, rank, world, master};
     rlx_llm *m = NULL;
     double t0 = now();
     if (rlx_llm_open(model, &o, &m)) {
@@ -123,8 +134,21 @@ int main(int argc, char **argv) {
       if (first) ref_tps = tps_med;
       /* a token reads every weight byte once, spread over tp GPUs */
       double roof = (double)info.weight_bytes * tps_med / (tp * bw * 1e9);
-      printf("%-4d %8.1f %14.2e %9d %12.1f %8.2fx %9.0f%%\n", tp, t_load, best_rel, differ, tps_med,
-             tps_med / ref_tps, 100 * roof);
+      if (!quiet)
+        printf("%-4d %8.1f %14.2e %9d %12.1f %8.2fx %9.0f%%\n", tp, t_load, best_rel, differ, tps_med,
+               tps_med / ref_tps, 100 * roof);
+    }
+    FILE *df = rc == 0 && dump && !quiet ? fopen(dump, "w") : NULL;
+    if (df) {
+      /* this tp's greedy tokens: the first's were its own, the others' counted in greedy≠ */
+      for (int s = 0; s < gen; s++) {
+        const float *row = logits + (size_t)s * V;
+        int32_t arg = 0;
+        for (int64_t v = 1; v < V; v++)
+          if (row[v] > row[arg]) arg = (int32_t)v;
+        fprintf(df, "%d\n", (int)arg);
+      }
+      fclose(df);
     }
     rlx_llm_free(m);
     fflush(stdout);
