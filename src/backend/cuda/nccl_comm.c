@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,9 +168,11 @@ rlx_status cuda_nccl_all_reduce(rlx_comm *c, const void *x, void *y, int64_t n, 
 
 /* The plan's stream, waited for with the communicator's timeout: a rank
  * that died never finishes its share of an AllReduce, and a plain
- * synchronize would wait for it forever. */
+ * synchronize would wait for it forever. A decode step is a few
+ * milliseconds, so the first ones are waited by yielding (a sleep's
+ * wake-up alone takes tens of microseconds), longer waits by sleeping. */
 rlx_status cuda_nccl_wait(rlx_comm *c, cudaStream_t stream) {
-  struct timespec t0, now, nap = {0, 20000};
+  struct timespec t0, now, nap = {0, 100000};
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
     cudaError_t e = cudaStreamQuery(stream);
@@ -189,6 +192,7 @@ rlx_status cuda_nccl_wait(rlx_comm *c, cudaStream_t stream) {
       return rlx_set_error(RLX_ERR_DEVICE, "AllReduce (rank %d of %d): the other ranks did not answer within %d ms; "
                            "the communicator is aborted", c->rank, c->world, c->timeout_ms);
     }
-    nanosleep(&nap, NULL);
+    if (ms < 20) sched_yield();
+    else nanosleep(&nap, NULL);
   }
 }
