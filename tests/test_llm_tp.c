@@ -164,6 +164,11 @@ static void check_cache_moves(const char *name) {
     for (int i = 0; i < 3; i++) rlx_llm_free(m[i]);
     return;
   }
+  rlx_llm_info info[3];
+  for (int i = 0; i < 3; i++) rlx_llm_get_info(m[i], &info[i]);
+  for (int i = 1; i < 3; i++)
+    CHECK(info[i].kv_cache_bytes == info[0].kv_cache_bytes, "%s tp %d: a KV cache of %zu bytes; tp 1's is %zu", name,
+          tps[i], info[i].kv_cache_bytes, info[0].kv_cache_bytes);
   int32_t prompt[PROMPT];
   for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 211 + 5) % VOCAB);
   float *out = malloc(3 * VOCAB * sizeof *out);

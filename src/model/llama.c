@@ -874,7 +874,8 @@ rlx_status rlx_llm_get_info(const rlx_llm *m, rlx_llm_info *out) {
   fill_info(&m->hp, out);
   out->n_ctx = m->pool.n_ctx;
   out->weight_bytes = m->weight_bytes;
-  out->kv_cache_bytes = llm_kv_bytes(&m->kv);
+  /* every rank of this process holds its heads' share */
+  out->kv_cache_bytes = llm_kv_bytes(&m->kv) * (size_t)m->n_shard;
   out->kv_cache_type = m->kv.dtype;
   rlx_session_stats st;
   if (rlx_session_get_stats(m->sess, &st) == RLX_OK) out->fallback_nodes = st.fallback_nodes;
