@@ -22,7 +22,9 @@ class LLM(_lib.Owner):
     ``n_ctx``: the KV cache length (0: the model's, at most 4096);
     ``device``: "cpu", "cuda" or "auto"; ``threads``: 0 for every core;
     ``cache_type``: "f32", "f16", "bf16", or "q8_0" / "q4_0" (quantized
-    blocks of 32; CPU only, head size a multiple of 32).
+    blocks of 32; CPU only, head size a multiple of 32); ``tp``: ranks the
+    model is split over (tensor parallelism: threads, rank r on GPU D + r
+    of device "cuda:D"; on the CPU a check, not a speed-up).
 
     >>> llm = rlx.LLM("SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx=2048)
     >>> for piece in llm.generate("The capital of France is", max_tokens=16, stream=True):
