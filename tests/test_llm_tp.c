@@ -13,7 +13,10 @@
  * split inside a block, several processes on the CPU. The quantized products run from x as given
  * (RLX_QMATMUL_REF=1, set by CTest): see tests/CMakeLists.txt. With "cuda"
  * as the last argument the ranks run on GPUs over NCCL (test_cuda_llm_tp;
- * exit 77, a skip, with fewer than 2). */
+ * exit 77, a skip, with fewer than 2). With --model FILE, a real model's
+ * logits and greedy tokens at every tp of 2 to 4 that divides its heads
+ * against TP1's (test_llm_tp_smollm2: SmolLM2-135M's 9 heads, 3 kv heads,
+ * over 3 ranks). */
 #include "check.h"
 #include "rlx.h"
 
@@ -25,13 +28,16 @@
 
 #define PROMPT 9
 #define STEPS 8
-#define VOCAB 1001
+#define VOCAB 1001   /* the random files' */
 
 static const char *work_dir;
+static const char *model_file;  /* --model: a real model instead of the random files */
+static int64_t vocab = VOCAB;   /* of the file being checked */
 static rlx_device device = RLX_DEVICE_CPU; /* "cuda" as the 4th argument: ranks on cuda:0, cuda:1, ... */
 
-static char *path_of(const char *name) {
+static const char *path_of(const char *name) {
   static char buf[4096];
+  if (model_file) return model_file;
   snprintf(buf, sizeof buf, "%s/%s.gguf", work_dir, name);
   return buf;
 }
@@ -56,7 +62,7 @@ static rlx_status load(const char *name, int tp, rlx_llm **m) { return load_seqs
 /* The largest difference of two logit rows over the row's largest logit. */
 static double rel_diff(const float *a, const float *b) {
   double scale = 0, diff = 0;
-  for (int v = 0; v < VOCAB; v++) {
+  for (int v = 0; v < vocab; v++) {
     scale = fmax(scale, fabs(a[v]));
     diff = fmax(diff, fabs((double)a[v] - b[v]));
   }
@@ -71,16 +77,16 @@ static int run(const char *name, int tp, const int32_t *tokens, int32_t *greedy,
   CHECK(st == RLX_OK, "%s tp %d: load: %s", name, tp, rlx_last_error());
   if (st) return 0;
   int32_t prompt[PROMPT];
-  for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 379 + 11) % VOCAB);
+  for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 379 + 11) % vocab);
   st = rlx_llm_eval(m, prompt, PROMPT, 1, logits);
   for (int s = 0; st == RLX_OK && s < STEPS; s++) {
-    const float *last = logits + (size_t)(PROMPT - 1 + s) * VOCAB;
+    const float *last = logits + (size_t)(PROMPT - 1 + s) * vocab;
     int32_t best = 0;
-    for (int v = 1; v < VOCAB; v++)
+    for (int v = 1; v < vocab; v++)
       if (last[v] > last[best]) best = v;
     if (greedy) greedy[s] = best;
     int32_t next = tokens ? tokens[s] : best;
-    st = rlx_llm_eval(m, &next, 1, 0, logits + (size_t)(PROMPT + s) * VOCAB);
+    st = rlx_llm_eval(m, &next, 1, 0, logits + (size_t)(PROMPT + s) * vocab);
   }
   CHECK(st == RLX_OK, "%s tp %d: eval: %s", name, tp, rlx_last_error());
   rlx_llm_free(m);
@@ -101,23 +107,25 @@ static int gpu_there(int d) {
   return st == RLX_OK;
 }
 
-static void check_file(const char *name) {
+/* TP1 against the tp of tps[0..n) on file `name`. */
+static void check_file_tps(const char *name, const int *tps, int n) {
   const size_t rows = PROMPT + STEPS;
-  float *ref = malloc(rows * VOCAB * sizeof *ref), *got = malloc(rows * VOCAB * sizeof *got);
+  float *ref = malloc(rows * vocab * sizeof *ref), *got = malloc(rows * vocab * sizeof *got);
   int32_t tokens[STEPS], greedy[STEPS];
   if (!ref || !got || !run(name, 1, NULL, tokens, ref)) {
     free(ref), free(got);
     return;
   }
-  for (int tp = 2; tp <= 4; tp += 2) {
+  for (int k = 0; k < n; k++) {
+    const int tp = tps[k];
     if (device == RLX_DEVICE_CUDA && !gpu_there(tp - 1)) continue;
     if (!run(name, tp, tokens, greedy, got)) continue;
     double worst = 0;
     int mismatches = 0;
     for (size_t r = 0; r < rows; r++) {
-      const float *a = ref + r * VOCAB, *b = got + r * VOCAB;
+      const float *a = ref + r * vocab, *b = got + r * vocab;
       double scale = 0, diff = 0;
-      for (int v = 0; v < VOCAB; v++) {
+      for (int v = 0; v < vocab; v++) {
         scale = fmax(scale, fabs(a[v]));
         diff = fmax(diff, fabs((double)a[v] - b[v]));
       }
@@ -126,7 +134,7 @@ static void check_file(const char *name) {
       if (r + 1 >= PROMPT && r + 1 - PROMPT < STEPS) {
         int s = (int)(r + 1 - PROMPT), top = tokens[s];
         double second = -INFINITY;
-        for (int v = 0; v < VOCAB; v++)
+        for (int v = 0; v < vocab; v++)
           if (v != top) second = fmax(second, a[v]);
         if (greedy[s] != top && a[top] - second > 2 * diff) mismatches++;
       }
@@ -136,6 +144,29 @@ static void check_file(const char *name) {
     CHECK(mismatches == 0, "%s tp %d: %d greedy tokens differ from tp 1 without a near-tie", name, tp, mismatches);
   }
   free(ref), free(got);
+}
+
+static void check_file(const char *name) { check_file_tps(name, (const int[]){2, 4}, 2); }
+
+/* A real model (--model FILE): TP1 against every tp of 2 to 4 its heads
+ * and kv heads divide by. */
+static int check_model(void) {
+  rlx_model_file *f = NULL;
+  rlx_llm_info info;
+  if (rlx_model_file_open(model_file, &f) || rlx_llm_describe(f, &info)) {
+    printf("FAIL: %s: %s\n", model_file, rlx_last_error());
+    rlx_model_file_close(f);
+    return 1;
+  }
+  rlx_model_file_close(f);
+  vocab = info.n_vocab;
+  int tps[3], n = 0;
+  for (int tp = 2; tp <= 4; tp++)
+    if (info.n_head % tp == 0 && info.n_head_kv % tp == 0 && info.n_ff % tp == 0) tps[n++] = tp;
+  CHECK(n > 0, "%s: no tp of 2 to 4 divides %lld heads and %lld kv heads", model_file, (long long)info.n_head,
+        (long long)info.n_head_kv);
+  check_file_tps(info.arch, tps, n);
+  return check_report();
 }
 
 static void check_refusals(void) {
@@ -170,20 +201,20 @@ static void check_cache_moves(const char *name) {
     CHECK(info[i].kv_cache_bytes == info[0].kv_cache_bytes, "%s tp %d: a KV cache of %zu bytes; tp 1's is %zu", name,
           tps[i], info[i].kv_cache_bytes, info[0].kv_cache_bytes);
   int32_t prompt[PROMPT];
-  for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 211 + 5) % VOCAB);
-  float *out = malloc(3 * VOCAB * sizeof *out);
+  for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 211 + 5) % vocab);
+  float *out = malloc(3 * vocab * sizeof *out);
   const int32_t tok = 17, seq1 = 1;
   const rlx_llm_batch one = {1, &tok, &seq1, NULL};
   for (int i = 0; i < 3; i++) {
-    rlx_status st = rlx_llm_eval(m[i], prompt, PROMPT, 0, out + i * VOCAB);
+    rlx_status st = rlx_llm_eval(m[i], prompt, PROMPT, 0, out + i * vocab);
     if (st == RLX_OK) st = rlx_llm_seq_copy(m[i], 0, 1, PROMPT);
     if (st == RLX_OK) st = rlx_llm_seq_shift(m[i], 1, 2, 3);
-    if (st == RLX_OK) st = rlx_llm_decode(m[i], &one, out + i * VOCAB);
+    if (st == RLX_OK) st = rlx_llm_decode(m[i], &one, out + i * vocab);
     CHECK(st == RLX_OK, "%s tp %d: copy, shift, decode: %s", name, tps[i], rlx_last_error());
   }
   for (int i = 1; i < 3; i++)
-    CHECK(rel_diff(out, out + i * VOCAB) <= 1e-3, "%s tp %d after copy and shift: logits differ from tp 1 by %.3g",
-          name, tps[i], rel_diff(out, out + i * VOCAB));
+    CHECK(rel_diff(out, out + i * vocab) <= 1e-3, "%s tp %d after copy and shift: logits differ from tp 1 by %.3g",
+          name, tps[i], rel_diff(out, out + i * vocab));
   /* state files across tp sizes: TP2's into TP1 and TP4, TP1's into TP2 */
   char from2[4200], from1[4200];
   snprintf(from2, sizeof from2, "%s/%s_tp2.state", work_dir, name);
@@ -196,19 +227,23 @@ static void check_cache_moves(const char *name) {
   for (int i = 0; i < 3; i++) {
     rlx_status st = rlx_llm_seq_truncate(m[i], 0, 0);
     if (st == RLX_OK) st = rlx_llm_seq_load(m[i], 0, file[i]);
-    if (st == RLX_OK) st = rlx_llm_decode(m[i], &next, out + i * VOCAB);
+    if (st == RLX_OK) st = rlx_llm_decode(m[i], &next, out + i * vocab);
     CHECK(st == RLX_OK, "%s tp %d: load a state and decode: %s", name, tps[i], rlx_last_error());
   }
   for (int i = 1; i < 3; i++)
-    CHECK(rel_diff(out, out + i * VOCAB) <= 1e-3, "%s tp %d after a state file: logits differ from tp 1 by %.3g",
-          name, tps[i], rel_diff(out, out + i * VOCAB));
+    CHECK(rel_diff(out, out + i * vocab) <= 1e-3, "%s tp %d after a state file: logits differ from tp 1 by %.3g",
+          name, tps[i], rel_diff(out, out + i * vocab));
   free(out);
   for (int i = 0; i < 3; i++) rlx_llm_free(m[i]);
 }
 
 int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--model")) {
+    model_file = argv[2];
+    return check_model();
+  }
   if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "cuda"))) {
-    fprintf(stderr, "usage: %s PYTHON BENCH_DIR WORK_DIR [cuda]\n", argv[0]);
+    fprintf(stderr, "usage: %s PYTHON BENCH_DIR WORK_DIR [cuda] | --model FILE.gguf\n", argv[0]);
     return 2;
   }
   work_dir = argv[3];
