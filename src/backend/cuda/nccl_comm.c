@@ -31,6 +31,8 @@ static struct {
   nc_result (*CommAbort)(nc_comm);
   nc_result (*CommGetAsyncError)(nc_comm, nc_result *);
   nc_result (*AllReduce)(const void *, void *, size_t, int, int, nc_comm, cudaStream_t);
+  nc_result (*GroupStart)(void);
+  nc_result (*GroupEnd)(void);
   const char *(*GetErrorString)(nc_result);
 } nc;
 
@@ -65,6 +67,8 @@ static void nc_load(void) {
   NC_RESOLVE(CommAbort)
   NC_RESOLVE(CommGetAsyncError)
   NC_RESOLVE(AllReduce)
+  NC_RESOLVE(GroupStart)
+  NC_RESOLVE(GroupEnd)
   NC_RESOLVE(GetErrorString)
 #undef NC_RESOLVE
   nc_loaded = 1; /* open for the process's life, as a linked library would be */
@@ -83,6 +87,48 @@ static rlx_comm *nc_wrap(nc_comm c, int rank, int world, int device, int timeout
   rlx_comm *w = calloc(1, sizeof *w);
   if (w) *w = (rlx_comm){COMM_NCCL, rank, world, NULL, c, device, timeout_ms};
   return w;
+}
+
+/* One AllReduce of a float over comms c[0..n) (this thread drives n
+ * devices: a group), waited for: NCCL connects its ranks at their first
+ * collective, which is better done here, where a failure is a clear error
+ * at load, than inside the CUDA graph capture of the first plan. A comm
+ * the wait aborted becomes NULL; on failure the caller aborts the rest. */
+static rlx_status warm_up(nc_comm *c, const int *dev, int n, int timeout_ms) {
+  float **buf = calloc((size_t)n, sizeof *buf);
+  cudaStream_t *st = calloc((size_t)n, sizeof *st);
+  rlx_status s = buf && st ? RLX_OK : rlx_set_error(RLX_ERR_NOMEM, "NCCL: out of memory");
+  cudaError_t e = cudaSuccess;
+  for (int r = 0; s == RLX_OK && r < n; r++)
+    if ((e = cudaSetDevice(dev[r])) != cudaSuccess || (e = cudaMalloc((void **)&buf[r], sizeof(float))) != cudaSuccess ||
+        (e = cudaMemset(buf[r], 0, sizeof(float))) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking)) != cudaSuccess)
+      s = cuda_fail(e, "preparing NCCL's first AllReduce");
+  if (s == RLX_OK) {
+    nc_result res = n > 1 ? nc.GroupStart() : NC_SUCCESS;
+    for (int r = 0; res == NC_SUCCESS && r < n; r++) {
+      cudaSetDevice(dev[r]);
+      res = nc.AllReduce(buf[r], buf[r], 1, NC_FLOAT32, NC_SUM, c[r], st[r]);
+    }
+    if (n > 1) {
+      nc_result end = nc.GroupEnd();
+      if (res == NC_SUCCESS) res = end;
+    }
+    if (res != NC_SUCCESS) s = nc_fail(res, "the first AllReduce");
+  }
+  for (int r = 0; s == RLX_OK && r < n; r++) {
+    rlx_comm w = {COMM_NCCL, r, n, NULL, c[r], dev[r], timeout_ms};
+    cudaSetDevice(dev[r]);
+    s = cuda_nccl_wait(&w, st[r]);
+    if (!w.nccl) c[r] = NULL; /* aborted by the wait */
+  }
+  for (int r = 0; buf && st && r < n; r++) {
+    cudaSetDevice(dev[r]);
+    if (st[r]) cudaStreamDestroy(st[r]);
+    cudaFree(buf[r]);
+  }
+  free(buf), free(st);
+  return s;
 }
 
 rlx_status cuda_nccl_unique_id(void *id) {
@@ -107,13 +153,15 @@ rlx_status cuda_nccl_init_all(int world, int first_device, rlx_comm **comms) {
   for (int r = 0; r < world; r++) dev[r] = first_device + r;
   nc_result res = nc.CommInitAll(c, world, dev);
   if (res != NC_SUCCESS) st = nc_fail(res, "ncclCommInitAll");
+  else st = warm_up(c, dev, world, 60000);
   for (int r = 0; st == RLX_OK && r < world; r++)
     if (!(comms[r] = nc_wrap(c[r], r, world, dev[r], 60000))) {
       while (r--) free(comms[r]);
       st = rlx_set_error(RLX_ERR_NOMEM, "rlx_comm_new_nccl_local: out of memory");
     }
   if (st && res == NC_SUCCESS)
-    for (int r = 0; r < world; r++) nc.CommDestroy(c[r]);
+    for (int r = 0; r < world; r++)
+      if (c[r]) nc.CommAbort(c[r]);
   free(c), free(dev);
   return st;
 }
@@ -128,6 +176,11 @@ rlx_status cuda_nccl_init_rank(int rank, int world, const void *id, int device, 
   nc_comm c;
   nc_result r = nc.CommInitRank(&c, world, u, rank);
   if (r != NC_SUCCESS) return nc_fail(r, "ncclCommInitRank");
+  st = warm_up(&c, &device, 1, timeout_ms);
+  if (st) {
+    if (c) nc.CommAbort(c);
+    return st;
+  }
   if (!(*out = nc_wrap(c, rank, world, device, timeout_ms))) {
     nc.CommDestroy(c);
     return rlx_set_error(RLX_ERR_NOMEM, "rlx_comm_new_nccl_rank: out of memory");
