@@ -79,6 +79,7 @@ PY
   one=$("$rlx" generate -m "$folder" -p "hello there" -n 12 --temp 0 2>/dev/null) || fail "generate tp 1"
   two=$("$rlx" generate -m "$folder" -p "hello there" -n 12 --temp 0 --tp 2 2>/dev/null) || fail "generate --tp 2"
   [ "$one" = "$two" ] || fail "generate --tp 2 wrote other text than tp 1"
+  expect 0 "tensor parallel: 2 ranks, threads of this process" "$rlx" generate -m "$folder" -p hi -n 2 --tp 2
   expect 1 "head_count 4 and head_count_kv 2 must both divide by 3" "$rlx" generate -m "$folder" -p hi -n 4 --tp 3
   expect 2 "--tp" "$rlx" generate -m "$folder" -p hi --tp 0
   expect 2 "--rank 2 is not in" "$rlx" generate -m "$folder" -p hi --world 2 --rank 2

@@ -380,6 +380,12 @@ static int generate(const gen_opts *o, const char *model_path, const char *promp
           base, t_load, info.arch, (long long)info.n_layer, (long long)info.n_embd, (long long)info.n_head,
           (long long)info.n_head_kv, (long long)info.n_vocab, (long long)info.n_ctx, (double)info.weight_bytes / 1048576.0,
           (double)info.kv_cache_bytes / 1048576.0, rlx_dtype_name(info.kv_cache_type));
+  if (o->world > 1)
+    fprintf(stderr, "tensor parallel: rank %d of %d processes (master %s)\n", o->rank, o->world,
+            o->master ? o->master : "from MASTER_ADDR:MASTER_PORT");
+  else if (o->tp > 1)
+    fprintf(stderr, "tensor parallel: %d ranks, threads of this process%s\n", o->tp,
+            rlx_compile_device(o->device) == RLX_DEVICE_CUDA ? " (a GPU each)" : " (on the CPU: a check, not faster)");
   if (info.rope_freq_scale != 1.0f || !strcmp(info.rope_scaling, "yarn") || info.rope_freq_factors)
     fprintf(stderr, "rope: %s scaling, factor %g%s\n", info.rope_scaling, 1.0 / (double)info.rope_freq_scale,
             info.rope_freq_factors ? ", frequency factors" : "");
