@@ -623,7 +623,9 @@ typedef struct rlx_comm rlx_comm;
 rlx_status rlx_comm_new_local(int world, rlx_comm **comms);
 /* world communicators over NCCL for ranks that are threads of this process,
  * rank r on CUDA device first_device + r. RLX_ERR_UNSUPPORTED without a
- * CUDA build or without libnccl.so.2 (opened at run time). */
+ * CUDA build or without libnccl.so.2 (opened at run time). Both NCCL
+ * constructors run one AllReduce before they return, so the ranks are
+ * connected (or the error is theirs). */
 rlx_status rlx_comm_new_nccl_local(int world, int first_device, rlx_comm **comms);
 /* This process as rank `rank` of `world` processes over NCCL, on CUDA
  * device `device`. master "host:port": rank 0 listens there and sends
@@ -640,7 +642,8 @@ void       rlx_comm_free(rlx_comm *c);
 /* device_index: which GPU of RLX_DEVICE_CUDA ("cuda:N"; 0, the first, by
  * default); a session's params, plans and launches stay on that device.
  * comm: the communicator of the session's AllReduce nodes (NULL: none); it
- * must outlive the session. */
+ * must outlive the session. A CUDA session with an NCCL communicator runs
+ * on the communicator's device (whatever device_index or RLX_DEVICE say). */
 typedef struct {
   rlx_device device;
   int threads; /* 0 = all cores */
