@@ -422,6 +422,52 @@ static void test_matmul_bias_act(void) {
   rlx_graph_free(g);
   rlx_graph_free(f);
 
+  /* GELU written out with Erf (torch's and Hugging Face's exports): the
+   * chain becomes the fused op's act; a wrong constant, or the
+   * pre-activation read elsewhere, leaves the chain as it is */
+  static const struct {
+    const char *body;
+    float k[3]; /* the chain's constants */
+    int gelu;
+  } erf_forms[] = {
+      {"  %7 = Binary{op=div}(%4, %5)\n  %8 = Activation{act=erf}(%7)\n  %9 = Binary{op=add}(%8, %6)\n"
+       "  %10 = Binary{op=mul}(%4, %9)\n  %12 = Binary{op=mul}(%10, %11)\n  outputs %12\n",
+       {1.41421356f, 1.0f, 0.5f}, 1},
+      {"  %7 = Binary{op=mul}(%5, %4)\n  %8 = Activation{act=erf}(%7)\n  %9 = Binary{op=add}(%6, %8)\n"
+       "  %10 = Binary{op=mul}(%11, %4)\n  %12 = Binary{op=mul}(%10, %9)\n  outputs %12\n",
+       {0.70710678f, 1.0f, 0.5f}, 1},
+      {"  %7 = Binary{op=div}(%4, %5)\n  %8 = Activation{act=erf}(%7)\n  %9 = Binary{op=add}(%8, %6)\n"
+       "  %10 = Binary{op=mul}(%4, %9)\n  %12 = Binary{op=mul}(%10, %11)\n  outputs %12\n",
+       {1.41421356f, 1.0f, 0.6f}, 0},
+      {"  %7 = Binary{op=div}(%4, %5)\n  %8 = Activation{act=erf}(%7)\n  %9 = Binary{op=add}(%8, %6)\n"
+       "  %10 = Binary{op=mul}(%4, %9)\n  %12 = Binary{op=mul}(%10, %11)\n  outputs %12, %4\n",
+       {1.41421356f, 1.0f, 0.5f}, 0},
+  };
+  for (size_t i = 0; i < sizeof erf_forms / sizeof erf_forms[0]; i++) {
+    char tmpl[2048];
+    snprintf(tmpl, sizeof tmpl,
+             "graph \"gelu_erf\" {\n"
+             "  %%0 = Input{name=\"x\"} : f32[2,5,8]\n"
+             "  %%1 = Param{name=\"w\"} : f32[8,6]\n"
+             "  %%2 = Param{name=\"b\"} : f32[6]\n"
+             "  %%3 = MatMul(%%0, %%1)\n"
+             "  %%4 = Binary{op=add}(%%3, %%2)\n"
+             "  %%5 = Constant{data=h\"$0\"} : f32[]\n"
+             "  %%6 = Constant{data=h\"$1\"} : f32[]\n"
+             "  %%11 = Constant{data=h\"$2\"} : f32[]\n"
+             "%s}\n",
+             erf_forms[i].body);
+    char *args[] = {hex_f32(&erf_forms[i].k[0], 1), hex_f32(&erf_forms[i].k[1], 1), hex_f32(&erf_forms[i].k[2], 1)};
+    g = parse_with(tmpl, 3, args);
+    f = fuse_checked("matmul+bias+erf gelu", g, -1, RLX_F32);
+    n = f ? find_op(f, RLX_OP_FusedMatMulBiasAct) : NULL;
+    const int rest = f ? count_op(f, RLX_OP_Activation) + count_op(f, RLX_OP_ElementwiseRegion) : -1;
+    CHECK(n && (n->a.act == RLX_ACT_GELU) == erf_forms[i].gelu && (rest == 0) == erf_forms[i].gelu,
+          "erf form %zu: act %d, %d activations or regions left", i, n ? (int)n->a.act : -1, rest);
+    rlx_graph_free(g);
+    rlx_graph_free(f);
+  }
+
   /* must not fire */
   static const char *const negatives[] = {
       /* the product is read elsewhere */

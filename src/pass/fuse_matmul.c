@@ -10,11 +10,19 @@
  *    along another axis, is not a bias;
  *  - the MatMul is read only by the add, and, to take the activation too,
  *    the add only by the Activation (otherwise the add is the root and the
- *    activation stays).
+ *    activation stays);
+ *  - the activation may also be GELU written out with Erf, as exporters
+ *    write it: x * 0.5 * (1 + erf(x / sqrt(2))) in the orders torch and
+ *    Hugging Face models give (x / sqrt(2) or x * (1 / sqrt(2)); the 0.5
+ *    on x or on the product), the add read only by the chain's two reads
+ *    of x. The chain is then applied in the GEMM's registers, not in a
+ *    pass over the product afterwards.
  * Dtypes need no check: MatMul, Binary and Activation already require one
  * float dtype for all of them. The fused kernel rounds once where the
  * unfused ops round after each op (within the dtype's tolerance). */
 #include "fuse.h"
+
+#include <math.h>
 
 typedef struct {
   rlx_node a, w, bias;
@@ -49,6 +57,73 @@ static int match_biased_matmul(const fuse_ctx *c, rlx_node add, matmul_match *m,
   return 0;
 }
 
+/* id is a scalar float Constant within a float's rounding of want. */
+static int constant_near(const fuse_ctx *c, rlx_node id, double want) {
+  double v;
+  return fuse_scalar_constant(c, id, &v) && fabs(v - want) <= 1e-6 * fabs(want);
+}
+
+/* node = a * b or b * a with b a scalar Constant near k: *a. */
+static int mul_by(const fuse_ctx *c, rlx_node node, double k, rlx_node *a) {
+  if (!fuse_is_binop(c, node, RLX_BIN_MUL)) return 0;
+  const ir_node *n = fuse_node(c, node);
+  for (int side = 0; side < 2; side++)
+    if (constant_near(c, n->in[1 - side], k)) {
+      *a = n->in[side];
+      return 1;
+    }
+  return 0;
+}
+
+/* node = 1 + erf(x / sqrt(2)) (either order, or x * (1 / sqrt(2))): its
+ * nodes added to grp, *x set. */
+static int one_plus_erf(const fuse_ctx *c, rlx_node node, rlx_node *x, fuse_group *grp) {
+  if (!fuse_takeable(c, node) || !fuse_is_binop(c, node, RLX_BIN_ADD)) return 0;
+  const ir_node *n = fuse_node(c, node);
+  for (int side = 0; side < 2; side++) {
+    rlx_node e = n->in[side];
+    if (!constant_near(c, n->in[1 - side], 1.0) || !fuse_takeable(c, e)) continue;
+    const ir_node *en = fuse_node(c, e);
+    if (en->op != RLX_OP_Activation || en->a.act != RLX_ACT_ERF || !fuse_takeable(c, en->in[0])) continue;
+    rlx_node s = en->in[0];
+    const ir_node *sn = fuse_node(c, s);
+    if (fuse_is_binop(c, s, RLX_BIN_DIV) && constant_near(c, sn->in[1], sqrt(2.0))) *x = sn->in[0];
+    else if (!mul_by(c, s, sqrt(0.5), x)) continue;
+    return fuse_group_add(grp, node) && fuse_group_add(grp, e) && fuse_group_add(grp, s);
+  }
+  return 0;
+}
+
+/* root = x * 0.5 * (1 + erf(x / sqrt(2))) as (x * t) * 0.5 or (x * 0.5) *
+ * t, t = 1 + erf(...), each product in either order, no operand
+ * broadcasting x's shape up: *x set, the chain's nodes added to grp. */
+static int gelu_erf(const fuse_ctx *c, rlx_node root, rlx_node *x, fuse_group *grp) {
+  if (!fuse_is_binop(c, root, RLX_BIN_MUL)) return 0;
+  const ir_node *n = fuse_node(c, root);
+  const ir_shape *out = &fuse_type(c, root)->shape;
+  for (int side = 0; side < 2; side++) {
+    rlx_node a = n->in[side], b = n->in[1 - side];
+    if (!fuse_takeable(c, a) || !fuse_is_binop(c, a, RLX_BIN_MUL) || !fuse_shape_eq(&fuse_type(c, a)->shape, out))
+      continue;
+    const ir_node *an = fuse_node(c, a);
+    for (int k = 0; k < 2; k++) {
+      fuse_group trial = *grp;
+      rlx_node xa, xt;
+      if (constant_near(c, b, 0.5)) { /* (x * t) * 0.5 */
+        xa = an->in[k];
+        if (!one_plus_erf(c, an->in[1 - k], &xt, &trial)) continue;
+      } else { /* (x * 0.5) * t */
+        if (k == 1 || !mul_by(c, a, 0.5, &xa) || !one_plus_erf(c, b, &xt, &trial)) continue;
+      }
+      if (xa != xt || !fuse_shape_eq(&fuse_type(c, xa)->shape, out)) continue;
+      *grp = trial;
+      *x = xa;
+      return fuse_group_add(grp, a) && fuse_group_add(grp, root);
+    }
+  }
+  return 0;
+}
+
 static int match_matmul_bias_act(const fuse_ctx *c, rlx_node root, void *mv, fuse_group *grp) {
   matmul_match *m = mv;
   const ir_node *n = fuse_node(c, root);
@@ -58,6 +133,12 @@ static int match_matmul_bias_act(const fuse_ctx *c, rlx_node root, void *mv, fus
     m->act = n->a.act;
     if (m->act == RLX_ACT_LEAKY_RELU) m->alpha = n->a.alpha;
     return fuse_group_add(grp, root);
+  }
+  rlx_node x;
+  if (gelu_erf(c, root, &x, grp)) { /* the add read twice, by the chain */
+    if (c->uses[x] != 2 || c->taken[x] || !match_biased_matmul(c, x, m, grp)) return 0;
+    m->act = RLX_ACT_GELU;
+    return 1;
   }
   return match_biased_matmul(c, root, m, grp);
 }
