@@ -120,6 +120,14 @@ def fused_conv_cases(suite, rng):
          True),
         ("turned_groups_res", "f32", [7, 8, 10, 10], [40, 8, 1, 1], [1, 1], [0, 0, 0, 0], 1, "sigmoid", -inf, inf,
          True, True),
+        # a batch's images as one product (their columns side by side):
+        # planes that end inside a micro-panel, K over one block
+        ("batch_im2col_res", "f32", [3, 6, 13, 14], [20, 6, 3, 3], [1, 1], [1, 1, 1, 1], 1, "relu", -inf, inf, True,
+         True),
+        ("batch_1x1_res", "f32", [3, 16, 12, 15], [40, 16, 1, 1], [1, 1], [0, 0, 0, 0], 1, "silu", -inf, inf, True,
+         True),
+        ("batch_wide_k", "f32", [2, 116, 12, 13], [300, 116, 3, 3], [1, 1], [1, 1, 1, 1], 1, "none", 0, 6, False,
+         True),
     ]
     for name, dt, xs, ws, stride, pad, groups, act, lo, hi, res, w_param in configs:
         g = Graph("fc_" + name)

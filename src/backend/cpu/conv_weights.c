@@ -11,7 +11,11 @@
  * with AVX-512 by conv_im2col_avx512.c);
  * where that cannot run (no packed weight), im2col into a scratch buffer
  * (threaded over channels) by blocks of columns of at most
- * CONV_W_COL_FLOATS. Small planes are multiplied turned (below). The
+ * CONV_W_COL_FLOATS. Small planes are multiplied turned (below), an
+ * image at a time. Otherwise a batch's images are one product (their
+ * columns side by side, gemm_col_groups): the packed weight is streamed
+ * once a block of columns for all of them, and the threads split the
+ * batch's columns, not each image's plane. The
  * product is threaded over columns; the bias (and a FusedConv's residual,
  * activation and clamp) is applied by the GEMM to each output tile as it
  * is stored (gemm_epilogue's row part), not in passes over y afterwards.
@@ -63,18 +67,22 @@ typedef struct {
   int avx512;               /* panels by conv_im2col_panel_avx512 */
 } conv_w_job;
 
-/* B of one image's product as a gemm_b_source: its im2col columns, made
- * straight into the GEMM's panels, a panel of output positions at a time
- * (no col matrix: nothing written to memory and read back to pack). */
+/* B of the product as a gemm_b_source: the im2col columns, made straight
+ * into the GEMM's panels, a panel of output positions at a time (no col
+ * matrix: nothing written to memory and read back to pack). Column j is
+ * position j % P of image j / P after x (the GEMM asks for one image's
+ * columns a call). */
 static void pack_cols(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst, int64_t nr) {
   const conv_w_job *J = ctx;
+  const float *x = J->x + j0 / J->P * J->C * J->in_plane;
+  j0 %= J->P;
   for (int64_t p = 0; p * nr < nc; p++) {
     const int64_t first = j0 + p * nr, width = min64(nr, nc - p * nr);
     float *d = dst + p * kc * nr;
 #if defined(__x86_64__) || defined(__i386__)
-    if (J->avx512 && conv_im2col_panel_avx512(J->g, J->x, k0, kc, first, width, d, nr)) continue;
+    if (J->avx512 && conv_im2col_panel_avx512(J->g, x, k0, kc, first, width, d, nr)) continue;
 #endif
-    conv_im2col(J->g, J->x, k0, kc, first, first + width, d, nr);
+    conv_im2col(J->g, x, k0, kc, first, first + width, d, nr);
     if (width < nr)
       for (int64_t k = 0; k < kc; k++) memset(d + k * nr + width, 0, (size_t)(nr - width) * sizeof *d);
   }
@@ -139,6 +147,21 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
     ept.hi = J.ce->hi;
   }
   const gemm_operand wt = {in[1].data, RLX_F32, 1, K, 0, NULL}; /* W^T: B stored [N, K] */
+  J.x = in[0].data;
+  J.y = out->data;
+  /* A batch's images as one product, the packed weight streamed once for
+   * all of them (the images' columns side by side, gemm_col_groups) */
+  const gemm_col_groups images = {batch, J.P, J.OC * J.P, J.C * J.in_plane, J.OC * J.P};
+  const gemm_b_source cols_src = {pack_cols, &J};
+  const gemm_operand x_cols = {J.x, RLX_F32, 0, J.P, 0, NULL};
+  ep.residual = ce ? ce->residual : NULL;
+  if (!turned && batch > 1 &&
+      cpu_gemm_prepacked_a_groups(ctx, J.OC, K, &w, in[1].prepack, direct ? &x_cols : NULL, direct ? NULL : &cols_src,
+                                  &images, J.y, J.P, &ep)) {
+    free(J.col);
+    free(J.yt);
+    return RLX_OK;
+  }
   for (int64_t b = 0; b < batch; b++) {
     J.x = (const float *)in[0].data + b * J.C * J.in_plane;
     J.y = (float *)out->data + b * J.OC * J.P;
@@ -153,7 +176,6 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
       continue;
     }
     ep.residual = ce && ce->residual ? ce->residual + b * J.OC * J.P : NULL;
-    const gemm_b_source cols_src = {pack_cols, &J};
     if (!direct && cpu_gemm_prepacked_a_source(ctx, J.OC, J.P, K, &w, in[1].prepack, &cols_src, J.y, J.P, &ep))
       continue;
     for (J.j0 = 0; J.j0 < J.P; J.j0 += block) { /* no packed weight or memory: im2col by blocks */

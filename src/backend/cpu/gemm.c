@@ -178,13 +178,19 @@ static inline int has_rows(const gemm_epilogue *ep) { return ep->row_bias || ep-
 /* The act the micro-kernel and GEMV epilogues apply. */
 static inline rlx_act inner_act(const gemm_epilogue *ep) { return has_rows(ep) ? RLX_ACT_NONE : ep->act; }
 
+/* The row part of ep on rows [i0, i0+m) of n columns, c and res (the
+ * residual, or NULL) at the columns' first element of row 0. */
+static void rows_post_at(const gemm_isa *isa, const gemm_epilogue *ep, float *c, int64_t ldc, const float *res,
+                         int64_t i0, int64_t m, int64_t n) {
+  for (int64_t i = i0; i < i0 + m; i++)
+    isa->row_post(c + i * ldc, n, ep->row_bias ? ep->row_bias[i] : 0.0f, res ? res + i * ep->ldr : NULL, ep->act,
+                  ep->alpha, ep->clamp, ep->lo, ep->hi);
+}
+
 /* The row part of ep on C[i0 : i0+m, j0 : j0+n] (after the inner part). */
 static void rows_post(const gemm_isa *isa, const gemm_epilogue *ep, float *C, int64_t ldc, int64_t i0,
                       int64_t m, int64_t j0, int64_t n) {
-  for (int64_t i = i0; i < i0 + m; i++)
-    isa->row_post(C + i * ldc + j0, n, ep->row_bias ? ep->row_bias[i] : 0.0f,
-                  ep->residual ? ep->residual + i * ep->ldr + j0 : NULL, ep->act, ep->alpha, ep->clamp, ep->lo,
-                  ep->hi);
+  rows_post_at(isa, ep, C + j0, ldc, ep->residual ? ep->residual + j0 : NULL, i0, m, n);
 }
 
 void cpu_gemm_row_post(float *y, int64_t n, float add, const float *res, const gemm_epilogue *ep) {
@@ -424,6 +430,10 @@ typedef struct {
   /* with a_packed: B (F32, not transposed) read in place by the
    * micro-kernel, rows b_ld floats apart; 0: packed */
   int64_t b_ld;
+  /* with a_packed: the columns are these matrices side by side, each
+   * padded to group_pad (whole micro-panels), or NULL */
+  const gemm_col_groups *groups;
+  int64_t group_pad;
 } gemm_problem;
 
 /* The unpacked loop: correct without any buffer (when memory is short). */
@@ -444,7 +454,8 @@ static void tile_unpacked(const gemm_problem *pr, int64_t m0, int64_t m1, int64_
 }
 
 /* C[ic : ic+mc, jc : jc+nc] (+)= packed A block (`panels` row panels, the
- * even split of mc) x packed B block. */
+ * even split of mc) x packed B block (read in place: Bp is B's row pc at
+ * column 0). */
 static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, int64_t mc,
                          int64_t panels, const float *Bp, int64_t jc, int64_t nc, int64_t kc,
                          int flags) {
@@ -456,7 +467,18 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
   const int far = pr->b_packed && !(pr->shared && !pr->shared->job.is_a) ? GEMM_B_FAR : 0;
   for (int64_t jr = 0; jr < nc; jr += NR) {
     int nr = (int)(nc - jr < NR ? nc - jr : NR);
-    gemm_tile_epilogue tep = {.bias = ep->bias ? ep->bias + jc + jr : NULL, .act = inner_act(ep), .alpha = ep->alpha};
+    /* the panel's first column: in the bias, in C, the residual and B */
+    int64_t col = jc + jr, cc = col, rc = col, bc = col;
+    if (pr->groups) {
+      const gemm_col_groups *g = pr->groups;
+      const int64_t mat = col / pr->group_pad, p = col % pr->group_pad;
+      if (g->width - p < nr) nr = (int)(g->width - p);
+      col = p;
+      cc = mat * g->c_stride + p;
+      rc = mat * g->r_stride + p;
+      bc = mat * g->b_stride + p;
+    }
+    gemm_tile_epilogue tep = {.bias = ep->bias ? ep->bias + col : NULL, .act = inner_act(ep), .alpha = ep->alpha};
     const int in_micro = isa->micro_rows && has_rows(ep);
     if (in_micro) {
       tep.act = ep->act;
@@ -466,7 +488,7 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
       tep.hi = ep->hi;
     }
     tep.b_ld = pr->b_ld;
-    const float *bp = pr->b_ld ? Bp + jr : Bp + jr * kc;
+    const float *bp = pr->b_ld ? Bp + bc : Bp + jr * kc;
     /* No prefetch of the next B micro-panel here: the micro-kernel's own
      * prefetches run into it (the panels are consecutive), and a burst of
      * a whole panel's prefetches before a call stalled the core on the
@@ -476,12 +498,11 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
       int64_t r0 = split_at(mc, panels, p), mr = split_at(mc, panels, p + 1) - r0;
       if (in_micro) {
         tep.row_bias = ep->row_bias ? ep->row_bias + ic + r0 : NULL;
-        tep.residual = ep->residual ? ep->residual + (ic + r0) * ep->ldr + jc + jr : NULL;
+        tep.residual = ep->residual ? ep->residual + (ic + r0) * ep->ldr + rc : NULL;
       }
-      isa->micro((int)mr, nr, kc, Ap + r0 * kc, bp, pr->C + (ic + r0) * pr->ldc + jc + jr,
-                 pr->ldc, flags | far, &tep);
+      isa->micro((int)mr, nr, kc, Ap + r0 * kc, bp, pr->C + (ic + r0) * pr->ldc + cc, pr->ldc, flags | far, &tep);
       if ((flags & GEMM_LAST) && has_rows(ep) && !in_micro)
-        rows_post(isa, ep, pr->C, pr->ldc, ic + r0, mr, jc + jr, nr);
+        rows_post_at(isa, ep, pr->C + cc, pr->ldc, ep->residual ? ep->residual + rc : NULL, ic + r0, mr, nr);
     }
   }
 }
@@ -495,6 +516,33 @@ static inline int64_t k_block(const gemm_isa *isa, int64_t K) {
  * all of its columns (tile_packed). */
 static inline int reuses_a(const gemm_isa *isa, int64_t m, int64_t K) {
   return m * k_block(isa, K) <= isa->a_block_floats;
+}
+
+/* Bp <- B's block [pc, pc + kc) x [jc, jc + nc) from its source or its
+ * operand, as column panels: with groups, a matrix's columns at a time
+ * (each padded to whole panels, as the product's columns are). tmp:
+ * max(kc, nc) floats. */
+static void pack_b_cols(const gemm_problem *pr, int64_t pc, int64_t kc, int64_t jc, int64_t nc, float *Bp,
+                        float *tmp) {
+  const gemm_col_groups *g = pr->groups;
+  for (int64_t q = jc; q < jc + nc;) {
+    int64_t mat = 0, p = q, len = nc, valid = nc;
+    if (g) {
+      mat = q / pr->group_pad;
+      p = q % pr->group_pad;
+      len = jc + nc - q < pr->group_pad - p ? jc + nc - q : pr->group_pad - p;
+      valid = len < g->width - p ? len : g->width - p;
+    }
+    float *dst = Bp + (q - jc) * kc;
+    if (pr->b_src) {
+      pr->b_src->pack(pr->b_src->ctx, pc, kc, g ? mat * g->width + p : p, valid, dst, pr->isa->nr_max);
+    } else {
+      mat_view B = pr->B;
+      if (g) B.data = (const char *)B.data + mat * g->b_stride * (int64_t)gemm_elem_size(B.dt);
+      pack_b_block(pr->isa, &B, pc, kc, p, valid, dst, tmp);
+    }
+    q += len;
+  }
 }
 
 static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -532,7 +580,7 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
   float *Bp = pr->b_packed || pr->b_ld ? NULL : thread_buf(BUF_B, (size_t)(KC * NC));
   float *tmp = thread_buf(BUF_X, (size_t)tmp_floats);
   if (!(Ap || pr->a_packed) || !(Bp || pr->b_packed || pr->b_ld) || !tmp) {
-    if (pr->b_src) atomic_store(pr->failed, 1); /* no B matrix to read unpacked */
+    if (pr->b_src || pr->groups) atomic_store(pr->failed, 1); /* no B matrix to read unpacked */
     else tile_unpacked(pr, m0, m1, n0, n1);
     return;
   }
@@ -556,10 +604,9 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
       for (int64_t jc = n0; jc < n1; jc += NC) {
         int64_t nc = n1 - jc < NC ? n1 - jc : NC;
         const float *b = pr->b_packed ? pr->b_packed + pc * n_pad + jc * kc
-                         : pr->b_ld   ? (const float *)pr->B.data + pc * pr->b_ld + jc
+                         : pr->b_ld   ? (const float *)pr->B.data + pc * pr->b_ld
                                       : Bp;
-        if (pr->b_src) pr->b_src->pack(pr->b_src->ctx, pc, kc, jc, nc, Bp, NR);
-        else if (!pr->b_packed && !pr->b_ld) pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
+        if (!pr->b_packed && !pr->b_ld) pack_b_cols(pr, pc, kc, jc, nc, Bp, tmp);
         /* consecutive panels of the even split are the even split of
          * their own rows (pack_job) */
         for (int64_t p0 = 0; p0 < panels; p0 += run) {
@@ -707,6 +754,8 @@ typedef struct {
   const gemm_b_source *b_src; /* gemm_problem's */
   _Atomic int failed;
   int64_t b_ld;               /* gemm_problem's */
+  const gemm_col_groups *groups;
+  int64_t group_pad;
 } gemm_job;
 
 /* A matrix-vector product's output chunks are multiples of 16 elements:
@@ -724,7 +773,7 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
     int64_t first = sp ? first_part(j->tm > 1 ? ti : tj, j->threads, sp->job.chunks) : 0;
     gemm_problem pr = {j->isa, j->M, j->N, j->K, view_a(j->a, b), j->b_src ? (mat_view){0} : view_b(j->b, b),
                        j->C + b * j->c_batch_stride, j->ldc, j->ep, j->b_packed, j->a_packed,
-                       sp, first, j->b_src, &j->failed, j->b_ld};
+                       sp, first, j->b_src, &j->failed, j->b_ld, j->groups, j->group_pad};
     if (j->gemv) {
       int64_t len = j->M == 1 ? j->N : j->M, units = ceil_div(len, GEMV_UNIT);
       int64_t o0 = split_at(units, j->tn, tj) * GEMV_UNIT, o1 = split_at(units, j->tn, tj + 1) * GEMV_UNIT;
@@ -878,7 +927,7 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   if (!operand_ok(a) || !operand_ok(b)) return;
 
   gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1, NULL, NULL,
-                  {{0}, NULL}, 1, NULL, 0, 0};
+                  {{0}, NULL}, 1, NULL, 0, 0, NULL, 0};
   double work = 2.0 * (double)M * (double)N * (double)K * (double)batch *
                 (job.gemv ? GEMM_GEMV_FLOP_WEIGHT : 1);
   int64_t threads = cpu_ctx_threads(ctx);
@@ -906,14 +955,23 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   free((void *)job.shared.state);
 }
 
+/* The most floats of C a tile of a product in column groups writes when
+ * K takes several blocks (about half an L2). */
+#define GEMM_GROUP_C_FLOATS ((int64_t)1 << 17)
+
 /* The tiles of columns of cpu_gemm_prepacked_a over A packed in ap, B
- * an operand or a source; 0 when a tile failed (b_src only). */
+ * an operand or a source, the columns N or groups; 0 when a tile failed
+ * (b_src or groups only). */
 static int run_prepacked_a(cpu_ctx *ctx, const gemm_isa *isa, int64_t M, int64_t N, int64_t K, const float *ap,
-                           const gemm_operand *a, const gemm_operand *b, const gemm_b_source *b_src, float *C,
-                           int64_t ldc, const gemm_epilogue *ep) {
+                           const gemm_operand *a, const gemm_operand *b, const gemm_b_source *b_src,
+                           const gemm_col_groups *groups, float *C, int64_t ldc, const gemm_epilogue *ep) {
   static const gemm_epilogue no_epilogue = {.act = RLX_ACT_NONE};
   gemm_job job = {isa, M, N, K, a, b, C, ldc, 0, ep ? ep : &no_epilogue, 1, 1, 0, NULL, ap, {{0}, NULL}, 1,
-                  b_src, 0, 0};
+                  b_src, 0, 0, groups, 0};
+  if (groups) { /* each matrix's columns padded to whole micro-panels */
+    job.group_pad = ceil_div(groups->width, isa->nr_max) * isa->nr_max;
+    job.N = groups->count * job.group_pad;
+  }
   /* an F32 B of rows in memory: read in place by a micro-kernel that can
    * (no copy into panels a block: a 1x1 convolution's x) */
   if (b && isa->b_in_place && b->dtype == RLX_F32 && !b->trans) job.b_ld = b->ld;
@@ -921,7 +979,13 @@ static int run_prepacked_a(cpu_ctx *ctx, const gemm_isa *isa, int64_t M, int64_t
   int64_t threads = cpu_ctx_threads(ctx);
   double by_work = 2.0 * (double)M * (double)N * (double)K / GEMM_MIN_FLOPS_PER_THREAD;
   if (by_work < (double)threads) threads = by_work < 1.0 ? 1 : (int64_t)by_work;
-  job.tn = threads > 1 ? even_tiles(ceil_div(N, isa->nr_max), threads, threads * GEMM_TASKS_PER_THREAD) : 1;
+  const int64_t units = ceil_div(job.N, isa->nr_max);
+  job.tn = threads > 1 ? even_tiles(units, threads, threads * GEMM_TASKS_PER_THREAD) : 1;
+  /* a tile's C is read back once per K block after the first: with the
+   * columns of several matrices, tiles small enough for C to stay in L2 */
+  const int64_t c_tiles = ceil_div(M * job.N, GEMM_GROUP_C_FLOATS);
+  if (groups && K > isa->kc && c_tiles > job.tn)
+    job.tn = threads > 1 ? even_tiles(units, threads, c_tiles) : (c_tiles < units ? c_tiles : units);
   cpu_parallel_for(threads > 1 ? ctx : NULL, job.tn, 1, run_task, &job);
   return !atomic_load(&job.failed);
 }
@@ -937,7 +1001,7 @@ void cpu_gemm_prepacked_a(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K, const g
     cpu_gemm(ctx, 1, M, N, K, a, b, C, ldc, 0, ep);
     return;
   }
-  run_prepacked_a(ctx, isa, M, N, K, ap, a, b, NULL, C, ldc, ep);
+  run_prepacked_a(ctx, isa, M, N, K, ap, a, b, NULL, NULL, C, ldc, ep);
 }
 
 int cpu_gemm_prepacked_a_source(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K, const gemm_operand *a,
@@ -947,7 +1011,18 @@ int cpu_gemm_prepacked_a_source(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K, c
   const float *ap = M > 1 && N > 1 && K > 0 && a_prepack && operand_ok(a) && b && C
                         ? prepacked(ctx, isa, a, 1, a_prepack, K, M)
                         : NULL;
-  return ap && run_prepacked_a(ctx, isa, M, N, K, ap, a, NULL, b, C, ldc, ep);
+  return ap && run_prepacked_a(ctx, isa, M, N, K, ap, a, NULL, b, NULL, C, ldc, ep);
+}
+
+int cpu_gemm_prepacked_a_groups(cpu_ctx *ctx, int64_t M, int64_t K, const gemm_operand *a, gemm_prepack *a_prepack,
+                                const gemm_operand *b, const gemm_b_source *b_src, const gemm_col_groups *groups,
+                                float *C, int64_t ldc, const gemm_epilogue *ep) {
+  const gemm_isa *isa = active_isa();
+  const int64_t N = groups ? groups->count * groups->width : 0;
+  const float *ap = M > 1 && N > 1 && K > 0 && a_prepack && operand_ok(a) && (b ? operand_ok(b) : b_src != NULL) && C
+                        ? prepacked(ctx, isa, a, 1, a_prepack, K, M)
+                        : NULL;
+  return ap && run_prepacked_a(ctx, isa, M, N, K, ap, a, b, b ? NULL : b_src, groups, C, ldc, ep);
 }
 
 void cpu_gemm(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K, const gemm_operand *a,

@@ -107,6 +107,29 @@ int cpu_gemm_prepacked_a_source(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K, c
                                 gemm_prepack *a_prepack, const gemm_b_source *b, float *C, int64_t ldc,
                                 const gemm_epilogue *ep);
 
+/* The columns of a product as several matrices side by side (a
+ * convolution's images: their columns in one product stream the packed
+ * weight once for all of them): column j is column j % width of matrix
+ * j / width, which starts c_stride floats after the one before it in C,
+ * b_stride elements in an operand B, r_stride floats in the epilogue's
+ * residual (a column bias is indexed by the column in its matrix). Each
+ * matrix's columns are padded to whole micro-panels inside the product, so
+ * that no tile of C spans two. */
+typedef struct {
+  int64_t count, width;
+  int64_t c_stride, b_stride, r_stride;
+} gemm_col_groups;
+
+/* cpu_gemm_prepacked_a over groups->count * groups->width columns in
+ * groups, B an operand (b) or a source (b_src, which is then asked for
+ * the columns of one matrix at a time, in the product's unpadded column
+ * numbers). Returns 0, with C unspecified, where it could not run (A not
+ * packed in its slot, or no memory for a block): the caller then takes
+ * the matrices one by one. */
+int cpu_gemm_prepacked_a_groups(cpu_ctx *ctx, int64_t M, int64_t K, const gemm_operand *a, gemm_prepack *a_prepack,
+                                const gemm_operand *b, const gemm_b_source *b_src, const gemm_col_groups *groups,
+                                float *C, int64_t ldc, const gemm_epilogue *ep);
+
 /* ---- prepacked B operands (weights)
  *
  * A gemm_prepack holds op(B) converted to F32 and laid out in the
