@@ -536,40 +536,76 @@ K_BODY(q8_k, RLX_Q8_K)
 
 /* ---------------------------------------------------------------- F16 / BF16 */
 
-/* A 16-bit weight row of nb elements against nr F32 rows: 8 weights
- * widened per vector (load8: simd_load_f16 / simd_load_bf16) meet every row
+/* The vectors of the 16-bit weight rows: zmm where the table is built
+ * for AVX-512 (16 weights a vector, half the instructions per byte of a
+ * decode's weight stream), else ymm. */
+#if defined(__AVX512F__)
+#define WV __m512
+#define WL 16
+#define WV_ZERO _mm512_setzero_ps
+#define WV_FMA _mm512_fmadd_ps
+#define WV_LOADX _mm512_loadu_ps
+#define WV_ADD _mm512_add_ps
+#define WV_HSUM _mm512_reduce_add_ps
+ALWAYS_INLINE __m512 wide_load_f16(const uint16_t *p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+}
+ALWAYS_INLINE __m512 wide_load_bf16(const uint16_t *p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
+}
+#else
+#define WV __m256
+#define WL 8
+#define WV_ZERO _mm256_setzero_ps
+#define WV_FMA _mm256_fmadd_ps
+#define WV_LOADX _mm256_loadu_ps
+#define WV_ADD _mm256_add_ps
+#define WV_HSUM simd_hsum
+#define wide_load_f16 simd_load_f16
+#define wide_load_bf16 simd_load_bf16
+#endif
+
+/* Bytes ahead of the weights in use that the 16-bit kernels ask the cache
+ * for: the rows stream from the mapped file's 4 KiB pages, and the
+ * hardware prefetcher stops at each page's end. */
+#define WIDE_AHEAD 4096
+
+/* A 16-bit weight row of nb elements against nr F32 rows: WL weights
+ * widened per vector (load: wide_load_f16 / wide_load_bf16) meet every row
  * with an FMA. U vectors per step, each with its own accumulators, so that
  * few rows still have U independent FMA chains (decode, nr = 1: 4 chains
  * keep up with a weight stream from memory); U * nr <= 8 accumulators. */
-#define WIDE_BODY(name, load8, widen1)                                                           \
+#define WIDE_BODY(name, load, widen1)                                                            \
   ALWAYS_INLINE void name##_body(int64_t nb, const uint8_t *w, const void *act, size_t as,       \
                                  const int nr, float *out, int64_t os) {                         \
     enum { U_MAX = 4 };                                                                          \
     const int U = nr == 1 ? 4 : nr <= 4 ? 2 : 1;                                                 \
     const uint16_t *wh = (const uint16_t *)(const void *)w;                                       \
-    __m256 acc[U_MAX][QDOT_MAX_ROWS];                                                            \
+    WV acc[U_MAX][QDOT_MAX_ROWS];                                                                \
     for (int u = 0; u < U; u++)                                                                  \
-      ROWS_UNROLLED for (int r = 0; r < nr; r++) acc[u][r] = _mm256_setzero_ps();                \
+      ROWS_UNROLLED for (int r = 0; r < nr; r++) acc[u][r] = WV_ZERO();                          \
     int64_t k = 0;                                                                               \
-    for (; k + 8 * U <= nb; k += 8 * U)                                                          \
+    for (; k + WL * U <= nb; k += WL * U)                                                        \
       for (int u = 0; u < U; u++) {                                                              \
-        const __m256 wv = load8(wh + k + 8 * u);                                                 \
+        if (2 * WL * u % 64 == 0) /* a line a step */                                          \
+          _mm_prefetch((const char *)(wh + k + WL * u) + WIDE_AHEAD, _MM_HINT_T0);               \
+        const WV wv = load(wh + k + WL * u);                                                     \
         ROWS_UNROLLED for (int r = 0; r < nr; r++) {                                             \
           const float *x = (const float *)(const void *)((const uint8_t *)act + (size_t)r * as); \
-          acc[u][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + k + 8 * u), acc[u][r]);            \
+          acc[u][r] = WV_FMA(wv, WV_LOADX(x + k + WL * u), acc[u][r]);                           \
         }                                                                                        \
       }                                                                                          \
-    for (; k + 8 <= nb; k += 8) {                                                                \
-      const __m256 wv = load8(wh + k);                                                           \
+    for (; k + WL <= nb; k += WL) {                                                              \
+      const WV wv = load(wh + k);                                                                \
       ROWS_UNROLLED for (int r = 0; r < nr; r++) {                                               \
         const float *x = (const float *)(const void *)((const uint8_t *)act + (size_t)r * as);   \
-        acc[0][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + k), acc[0][r]);                      \
+        acc[0][r] = WV_FMA(wv, WV_LOADX(x + k), acc[0][r]);                                      \
       }                                                                                          \
     }                                                                                            \
     ROWS_UNROLLED for (int r = 0; r < nr; r++) {                                                 \
       const float *x = (const float *)(const void *)((const uint8_t *)act + (size_t)r * as);     \
-      for (int u = 1; u < U; u++) acc[0][r] = _mm256_add_ps(acc[0][r], acc[u][r]);               \
-      float s = simd_hsum(acc[0][r]);                                                            \
+      for (int u = 1; u < U; u++) acc[0][r] = WV_ADD(acc[0][r], acc[u][r]);                      \
+      float s = WV_HSUM(acc[0][r]);                                                              \
       for (int64_t t = k; t < nb; t++) {                                                         \
         uint16_t h;                                                                              \
         memcpy(&h, w + 2 * t, sizeof h);                                                         \
@@ -587,8 +623,8 @@ ALWAYS_INLINE float bf16_widen1(uint16_t h) {
   return f;
 }
 
-WIDE_BODY(f16, simd_load_f16, _cvtsh_ss)
-WIDE_BODY(bf16, simd_load_bf16, bf16_widen1)
+WIDE_BODY(f16, wide_load_f16, _cvtsh_ss)
+WIDE_BODY(bf16, wide_load_bf16, bf16_widen1)
 
 static const qdot_ops qdot_table = {
   .name = QDOT_TABLE_NAME,
