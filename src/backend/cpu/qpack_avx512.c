@@ -23,7 +23,7 @@
 
 #define QPACK_KERNEL_MR 12
 /* Weight blocks ahead of the one in use a kernel asks the cache for. */
-#define PREFETCH_BLOCKS 4
+#define PREFETCH_BLOCKS 8
 
 /* s[r] = the block's int32 sums of activation row r (block b of act) against
  * its 8 weight registers, r < nr. Few rows (decode) split each row's 8
