@@ -92,6 +92,8 @@ OPS = [
     ("batch_norm", "rlx_batch_norm", "x:n, mean:n, var:n, gamma:n?=None, beta:n?=None, eps:d=1e-5",
      "Inference batch normalization of NC... x."),
     ("matmul", "rlx_matmul", "a:n, b:n", "Batched, broadcasting matrix product."),
+    ("all_reduce", "rlx_all_reduce", "x:n",
+     "Sum of x over the ranks of the session's communicator (x itself without one)."),
     ("resize_nearest2x", "rlx_resize_nearest2x", "x:n", "NCHW x upsampled 2x (nearest)."),
     ("resize", "rlx_resize", "x:n, mode:e:resize, out_h:l, out_w:l, align_corners:b=False",
      "NCHW x resized to out_h x out_w."),

@@ -252,6 +252,13 @@ def _(g):
 CASES["log_softmax"] = CASES["softmax"]
 
 
+@case("all_reduce")
+def _(g):
+    # a session compiled without a communicator is a world of one rank
+    x = g.input("x", "f32", A.shape)
+    return [ops.all_reduce(ops.mul(x, x))], {"x": A}, [A * A]
+
+
 def _ln(x, eps=1e-5):
     return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
 
