@@ -14,7 +14,8 @@
  * unfinished code point, and such a piece is allowed when some stack's
  * class meets the range of code points those bytes can begin.
  *
- * Bounds: 4096 stacks of 4096 positions, advance 1024 rules deep; a text
+ * Bounds: 4096 stacks of 4096 positions, advance 1024 rules deep and 2^20
+ * calls a step; a text
  * that would pass them is refused (it does not fit the grammar as far as
  * the sampler is concerned) instead of growing without end. */
 #include "grammar.h"
@@ -28,6 +29,7 @@
 #define MAX_STACKS 4096
 #define MAX_STACK_LEN 4096
 #define MAX_DEPTH 1024
+#define MAX_ADVANCES (1 << 20) /* advance calls a step: alternatives can branch exponentially */
 
 typedef struct {
   int32_t *data;             /* the stacks' positions, one after another */
@@ -49,6 +51,7 @@ struct rlx_grammar {
   int32_t *work;             /* stacks being built by advance */
   int64_t work_cap;
   int overflow;              /* a bound was hit in the last step */
+  int64_t advances;          /* advance calls in the last step */
 };
 
 /* ---------------------------------------------------------------- stack sets */
@@ -113,7 +116,7 @@ static int work_room(rlx_grammar *g, int64_t need) {
  * move as it grows. */
 static void advance(rlx_grammar *g, int64_t at, int32_t len, stack_set *out, int depth) {
   if (g->overflow) return;
-  if (depth > MAX_DEPTH || len > MAX_STACK_LEN) {
+  if (depth > MAX_DEPTH || len > MAX_STACK_LEN || ++g->advances > MAX_ADVANCES) {
     g->overflow = 1;
     return;
   }
@@ -214,6 +217,7 @@ static int run_bytes(rlx_grammar *g, const unsigned char *b, size_t n, stack_set
   int which = 0, np = g->n_pend;
   memcpy(pend, g->pend, 4);
   g->overflow = 0;
+  g->advances = 0;
   for (size_t i = 0; i < n; i++) {
     if (np == 0 ? !utf8_len(b[i]) : (b[i] & 0xc0) != 0x80) return 0;
     pend[np++] = b[i];
@@ -418,6 +422,7 @@ int64_t grammar_mask(rlx_grammar *g, float *logits, int64_t n_vocab) {
   for (int c = 0; c < 128 && !g->n_pend; c++)
     if (first[c]) {
       g->overflow = 0;
+      g->advances = 0;
       accept_char(g, &g->cur, (uint32_t)c, &g->tmp[0]);
       same[c] = !g->overflow && set_equal(&g->tmp[0], &g->cur);
     }
