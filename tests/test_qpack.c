@@ -9,7 +9,9 @@
  * tiles and a ragged last one),
  * with the context's threads (CTest: RLX_THREADS 1 and 2); then
  * cpu_DequantMatMul with a prepack slot (packed once, the same copy on the
- * next call, dropped by a reset) and without (packed per prefill call).
+ * next call, dropped by a reset) and without (packed per prefill call);
+ * then a session whose weight is packed ahead of its first run
+ * (rt_session_prepare) against one that packs it in that run.
  * Tolerance: 1e-6 x sum_k |xq_k| (|w_k| + max |w| of w_k's block), as in
  * test_qdot.c. The kernels are this CPU's best (qpack_kernel, and AMX
  * tiles for whole tiles of 16 rows where cpu_amx_int8() allows them);
@@ -23,10 +25,12 @@
 #include "backend/cpu/qpack.h"
 #include "backend/cpu/quant_blocks.h"
 #include "check.h"
+#include "runtime/runtime.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const rlx_dtype TYPES[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q5_0, RLX_Q5_1, RLX_Q8_0, RLX_Q4_K, RLX_Q5_K, RLX_Q6_K};
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
@@ -195,6 +199,46 @@ static void test_kernel(cpu_ctx *ctx, rlx_dtype t) {
   free(w);
 }
 
+/* A session's weight packed ahead (rt_session_prepare, what the LLM
+ * loader calls): the copy is made before the first run, that run packs
+ * nothing more, and its outputs are the bits of a session that packs at
+ * its first run. */
+static void test_prepare(rlx_dtype t) {
+  const int64_t N = 37, K = 512, M = 20;
+  const size_t wbytes = rlx_dtype_nbytes(t, K) * (size_t)N, want = qpack_bytes(t, N, K);
+  uint8_t *w = make_weights(t, N, K, 0);
+  float *x = malloc((size_t)(M * K) * sizeof *x), *y[2];
+  for (int64_t i = 0; i < M * K; i++) x[i] = (float)normal_value();
+  for (int pre = 0; pre < 2; pre++) {
+    y[pre] = calloc((size_t)(M * N), sizeof(float));
+    /* two names: the second session must not take the first one's idle plan and packed copy */
+    rlx_graph *g = rlx_graph_new(pre ? "qpack_prepare_ahead" : "qpack_prepare_at_run");
+    const rlx_node xi = rlx_input(g, "x", RLX_F32, 2, (const int64_t[]){M, K});
+    const rlx_node out = rlx_dequant_matmul(g, xi, rlx_param(g, "w", t, 2, (const int64_t[]){N, K}));
+    rlx_graph_set_outputs(g, 1, &out);
+    const rlx_options o = {RLX_DEVICE_CPU, 0, 0, 0, NULL};
+    rlx_session *s = NULL;
+    rlx_status st = rlx_compile(g, &o, &s);
+    if (st == RLX_OK) st = rlx_set_param_ref(s, "w", w, wbytes);
+    const size_t before = gemm_prepack_total_bytes();
+    if (st == RLX_OK && pre) st = rt_session_prepare(s);
+    const size_t ahead = gemm_prepack_total_bytes() - before;
+    if (st == RLX_OK) st = rlx_set_input(s, "x", x, (size_t)(M * K) * sizeof *x);
+    if (st == RLX_OK) st = rlx_run(s);
+    if (st == RLX_OK) st = rlx_output(s, 0, y[pre], (size_t)(M * N) * sizeof(float));
+    CHECK(st == RLX_OK, "%s prepare %d: %s", rlx_dtype_name(t), pre, rlx_last_error());
+    CHECK(ahead == (pre ? want : 0), "%s prepare %d: %zu bytes packed ahead, want %zu", rlx_dtype_name(t), pre,
+          ahead, pre ? want : 0);
+    CHECK(gemm_prepack_total_bytes() - before == want, "%s prepare %d: %zu bytes packed after the run, want %zu",
+          rlx_dtype_name(t), pre, gemm_prepack_total_bytes() - before, want);
+    rlx_session_free(s);
+    rlx_graph_free(g);
+  }
+  CHECK(memcmp(y[0], y[1], (size_t)(M * N) * sizeof(float)) == 0, "%s: packed ahead, other outputs",
+        rlx_dtype_name(t));
+  free(y[0]), free(y[1]), free(x), free(w);
+}
+
 int main(void) {
   int any = 0;
   for (int i = 0; i < N_TYPES; i++) any |= qpack_supported(TYPES[i]);
@@ -213,6 +257,7 @@ int main(void) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
       for (int rb = 0; rb < 2; rb++) test_gemm(ctx, TYPES[ti], shapes[s][0], shapes[s][1], shapes[s][2], rb);
     test_kernel(ctx, TYPES[ti]);
+    test_prepare(TYPES[ti]);
   }
   cpu_ctx_free(ctx);
   return check_report();

@@ -62,6 +62,12 @@ struct rlx_backend {
    * kept value as its own, else 0 (the session fetches it to the host and
    * `to` copies it in). */
   int (*share_kept)(void *from, rlx_node p_from, void *to, rlx_node p_to);
+  /* Optional (NULL: the plans' first runs do it). Before any plan of the
+   * session's graph g (unspecialized) runs, put into store what those runs
+   * would make of its params as bound now (bind): the CPU's packed copies
+   * of quantized weights, made once at load instead of inside the first
+   * run. */
+  rlx_status (*prepare)(void *store, const rlx_graph *g, const rlx_options *opt, const rlx_bindings *bind);
 };
 
 extern const rlx_backend rlx_cpu_backend;

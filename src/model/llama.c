@@ -44,6 +44,7 @@
 
 #include "../ir/ir.h"
 #include "../runtime/bootstrap.h"
+#include "../runtime/runtime.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -712,6 +713,8 @@ static rlx_status load_rank(rlx_llm *m, const rlx_model_file *f, const hf_llm *h
   if (o->progress && st == RLX_OK) o->progress(0.5, o->progress_user);
   if (st == RLX_OK) st = bind_weights(*out, &b, o);
   if (st == RLX_OK) st = llm_kv_bind(*out, &m->kv);
+  /* the CPU's packed weights made now, not inside the first prefill */
+  if (st == RLX_OK) st = rt_session_prepare(*out);
   m->weight_bytes += b.weight_bytes;
   free(b.bound);
   rlx_graph_free(b.g);

@@ -471,4 +471,5 @@ static int hybrid_claims(const rlx_backend *b, const rlx_graph *g, rlx_node n, c
 const rlx_backend rlx_hybrid_backend = {"hybrid",          hybrid_claims,        hybrid_compile,
                                         hybrid_run,        hybrid_read,          hybrid_memory_stats,
                                         hybrid_free,       hybrid_keep_assigned, hybrid_fetch_param,
-                                        hybrid_store_new,  hybrid_store_free,    hybrid_share_kept};
+                                        hybrid_store_new,  hybrid_store_free,    hybrid_share_kept,
+                                        NULL};

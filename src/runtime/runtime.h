@@ -108,6 +108,10 @@ int           rt_deferred_num_outputs(const rt_deferred *d);
 rlx_session  *rt_deferred_current(const rt_deferred *d);   /* the inner session of the last run, or NULL */
 /* session.c: a session over d (taken: freed with the session). */
 rlx_status    rt_session_deferred(rt_deferred *d, rlx_session **out);
+/* session.c: puts into s's store what its plans' first runs would make of
+ * its params as set now (backend.h prepare), so that work is done at load;
+ * RLX_OK with nothing done where the backend has no such step. */
+rlx_status    rt_session_prepare(rlx_session *s);
 
 /* dispatch_report.c: the table RLX_DISPATCH_REPORT=1 prints after compile. */
 void rt_dispatch_report(const char *graph, const char *backend, const pass_dispatch_count *counts,

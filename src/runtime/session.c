@@ -780,6 +780,17 @@ rlx_status rt_session_deferred(rt_deferred *d, rlx_session **out) {
   return RLX_OK;
 }
 
+static rlx_status prepare(rlx_session *s) {
+  if (!s) return rlx_set_error(RLX_ERR_INVALID, "rt_session_prepare: session is NULL");
+  if (s->deferred || !s->backend->prepare) return RLX_OK;
+  rlx_status st = s->store ? RLX_OK : rt_store_new(s->backend, s->opt.device_index, &s->store);
+  if (st || !s->store) return st;
+  const rlx_bindings bind = {s->leaf_data, s->leaf_version};
+  return s->backend->prepare(rt_store_data(s->store), s->g, &s->opt, &bind);
+}
+
+rlx_status rt_session_prepare(rlx_session *s) { SESSION_CALL("rt_session_prepare", prepare(s)); }
+
 rlx_status rlx_set_param(rlx_session *s, const char *name, const void *data, size_t nbytes) {
   SESSION_CALL("rlx_set_param", s && s->deferred ? deferred_param("rlx_set_param") : set_param(s, name, data, nbytes));
 }

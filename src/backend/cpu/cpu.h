@@ -64,6 +64,12 @@ typedef rlx_status (*cpu_kernel_fn)(cpu_ctx *ctx, const ir_node *n, const cpu_te
 
 extern const cpu_kernel_fn cpu_kernels[RLX_OP_COUNT];
 
+/* Packs w, a DequantMatMul's weight [N, K], into slot now, as that
+ * kernel's first run with the slot would (qpack.h): 1 when packed, 0 when
+ * this CPU streams w's dtype unpacked or memory is short (the kernel then
+ * does what it would have done). */
+int cpu_dequant_prepack(cpu_ctx *ctx, struct gemm_prepack *slot, const cpu_tensor *w);
+
 /* ---- element access with conversion (plain dtypes; slow, for reference loops) */
 
 double  cpu_get(const cpu_tensor *t, int64_t i);          /* as double (bool: 0/1) */

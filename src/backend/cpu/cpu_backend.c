@@ -338,6 +338,34 @@ static rlx_status cpu_run(void *p, const rlx_bindings *bind) {
   return RLX_OK;
 }
 
+/* The weights that g's DequantMatMul nodes read straight from a param,
+ * packed now into the store's entries for those params (as the plans'
+ * first runs would: cpu_dequant_prepack), valid for the params' current
+ * versions. The store holds the entries made here until it is freed. */
+static rlx_status cpu_prepare(void *store, const rlx_graph *g, const rlx_options *opt, const rlx_bindings *bind) {
+  cpu_store *st = store;
+  cpu_ctx *ctx = cpu_ctx_new(opt ? opt->threads : 0);
+  if (!ctx) return rlx_set_error(RLX_ERR_NOMEM, "cpu prepare: out of memory");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (n->op != RLX_OP_DequantMatMul) continue;
+    const ir_node *w = &g->nodes[n->in[1]];
+    const uint64_t v = bind->leaf_version ? bind->leaf_version[w->id] : 0;
+    if (w->op != RLX_OP_Param || !bind->leaf_data[w->id] || v == 0 || ir_numel(&w->out[0].shape) < 0) continue;
+    cpu_prepack *pp = store_get(st, w->id, 0, 0);
+    if (!pp) continue; /* packing is an optimization: the first run packs it */
+    if (pp->version != v) {
+      gemm_prepack_reset(pp->slot);
+      pp->version = v;
+    }
+    cpu_tensor t;
+    tensor_of(&t, &w->out[0], (void *)bind->leaf_data[w->id]);
+    cpu_dequant_prepack(ctx, pp->slot, &t);
+  }
+  cpu_ctx_free(ctx);
+  return RLX_OK;
+}
+
 static rlx_status cpu_read(void *p, rlx_node n, int index, void *dst, size_t nbytes) {
   cpu_plan *pl = p;
   size_t slot = (size_t)n * IR_MAX_OUTPUTS + (size_t)index;
@@ -367,4 +395,4 @@ static void cpu_memory_stats(const void *p, rlx_session_stats *st) {
 /* No keep_assigned: an in-place Assign already updates the session's host
  * copy (the param's bytes), so reading it back copies nothing. */
 const rlx_backend rlx_cpu_backend = {"cpu", cpu_claims, cpu_compile, cpu_run, cpu_read, cpu_memory_stats,
-                                     cpu_free, NULL, NULL, cpu_store_new, cpu_store_free, NULL};
+                                     cpu_free, NULL, NULL, cpu_store_new, cpu_store_free, NULL, cpu_prepare};

@@ -138,20 +138,32 @@ static void qmm_rows(void *arg, int64_t begin, int64_t end, int thread) {
  * for one call (a pass over w that the GEMM over the groups repays). */
 #define QPACK_MIN_ROWS 16
 
+/* The slot's packed copy of w (shared by all plans over the same
+ * weights), packed when it holds none. */
+static qpack *slot_pack(cpu_ctx *ctx, gemm_prepack *slot, const cpu_tensor *w) {
+  const int64_t N = w->d[0], K = w->d[1];
+  qpack *p = gemm_prepack_other(slot, w->data);
+  if (!p && (p = qpack_acquire(ctx, w->dtype, w->data, N, K)))
+    gemm_prepack_set_other(slot, w->data, p, qpack_bytes(w->dtype, N, K), qpack_release);
+  return p;
+}
+
+int cpu_dequant_prepack(cpu_ctx *ctx, gemm_prepack *slot, const cpu_tensor *w) {
+  pthread_once(&ref_once, read_ref_flag);
+  if (use_ref || w->rank != 2 || !rlx_dtype_is_block(w->dtype) || qdot_widens(w->dtype) || !qpack_supported(w->dtype))
+    return 0;
+  return slot_pack(ctx, slot, w) != NULL;
+}
+
 /* The 16-row groups of w (qpack.h) where this CPU has kernels for them:
- * the slot's copy (shared by all plans over the same weights), packed on
- * first use; with no slot a copy for this call only (*temp = 1), for
- * prefill shapes. */
+ * the slot's copy, packed on first use unless the plan's backend packed
+ * it ahead (cpu_dequant_prepack); with no slot a copy for this call only
+ * (*temp = 1), for prefill shapes. */
 static qpack *packed_weight(cpu_ctx *ctx, const cpu_tensor *w, int64_t M, int *temp) {
   const int64_t N = w->d[0], K = w->d[1];
   *temp = 0;
   if (!qpack_supported(w->dtype)) return NULL;
-  if (w->prepack) {
-    qpack *p = gemm_prepack_other(w->prepack, w->data);
-    if (!p && (p = qpack_acquire(ctx, w->dtype, w->data, N, K)))
-      gemm_prepack_set_other(w->prepack, w->data, p, qpack_bytes(w->dtype, N, K), qpack_release);
-    return p;
-  }
+  if (w->prepack) return slot_pack(ctx, w->prepack, w);
   if (M < QPACK_MIN_ROWS) return NULL;
   *temp = 1;
   return qpack_new(ctx, w->dtype, w->data, N, K);

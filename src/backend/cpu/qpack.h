@@ -49,8 +49,9 @@
  * up to float rounding.
  *
  * Budget: a packed matrix takes the bytes of its GGUF rows (+2-3% for the
- * K-quants), once per process (qpack_acquire), made on first use by the
- * context's threads; the model then reads only the packed copy, so the
+ * K-quants), once per process (qpack_acquire), made by the context's
+ * threads at load (the session's prepare step, cpu_dequant_prepack) or
+ * else on first use; the model then reads only the packed copy, so the
  * mapped file's pages of packed matrices become clean page cache the
  * kernel may drop: resident memory stays about one model. Repacking
  * speed (seconds for an 8B file) is in BENCHMARKS.md.

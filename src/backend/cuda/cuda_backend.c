@@ -520,5 +520,6 @@ static void cuda_memory_stats(const void *p, rlx_session_stats *st) {
 const rlx_backend rlx_cuda_backend = {"cuda",          cuda_claims,        cuda_compile,
                                       cuda_run,        cuda_read,          cuda_memory_stats,
                                       cuda_free,       cuda_keep_assigned, cuda_fetch_param,
-                                      cuda_store_new_any, cuda_store_free_any, cuda_share_kept};
+                                      cuda_store_new_any, cuda_store_free_any, cuda_share_kept,
+                                      NULL};
 
