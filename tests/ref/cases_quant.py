@@ -901,12 +901,14 @@ def attention_kv_cases(suite, rng, gguf):
     an f32 q: against the float64 attention over gguf's decoding of the same
     blocks. Shapes reach each path of the CPU kernel: queries against the
     transposed keys (prefill), key rows (decode, S = 1), and a custom mask
-    (a KV pool: keys converted a block at a time)."""
+    (a KV pool: keys converted a block at a time); on CUDA the exact
+    kernel (S = 9), the split-key one (S = 1, 4) and its form of a block
+    per query (S = 12 under a custom mask: a batch over a KV pool)."""
     from cases_linalg import custom_mask, qkv_shapes, ref_attention
     B, H, Hkv, D, Tk = 2, 4, 2, 32, 70
     for name in ("q8_0", "q4_0"):
         for form, S, mask in (("rank3", 9, "causal"), ("bhsd", 1, "none"), ("bshd", 4, "custom"),
-                              ("rank3", 1, "custom")):
+                              ("rank3", 1, "custom"), ("bshd", 12, "custom")):
             sq, sk = qkv_shapes(form, B, S, Tk, H, Hkv, D)
             layout = "bhsd" if form == "bhsd" else "bshd"
             g = Graph("attention_kv")

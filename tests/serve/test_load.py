@@ -3,9 +3,11 @@ same request run alone), clients that leave mid-answer (their slots come
 back), a bounded soak of random and bad requests (the server ends healthy,
 its memory flat), and a stop while answers stream."""
 import json
+import os
 import random
 import signal
 import socket
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -71,6 +73,44 @@ def test_quantized_cache_concurrent_equals_alone():
         with ThreadPoolExecutor(4) as pool:
             together = list(pool.map(ask, [3, 2, 1, 0, 1, 3]))
         for k, r in zip([3, 2, 1, 0, 1, 3], together):
+            want = alone[k].choices[0]
+            assert (r.choices[0].message.content, r.choices[0].finish_reason) == (want.message.content,
+                                                                                 want.finish_reason)
+    finally:
+        rc = s.stop()
+    assert rc == 0, "rlx serve exited with %d on SIGTERM: %s" % (rc, "".join(s.log[-20:]))
+
+
+def cuda_device():
+    """Whether rlx was built with CUDA and sees a device (rlx --version)."""
+    out = subprocess.run([os.environ["RLX_CLI"], "--version"], capture_output=True, text=True).stdout
+    return "a device is present" in out
+
+
+@pytest.mark.parametrize("cache", ["f16"])
+def test_cuda_concurrent_equals_alone(cache):
+    """--device cuda --parallel 8 (skipped without a CUDA device): 16 clients
+    at once get the greedy answer each request gets alone. On the GPU a row's
+    bits may depend on the batch beside it (tests/test_cuda_batch.c bounds
+    the logits): the test takes these 12-token answers to hold no near tie
+    within that bound."""
+    if not cuda_device():
+        pytest.skip("no CUDA device")
+    s = Server("--device", "cuda", "--parallel", "8", "--ctx", "4096", "--cache-type", cache)
+    try:
+        client = s.client()
+        model = client.models.list().data[0].id
+
+        def ask(i):
+            return client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "Write one sentence about %s." % TOPICS[i]}],
+                temperature=0, max_tokens=12)
+
+        alone = [ask(i) for i in range(8)]
+        order = [(3 * j) % 8 for j in range(16)]
+        with ThreadPoolExecutor(16) as pool:
+            together = list(pool.map(ask, order))
+        for k, r in zip(order, together):
             want = alone[k].choices[0]
             assert (r.choices[0].message.content, r.choices[0].finish_reason) == (want.message.content,
                                                                                  want.finish_reason)

@@ -215,6 +215,7 @@ typedef struct {
   const float *mask;        /* custom mask, strides over [B, H, S, T] (0: broadcast) */
   int64_t mask_stride[4];
   int dtype, mask_kind;
+  int kv_dtype;             /* k and v: dtype, or RLX_Q8_0 / RLX_Q4_0 rows of blocks of 32 along D (dtype F32) */
   int force_exact;          /* RLX_CUDA_ATTN_EXACT=1: the exact kernel even where tensor cores apply */
   int no_cluster;           /* RLX_CUDA_ATTN_CLUSTER=0: split-key decode merges through global memory only */
   int tile_force;           /* RLX_CUDA_ATTN_TILE: 64 or 128 query rows a tensor-core block forced; 0: chosen */
@@ -303,7 +304,8 @@ typedef struct {
 } cu_qmv_args;
 void cu_qmv_plan(cu_qmv_args *a);
 int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st);
-/* w [rows, K] packed (or F16/BF16: widened) -> dst [rows, K] in dst_dtype (a float dtype). */
+/* w [rows, K] packed (or F16/BF16: widened) -> dst [rows, K] in dst_dtype (a float dtype); or
+ * the other way, float w (scheme its dtype) quantized into dst_dtype RLX_Q8_0 / RLX_Q4_0 blocks. */
 int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
                       cudaStream_t st);
 

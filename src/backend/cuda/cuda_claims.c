@@ -64,8 +64,12 @@ int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, char *why
   case RLX_OP_ArgMax:
   case RLX_OP_ArgMin:
   case RLX_OP_Cumsum:
-    /* a block table (a GGUF embedding) gathered by rows: whole blocks move as bytes */
+    /* a block table (a GGUF embedding) gathered by rows, a quantized KV
+     * cache's rows written or its first rows taken: whole blocks move as bytes */
     if (n->op == RLX_OP_Gather && is_block(x->dtype) && n->a.axis < x->shape.rank - 1) return 1;
+    if ((n->op == RLX_OP_UpdateSlice || n->op == RLX_OP_Narrow) && is_block(x->dtype) &&
+        n->a.axis < x->shape.rank - 1 && (n->op == RLX_OP_Narrow || ir_in(g, n, 1)->dtype == x->dtype))
+      return 1;
     if (any_block_input(g, n)) DECLINE("%s of block dtype %s: no CUDA kernel", ir_ops[n->op].name, rlx_dtype_name(x->dtype));
     return 1;
   case RLX_OP_Softmax:
@@ -85,10 +89,22 @@ int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, char *why
         DECLINE("BatchNorm statistics of shape other than [C]: no CUDA kernel");
     }
     return 1;
-  case RLX_OP_Attention:
-    if (any_block_input(g, n)) DECLINE("Attention over %s keys and values: no CUDA kernel", rlx_dtype_name(ir_in(g, n, 1)->dtype));
+  case RLX_OP_Attention: {
+    const rlx_dtype kt = ir_in(g, n, 1)->dtype;
+    /* a quantized KV cache: its blocks decoded as the kernels stage K and V */
+    if ((kt == RLX_Q8_0 || kt == RLX_Q4_0) && x->dtype == RLX_F32 && ir_in(g, n, 2)->dtype == kt &&
+        n->a.head_dim % 32 == 0 && n->a.head_dim <= 256)
+      return 1;
+    if (any_block_input(g, n)) DECLINE("Attention over %s keys and values: no CUDA kernel", rlx_dtype_name(kt));
     if (n->a.head_dim > 256) DECLINE("Attention head_dim %lld > 256: no CUDA kernel", (long long)n->a.head_dim);
     return 1;
+  }
+  case RLX_OP_Quantize:
+    if ((n->out[0].dtype == RLX_Q8_0 || n->out[0].dtype == RLX_Q4_0) &&
+        (x->dtype == RLX_F32 || x->dtype == RLX_F16 || x->dtype == RLX_BF16))
+      return 1;
+    DECLINE("Quantize of %s into %s: the CUDA kernel writes q8_0 and q4_0 from f32, f16, bf16",
+            rlx_dtype_name(x->dtype), rlx_dtype_name(n->out[0].dtype));
   case RLX_OP_DequantMatMul:
   case RLX_OP_Dequantize: {
     rlx_dtype scheme = n->op == RLX_OP_DequantMatMul ? ir_in(g, n, 1)->dtype : x->dtype;
@@ -121,7 +137,6 @@ int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, char *why
   case RLX_OP_Resize:
   case RLX_OP_Fft:
   case RLX_OP_LogMel:
-  case RLX_OP_Quantize:
   case RLX_OP_FakeQuantize:
   case RLX_OP_CrossEntropy:
   case RLX_OP_MseLoss:

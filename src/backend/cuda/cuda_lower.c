@@ -119,6 +119,7 @@ rlx_status cuda_lower_node(cuda_plan *pl, const ir_node *n) {
   case RLX_OP_FusedMatMulBiasAct: return cuda_lower_fused_matmul(pl, n);
   case RLX_OP_DequantMatMul:
   case RLX_OP_Dequantize:
+  case RLX_OP_Quantize:
     return cuda_lower_quant(pl, n);
   case RLX_OP_AllReduce: return cuda_lower_all_reduce(pl, n);
   default:

@@ -31,6 +31,11 @@
 #define EXACT_WARPS 4
 #define EXACT_MAX_CHUNKS 8 /* head_dim <= 256 */
 
+/* Element e of k or v: of q's dtype, or decoded from its blocks. */
+template <typename T> __device__ __forceinline__ T kv_ld(const cu_attn_args &a, const void *p, int64_t e) {
+  return kv_is_block(a.kv_dtype) ? (T)kv_block_ld(p, a.kv_dtype, e) : cu_acc<T>::ld(p, a.dtype, e);
+}
+
 /* One block per query row; its warps split the keys (warp w takes chunks
  * of 32 keys w, w + EXACT_WARPS, ...; a lane scores one key), each keeps an
  * online-softmax state, and the states are merged at the end: a decode
@@ -59,7 +64,7 @@ template <typename T> __global__ void __launch_bounds__(EXACT_WARPS * 32) flash_
     if (j < a.T && key_visible(a, i, j)) {
       const int64_t koff = kbase + j * a.kv_ss;
       T dot = 0;
-      for (int64_t d = 0; d < a.D; d++) dot += qs[d] * cu_acc<T>::ld(a.k, a.dtype, koff + d);
+      for (int64_t d = 0; d < a.D; d++) dot += qs[d] * kv_ld<T>(a, a.k, koff + d);
       s = finish_score<T>(a, dot, b, h, i, j);
       if (s != s) saw_nan = true, s = -INFINITY;
     }
@@ -78,7 +83,7 @@ template <typename T> __global__ void __launch_bounds__(EXACT_WARPS * 32) flash_
 #pragma unroll
       for (int c = 0; c < EXACT_MAX_CHUNKS; c++) {
         const int64_t d = lane + 32 * c;
-        if (d < a.D) o[c] += pt * cu_acc<T>::ld(a.v, a.dtype, voff + d);
+        if (d < a.D) o[c] += pt * kv_ld<T>(a, a.v, voff + d);
       }
     }
     m = mn;

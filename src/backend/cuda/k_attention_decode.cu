@@ -36,6 +36,18 @@ __device__ __forceinline__ void dec_stage_rows(E *dst, int dst_ss, const E *src,
   }
 }
 
+/* Stages rows of a block-typed cache (kv_block_ld) decoded into dst
+ * [n][dst_ss], as the plain rows' layout in shared memory: the scoring and
+ * the sums below read them alike. Loads, not copies in flight: a thread
+ * decodes one value of a row at a time, a warp's 32 values one block. */
+template <typename E>
+__device__ __forceinline__ void dec_stage_blocks(E *dst, int dst_ss, const void *src, int kv_dtype, int64_t base,
+                                                 int64_t ss, int n, int D, int t) {
+#pragma unroll 4
+  for (int e = t; e < n * D; e += DEC_THREADS)
+    cu_fl<E>::st(dst + (e / D) * dst_ss + e % D, kv_block_ld(src, kv_dtype, base + (e / D) * ss + e % D));
+}
+
 /* flash_decode's row stride of staged K rows, in elements: with 16-byte
  * rows one 16-byte step longer than the row, so that the 8 threads of a
  * quarter warp reading 16 bytes of 8 consecutive keys hit all 32 banks. */
@@ -196,9 +208,14 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     }
     if (!__syncthreads_or(seen)) n = 0;
   }
-  dec_stage_rows<E, VEC>(ks, kss, k + kbase, a.kv_ss, n, D, t);
-  cu_cp_async_commit();
-  dec_stage_rows<E, VEC>(vs, D, v + kbase, a.kv_ss, n, D, t);
+  if (kv_is_block(a.kv_dtype)) {
+    dec_stage_blocks<E>(ks, kss, a.k, a.kv_dtype, kbase, a.kv_ss, n, D, t);
+    dec_stage_blocks<E>(vs, D, a.v, a.kv_dtype, kbase, a.kv_ss, n, D, t);
+  } else {
+    dec_stage_rows<E, VEC>(ks, kss, k + kbase, a.kv_ss, n, D, t);
+    cu_cp_async_commit();
+    dec_stage_rows<E, VEC>(vs, D, v + kbase, a.kv_ss, n, D, t);
+  }
   cu_cp_async_commit();
   /* row r: head hk*G + r / S, query i = i0 + r % S */
   for (int e = t; e < RC * D; e += DEC_THREADS) {

@@ -404,9 +404,9 @@ template <typename E> static int launch_tc(const cu_attn_args *a, cudaStream_t s
 
 /* Whether flash_tc takes a (16-byte aligned rows for cp.async and ldmatrix). */
 int cu_attn_tc_applies(const cu_attn_args *a) {
-  return (a->dtype == RLX_F16 || a->dtype == RLX_BF16) && a->D % 16 == 0 && a->D <= 128 && cu_aligned16(a->q) &&
-         cu_aligned16(a->k) && cu_aligned16(a->v) && cu_aligned16(a->out) && a->q_ss % 8 == 0 && a->kv_ss % 8 == 0 &&
-         a->q_sb % 8 == 0 && a->q_sh % 8 == 0 && a->kv_sb % 8 == 0 && a->kv_sh % 8 == 0 && a->B * a->H < 65536 &&
+  return (a->dtype == RLX_F16 || a->dtype == RLX_BF16) && !kv_is_block(a->kv_dtype) && a->D % 16 == 0 && a->D <= 128 &&
+         cu_aligned16(a->q) && cu_aligned16(a->k) && cu_aligned16(a->v) && cu_aligned16(a->out) && a->q_ss % 8 == 0 &&
+         a->kv_ss % 8 == 0 && a->q_sb % 8 == 0 && a->q_sh % 8 == 0 && a->kv_sb % 8 == 0 && a->kv_sh % 8 == 0 && a->B * a->H < 65536 &&
          a->S < (1 << 30) && a->T < (1 << 30) &&
          !a->force_exact;
 }

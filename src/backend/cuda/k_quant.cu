@@ -253,8 +253,64 @@ template <typename W> __global__ void widen_kernel(const W *w, void *dst, int ds
     cu_st_f32(dst, dst_dtype, i, cu_fl<W>::ld(w + i));
 }
 
+/* ggml's roundf(v) as int8 (Q8_0), saturated, NaN 0; and MIN(hi, (int8_t)v)
+ * for v >= 0 (Q4_0): quant_blocks.c's round_int8 and trunc_level. */
+__device__ __forceinline__ int q_round_int8(float v) {
+  if (v != v) return 0;
+  const float r = roundf(v);
+  return r < -128.0f ? -128 : r > 127.0f ? 127 : (int)r;
+}
+__device__ __forceinline__ int q_trunc_level(float v, int hi) { return !(v >= 1.0f) ? 0 : v < (float)hi ? (int)v : hi; }
+
+/* Float rows quantized into Q8_0 / Q4_0 blocks, a thread a block (a KV
+ * cache's new rows: few blocks a step): ggml's quantize_row_q8_0_ref /
+ * q4_0_ref as quant_blocks.c writes them, the same operations in the same
+ * order, each rounded once (no product and sum contracted into one fused
+ * multiply-add), so the bytes are the CPU's. */
+template <int SCHEME> __global__ void quantize_kernel(const void *x, int x_dtype, uint8_t *out, int64_t blocks) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < blocks; i += step) {
+    float v[32];
+#pragma unroll
+    for (int j = 0; j < 32; j++) v[j] = cu_ld_f32(x, x_dtype, i * 32 + j);
+    uint8_t *b = out + i * (SCHEME == RLX_Q8_0 ? 34 : 18);
+    float d;
+    if (SCHEME == RLX_Q8_0) {
+      float amax = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 32; j++) amax = amax > fabsf(v[j]) ? amax : fabsf(v[j]);
+      d = __fdiv_rn(amax, 127.0f);
+      const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)q_round_int8(__fmul_rn(v[j], id));
+    } else {
+      float amax = 0.0f, max = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 32; j++)
+        if (amax < fabsf(v[j])) amax = fabsf(v[j]), max = v[j];
+      d = __fdiv_rn(max, -8.0f);
+      const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < 16; j++) {
+        const int lo = q_trunc_level(__fadd_rn(__fmul_rn(v[j], id), 8.5f), 15);
+        const int hi = q_trunc_level(__fadd_rn(__fmul_rn(v[j + 16], id), 8.5f), 15);
+        b[2 + j] = (uint8_t)(lo | hi << 4);
+      }
+    }
+    *(unsigned short *)b = __half_as_ushort(__float2half_rn(d));
+  }
+}
+
 extern "C" int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
                                  cudaStream_t st) {
+  if (dst_dtype == RLX_Q8_0 || dst_dtype == RLX_Q4_0) { /* the other way: a float w quantized (Quantize) */
+    const int64_t blocks = rows * (K / 32);
+    if (blocks <= 0) return cudaSuccess;
+    const unsigned b = cu_blocks(blocks, CU_THREADS);
+    if (dst_dtype == RLX_Q8_0) quantize_kernel<RLX_Q8_0><<<b, CU_THREADS, 0, st>>>(w, scheme, (uint8_t *)dst, blocks);
+    else quantize_kernel<RLX_Q4_0><<<b, CU_THREADS, 0, st>>>(w, scheme, (uint8_t *)dst, blocks);
+    return cudaGetLastError();
+  }
   if (scheme == RLX_F16 || scheme == RLX_BF16 || scheme == RLX_F32) {
     const int64_t n = rows * K;
     if (n <= 0) return cudaSuccess;

@@ -38,7 +38,7 @@ rlx_status cuda_lower_attention(cuda_plan *pl, const ir_node *n) {
   const int bhsd = q->shape.rank == 4 && n->a.layout == RLX_LAYOUT_BHSD;
   const int seq = bhsd ? 2 : 1;
   a->q = in_ptr(pl, n, 0), a->k = in_ptr(pl, n, 1), a->v = in_ptr(pl, n, 2), a->out = out_ptr(pl, n);
-  a->dtype = q->dtype, a->mask_kind = (int)n->a.mask, a->window = n->a.window;
+  a->dtype = q->dtype, a->kv_dtype = k->dtype, a->mask_kind = (int)n->a.mask, a->window = n->a.window;
   a->B = q->shape.d[0], a->S = q->shape.d[seq], a->T = k->shape.d[seq];
   a->H = n->a.num_heads, a->Hkv = n->a.num_kv_heads, a->D = n->a.head_dim;
   a->scale = n->a.score_scale > 0 ? n->a.score_scale : 1.0 / sqrt((double)a->D);

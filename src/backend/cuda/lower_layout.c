@@ -84,14 +84,27 @@ static rlx_status emit_memcpy(cuda_plan *pl, const ir_node *n, void *dst, const 
   return RLX_OK;
 }
 
+/* t's shape s into d, as words for a block dtype (claims: whole rows moved
+ * along an axis before the last): the last dim counts the widest words
+ * that divide a row's bytes. Returns the size of an element or word. */
+static size_t word_shape(rlx_dtype t, const ir_shape *s, int64_t *d) {
+  memcpy(d, s->d, sizeof(int64_t) * (size_t)s->rank);
+  if (!is_block(t) || s->rank == 0) return elem_size(t);
+  const int64_t bytes = (int64_t)rlx_dtype_nbytes(t, d[s->rank - 1]);
+  const int64_t w = bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
+  d[s->rank - 1] = bytes / w;
+  return (size_t)w;
+}
+
 rlx_status cuda_lower_layout(cuda_plan *pl, const ir_node *n) {
   const rlx_graph *g = pl->g;
   const ir_type *out = &n->out[0], *x = n->n_in ? ir_in(g, n, 0) : NULL;
   const int r = out->shape.rank;
-  const size_t es = elem_size(out->dtype);
+  int64_t od[RLX_MAX_RANK], xd[RLX_MAX_RANK];
+  const size_t es = word_shape(out->dtype, &out->shape, od);
   int64_t ss[RLX_MAX_RANK], ds[RLX_MAX_RANK], xs[RLX_MAX_RANK];
-  cuda_contig_strides(r, out->shape.d, ds);
-  if (x) cuda_contig_strides(x->shape.rank, x->shape.d, xs);
+  cuda_contig_strides(r, od, ds);
+  if (x) word_shape(x->dtype, &x->shape, xd), cuda_contig_strides(x->shape.rank, xd, xs);
   uint8_t *dst = out_ptr(pl, n), *src = x ? in_ptr(pl, n, 0) : NULL;
   switch (n->op) {
   case RLX_OP_Reshape:
@@ -108,7 +121,7 @@ rlx_status cuda_lower_layout(cuda_plan *pl, const ir_node *n) {
     for (int k = 0; k < r; k++) ss[k] = xs[n->a.perm.v[k]];
     return emit_copy(pl, n, r, out->shape.d, src, ss, NULL, dst, ds, 0, es, NULL);
   case RLX_OP_Narrow:
-    return emit_copy(pl, n, r, out->shape.d, src + (size_t)(n->a.start * xs[n->a.axis]) * es, xs, NULL, dst, ds, 0,
+    return emit_copy(pl, n, r, od, src + (size_t)(n->a.start * xs[n->a.axis]) * es, xs, NULL, dst, ds, 0,
                      es, NULL);
   case RLX_OP_Slice: {
     int64_t off = 0;
@@ -147,13 +160,14 @@ rlx_status cuda_lower_layout(cuda_plan *pl, const ir_node *n) {
     const ir_type *upd = ir_in(g, n, 1), *start = ir_in(g, n, 2);
     rlx_status st = emit_memcpy(pl, n, dst, src, rlx_dtype_nbytes(out->dtype, numel_of(out)));
     if (st) return st;
-    int64_t us[RLX_MAX_RANK];
-    cuda_contig_strides(upd->shape.rank, upd->shape.d, us);
+    int64_t ud[RLX_MAX_RANK], us[RLX_MAX_RANK];
+    word_shape(upd->dtype, &upd->shape, ud);
+    cuda_contig_strides(upd->shape.rank, ud, us);
     /* the update through the Cast it absorbed (cuda_lower_node left the Cast out) */
     const ir_node *cast = &g->nodes[n->in[1]];
     const int through = cast->op == RLX_OP_Cast && pl->cast_into[cast->id] == n->id;
     cu_copy_args *a;
-    st = emit_copy(pl, n, r, upd->shape.d, through ? in_ptr(pl, cast, 0) : in_ptr(pl, n, 1), us, NULL, dst, ds, 0,
+    st = emit_copy(pl, n, r, ud, through ? in_ptr(pl, cast, 0) : in_ptr(pl, n, 1), us, NULL, dst, ds, 0,
                    es, &a);
     if (st) return st;
     if (through) a->convert = 1, a->src_dtype = ir_in(g, cast, 0)->dtype, a->dst_dtype = out->dtype;

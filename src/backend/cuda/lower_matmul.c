@@ -274,7 +274,7 @@ static rlx_status lower_half_weight_matmul(cuda_plan *pl, const ir_node *n, int6
 
 rlx_status cuda_lower_quant(cuda_plan *pl, const ir_node *n) {
   const ir_type *x = ir_in(pl->g, n, 0), *out = &n->out[0];
-  if (n->op == RLX_OP_Dequantize) {
+  if (n->op == RLX_OP_Dequantize || n->op == RLX_OP_Quantize) {
     const int64_t K = x->shape.rank ? x->shape.d[x->shape.rank - 1] : 1;
     cuda_step *s = cuda_new_step(pl, ST_DEQUANT, n);
     if (!s) return cuda_nomem(n);
