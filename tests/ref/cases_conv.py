@@ -380,6 +380,17 @@ def pool_cases(suite, rng):
     pool_case(suite, rng, "p2d_max_nan", "f32", [1, 1, 4, 4], "max", [2, 2], [2, 2], [0, 0, 0, 0],
               nan=True)
     pool_case(suite, rng, "p1d_max", "f32", [2, 3, 11], "max", [3], [2], [1, 0])
+    # planes wide enough for whole 16-column vectors inside the row, odd
+    # widths, stride 1 and 2, pads 0 to 2, a NaN among them
+    pool_case(suite, rng, "p2d_max_k3s2p1_wide", "f32", [2, 3, 9, 75], "max", [3, 3], [2, 2],
+              [1, 1, 1, 1])
+    pool_case(suite, rng, "p2d_max_k3s2_asym_wide", "f32", [1, 2, 6, 70], "max", [2, 3], [3, 2],
+              [0, 2, 1, 0])
+    pool_case(suite, rng, "p2d_max_k3s1_wide", "f32", [1, 2, 5, 41], "max", [4, 3], [1, 1],
+              [2, 1, 1, 1])
+    pool_case(suite, rng, "p2d_max_k3s2_nan", "f32", [1, 2, 5, 40], "max", [3, 3], [2, 2],
+              [1, 1, 1, 1], nan=True)
+    pool_case(suite, rng, "p1d_max_k3s1", "f32", [1, 2, 37], "max", [3], [1], [1, 1])
     pool_case(suite, rng, "p1d_avg_excl", "f32", [2, 3, 11], "avg", [4], [3], [2, 3])
     pool_case(suite, rng, "p1d_avg_incl", "f32", [1, 1, 1], "avg", [2], [1], [1, 0], cip=True)
     for dt in FLOAT_DTYPES:

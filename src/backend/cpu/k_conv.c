@@ -8,7 +8,9 @@
 #include "conv_depthwise.h"
 #include "conv_gemm.h"
 #include "conv_weights.h"
+#include "cpu_features.h"
 #include "elementwise_math.h"
+#include "pool_max.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -324,6 +326,31 @@ static void pool_planes_max_rows_f32(void *arg, int64_t begin, int64_t end, int 
   free(row);
 }
 
+/* F32 max pooling of windows three columns wide, stride 1 or 2 along W,
+ * by the AVX-512 plane kernel (pool_max_avx512.c); a plane with a NaN
+ * goes through pool_planes_f32 (NaN propagation). NULL where the CPU or
+ * the geometry does not allow it. */
+#if defined(__x86_64__) || defined(__i386__)
+static void pool_planes_max3_f32(void *arg, int64_t begin, int64_t end, int thread) {
+  const pool_job *J = arg;
+  const int64_t in_plane = J->g.in[0] * J->g.in[1], out_plane = J->g.out[0] * J->g.out[1];
+  for (int64_t p = begin; p < end; p++)
+    if (pool_max3_plane_avx512(&J->g, (const float *)J->x + p * in_plane, (float *)J->y + p * out_plane))
+      pool_planes_f32(arg, p, p + 1, thread);
+}
+#endif
+
+static cpu_task_fn pool_max3_kernel(const conv_geom *g) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (cpu_get_features()->avx512 && g->k[1] == 3 && g->dil[0] == 1 && g->dil[1] == 1 &&
+      (g->stride[1] == 1 || g->stride[1] == 2))
+    return pool_planes_max3_f32;
+#else
+  (void)g;
+#endif
+  return NULL;
+}
+
 rlx_status cpu_Pool(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
   pool_job J = {.is_max = n->a.pool == RLX_POOL_MAX, .count_include_pad = n->a.count_include_pad != 0};
   conv_geom_init(n, &in[0], out, n->a.kernel.v, &J.g);
@@ -342,8 +369,10 @@ rlx_status cpu_Pool(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_te
   const int max2x2 = J.is_max && f32 && g->k[0] == 2 && g->k[1] == 2 && g->stride[0] == 2 && g->stride[1] == 2 &&
                      g->pad[0] == 0 && g->pad[1] == 0 && g->dil[0] == 1 && g->dil[1] == 1 && n->a.pad.v[2] == 0 &&
                      n->a.pad.v[3] == 0;
+  cpu_task_fn max3 = J.is_max && f32 ? pool_max3_kernel(g) : NULL;
   cpu_parallel_for(ctx, planes, 1 + 16384 / (per_plane + 1),
                    max2x2                  ? pool_planes_max2x2_f32
+                   : max3                  ? max3
                    : J.is_max && f32       ? pool_planes_max_rows_f32
                    : f64                   ? pool_planes_f64
                                            : pool_planes_f32,

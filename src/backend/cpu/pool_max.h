@@ -1,0 +1,15 @@
+/* pool_max.h — the AVX-512 plane kernel of F32 max pooling
+ * (pool_max_avx512.c) beside the reference loops of k_conv.c. */
+#ifndef RLX_POOL_MAX_H
+#define RLX_POOL_MAX_H
+
+#include "conv_gemm.h"
+
+/* One plane of a max pool whose windows are 3 columns wide, stride 1 or
+ * 2 along W, dilation 1, every window holding an input position: y from
+ * x. Returns 1, writing nothing, when x holds a NaN (the reference loops
+ * propagate it), else 0. x86 only; call only where cpu_features.h has
+ * avx512. */
+int pool_max3_plane_avx512(const conv_geom *g, const float *x, float *y);
+
+#endif /* RLX_POOL_MAX_H */
