@@ -56,10 +56,12 @@ def test_concurrent_greedy_equals_alone(client, model_id):
         assert r.usage.completion_tokens == alone[k].usage.completion_tokens
 
 
-def test_quantized_cache_concurrent_equals_alone():
-    """--cache-type q8_0: requests decoded side by side give each the greedy
-    answer it gets alone (quantized weights and cache rows: the same bits)."""
-    s = Server("--parallel", "4", "--ctx", "2048", "--cache-type", "q8_0")
+def together_equals_alone(server_args, n_alone, order, workers):
+    """Starts rlx serve with server_args, asks about each of the first n_alone
+    topics alone, then about the topics of order from workers threads at once:
+    each answer must be the one its topic got alone, and the server must stop
+    cleanly on SIGTERM."""
+    s = Server(*server_args)
     try:
         client = s.client()
         model = client.models.list().data[0].id
@@ -69,16 +71,22 @@ def test_quantized_cache_concurrent_equals_alone():
                 model=model, messages=[{"role": "user", "content": "Write one sentence about %s." % TOPICS[i]}],
                 temperature=0, max_tokens=12)
 
-        alone = [ask(i) for i in range(4)]
-        with ThreadPoolExecutor(4) as pool:
-            together = list(pool.map(ask, [3, 2, 1, 0, 1, 3]))
-        for k, r in zip([3, 2, 1, 0, 1, 3], together):
+        alone = [ask(i) for i in range(n_alone)]
+        with ThreadPoolExecutor(workers) as pool:
+            together = list(pool.map(ask, order))
+        for k, r in zip(order, together):
             want = alone[k].choices[0]
             assert (r.choices[0].message.content, r.choices[0].finish_reason) == (want.message.content,
                                                                                  want.finish_reason)
     finally:
         rc = s.stop()
     assert rc == 0, "rlx serve exited with %d on SIGTERM: %s" % (rc, "".join(s.log[-20:]))
+
+
+def test_quantized_cache_concurrent_equals_alone():
+    """--cache-type q8_0: requests decoded side by side give each the greedy
+    answer it gets alone (quantized weights and cache rows: the same bits)."""
+    together_equals_alone(("--parallel", "4", "--ctx", "2048", "--cache-type", "q8_0"), 4, [3, 2, 1, 0, 1, 3], 4)
 
 
 def cuda_device():
@@ -96,27 +104,8 @@ def test_cuda_concurrent_equals_alone(cache):
     within that bound."""
     if not cuda_device():
         pytest.skip("no CUDA device")
-    s = Server("--device", "cuda", "--parallel", "8", "--ctx", "4096", "--cache-type", cache)
-    try:
-        client = s.client()
-        model = client.models.list().data[0].id
-
-        def ask(i):
-            return client.chat.completions.create(
-                model=model, messages=[{"role": "user", "content": "Write one sentence about %s." % TOPICS[i]}],
-                temperature=0, max_tokens=12)
-
-        alone = [ask(i) for i in range(8)]
-        order = [(3 * j) % 8 for j in range(16)]
-        with ThreadPoolExecutor(16) as pool:
-            together = list(pool.map(ask, order))
-        for k, r in zip(order, together):
-            want = alone[k].choices[0]
-            assert (r.choices[0].message.content, r.choices[0].finish_reason) == (want.message.content,
-                                                                                 want.finish_reason)
-    finally:
-        rc = s.stop()
-    assert rc == 0, "rlx serve exited with %d on SIGTERM: %s" % (rc, "".join(s.log[-20:]))
+    together_equals_alone(("--device", "cuda", "--parallel", "8", "--ctx", "4096", "--cache-type", cache), 8,
+                          [(3 * j) % 8 for j in range(16)], 16)
 
 
 def test_disconnect_frees_the_slot(server, client, model_id):
