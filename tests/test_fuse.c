@@ -425,24 +425,24 @@ static void test_matmul_bias_act(void) {
   /* GELU written out with Erf (torch's and Hugging Face's exports): the
    * chain becomes the fused op's act; a wrong constant, or the
    * pre-activation read elsewhere, leaves the chain as it is */
+  /* torch's order: x * (erf(x / sqrt 2) + 1) * 0.5 */
+#define ERF_GELU_TORCH                                                                                              \
+  "  %7 = Binary{op=div}(%4, %5)\n  %8 = Activation{act=erf}(%7)\n  %9 = Binary{op=add}(%8, %6)\n"                \
+  "  %10 = Binary{op=mul}(%4, %9)\n  %12 = Binary{op=mul}(%10, %11)\n"
   static const struct {
     const char *body;
     float k[3]; /* the chain's constants */
     int gelu;
   } erf_forms[] = {
-      {"  %7 = Binary{op=div}(%4, %5)\n  %8 = Activation{act=erf}(%7)\n  %9 = Binary{op=add}(%8, %6)\n"
-       "  %10 = Binary{op=mul}(%4, %9)\n  %12 = Binary{op=mul}(%10, %11)\n  outputs %12\n",
-       {1.41421356f, 1.0f, 0.5f}, 1},
+      {ERF_GELU_TORCH "  outputs %12\n", {1.41421356f, 1.0f, 0.5f}, 1},
+      /* Hugging Face's: 0.5 * x * (1 + erf(x * (1 / sqrt 2))) */
       {"  %7 = Binary{op=mul}(%5, %4)\n  %8 = Activation{act=erf}(%7)\n  %9 = Binary{op=add}(%6, %8)\n"
        "  %10 = Binary{op=mul}(%11, %4)\n  %12 = Binary{op=mul}(%10, %9)\n  outputs %12\n",
        {0.70710678f, 1.0f, 0.5f}, 1},
-      {"  %7 = Binary{op=div}(%4, %5)\n  %8 = Activation{act=erf}(%7)\n  %9 = Binary{op=add}(%8, %6)\n"
-       "  %10 = Binary{op=mul}(%4, %9)\n  %12 = Binary{op=mul}(%10, %11)\n  outputs %12\n",
-       {1.41421356f, 1.0f, 0.6f}, 0},
-      {"  %7 = Binary{op=div}(%4, %5)\n  %8 = Activation{act=erf}(%7)\n  %9 = Binary{op=add}(%8, %6)\n"
-       "  %10 = Binary{op=mul}(%4, %9)\n  %12 = Binary{op=mul}(%10, %11)\n  outputs %12, %4\n",
-       {1.41421356f, 1.0f, 0.5f}, 0},
+      {ERF_GELU_TORCH "  outputs %12\n", {1.41421356f, 1.0f, 0.6f}, 0},      /* a wrong constant */
+      {ERF_GELU_TORCH "  outputs %12, %4\n", {1.41421356f, 1.0f, 0.5f}, 0}, /* the pre-activation read */
   };
+#undef ERF_GELU_TORCH
   for (size_t i = 0; i < sizeof erf_forms / sizeof erf_forms[0]; i++) {
     char tmpl[2048];
     snprintf(tmpl, sizeof tmpl,
