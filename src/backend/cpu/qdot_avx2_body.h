@@ -565,9 +565,10 @@ ALWAYS_INLINE __m512 wide_load_bf16(const uint16_t *p) {
 #define wide_load_bf16 simd_load_bf16
 #endif
 
-/* Bytes ahead of the weights in use that the 16-bit kernels ask the cache
- * for: the rows stream from the mapped file's 4 KiB pages, and the
- * hardware prefetcher stops at each page's end. */
+/* Bytes ahead of the weights in use that the 16-bit kernels ask the L2
+ * for (leaving L1 to the lines in use): the rows stream from the mapped
+ * file's 4 KiB pages, and the hardware prefetcher stops at each page's
+ * end. */
 #define WIDE_AHEAD 4096
 
 /* A 16-bit weight row of nb elements against nr F32 rows: WL weights
@@ -588,7 +589,7 @@ ALWAYS_INLINE __m512 wide_load_bf16(const uint16_t *p) {
     for (; k + WL * U <= nb; k += WL * U)                                                        \
       for (int u = 0; u < U; u++) {                                                              \
         if (2 * WL * u % 64 == 0) /* a line a step */                                          \
-          _mm_prefetch((const char *)(wh + k + WL * u) + WIDE_AHEAD, _MM_HINT_T0);               \
+          _mm_prefetch((const char *)(wh + k + WL * u) + WIDE_AHEAD, _MM_HINT_T1);               \
         const WV wv = load(wh + k + WL * u);                                                     \
         ROWS_UNROLLED for (int r = 0; r < nr; r++) {                                             \
           const float *x = (const float *)(const void *)((const uint8_t *)act + (size_t)r * as); \
