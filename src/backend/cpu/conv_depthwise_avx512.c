@@ -3,14 +3,16 @@
  * -mavx512bw -mavx512vl -mfma; called only when cpu_features.h says the
  * CPU has them.
  *
- * An output row is made 16 positions at a time in one register: the bias,
- * then for each kernel row inside the input (rows in the padding add
- * nothing) its three taps, each the 16 input columns it reads as one
- * masked load (stride 2: the even or odd lanes of two loads, vpermt2ps);
- * columns outside the input are masked off, so the padding costs no copy
- * of the plane. The epilogue (residual, relu or none, clamp) is applied
- * before the row's one store; other activations run on the stored row
- * (cpu_gemm_row_post, while it is in L1).
+ * 16 output positions of a row are made in one register: the bias, then
+ * for each kernel row inside the input (rows in the padding add nothing)
+ * its three taps, each the 16 input columns it reads as one masked load
+ * (stride 2: the even or odd lanes of two loads, vpermt2ps); columns
+ * outside the input are masked off, so the padding costs no copy of the
+ * plane. The plane is made a column of such vectors at a time, down all
+ * rows, so each column's masks are worked out once. The epilogue
+ * (residual, relu or none, clamp) is applied before the vector's one
+ * store; other activations run on the stored plane (cpu_gemm_row_post,
+ * while it is in cache).
  */
 #include "conv_depthwise.h"
 
@@ -27,30 +29,48 @@ static inline __mmask16 cols_mask(int64_t s, int64_t W) {
   return (__mmask16)((((uint32_t)1 << hi) - 1u) & ~(((uint32_t)1 << lo) - 1u));
 }
 
-/* Columns s .. s + 15 of row r (0 outside [0, W)); the address is formed
+/* The masks of the loads one vector of outputs makes in a row (stride 1:
+ * columns s, s + 1, s + 2; stride 2: s, s + 16, s + 2, s + 18). */
+typedef struct {
+  __mmask16 m[4];
+} tap_masks;
+
+static inline tap_masks block_masks(int64_t s, int64_t W, int64_t sw) {
+  tap_masks t;
+  if (sw == 1) {
+    t.m[0] = cols_mask(s, W), t.m[1] = cols_mask(s + 1, W), t.m[2] = cols_mask(s + 2, W), t.m[3] = 0;
+  } else {
+    t.m[0] = cols_mask(s, W), t.m[1] = cols_mask(s + 16, W);
+    t.m[2] = cols_mask(s + 2, W), t.m[3] = cols_mask(s + 18, W);
+  }
+  return t;
+}
+
+/* 16 columns of row r from column s under mask m; the address is formed
  * only for a load with lanes inside the row. */
-static inline __m512 load_cols(const float *r, int64_t s, int64_t W) {
-  const __mmask16 m = cols_mask(s, W);
+static inline __m512 load_masked(const float *r, int64_t s, __mmask16 m) {
   return m ? _mm512_maskz_loadu_ps(m, (const float *)((uintptr_t)r + (uintptr_t)(s * (int64_t)sizeof(float))))
            : _mm512_setzero_ps();
 }
 
 /* acc + the three taps of input row r for the 16 outputs whose first tap
- * is column s (stride 1 or 2); `edge`: columns may fall outside [0, W). */
-static inline __attribute__((always_inline)) __m512 row_taps(__m512 acc, const float *r, int64_t s, int64_t W,
-                                                             int64_t sw, int edge, __m512 w0, __m512 w1, __m512 w2) {
+ * is column s (stride 1 or 2); `edge`: columns may fall outside the row,
+ * the loads take the masks tm. */
+static inline __attribute__((always_inline)) __m512 row_taps(__m512 acc, const float *r, int64_t s, int64_t sw,
+                                                             int edge, const tap_masks *tm, __m512 w0, __m512 w1,
+                                                             __m512 w2) {
   if (sw == 1) {
-    const __m512 a = edge ? load_cols(r, s, W) : _mm512_loadu_ps(r + s);
-    const __m512 b = edge ? load_cols(r, s + 1, W) : _mm512_loadu_ps(r + s + 1);
-    const __m512 c = edge ? load_cols(r, s + 2, W) : _mm512_loadu_ps(r + s + 2);
+    const __m512 a = edge ? load_masked(r, s, tm->m[0]) : _mm512_loadu_ps(r + s);
+    const __m512 b = edge ? load_masked(r, s + 1, tm->m[1]) : _mm512_loadu_ps(r + s + 1);
+    const __m512 c = edge ? load_masked(r, s + 2, tm->m[2]) : _mm512_loadu_ps(r + s + 2);
     return _mm512_fmadd_ps(w2, c, _mm512_fmadd_ps(w1, b, _mm512_fmadd_ps(w0, a, acc)));
   }
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  const __m512 a = edge ? load_cols(r, s, W) : _mm512_loadu_ps(r + s);
-  const __m512 b = edge ? load_cols(r, s + 16, W) : _mm512_loadu_ps(r + s + 16);
-  const __m512 c = edge ? load_cols(r, s + 2, W) : _mm512_loadu_ps(r + s + 2);
-  const __m512 d = edge ? load_cols(r, s + 18, W) : _mm512_loadu_ps(r + s + 18);
+  const __m512 a = edge ? load_masked(r, s, tm->m[0]) : _mm512_loadu_ps(r + s);
+  const __m512 b = edge ? load_masked(r, s + 16, tm->m[1]) : _mm512_loadu_ps(r + s + 16);
+  const __m512 c = edge ? load_masked(r, s + 2, tm->m[2]) : _mm512_loadu_ps(r + s + 2);
+  const __m512 d = edge ? load_masked(r, s + 18, tm->m[3]) : _mm512_loadu_ps(r + s + 18);
   acc = _mm512_fmadd_ps(w0, _mm512_permutex2var_ps(a, even, b), acc);
   acc = _mm512_fmadd_ps(w1, _mm512_permutex2var_ps(a, odd, b), acc);
   return _mm512_fmadd_ps(w2, _mm512_permutex2var_ps(c, even, d), acc);
@@ -58,46 +78,60 @@ static inline __attribute__((always_inline)) __m512 row_taps(__m512 acc, const f
 
 /* The 16 outputs from ow0 of one row: rows r0..r2 (NULL: in the padding). */
 static inline __attribute__((always_inline)) __m512 taps16(const float *r0, const float *r1, const float *r2,
-                                                           int64_t s, int64_t W, int64_t sw, int edge,
+                                                           int64_t s, int64_t sw, int edge, const tap_masks *tm,
                                                            const __m512 *wk, __m512 acc) {
-  if (r0) acc = row_taps(acc, r0, s, W, sw, edge, wk[0], wk[1], wk[2]);
-  if (r1) acc = row_taps(acc, r1, s, W, sw, edge, wk[3], wk[4], wk[5]);
-  if (r2) acc = row_taps(acc, r2, s, W, sw, edge, wk[6], wk[7], wk[8]);
+  if (r0) acc = row_taps(acc, r0, s, sw, edge, tm, wk[0], wk[1], wk[2]);
+  if (r1) acc = row_taps(acc, r1, s, sw, edge, tm, wk[3], wk[4], wk[5]);
+  if (r2) acc = row_taps(acc, r2, s, sw, edge, tm, wk[6], wk[7], wk[8]);
   return acc;
 }
 
-static inline __attribute__((always_inline)) void plane(const conv_geom *g, const float *x, const __m512 *wk,
-                                                        __m512 vb, float *y, const float *res,
-                                                        const conv_epilogue *ce, const int64_t sw) {
+/* One column of vectors (outputs ow0 .. ow0 + 15 of every row): the
+ * masks depend on the columns only, so they are worked out once here, not
+ * once a row (on the narrow planes of stride 2 every vector is an edge
+ * one, and the masks were most of its work). */
+static inline __attribute__((always_inline)) void column(const conv_geom *g, const float *x, const __m512 *wk,
+                                                         __m512 vb, float *y, const float *res,
+                                                         const conv_epilogue *ce, const int64_t sw, int64_t ow0,
+                                                         int edge) {
   const int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
-  const int64_t sh = g->stride[0], ph = g->pad[0], pw = g->pad[1];
+  const int64_t sh = g->stride[0], ph = g->pad[0];
   const int in_reg = !ce || ce->act == RLX_ACT_NONE || ce->act == RLX_ACT_RELU;
   const int relu = ce && ce->act == RLX_ACT_RELU, clamp = ce && ce->clamp;
   const __m512 lo = _mm512_set1_ps(clamp ? ce->lo : 0.0f), hi = _mm512_set1_ps(clamp ? ce->hi : 0.0f);
-  /* the columns a vector reads: s .. s + span - 1 */
-  const int64_t span = sw == 1 ? 18 : 34;
+  const int64_t s = sw * ow0 - g->pad[1];
+  const tap_masks tm = edge ? block_masks(s, W, sw) : (tap_masks){{0, 0, 0, 0}};
+  const __mmask16 m = simd16_tail_mask(OW - ow0);
   for (int64_t oh = 0; oh < OH; oh++) {
     const int64_t ih0 = oh * sh - ph;
     const float *r0 = ih0 >= 0 && ih0 < H ? x + ih0 * W : NULL;
     const float *r1 = ih0 + 1 >= 0 && ih0 + 1 < H ? x + (ih0 + 1) * W : NULL;
     const float *r2 = ih0 + 2 >= 0 && ih0 + 2 < H ? x + (ih0 + 2) * W : NULL;
-    float *yr = y + oh * OW;
-    const float *rr = res ? res + oh * OW : NULL;
-    for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
-      const int64_t s = sw * ow0 - pw;
-      const __m512 acc = s >= 0 && s + span <= W ? taps16(r0, r1, r2, s, W, sw, 0, wk, vb)
-                                                 : taps16(r0, r1, r2, s, W, sw, 1, wk, vb);
-      const __mmask16 m = simd16_tail_mask(OW - ow0);
-      __m512 v = acc;
-      if (in_reg) {
-        if (rr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, rr + ow0));
-        if (relu) v = _mm512_max_ps(_mm512_setzero_ps(), v); /* NaN and -0 pass, as the GEMM's */
-        if (clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v)); /* NaN stays */
-      }
-      _mm512_mask_storeu_ps(yr + ow0, m, v);
+    __m512 v = taps16(r0, r1, r2, s, sw, edge, &tm, wk, vb);
+    if (in_reg) {
+      if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + oh * OW + ow0));
+      if (relu) v = _mm512_max_ps(_mm512_setzero_ps(), v); /* NaN and -0 pass, as the GEMM's */
+      if (clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v)); /* NaN stays */
     }
-    if (!in_reg) cpu_gemm_row_post(yr, OW, 0.0f, rr, ce);
+    _mm512_mask_storeu_ps(y + oh * OW + ow0, m, v);
   }
+}
+
+static inline __attribute__((always_inline)) void plane(const conv_geom *g, const float *x, const __m512 *wk,
+                                                        __m512 vb, float *y, const float *res,
+                                                        const conv_epilogue *ce, const int64_t sw) {
+  const int64_t W = g->in[1], OH = g->out[0], OW = g->out[1];
+  /* the columns a vector reads: s .. s + span - 1 */
+  const int64_t span = sw == 1 ? 18 : 34;
+  for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+    const int64_t s = sw * ow0 - g->pad[1];
+    if (s >= 0 && s + span <= W)
+      column(g, x, wk, vb, y, res, ce, sw, ow0, 0);
+    else
+      column(g, x, wk, vb, y, res, ce, sw, ow0, 1);
+  }
+  if (ce && ce->act != RLX_ACT_NONE && ce->act != RLX_ACT_RELU) /* the plane is still in cache */
+    for (int64_t oh = 0; oh < OH; oh++) cpu_gemm_row_post(y + oh * OW, OW, 0.0f, res ? res + oh * OW : NULL, ce);
 }
 
 void conv_dw3x3_flat_avx512(const float *x, const float *w, float bias, float *y, const float *res,
