@@ -92,6 +92,10 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
     }
     if ((k & 3) == 0) /* A: a line every 4 steps measured better than every line */
       _mm_prefetch((const char *)(a + PREFETCH_K * mr), _MM_HINT_T0);
+    /* and into L2 from further ahead: a weight packed at load (a conv's,
+     * whose panels run past the A budget) comes from memory on its first
+     * pass, and the L2 streamer alone left the FMAs waiting on it */
+    _mm_prefetch((const char *)(a + PREFETCH_FAR_K * mr), _MM_HINT_T1);
     UNROLL_ROWS
   for (int i = 0; i < MR; i++)
       if (i < mr) {
