@@ -918,8 +918,8 @@ typedef struct {
    * memory; keys and values rounded to it, attention in it), RLX_Q8_0 or
    * RLX_Q4_0 (llama.cpp's -ctk/-ctv q8_0, q4_0: each head's K and V row
    * quantized as it is written, in blocks of 32 with an f16 scale, and
-   * decoded to f32 for an f32 attention; CPU only, and head_dim a multiple
-   * of 32, else RLX_ERR_UNSUPPORTED). */
+   * decoded to f32 for an f32 attention; head_dim a multiple of 32, else
+   * RLX_ERR_UNSUPPORTED). */
   rlx_dtype   cache_type;
   /* Sequences decoded together (rlx_llm_decode); 0: 1. Each may reach
    * n_ctx positions: the KV pool holds n_seq * n_ctx rows (a server's

@@ -1,8 +1,8 @@
 /* test_cuda_batch.c — sequences decoded together on CUDA (rlx_llm_decode
  * over the KV pool) against each decoded alone on CUDA, on the tiny
  * random decoder of kv_quant_ref.py (heads of 32) with f32 and Q8_0
- * weights and f32 and f16 KV caches (label cuda; exit 77, a skip, without
- * a CUDA device).
+ * weights and f32, f16 and q8_0 KV caches (label cuda; exit 77, a skip,
+ * without a CUDA device).
  *
  * usage: test_cuda_batch PYTHON REF_DIR WORK_DIR
  *
@@ -20,8 +20,10 @@
  * every product is then F32 arithmetic on x as given, so together and
  * alone differ in the order of their sums only, and each is within 2e-3
  * of the largest logit of the float64 values: test_cuda_llm's TOL (F32
- * through the layers, two summation orders; an f16 cache rounds K and V
- * the same way in both). Together vs alone: BOUND = 2 * 2e-3 of the largest logit, and the same greedy token
+ * through the layers, two summation orders) for f32 and f16 caches, and
+ * kv_quant_ref.py's for q8_0 (F32 against F64 including a key landing one
+ * level away), which test_cuda_llm_kvq checks on the device. Together vs
+ * alone: BOUND = 2 * 2e-3 of the largest logit, and the same greedy token
  * wherever the alone run's best two logits are more than 2 BOUND apart.
  * Without RLX_QMATMUL_REF, a Q8_0 product of at most 8 rows quantizes x
  * to 8 bits per 32 values (as llama.cpp's MMVQ) and one of more rows does
@@ -157,12 +159,12 @@ int main(int argc, char **argv) {
   CHECK(tokens != NULL, "kvq.tokens: %lld tokens", n);
   float *alone = V > 0 ? malloc((size_t)(MAX_SEQ * (STEPS + 1) * V) * sizeof *alone) : NULL;
   const char *files[2] = {"kvq_f32.gguf", "kvq_q8_0.gguf"}, *weights[2] = {"f32 weights", "Q8_0 weights"};
-  const rlx_dtype caches[2] = {RLX_F32, RLX_F16};
+  const rlx_dtype caches[3] = {RLX_F32, RLX_F16, RLX_Q8_0};
   for (int w = 0; w < 2 && tokens && alone; w++) {
     rlx_model_file *f = NULL;
     rlx_status st = rlx_model_file_open(path_of(files[w]), &f);
     CHECK(st == RLX_OK, "open %s: %s", files[w], rlx_last_error());
-    for (int c = 0; c < 2 && st == RLX_OK; c++) {
+    for (int c = 0; c < 3 && st == RLX_OK; c++) {
       int32_t out[MAX_SEQ][STEPS];
       if (!run_alone(f, caches[c], tokens, V, alone, out)) continue;
       check_together(weights[w], f, caches[c], 3, tokens, V, alone, out);

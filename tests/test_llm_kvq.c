@@ -20,9 +20,14 @@
  * and the same token at every step whose best two logits are apart by
  * more than that; three sequences decoded together in one q8_0 pool
  * against each alone (Q8_0 weights: the same bits); a head size that is
- * not whole blocks is RLX_ERR_UNSUPPORTED. */
+ * not whole blocks is RLX_ERR_UNSUPPORTED.
+ * With RLX_DEVICE=cuda (CTest's test_cuda_llm_kvq; exit 77, a skip,
+ * without a device) every decoder runs on the GPU: the same checks, but
+ * together vs alone, whose bits CUDA does not keep (test_cuda_batch
+ * bounds it there). */
 #include "backend/cpu/quant_blocks.h" /* rlx's ggml block decoder (parity_quant_ref: bit-exact with gguf's) */
 #include "check.h"
+#include "cuda_util.h"
 #include "ref_data.h"
 #include "rlx.h"
 
@@ -285,6 +290,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s PYTHON REF_DIR WORK_DIR\n", argv[0]);
     return 2;
   }
+  const char *dev = getenv("RLX_DEVICE");
+  const int on_cuda = dev && !strncmp(dev, "cuda", 4);
+  if (on_cuda && !cuda_present()) return CUDA_SKIP;
   python = argv[1];
   ref_dir = argv[2];
   work_dir = argv[3];
@@ -325,7 +333,7 @@ int main(int argc, char **argv) {
   if (ran == 2) {
     check_rows(tokens, n, V);
     check_greedy(tokens, V, bound);
-    check_together(tokens, V);
+    if (!on_cuda) check_together(tokens, V);
   }
   /* heads of 16: not whole blocks of 32 */
   rlx_model_file *f = NULL;

@@ -48,7 +48,7 @@ static const char *usage =
     "                          threads of the server (with cuda:D: GPUs D to D+N-1;\n"
     "                          on the cpu a check of the split, not a speed-up)\n"
     "      --cache-type T      KV cache type: f32 (default), f16, bf16, q8_0 or\n"
-    "                          q4_0 (quantized blocks of 32: CPU only)\n"
+    "                          q4_0 (quantized blocks of 32)\n"
     "      --embedding-model FOLDER\n"
     "                          a Hugging Face sentence encoder folder for\n"
     "                          /v1/embeddings (as rlx embed -m)\n"

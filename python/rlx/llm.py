@@ -22,7 +22,7 @@ class LLM(_lib.Owner):
     ``n_ctx``: the KV cache length (0: the model's, at most 4096);
     ``device``: "cpu", "cuda" or "auto"; ``threads``: 0 for every core;
     ``cache_type``: "f32", "f16", "bf16", or "q8_0" / "q4_0" (quantized
-    blocks of 32; CPU only, head size a multiple of 32); ``tp``: ranks the
+    blocks of 32; head size a multiple of 32); ``tp``: ranks the
     model is split over (tensor parallelism: threads, rank r on GPU D + r
     of device "cuda:D"; on the CPU a check, not a speed-up).
 

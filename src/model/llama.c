@@ -764,10 +764,6 @@ static rlx_status llm_load(const rlx_model_file *f, const hf_llm *hf, const rlx_
       o.cache_type != RLX_Q4_0)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_llm_load: cache_type %d is not RLX_F32, RLX_F16, RLX_BF16, RLX_Q8_0 "
                          "or RLX_Q4_0", (int)o.cache_type);
-  if (rlx_dtype_is_block(o.cache_type) && rlx_compile_device(o.compile.device) == RLX_DEVICE_CUDA)
-    return rlx_set_error(RLX_ERR_UNSUPPORTED, "rlx_llm_load: a %s KV cache runs on the CPU only (the CUDA attention "
-                         "reads f32, f16 or bf16 caches); use device cpu or cache type f16",
-                         rlx_dtype_name(o.cache_type));
   if (o.progress) o.progress(0.0, o.progress_user);
   rlx_llm *m = calloc(1, sizeof *m);
   if (!m) return rlx_set_error(RLX_ERR_NOMEM, "rlx_llm_load: out of memory");

@@ -95,7 +95,7 @@ def cuda_device():
     return "a device is present" in out
 
 
-@pytest.mark.parametrize("cache", ["f16"])
+@pytest.mark.parametrize("cache", ["f16", "q8_0"])
 def test_cuda_concurrent_equals_alone(cache):
     """--device cuda --parallel 8 (skipped without a CUDA device): 16 clients
     at once get the greedy answer each request gets alone. On the GPU a row's
