@@ -12,6 +12,8 @@ FLOPs and op mix are the real models'.
   mobilenetv2  MobileNetV2 1.0 (torchvision), input [batch, 3, 224, 224]
   bert         BERT-base (12 layers, hidden 768, 12 heads), inputs
                input_ids / attention_mask / token_type_ids [batch, 128]
+  minilm       all-MiniLM-L6-v2's encoder (BERT of 6 layers, hidden 384,
+               12 heads, FFN 1536), the same inputs
   vit          ViT-B/16 (12 layers, hidden 768), input [batch, 3, 224, 224]
   lstm         a two-layer LSTM encoder as torch.nn.LSTM writes it (the first
                layer bidirectional, hidden 256, input 128), input
@@ -142,8 +144,8 @@ def linear(b, x, cin, cout):
     return b.op("Add", [b.op("MatMul", [x, b.randn("w", (cin, cout), 0.02)]), b.randn("b", (cout,), 0.02)])
 
 
-def layer_norm(b, x):
-    return b.op("LayerNormalization", [x, b.init("g", np.ones(HIDDEN, np.float32)), b.randn("beta", (HIDDEN,), 0.02)],
+def layer_norm(b, x, hidden=HIDDEN):
+    return b.op("LayerNormalization", [x, b.init("g", np.ones(hidden, np.float32)), b.randn("beta", (hidden,), 0.02)],
                 axis=-1, epsilon=1e-12)
 
 
@@ -154,13 +156,13 @@ def gelu(b, x):
     return b.op("Mul", [b.op("Mul", [x, one]), b.init("half", np.float32(0.5))])
 
 
-def attention(b, x, mask):
-    """Self-attention over [batch, seq, HIDDEN]; mask: additive, [batch, 1, 1, seq] or None."""
-    dh = HIDDEN // HEADS
-    shape = b.init("heads", np.array([0, -1, HEADS, dh], np.int64))
+def attention(b, x, mask, hidden=HIDDEN, n_heads=HEADS):
+    """Self-attention over [batch, seq, hidden]; mask: additive, [batch, 1, 1, seq] or None."""
+    dh = hidden // n_heads
+    shape = b.init("heads", np.array([0, -1, n_heads, dh], np.int64))
 
     def heads(perm):
-        return b.op("Transpose", [b.op("Reshape", [linear(b, x, HIDDEN, HIDDEN), shape])], perm=perm)
+        return b.op("Transpose", [b.op("Reshape", [linear(b, x, hidden, hidden), shape])], perm=perm)
 
     q, k, v = heads([0, 2, 1, 3]), heads([0, 2, 3, 1]), heads([0, 2, 1, 3])
     s = b.op("Div", [b.op("MatMul", [q, k]), b.init("scale", np.float32(math.sqrt(dh)))])
@@ -168,27 +170,36 @@ def attention(b, x, mask):
         s = b.op("Add", [s, mask])
     p = b.op("Softmax", [s], axis=-1)
     ctx = b.op("Transpose", [b.op("MatMul", [p, v])], perm=[0, 2, 1, 3])
-    ctx = b.op("Reshape", [ctx, b.init("merge", np.array([0, -1, HIDDEN], np.int64))])
-    return linear(b, ctx, HIDDEN, HIDDEN)
+    ctx = b.op("Reshape", [ctx, b.init("merge", np.array([0, -1, hidden], np.int64))])
+    return linear(b, ctx, hidden, hidden)
 
 
 def bert():
-    b = Builder(768)
+    return encoder("bert", 768, HIDDEN, HEADS, FFN, LAYERS)
+
+
+def minilm():
+    return encoder("minilm", 384, 384, 12, 1536, 6)
+
+
+def encoder(name, seed, hidden, n_heads, ffn, layers):
+    """A BERT encoder (post-norm layers) of the given sizes."""
+    b = Builder(seed)
     ids, tt, am = "input_ids", "token_type_ids", "attention_mask"
     seq = b.op("Gather", [b.op("Shape", [ids]), b.init("one_i", np.array(1, np.int64))], axis=0)
     pos = b.op("Unsqueeze", [b.op("Range", [b.init("zero_i", np.array(0, np.int64)), seq,
                                             b.init("step", np.array(1, np.int64))]), b.init("ax0", np.array([0], np.int64))])
-    e = b.op("Add", [b.op("Gather", [b.randn("word", (30522, HIDDEN), 0.02), ids]),
-                     b.op("Gather", [b.randn("type", (2, HIDDEN), 0.02), tt])])
-    x = layer_norm(b, b.op("Add", [e, b.op("Gather", [b.randn("pos", (512, HIDDEN), 0.02), pos])]))
+    e = b.op("Add", [b.op("Gather", [b.randn("word", (30522, hidden), 0.02), ids]),
+                     b.op("Gather", [b.randn("type", (2, hidden), 0.02), tt])])
+    x = layer_norm(b, b.op("Add", [e, b.op("Gather", [b.randn("pos", (512, hidden), 0.02), pos])]), hidden)
     m = b.op("Cast", [b.op("Unsqueeze", [am, b.init("ax12", np.array([1, 2], np.int64))])], to=TensorProto.FLOAT)
     mask = b.op("Mul", [b.op("Sub", [b.init("one_f", np.float32(1)), m]),
                         b.init("neg", np.float32(np.finfo(np.float32).min))])
-    for _ in range(LAYERS):   # post-norm layers
-        x = layer_norm(b, b.op("Add", [attention(b, x, mask), x]))
-        x = layer_norm(b, b.op("Add", [linear(b, gelu(b, linear(b, x, HIDDEN, FFN)), FFN, HIDDEN), x]))
+    for _ in range(layers):   # post-norm layers
+        x = layer_norm(b, b.op("Add", [attention(b, x, mask, hidden, n_heads), x]), hidden)
+        x = layer_norm(b, b.op("Add", [linear(b, gelu(b, linear(b, x, hidden, ffn)), ffn, hidden), x]), hidden)
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", SEQ]) for n in (ids, am, tt)]
-    return b.model("bert", inputs, [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", SEQ, HIDDEN])])
+    return b.model(name, inputs, [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", SEQ, hidden])])
 
 
 def vit():
@@ -225,7 +236,7 @@ def lstm():
     return b.model("lstm", [x], [helper.make_tensor_value_info(h, TensorProto.FLOAT, [1, "batch", hid])])
 
 
-MODELS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert": bert, "vit": vit, "lstm": lstm}
+MODELS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert": bert, "minilm": minilm, "vit": vit, "lstm": lstm}
 
 
 def path_of(name, folder=None):

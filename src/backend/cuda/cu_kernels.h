@@ -410,6 +410,72 @@ void       cuda_gemm_free(cuda_gemm *g);
 /* Why cuBLASLt could not be loaded (cublaslt_loader.c), or NULL once it is. */
 const char *cuda_cublaslt_error(void);
 
+/* ---------------------------------------------------------------- spatial ops (k_spatial.cu) */
+
+/* Pool over planes of ih x iw (N * C of them; 1-D as ih = 1): window kh x
+ * kw at stride (sh, sw) from -(ph, pw), floor mode (the pads hold ceil
+ * mode's extra row). Max ignores the pads and propagates NaN; avg divides
+ * by kh * kw (count_include_pad) or by the window's elements inside x.
+ * F32/F16/BF16, computed in F32. */
+typedef struct {
+  const void *x;
+  void *y;
+  int dtype, is_max, count_include_pad;
+  int64_t planes, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw;
+} cu_pool_args;
+int cu_pool_launch(const cu_pool_args *a, cudaStream_t st);
+
+/* Resize planes of ih x iw to oh x ow: nearest src = floor(dst * in / out);
+ * bilinear at torch's source index (align_corners or half-pixel, clamped
+ * at 0), neighbours clamped to the edge. */
+typedef struct {
+  const void *x;
+  void *y;
+  int dtype, bilinear, align_corners;
+  int64_t planes, ih, iw, oh, ow;
+} cu_resize_args;
+int cu_resize_launch(const cu_resize_args *a, cudaStream_t st);
+
+/* GroupNorm of x [n, groups * cpg, spatial]: each (image, group) span of
+ * cpg * spatial elements normalized by its mean and biased variance, then
+ * * gamma[c] + beta[c]; statistics in F32 over two passes. */
+typedef struct {
+  const void *x, *gamma, *beta;
+  void *y;
+  int dtype;
+  int64_t n, groups, cpg, spatial;
+  double eps;
+} cu_group_norm_args;
+int cu_group_norm_launch(const cu_group_norm_args *a, cudaStream_t st);
+
+/* ---------------------------------------------------------------- convolution (cuda_conv.c, cuDNN) */
+
+/* y = conv(x, w) in NCHW F32 (1-D as H = 1), or with transposed the
+ * ConvTranspose (cuDNN's backward data: x [N, C, H, W] is the gradient
+ * side, w [C, K / groups, R, S]). Symmetric pads only. With tf32 cuDNN may
+ * use TF32 tensor cores (PyTorch's allow_tf32 default for convolutions),
+ * else F32 FMA only. The algorithm is found by timing at prepare (a cache
+ * keeps it per geometry for the process), so a run is one cuDNN call a
+ * CUDA graph captures; ws_bytes is the workspace it needs. */
+typedef struct cuda_conv cuda_conv;
+typedef struct {
+  int transposed, tf32;
+  int64_t N, C, H, W;      /* x */
+  int64_t K, OH, OW;       /* y [N, K, OH, OW] */
+  int64_t R, S;            /* kernel */
+  int64_t pad[2], stride[2], dilation[2], groups;
+  const void *x, *w;
+  void *y;
+} cuda_conv_desc;
+/* A cuDNN handle issuing on st (a plan's), and its release. */
+rlx_status cuda_cudnn_create(void **handle, cudaStream_t st);
+void cuda_cudnn_destroy(void *handle);
+rlx_status cuda_conv_prepare(const cuda_conv_desc *d, void *handle, cuda_conv **out, size_t *ws_bytes);
+rlx_status cuda_conv_run(const cuda_conv *c, void *ws, size_t ws_bytes);
+void cuda_conv_free(cuda_conv *c);
+/* Why cuDNN cannot be used (not built in, or not loadable), or NULL. */
+const char *cuda_cudnn_error(void);
+
 #ifdef __cplusplus
 }
 #endif

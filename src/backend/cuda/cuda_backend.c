@@ -86,10 +86,13 @@ static void cuda_free(void *p) {
   if (pl->exec) cudaGraphExecDestroy(pl->exec);
   for (int i = 0; i < pl->n_steps; i++) {
     if (pl->steps[i].kind == ST_GEMM) cuda_gemm_free(pl->steps[i].args);
+    else if (pl->steps[i].kind == ST_CONV) cuda_conv_free(pl->steps[i].args);
     else free(pl->steps[i].args);
     if (pl->steps[i].dev_scratch) cudaFree(pl->steps[i].dev_scratch);
   }
   free(pl->steps);
+  cuda_cudnn_destroy(pl->cudnn);
+  if (pl->conv_ws) cudaFree(pl->conv_ws);
   if (pl->g) {
     for (int i = 0; i < pl->g->n_nodes; i++) {
       if (pl->entry && pl->entry[i]) {

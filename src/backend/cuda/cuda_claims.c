@@ -13,6 +13,50 @@ static int any_block_input(const rlx_graph *g, const ir_node *n) {
 
 #define DECLINE(...) return (snprintf(why, cap, __VA_ARGS__), 0)
 
+static int static_shape(const ir_shape *s) {
+  for (int i = 0; i < s->rank; i++)
+    if (ir_dim_is_sym(s->d[i])) return 0;
+  return 1;
+}
+
+/* The spatial ops' inputs and output: of a float type the kernels take,
+ * each tensor's elements within cuDNN's int (and one grid's) range. A
+ * symbolic dim (legalization sees the graph before its shapes are bound)
+ * passes; the partition of each shape binding asks again. */
+static int spatial_claims(const rlx_graph *g, const ir_node *n, char *why, size_t cap) {
+  const char *name = ir_ops[n->op].name;
+  rlx_dtype t = ir_in(g, n, 0)->dtype;
+  if (t != RLX_F32 && t != RLX_F16 && t != RLX_BF16) DECLINE("%s of %s: no CUDA kernel", name, rlx_dtype_name(t));
+  for (int i = -1; i < n->n_in; i++) {
+    const ir_shape *s = i < 0 ? &n->out[0].shape : &ir_in(g, n, i)->shape;
+    if (static_shape(s) && ir_numel(s) > 0x7fffffff) DECLINE("%s of %lld elements: more than cuDNN's int", name, (long long)ir_numel(s));
+  }
+  return 1;
+}
+
+/* A convolution cuDNN computes: F32, and the output size cuDNN derives from
+ * the begin pads taken as symmetric (ConvTranspose: the convolution of its
+ * output gives its input's size). */
+static int conv_claims(const rlx_graph *g, const ir_node *n, char *why, size_t cap) {
+  const char *name = ir_ops[n->op].name;
+  const char *no_dnn = cuda_cudnn_error();
+  if (no_dnn) DECLINE("%s: %s", name, no_dnn);
+  if (!spatial_claims(g, n, why, cap)) return 0;
+  const ir_type *x = ir_in(g, n, 0), *w = ir_in(g, n, 1), *y = &n->out[0];
+  if (x->dtype != RLX_F32) DECLINE("%s of %s: the CUDA convolutions (cuDNN) take f32", name, rlx_dtype_name(x->dtype));
+  const int nd = (int)n->a.ndim, tr = n->op == RLX_OP_ConvTranspose;
+  for (int i = 0; i < nd; i++) {
+    const int64_t k = w->shape.d[2 + i], s = n->a.stride.v[i], p = n->a.pad.v[i];
+    const int64_t dil = n->a.dilation.n ? n->a.dilation.v[i] : 1;
+    const int64_t in = tr ? y->shape.d[2 + i] : x->shape.d[2 + i], out = tr ? x->shape.d[2 + i] : y->shape.d[2 + i];
+    if (ir_dim_is_sym(in) || ir_dim_is_sym(out)) continue;
+    if (in + 2 * p < dil * (k - 1) + 1 || (in + 2 * p - dil * (k - 1) - 1) / s + 1 != out)
+      DECLINE("%s with pads %lld (begin) and %lld (end) on dim %d: cuDNN pads both sides alike", name, (long long)p,
+              (long long)n->a.pad.v[nd + i], i);
+  }
+  return 1;
+}
+
 int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, char *why, size_t cap) {
   (void)b;
   const ir_node *n = &g->nodes[id];
@@ -130,11 +174,16 @@ int cuda_claims(const rlx_backend *b, const rlx_graph *g, rlx_node id, char *why
     DECLINE("FusedAttentionBlock: not lowered on CUDA (legalization decomposes it into MatMul, Rope, Attention)");
   case RLX_OP_TopK: DECLINE("TopK: no CUDA kernel");
   case RLX_OP_ScatterAdd: DECLINE("ScatterAdd: no CUDA kernel (per-update rounding in order)");
-  case RLX_OP_GroupNorm: DECLINE("GroupNorm: no CUDA kernel");
   case RLX_OP_Conv:
+  case RLX_OP_FusedConv:
   case RLX_OP_ConvTranspose:
+    return conv_claims(g, n, why, cap);
   case RLX_OP_Pool:
+  case RLX_OP_GroupNorm:
+    return spatial_claims(g, n, why, cap);
   case RLX_OP_Resize:
+    if (x->shape.rank != 4) DECLINE("Resize of rank %d: no CUDA kernel", x->shape.rank);
+    return spatial_claims(g, n, why, cap);
   case RLX_OP_Fft:
   case RLX_OP_LogMel:
   case RLX_OP_FakeQuantize:

@@ -122,6 +122,13 @@ rlx_status cuda_lower_node(cuda_plan *pl, const ir_node *n) {
   case RLX_OP_Quantize:
     return cuda_lower_quant(pl, n);
   case RLX_OP_AllReduce: return cuda_lower_all_reduce(pl, n);
+  case RLX_OP_Conv:
+  case RLX_OP_FusedConv:
+  case RLX_OP_ConvTranspose:
+  case RLX_OP_Pool:
+  case RLX_OP_Resize:
+  case RLX_OP_GroupNorm:
+    return cuda_lower_spatial(pl, n);
   default:
     return cuda_lower_layout(pl, n);
   }

@@ -4,7 +4,8 @@
  *  - cuda_claims.c: which nodes the device takes;
  *  - cuda_lower.c: the step list, shared helpers, and a node to its op
  *    group's lowering (cuda_lower_elementwise.c, cuda_lower_layout.c,
- *    cuda_lower_reduce.c, cuda_lower_attention.c, cuda_lower_matmul.c);
+ *    cuda_lower_reduce.c, cuda_lower_attention.c, cuda_lower_matmul.c,
+ *    lower_spatial.c);
  *  - cuda_fuse.c: the backend's own fusions (their table, the patterns
  *    matched before lowering, the joins decided at lowering);
  *  - cuda_replay.c: launching the steps, capturing them into a CUDA graph,
@@ -55,7 +56,7 @@ typedef struct {
 
 enum { ST_EW, ST_SWIGLU, ST_COPY, ST_FILL, ST_MEMCPY, ST_MEMSET, ST_GATHER, ST_IOTA, ST_ONE_HOT, ST_TRI, ST_REDUCE,
        ST_SOFTMAX, ST_NORM, ST_ROPE, ST_ATTN, ST_GEMM, ST_GEMV, ST_QMM, ST_DEQUANT, ST_QUANT_X, ST_QMV,
-       ST_ALL_REDUCE };
+       ST_ALL_REDUCE, ST_CONV, ST_POOL, ST_RESIZE, ST_GROUP_NORM };
 
 typedef struct cuda_step {
   int kind, node;
@@ -110,6 +111,9 @@ typedef struct {
   int64_t launches;            /* steps a run issues (not folded): rlx_session_stats.device_launches */
   size_t store_bytes;          /* of the store entries it reads: rlx_session_stats.param_device_bytes */
   void *workspace;             /* cuBLASLt, shared by the plan's GEMMs */
+  void *cudnn;                 /* the plan's cuDNN handle, on its stream (made by the first convolution) */
+  void *conv_ws;               /* cuDNN's workspace, shared by the plan's convolutions (the largest need) */
+  size_t conv_ws_bytes;
   void *scratch;               /* dequantized weights for large-M DequantMatMul, or quantized x for small M */
   size_t scratch_bytes;
   int qmm_exact;               /* RLX_QMATMUL_REF=1: small-M DequantMatMul in floats from x as given */
@@ -191,6 +195,9 @@ rlx_status cuda_lower_matmul(cuda_plan *pl, const ir_node *n);
 rlx_status cuda_lower_fused_matmul(cuda_plan *pl, const ir_node *n);
 rlx_status cuda_lower_quant(cuda_plan *pl, const ir_node *n);
 rlx_status cuda_lower_all_reduce(cuda_plan *pl, const ir_node *n);
+rlx_status cuda_lower_spatial(cuda_plan *pl, const ir_node *n);
+rlx_status cuda_emit_conv_epilogue(cuda_plan *pl, const ir_node *n, const void *bias, const void *resid, int act,
+                                   double alpha, double lo, double hi);
 
 /* nccl_comm.c */
 rlx_status cuda_nccl_all_reduce(rlx_comm *c, const void *x, void *y, int64_t n, rlx_dtype t, cudaStream_t stream);

@@ -34,6 +34,10 @@ rlx_status cuda_launch(cuda_plan *pl, const cuda_step *s) {
   case ST_QUANT_X: e = cu_quant_x_launch(s->args, st); break;
   case ST_QMV: e = cu_qmv_launch(s->args, st); break;
   case ST_ALL_REDUCE: return cuda_nccl_all_reduce(pl->comm, s->src, s->dst, s->n0, (rlx_dtype)s->dtype, st);
+  case ST_CONV: return cuda_conv_run(s->args, pl->conv_ws, pl->conv_ws_bytes);
+  case ST_POOL: e = cu_pool_launch(s->args, st); break;
+  case ST_RESIZE: e = cu_resize_launch(s->args, st); break;
+  case ST_GROUP_NORM: e = cu_group_norm_launch(s->args, st); break;
   default: e = cudaErrorInvalidValue; break;
   }
   if (e != cudaSuccess) {

@@ -1,5 +1,5 @@
 /* lower_elementwise.c — elementwise ops, regions, SwiGLU, BatchNorm and a
- * product's unfused epilogue, lowered to programs of the elementwise
+ * product's or a convolution's unfused epilogue, lowered to programs of the elementwise
  * interpreter (cu_ew_args: broadcast strides, a chain of steps). */
 #include "cuda_plan.h"
 
@@ -284,5 +284,29 @@ rlx_status cuda_emit_bias_act(cuda_plan *pl, const ir_node *n, int act, double a
   }
   if (act != RLX_ACT_NONE) ew_step(&a, CU_STEP_ACT, act, out->dtype, out->dtype, v, 0, 0)->f0 = alpha;
   if (a.n_steps == 0) ew_step(&a, CU_STEP_CAST, 0, out->dtype, out->dtype, v, 0, 0);
+  return emit_ew(pl, n, &a);
+}
+
+/* A convolution's epilogue, in place on its NCHW output: out =
+ * clamp(act(out + bias[c] [+ resid]), lo, hi), in F32 (the convolutions
+ * are F32), rounded once. */
+rlx_status cuda_emit_conv_epilogue(cuda_plan *pl, const ir_node *n, const void *bias, const void *resid, int act,
+                                   double alpha, double lo, double hi) {
+  const ir_type *out = &n->out[0];
+  const int64_t C = out->shape.d[1], S = C ? numel_of(out) / (out->shape.d[0] * C) : 0;
+  ir_type view = {out->dtype, {3, {out->shape.d[0], C, S}}};
+  cu_ew_args a;
+  ew_begin(&a, &view, out_ptr(pl, n));
+  const int64_t full[RLX_MAX_RANK] = {C * S, S, 1}, chan[RLX_MAX_RANK] = {0, 1, 0};
+  const rlx_dtype t = out->dtype;
+  int v = ew_input(&a, out_ptr(pl, n), t, full, 0);
+  if (bias) ew_step(&a, CU_STEP_BIN, RLX_BIN_ADD, t, t, v, ew_input(&a, bias, t, chan, 0), 0), v = -a.n_steps;
+  if (resid) ew_step(&a, CU_STEP_BIN, RLX_BIN_ADD, t, t, v, ew_input(&a, resid, t, full, 0), 0), v = -a.n_steps;
+  if (act != RLX_ACT_NONE) ew_step(&a, CU_STEP_ACT, act, t, t, v, 0, 0)->f0 = alpha, v = -a.n_steps;
+  if (!(isinf(lo) && lo < 0 && isinf(hi) && hi > 0)) {
+    cu_ew_step *c = ew_step(&a, CU_STEP_CLAMP, 0, t, t, v, 0, 0);
+    c->f0 = lo, c->f1 = hi;
+  }
+  if (a.n_steps == 0) return RLX_OK;
   return emit_ew(pl, n, &a);
 }

@@ -1,0 +1,223 @@
+/* cuda_conv.c — convolutions through cuDNN (cu_kernels.h: cuda_conv).
+ *
+ * cuDNN's legacy convolution API over NCHW F32 tensors: descriptors and the
+ * algorithm are made once at compile time, the algorithm by timing every
+ * candidate (cudnnFind*, which allocates its own scratch and runs before
+ * any capture), kept per geometry for the process so a network's repeated
+ * shapes are timed once. A run is then one cudnnConvolutionForward (or
+ * BackwardData for ConvTranspose) on the plan's stream with the plan's
+ * workspace: no allocation and no host wait, so a CUDA graph captures it. */
+#include "../../ir/ir.h"
+#include "cu_kernels.h"
+
+#ifndef RLX_HAVE_CUDNN
+
+rlx_status cuda_cudnn_create(void **handle, cudaStream_t st) {
+  (void)st;
+  *handle = NULL;
+  return rlx_set_error(RLX_ERR_UNSUPPORTED, "CUDA: %s", cuda_cudnn_error());
+}
+void cuda_cudnn_destroy(void *handle) { (void)handle; }
+rlx_status cuda_conv_prepare(const cuda_conv_desc *d, void *handle, cuda_conv **out, size_t *ws_bytes) {
+  (void)d, (void)handle, (void)ws_bytes;
+  *out = NULL;
+  return rlx_set_error(RLX_ERR_UNSUPPORTED, "CUDA: %s", cuda_cudnn_error());
+}
+rlx_status cuda_conv_run(const cuda_conv *c, void *ws, size_t ws_bytes) {
+  (void)c, (void)ws, (void)ws_bytes;
+  return rlx_set_error(RLX_ERR_UNSUPPORTED, "CUDA: %s", cuda_cudnn_error());
+}
+void cuda_conv_free(cuda_conv *c) { (void)c; }
+
+#else
+
+#include <cudnn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cuda_conv {
+  cudnnHandle_t h;
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  int transposed, algo;
+  size_t ws_bytes;
+  const void *x, *w;
+  void *y;
+};
+
+/* The most workspace an algorithm may ask for; PyTorch's default limit is
+ * the free memory, which a plan sharing the device cannot assume. */
+#define CONV_WS_MAX ((size_t)256 << 20)
+
+static rlx_status dnn_fail(cudnnStatus_t s, const char *what) {
+  const char *why = cuda_cudnn_error();
+  if (why) return rlx_set_error(RLX_ERR_DEVICE, "cuDNN: %s: %s", what, why);
+  return rlx_set_error(RLX_ERR_DEVICE, "cuDNN: %s failed (status %d)", what, (int)s);
+}
+
+rlx_status cuda_cudnn_create(void **handle, cudaStream_t st) {
+  cudnnHandle_t h = NULL;
+  cudnnStatus_t s = cudnnCreate(&h);
+  if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnCreate");
+  if ((s = cudnnSetStream(h, st)) != CUDNN_STATUS_SUCCESS) {
+    cudnnDestroy(h);
+    return dnn_fail(s, "cudnnSetStream");
+  }
+  *handle = h;
+  return RLX_OK;
+}
+
+void cuda_cudnn_destroy(void *handle) {
+  if (handle) cudnnDestroy(handle);
+}
+
+void cuda_conv_free(cuda_conv *c) {
+  if (!c) return;
+  if (c->xd) cudnnDestroyTensorDescriptor(c->xd);
+  if (c->yd) cudnnDestroyTensorDescriptor(c->yd);
+  if (c->wd) cudnnDestroyFilterDescriptor(c->wd);
+  if (c->cd) cudnnDestroyConvolutionDescriptor(c->cd);
+  free(c);
+}
+
+/* The algorithms found, by geometry (the descriptor without its pointers)
+ * and device: a process-wide table, small (a network has a few dozen
+ * distinct convolutions). */
+typedef struct {
+  cuda_conv_desc key;
+  int device, algo, math;
+  size_t ws_bytes;
+} conv_found;
+#define CONV_CACHE 256
+static conv_found conv_cache[CONV_CACHE];
+static int conv_cached;
+static pthread_mutex_t conv_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void geometry_of(const cuda_conv_desc *d, cuda_conv_desc *k) {
+  memset(k, 0, sizeof *k);
+  k->transposed = d->transposed, k->tf32 = d->tf32;
+  k->N = d->N, k->C = d->C, k->H = d->H, k->W = d->W, k->K = d->K, k->OH = d->OH, k->OW = d->OW;
+  k->R = d->R, k->S = d->S, k->groups = d->groups;
+  for (int i = 0; i < 2; i++) k->pad[i] = d->pad[i], k->stride[i] = d->stride[i], k->dilation[i] = d->dilation[i];
+}
+
+static int cache_find(const cuda_conv_desc *k, int device, conv_found *out) {
+  int hit = 0;
+  pthread_mutex_lock(&conv_mu);
+  for (int i = 0; i < conv_cached && !hit; i++)
+    if (conv_cache[i].device == device && !memcmp(&conv_cache[i].key, k, sizeof *k)) *out = conv_cache[i], hit = 1;
+  pthread_mutex_unlock(&conv_mu);
+  return hit;
+}
+
+static void cache_put(const conv_found *f) {
+  pthread_mutex_lock(&conv_mu);
+  if (conv_cached < CONV_CACHE) conv_cache[conv_cached++] = *f;
+  pthread_mutex_unlock(&conv_mu);
+}
+
+/* Times the candidates and takes the fastest that succeeded within the
+ * workspace limit. */
+static rlx_status find_algo(cuda_conv *c, conv_found *f) {
+  enum { MAX_ALGOS = 16 };
+  int got = 0;
+  cudnnStatus_t s;
+  if (!c->transposed) {
+    cudnnConvolutionFwdAlgoPerf_t p[MAX_ALGOS];
+    s = cudnnFindConvolutionForwardAlgorithm(c->h, c->xd, c->wd, c->cd, c->yd, MAX_ALGOS, &got, p);
+    if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnFindConvolutionForwardAlgorithm");
+    for (int i = 0; i < got; i++)
+      if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].memory <= CONV_WS_MAX) {
+        f->algo = (int)p[i].algo, f->math = (int)p[i].mathType, f->ws_bytes = p[i].memory;
+        return RLX_OK;
+      }
+  } else {
+    cudnnConvolutionBwdDataAlgoPerf_t p[MAX_ALGOS];
+    s = cudnnFindConvolutionBackwardDataAlgorithm(c->h, c->wd, c->xd, c->cd, c->yd, MAX_ALGOS, &got, p);
+    if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnFindConvolutionBackwardDataAlgorithm");
+    for (int i = 0; i < got; i++)
+      if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].memory <= CONV_WS_MAX) {
+        f->algo = (int)p[i].algo, f->math = (int)p[i].mathType, f->ws_bytes = p[i].memory;
+        return RLX_OK;
+      }
+  }
+  return rlx_set_error(RLX_ERR_UNSUPPORTED, "cuDNN: no algorithm for this %s within %zu MiB of workspace",
+                       c->transposed ? "ConvTranspose" : "Conv", CONV_WS_MAX >> 20);
+}
+
+rlx_status cuda_conv_prepare(const cuda_conv_desc *d, void *handle, cuda_conv **out, size_t *ws_bytes) {
+  *out = NULL;
+  cuda_conv *c = calloc(1, sizeof *c);
+  if (!c) return rlx_set_error(RLX_ERR_NOMEM, "CUDA: out of memory for a convolution");
+  c->h = handle, c->transposed = d->transposed, c->x = d->x, c->w = d->w, c->y = d->y;
+  cudnnStatus_t s;
+  /* ConvTranspose is the gradient of the convolution from y to x: its
+   * filter [C, K / groups] is that convolution's [K' = C, C' = K / groups] */
+  const int64_t fk = d->transposed ? d->C : d->K, fc = (d->transposed ? d->K : d->C) / d->groups;
+#define DNN_TRY(call, what)                                                                                         \
+  if ((s = (call)) != CUDNN_STATUS_SUCCESS) {                                                                       \
+    rlx_status st = dnn_fail(s, what);                                                                              \
+    cuda_conv_free(c);                                                                                              \
+    return st;                                                                                                      \
+  }
+  DNN_TRY(cudnnCreateTensorDescriptor(&c->xd), "cudnnCreateTensorDescriptor")
+  DNN_TRY(cudnnCreateTensorDescriptor(&c->yd), "cudnnCreateTensorDescriptor")
+  DNN_TRY(cudnnCreateFilterDescriptor(&c->wd), "cudnnCreateFilterDescriptor")
+  DNN_TRY(cudnnCreateConvolutionDescriptor(&c->cd), "cudnnCreateConvolutionDescriptor")
+  DNN_TRY(cudnnSetTensor4dDescriptor(c->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)d->N, (int)d->C, (int)d->H,
+                                     (int)d->W),
+          "the input's descriptor")
+  DNN_TRY(cudnnSetTensor4dDescriptor(c->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)d->N, (int)d->K, (int)d->OH,
+                                     (int)d->OW),
+          "the output's descriptor")
+  DNN_TRY(cudnnSetFilter4dDescriptor(c->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)fk, (int)fc, (int)d->R,
+                                     (int)d->S),
+          "the filter's descriptor")
+  DNN_TRY(cudnnSetConvolution2dDescriptor(c->cd, (int)d->pad[0], (int)d->pad[1], (int)d->stride[0],
+                                          (int)d->stride[1], (int)d->dilation[0], (int)d->dilation[1],
+                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+          "the convolution's descriptor")
+  DNN_TRY(cudnnSetConvolutionGroupCount(c->cd, (int)d->groups), "cudnnSetConvolutionGroupCount")
+  /* F32 FMA only unless TF32 is allowed (PyTorch's choice for allow_tf32) */
+  DNN_TRY(cudnnSetConvolutionMathType(c->cd, d->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
+          "cudnnSetConvolutionMathType")
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) (void)cudaGetLastError();
+  cuda_conv_desc key;
+  geometry_of(d, &key);
+  conv_found f;
+  if (!cache_find(&key, device, &f)) {
+    memset(&f, 0, sizeof f);
+    f.key = key, f.device = device;
+    rlx_status st = find_algo(c, &f);
+    if (st) {
+      cuda_conv_free(c);
+      return st;
+    }
+    cache_put(&f);
+  }
+  DNN_TRY(cudnnSetConvolutionMathType(c->cd, (cudnnMathType_t)f.math), "cudnnSetConvolutionMathType")
+#undef DNN_TRY
+  c->algo = f.algo, c->ws_bytes = f.ws_bytes;
+  *ws_bytes = f.ws_bytes;
+  *out = c;
+  return RLX_OK;
+}
+
+rlx_status cuda_conv_run(const cuda_conv *c, void *ws, size_t ws_bytes) {
+  const float one = 1.f, zero = 0.f;
+  cudnnStatus_t s;
+  if (ws_bytes < c->ws_bytes) return rlx_set_error(RLX_ERR_INTERNAL, "cuDNN: a convolution's workspace is short");
+  if (!c->transposed)
+    s = cudnnConvolutionForward(c->h, &one, c->xd, c->x, c->wd, c->w, c->cd, (cudnnConvolutionFwdAlgo_t)c->algo, ws,
+                                c->ws_bytes, &zero, c->yd, c->y);
+  else
+    s = cudnnConvolutionBackwardData(c->h, &one, c->wd, c->w, c->xd, c->x, c->cd,
+                                     (cudnnConvolutionBwdDataAlgo_t)c->algo, ws, c->ws_bytes, &zero, c->yd, c->y);
+  return s == CUDNN_STATUS_SUCCESS ? RLX_OK : dnn_fail(s, c->transposed ? "cudnnConvolutionBackwardData"
+                                                                         : "cudnnConvolutionForward");
+}
+
+#endif
