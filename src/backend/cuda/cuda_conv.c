@@ -41,7 +41,7 @@ struct cuda_conv {
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t cd;
-  int transposed, algo;
+  int transposed, tf32, algo;
   size_t ws_bytes;
   const void *x, *w;
   void *y;
@@ -118,8 +118,22 @@ static void cache_put(const conv_found *f) {
   pthread_mutex_unlock(&conv_mu);
 }
 
-/* Times the candidates and takes the fastest that succeeded within the
- * workspace limit. */
+/* A candidate is usable when it ran, fits the workspace limit, gives the
+ * same bits every run (a replay must equal the op-by-op run, so no
+ * split-K atomics) and, without TF32, uses no tensor-core math. */
+static int usable(const cuda_conv *c, cudnnStatus_t s, cudnnDeterminism_t det, cudnnMathType_t math, size_t bytes) {
+  if (s != CUDNN_STATUS_SUCCESS || bytes > CONV_WS_MAX || det != CUDNN_DETERMINISTIC) return 0;
+  return c->tf32 || (math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+}
+
+/* cudnnFind may report CUDNN_DEFAULT_MATH for a candidate timed under
+ * CUDNN_FMA_MATH; CUDNN_DEFAULT_MATH permits TF32 on Ampere and later, so
+ * without TF32 the run keeps the FMA math it was timed with. */
+static cudnnMathType_t math_of(const cuda_conv *c, cudnnMathType_t found) {
+  return c->tf32 ? found : CUDNN_FMA_MATH;
+}
+
+/* Times the candidates and takes the fastest usable one. */
 static rlx_status find_algo(cuda_conv *c, conv_found *f) {
   enum { MAX_ALGOS = 16 };
   int got = 0;
@@ -129,8 +143,8 @@ static rlx_status find_algo(cuda_conv *c, conv_found *f) {
     s = cudnnFindConvolutionForwardAlgorithm(c->h, c->xd, c->wd, c->cd, c->yd, MAX_ALGOS, &got, p);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnFindConvolutionForwardAlgorithm");
     for (int i = 0; i < got; i++)
-      if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].memory <= CONV_WS_MAX) {
-        f->algo = (int)p[i].algo, f->math = (int)p[i].mathType, f->ws_bytes = p[i].memory;
+      if (usable(c, p[i].status, p[i].determinism, p[i].mathType, p[i].memory)) {
+        f->algo = (int)p[i].algo, f->math = (int)math_of(c, p[i].mathType), f->ws_bytes = p[i].memory;
         return RLX_OK;
       }
   } else {
@@ -138,12 +152,13 @@ static rlx_status find_algo(cuda_conv *c, conv_found *f) {
     s = cudnnFindConvolutionBackwardDataAlgorithm(c->h, c->wd, c->xd, c->cd, c->yd, MAX_ALGOS, &got, p);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnFindConvolutionBackwardDataAlgorithm");
     for (int i = 0; i < got; i++)
-      if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].memory <= CONV_WS_MAX) {
-        f->algo = (int)p[i].algo, f->math = (int)p[i].mathType, f->ws_bytes = p[i].memory;
+      if (usable(c, p[i].status, p[i].determinism, p[i].mathType, p[i].memory)) {
+        f->algo = (int)p[i].algo, f->math = (int)math_of(c, p[i].mathType), f->ws_bytes = p[i].memory;
         return RLX_OK;
       }
   }
-  return rlx_set_error(RLX_ERR_UNSUPPORTED, "cuDNN: no algorithm for this %s within %zu MiB of workspace",
+  return rlx_set_error(RLX_ERR_UNSUPPORTED,
+                       "cuDNN: no deterministic algorithm for this %s within %zu MiB of workspace",
                        c->transposed ? "ConvTranspose" : "Conv", CONV_WS_MAX >> 20);
 }
 
@@ -151,7 +166,7 @@ rlx_status cuda_conv_prepare(const cuda_conv_desc *d, void *handle, cuda_conv **
   *out = NULL;
   cuda_conv *c = calloc(1, sizeof *c);
   if (!c) return rlx_set_error(RLX_ERR_NOMEM, "CUDA: out of memory for a convolution");
-  c->h = handle, c->transposed = d->transposed, c->x = d->x, c->w = d->w, c->y = d->y;
+  c->h = handle, c->transposed = d->transposed, c->tf32 = d->tf32, c->x = d->x, c->w = d->w, c->y = d->y;
   cudnnStatus_t s;
   /* ConvTranspose is the gradient of the convolution from y to x: its
    * filter [C, K / groups] is that convolution's [K' = C, C' = K / groups] */
