@@ -9,17 +9,20 @@
 # ctest -R regex), the copy bandwidth (the roofline's ceiling, as
 # bench/bench_cuda.py measures it), and `bench_cuda decode WFMT 512 32 4096
 # 32 8 14336 128256` of both trees, alternating, REPS times each. Logs go
-# to $OUT; a table comes last.
+# to $OUT; a table comes last. --bin DIR: no builds; the programs were
+# built elsewhere for this machine (a call short of device time) and come
+# xz-compressed in DIR: bench_cuda.before.xz, bench_cuda.xz and one TEST.xz
+# a test (BEFORE is then not read; --ctests needs the builds).
 #
 #   bash bench/bench_cuda_ab.sh BEFORE [--budget SECONDS] [--wfmts=q4_0,q8_0,q4_k] [--reps=2]
-#                               [--tests="test_cuda_quant ..."] [--ctests=REGEX]
+#                               [--tests="test_cuda_quant ..."] [--ctests=REGEX] [--bin DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/rlx-cuda-out}
 mkdir -p "$out"
 before_files=$(cd "${1:?BEFORE: the files of the tree before}" && pwd) || exit 2
 shift
-budget=540 wfmts=q4_0,q8_0,q4_k reps=2 tests="test_cuda_quant test_cuda_decode" ctests=
+budget=540 wfmts=q4_0,q8_0,q4_k reps=2 tests="test_cuda_quant test_cuda_decode" ctests= bin=
 while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=$2; shift ;;
@@ -27,6 +30,7 @@ while [ $# -gt 0 ]; do
     --reps=*) reps=${1#--reps=} ;;
     --tests=*) tests=${1#--tests=} ;;
     --ctests=*) ctests=${1#--ctests=} ;;
+    --bin) bin=$(cd "$2" && pwd); shift ;;
   esac
   shift
 done
@@ -39,6 +43,13 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 before=/tmp/rlx-before
 rm -rf $before && mkdir -p $before
+if [ -n "$bin" ]; then # the programs as built elsewhere, where the builds would put them
+  mkdir -p build-device/tests $before/build-device
+  unxz() { python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' "$1" "$2" && chmod +x "$2"; }
+  unxz "$bin/bench_cuda.before.xz" $before/build-device/bench_cuda && unxz "$bin/bench_cuda.xz" build-device/bench_cuda || exit 1
+  for t in $tests; do unxz "$bin/$t.xz" build-device/tests/$t || exit 1; done
+  ctests=
+else
 tar --exclude=./build-device --exclude=./.whl -cf - . | tar -xf - -C $before
 cp -r "$before_files"/. $before/
 gen=""
@@ -57,6 +68,7 @@ build $before bench_cuda >"$out/build_before.log" 2>&1 &
 pb=$!
 wait $pa || { grep -E -A3 "error" "$out/build_after.log" | head -40; exit 1; }
 wait $pb || { grep -E -A3 "error" "$out/build_before.log" | head -40; exit 1; }
+fi
 echo "build: $(( $(date +%s) - t_start )) s"
 status=0
 for t in $tests; do
