@@ -437,15 +437,16 @@ static void test_qmv_rope_update(void) {
           const rlx_rope_desc rd = {(int)D, (int)D - 16, RLX_ROPE_NORMAL, 10000.0, 1.0};
           rlx_node c = rlx_input(g, "cos", t, 2, td), sn = rlx_input(g, "sin", t, 2, td);
           yq = rlx_rope_cos_sin(g, yq, c, sn, &rd), yk = rlx_rope_cos_sin(g, yk, c, sn, &rd);
-          yk = rlx_cast(g, yk, ct), yv = rlx_cast(g, yv, ct);
         } else {
           const rlx_rope_desc rd = {(int)D, (int)D, RLX_ROPE_NEOX, 10000.0, 1.0};
           rlx_node pos = rlx_input(g, "pos", RLX_I32, 1, pd);
           yq = rlx_rope(g, rlx_reshape(g, yq, 4, q4), pos, &rd), yk = rlx_rope(g, rlx_reshape(g, yk, 4, k4), pos, &rd);
           yv = rlx_reshape(g, yv, 4, k4);
         }
-        rlx_node outs[3] = {yq, rlx_assign(g, kc, rlx_update_slice(g, kc, yk, start, 1)),
-                            rlx_assign(g, vc, rlx_update_slice(g, vc, yv, start, 1))};
+        /* as kv_cache.c builds them: each row Cast right before its UpdateSlice */
+        rlx_node outs[3] = {yq};
+        outs[1] = rlx_assign(g, kc, rlx_update_slice(g, kc, tables ? rlx_cast(g, yk, ct) : yk, start, 1));
+        outs[2] = rlx_assign(g, vc, rlx_update_slice(g, vc, tables ? rlx_cast(g, yv, ct) : yv, start, 1));
         rlx_graph_set_outputs(g, 3, outs);
         CHECK(rlx_graph_status(g) == RLX_OK, "qmv rope update graph builds: %s", rlx_last_error());
         int32_t pos = 1000003, at = 3;
