@@ -400,95 +400,6 @@ static void test_swiglu_dequant_matmul(void) {
   free(packed), free(wdq);
 }
 
-/* The Ropes of q and k applied by their products' integer GEMV launch
- * (gemv_rope; the launch of q, k and v at one row of x), and the K and V
- * rows written into their caches by it (qmv_update: UpdateSlice Assigned
- * back, so in place): by positions (neox, all dims; x reshaped to heads;
- * caches of x's dtype) and by tables (adjacent pairs, dims past n_rot
- * kept; x as [B, S, H * D]; the rows Cast into caches of another float
- * dtype, as the LLM builder's 16-bit cache). The fused launch gives the
- * bytes of the launches apart (RLX_CUDA_FUSE=0: the kernels the other
- * tests check against the CPU) in q and in the whole caches, and RLX_TRACE
- * counts what was taken (nothing for Q6_K, whose ring kernel does
- * neither). A start past the cache fails the run as the copy does. */
-static void test_qmv_rope_update(void) {
-  static const rlx_dtype schemes[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q8_0, RLX_Q4_K, RLX_Q6_K};
-  static const rlx_dtype types[] = {RLX_F32, RLX_BF16, RLX_F16};
-  const int64_t K = 512, H = 4, Hkv = 2, D = 64, T = 5;
-  setenv("RLX_QMATMUL_REF", "0", 1);
-  for (size_t si = 0; si < sizeof schemes / sizeof *schemes; si++) {
-    const rlx_dtype q = schemes[si];
-    size_t qb = 0, kb = 0;
-    float *dq = NULL, *dk = NULL;
-    void *wq = packed_weights(q, H * D, K, &qb, &dq), *wk = packed_weights(q, Hkv * D, K, &kb, &dk);
-    for (size_t ti = 0; wq && wk && ti < sizeof types / sizeof *types; ti++)
-      for (int tables = 0; tables < 2; tables++) {
-        const rlx_dtype t = types[ti], ct = !tables ? t : t == RLX_F16 ? RLX_F32 : RLX_F16;
-        rlx_graph *g = rlx_graph_new("qmv_rope_update");
-        int64_t xd[3] = {1, 1, K}, wqd[2] = {H * D, K}, wkd[2] = {Hkv * D, K}, pd[1] = {1}, td[2] = {1, D / 2 - 8};
-        int64_t q4[4] = {1, 1, H, D}, k4[4] = {1, 1, Hkv, D}, c4[4] = {1, T, Hkv, D}, c3[3] = {1, T, Hkv * D};
-        rlx_node x = rlx_input(g, "x", t, 3, xd), start = rlx_input(g, "start", RLX_I32, 0, NULL);
-        rlx_node yq = rlx_dequant_matmul(g, x, rlx_param(g, "wq", q, 2, wqd));
-        rlx_node yk = rlx_dequant_matmul(g, x, rlx_param(g, "wk", q, 2, wkd));
-        rlx_node yv = rlx_dequant_matmul(g, x, rlx_param(g, "wv", q, 2, wkd));
-        rlx_node kc = rlx_param(g, "kc", ct, tables ? 3 : 4, tables ? c3 : c4);
-        rlx_node vc = rlx_param(g, "vc", ct, tables ? 3 : 4, tables ? c3 : c4);
-        if (tables) {
-          const rlx_rope_desc rd = {(int)D, (int)D - 16, RLX_ROPE_NORMAL, 10000.0, 1.0};
-          rlx_node c = rlx_input(g, "cos", t, 2, td), sn = rlx_input(g, "sin", t, 2, td);
-          yq = rlx_rope_cos_sin(g, yq, c, sn, &rd), yk = rlx_rope_cos_sin(g, yk, c, sn, &rd);
-        } else {
-          const rlx_rope_desc rd = {(int)D, (int)D, RLX_ROPE_NEOX, 10000.0, 1.0};
-          rlx_node pos = rlx_input(g, "pos", RLX_I32, 1, pd);
-          yq = rlx_rope(g, rlx_reshape(g, yq, 4, q4), pos, &rd), yk = rlx_rope(g, rlx_reshape(g, yk, 4, k4), pos, &rd);
-          yv = rlx_reshape(g, yv, 4, k4);
-        }
-        /* as kv_cache.c builds them: each row Cast right before its UpdateSlice */
-        rlx_node outs[3] = {yq};
-        outs[1] = rlx_assign(g, kc, rlx_update_slice(g, kc, tables ? rlx_cast(g, yk, ct) : yk, start, 1));
-        outs[2] = rlx_assign(g, vc, rlx_update_slice(g, vc, tables ? rlx_cast(g, yv, ct) : yv, start, 1));
-        rlx_graph_set_outputs(g, 3, outs);
-        CHECK(rlx_graph_status(g) == RLX_OK, "qmv rope update graph builds: %s", rlx_last_error());
-        int32_t pos = 1000003, at = 3;
-        const int64_t cn = T * Hkv * D;
-        void *xv = random_tensor(t, K, 1.0), *cv = random_tensor(t, D / 2 - 8, 1.0), *sv = random_tensor(t, D / 2 - 8, 1.0);
-        void *kcv = random_tensor(ct, cn, 1.0), *vcv = random_tensor(ct, cn, 1.0);
-        bound_leaf l[9] = {{"x", 0, xv, (size_t)K * dtype_size(t)}, {"wq", 1, wq, qb}, {"wk", 1, wk, kb},
-                           {"wv", 1, wk, kb}, {"kc", 1, kcv, (size_t)cn * dtype_size(ct)},
-                           {"vc", 1, vcv, (size_t)cn * dtype_size(ct)}, {"start", 0, &at, sizeof at},
-                           {"pos", 0, &pos, sizeof pos}, {"cos", 0, cv, (size_t)(D / 2 - 8) * dtype_size(t)}};
-        bound_leaf sl = {"sin", 0, sv, (size_t)(D / 2 - 8) * dtype_size(t)};
-        if (tables) l[7] = sl;
-        const int nl = tables ? 9 : 8;
-        const char *tag = tables ? "tables, cast rows" : "positions";
-        for (int o = 0; o < 3; o++) {
-          size_t b1 = 0, b2 = 0;
-          void *on = run_graph(g, RLX_DEVICE_CUDA, l, nl, o, &b1);
-          setenv("RLX_CUDA_FUSE", "0", 1);
-          void *off = run_graph(g, RLX_DEVICE_CUDA, l, nl, o, &b2);
-          unsetenv("RLX_CUDA_FUSE");
-          CHECK(on && off && b1 == b2 && b1 > 0 && !memcmp(on, off, b1), "qmv rope update %s %s %s output %d: fused == apart",
-                rlx_dtype_name(q), rlx_dtype_name(t), tag, o);
-          free(on), free(off);
-        }
-        const char *trace = cuda_compile_trace(g), *rope = strstr(trace, " gemv_rope "), *upd = strstr(trace, " qmv_update ");
-        const int want = q == RLX_Q6_K ? 0 : 2;
-        CHECK(rope && upd && atoi(rope + 11) == want && atoi(upd + 12) == want,
-              "qmv rope update %s %s %s: RLX_TRACE counts gemv_rope %d, qmv_update %d (want %d each)", rlx_dtype_name(q),
-              rlx_dtype_name(t), tag, rope ? atoi(rope + 11) : -1, upd ? atoi(upd + 12) : -1, want);
-        at = (int32_t)T; /* one past the last row */
-        size_t b = 0;
-        void *bad = run_graph(g, RLX_DEVICE_CUDA, l, nl, 1, &b);
-        CHECK(!bad, "qmv rope update %s %s %s: start %d of a cache of %lld rows fails the run", rlx_dtype_name(q),
-              rlx_dtype_name(t), tag, (int)at, (long long)T);
-        free(bad), free(xv), free(cv), free(sv), free(kcv), free(vcv);
-        rlx_graph_free(g);
-      }
-    free(wq), free(wk), free(dq), free(dk);
-  }
-  setenv("RLX_QMATMUL_REF", "1", 1);
-}
-
 int main(void) {
   if (!cuda_backend_test_begin()) return CUDA_SKIP;
   test_dequant_matmul();
@@ -497,6 +408,5 @@ int main(void) {
   test_dequant_matmul_int8();
   test_dequant_matmul_norm();
   test_swiglu_dequant_matmul();
-  test_qmv_rope_update();
   return check_report();
 }

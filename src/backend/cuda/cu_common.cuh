@@ -190,14 +190,6 @@ __device__ __forceinline__ float cu_rope_rotate(float x0, float x1, float c, flo
   return member ? __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)) : __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
 }
 
-/* sin and cos of angle theta below F64: theta in double (positions make it
- * large), reduced to about [-pi, pi] (a multiply, not a division: a
- * quotient rounded the other way leaves it a hair outside), then float. */
-__device__ __forceinline__ void cu_rope_sincos(double theta, float *sn, float *cs) {
-  const double TWO_PI = 6.283185307179586476925, INV_TWO_PI = 0.15915494309189533577;
-  sincosf((float)(theta - rint(theta * INV_TWO_PI) * TWO_PI), sn, cs);
-}
-
 /* 16 bytes of E at p (16-byte aligned) widened to float / rounded from
  * float (cu_unpack16: of 16 bytes loaded already): 8 elements of
  * F16/BF16, 4 of F32. One 16-byte access: the

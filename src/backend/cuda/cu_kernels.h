@@ -290,19 +290,6 @@ int cu_quant_x_launch(const cu_quant_x_args *a, cudaStream_t st);
  * quantization before it runs and streams its first weights meanwhile
  * (programmatic dependent launch: RLX_CUDA_PDL=0 turns it off). */
 #define CU_QMV_MAX_SEG 4
-/* A Rope applied by the launch to the segments that have rope set (q's
- * and k's products: one Rope for both), as cu_gemv_rope: [H * D] heads,
- * pair i < n_rot / 2 is dims (2i, 2i+1), or (i, i + n_rot / 2) with neox;
- * the one row's angle of pair i from the tables (cos, sin: row 0 of
- * [.., n_rot / 2] of table_dtype) or from the position (element 0 of pos)
- * times freq[i], as cu_rope_args computes it. cu_qmv_rope_fits says where
- * it applies. */
-typedef struct {
-  int on, neox, table_dtype, pos_dtype;
-  int64_t D, n_rot;
-  const void *cos, *sin, *pos;
-  double freq[CU_ROPE_MAX_PAIRS];
-} cu_qmv_rope;
 typedef struct {
   const void *qx;
   int scheme, out_dtype, nseg, rpw; /* rpw: weight rows per warp */
@@ -313,29 +300,9 @@ typedef struct {
     void *out;
     const void *resid; /* [M, N] of out_dtype added to the product (a residual add), or NULL */
     int64_t N;
-    int rope;          /* out is rotated by the launch's rope */
-    /* an UpdateSlice's row written in place (dyn: its start, I32 or I64):
-     * out gains dyn_mul * start elements, start checked against [0,
-     * dyn_max] (else node's error in err, and nothing stored); with
-     * convert, out holds out_dt (the Cast the copy absorbed), the value
-     * rounded to out_dtype first */
-    const void *dyn;
-    int dyn_dtype, node, convert, out_dt;
-    int64_t dyn_mul, dyn_max;
   } seg[CU_QMV_MAX_SEG];
-  cu_qmv_rope rope;
-  cu_error *err;
 } cu_qmv_args;
 void cu_qmv_plan(cu_qmv_args *a);
-/* Whether segment `seg` of a (planned: rpw set; a->rope filled) can take
- * the rope: one row of x, the direct kernels' two rows a warp (a rotated
- * pair), a float output below F64, whole heads, and every segment up to
- * this one of an even number of rows. */
-int cu_qmv_rope_fits(const cu_qmv_args *a, int seg);
-/* Whether segment `seg` of a (planned) can write an UpdateSlice's row in
- * place (its dyn fields set): the direct kernels (one row of x), a float
- * output below F64, and out_dt one of F32/F16/BF16. */
-int cu_qmv_update_fits(const cu_qmv_args *a, int seg);
 int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st);
 /* w [rows, K] packed (or F16/BF16: widened) -> dst [rows, K] in dst_dtype (a float dtype); or
  * the other way, float w (scheme its dtype) quantized into dst_dtype RLX_Q8_0 / RLX_Q4_0 blocks. */

@@ -23,12 +23,10 @@
  *    an RmsNorm (zero beta) computed by the GEMV launch of the products
  *    that read it (or by their x quantization on the integer path), a
  *    SwiGLU by the x quantization of the integer products that read it, a
- *    Rope applied by its product's GEMV launch (by tables; the integer
- *    GEMV also by positions), a K or V row written into its cache by its
- *    product's integer GEMV launch, products of one x as segments of one
- *    launch; a float Cast done by the UpdateSlice copy that reads it (a new
- *    K or V row into a 16-bit cache); the Ropes of q and k, and the K and V
- *    row copies, each pair in one launch;
+ *    Rope by tables applied by its product's GEMV launch, products of one
+ *    x as segments of one launch; a float Cast done by the UpdateSlice
+ *    copy that reads it (a new K or V row into a 16-bit cache); the Ropes
+ *    of q and k, and the K and V row copies, each pair in one launch;
  *  - the remaining launches are captured into a CUDA graph
  *    (RLX_CUDA_GRAPH=0: issued one by one each run; the same launches with
  *    the same arguments, so the results are identical; RLX_CUDA_PROFILE=1:
@@ -116,7 +114,6 @@ static void cuda_free(void *p) {
   free(pl->glu_region);
   free(pl->cast_into);
   free(pl->rope_gemv);
-  free(pl->update_qmv);
   free(pl->add_done);
   free(pl->slot);
   if (pl->arena) cudaFree(pl->arena);
@@ -247,14 +244,13 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->glu_region = malloc(n_nodes * sizeof *pl->glu_region);
   pl->cast_into = malloc(n_nodes * sizeof *pl->cast_into);
   pl->rope_gemv = calloc(n_nodes, 1);
-  pl->update_qmv = calloc(n_nodes, 1);
   pl->add_done = calloc(n_nodes, 1);
   pl->slot = calloc(n_nodes * IR_MAX_OUTPUTS, sizeof *pl->slot);
   uses = ir_use_counts(g);
   outside = calloc(n_nodes, 1);
   fold_key = malloc(n_nodes * sizeof *fold_key);
   if (!pl->leaf_dev || !pl->leaf_bytes || !pl->leaf_version || !pl->entry || !pl->folded_dev || !pl->folded || !pl->skip ||
-      !pl->resid_add || !pl->glu_region || !pl->cast_into || !pl->rope_gemv || !pl->update_qmv || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
+      !pl->resid_add || !pl->glu_region || !pl->cast_into || !pl->rope_gemv || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
     st = rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
     goto fail;
   }

@@ -222,19 +222,16 @@ int cuda_norm_overlaps(const cu_gemv_args *a, const void *p, size_t bytes) {
   return a->norm && ranges_overlap(a->norm_x, (size_t)(a->M * a->K) * elem_size((rlx_dtype)a->dtype), p, bytes);
 }
 
-/* Ropes whose x is a product (MatMul, DequantMatMul; or a view of one
- * by a Reshape, [B, S, H * D] as [B, S, H, D]) that only the Rope reads:
- * at decode rows the product's GEMV launch may write the rotated values
- * instead (emit_gemv_rope decides at lowering, where it knows the launch
- * and the buffers; the float GEMV takes Ropes by tables, the integer one
- * also by positions). */
+/* Ropes by tables whose x is a product (MatMul, DequantMatMul) that
+ * only the Rope reads: at decode rows the product's GEMV launch may write
+ * the rotated values instead (emit_gemv_rope decides at lowering, where
+ * it knows the launch and the buffers). */
 static void match_gemv_rope(cuda_plan *pl, const int *uses) {
   const rlx_graph *g = pl->g;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
-    if (n->op != RLX_OP_Rope || n->n_in < 2 || pl->folded[i] || pl->mem.view[i]) continue;
-    int x = n->in[0];
-    if (g->nodes[x].op == RLX_OP_Reshape && pl->mem.view[x] && uses[x] == 1 && !pl->folded[x]) x = g->nodes[x].in[0];
+    if (n->op != RLX_OP_Rope || n->n_in != 3 || pl->folded[i] || pl->mem.view[i]) continue;
+    const int x = n->in[0];
     const ir_node *p = &g->nodes[x];
     if ((p->op == RLX_OP_MatMul || p->op == RLX_OP_DequantMatMul) && uses[x] == 1 && !pl->folded[x] &&
         !pl->mem.view[x] && pl->resid_add[x] < 0)
@@ -250,14 +247,12 @@ static void match_gemv_rope(cuda_plan *pl, const int *uses) {
  * launch reads and writes (the planner may give it the bytes of x, which
  * is dead at n but read by the launch). site->args: n's rope. 1 when
  * joined. */
-static int emit_qmv_rope(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site);
 static int emit_gemv_rope(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
   const cu_rope_args *r = site->args;
   if (!pl->rope_gemv[n->id]) return 0;
-  if (cuda_joinable_step(pl, n, ST_QMV)) return emit_qmv_rope(pl, n, site);
   cuda_step *s = cuda_joinable_step(pl, n, ST_GEMV);
   cu_gemv_args *a = s ? s->args : NULL;
-  if (!a || !r->cos || a->dtype != r->dtype || a->M != r->B * r->S) return 0;
+  if (!a || a->dtype != r->dtype || a->M != r->B * r->S) return 0;
   int k = 0;
   while (k < a->nseg && !(a->seg[k].out == r->x && !a->seg[k].rope.on)) k++;
   if (k == a->nseg || a->seg[k].N != r->H * r->D) return 0;
@@ -277,48 +272,6 @@ static int emit_gemv_rope(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site)
   *g = (cu_gemv_rope){1, r->neox, r->table_dtype, r->table_batched, r->D, r->n_rot, r->S, r->cos, r->sin};
   if (!cu_gemv_rope_fits(a, k)) {
     memset(g, 0, sizeof *g);
-    return 0;
-  }
-  a->seg[k].out = r->out;
-  return 1;
-}
-
-/* The same for the integer GEMV launch just before Rope n (by tables or
- * positions): the launch's one rope (cu_qmv_args.rope) serves q's and
- * k's segments, so a second Rope must be the first's but for its x and
- * out. n's output apart from what the launch reads (x's levels, the
- * tables, the position) and from the other segments' outputs. */
-static int emit_qmv_rope(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
-  const cu_rope_args *r = site->args;
-  cu_qmv_args *a = cuda_joinable_step(pl, n, ST_QMV)->args;
-  if (a->out_dtype != r->dtype || a->M != r->B * r->S) return 0;
-  int k = 0;
-  while (k < a->nseg && !(a->seg[k].out == r->x && !a->seg[k].rope)) k++;
-  if (k == a->nseg || a->seg[k].N != r->H * r->D) return 0;
-  cu_qmv_rope want;
-  memset(&want, 0, sizeof want); /* compared whole: no stray padding bytes */
-  want.on = 1, want.neox = r->neox, want.D = r->D, want.n_rot = r->n_rot;
-  if (r->pos) {
-    want.pos = r->pos, want.pos_dtype = r->pos_dtype;
-    memcpy(want.freq, r->freq, sizeof want.freq);
-  } else {
-    want.cos = r->cos, want.sin = r->sin, want.table_dtype = r->table_dtype;
-  }
-  if (a->rope.on && memcmp(&a->rope, &want, sizeof want)) return 0;
-  const size_t es = elem_size((rlx_dtype)a->out_dtype), out_bytes = (size_t)(a->M * a->seg[k].N) * es;
-  const size_t table_bytes = (size_t)(r->n_rot / 2) * elem_size((rlx_dtype)r->table_dtype);
-  if (ranges_overlap(r->out, out_bytes, a->qx, cu_qx_bytes(a->M, a->K)) ||
-      (r->pos && ranges_overlap(r->out, out_bytes, r->pos, 8)) ||
-      (r->cos && (ranges_overlap(r->out, out_bytes, r->cos, table_bytes) || ranges_overlap(r->out, out_bytes, r->sin, table_bytes))))
-    return 0;
-  for (int j = 0; j < a->nseg; j++)
-    if ((j != k && ranges_overlap(r->out, out_bytes, a->seg[j].out, (size_t)(a->M * a->seg[j].N) * es)) ||
-        (a->seg[j].resid && ranges_overlap(r->out, out_bytes, a->seg[j].resid, (size_t)(a->M * a->seg[j].N) * es)))
-      return 0;
-  const cu_qmv_rope before = a->rope;
-  a->rope = want, a->seg[k].rope = 1;
-  if (!cu_qmv_rope_fits(a, k)) {
-    a->rope = before, a->seg[k].rope = 0;
     return 0;
   }
   a->seg[k].out = r->out;
@@ -413,72 +366,6 @@ static int emit_update_join(cuda_plan *pl, const ir_node *n, cuda_fuse_site *sit
     return 0;
   a->src2 = b->src, a->dst2 = b->dst, a->dyn2 = b->dyn, a->node2 = b->node;
   free(s->args);
-  pl->n_steps--;
-  return 1;
-}
-
-/* UpdateSlices whose update (through the Cast the copy absorbs, and a
- * Reshape view) nothing else reads: the launch that computes it may write
- * the row into the cache in place (emit_qmv_update). */
-static void match_qmv_update(cuda_plan *pl, const int *uses) {
-  const rlx_graph *g = pl->g;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = &g->nodes[i];
-    if (n->op != RLX_OP_UpdateSlice || pl->folded[i] || pl->mem.view[i]) continue;
-    int u = n->in[1];
-    if (g->nodes[u].op == RLX_OP_Cast && pl->cast_into[u] == i) u = g->nodes[u].in[0];
-    if (uses[u] != 1 || pl->folded[u]) continue;
-    if (g->nodes[u].op == RLX_OP_Reshape && pl->mem.view[u]) u = g->nodes[u].in[0];
-    pl->update_qmv[i] = uses[u] == 1 && !pl->folded[u];
-  }
-}
-
-/* The row copy of UpdateSlice n (site->args, just emitted: the last
- * step) done by the integer GEMV launch right before it, whose segment
- * computes the update (its output is the copy's source, of the copy's
- * shape: a contiguous row): the segment stores into the cache at the
- * start instead (cu_qmv_args.seg dyn), and the copy is removed. Taken
- * where the cache's rows are apart from everything the launch reads or
- * writes besides. 1 when taken. */
-static int emit_qmv_update(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
-  cu_copy_args *c = site->args;
-  if (!pl->update_qmv[n->id] || pl->n_steps < 2) return 0;
-  cuda_step *cs = &pl->steps[pl->n_steps - 1], *qs = &pl->steps[pl->n_steps - 2];
-  if (cs->args != c || qs->kind != ST_QMV || qs->folded != cs->folded || !c->dyn || c->rank != 1 ||
-      c->src_stride[0] != 1 || c->dst_stride[0] != 1 || c->shift[0] || c->src2)
-    return 0;
-  cu_qmv_args *a = qs->args;
-  int k = 0;
-  while (k < a->nseg && !(a->seg[k].out == c->src && !a->seg[k].dyn)) k++;
-  if (k == a->nseg || c->numel != a->M * a->seg[k].N) return 0;
-  const size_t es = elem_size((rlx_dtype)a->out_dtype);
-  if (c->convert ? c->src_dtype != a->out_dtype : (size_t)c->es != es) return 0;
-  const size_t des = c->convert ? elem_size((rlx_dtype)c->dst_dtype) : es;
-  const char *rows = (const char *)c->dst + (size_t)c->dst_off * des;
-  const size_t rows_bytes = (size_t)(c->dyn_max * c->dyn_mul + c->numel) * des;
-  int apart = !ranges_overlap(rows, rows_bytes, a->qx, cu_qx_bytes(a->M, a->K)) &&
-              !(a->rope.pos && ranges_overlap(rows, rows_bytes, a->rope.pos, 8)) &&
-              !(a->rope.cos && ranges_overlap(rows, rows_bytes, a->rope.cos, (size_t)(a->rope.n_rot / 2) * elem_size((rlx_dtype)a->rope.table_dtype))) &&
-              !(a->rope.sin && ranges_overlap(rows, rows_bytes, a->rope.sin, (size_t)(a->rope.n_rot / 2) * elem_size((rlx_dtype)a->rope.table_dtype))) &&
-              !ranges_overlap(rows, rows_bytes, c->dyn, 8);
-  for (int j = 0; apart && j < a->nseg; j++) {
-    const size_t ob = a->seg[j].dyn ? (size_t)(a->seg[j].dyn_max * a->seg[j].dyn_mul + a->M * a->seg[j].N) *
-                                          elem_size((rlx_dtype)a->seg[j].out_dt)
-                                     : (size_t)(a->M * a->seg[j].N) * es;
-    apart = (j == k || !ranges_overlap(rows, rows_bytes, a->seg[j].out, ob)) &&
-            !(a->seg[j].resid && ranges_overlap(rows, rows_bytes, a->seg[j].resid, (size_t)(a->M * a->seg[j].N) * es)) &&
-            !(a->seg[j].dyn && ranges_overlap(rows, rows_bytes, a->seg[j].dyn, 8));
-  }
-  if (!apart) return 0;
-  const cu_qmv_args before = *a;
-  a->seg[k].out = (void *)rows, a->seg[k].dyn = c->dyn, a->seg[k].dyn_dtype = c->dyn_dtype, a->seg[k].node = c->node;
-  a->seg[k].dyn_mul = c->dyn_mul, a->seg[k].dyn_max = c->dyn_max, a->err = c->err;
-  a->seg[k].convert = c->convert, a->seg[k].out_dt = c->convert ? c->dst_dtype : a->out_dtype;
-  if (!cu_qmv_update_fits(a, k)) {
-    *a = before;
-    return 0;
-  }
-  free(cs->args);
   pl->n_steps--;
   return 1;
 }
@@ -669,7 +556,6 @@ static const struct {
   [CUDA_FUSE_QMV_SHARED_X] = {"qmv_shared_x", NULL, emit_qmv_shared_x},
   [CUDA_FUSE_ROPE_JOIN] = {"rope_join", NULL, emit_rope_join},
   [CUDA_FUSE_UPDATE_JOIN] = {"update_join", NULL, emit_update_join},
-  [CUDA_FUSE_QMV_UPDATE] = {"qmv_update", match_qmv_update, emit_qmv_update},
 };
 
 void cuda_fuse_match(cuda_plan *pl, const int *uses) {

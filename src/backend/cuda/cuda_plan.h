@@ -30,14 +30,13 @@ typedef enum {
   CUDA_FUSE_RESIDUAL_GEMM,  /* a residual add in its product's GEMM or GEMV epilogue */
   CUDA_FUSE_GLU_GEMV,       /* silu(x @ wg) * (x @ wu) as one GEMV launch */
   CUDA_FUSE_SWIGLU_QUANT,   /* a SwiGLU computed by the x quantization of the integer GEMVs after it */
-  CUDA_FUSE_GEMV_ROPE,      /* a Rope applied by its product's GEMV launch */
+  CUDA_FUSE_GEMV_ROPE,      /* a Rope by tables applied by its product's GEMV launch */
   CUDA_FUSE_CAST_UPDATE,    /* a float Cast done by the UpdateSlice copy that reads it */
   CUDA_FUSE_GEMV_NORM,      /* an RmsNorm computed by the GEMV launch after it */
   CUDA_FUSE_GEMV_SHARED_X,  /* products of one x (q, k, v) as segments of one GEMV launch */
   CUDA_FUSE_QMV_SHARED_X,   /* the same for the integer GEMV */
   CUDA_FUSE_ROPE_JOIN,      /* the Ropes of q and k in one launch */
   CUDA_FUSE_UPDATE_JOIN,    /* the K and V row copies into their caches in one launch */
-  CUDA_FUSE_QMV_UPDATE,     /* a K or V row written into its cache by its product's integer GEMV launch */
   CUDA_FUSE_COUNT
 } cuda_fusion;
 
@@ -49,8 +48,7 @@ typedef struct {
   double alpha;                /* the product's activation alpha (gemv_shared_x) */
   const void *out;             /* the output the launch writes (gemv_norm) */
   void *args;                  /* the argument block: of the GEMV launch being made (gemv_norm), n's rope
-                                  (gemv_rope, rope_join), the x quantization (norm_quant), n's row copy
-                                  (qmv_update) */
+                                  (gemv_rope, rope_join), the x quantization (norm_quant) */
   size_t bytes;                /* a destination tensor's bytes (update_join) */
   struct cuda_step *joined;    /* out: the launch n joins (*_shared_x) */
   rlx_status st;               /* out: an error while emitting (glu_gemv) */
@@ -103,10 +101,8 @@ typedef struct {
   int *resid_add;              /* [n_nodes] of a MatMul: the residual add its GEMM may write (-1: none) */
   int *glu_region;             /* [n_nodes] of a gate or up product: the SwiGLU region its GEMV may write (-1: none) */
   int *cast_into;              /* [n_nodes] of a Cast: the UpdateSlice that may convert as it copies (-1: none) */
-  uint8_t *rope_gemv;          /* [n_nodes] of a Rope: its x is a product read only by it, which a GEMV
+  uint8_t *rope_gemv;          /* [n_nodes] of a Rope by tables: its x is a product read only by it, which a GEMV
                                   launch may write rotated (emit_gemv_rope) */
-  uint8_t *update_qmv;         /* [n_nodes] of an UpdateSlice: its update is read only by it, so that the launch
-                                  that computes it may write the rows in place instead (emit_qmv_update) */
   uint8_t *add_done;           /* [n_nodes] computed by another node's launch (no launch of its own): a residual
                                   add by its product's, a SwiGLU region and its second product by the first's */
   uint8_t **slot;              /* [n_nodes * IR_MAX_OUTPUTS] device address of every output */

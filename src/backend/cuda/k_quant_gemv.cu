@@ -127,85 +127,14 @@ template <int S> __device__ __forceinline__ void qmv_unit(const uint8_t *b, int 
 /* Quantized activations: levels [M, K] int8, then (d, s) [M, K / 32] F32 pairs. */
 __host__ __device__ __forceinline__ int64_t qx_levels_bytes(int64_t M, int64_t K) { return (M * K + 15) / 16 * 16; }
 
-/* In a segment with the rope, unit n of the segment (a warp's rows are
- * units 2p and 2p + 1) computes output column qmv_rope_col(n), so that a
- * warp's two rows are a rotated pair: with neox, pair i is columns (i, i +
- * n_rot / 2), else (2i, 2i + 1), the units themselves; dims past n_rot
- * keep their column. */
-__device__ __forceinline__ int64_t qmv_rope_col(const cu_qmv_rope &r, int64_t n) {
-  const int64_t e = n % r.D;
-  if (!r.neox || e >= r.n_rot) return n;
-  return n - e + e / 2 + (e & 1) * (r.n_rot / 2);
-}
-
 /* Row r of the concatenated segments of a call (segment s's rows follow
  * segment s - 1's: q, k and v of a layer in one launch): its segment (*s),
- * its unit within it (*rs) and the address of its weights (those of the
- * unit's column). */
+ * its row within it (*rs) and the address of its weights. */
 __device__ __forceinline__ uintptr_t qmv_row(const cu_qmv_args &a, int64_t r, int64_t rb, int &s, int64_t &rs) {
   s = 0;
   while (s + 1 < a.nseg && r >= a.seg[s].N) r -= a.seg[s].N, s++;
   rs = r;
-  return (uintptr_t)a.seg[s].w + (uintptr_t)((a.seg[s].rope ? qmv_rope_col(a.rope, r) : r) * rb);
-}
-
-/* The start of segment s's UpdateSlice row as given (no dyn: 0), and
- * as used: -1 where it is out of range. */
-__device__ __forceinline__ long long qmv_start_raw(const cu_qmv_args &a, int s) {
-  if (!a.seg[s].dyn) return 0;
-  return a.seg[s].dyn_dtype == RLX_I64 ? *(const long long *)a.seg[s].dyn : *(const int32_t *)a.seg[s].dyn;
-}
-__device__ __forceinline__ long long qmv_start(const cu_qmv_args &a, int s) {
-  const long long start = qmv_start_raw(a, s);
-  return start >= 0 && start <= a.seg[s].dyn_max ? start : -1;
-}
-
-/* Where segment s's unit n stores: out, or the UpdateSlice's row at its
- * start; NULL where that start is out of range (the warp of the
- * segment's first unit raises the error of the first such segment, as the
- * copy it replaces raises its first). */
-template <typename O> __device__ __forceinline__ void *qmv_seg_out(const cu_qmv_args &a, int s, int64_t n) {
-  const long long start = qmv_start(a, s);
-  if (start < 0) {
-    int first = 1;
-    for (int j = 0; j < s; j++) first &= qmv_start(a, j) >= 0;
-    if (n == 0 && first) cu_raise(a.err, CU_ERR_START, a.seg[s].node, qmv_start_raw(a, s), 0, a.seg[s].dyn_max);
-    return NULL;
-  }
-  const int es = !a.seg[s].convert ? (int)sizeof(O) : a.seg[s].out_dt == RLX_F32 ? 4 : 2;
-  return (char *)a.seg[s].out + start * a.seg[s].dyn_mul * es;
-}
-
-/* Stores v as element i of segment s's output (out: qmv_seg_out's). */
-template <typename O> __device__ __forceinline__ void qmv_st(const cu_qmv_args &a, int s, void *out, int64_t i, float v) {
-  if (a.seg[s].convert) cu_st_f32(out, a.seg[s].out_dt, i, cu_fl<O>::round(v));
-  else cu_fl<O>::st((O *)out + i, (typename cu_fl<O>::acc)v);
-}
-
-/* The sums v0, v1 of units n (even) and n + 1 of segment s, a rotated
- * pair (or two dims past n_rot): each rounded to O as the product's store
- * would keep it, then rotated as the rope kernels rotate (k_norm.cu) and
- * stored in their columns. */
-template <typename O>
-__device__ __forceinline__ void qmv_rope_store(const cu_qmv_args &a, int s, int64_t n, float v0, float v1) {
-  const cu_qmv_rope &r = a.rope;
-  float y0 = cu_fl<O>::round(v0), y1 = cu_fl<O>::round(v1);
-  const int64_t e = n % r.D;
-  if (e < r.n_rot) {
-    const int64_t i = e / 2;
-    float c, sn;
-    if (r.pos) {
-      cu_rope_sincos((double)cu_ld_i(r.pos, r.pos_dtype, 0) * r.freq[i], &sn, &c);
-    } else {
-      c = cu_ld_f32(r.cos, r.table_dtype, i), sn = cu_ld_f32(r.sin, r.table_dtype, i);
-    }
-    const float x0 = y0, x1 = y1;
-    y0 = cu_rope_rotate(x0, x1, c, sn, 0), y1 = cu_rope_rotate(x0, x1, c, sn, 1);
-  }
-  void *out = qmv_seg_out<O>(a, s, n);
-  if (!out) return;
-  qmv_st<O>(a, s, out, qmv_rope_col(r, n), y0);
-  qmv_st<O>(a, s, out, qmv_rope_col(r, n + 1), y1);
+  return (uintptr_t)a.seg[s].w + (uintptr_t)(r * rb);
 }
 
 /* Blocks per multiprocessor the M = 1 kernel is built for (registers
@@ -309,31 +238,6 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QMV_MIN_BLOCKS(MM)) qmv_kernel
   }
 }
 
-/* The direct kernels' epilogue: the warp's R row sums, with the residual,
- * or rotated where the rows are a segment's rope pair (R = 2, the rows in
- * one segment: cu_qmv_rope_fits). */
-template <int R, typename O>
-__device__ __forceinline__ void qmv_direct_store(const cu_qmv_args &a, int64_t r0, const int *seg, const int64_t *rs,
-                                                 const float *acc) {
-  const int lane = threadIdx.x % 32;
-  float v[R];
-#pragma unroll
-  for (int j = 0; j < R; j++) v[j] = cu_warp_sum(acc[j]);
-  if (lane) return;
-  if (R == 2 && a.seg[seg[0]].rope) {
-    qmv_rope_store<O>(a, seg[0], rs[0], v[0], v[R - 1]);
-    return;
-  }
-#pragma unroll
-  for (int j = 0; j < R; j++) {
-    void *out = r0 + j < a.rows ? qmv_seg_out<O>(a, seg[j], rs[j]) : NULL;
-    if (out) {
-      const O *res = (const O *)a.seg[seg[j]].resid;
-      qmv_st<O>(a, seg[j], out, rs[j], res ? v[j] + (float)cu_fl<O>::ld(res + rs[j]) : v[j]);
-    }
-  }
-}
-
 /* Q4_K at M = 1 ("direct"): the weights go from memory straight into
  * registers, 16 bytes a load, no shared memory. The ring kernel above
  * spends ~400 warp instructions on a 4096-weight Q4_K row (one 32-weight
@@ -430,7 +334,15 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QK_MIN_BLOCKS(R)) qmv_q4k_kern
       }
     }
   }
-  qmv_direct_store<R, O>(a, r0, seg, rs, acc);
+#pragma unroll
+  for (int j = 0; j < R; j++) {
+    const float v = cu_warp_sum(acc[j]);
+    if (lane == 0 && r0 + j < a.rows) {
+      O *out = (O *)a.seg[seg[j]].out;
+      const O *res = (const O *)a.seg[seg[j]].resid;
+      cu_fl<O>::st(out + rs[j], (typename cu_fl<O>::acc)(res ? v + (float)cu_fl<O>::ld(res + rs[j]) : v));
+    }
+  }
 }
 
 /* The legacy blocks at M = 1 (Q4_0, Q4_1, Q8_0), direct as qmv_q4k_kernel:
@@ -515,7 +427,15 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, R == 1 ? 8 : 4) qmv_legacy_ker
       }
     }
   }
-  qmv_direct_store<R, O>(a, r0, seg, rs, acc);
+#pragma unroll
+  for (int j = 0; j < R; j++) {
+    const float v = cu_warp_sum(acc[j]);
+    if (lane == 0 && r0 + j < a.rows) {
+      O *out = (O *)a.seg[seg[j]].out;
+      const O *res = (const O *)a.seg[seg[j]].resid;
+      cu_fl<O>::st(out + rs[j], (typename cu_fl<O>::acc)(res ? v + (float)cu_fl<O>::ld(res + rs[j]) : v));
+    }
+  }
 }
 
 /* The levels and (d, s) of 32 values, one a lane (v). A block with a NaN
@@ -711,33 +631,12 @@ extern "C" void cu_qmv_plan(cu_qmv_args *a) {
   a->rpw = a->M == 1 && a->scheme != RLX_Q6_K ? 2 : 1; /* the direct kernels' rows a warp */
 }
 
-extern "C" int cu_qmv_rope_fits(const cu_qmv_args *a, int seg) {
-  const cu_qmv_rope *r = &a->rope;
-  const int of = a->out_dtype;
-  if (!r->on || a->M != 1 || a->rpw != 2 || a->scheme == RLX_Q6_K || (of != RLX_F32 && of != RLX_F16 && of != RLX_BF16) ||
-      r->D < 2 || r->D % 2 || r->n_rot < 2 || r->n_rot % 2 || r->n_rot > r->D || r->n_rot / 2 > CU_ROPE_MAX_PAIRS ||
-      a->seg[seg].N % r->D || !(r->pos || (r->cos && r->sin)) || a->seg[seg].resid)
-    return 0;
-  for (int s = 0; s <= seg; s++)
-    if (a->seg[s].N % 2) return 0;
-  return 1;
-}
-
-extern "C" int cu_qmv_update_fits(const cu_qmv_args *a, int seg) {
-  const int of = a->out_dtype, dt = a->seg[seg].out_dt;
-  return a->M == 1 && a->rpw == 2 && a->scheme != RLX_Q6_K && (of == RLX_F32 || of == RLX_F16 || of == RLX_BF16) &&
-         a->err && (a->seg[seg].dyn_dtype == RLX_I32 || a->seg[seg].dyn_dtype == RLX_I64) &&
-         (!a->seg[seg].convert || dt == RLX_F32 || dt == RLX_F16 || dt == RLX_BF16);
-}
-
 extern "C" int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st) {
   if (a->M <= 0 || a->rows <= 0) return cudaSuccess;
   if (a->M > CU_QMM_MAX_M || a->nseg < 1 || a->nseg > CU_QMV_MAX_SEG || a->rpw < 1 || ((uintptr_t)a->qx & 15))
     return cudaErrorInvalidValue;
   for (int s = 0; s < a->nseg; s++)
-    if (((uintptr_t)a->seg[s].w & 15) || (a->seg[s].rope && !cu_qmv_rope_fits(a, s)) ||
-        (a->seg[s].dyn && !cu_qmv_update_fits(a, s)))
-      return cudaErrorInvalidValue; /* w: a param's own allocation */
+    if ((uintptr_t)a->seg[s].w & 15) return cudaErrorInvalidValue; /* w: a param's own allocation */
   switch (a->out_dtype) {
   case RLX_F32: return qmv_typed<float>(a, st);
   case RLX_F64: return qmv_typed<double>(a, st);

@@ -179,7 +179,6 @@ rlx_status cuda_lower_layout(cuda_plan *pl, const ir_node *n) {
     a->err = pl->err_dev;
     pl->has_err = 1;
     copy_coalesce(a);
-    if (cuda_fuse(pl, CUDA_FUSE_QMV_UPDATE, n, &(cuda_fuse_site){.args = a})) return RLX_OK;
     cuda_fuse(pl, CUDA_FUSE_UPDATE_JOIN, n, &(cuda_fuse_site){.bytes = rlx_dtype_nbytes(out->dtype, numel_of(out))});
     return RLX_OK;
   }
