@@ -18,8 +18,8 @@ the widest vectors the compiler targets natively, each thread's rate from
 its own CPU time, so the clock the cores run at under load is the one
 counted; --peak-gflops overrides it).
 
-Models: NAME or NAME:BATCH (default batch 1). resnet50, mobilenetv2, bert
-(sequence 128), vit and lstm are written by make_onnx_models.py (random
+Models: NAME or NAME:BATCH (default batch 1). resnet50, resnet50_stem,
+mobilenetv2, bert (sequence 128), vit and lstm are written by make_onnx_models.py (random
 weights, the real architectures; made on first use in its cache folder);
 zoo_<name> is a model-zoo model shipped in the onnx wheel
 (onnx/backend/test/data/light: weights are ConstantOfShape fills; batch 1

@@ -9,6 +9,8 @@ over heads, GELU through Erf, LayerNormalization of opset 17), so their
 FLOPs and op mix are the real models'.
 
   resnet50     ResNet-50 v1.5 (torchvision), input [batch, 3, 224, 224]
+  resnet50_stem  ResNet-50's first convolution alone (7x7, stride 2, 3 ->
+                 64 channels, and its ReLU), input [batch, 3, 224, 224]
   mobilenetv2  MobileNetV2 1.0 (torchvision), input [batch, 3, 224, 224]
   bert         BERT-base (12 layers, hidden 768, 12 heads), inputs
                input_ids / attention_mask / token_type_ids [batch, 128]
@@ -110,6 +112,13 @@ def resnet50():
             cin = width * 4
     out = classifier(b, x, cin)
     return b.model("resnet50", [image_input()], [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["batch", 1000])])
+
+
+def resnet50_stem():
+    b = Builder(50)
+    out = conv(b, "pixel_values", 3, 64, 7, 2)
+    return b.model("resnet50_stem", [image_input()],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["batch", 64, 112, 112])])
 
 
 def mobilenetv2():
@@ -236,7 +245,8 @@ def lstm():
     return b.model("lstm", [x], [helper.make_tensor_value_info(h, TensorProto.FLOAT, [1, "batch", hid])])
 
 
-MODELS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert": bert, "minilm": minilm, "vit": vit, "lstm": lstm}
+MODELS = {"resnet50": resnet50, "resnet50_stem": resnet50_stem, "mobilenetv2": mobilenetv2, "bert": bert, "minilm": minilm,
+          "vit": vit, "lstm": lstm}
 
 
 def path_of(name, folder=None):
