@@ -304,10 +304,13 @@ typedef struct {
 } cu_qmv_args;
 void cu_qmv_plan(cu_qmv_args *a);
 int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st);
-/* w [rows, K] packed (or F16/BF16: widened) -> dst [rows, K] in dst_dtype (a float dtype); or
- * the other way, float w (scheme its dtype) quantized into dst_dtype RLX_Q8_0 / RLX_Q4_0 blocks. */
+/* w [rows, K] packed (or F16/BF16: widened) -> dst [rows, K] in dst_dtype (a float dtype). */
 int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
                       cudaStream_t st);
+/* x [rows, K] of float dtype x_dtype -> dst [rows, K] in RLX_Q8_0 / RLX_Q4_0 blocks (Quantize),
+ * rounded as ggml's reference quantizers round. */
+int cu_quantize_launch(const void *x, int x_dtype, void *dst, int dst_dtype, int64_t rows, int64_t K,
+                       cudaStream_t st);
 
 /* ---------------------------------------------------------------- products with few rows (k_gemv.cu) */
 

@@ -31,6 +31,7 @@ rlx_status cuda_launch(cuda_plan *pl, const cuda_step *s) {
   case ST_GEMV: e = cu_gemv_launch(s->args, st); break;
   case ST_QMM: e = cu_qmm_launch(s->src, s->dtype, s->aux, s->dtype2, s->dst, s->n0, s->n1, s->n2, st); break;
   case ST_DEQUANT: e = cu_dequant_launch(s->src, s->dtype, s->dst, s->dtype2, s->n0, s->n1, st); break;
+  case ST_QUANTIZE: e = cu_quantize_launch(s->src, s->dtype, s->dst, s->dtype2, s->n0, s->n1, st); break;
   case ST_QUANT_X: e = cu_quant_x_launch(s->args, st); break;
   case ST_QMV: e = cu_qmv_launch(s->args, st); break;
   case ST_ALL_REDUCE: return cuda_nccl_all_reduce(pl->comm, s->src, s->dst, s->n0, (rlx_dtype)s->dtype, st);

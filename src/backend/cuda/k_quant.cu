@@ -301,16 +301,21 @@ template <int SCHEME> __global__ void quantize_kernel(const void *x, int x_dtype
   }
 }
 
+extern "C" int cu_quantize_launch(const void *x, int x_dtype, void *dst, int dst_dtype, int64_t rows, int64_t K,
+                                  cudaStream_t st) {
+  const int64_t blocks = rows * (K / 32);
+  if (blocks <= 0) return cudaSuccess;
+  const unsigned b = cu_blocks(blocks, CU_THREADS);
+  switch (dst_dtype) {
+  case RLX_Q8_0: quantize_kernel<RLX_Q8_0><<<b, CU_THREADS, 0, st>>>(x, x_dtype, (uint8_t *)dst, blocks); break;
+  case RLX_Q4_0: quantize_kernel<RLX_Q4_0><<<b, CU_THREADS, 0, st>>>(x, x_dtype, (uint8_t *)dst, blocks); break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 extern "C" int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
                                  cudaStream_t st) {
-  if (dst_dtype == RLX_Q8_0 || dst_dtype == RLX_Q4_0) { /* the other way: a float w quantized (Quantize) */
-    const int64_t blocks = rows * (K / 32);
-    if (blocks <= 0) return cudaSuccess;
-    const unsigned b = cu_blocks(blocks, CU_THREADS);
-    if (dst_dtype == RLX_Q8_0) quantize_kernel<RLX_Q8_0><<<b, CU_THREADS, 0, st>>>(w, scheme, (uint8_t *)dst, blocks);
-    else quantize_kernel<RLX_Q4_0><<<b, CU_THREADS, 0, st>>>(w, scheme, (uint8_t *)dst, blocks);
-    return cudaGetLastError();
-  }
   if (scheme == RLX_F16 || scheme == RLX_BF16 || scheme == RLX_F32) {
     const int64_t n = rows * K;
     if (n <= 0) return cudaSuccess;

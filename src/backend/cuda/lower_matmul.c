@@ -276,7 +276,7 @@ rlx_status cuda_lower_quant(cuda_plan *pl, const ir_node *n) {
   const ir_type *x = ir_in(pl->g, n, 0), *out = &n->out[0];
   if (n->op == RLX_OP_Dequantize || n->op == RLX_OP_Quantize) {
     const int64_t K = x->shape.rank ? x->shape.d[x->shape.rank - 1] : 1;
-    cuda_step *s = cuda_new_step(pl, ST_DEQUANT, n);
+    cuda_step *s = cuda_new_step(pl, n->op == RLX_OP_Quantize ? ST_QUANTIZE : ST_DEQUANT, n);
     if (!s) return cuda_nomem(n);
     s->src = in_ptr(pl, n, 0), s->dtype = x->dtype, s->dst = out_ptr(pl, n), s->dtype2 = out->dtype;
     s->n0 = K ? numel_of(x) / K : 0, s->n1 = K;
