@@ -202,43 +202,15 @@ def torch_side(args):
 
 # ---------------------------------------------------------------- rlx
 
-class Options(ctypes.Structure):
-    _fields_ = [("device", ctypes.c_int), ("threads", ctypes.c_int), ("flags", ctypes.c_uint),
-                ("device_index", ctypes.c_int), ("comm", ctypes.c_void_p)]
-
-
-class Stats(ctypes.Structure):   # rlx_session_stats
-    _fields_ = [("plans_built", ctypes.c_int64), ("plan_cache_hits", ctypes.c_int64), ("runs", ctypes.c_int64),
-                ("arena_bytes", ctypes.c_size_t), ("naive_bytes", ctypes.c_size_t),
-                ("peak_live_bytes", ctypes.c_size_t), ("views", ctypes.c_int64), ("in_place", ctypes.c_int64),
-                ("compile_cache_hit", ctypes.c_int), ("plans_reused", ctypes.c_int64),
-                ("params_kept", ctypes.c_int64), ("fallback_nodes", ctypes.c_int64),
-                ("device_launches", ctypes.c_int64), ("plans_held", ctypes.c_int64),
-                ("param_device_bytes", ctypes.c_size_t)]
-
-
 def rlx_cuda_session(rlx, path, feeds):
     """A session of the model on CUDA with its inputs set."""
-    from rlx_ctypes import MAX_RANK
+    from rlx_ctypes import CUDA
     lib = rlx.lib
     m, s = ctypes.c_void_p(), ctypes.c_void_p()
     rlx.check(lib.rlx_model_load(path.encode(), None, ctypes.byref(m)))
-    rlx.check(lib.rlx_model_compile(m, ctypes.byref(Options(2, 0, 0, 0, None)), ctypes.byref(s)))
-    for i in range(lib.rlx_model_num_inputs(m)):
-        name = lib.rlx_model_input_name(m, i)
-        x = np.ascontiguousarray(feeds[name.decode()])
-        dims = (ctypes.c_int64 * MAX_RANK)(*x.shape)
-        rlx.check(lib.rlx_set_input_shaped(s, name, x.ctypes.data, x.nbytes, x.ndim, dims))
+    rlx.check(lib.rlx_model_compile(m, ctypes.byref(CUDA), ctypes.byref(s)))
+    rlx.set_inputs(m, s, feeds)
     return m, s
-
-
-def rlx_output0(rlx, s):
-    from rlx_ctypes import MAX_RANK, RLX_TO_NP
-    t, dims = ctypes.c_int(), (ctypes.c_int64 * MAX_RANK)()
-    r = rlx.lib.rlx_output_type(s, 0, ctypes.byref(t), dims)
-    out = np.empty([dims[i] for i in range(r)], RLX_TO_NP[t.value])
-    rlx.check(rlx.lib.rlx_output(s, 0, out.ctypes.data, out.nbytes))
-    return out
 
 
 def rlx_side(args):
@@ -247,7 +219,6 @@ def rlx_side(args):
     from rlx_ctypes import Rlx
     rlx = Rlx(args.lib)
     lib = rlx.lib
-    lib.rlx_session_get_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(Stats)]
     torch_res = {}
     if args.torch and os.path.exists(args.torch):
         with open(args.torch) as f:
@@ -264,9 +235,8 @@ def rlx_side(args):
         m, s = rlx_cuda_session(rlx, path, feeds)
         rlx.check(lib.rlx_run(s))
         compile_s = time.perf_counter() - t0
-        st = Stats()
-        rlx.check(lib.rlx_session_get_stats(s, ctypes.byref(st)))
-        got = rlx_output0(rlx, s)
+        st = rlx.stats(s)
+        got = rlx.output(s, 0)
         want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
         err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-30))
         for _ in range(3):

@@ -23,6 +23,24 @@ def is_narrow(dtype):
 MAX_RANK = 8
 
 
+class Options(ctypes.Structure):   # rlx_options
+    _fields_ = [("device", ctypes.c_int), ("threads", ctypes.c_int), ("flags", ctypes.c_uint),
+                ("device_index", ctypes.c_int), ("comm", ctypes.c_void_p)]
+
+
+CUDA = Options(2, 0, 0, 0, None)   # RLX_DEVICE_CUDA, its first GPU
+
+
+class Stats(ctypes.Structure):   # rlx_session_stats
+    _fields_ = [("plans_built", ctypes.c_int64), ("plan_cache_hits", ctypes.c_int64), ("runs", ctypes.c_int64),
+                ("arena_bytes", ctypes.c_size_t), ("naive_bytes", ctypes.c_size_t),
+                ("peak_live_bytes", ctypes.c_size_t), ("views", ctypes.c_int64), ("in_place", ctypes.c_int64),
+                ("compile_cache_hit", ctypes.c_int), ("plans_reused", ctypes.c_int64),
+                ("params_kept", ctypes.c_int64), ("fallback_nodes", ctypes.c_int64),
+                ("device_launches", ctypes.c_int64), ("plans_held", ctypes.c_int64),
+                ("param_device_bytes", ctypes.c_size_t)]
+
+
 class RlxError(Exception):
     def __init__(self, status, message):
         super().__init__(message)
@@ -49,12 +67,35 @@ class Rlx:
         lib.rlx_output_type.argtypes = [P, I, ctypes.POINTER(I), ctypes.POINTER(L)]
         lib.rlx_output.argtypes = [P, I, P, S]
         lib.rlx_session_free.argtypes = [P]
+        lib.rlx_session_get_stats.argtypes = [P, ctypes.POINTER(Stats)]
         self.lib = lib
 
     def check(self, status):
         if status:
             raise RlxError(self.lib.rlx_status_name(status).decode(),
                            self.lib.rlx_last_error().decode(errors="replace"))
+
+    def set_inputs(self, m, s, feeds):
+        """Sets session s's inputs from feeds, a dict by model m's input names."""
+        lib = self.lib
+        for i in range(lib.rlx_model_num_inputs(m)):
+            name = lib.rlx_model_input_name(m, i)
+            x = np.ascontiguousarray(feeds[name.decode()])
+            dims = (ctypes.c_int64 * MAX_RANK)(*x.shape)
+            self.check(lib.rlx_set_input_shaped(s, name, x.ctypes.data, x.nbytes, x.ndim, dims))
+
+    def output(self, s, k):
+        """Output k of session s's last run as an array."""
+        t, dims = ctypes.c_int(), (ctypes.c_int64 * MAX_RANK)()
+        r = self.lib.rlx_output_type(s, k, ctypes.byref(t), dims)
+        out = np.empty([dims[i] for i in range(r)], RLX_TO_NP[t.value])
+        self.check(self.lib.rlx_output(s, k, out.ctypes.data, out.nbytes))
+        return out
+
+    def stats(self, s):
+        st = Stats()
+        self.check(self.lib.rlx_session_get_stats(s, ctypes.byref(st)))
+        return st
 
     def run_model(self, model_bytes, feeds):
         """Loads a serialized model, runs it once on feeds (list of arrays in

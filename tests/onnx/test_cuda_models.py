@@ -33,22 +33,7 @@ except ImportError:
     print("SKIP: onnx or onnxruntime missing")
     sys.exit(77)
 
-from rlx_ctypes import MAX_RANK, RLX_TO_NP, Rlx  # noqa: E402
-
-
-class Options(ctypes.Structure):
-    _fields_ = [("device", ctypes.c_int), ("threads", ctypes.c_int), ("flags", ctypes.c_uint),
-                ("device_index", ctypes.c_int), ("comm", ctypes.c_void_p)]
-
-
-class Stats(ctypes.Structure):   # rlx_session_stats
-    _fields_ = [("plans_built", ctypes.c_int64), ("plan_cache_hits", ctypes.c_int64), ("runs", ctypes.c_int64),
-                ("arena_bytes", ctypes.c_size_t), ("naive_bytes", ctypes.c_size_t),
-                ("peak_live_bytes", ctypes.c_size_t), ("views", ctypes.c_int64), ("in_place", ctypes.c_int64),
-                ("compile_cache_hit", ctypes.c_int), ("plans_reused", ctypes.c_int64),
-                ("params_kept", ctypes.c_int64), ("fallback_nodes", ctypes.c_int64),
-                ("device_launches", ctypes.c_int64), ("plans_held", ctypes.c_int64),
-                ("param_device_bytes", ctypes.c_size_t)]
+from rlx_ctypes import CUDA, Rlx  # noqa: E402
 
 
 def small_resnet():
@@ -106,33 +91,21 @@ def small_resnet():
 def run_cuda(rlx, model_bytes, path, feeds):
     """Outputs of the model on CUDA and its fallback_nodes; None when no CUDA device."""
     lib = rlx.lib
-    lib.rlx_session_get_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(Stats)]
     m, s = ctypes.c_void_p(), ctypes.c_void_p()
     if model_bytes is not None:
         rlx.check(lib.rlx_model_load_memory(model_bytes, len(model_bytes), None, ctypes.byref(m)))
     else:
         rlx.check(lib.rlx_model_load(path.encode(), None, ctypes.byref(m)))
-    st = lib.rlx_model_compile(m, ctypes.byref(Options(2, 0, 0, 0, None)), ctypes.byref(s))
+    st = lib.rlx_model_compile(m, ctypes.byref(CUDA), ctypes.byref(s))
     if st != 0 and b"CUDA" in (lib.rlx_last_error() or b""):
         print("SKIP: %s" % lib.rlx_last_error().decode())
         lib.rlx_model_free(m)
         return None
     rlx.check(st)
-    for i in range(lib.rlx_model_num_inputs(m)):
-        name = lib.rlx_model_input_name(m, i)
-        x = np.ascontiguousarray(feeds[name.decode()])
-        dims = (ctypes.c_int64 * MAX_RANK)(*x.shape)
-        rlx.check(lib.rlx_set_input_shaped(s, name, x.ctypes.data, x.nbytes, x.ndim, dims))
+    rlx.set_inputs(m, s, feeds)
     rlx.check(lib.rlx_run(s))
-    outs = []
-    for k in range(lib.rlx_session_num_outputs(s)):
-        t, dims = ctypes.c_int(), (ctypes.c_int64 * MAX_RANK)()
-        r = lib.rlx_output_type(s, k, ctypes.byref(t), dims)
-        o = np.empty([dims[i] for i in range(r)], RLX_TO_NP[t.value])
-        rlx.check(lib.rlx_output(s, k, o.ctypes.data, o.nbytes))
-        outs.append(o)
-    stats = Stats()
-    rlx.check(lib.rlx_session_get_stats(s, ctypes.byref(stats)))
+    outs = [rlx.output(s, k) for k in range(lib.rlx_session_num_outputs(s))]
+    stats = rlx.stats(s)
     lib.rlx_session_free(s)
     lib.rlx_model_free(m)
     return outs, stats.fallback_nodes
