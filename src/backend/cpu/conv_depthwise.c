@@ -122,31 +122,18 @@ static void dw_plane(const dw_job *J, int64_t it, float *padded) {
   }
 }
 
-/* conv_dw3x3_flat_avx512's masks: for each vector of 16 output positions
- * p and each tap (kh, kw), the lanes with p < P whose input row p / W -
- * ph + kh and column p % W - pw + kw are inside the input. NULL: out of
- * memory. Made every call (MobileNetV2's 112x112 plane: 12544 positions),
- * so walked as rows and columns, without a division a position. */
+/* conv_dw3x3_flat_avx512's masks (conv_dw3x3_flat_masks_avx512), made
+ * every call: NULL where out of memory or not on x86. */
 static uint16_t *flat_masks(const conv_geom *g) {
-  const int64_t H = g->in[0], W = g->in[1], P = g->out[0] * W, vecs = ceil_div(P, 16);
-  uint16_t *m = calloc((size_t)(vecs * 9) + 1, sizeof *m);
-  if (!m) return NULL;
-  int64_t p = 0;
-  for (int64_t oh = 0; oh < g->out[0]; oh++) {
-    int row_ok[3]; /* input row oh - ph + kh inside */
-    for (int kh = 0; kh < 3; kh++) row_ok[kh] = oh - g->pad[0] + kh >= 0 && oh - g->pad[0] + kh < H;
-    for (int64_t ow = 0; ow < W; ow++, p++) {
-      const uint16_t bit = (uint16_t)(1u << (p & 15));
-      uint16_t *mv = m + (p >> 4) * 9;
-      for (int kw = 0; kw < 3; kw++) {
-        const int64_t iw = ow - g->pad[1] + kw;
-        if (iw < 0 || iw >= W) continue;
-        for (int kh = 0; kh < 3; kh++)
-          if (row_ok[kh]) mv[kh * 3 + kw] |= bit;
-      }
-    }
-  }
+#if defined(__x86_64__) || defined(__i386__)
+  const int64_t W = g->in[1], vecs = ceil_div(g->out[0] * W, 16);
+  uint16_t *m = malloc((size_t)(vecs * 9) * sizeof *m + 1);
+  if (m) conv_dw3x3_flat_masks_avx512(m, g->out[0], g->in[0], W, g->pad[0], g->pad[1]);
   return m;
+#else
+  (void)g;
+  return NULL;
+#endif
 }
 
 static void dw_planes(void *arg, int64_t begin, int64_t end, int thread) {

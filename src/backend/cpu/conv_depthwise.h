@@ -30,4 +30,10 @@ void conv_dw3x3_flat_avx512(const float *x, const float *w, float bias, float *y
                             const conv_epilogue *ce, const uint16_t *masks, int64_t P, int64_t W, int64_t ph,
                             int64_t pw);
 
+/* Those masks (vectors of P = OH * W positions, 9 a vector) of an input
+ * of H rows and W columns padded by ph and pw, worked out 16 positions a
+ * step: they are made every call, and one lane at a time they were a
+ * serial part of the conv's time. */
+void conv_dw3x3_flat_masks_avx512(uint16_t *masks, int64_t OH, int64_t H, int64_t W, int64_t ph, int64_t pw);
+
 #endif /* RLX_CONV_DEPTHWISE_H */

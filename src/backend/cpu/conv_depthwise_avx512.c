@@ -167,6 +167,33 @@ void conv_dw3x3_flat_avx512(const float *x, const float *w, float bias, float *y
   if (!in_reg) cpu_gemm_row_post(y, P, 0.0f, res, ce);
 }
 
+void conv_dw3x3_flat_masks_avx512(uint16_t *masks, int64_t OH, int64_t H, int64_t W, int64_t ph, int64_t pw) {
+  /* each lane's output row and column, carried from vector to vector */
+  __m512i oh = _mm512_setzero_si512(), ow = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i vw = _mm512_set1_epi32((int)W), one = _mm512_set1_epi32(1), step = _mm512_set1_epi32(16);
+  for (__mmask16 past = _mm512_cmpge_epi32_mask(ow, vw); past; past = _mm512_cmpge_epi32_mask(ow, vw)) {
+    ow = _mm512_mask_sub_epi32(ow, past, ow, vw);
+    oh = _mm512_mask_add_epi32(oh, past, oh, one);
+  }
+  for (int64_t v = 0, vecs = (OH * W + 15) / 16; v < vecs; v++, masks += 9) {
+    const __mmask16 live = _mm512_cmplt_epi32_mask(oh, _mm512_set1_epi32((int)OH));
+    __mmask16 row_ok[3], col_ok[3];
+    for (int k = 0; k < 3; k++) { /* input row oh - ph + k and column ow - pw + k inside */
+      const __m512i ih = _mm512_add_epi32(oh, _mm512_set1_epi32((int)(k - ph)));
+      const __m512i iw = _mm512_add_epi32(ow, _mm512_set1_epi32((int)(k - pw)));
+      row_ok[k] = _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(ih, _mm512_setzero_si512()), ih,
+                                               _mm512_set1_epi32((int)H)) & live;
+      col_ok[k] = _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(iw, _mm512_setzero_si512()), iw, vw);
+    }
+    for (int t = 0; t < 9; t++) masks[t] = (uint16_t)(row_ok[t / 3] & col_ok[t % 3]);
+    ow = _mm512_add_epi32(ow, step);
+    for (__mmask16 past = _mm512_cmpge_epi32_mask(ow, vw); past; past = _mm512_cmpge_epi32_mask(ow, vw)) {
+      ow = _mm512_mask_sub_epi32(ow, past, ow, vw);
+      oh = _mm512_mask_add_epi32(oh, past, oh, one);
+    }
+  }
+}
+
 void conv_dw3x3_plane_avx512(const conv_geom *g, const float *x, const float *w, float bias, float *y,
                              const float *res, const conv_epilogue *ce) {
   __m512 wk[9];
