@@ -88,16 +88,16 @@ static void pack_cols(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64
   }
 }
 
-/* Rows [begin, end) of y from Y^T, with the residual and the epilogue
- * (without a residual the GEMM applied it). */
+/* Rows [begin, end) of y from Y^T (a vector transpose: element by
+ * element, each load and store was its own instruction), with the residual
+ * and the epilogue (without a residual the GEMM applied it). */
 static void unturn_rows(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const conv_w_job *J = arg;
-  for (int64_t o = begin; o < end; o++) {
-    float *y = J->y + o * J->P;
-    for (int64_t p = 0; p < J->P; p++) y[p] = J->yt[p * J->OC + o];
-    if (J->res) cpu_gemm_row_post(y, J->P, 0.0f, J->res + o * J->P, J->ce);
-  }
+  cpu_transpose(J->yt + begin, J->OC, J->P, end - begin, J->y + begin * J->P, J->P);
+  if (J->res)
+    for (int64_t o = begin; o < end; o++)
+      cpu_gemm_row_post(J->y + o * J->P, J->P, 0.0f, J->res + o * J->P, J->ce);
 }
 
 /* col rows (c, kh, kw) of the channels [begin, end) of one image, for the

@@ -197,6 +197,10 @@ void cpu_gemm_row_post(float *y, int64_t n, float add, const float *res, const g
   active_isa()->row_post(y, n, add, res, ep->act, ep->alpha, ep->clamp, ep->lo, ep->hi);
 }
 
+void cpu_transpose(const float *src, int64_t ld, int64_t rows, int64_t cols, float *dst, int64_t dst_ld) {
+  active_isa()->pack_t(src, ld, rows, cols, dst, dst_ld);
+}
+
 /* ---------------------------------------------------------------- packing */
 
 /* Ap <- op(A)[i0 : i0+mc, k0 : k0+kc] as `panels` row panels (even split of

@@ -50,6 +50,10 @@ void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int
  * rows themselves (depthwise). */
 void cpu_gemm_row_post(float *y, int64_t n, float add, const float *res, const gemm_epilogue *ep);
 
+/* dst[c * dst_ld + r] = src[r * ld + c] for r < rows, c < cols, with this
+ * CPU's vector transpose (the GEMM's packing of transposed operands). */
+void cpu_transpose(const float *src, int64_t ld, int64_t rows, int64_t cols, float *dst, int64_t dst_ld);
+
 /* ---- the general entry: batches and F16/BF16 operands */
 
 /* One operand of cpu_gemm: a matrix stored as `dtype` (RLX_F32, RLX_F16 or
