@@ -49,10 +49,10 @@ static inline __m512 load_at(__m512 into, __mmask16 m, const float *p, int64_t i
 }
 
 int conv_im2col_panel_avx512(const conv_geom *g, const float *x, int64_t r0, int64_t rows, int64_t first,
-                             int64_t width, float *d, int64_t nr) {
+                             int64_t width, float *d, int64_t nr, int64_t ld) {
   const int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], KW = g->k[1];
   const int64_t sh = g->stride[0], sw = g->stride[1], taps = KH * KW;
-  if (nr > 32 || width > nr || width < 1 || (sw != 1 && sw != 2) || KH > MAX_SIDE || KW > MAX_SIDE || taps > MAX_TAPS)
+  if (nr > 32 || width > nr || width < 1 || ld < nr || (sw != 1 && sw != 2) || KH > MAX_SIDE || KW > MAX_SIDE || taps > MAX_TAPS)
     return 0;
   /* the segments: output row oh, first column ow, panel lanes [q, q + len) */
   int64_t seg_oh[MAX_SEGS], seg_ow[MAX_SEGS], seg_q[MAX_SEGS], seg_len[MAX_SEGS];
@@ -104,7 +104,7 @@ int conv_im2col_panel_avx512(const conv_geom *g, const float *x, int64_t r0, int
   const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   int64_t c = r0 / taps, kh = r0 % taps / KW, kw = r0 % KW;
   const float *xc = x + c * H * W;
-  for (int64_t r = 0; r < rows; r++, d += nr) {
+  for (int64_t r = 0; r < rows; r++, d += ld) {
     __m512 lo = _mm512_setzero_ps(), hi = lo;
     const seg_load *e = col[kw];
     if (sw == 1) {

@@ -5,14 +5,15 @@
 
 #include "conv_gemm.h"
 
-/* d[k * nr + q] = the tap that output position first + q reads in the
+/* d[k * ld + q] = the tap that output position first + q reads in the
  * im2col row r0 + k of x [C, H, W] (rows r = (c, kh, kw)), for k < rows
  * and q < width, 0 in the padding and for q in [width, nr): conv_im2col
- * of one panel. Returns 0, writing nothing, where it does not apply
+ * of one panel (ld = nr), or of part of a col matrix's rows (ld its row
+ * stride, at least nr). Returns 0, writing nothing, where it does not apply
  * (stride along W other than 1 or 2, nr > 32, or positions over more
  * than 8 output rows); the caller then runs conv_im2col. Only on a CPU
  * with AVX-512 (cpu_get_features). */
 int conv_im2col_panel_avx512(const conv_geom *g, const float *x, int64_t r0, int64_t rows, int64_t first,
-                             int64_t width, float *d, int64_t nr);
+                             int64_t width, float *d, int64_t nr, int64_t ld);
 
 #endif /* RLX_CONV_IM2COL_AVX512_H */

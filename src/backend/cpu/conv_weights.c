@@ -80,7 +80,7 @@ static void pack_cols(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64
     const int64_t first = j0 + p * nr, width = min64(nr, nc - p * nr);
     float *d = dst + p * kc * nr;
 #if defined(__x86_64__) || defined(__i386__)
-    if (J->avx512 && conv_im2col_panel_avx512(J->g, x, k0, kc, first, width, d, nr)) continue;
+    if (J->avx512 && conv_im2col_panel_avx512(J->g, x, k0, kc, first, width, d, nr, nr)) continue;
 #endif
     conv_im2col(J->g, x, k0, kc, first, first + width, d, nr);
     if (width < nr)
@@ -101,12 +101,23 @@ static void unturn_rows(void *arg, int64_t begin, int64_t end, int thread) {
 }
 
 /* col rows (c, kh, kw) of the channels [begin, end) of one image, for the
- * block's positions. */
+ * block's positions: with AVX-512 32 positions a pass (the turned 7x7
+ * planes' rows are runs of 7 floats, too short for the scalar copy). */
 static void im2col_channels(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const conv_w_job *J = arg;
-  conv_im2col(J->g, J->x + begin * J->in_plane, 0, (end - begin) * J->taps, J->j0, J->j0 + J->nj,
-              J->col + begin * J->taps * J->nj, J->nj);
+  const float *x = J->x + begin * J->in_plane;
+  const int64_t rows = (end - begin) * J->taps;
+  float *col = J->col + begin * J->taps * J->nj;
+#if defined(__x86_64__) || defined(__i386__)
+  int done = J->avx512;
+  for (int64_t q = 0; done && q < J->nj; q += 32) {
+    const int64_t width = min64(32, J->nj - q);
+    done = conv_im2col_panel_avx512(J->g, x, 0, rows, J->j0 + q, width, col + q, width, J->nj);
+  }
+  if (done) return;
+#endif
+  conv_im2col(J->g, x, 0, rows, J->j0, J->j0 + J->nj, col, J->nj);
 }
 
 rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *g, const cpu_tensor *in,
