@@ -170,6 +170,9 @@ static void test_shapes(cpu_ctx *ctx) {
       {200, 1, 75},  {1, 1, 70},   {2, 3, 4},      {13, 29, 17},  {14, 32, 64}, {15, 33, 65},
       {28, 64, 1},   {29, 65, 257}, {70, 70, 70},  {3, 4200, 9},  {400, 40, 300},
       {257, 129, 511},
+      /* a last tile of a few columns under many rows (thin_body): ResNet's
+       * 196 positions, with one and with two K blocks */
+      {40, 196, 576}, {60, 196, 2100}, {29, 37, 33},
       /* big enough for two threads: one matrix cut into column tiles
        * sharing one packed A (few rows, B over 1 MiB), or row tiles sharing
        * one packed B (more rows, or a small B) */

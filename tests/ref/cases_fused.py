@@ -120,6 +120,14 @@ def fused_conv_cases(suite, rng):
          True),
         ("turned_groups_res", "f32", [7, 8, 10, 10], [40, 8, 1, 1], [1, 1], [0, 0, 0, 0], 1, "sigmoid", -inf, inf,
          True, True),
+        # 196 positions: a last tile of 4 columns under more rows (thin
+        # tiles), one image and a batch, K over one block
+        ("thin_tile_res", "f32", [1, 16, 14, 14], [40, 16, 3, 3], [1, 1], [1, 1, 1, 1], 1, "relu", -inf, 6, True,
+         True),
+        ("thin_tile_batch", "f32", [2, 16, 14, 14], [40, 16, 1, 1], [1, 1], [0, 0, 0, 0], 1, "silu", -inf, inf,
+         True, True),
+        ("thin_tile_wide_k", "f32", [1, 130, 14, 14], [30, 130, 3, 3], [1, 1], [1, 1, 1, 1], 1, "gelu", -inf, inf,
+         False, True),
         # a batch's images as one product (their columns side by side):
         # planes that end inside a micro-panel, K over one block
         ("batch_im2col_res", "f32", [3, 6, 13, 14], [20, 6, 3, 3], [1, 1], [1, 1, 1, 1], 1, "relu", -inf, inf, True,

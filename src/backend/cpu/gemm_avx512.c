@@ -10,7 +10,8 @@
  * multiple of 32, or less) runs an instance with the 14 accumulators of
  * one vector a row: half the FMAs of a whole tile; one of at most 8
  * (ResNet's 196 positions: 6 tiles and 4 columns) a separate kernel of
- * 256-bit accumulators, a quarter (quarter_body). The
+ * 256-bit accumulators, a quarter (quarter_body), or where it has more
+ * rows than columns one of a register a column (thin_body). The
  * epilogue (C from an earlier K block, bias, activation) is applied to the
  * accumulators before the only store of C.
  */
@@ -222,6 +223,83 @@ __attribute__((noinline)) static void quarter(int mr, int nr, int64_t kc, const 
   }
 }
 
+/* A tile of at most 8 columns and more rows than columns (ResNet's 196
+ * positions: 6 tiles and 4 columns, against 14 rows of output channels)
+ * with the roles turned: a register per column whose lanes are the rows,
+ * an A panel's k-th column (mr floats, contiguous) one load, each B value
+ * broadcast, so a k step is nr FMAs, not quarter_body's mr. Two sets of
+ * accumulators (even and odd k) keep nr chains from waiting on the FMA
+ * latency. The sums are turned back into rows (through a buffer) for
+ * quarter_body's epilogue. */
+static inline __attribute__((always_inline)) void thin_body(const int nr, int mr, int64_t kc, const float *a,
+                                                            const float *b, float *c, int64_t ldc, int flags,
+                                                            const gemm_tile_epilogue *ep) {
+  __m512 s0[8], s1[8];
+  UNROLL_ROWS
+  for (int j = 0; j < 8; j++)
+    if (j < nr) s0[j] = s1[j] = _mm512_setzero_ps();
+  const int64_t bstep = ep->b_ld ? ep->b_ld : NR;
+  const __mmask16 am = simd16_tail_mask(mr);
+  int64_t k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    const __m512 a0 = _mm512_maskz_loadu_ps(am, a), a1 = _mm512_maskz_loadu_ps(am, a + mr);
+    _mm_prefetch((const char *)(a + PREFETCH_K * mr), _MM_HINT_T0);
+    _mm_prefetch((const char *)(b + PREFETCH_K * bstep), _MM_HINT_T0);
+    _mm_prefetch((const char *)(b + (PREFETCH_K + 1) * bstep), _MM_HINT_T0);
+    UNROLL_ROWS
+    for (int j = 0; j < 8; j++)
+      if (j < nr) {
+        s0[j] = _mm512_fmadd_ps(a0, _mm512_set1_ps(b[j]), s0[j]);
+        s1[j] = _mm512_fmadd_ps(a1, _mm512_set1_ps(b[bstep + j]), s1[j]);
+      }
+    a += 2 * mr;
+    b += 2 * bstep;
+  }
+  if (k < kc) {
+    const __m512 a0 = _mm512_maskz_loadu_ps(am, a);
+    UNROLL_ROWS
+    for (int j = 0; j < 8; j++)
+      if (j < nr) s0[j] = _mm512_fmadd_ps(a0, _mm512_set1_ps(b[j]), s0[j]);
+  }
+  float t[8 * 16]; /* t[j * 16 + i]: row i, column j */
+  UNROLL_ROWS
+  for (int j = 0; j < 8; j++)
+    if (j < nr) _mm512_storeu_ps(t + j * 16, _mm512_add_ps(s0[j], s1[j]));
+  const __m512i cols = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __mmask16 m0 = simd16_tail_mask(nr);
+  const int last = flags & GEMM_LAST;
+  const rlx_act act = last ? ep->act : RLX_ACT_NONE;
+  const int vec_act = gemm_act_vectorized(act);
+  const __m512 bias0 = last && ep->bias ? _mm512_maskz_loadu_ps(m0, ep->bias) : _mm512_setzero_ps();
+  const float *row_bias = last ? ep->row_bias : NULL, *res = last ? ep->residual : NULL;
+  const int clamp = last && ep->clamp;
+  const __m512 lo = _mm512_set1_ps(clamp ? ep->lo : 0.0f), hi = _mm512_set1_ps(clamp ? ep->hi : 0.0f);
+  for (int i = 0; i < mr; i++) {
+    float *cr = c + i * ldc;
+    __m512 v = _mm512_add_ps(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), m0, cols, t + i, 4), bias0);
+    if (flags & GEMM_ACCUMULATE) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, cr));
+    if (row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(row_bias[i]));
+    if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, res + i * ep->ldr));
+    if (vec_act) v = act_inline(v, act, ep->alpha);
+    if (clamp && vec_act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v)); /* NaN stays */
+    _mm512_mask_storeu_ps(cr, m0, v);
+  }
+  if (!vec_act)
+    for (int i = 0; i < mr; i++)
+      gemm_scalar_row_post(c + i * ldc, nr, 0.0f, NULL, act, ep->alpha, clamp, ep->lo, ep->hi);
+}
+
+#define THIN_CASE(n) \
+  case n: thin_body(n, mr, kc, Ap, Bp, C, ldc, flags, ep); break;
+
+__attribute__((noinline)) static void thin(int mr, int nr, int64_t kc, const float *Ap, const float *Bp, float *C,
+                                           int64_t ldc, int flags, const gemm_tile_epilogue *ep) {
+  switch (nr) {
+    THIN_CASE(1) THIN_CASE(2) THIN_CASE(3) THIN_CASE(4) THIN_CASE(5) THIN_CASE(6) THIN_CASE(7) THIN_CASE(8)
+  default: break;
+  }
+}
+
 /* one instance per row count, per GEMM_B_FAR and per half tile (constants
  * in each) */
 #define MICRO_CASE(r)                                           \
@@ -241,7 +319,10 @@ __attribute__((noinline)) static void quarter(int mr, int nr, int64_t kc, const 
 static void micro(int mr, int nr, int64_t kc, const float *Ap, const float *Bp, float *C,
                   int64_t ldc, int flags, const gemm_tile_epilogue *ep) {
   if (nr <= 8) {
-    quarter(mr, nr, kc, Ap, Bp, C, ldc, flags, ep);
+    if (nr < mr)
+      thin(mr, nr, kc, Ap, Bp, C, ldc, flags, ep);
+    else
+      quarter(mr, nr, kc, Ap, Bp, C, ldc, flags, ep);
     return;
   }
   switch (mr) {
