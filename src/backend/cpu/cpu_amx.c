@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__linux__) && defined(__x86_64__)
 #include <cpuid.h>
@@ -23,18 +24,22 @@ typedef struct {
   uint8_t rows[16];
 } tile_config;
 
+static void load_config(void) {
+  _Alignas(64) tile_config cfg = {0};
+  cfg.palette = 1;
+  for (int t = 0; t < 3; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
 int cpu_amx_tile_product_ok(void) {
   /* A: 16 rows x 64 int8; B: 16 rows of 16 columns x 4 int8 (the VNNI
    * layout: B[k][4n + i] is element (4k + i, n)); C: 16 x 16 int32. */
   static _Alignas(64) int8_t a[16][64], b[16][64];
   static _Alignas(64) int32_t c[16][16];
-  _Alignas(64) tile_config cfg = {0};
-  cfg.palette = 1;
-  for (int t = 0; t < 3; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
   for (int i = 0; i < 16; i++)
     for (int j = 0; j < 64; j++) a[i][j] = (int8_t)(i * 7 - j), b[i][j] = (int8_t)(j * 3 - i * 5);
   const long stride = 64;
-  __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+  load_config();
   __asm__ volatile("tilezero %%tmm0\n\t"
                    "tileloadd (%0,%2,1), %%tmm1\n\t"
                    "tileloadd (%1,%2,1), %%tmm2\n\t"
@@ -54,17 +59,59 @@ int cpu_amx_tile_product_ok(void) {
   return 1;
 }
 
+/* BF16 of a small integer (exact: |v| < 256) */
+static uint16_t bf16_of(int v) {
+  const float f = (float)v;
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return (uint16_t)(u >> 16);
+}
+
+int cpu_amx_bf16_tile_product_ok(void) {
+  /* A: 16 rows x 32 BF16; B: 16 rows of 16 columns x 2 BF16 (B[k][2n + i]
+   * is element (2k + i, n)); C: 16 x 16 F32. Small integers: every sum is
+   * exact. */
+  static _Alignas(64) uint16_t a[16][32], b[16][32];
+  static _Alignas(64) float c[16][16];
+  int av[16][32], bv[16][32];
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 32; j++) {
+      av[i][j] = (i * 7 - j) % 13, bv[i][j] = (j * 3 - i * 5) % 11;
+      a[i][j] = bf16_of(av[i][j]), b[i][j] = bf16_of(bv[i][j]);
+    }
+  const long stride = 64;
+  load_config();
+  __asm__ volatile("tilezero %%tmm0\n\t"
+                   "tileloadd (%0,%2,1), %%tmm1\n\t"
+                   "tileloadd (%1,%2,1), %%tmm2\n\t"
+                   "tdpbf16ps %%tmm2, %%tmm1, %%tmm0\n\t"
+                   "tilestored %%tmm0, (%3,%2,1)\n\t"
+                   "tilerelease"
+                   :
+                   : "r"(a), "r"(b), "r"(stride), "r"(c)
+                   : "memory");
+  for (int m = 0; m < 16; m++)
+    for (int n = 0; n < 16; n++) {
+      int want = 0;
+      for (int k = 0; k < 16; k++)
+        for (int i = 0; i < 2; i++) want += av[m][2 * k + i] * bv[k][2 * n + i];
+      if (c[m][n] != (float)want) return 0;
+    }
+  return 1;
+}
+
 static uint64_t read_xcr0(void) {
   uint32_t lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return ((uint64_t)hi << 32) | lo;
 }
 
-static int probe(const char **why) {
+/* bf16: AMX-BF16 and its product, else AMX-INT8 and its product */
+static int probe(int bf16, const char **why) {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return *why = "cpuid: no OSXSAVE", 0;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1) || !((d >> 25) & 1))
-    return *why = "cpuid: no AMX-TILE and AMX-INT8", 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1) || !((d >> (bf16 ? 22 : 25)) & 1))
+    return *why = bf16 ? "cpuid: no AMX-TILE and AMX-BF16" : "cpuid: no AMX-TILE and AMX-INT8", 0;
   if ((read_xcr0() & (3u << 17)) != (3u << 17)) return *why = "XCR0: the OS does not enable the tile state", 0;
   if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0)
     return *why = "arch_prctl(ARCH_REQ_XCOMP_PERM) refused the tile data", 0;
@@ -75,7 +122,7 @@ static int probe(const char **why) {
   if (pid == 0) {
     const struct rlimit none = {0, 0};
     setrlimit(RLIMIT_CORE, &none);
-    _exit(cpu_amx_tile_product_ok() ? 0 : 1);
+    _exit((bf16 ? cpu_amx_bf16_tile_product_ok() : cpu_amx_tile_product_ok()) ? 0 : 1);
   }
   int status;
   while (waitpid(pid, &status, 0) < 0)
@@ -86,18 +133,26 @@ static int probe(const char **why) {
 }
 #else
 int cpu_amx_tile_product_ok(void) { return 0; }
+int cpu_amx_bf16_tile_product_ok(void) { return 0; }
 
-static int probe(const char **why) { return *why = "not x86-64 Linux", 0; }
+static int probe(int bf16, const char **why) { return (void)bf16, *why = "not x86-64 Linux", 0; }
 #endif
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int usable;
-static const char *reason;
+static pthread_once_t once_int8 = PTHREAD_ONCE_INIT, once_bf16 = PTHREAD_ONCE_INIT;
+static int usable_int8, usable_bf16;
+static const char *reason_int8, *reason_bf16;
 
-static void init(void) { usable = probe(&reason); }
+static void init_int8(void) { usable_int8 = probe(0, &reason_int8); }
+static void init_bf16(void) { usable_bf16 = probe(1, &reason_bf16); }
 
 int cpu_amx_int8(const char **why) {
-  pthread_once(&once, init);
-  if (why) *why = reason;
-  return usable;
+  pthread_once(&once_int8, init_int8);
+  if (why) *why = reason_int8;
+  return usable_int8;
+}
+
+int cpu_amx_bf16(const char **why) {
+  pthread_once(&once_bf16, init_bf16);
+  if (why) *why = reason_bf16;
+  return usable_bf16;
 }

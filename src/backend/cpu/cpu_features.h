@@ -37,9 +37,17 @@ const cpu_features *cpu_get_hw_features(void);
  * The quantized prefill GEMM uses it (qpack_amx.c). */
 int cpu_amx_int8(const char **why);
 
+/* AMX BF16 tiles: the same checks with AMX-BF16 and a tdpbf16ps product
+ * (bgemm_amx.c, the prefill GEMM of BF16 weights, uses it). */
+int cpu_amx_bf16(const char **why);
+
 /* The probe's tile product (16 x 64 int8 by 64 x 16 int8 with tdpbssd)
  * against its scalar value: 1 when equal. Faults where AMX is not usable:
  * call it only after cpu_amx_int8() said 1 (a test does, in process). */
 int cpu_amx_tile_product_ok(void);
+
+/* The same for cpu_amx_bf16's product (16 x 32 BF16 by 32 x 16 with
+ * tdpbf16ps). */
+int cpu_amx_bf16_tile_product_ok(void);
 
 #endif /* RLX_CPU_FEATURES_H */

@@ -1,6 +1,7 @@
 /* k_quant.c — DequantMatMul, Quantize, Dequantize, FakeQuantize. The block
  * formats themselves live in quant_blocks.c and the quantized dot products
  * in qdot_*.c; these kernels walk rows. */
+#include "bgemm.h"
 #include "cpu.h"
 #include "gemm.h"
 #include "qdot.h"
@@ -178,11 +179,12 @@ static void store_from_f32(cpu_tensor *out, const float *y) {
   }
 }
 
-/* F16/BF16 w and more rows than a dot pass serves (prefill): the SGEMM,
- * which widens w to F32 while it packs it (a panel of rows at a time, into
- * its own buffers: w itself is never expanded) and reuses each packed
- * panel for all of x's rows. F64 x is rounded to F32 first (the GEMM's
- * operands are F32, F16 or BF16). */
+/* F16/BF16 w and more rows than a dot pass serves (prefill): BF16 w and
+ * F32 x on AMX BF16 tiles where they run (bgemm.h), else the SGEMM, which
+ * widens w to F32 while it packs it (a panel of rows at a time, into its
+ * own buffers: w itself is never expanded) and reuses each packed panel
+ * for all of x's rows. F64 x is rounded to F32 first (the GEMM's operands
+ * are F32, F16 or BF16). */
 static rlx_status dequant_matmul_gemm(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *x,
                                       const cpu_tensor *w, cpu_tensor *out) {
   const int64_t N = w->d[0], K = w->d[1], M = outer_rows(x);
@@ -195,6 +197,11 @@ static rlx_status dequant_matmul_gemm(cpu_ctx *ctx, const ir_node *n, const cpu_
     goto done;
   }
   for (int64_t i = 0; x_f64 && i < M * K; i++) xf[i] = (float)((const double *)x->data)[i];
+  if (w->dtype == RLX_BF16 && (x_f64 || x->dtype == RLX_F32) && bgemm_amx_supported()) {
+    if (bgemm_amx(ctx, M, N, K, xf ? xf : x->data, w->data, y)) st = nomem(n);
+    else if (!out_f32) store_from_f32(out, y);
+    goto done;
+  }
   const gemm_operand a = {.data = xf ? (const void *)xf : x->data, .dtype = xf ? RLX_F32 : x->dtype,
                           .trans = 0, .ld = K};
   const gemm_operand b = {.data = w->data, .dtype = w->dtype, .trans = 1, .ld = K};

@@ -1,0 +1,127 @@
+/* test_bgemm.c — the BF16-weight GEMM on AMX tiles (bgemm.h) against dot
+ * products in double.
+ *
+ * w: random BF16 patterns of normal values; x: normal F32 values. The
+ * kernel multiplies x's three BF16 parts (x to within 2^-24 of itself)
+ * exactly by w and sums in F32: at most 2 roundings per pair of k and
+ * part (the pair's sum, then the accumulation), 3K in all, so |error| <=
+ * (3K + 3) 2^-24 sum_k |x_k w_k| (the + 3: x's residue and the last
+ * steps). x rounded to BF16 once instead moves a sum by about 2^-9
+ * sqrt(K) of its terms' magnitude over K, past this bound for K up to
+ * several hundred (the shapes below from K 7 to 576). Shapes: K odd and
+ * even, within one 32-k chunk and past one 256-k block (1100, 2049); N
+ * below, at and past a 32-row block (ragged); M from 9 to 40 (several
+ * 16-token tiles, a ragged last). Then cpu_DequantMatMul of BF16 weights
+ * at M 20, which takes this kernel, and of F64 x, rounded to F32 first.
+ * CTest runs it with 1 and 2 threads. Skips (77) where AMX BF16 does not
+ * run (cpu_amx_bf16).
+ */
+#include "backend/cpu/bgemm.h"
+#include "backend/cpu/cpu.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static uint32_t rng_next(void) {
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (uint32_t)(rng_state >> 33);
+}
+
+static float normal_value(void) {
+  double u = ((double)rng_next() + 1.0) / 4294967297.0, v = (double)rng_next() / 4294967296.0;
+  return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* Outputs of y [M, N] off from x [M, K] (F32 values) @ w [N, K]^T. */
+static int compare(const float *x, const uint16_t *w, const float *y, int64_t M, int64_t N, int64_t K,
+                   const char *what) {
+  int bad = 0;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double exact = 0, emag = 0;
+      for (int64_t k = 0; k < K; k++) {
+        const double wk = rlx_bf16_to_f32(w[j * K + k]), xk = x[i * K + k];
+        exact += xk * wk, emag += fabs(xk * wk);
+      }
+      const double got = y[i * N + j];
+      if (!(fabs(got - exact) <= (3.0 * (double)K + 3.0) * 0x1p-24 * emag) && bad++ < 3)
+        printf("  %s M %lld N %lld K %lld at [%lld, %lld]: got %.9g, exact %.9g (off %.3g of the magnitude)\n",
+               what, (long long)M, (long long)N, (long long)K, (long long)i, (long long)j, got, exact,
+               fabs(got - exact) / emag);
+    }
+  return bad;
+}
+
+static void fill(float *x, int64_t nx, uint16_t *w, int64_t nw) {
+  for (int64_t i = 0; i < nx; i++) x[i] = normal_value();
+  for (int64_t i = 0; i < nw; i++) w[i] = rlx_f32_to_bf16(normal_value());
+}
+
+static void test_shape(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K) {
+  float *x = malloc((size_t)(M * K) * sizeof *x), *y = malloc((size_t)(M * N) * sizeof *y);
+  uint16_t *w = malloc((size_t)(N * K) * sizeof *w);
+  fill(x, M * K, w, N * K);
+  CHECK(bgemm_amx(ctx, M, N, K, x, w, y) == 0, "M %lld N %lld K %lld: out of memory", (long long)M,
+        (long long)N, (long long)K);
+  const int bad = compare(x, w, y, M, N, K, "bgemm");
+  CHECK(bad == 0, "bgemm M %lld N %lld K %lld: %d outputs off", (long long)M, (long long)N, (long long)K, bad);
+  free(x), free(y), free(w);
+}
+
+static void set_tensor(cpu_tensor *t, void *data, rlx_dtype dt, int64_t rows, int64_t cols) {
+  memset(t, 0, sizeof *t);
+  t->data = data;
+  t->dtype = dt;
+  t->rank = 2;
+  t->d[0] = rows;
+  t->d[1] = cols;
+  t->numel = rows * cols;
+  t->nbytes = rlx_dtype_nbytes(dt, t->numel);
+}
+
+/* DequantMatMul of BF16 w: F32 x and F64 x (rounded to F32, then as F32). */
+static void test_kernel(cpu_ctx *ctx) {
+  const int64_t M = 20, N = 45, K = 200;
+  float *x = malloc((size_t)(M * K) * sizeof *x), *y = malloc((size_t)(M * N) * sizeof *y);
+  double *xd = malloc((size_t)(M * K) * sizeof *xd), *yd = malloc((size_t)(M * N) * sizeof *yd);
+  uint16_t *w = malloc((size_t)(N * K) * sizeof *w);
+  fill(x, M * K, w, N * K);
+  for (int64_t i = 0; i < M * K; i++) xd[i] = x[i];
+  ir_node node;
+  memset(&node, 0, sizeof node);
+  node.op = RLX_OP_DequantMatMul;
+  cpu_tensor in[2], out;
+  set_tensor(&in[0], x, RLX_F32, M, K);
+  set_tensor(&in[1], w, RLX_BF16, N, K);
+  set_tensor(&out, y, RLX_F32, M, N);
+  CHECK(cpu_DequantMatMul(ctx, &node, in, &out) == RLX_OK, "F32 x: %s", rlx_last_error());
+  int bad = compare(x, w, y, M, N, K, "DequantMatMul F32 x");
+  CHECK(bad == 0, "DequantMatMul F32 x: %d outputs off", bad);
+  set_tensor(&in[0], xd, RLX_F64, M, K);
+  set_tensor(&out, yd, RLX_F64, M, N);
+  CHECK(cpu_DequantMatMul(ctx, &node, in, &out) == RLX_OK, "F64 x: %s", rlx_last_error());
+  for (int64_t i = 0; i < M * N; i++) y[i] = (float)yd[i];
+  bad = compare(x, w, y, M, N, K, "DequantMatMul F64 x");
+  CHECK(bad == 0, "DequantMatMul F64 x: %d outputs off", bad);
+  free(x), free(y), free(xd), free(yd), free(w);
+}
+
+int main(void) {
+  if (!bgemm_amx_supported()) {
+    printf("AMX BF16 does not run here: skipped\n");
+    return 77;
+  }
+  cpu_ctx *ctx = cpu_ctx_new(0);
+  printf("bgemm: %d threads\n", cpu_ctx_threads(ctx));
+  static const int64_t shapes[][3] = {{9, 1, 1},   {9, 16, 2},   {10, 31, 7},    {12, 32, 64},  {13, 33, 33},
+                                      {17, 64, 96}, {24, 70, 576}, {25, 45, 1100}, {40, 96, 2049}, {33, 64, 576}, {37, 5, 31}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    test_shape(ctx, shapes[s][0], shapes[s][1], shapes[s][2]);
+  test_kernel(ctx);
+  cpu_ctx_free(ctx);
+  return check_report();
+}
