@@ -179,8 +179,8 @@ static void store_from_f32(cpu_tensor *out, const float *y) {
   }
 }
 
-/* F16/BF16 w and more rows than a dot pass serves (prefill): BF16 w and
- * F32 x on AMX BF16 tiles where they run (bgemm.h), else the SGEMM, which
+/* F16/BF16 w and more rows than a dot pass serves (prefill): F32 x on AMX
+ * BF16 tiles where they run (bgemm.h), else the SGEMM, which
  * widens w to F32 while it packs it (a panel of rows at a time, into its
  * own buffers: w itself is never expanded) and reuses each packed panel
  * for all of x's rows. F64 x is rounded to F32 first (the GEMM's operands
@@ -197,8 +197,8 @@ static rlx_status dequant_matmul_gemm(cpu_ctx *ctx, const ir_node *n, const cpu_
     goto done;
   }
   for (int64_t i = 0; x_f64 && i < M * K; i++) xf[i] = (float)((const double *)x->data)[i];
-  if (w->dtype == RLX_BF16 && (x_f64 || x->dtype == RLX_F32) && bgemm_amx_supported()) {
-    if (bgemm_amx(ctx, M, N, K, xf ? xf : x->data, w->data, y)) st = nomem(n);
+  if ((w->dtype == RLX_BF16 || w->dtype == RLX_F16) && (x_f64 || x->dtype == RLX_F32) && bgemm_amx_supported()) {
+    if (bgemm_amx(ctx, M, N, K, xf ? xf : x->data, w->data, w->dtype, y)) st = nomem(n);
     else if (!out_f32) store_from_f32(out, y);
     goto done;
   }
