@@ -104,8 +104,54 @@ static void test_decoder_block(void) {
   }
 }
 
+/* The attention of an LLM with a 16-bit KV cache: q [1, S, H, D] in F32
+ * rounded to the cache's dtype, attention over K/V of that dtype (custom
+ * mask), the output widened to F32. The split-key decode kernel does both
+ * Casts itself (attn_cast): one launch instead of three, the same bytes
+ * as the three launches (RLX_CUDA_FUSE=0), and the CPU's result within
+ * the tolerance of F32 plus one unit in the last place of the cache
+ * dtype, where both round the output (|y| <= max |v| < 8: a BF16 ulp is
+ * at most 2^-5 there). */
+static void test_attention_casts(void) {
+  static const struct { rlx_dtype t; int S, T; } cases[] = {{RLX_F16, 1, 300}, {RLX_BF16, 1, 2500}, {RLX_F16, 2, 77}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const rlx_dtype t = cases[c].t;
+    const int S = cases[c].S, T = cases[c].T, H = 8, Hkv = 2, D = 64;
+    rlx_graph *g = rlx_graph_new("attention casts");
+    const int64_t qd[4] = {1, S, H, D}, kd[4] = {1, T, Hkv, D}, md[2] = {S, T};
+    rlx_node q = rlx_input(g, "q", RLX_F32, 4, qd), k = rlx_input(g, "k", t, 4, kd), v = rlx_input(g, "v", t, 4, kd);
+    rlx_node mask = rlx_input(g, "mask", RLX_F32, 2, md);
+    const rlx_attention_desc ad = {H, Hkv, D, RLX_MASK_CUSTOM, 0, 0, 0, RLX_LAYOUT_BSHD};
+    rlx_node y = rlx_cast(g, rlx_attention(g, rlx_cast(g, q, t), k, v, mask, &ad), RLX_F32);
+    rlx_graph_set_outputs(g, 1, &y);
+    float *m = malloc(sizeof(float) * (size_t)(S * T));
+    for (int i = 0; i < S * T; i++) m[i] = i % T > T - S + i / T ? -INFINITY : 0.f; /* causal, the last S keys new */
+    const bound_leaf l[4] = {{"q", 0, random_tensor(RLX_F32, (int64_t)S * H * D, 1.0), sizeof(float) * (size_t)(S * H * D)},
+                             {"k", 0, random_tensor(t, (int64_t)T * Hkv * D, 1.0), dtype_size(t) * (size_t)(T * Hkv * D)},
+                             {"v", 0, random_tensor(t, (int64_t)T * Hkv * D, 1.0), dtype_size(t) * (size_t)(T * Hkv * D)},
+                             {"mask", 0, m, sizeof(float) * (size_t)(S * T)}};
+    char what[64];
+    snprintf(what, sizeof what, "attention casts %s S %d T %d", rlx_dtype_name(t), S, T);
+    compare_tol(what, g, l, 4, RLX_F32, 1.0 / 32);
+    size_t b1 = 0, b2 = 0;
+    void *on = run_graph(g, RLX_DEVICE_CUDA, l, 4, 0, &b1);
+    setenv("RLX_CUDA_FUSE", "0", 1);
+    void *off = run_graph(g, RLX_DEVICE_CUDA, l, 4, 0, &b2);
+    unsetenv("RLX_CUDA_FUSE");
+    CHECK(on && off && b1 == b2 && !memcmp(on, off, b1), "%s: the same bytes as the Casts' own launches", what);
+    const int64_t fused = device_launches(g), apart = unfused_launches(g);
+    CHECK(fused == 1 && apart == 3, "%s: %lld launches (fusions off: %lld)", what, (long long)fused, (long long)apart);
+    const char *trace = strstr(cuda_compile_trace(g), " attn_cast ");
+    CHECK(trace && atoi(trace + 11) == 2, "%s: RLX_TRACE counts attn_cast 2 (%.16s)", what, trace ? trace : "no count");
+    free(on), free(off);
+    for (int i = 0; i < 4; i++) free(l[i].data);
+    rlx_graph_free(g);
+  }
+}
+
 int main(void) {
   if (!cuda_backend_test_begin()) return CUDA_SKIP;
   test_decoder_block();
+  test_attention_casts();
   return check_report();
 }

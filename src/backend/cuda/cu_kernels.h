@@ -238,6 +238,11 @@ typedef struct {
   int64_t keys_per_split;
   float *part;
   unsigned *count;
+  /* the split-key decode kernel only: q read as F32 and rounded to dtype
+   * as it loads (q_f32), the output written as F32 of the values rounded
+   * to dtype (out_f32): the Casts around a 16-bit attention of F32
+   * activations, with the bits of their own launches (cuda_fuse.c) */
+  int q_f32, out_f32;
 } cu_attn_args;
 /* Decides whether the split-key decode kernel takes a (few query rows per
  * kv head: decode, short chunks) and how much scratch it needs: part_floats

@@ -337,6 +337,77 @@ static int emit_cast_update(cuda_plan *pl, const ir_node *n, cuda_fuse_site *sit
   return 0;
 }
 
+/* The Casts around an Attention in F16 or BF16 over F32 activations (an
+ * LLM's 16-bit KV cache: q rounded to the cache's dtype before, the
+ * output widened after), which the split-key decode kernel does itself
+ * (cu_attn_args q_f32, out_f32) with the bits of their launches: q's Cast
+ * from F32 read only by the Attention, nothing launching between the two
+ * (the Cast's input is intact at the Attention's place), and the Cast to
+ * F32 that is the Attention's only reader, nothing launching between.
+ * Marked here (cast_into: the Attention); the Attention's lowering
+ * decides (emit_attn_cast), and cuda_lower_node leaves a marked Cast to
+ * it. */
+static void match_attn_cast(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    const rlx_dtype t = n->out[0].dtype;
+    if (n->op != RLX_OP_Attention || (t != RLX_F16 && t != RLX_BF16) || pl->folded[i] || pl->mem.view[i]) continue;
+    const ir_node *q = &g->nodes[n->in[0]];
+    if (q->op == RLX_OP_Cast && ir_in(g, q, 0)->dtype == RLX_F32 && uses[q->id] == 1 && !pl->folded[q->id] &&
+        !pl->mem.view[q->id] && quiet_between(pl, q->id, i, -1))
+      pl->cast_into[q->id] = i;
+    for (int j = i + 1; j < g->n_nodes && uses[i] == 1; j++) {
+      const ir_node *c = &g->nodes[j];
+      if (c->n_in < 1 || c->in[0] != i) {
+        if (launches_nothing(pl, j)) continue;
+        break;
+      }
+      if (c->op == RLX_OP_Cast && c->out[0].dtype == RLX_F32 && !pl->folded[j] && !pl->mem.view[j]) pl->cast_into[j] = i;
+      break;
+    }
+  }
+}
+
+/* Attention n's Casts (match_attn_cast), taken by its launch (site->args)
+ * where the split-key decode kernel runs it and the buffers allow: the
+ * output it then writes (the Cast's, F32) apart from q, K, V and the
+ * mask it reads (the planner may give either Cast's output the bytes of
+ * a tensor that dies at the Attention). A Cast not taken loses its mark
+ * and launches (q's: cuda_lower_attention launches it first). 1 when
+ * either is taken. */
+static int emit_attn_cast(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  const rlx_graph *g = pl->g;
+  cu_attn_args *a = site->args;
+  const ir_node *qc = &g->nodes[n->in[0]], *oc = NULL;
+  for (int j = n->id + 1; j < g->n_nodes && !oc; j++)
+    if (pl->cast_into[j] == n->id) oc = &g->nodes[j];
+    else if (!launches_nothing(pl, j)) break;
+  int take_q = qc->op == RLX_OP_Cast && pl->cast_into[qc->id] == n->id, take_o = oc != NULL;
+  const size_t es = elem_size((rlx_dtype)a->dtype), q_n = (size_t)numel_of(ir_in(g, n, 0)), o_n = (size_t)numel_of(&n->out[0]);
+  const ir_type *kt = ir_in(g, n, 1), *vt = ir_in(g, n, 2);
+  const size_t k_bytes = rlx_dtype_nbytes(kt->dtype, numel_of(kt)), v_bytes = rlx_dtype_nbytes(vt->dtype, numel_of(vt));
+  const size_t m_bytes = n->n_in > 3 ? rlx_dtype_nbytes(ir_in(g, n, 3)->dtype, numel_of(ir_in(g, n, 3))) : 0;
+  while ((take_q || take_o) && a->splits > 0) {
+    const void *q = take_q ? in_ptr(pl, qc, 0) : a->q;
+    const void *out = take_o ? out_ptr(pl, oc) : a->out;
+    const size_t qb = q_n * (take_q ? 4 : es), ob = o_n * (take_o ? 4 : es);
+    if (!ranges_overlap(out, ob, q, qb) &&
+        (!take_o || (!ranges_overlap(out, ob, a->k, k_bytes) && !ranges_overlap(out, ob, a->v, v_bytes) &&
+                     !(m_bytes && ranges_overlap(out, ob, a->mask, m_bytes)))))
+      break;
+    if (take_o) take_o = 0;
+    else take_q = 0;
+  }
+  if (a->splits <= 0) take_q = take_o = 0;
+  if (qc->op == RLX_OP_Cast && pl->cast_into[qc->id] == n->id && !take_q) pl->cast_into[qc->id] = -1;
+  if (oc && !take_o) pl->cast_into[oc->id] = -1;
+  if (take_q) a->q = in_ptr(pl, qc, 0), a->q_f32 = 1;
+  if (take_o) a->out = out_ptr(pl, oc), a->out_f32 = 1;
+  pl->fused[CUDA_FUSE_ATTN_CAST] += take_q + take_o - (take_q || take_o); /* cuda_fuse counts one */
+  return take_q || take_o;
+}
+
 /* The UpdateSlice copy just emitted (the last step) joined to the launch
  * of the one before it as its second part (cu_copy_args.src2: a layer's V
  * row after its K row): that one an UpdateSlice's copy too (nothing ran
@@ -551,6 +622,7 @@ static const struct {
   [CUDA_FUSE_SWIGLU_QUANT] = {"swiglu_quant", match_swiglu_quant, emit_swiglu_quant},
   [CUDA_FUSE_GEMV_ROPE] = {"gemv_rope", match_gemv_rope, emit_gemv_rope},
   [CUDA_FUSE_CAST_UPDATE] = {"cast_update", match_cast_update, emit_cast_update},
+  [CUDA_FUSE_ATTN_CAST] = {"attn_cast", match_attn_cast, emit_attn_cast},
   [CUDA_FUSE_GEMV_NORM] = {"gemv_norm", NULL, emit_gemv_norm},
   [CUDA_FUSE_GEMV_SHARED_X] = {"gemv_shared_x", NULL, emit_gemv_shared_x},
   [CUDA_FUSE_QMV_SHARED_X] = {"qmv_shared_x", NULL, emit_qmv_shared_x},

@@ -86,6 +86,8 @@ void cuda_bcast_strides(const ir_shape *s, int r, const int64_t *dims, int64_t *
 }
 
 rlx_status cuda_lower_node(cuda_plan *pl, const ir_node *n) {
+  if (n->op == RLX_OP_Cast && pl->cast_into[n->id] >= 0 && pl->g->nodes[pl->cast_into[n->id]].op == RLX_OP_Attention)
+    return RLX_OK; /* the Attention's lowering takes it or launches it (emit_attn_cast) */
   if (n->op == RLX_OP_Cast && cuda_fuse(pl, CUDA_FUSE_CAST_UPDATE, n, &(cuda_fuse_site){.args = NULL})) return RLX_OK;
   switch (n->op) {
   case RLX_OP_Activation:

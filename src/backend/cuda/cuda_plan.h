@@ -32,6 +32,7 @@ typedef enum {
   CUDA_FUSE_SWIGLU_QUANT,   /* a SwiGLU computed by the x quantization of the integer GEMVs after it */
   CUDA_FUSE_GEMV_ROPE,      /* a Rope by tables applied by its product's GEMV launch */
   CUDA_FUSE_CAST_UPDATE,    /* a float Cast done by the UpdateSlice copy that reads it */
+  CUDA_FUSE_ATTN_CAST,      /* the Casts of a 16-bit attention's q and output done by the decode kernel */
   CUDA_FUSE_GEMV_NORM,      /* an RmsNorm computed by the GEMV launch after it */
   CUDA_FUSE_GEMV_SHARED_X,  /* products of one x (q, k, v) as segments of one GEMV launch */
   CUDA_FUSE_QMV_SHARED_X,   /* the same for the integer GEMV */
@@ -48,7 +49,8 @@ typedef struct {
   double alpha;                /* the product's activation alpha (gemv_shared_x) */
   const void *out;             /* the output the launch writes (gemv_norm) */
   void *args;                  /* the argument block: of the GEMV launch being made (gemv_norm), n's rope
-                                  (gemv_rope, rope_join), the x quantization (norm_quant) */
+                                  (gemv_rope, rope_join), the x quantization (norm_quant), n's attention
+                                  (attn_cast) */
   size_t bytes;                /* a destination tensor's bytes (update_join) */
   struct cuda_step *joined;    /* out: the launch n joins (*_shared_x) */
   rlx_status st;               /* out: an error while emitting (glu_gemv) */
@@ -100,7 +102,8 @@ typedef struct {
   uint8_t *skip;               /* [n_nodes] node whose consumers absorbed it (no launch) */
   int *resid_add;              /* [n_nodes] of a MatMul: the residual add its GEMM may write (-1: none) */
   int *glu_region;             /* [n_nodes] of a gate or up product: the SwiGLU region its GEMV may write (-1: none) */
-  int *cast_into;              /* [n_nodes] of a Cast: the UpdateSlice that may convert as it copies (-1: none) */
+  int *cast_into;              /* [n_nodes] of a Cast: the node that may do its conversion (-1: none): the
+                                  UpdateSlice that reads it (as it copies), the Attention on either side of it */
   uint8_t *rope_gemv;          /* [n_nodes] of a Rope by tables: its x is a product read only by it, which a GEMV
                                   launch may write rotated (emit_gemv_rope) */
   uint8_t *add_done;           /* [n_nodes] computed by another node's launch (no launch of its own): a residual

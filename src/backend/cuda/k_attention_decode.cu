@@ -48,6 +48,13 @@ __device__ __forceinline__ void dec_stage_blocks(E *dst, int dst_ss, const void 
     cu_fl<E>::st(dst + (e / D) * dst_ss + e % D, kv_block_ld(src, kv_dtype, base + (e / D) * ss + e % D));
 }
 
+/* Output element off of the attention (its dtype E, or F32 of the value
+ * rounded to E: out_f32). */
+template <typename E> __device__ __forceinline__ void dec_store(const cu_attn_args &a, int64_t off, float y) {
+  if (a.out_f32) ((float *)a.out)[off] = cu_fl<E>::round(y);
+  else cu_fl<E>::st((E *)a.out + off, y);
+}
+
 /* flash_decode's row stride of staged K rows, in elements: with 16-byte
  * rows one 16-byte step longer than the row, so that the 8 threads of a
  * quarter warp reading 16 bytes of 8 consecutive keys hit all 32 banks. */
@@ -134,7 +141,7 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
       const int r = e / D, d = e % D;
       const int64_t h = hk * G + r / S, i = i0 + r % S;
       const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc[u] / ls[r] : 0.f;
-      cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+      dec_store<E>(a, b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
     }
   }
 }
@@ -220,7 +227,8 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   /* row r: head hk*G + r / S, query i = i0 + r % S */
   for (int e = t; e < RC * D; e += DEC_THREADS) {
     const int r = e / D, d = e % D;
-    qs[e] = r < R ? cu_fl<E>::ld(q + b * a.q_sb + (hk * G + r / S) * a.q_sh + (i0 + r % S) * a.q_ss + d) : 0.f;
+    const int64_t qi = b * a.q_sb + (hk * G + r / S) * a.q_sh + (i0 + r % S) * a.q_ss + d;
+    qs[e] = r >= R ? 0.f : a.q_f32 ? cu_fl<E>::round(((const float *)a.q)[qi]) : cu_fl<E>::ld(q + qi);
   }
   for (int r = t; r < R; r += DEC_THREADS) nan_row[r] = 0;
   if (a.mask_kind == RLX_MASK_CUSTOM && !a.per_query)
@@ -317,7 +325,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
       if (a.splits == 1) {
         const int64_t h = hk * G + r / S, i = i0 + r % S;
         const float y = nan_row[r] ? NAN : ls[r] > 0.f ? o[r] / ls[r] : 0.f;
-        cu_fl<E>::st((E *)a.out + b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+        dec_store<E>(a, b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
       } else {
         po[r * (D + 3) + d] = o[r];
       }

@@ -32,9 +32,7 @@ rlx_status cuda_lower_rope(cuda_plan *pl, const ir_node *n) {
 rlx_status cuda_lower_attention(cuda_plan *pl, const ir_node *n) {
   const rlx_graph *g = pl->g;
   const ir_type *q = ir_in(g, n, 0), *k = ir_in(g, n, 1);
-  cuda_step *s = cuda_new_step(pl, ST_ATTN, n);
-  cu_attn_args *a = s ? cuda_new_args(s, sizeof *a) : NULL;
-  if (!a) return cuda_nomem(n);
+  cu_attn_args args = {0}, *a = &args;
   const int bhsd = q->shape.rank == 4 && n->a.layout == RLX_LAYOUT_BHSD;
   const int seq = bhsd ? 2 : 1;
   a->q = in_ptr(pl, n, 0), a->k = in_ptr(pl, n, 1), a->v = in_ptr(pl, n, 2), a->out = out_ptr(pl, n);
@@ -59,6 +57,16 @@ rlx_status cuda_lower_attention(cuda_plan *pl, const ir_node *n) {
   }
   size_t part = 0, counters = 0;
   cu_attention_plan(a, &part, &counters);
+  /* the Casts before and after it, in its launch; q's, if not taken,
+   * launches here (nothing launched since its own place) */
+  const ir_node *qc = &g->nodes[n->in[0]];
+  const int q_cast = qc->op == RLX_OP_Cast && pl->cast_into[qc->id] == n->id;
+  cuda_fuse(pl, CUDA_FUSE_ATTN_CAST, n, &(cuda_fuse_site){.args = a});
+  rlx_status st = q_cast && pl->cast_into[qc->id] < 0 ? cuda_lower_node(pl, qc) : RLX_OK;
+  if (st) return st;
+  cuda_step *s = cuda_new_step(pl, ST_ATTN, n);
+  if (!s || !(a = cuda_new_args(s, sizeof *a))) return cuda_nomem(n);
+  *a = args;
   if (!counters) return RLX_OK;
   /* A plan's attentions run one after another (a kernel passes its
    * dependency wait once every launch before it has finished, and each
@@ -68,7 +76,7 @@ rlx_status cuda_lower_attention(cuda_plan *pl, const ir_node *n) {
     a->part = part ? pl->attn_part : NULL, a->count = pl->attn_count;
     return RLX_OK;
   }
-  rlx_status st = cuda_step_scratch(s, part, counters, &a->part, &a->count);
+  st = cuda_step_scratch(s, part, counters, &a->part, &a->count);
   if (!st) pl->attn_part = a->part, pl->attn_count = a->count, pl->attn_part_floats = part, pl->attn_counters = counters;
   return st;
 }
