@@ -168,9 +168,13 @@ __device__ __forceinline__ void rope_sincos(double theta, float *sn, float *cs) 
  * theta reaches 1e5 rad), or read from the tables as given. Below F64 the
  * double angle is reduced to [-pi, pi] and its sine and cosine taken in
  * float (errors of an F32 ulp, where the double ones cost as much as the
- * memory traffic of a prefill). Groups of ROPE_HEADS heads give a decode
- * step (one position) enough threads; ROPE_HEADS_WIDE where there are
- * threads to spare (prefill), so fewer angles are computed. */
+ * memory traffic of a prefill). A decode step (one position: a few
+ * thousand pairs) takes one head a thread, so that its one round trip to
+ * memory is spread over as many multiprocessors as it fills; groups of
+ * ROPE_HEADS heads where there are more, ROPE_HEADS_WIDE where there are
+ * threads to spare (prefill), so fewer angles are computed. I: the index
+ * type, int where every element index fits (a 64-bit division costs
+ * several times a 32-bit one, and a work item does six). */
 #define ROPE_HEADS 4
 #define ROPE_HEADS_WIDE 8
 /* The part of a joined launch that work item t falls in: x's heads, then
@@ -180,36 +184,36 @@ struct rope_part {
   void *out;
   int64_t H;
 };
-__device__ __forceinline__ rope_part rope_part_of(const cu_rope_args &a, int64_t &t, int64_t total1) {
+template <typename I> __device__ __forceinline__ rope_part rope_part_of(const cu_rope_args &a, I &t, I total1) {
   if (t < total1) return rope_part{a.x, a.out, a.H};
   t -= total1;
   return rope_part{a.x2, a.out2, a.H2};
 }
 
-__global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
+template <typename I> __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
   cu_pdl_chain();
-  const int64_t half = a.n_rot / 2, pass = a.D - a.n_rot, per_pos = half + pass;
-  const int64_t total1 = a.B * a.S * per_pos * ((a.H + hpt - 1) / hpt);
-  const int64_t total = total1 + a.B * a.S * per_pos * ((a.H2 + hpt - 1) / hpt);
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t t0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t0 < total; t0 += step) {
-    int64_t t = t0;
-    const rope_part pt = rope_part_of(a, t, total1);
-    const int64_t groups = (pt.H + hpt - 1) / hpt;
-    const int64_t e = t % per_pos, rest = t / per_pos, hg = rest % groups, bs = rest / groups; /* bs = b*S + s */
-    const int64_t s = bs % a.S, b = bs / a.S;
-    const int64_t first = bs * pt.H * a.D;
-    const int64_t h0 = hg * hpt, h1 = h0 + hpt < pt.H ? h0 + hpt : pt.H;
+  const I half = (I)(a.n_rot / 2), pass = (I)(a.D - a.n_rot), per_pos = half + pass, D = (I)a.D, S = (I)a.S;
+  const I total1 = (I)(a.B * a.S) * per_pos * (((I)a.H + hpt - 1) / hpt);
+  const I total = total1 + (I)(a.B * a.S) * per_pos * (((I)a.H2 + hpt - 1) / hpt);
+  const I step = (I)gridDim.x * blockDim.x;
+  for (I t0 = (I)blockIdx.x * blockDim.x + threadIdx.x; t0 < total; t0 += step) {
+    I t = t0;
+    const rope_part pt = rope_part_of<I>(a, t, total1);
+    const I H = (I)pt.H, groups = (H + hpt - 1) / hpt;
+    const I e = t % per_pos, rest = t / per_pos, hg = rest % groups, bs = rest / groups; /* bs = b*S + s */
+    const I s = bs % S, b = bs / S;
+    const I first = bs * H * D;
+    const I h0 = hg * hpt, h1 = h0 + hpt < H ? h0 + hpt : H;
     if (e >= half) { /* a dim past n_rot: copied */
-      const int64_t d = a.n_rot + (e - half);
-      for (int64_t h = h0; h < h1; h++)
-        cu_st_f(pt.out, a.dtype, first + h * a.D + d, cu_ld_f(pt.x, a.dtype, first + h * a.D + d));
+      const I d = (I)a.n_rot + (e - half);
+      for (I h = h0; h < h1; h++)
+        cu_st_f(pt.out, a.dtype, first + h * D + d, cu_ld_f(pt.x, a.dtype, first + h * D + d));
       continue;
     }
-    const int64_t i = e;
+    const I i = e;
     double c, sn;
     if (a.pos) {
-      long long p = cu_ld_i(a.pos, a.pos_dtype, a.pos_batched ? b * a.S + s : s);
+      long long p = cu_ld_i(a.pos, a.pos_dtype, a.pos_batched ? b * S + s : s);
       if (a.dtype == RLX_F64) {
         sincos((double)p * pow(a.base, -2.0 * (double)i / (double)a.n_rot) / a.scale, &sn, &c);
       } else {
@@ -218,14 +222,14 @@ __global__ void rope_kernel(const __grid_constant__ cu_rope_args a, int hpt) {
         sn = fs, c = fc;
       }
     } else {
-      int64_t at = (a.table_batched ? b * a.S * half : 0) + s * half + i;
+      I at = (a.table_batched ? b * S * half : 0) + s * half + i;
       c = cu_ld_f(a.cos, a.table_dtype, at);
       sn = cu_ld_f(a.sin, a.table_dtype, at);
     }
-    const int64_t i0 = a.neox ? i : 2 * i, i1 = a.neox ? i + half : 2 * i + 1;
+    const I i0 = a.neox ? i : 2 * i, i1 = a.neox ? i + half : 2 * i + 1;
     const float fc = (float)c, fs = (float)sn;
-    for (int64_t h = h0; h < h1; h++) {
-      const int64_t row = first + h * a.D;
+    for (I h = h0; h < h1; h++) {
+      const I row = first + h * D;
       if (a.dtype == RLX_F64) {
         double x0 = cu_ld_f(pt.x, a.dtype, row + i0), x1 = cu_ld_f(pt.x, a.dtype, row + i1);
         cu_st_f(pt.out, a.dtype, row + i0, x0 * c - x1 * sn);
@@ -308,9 +312,15 @@ extern "C" int cu_rope_launch(const cu_rope_args *a, cudaStream_t st) {
                      blocks, CU_THREADS, 0, st, a->pdl, *a);
   }
   const int64_t per_pos = a->B * a->S * (a->D - a->n_rot / 2);
-  /* wide groups where they still leave ~2048 threads per multiprocessor */
-  const int hpt = per_pos * ((a->H + ROPE_HEADS_WIDE - 1) / ROPE_HEADS_WIDE) >= 132 * 2048 ? ROPE_HEADS_WIDE : ROPE_HEADS;
+  /* a head a thread while that is at most a block per multiprocessor;
+   * wide groups where they still leave ~2048 threads per multiprocessor */
+  const int hpt = per_pos * (a->H + a->H2) <= 132 * CU_THREADS ? 1
+                  : per_pos * ((a->H + ROPE_HEADS_WIDE - 1) / ROPE_HEADS_WIDE) >= 132 * 2048 ? ROPE_HEADS_WIDE
+                                                                                              : ROPE_HEADS;
   int64_t total = per_pos * ((a->H + hpt - 1) / hpt + (a->H2 + hpt - 1) / hpt);
   if (total <= 0 || a->H <= 0) return cudaSuccess;
-  return cu_launch(rope_kernel, cu_blocks(total, CU_THREADS), CU_THREADS, 0, st, a->pdl, *a, hpt);
+  const int64_t elems = a->B * a->S * (a->H > a->H2 ? a->H : a->H2) * a->D;
+  return elems < INT32_MAX && total < INT32_MAX
+             ? cu_launch(rope_kernel<int>, cu_blocks(total, CU_THREADS), CU_THREADS, 0, st, a->pdl, *a, hpt)
+             : cu_launch(rope_kernel<int64_t>, cu_blocks(total, CU_THREADS), CU_THREADS, 0, st, a->pdl, *a, hpt);
 }

@@ -492,70 +492,55 @@ template <typename X> static int quantize_x_typed(const cu_quant_x_args *a, cuda
 }
 
 /* The rows of an RmsNorm (x + res + bias if given) normalized, rounded to
- * the norm's dtype E (what its launch would have stored) and quantized:
- * one block per row, the norm's formulas (k_norm.cu, F32). A thread holds
- * QN_V elements of the row (j = t + i * threads), all loaded before any is
- * used: a row of 4096 is then one round trip to memory, where a loop of a
- * load, a warp's reduction and the next load took 17 us (a decode step of
- * the 8B shape has 64 of these). Rows longer than QN_V * 1024 take
- * several such chunks (loaded twice). Threads: quantize_norm_threads. */
-#define QN_V 4
-template <typename E> __global__ void __launch_bounds__(1024) quantize_norm_kernel(const __grid_constant__ cu_quant_x_args a) {
+ * the norm's dtype E (what its launch would have stored) and quantized,
+ * the norm's formulas (k_norm.cu, F32). Block (c, row) quantizes the
+ * QN_THREADS elements of slice c of the row (a warp's 32 one block of
+ * levels) and sums the squares of the whole row itself, read again from
+ * L2 by each of the row's blocks: a row of 4096 is then spread over 16
+ * multiprocessors, where one block of 1024 threads issued the
+ * instructions of the whole row on one, which bound it (a decode step of
+ * the 8B shape has 64 of these). A thread's own element, its gamma and beta are loaded
+ * with the first of the row's elements it sums, QN_V of which are loaded
+ * before any is used. K < 2^31 (cu_quant_x_launch). */
+#define QN_THREADS 256
+#define QN_V 8
+template <typename E> __global__ void __launch_bounds__(QN_THREADS) quantize_norm_kernel(const __grid_constant__ cu_quant_x_args a) {
   __shared__ float scratch[32];
   cu_pdl_trigger(); /* before the wait, as in quantize_x_kernel */
   cu_pdl_wait();
   const cu_norm_args &nm = a.norm;
-  const int64_t row = blockIdx.x, base = row * a.K, chunk = (int64_t)blockDim.x * QN_V;
-  const E *x = (const E *)nm.x + base, *res = (const E *)nm.res, *bias = (const E *)nm.bias;
-  float v[QN_V];
-  auto load = [&](int64_t j0) { /* elements j0 + i * threads + t */
-#pragma unroll
-    for (int i = 0; i < QN_V; i++) {
-      const int64_t j = j0 + (int64_t)i * blockDim.x + threadIdx.x;
-      v[i] = 0.f;
-      if (j < a.K) {
-        v[i] = cu_fl<E>::ld(x + j);
-        if (res) v[i] += cu_fl<E>::ld(res + base + j);
-        if (bias) v[i] += cu_fl<E>::ld(bias + j);
-      }
-    }
+  const int K = (int)a.K, t = threadIdx.x, j = blockIdx.x * QN_THREADS + t;
+  const int64_t base = (int64_t)blockIdx.y * K;
+  const E *x = (const E *)nm.x + base, *res = nm.res ? (const E *)nm.res + base : NULL, *bias = (const E *)nm.bias;
+  const E *gamma = (const E *)nm.gamma, *beta = (const E *)nm.beta;
+  auto value = [&](int i) {
+    float v = cu_fl<E>::ld(x + i);
+    if (res) v += cu_fl<E>::ld(res + i);
+    if (bias) v += cu_fl<E>::ld(bias + i);
+    return v;
   };
+  float own = 0.f, gm = 0.f, bt = 0.f;
+  if (j < K) {
+    own = value(j), gm = cu_fl<E>::ld(gamma + j);
+    if (beta) bt = cu_fl<E>::ld(beta + j);
+  }
   float s = 0.f;
-  for (int64_t j0 = 0; j0 < a.K; j0 += chunk) {
-    load(j0);
+  for (int j0 = 0; j0 < K; j0 += QN_THREADS * QN_V) {
+    float v[QN_V];
+#pragma unroll
+    for (int i = 0; i < QN_V; i++) v[i] = j0 + i * QN_THREADS + t < K ? value(j0 + i * QN_THREADS + t) : 0.f;
 #pragma unroll
     for (int i = 0; i < QN_V; i++) s += v[i] * v[i];
   }
   s = cu_block_sum<float>(s, scratch);
-  const float r = 1.f / sqrtf(s / (float)a.K + (float)nm.eps);
+  const float r = 1.f / sqrtf(s / (float)K + (float)nm.eps);
+  /* a warp's 32 elements are consecutive, and all in the row or all past
+   * it (K and the threads are multiples of 32) */
+  const int j32 = j - t % 32;
+  if (j32 >= K) return;
   int8_t *xq = (int8_t *)a.qx;
   float2 *dsx = (float2 *)(xq + qx_levels_bytes(a.M, a.K));
-  const E *gamma = (const E *)nm.gamma, *beta = (const E *)nm.beta;
-  for (int64_t j0 = 0; j0 < a.K; j0 += chunk) {
-    if (a.K > chunk) load(j0); /* one chunk: v holds it still */
-    float gm[QN_V], bt[QN_V];
-#pragma unroll
-    for (int i = 0; i < QN_V; i++) {
-      const int64_t j = j0 + (int64_t)i * blockDim.x + threadIdx.x;
-      gm[i] = j < a.K ? cu_fl<E>::ld(gamma + j) : 0.f;
-      bt[i] = j < a.K ? cu_fl<E>::ld(beta + j) : 0.f;
-    }
-#pragma unroll
-    for (int i = 0; i < QN_V; i++) {
-      /* a warp's 32 elements are consecutive, and all in the row or all
-       * past it (K and the threads are multiples of 32) */
-      const int64_t j32 = j0 + (int64_t)i * blockDim.x + (threadIdx.x / 32) * 32;
-      if (j32 >= a.K) break;
-      quantize32(cu_fl<E>::round(v[i] * r * gm[i] + bt[i]), xq + base + j32, dsx + (base + j32) / 32);
-    }
-  }
-}
-
-/* Threads of quantize_norm_kernel for a row of K: QN_V elements each, up
- * to 1024. */
-static unsigned quantize_norm_threads(int64_t K) {
-  const int64_t t = (K + QN_V - 1) / QN_V;
-  return t >= 1024 ? 1024 : (unsigned)((t + 31) / 32 * 32);
+  quantize32(cu_fl<E>::round(own * r * gm + bt), xq + base + j32, dsx + (base + j32) / 32);
 }
 
 extern "C" size_t cu_qx_bytes(int64_t M, int64_t K) {
@@ -566,8 +551,8 @@ extern "C" int cu_quant_x_launch(const cu_quant_x_args *a, cudaStream_t st) {
   if (a->M <= 0 || a->K <= 0) return cudaSuccess;
   if (a->K % 32 || ((uintptr_t)a->qx & 15)) return cudaErrorInvalidValue;
   if (a->has_norm) {
-    if (a->M > 0x7fffffff) return cudaErrorInvalidValue;
-    const dim3 g((unsigned)a->M), t(quantize_norm_threads(a->K));
+    if (a->M > 65535 || a->K > INT32_MAX) return cudaErrorInvalidValue;
+    const dim3 g((unsigned)((a->K + QN_THREADS - 1) / QN_THREADS), (unsigned)a->M), t(QN_THREADS);
     switch (a->x_dtype) {
     case RLX_F32: return cu_launch(quantize_norm_kernel<float>, g, t, 0, st, a->pdl, *a);
     case RLX_F16: return cu_launch(quantize_norm_kernel<__half>, g, t, 0, st, a->pdl, *a);
