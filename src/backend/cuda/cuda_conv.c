@@ -120,10 +120,15 @@ static void cache_put(const conv_found *f) {
 
 /* A candidate is usable when it ran, fits the workspace limit, gives the
  * same bits every run (a replay must equal the op-by-op run, so no
- * split-K atomics) and, without TF32, uses no tensor-core math. */
-static int usable(const cuda_conv *c, cudnnStatus_t s, cudnnDeterminism_t det, cudnnMathType_t math, size_t bytes) {
+ * split-K atomics) and, without TF32, keeps F32's accuracy: no
+ * tensor-core math, and no transform whose rounding grows with the
+ * spectrum's size (FFT, FFT tiling and non-fused Winograd: about 1e-4 of
+ * the outputs where the direct sum stays near 1e-6). `spectral`: the
+ * candidate is one of those. */
+static int usable(const cuda_conv *c, cudnnStatus_t s, cudnnDeterminism_t det, cudnnMathType_t math, size_t bytes,
+                  int spectral) {
   if (s != CUDNN_STATUS_SUCCESS || bytes > CONV_WS_MAX || det != CUDNN_DETERMINISTIC) return 0;
-  return c->tf32 || (math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+  return c->tf32 || (!spectral && math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
 /* cudnnFind may report CUDNN_DEFAULT_MATH for a candidate timed under
@@ -143,7 +148,9 @@ static rlx_status find_algo(cuda_conv *c, conv_found *f) {
     s = cudnnFindConvolutionForwardAlgorithm(c->h, c->xd, c->wd, c->cd, c->yd, MAX_ALGOS, &got, p);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnFindConvolutionForwardAlgorithm");
     for (int i = 0; i < got; i++)
-      if (usable(c, p[i].status, p[i].determinism, p[i].mathType, p[i].memory)) {
+      if (usable(c, p[i].status, p[i].determinism, p[i].mathType, p[i].memory,
+                 p[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || p[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+                     p[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED)) {
         f->algo = (int)p[i].algo, f->math = (int)math_of(c, p[i].mathType), f->ws_bytes = p[i].memory;
         return RLX_OK;
       }
@@ -152,13 +159,16 @@ static rlx_status find_algo(cuda_conv *c, conv_found *f) {
     s = cudnnFindConvolutionBackwardDataAlgorithm(c->h, c->wd, c->xd, c->cd, c->yd, MAX_ALGOS, &got, p);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnFindConvolutionBackwardDataAlgorithm");
     for (int i = 0; i < got; i++)
-      if (usable(c, p[i].status, p[i].determinism, p[i].mathType, p[i].memory)) {
+      if (usable(c, p[i].status, p[i].determinism, p[i].mathType, p[i].memory,
+                 p[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || p[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+                     p[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED)) {
         f->algo = (int)p[i].algo, f->math = (int)math_of(c, p[i].mathType), f->ws_bytes = p[i].memory;
         return RLX_OK;
       }
   }
   return rlx_set_error(RLX_ERR_UNSUPPORTED,
-                       "cuDNN: no deterministic algorithm for this %s within %zu MiB of workspace",
+                       "cuDNN: no algorithm for this %s that is deterministic, fits %zu MiB of workspace and, "
+                       "without RLX_CUDA_TF32, keeps F32 accuracy",
                        c->transposed ? "ConvTranspose" : "Conv", CONV_WS_MAX >> 20);
 }
 
