@@ -50,6 +50,10 @@ static void test_attention(void) {
        * other sequences' cells skipped (13 splits: a cluster; 24: not) */
       {"decode pool batch", 1, 12, 1600, 8, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CUSTOM, 0, 0, 1},
       {"decode pool batch many splits", 1, 6, 3000, 12, 2, 128, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0, 1},
+      /* F32 prefill rows (no tensor cores) in blocks of 16 / G queries,
+       * the last block short: 3 splits (a cluster) and one */
+      {"decode kernel prefill rows", 2, 100, 300, 4, 1, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"decode kernel prefill custom mask", 1, 90, 90, 6, 6, 32, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0, 0},
   };
   static const rlx_dtype types[] = {RLX_BF16, RLX_F16, RLX_F32};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -89,6 +93,14 @@ static void test_attention(void) {
         snprintf(what, sizeof what, "attention %s%s%s", a->name, tiles[ti2] ? " tile " : "", tiles[ti2] ? tiles[ti2] : "");
         compare(what, g, leaves, a->mask == RLX_MASK_CUSTOM ? 4 : 3, t);
         unsetenv("RLX_CUDA_ATTN_TILE");
+      }
+      /* the exact kernel, which the others leave rows they take */
+      if (strstr(a->name, "exact kernel")) {
+        setenv("RLX_CUDA_ATTN_EXACT", "1", 1);
+        char what[128];
+        snprintf(what, sizeof what, "attention %s, RLX_CUDA_ATTN_EXACT", a->name);
+        compare(what, g, leaves, a->mask == RLX_MASK_CUSTOM ? 4 : 3, t);
+        unsetenv("RLX_CUDA_ATTN_EXACT");
       }
       /* the split-key kernel merges up to 16 splits in a cluster's shared
        * memory: those shapes again with the merge through global memory,

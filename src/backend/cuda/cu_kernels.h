@@ -230,11 +230,14 @@ typedef struct {
    * states merged either in shared memory, the splits of a head one
    * thread block cluster (cluster = splits), or through part, by the last
    * block of a head to arrive (count, one per (batch, kv head), left
-   * zeroed; cluster = 0). per_query: the blocks of a kv head take one
-   * query row each (G rows, not G * S; count and part per (batch, kv
-   * head, query)), and skip a split whose keys the custom mask hides from
-   * all of them (a decoder's KV pool: each query sees its own cells) */
-  int splits, cluster, per_query;
+   * zeroed; cluster = 0). q_block: 0, a block takes all S queries of
+   * its kv head; else the blocks of a kv head take q_block queries each
+   * (G * q_block rows; count and part per (batch, kv head, block of
+   * queries)) and skip a split whose keys the custom mask hides from all
+   * of their rows: 1 for a decoder's KV pool (each query sees its own
+   * cells), DEC_MAX_ROWS / G for rows the tensor-core kernel does not take
+   * (F32 prefill) */
+  int splits, cluster, q_block;
   int64_t keys_per_split;
   float *part;
   unsigned *count;

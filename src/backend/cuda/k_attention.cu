@@ -7,8 +7,9 @@
  * Three kernels compute the same function (flash_decode in
  * k_attention_decode.cu, flash_tc in k_attention_tc.cu, flash_exact and
  * the choice between them here):
- *  - flash_decode: few query rows per kv head (decode), or one query a
- *    block (a batch over a KV pool), keys split over blocks;
+ *  - flash_decode: few query rows per kv head (decode), one query a block
+ *    (a batch over a KV pool), or 16 rows a block where flash_tc does not
+ *    apply (F32 prefill), keys split over blocks;
  *  - flash_tc: F16/BF16 with head_dim a multiple of 16 up to 128, on the
  *    tensor cores (mma.sync m16n8k16, F32 accumulation): a block of 4 warps
  *    takes 64 or 128 query rows of one (batch, head) (16 or 32 a warp);
@@ -115,11 +116,12 @@ template <typename T> __global__ void __launch_bounds__(EXACT_WARPS * 32) flash_
 extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *counters) {
   *part_floats = *counters = 0;
   a->tc_tile = CU_ATTN_TILE_64;
-  if (cu_attn_tc_applies(a)) { /* a failure here shows as the launch's error */
+  const int tc = cu_attn_tc_applies(a);
+  if (tc) { /* a failure here shows as the launch's error */
     a->tc_tile = cu_attn_tc_tile_for(a);
     (void)cu_attn_tc_launch(a, 0, 1);
   }
-  cu_attn_decode_plan(a, part_floats, counters);
+  cu_attn_decode_plan(a, part_floats, counters, !tc);
 }
 
 extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {

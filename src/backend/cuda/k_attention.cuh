@@ -62,9 +62,10 @@ int cu_attn_tc_tile_for(const cu_attn_args *a);
 int cu_attn_tc_launch(const cu_attn_args *a, cudaStream_t st, int smem_only);
 
 /* flash_decode (k_attention_decode.cu): its plan (a's splits, keys per
- * split, cluster and per_query, all 0 where it does not apply; the
- * partial-state floats and counters it needs) and its launch. */
-void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters);
+ * split, cluster and q_block, all 0 where it does not apply; the
+ * partial-state floats and counters it needs; prefill: it may take rows
+ * in blocks of queries, where flash_tc does not take a) and its launch. */
+void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters, int prefill);
 int cu_attn_decode_launch(const cu_attn_args *a, cudaStream_t st);
 
 #endif /* RLX_K_ATTENTION_CUH */

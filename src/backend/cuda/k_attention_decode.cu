@@ -6,9 +6,9 @@
 
 #include <cooperative_groups.h>
 
-#define DEC_MAX_ROWS 16          /* query rows per kv head: (H / Hkv) * S, or H / Hkv (per_query) */
-#define DEC_MAX_QUERIES 64       /* per_query: query rows (batched sequences) at most */
-#define DEC_POOL_PART_FLOATS ((int64_t)64 << 20) /* per_query: partial-state floats at most (256 MB) */
+#define DEC_MAX_ROWS 16          /* query rows a block: (H / Hkv) * S, or (H / Hkv) * q_block */
+#define DEC_MAX_QUERIES 64       /* q_block 1 (a KV pool): query rows (batched sequences) at most */
+#define DEC_POOL_PART_FLOATS ((int64_t)64 << 20) /* q_block: partial-state floats at most (256 MB) */
 #define DEC_MAX_KEYS 128         /* keys per split */
 #define DEC_STAGE_BYTES (64 << 10) /* a split's K and V rows staged in shared memory */
 #define DEC_THREADS 128
@@ -75,6 +75,20 @@ struct dec_parts_shared {
   __device__ float ld(int s, int off) const { return base[s * stride + off]; }
 };
 
+/* The query rows of block y: S queries from i0 of the (batch, kv head)
+ * bh, G rows each; Rmax: the rows of the largest block, what a split's
+ * partial state is laid out for. */
+struct dec_block {
+  int S, Rmax;
+  int64_t i0, bh;
+};
+__device__ __forceinline__ dec_block dec_block_of(const cu_attn_args &a) {
+  const int G = (int)(a.H / a.Hkv);
+  if (!a.q_block) return dec_block{(int)a.S, G * (int)a.S, 0, blockIdx.y};
+  const int64_t nq = (a.S + a.q_block - 1) / a.q_block, i0 = blockIdx.y % nq * a.q_block;
+  return dec_block{(int)(a.S - i0 < a.q_block ? a.S - i0 : a.q_block), G * a.q_block, i0, blockIdx.y / nq};
+}
+
 /* The merge of a head's splits: each row's maximum, NaN flag and weighted
  * sum L over the splits (a warp per row), the splits' weights kept in wsh
  * [R][splits], then every (row, d) sums its splits' partial outputs, the
@@ -82,9 +96,10 @@ struct dec_parts_shared {
  * reads here took most of the kernel's time). */
 template <typename E, typename P>
 __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float *ls, int *nan_row) {
-  const int S = a.per_query ? 1 : (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, splits = a.splits;
+  const dec_block blk = dec_block_of(a);
+  const int S = blk.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, splits = a.splits;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int64_t i0 = a.per_query ? blockIdx.y % a.S : 0, bh = a.per_query ? blockIdx.y / a.S : blockIdx.y;
+  const int64_t i0 = blk.i0, bh = blk.bh;
   const int64_t b = bh / a.Hkv, hk = bh % a.Hkv;
   const int per = R * D, chunk = DEC_MERGE_E * DEC_THREADS;
   for (int r = warp; r < R; r += DEC_WARPS) {
@@ -171,8 +186,10 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
  *     second cluster barrier.
  * A custom mask's values for the split's keys are read with the q rows,
  * while K is in flight, not after the scores (a global round trip of
- * their own). With per_query (a batch of sequences over a KV pool) a block
- * takes the G rows of one query, and reads the mask first: where it hides
+ * their own). With q_block (a batch of sequences over a KV pool, one
+ * query a block; rows the tensor-core kernel does not take, DEC_MAX_ROWS
+ * a block) a block takes the G rows of each of its queries, and reads the
+ * mask first: where it hides
  * every key of the split, nothing is staged or scored and the block's
  * state is empty (m = -inf, l = 0, no o: the merge gives it weight 0 and
  * never reads its o). Both together: 4.785 ms a token of the 8B bf16 step through
@@ -183,8 +200,9 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
  * took 25-90 us at the 8B shape. F32 arithmetic throughout. */
 template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_THREADS) flash_decode(const __grid_constant__ cu_attn_args a) {
   extern __shared__ float dec_smem[];
-  /* S: the query rows of the block, from i0 (per_query: one) */
-  const int S = a.per_query ? 1 : (int)a.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, kps = (int)a.keys_per_split;
+  /* S: the queries of the block, from i0 */
+  const dec_block blk = dec_block_of(a);
+  const int S = blk.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, kps = (int)a.keys_per_split;
   const int kss = dec_k_stride(D, (int)sizeof(E), VEC);
   const int pcols = a.splits > kps ? a.splits : kps;
   float *qs = dec_smem;                             /* [RC][D]: rows past R are zeros */
@@ -197,21 +215,22 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   float *os = (float *)(vs + (size_t)kps * D);      /* [splits][R][D + 3]: the cluster's states (first block) */
   __shared__ int last;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  /* hq: the (batch, kv head) of the block, or with per_query its query too */
-  const int64_t hq = blockIdx.y, i0 = a.per_query ? hq % a.S : 0, bh = a.per_query ? hq / a.S : hq;
+  /* hq: the (batch, kv head) of the block, with q_block its block of queries too */
+  const int64_t hq = blockIdx.y, i0 = blk.i0, bh = blk.bh;
   const int64_t b = bh / a.Hkv, hk = bh % a.Hkv;
   const int64_t j0 = (int64_t)blockIdx.x * kps;
   int n = (int)(a.T - j0 < kps ? a.T - j0 : kps);
   const E *q = (const E *)a.q, *k = (const E *)a.k, *v = (const E *)a.v;
   const int64_t kbase = b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss;
   cu_pdl_chain(); /* every K and V row may be the one the step before wrote */
-  if (a.per_query) { /* the mask first: a split it hides from every row stages nothing */
+  if (a.q_block) { /* the mask first: a split it (or causality) hides from every row stages nothing */
     int seen = 0;
     for (int e = t; e < R * n; e += DEC_THREADS) {
       const int r = e / n, jj = e % n;
-      const float m = mask_value(a, b, hk * G + r / S, i0 + r % S, j0 + jj);
-      mk[r * kps + jj] = m;
-      seen |= m != -INFINITY;
+      const int64_t i = i0 + r % S, j = j0 + jj;
+      float m = 0.f;
+      if (a.mask_kind == RLX_MASK_CUSTOM) mk[r * kps + jj] = m = mask_value(a, b, hk * G + r / S, i, j);
+      seen |= m != -INFINITY && key_visible(a, i, j);
     }
     if (!__syncthreads_or(seen)) n = 0;
   }
@@ -231,7 +250,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     qs[e] = r >= R ? 0.f : a.q_f32 ? cu_fl<E>::round(((const float *)a.q)[qi]) : cu_fl<E>::ld(q + qi);
   }
   for (int r = t; r < R; r += DEC_THREADS) nan_row[r] = 0;
-  if (a.mask_kind == RLX_MASK_CUSTOM && !a.per_query)
+  if (a.mask_kind == RLX_MASK_CUSTOM && !a.q_block)
     for (int e = t; e < R * n; e += DEC_THREADS) {
       const int r = e / n, jj = e % n;
       mk[r * kps + jj] = mask_value(a, b, hk * G + r / S, r % S, j0 + jj);
@@ -302,7 +321,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   cu_cp_async_wait<0>(); /* V */
   __syncthreads();
   /* 4. o = sum_j p_j v_j: thread per head-dim element, all rows at once */
-  const size_t stride = (size_t)R * (D + 3);
+  const size_t stride = (size_t)blk.Rmax * (D + 3);
   float *po = a.splits == 1 ? NULL
               : a.cluster ? cooperative_groups::this_cluster().map_shared_rank(os, 0) + blockIdx.x * stride
                           : a.part + ((size_t)hq * a.splits + blockIdx.x) * stride;
@@ -357,9 +376,11 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
 static int dec_row_cap(int64_t R) { return R <= 4 ? 4 : R <= 8 ? 8 : 16; }
 
 /* Query rows a block of flash_decode takes, and the blocks of a split
- * (grid.y): (batch, kv head) pairs, times the queries with per_query. */
-static int64_t dec_rows(const cu_attn_args *a) { return (a->H / a->Hkv) * (a->per_query ? 1 : a->S); }
-static int64_t dec_heads(const cu_attn_args *a) { return a->B * a->Hkv * (a->per_query ? a->S : 1); }
+ * (grid.y): (batch, kv head) pairs, times the blocks of queries with q_block. */
+static int64_t dec_rows(const cu_attn_args *a) { return (a->H / a->Hkv) * (a->q_block ? a->q_block : a->S); }
+static int64_t dec_heads(const cu_attn_args *a) {
+  return a->B * a->Hkv * (a->q_block ? (a->S + a->q_block - 1) / a->q_block : 1);
+}
 
 /* flash_decode's shared memory: q (RC rows), the scores, the row states
  * and the mask values in F32, then (16-byte aligned) the staged K rows
@@ -413,20 +434,26 @@ template <typename E> static void dec_launch(const cu_attn_args *a, bool vec, di
   else dec_launch_rc<E, 16>(a, vec, grid, smem, st);
 }
 
-void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters) {
-  a->splits = 0, a->keys_per_split = 0, a->cluster = 0, a->per_query = 0;
+void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters, int prefill) {
+  a->splits = 0, a->keys_per_split = 0, a->cluster = 0, a->q_block = 0;
   if (a->Hkv < 1) return;
-  /* a batch of sequences over a KV pool (a custom mask, more query rows a
-   * kv head than a block holds, at most DEC_MAX_QUERIES of them): a block
-   * per query, each skipping the splits of other sequences' cells (32
-   * sequences of 190 cells on the H100: the tensor-core kernel walked
-   * all 6,100 keys of the pool per head, 0.6 ms a layer) */
   const int64_t G = a->H / a->Hkv;
-  a->per_query = a->mask_kind == RLX_MASK_CUSTOM && G * a->S > DEC_MAX_ROWS && G <= DEC_MAX_ROWS && a->S <= DEC_MAX_QUERIES;
+  if (G * a->S > DEC_MAX_ROWS && G <= DEC_MAX_ROWS) {
+    /* a batch of sequences over a KV pool (a custom mask, at most
+     * DEC_MAX_QUERIES queries): a block per query, each skipping the
+     * splits of other sequences' cells (32 sequences of 190 cells on the
+     * H100: the tensor-core kernel walked all 6,100 keys of the pool per
+     * head, 0.6 ms a layer) */
+    if (a->mask_kind == RLX_MASK_CUSTOM && a->S <= DEC_MAX_QUERIES) a->q_block = 1;
+    /* rows the tensor-core kernel does not take (F32): DEC_MAX_ROWS a
+     * block, each block's K and V read once for all of them, where the
+     * exact kernel reads them once per row */
+    else if (prefill) a->q_block = (int)(DEC_MAX_ROWS / G);
+  }
   const int64_t R = dec_rows(a);
   if ((a->dtype != RLX_F32 && a->dtype != RLX_F16 && a->dtype != RLX_BF16) || a->force_exact || R < 1 ||
       R > DEC_MAX_ROWS || a->D > 256 || a->T < 1 || dec_heads(a) >= 65536) {
-    a->per_query = 0;
+    a->q_block = 0;
     return;
   }
   /* keys per split: 128 (the block's threads), halved while the grid
@@ -443,10 +470,10 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters)
   while (kps > 32 && heads * ((a->T + kps - 1) / kps) < 66) kps /= 2;
   kps = kps > kmax ? kmax : kps;
   const int64_t splits = (a->T + kps - 1) / kps;
-  /* per_query's partial states grow with queries x keys: past
-   * DEC_POOL_PART_FLOATS the tensor-core kernel takes the batch */
-  if (splits > 0x7fffffff || (a->per_query && heads * splits * R * (a->D + 3) > DEC_POOL_PART_FLOATS))
-    return (void)(a->per_query = 0);
+  /* q_block's partial states grow with queries x keys: past
+   * DEC_POOL_PART_FLOATS another kernel takes the rows */
+  if (splits > 0x7fffffff || (a->q_block && splits > 1 && heads * splits * R * (a->D + 3) > DEC_POOL_PART_FLOATS))
+    return (void)(a->q_block = 0);
   a->keys_per_split = kps, a->splits = (int)splits;
   /* the splits of a head as one cluster, merged in shared memory, where
    * they are few enough and RLX_CUDA_ATTN_CLUSTER is not 0 */
@@ -460,7 +487,7 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters)
   const size_t smem = dec_smem_bytes(a);
   if (smem > DEC_MAX_SMEM || dec_set_attrs(a, smem) != cudaSuccess) { /* the merge's R x splits weights do not fit */
     (void)cudaGetLastError();
-    a->keys_per_split = 0, a->splits = 0, a->per_query = 0;
+    a->keys_per_split = 0, a->splits = 0, a->q_block = 0;
     return;
   }
   *part_floats = (size_t)(heads * splits * R * (a->D + 3));
