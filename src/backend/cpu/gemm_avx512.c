@@ -158,6 +158,51 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
       gemm_scalar_row_post(c + i * ldc, nr, 0.0f, NULL, act, ep->alpha, clamp, ep->lo, ep->hi);
 }
 
+/* The epilogue of a tile of at most 16 columns (quarter_body, thin_body):
+ * what is the same for every row (post16_of), row i's sums v with the
+ * bias, GEMM_ACCUMULATE's sum, the row bias, the residual, a vectorized
+ * activation and the clamp, stored under the column mask (post16_row),
+ * then the activations that are not vectorized (post16_finish). */
+typedef struct {
+  __mmask16 m;
+  rlx_act act;
+  int vec_act, clamp;
+  __m512 bias, lo, hi;
+  const float *row_bias, *res;
+} post16;
+
+static inline __attribute__((always_inline)) post16 post16_of(int nr, int flags, const gemm_tile_epilogue *ep) {
+  post16 p;
+  const int last = flags & GEMM_LAST;
+  p.m = simd16_tail_mask(nr);
+  p.act = last ? ep->act : RLX_ACT_NONE;
+  p.vec_act = gemm_act_vectorized(p.act);
+  p.bias = last && ep->bias ? _mm512_maskz_loadu_ps(p.m, ep->bias) : _mm512_setzero_ps();
+  p.row_bias = last ? ep->row_bias : NULL, p.res = last ? ep->residual : NULL;
+  p.clamp = last && ep->clamp;
+  p.lo = _mm512_set1_ps(p.clamp ? ep->lo : 0.0f), p.hi = _mm512_set1_ps(p.clamp ? ep->hi : 0.0f);
+  return p;
+}
+
+static inline __attribute__((always_inline)) void post16_row(const post16 *p, __m512 v, float *c, int64_t ldc, int i,
+                                                             int flags, const gemm_tile_epilogue *ep) {
+  float *cr = c + i * ldc;
+  v = _mm512_add_ps(v, p->bias);
+  if (flags & GEMM_ACCUMULATE) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(p->m, cr));
+  if (p->row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(p->row_bias[i]));
+  if (p->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(p->m, p->res + i * ep->ldr));
+  if (p->vec_act) v = act_inline(v, p->act, ep->alpha);
+  if (p->clamp && p->vec_act) v = _mm512_min_ps(p->hi, _mm512_max_ps(p->lo, v)); /* NaN stays */
+  _mm512_mask_storeu_ps(cr, p->m, v);
+}
+
+static inline __attribute__((always_inline)) void post16_finish(const post16 *p, float *c, int64_t ldc, int mr, int nr,
+                                                                const gemm_tile_epilogue *ep) {
+  if (!p->vec_act)
+    for (int i = 0; i < mr; i++)
+      gemm_scalar_row_post(c + i * ldc, nr, 0.0f, NULL, p->act, ep->alpha, p->clamp, ep->lo, ep->hi);
+}
+
 /* A tile of at most 8 columns: micro_body with one 256-bit accumulator a
  * row (Zen 4 runs two 256-bit FMAs a cycle, one 512-bit), the epilogue on
  * the low lanes of a 512-bit vector. Its own function: the variables it
@@ -185,29 +230,11 @@ static inline __attribute__((always_inline)) void quarter_body(const int mr, int
     a += mr;
     b += bstep;
   }
-  const __mmask16 m0 = simd16_tail_mask(nr);
-  const int last = flags & GEMM_LAST;
-  const rlx_act act = last ? ep->act : RLX_ACT_NONE;
-  const int vec_act = gemm_act_vectorized(act);
-  const __m512 bias0 = last && ep->bias ? _mm512_maskz_loadu_ps(m0, ep->bias) : _mm512_setzero_ps();
-  const float *row_bias = last ? ep->row_bias : NULL, *res = last ? ep->residual : NULL;
-  const int clamp = last && ep->clamp;
-  const __m512 lo = _mm512_set1_ps(clamp ? ep->lo : 0.0f), hi = _mm512_set1_ps(clamp ? ep->hi : 0.0f);
+  const post16 p = post16_of(nr, flags, ep);
   UNROLL_ROWS
   for (int i = 0; i < MR; i++)
-    if (i < mr) {
-      float *cr = c + i * ldc;
-      __m512 v = _mm512_add_ps(_mm512_zextps256_ps512(q[i]), bias0);
-      if (flags & GEMM_ACCUMULATE) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, cr));
-      if (row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(row_bias[i]));
-      if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, res + i * ep->ldr));
-      if (vec_act) v = act_inline(v, act, ep->alpha);
-      if (clamp && vec_act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v)); /* NaN stays */
-      _mm512_mask_storeu_ps(cr, m0, v);
-    }
-  if (!vec_act)
-    for (int i = 0; i < mr; i++)
-      gemm_scalar_row_post(c + i * ldc, nr, 0.0f, NULL, act, ep->alpha, clamp, ep->lo, ep->hi);
+    if (i < mr) post16_row(&p, _mm512_zextps256_ps512(q[i]), c, ldc, i, flags, ep);
+  post16_finish(&p, c, ldc, mr, nr, ep);
 }
 
 #define QUARTER_CASE(r) \
@@ -266,27 +293,10 @@ static inline __attribute__((always_inline)) void thin_body(const int nr, int mr
   for (int j = 0; j < 8; j++)
     if (j < nr) _mm512_storeu_ps(t + j * 16, _mm512_add_ps(s0[j], s1[j]));
   const __m512i cols = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __mmask16 m0 = simd16_tail_mask(nr);
-  const int last = flags & GEMM_LAST;
-  const rlx_act act = last ? ep->act : RLX_ACT_NONE;
-  const int vec_act = gemm_act_vectorized(act);
-  const __m512 bias0 = last && ep->bias ? _mm512_maskz_loadu_ps(m0, ep->bias) : _mm512_setzero_ps();
-  const float *row_bias = last ? ep->row_bias : NULL, *res = last ? ep->residual : NULL;
-  const int clamp = last && ep->clamp;
-  const __m512 lo = _mm512_set1_ps(clamp ? ep->lo : 0.0f), hi = _mm512_set1_ps(clamp ? ep->hi : 0.0f);
-  for (int i = 0; i < mr; i++) {
-    float *cr = c + i * ldc;
-    __m512 v = _mm512_add_ps(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), m0, cols, t + i, 4), bias0);
-    if (flags & GEMM_ACCUMULATE) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, cr));
-    if (row_bias) v = _mm512_add_ps(v, _mm512_set1_ps(row_bias[i]));
-    if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, res + i * ep->ldr));
-    if (vec_act) v = act_inline(v, act, ep->alpha);
-    if (clamp && vec_act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v)); /* NaN stays */
-    _mm512_mask_storeu_ps(cr, m0, v);
-  }
-  if (!vec_act)
-    for (int i = 0; i < mr; i++)
-      gemm_scalar_row_post(c + i * ldc, nr, 0.0f, NULL, act, ep->alpha, clamp, ep->lo, ep->hi);
+  const post16 p = post16_of(nr, flags, ep);
+  for (int i = 0; i < mr; i++)
+    post16_row(&p, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), p.m, cols, t + i, 4), c, ldc, i, flags, ep);
+  post16_finish(&p, c, ldc, mr, nr, ep);
 }
 
 #define THIN_CASE(n) \
