@@ -32,6 +32,8 @@
 #include "backend/cpu/qdot.h"
 #include "backend/cpu/qpack.h"
 
+#include "../tests/cpu_matrix.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,17 +99,6 @@ static void random_blocks(rlx_dtype t, uint8_t *b, int64_t nb) {
   }
 }
 
-static void set_tensor(cpu_tensor *t, void *data, rlx_dtype dt, int64_t rows, int64_t cols) {
-  memset(t, 0, sizeof *t);
-  t->data = data;
-  t->dtype = dt;
-  t->rank = 2;
-  t->d[0] = rows;
-  t->d[1] = cols;
-  t->numel = rows * cols;
-  t->nbytes = rlx_dtype_nbytes(dt, t->numel);
-}
-
 static int with_slot;
 
 /* The weight dtype named type: a block type, f16 or bf16; -1 otherwise. */
@@ -137,15 +128,15 @@ static int bench_matmul(cpu_ctx *ctx, int runs, const char *type, int64_t M, int
   random_blocks(t, w, (int64_t)(wbytes / (size_t)ir_dtypes[t].size) * copies);
   for (int64_t i = 0; i < M * K; i++) x[i] = (float)((int)(next_u32() >> 16) - 32768) / 32768.0f;
   cpu_tensor in[2], out;
-  set_tensor(&in[0], x, RLX_F32, M, K);
-  set_tensor(&out, y, RLX_F32, M, N);
+  set_matrix(&in[0], x, RLX_F32, M, K);
+  set_matrix(&out, y, RLX_F32, M, N);
   ir_node node;
   memset(&node, 0, sizeof node);
   node.op = RLX_OP_DequantMatMul;
   int c = 0;
 #define CALL()                                                     \
   do {                                                             \
-    set_tensor(&in[1], w + wbytes * (size_t)c, (rlx_dtype)t, N, K); \
+    set_matrix(&in[1], w + wbytes * (size_t)c, (rlx_dtype)t, N, K); \
     in[1].prepack = slots[c];                                      \
     c = (c + 1) % copies;                                          \
     cpu_DequantMatMul(ctx, &node, in, &out);                       \

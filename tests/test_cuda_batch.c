@@ -32,6 +32,7 @@
 #include "check.h"
 #include "cuda_util.h"
 #include "ref_data.h"
+#include "ref_script.h"
 
 #define STEPS 12
 #define MAX_SEQ 12
@@ -142,12 +143,7 @@ int main(int argc, char **argv) {
   }
   if (!cuda_present()) return CUDA_SKIP;
   work_dir = argv[3];
-  char cmd[16384];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/kv_quant_ref.py' --out '%s'", argv[1], argv[2], argv[3]);
-  if (system(cmd) != 0) {
-    printf("FAIL: %s\n", cmd);
-    return 1;
-  }
+  if (run_ref_script(argv[1], argv[2], "kv_quant_ref.py", "--out \"%s\"", argv[3])) return 1;
   FILE *cases = fopen(path_of("kvq.txt"), "r");
   char line[256], name[32];
   long long n = 0, V = 0;

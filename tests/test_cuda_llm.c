@@ -21,6 +21,7 @@
 #include "check.h"
 #include "cuda_util.h"
 #include "ref_data.h"
+#include "ref_script.h"
 
 #define TOL 2e-3 /* of the largest |logit|: F32 through up to 30 layers, two summation orders */
 
@@ -123,12 +124,8 @@ int main(int argc, char **argv) {
   }
   if (!cuda_present()) return CUDA_SKIP;
   work_dir = argv[3];
-  char cmd[8192], path[4096];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/llama_tiny.py' --out '%s'", argv[1], argv[2], argv[3]);
-  if (system(cmd) != 0) {
-    printf("FAIL: %s\n", cmd);
-    return 1;
-  }
+  char path[4096];
+  if (run_ref_script(argv[1], argv[2], "llama_tiny.py", "--out \"%s\"", argv[3])) return 1;
   FILE *cases = fopen(work_path("cases.txt"), "r");
   CHECK(cases != NULL, "cases.txt");
   char line[512];

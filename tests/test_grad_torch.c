@@ -18,10 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "check.h"
 #include "ref_data.h"
+#include "ref_script.h"
 
 #define MAX_ITEMS 96
 
@@ -195,17 +195,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   work_dir = argv[3];
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "\"%s\" \"%s/torch_grad.py\" --out \"%s\"", argv[1], argv[2], argv[3]);
-  int rc = system(cmd);
-  if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
+  const int rc = run_ref_script(argv[1], argv[2], "torch_grad.py", "--out \"%s\"", argv[3]);
+  if (rc == REF_SKIP) {
     printf("SKIP: torch is not installed\n");
-    return 77;
+    return REF_SKIP;
   }
-  if (rc != 0) {
-    printf("FAIL: %s exited with %d\n", cmd, rc);
-    return 1;
-  }
+  if (rc) return 1;
   char *man = read_work("manifest.txt", NULL);
   CHECK(man != NULL, "no manifest in %s", work_dir);
   static item items[MAX_ITEMS];

@@ -10,6 +10,7 @@
  *     of SIGBUS on the weights' pages; before the truncation it runs.
  * usage: test_hostile_models PYTHON REF_DIR WORK_DIR */
 #include "check.h"
+#include "ref_script.h"
 #include "rlx.h"
 
 #include <stdint.h>
@@ -106,12 +107,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   work_dir = argv[3];
-  char cmd[8192];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/hostile_models.py' --out '%s'", argv[1], argv[2], argv[3]);
-  if (system(cmd) != 0) {
-    printf("FAIL: %s\n", cmd);
-    return 1;
-  }
+  if (run_ref_script(argv[1], argv[2], "hostile_models.py", "--out \"%s\"", argv[3])) return 1;
   check_pieces();
   check_short_vocab();
   check_truncated();

@@ -14,6 +14,7 @@
  *     WORK_DIR) with n_ctx 2^62 and 16777216 fails before allocating.
  */
 #include "check.h"
+#include "ref_script.h"
 #include "ir/ir.h"
 
 #include <dirent.h>
@@ -289,9 +290,9 @@ static void test_corpus(const char *dir) {
 /* ---------------------------------------------------------------- the KV cache */
 
 static void test_llm(const char *python, const char *ref_dir, const char *work_dir) {
-  char cmd[2048], path[1024];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/llama_tiny.py' --out '%s' > /dev/null", python, ref_dir, work_dir);
-  CHECK(system(cmd) == 0, "%s failed", cmd);
+  char path[1024];
+  CHECK(run_ref_script(python, ref_dir, "llama_tiny.py", "--out \"%s\" > /dev/null", work_dir) == 0,
+        "llama_tiny.py failed");
   snprintf(path, sizeof path, "%s/llama_f32.gguf", work_dir);
   rlx_model_file *f = NULL;
   CHECK_ERR(rlx_model_file_open(path, &f), RLX_OK, "");

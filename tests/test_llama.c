@@ -23,6 +23,7 @@
  * rounding to 1e-4 of the largest logit, for quantized weights too. */
 #include "check.h"
 #include "ref_data.h"
+#include "ref_script.h"
 #include "rlx.h"
 
 #include <fcntl.h>
@@ -287,13 +288,8 @@ int main(int argc, char **argv) {
   }
   exact = argc == 5;
   work_dir = argv[3];
-  char cmd[8192];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/llama_tiny.py' --out '%s'%s", argv[1], argv[2], argv[3],
-           exact ? "" : " --hf-check");
-  if (system(cmd) != 0) {
-    printf("FAIL: %s\n", cmd);
+  if (run_ref_script(argv[1], argv[2], "llama_tiny.py", "--out \"%s\"%s", argv[3], exact ? "" : " --hf-check"))
     return 1;
-  }
   CHECK(rlx_llm_load(NULL, NULL, NULL) == RLX_ERR_INVALID, "NULL out");
   FILE *cases = fopen(case_path("cases", ".txt"), "r");
   CHECK(cases != NULL, "cases.txt");

@@ -23,13 +23,13 @@
  * all 64 greedy tokens must be HF's — the decoder itself is exact. */
 #include "check.h"
 #include "ref_data.h"
+#include "ref_script.h"
 #include "rlx.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* dir/<stem><ext> if it holds exactly want bytes. */
@@ -124,13 +124,9 @@ int main(int argc, char **argv) {
   exact = argc == 5;
   const char *dir = argv[3];
   char cmd[8192], gguf[4096] = "";
-  snprintf(cmd, sizeof cmd, "'%s' '%s/llama_hf.py' '%s'", argv[1], argv[2], dir);
-  int rc = exact ? 0 : system(cmd);
-  if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 77) return 77; /* the script said why */
-  if (rc != 0) {
-    printf("FAIL: %s\n", cmd);
-    return 1;
-  }
+  int rc = exact ? 0 : run_ref_script(argv[1], argv[2], "llama_hf.py", "\"%s\"", dir);
+  if (rc == REF_SKIP) return REF_SKIP; /* the script said why */
+  if (rc) return 1;
   char path[4096];
   snprintf(path, sizeof path, "%s/model.txt", dir);
   FILE *mf = fopen(path, "r");

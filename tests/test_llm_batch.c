@@ -37,6 +37,7 @@
  *     nothing. */
 #include "check.h"
 #include "ref_data.h"
+#include "ref_script.h"
 #include "rlx.h"
 
 #include <math.h>
@@ -524,12 +525,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   work_dir = argv[3];
-  char cmd[8192];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/llama_tiny.py' --out '%s'", argv[1], argv[2], argv[3]);
-  if (system(cmd) != 0) {
-    printf("FAIL: %s\n", cmd);
-    return 1;
-  }
+  if (run_ref_script(argv[1], argv[2], "llama_tiny.py", "--out \"%s\"", argv[3])) return 1;
   FILE *cases = fopen(case_path("cases", ".txt"), "r");
   CHECK(cases != NULL, "cases.txt");
   char line[512];

@@ -29,6 +29,7 @@
 #include "check.h"
 #include "cuda_util.h"
 #include "ref_data.h"
+#include "ref_script.h"
 #include "rlx.h"
 
 #include <math.h>
@@ -117,10 +118,9 @@ static void check_rows(const int32_t *tokens, int64_t n, int64_t V) {
     free(last);
     return;
   }
-  char cmd[16384];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/kv_quant_ref.py' --rows '%s/kvq.f32.state' %lld '%s/kvq.gguf_rows'", python,
-           ref_dir, work_dir, (long long)info.n_layer, work_dir);
-  CHECK(system(cmd) == 0, "%s", cmd);
+  CHECK(run_ref_script(python, ref_dir, "kv_quant_ref.py", "--rows \"%s/kvq.f32.state\" %lld \"%s/kvq.gguf_rows\"",
+                       work_dir, (long long)info.n_layer, work_dir) == 0,
+        "kv_quant_ref.py --rows");
   for (int i = 0; i < 2; i++) {
     const rlx_dtype t = types[i];
     char state[4200], rows[4200];
@@ -296,12 +296,7 @@ int main(int argc, char **argv) {
   python = argv[1];
   ref_dir = argv[2];
   work_dir = argv[3];
-  char cmd[16384];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/kv_quant_ref.py' --out '%s'", python, ref_dir, work_dir);
-  if (system(cmd) != 0) {
-    printf("FAIL: %s\n", cmd);
-    return 1;
-  }
+  if (run_ref_script(python, ref_dir, "kv_quant_ref.py", "--out \"%s\"", work_dir)) return 1;
   FILE *cases = fopen(path_of("kvq.txt"), "r");
   CHECK(cases != NULL, "kvq.txt");
   char line[256], name[32];

@@ -18,6 +18,7 @@
  * against TP1's (test_llm_tp_smollm2: SmolLM2-135M's 9 heads, 3 kv heads,
  * over 3 ranks). */
 #include "check.h"
+#include "ref_script.h"
 #include "rlx.h"
 
 #include <math.h>
@@ -43,13 +44,7 @@ static const char *path_of(const char *name) {
 }
 
 static int make(const char *python, const char *bench, const char *name, const char *args) {
-  char cmd[8192];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/make_llama_gguf.py' '%s' %s > /dev/null", python, bench, path_of(name), args);
-  if (system(cmd) != 0) {
-    printf("FAIL: %s\n", cmd);
-    return 0;
-  }
-  return 1;
+  return run_ref_script(python, bench, "make_llama_gguf.py", "\"%s\" %s > /dev/null", path_of(name), args) == 0;
 }
 
 static rlx_status load_seqs(const char *name, int tp, int32_t n_seq, rlx_llm **m) {

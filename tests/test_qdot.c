@@ -30,6 +30,8 @@
 #include "backend/cpu/qdot.h"
 #include "backend/cpu/quant_blocks.h"
 #include "check.h"
+#include "cpu_matrix.h"
+#include "rng.h"
 
 #include <float.h>
 #include <math.h>
@@ -43,20 +45,6 @@ static const rlx_dtype TYPES[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q5_0, RLX_Q5_1, RLX_Q8
 #define TIGHT_RTOL 1e-6
 
 /* ---------------------------------------------------------------- random data */
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static uint32_t rng_next(void) {
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (uint32_t)(rng_state >> 33);
-}
-
-static double rng_uniform(void) { return (double)rng_next() / 4294967296.0; }
-
-static double normal_value(void) {
-  double u = ((double)rng_next() + 1.0) / 4294967297.0, v = rng_uniform();
-  return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
 
 static void put_f16(uint8_t *p, float v) {
   uint16_t h = ir_f32_to_f16(v);
@@ -334,17 +322,6 @@ static void test_wide_dots(const qdot_ops *table) {
 
 /* ---------------------------------------------------------------- 3. the kernel */
 
-static void set_tensor(cpu_tensor *t, void *data, rlx_dtype dt, int64_t rows, int64_t cols) {
-  memset(t, 0, sizeof *t);
-  t->data = data;
-  t->dtype = dt;
-  t->rank = 2;
-  t->d[0] = rows;
-  t->d[1] = cols;
-  t->numel = rows * cols;
-  t->nbytes = rlx_dtype_nbytes(dt, t->numel);
-}
-
 /* x [M, K] as dtype xdt (values rounded to it, returned in xf as F32). */
 static void *make_x(rlx_dtype xdt, int64_t n, float *xf) {
   void *x = malloc((size_t)n * 8 + 1);
@@ -395,9 +372,9 @@ static void run_matmul(cpu_ctx *ctx, rlx_dtype t, rlx_dtype xdt, int64_t M, int6
     act_values(t, act + i * arow, K, xq + i * K);
   }
   cpu_tensor in[2], o;
-  set_tensor(&in[0], x, xdt, M, K);
-  set_tensor(&in[1], w, t, N, K);
-  set_tensor(&o, out, xdt, M, N);
+  set_matrix(&in[0], x, xdt, M, K);
+  set_matrix(&in[1], w, t, N, K);
+  set_matrix(&o, out, xdt, M, N);
   ir_node node;
   memset(&node, 0, sizeof node);
   node.op = RLX_OP_DequantMatMul;
@@ -468,6 +445,7 @@ static void test_matmul(void) {
 }
 
 int main(void) {
+  rng_seed(0x2545F4914F6CDD1Dull);
   const cpu_features *hw = cpu_get_hw_features();
   const qdot_ops *avx2 = hw->avx2_fma && hw->f16c ? qdot_avx2 : NULL;
   const qdot_ops *vnni = hw->avx512_vnni ? qdot_avx512_vnni : NULL;

@@ -25,6 +25,8 @@
 #include "backend/cpu/qpack.h"
 #include "backend/cpu/quant_blocks.h"
 #include "check.h"
+#include "cpu_matrix.h"
+#include "rng.h"
 #include "runtime/runtime.h"
 
 #include <math.h>
@@ -34,18 +36,6 @@
 
 static const rlx_dtype TYPES[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q5_0, RLX_Q5_1, RLX_Q8_0, RLX_Q4_K, RLX_Q5_K, RLX_Q6_K};
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static uint32_t rng_next(void) {
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (uint32_t)(rng_state >> 33);
-}
-
-static double normal_value(void) {
-  double u = ((double)rng_next() + 1.0) / 4294967297.0, v = (double)rng_next() / 4294967296.0;
-  return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
 
 /* N rows of K: quantized normal values, or random bytes with sane fp16
  * scales (d, and Q4_1's m / Q4_K's dmin). */
@@ -140,17 +130,6 @@ static void test_gemm(cpu_ctx *ctx, rlx_dtype t, int64_t M, int64_t N, int64_t K
   free(act);
 }
 
-static void set_tensor(cpu_tensor *t, void *data, rlx_dtype dt, int64_t rows, int64_t cols) {
-  memset(t, 0, sizeof *t);
-  t->data = data;
-  t->dtype = dt;
-  t->rank = 2;
-  t->d[0] = rows;
-  t->d[1] = cols;
-  t->numel = rows * cols;
-  t->nbytes = rlx_dtype_nbytes(dt, t->numel);
-}
-
 /* cpu_DequantMatMul of F32 x with and without a prepack slot. */
 static void test_kernel(cpu_ctx *ctx, rlx_dtype t) {
   const int64_t N = 37, K = 512;
@@ -166,9 +145,9 @@ static void test_kernel(cpu_ctx *ctx, rlx_dtype t) {
     double *xq = malloc((size_t)(M * K) * sizeof *xq);
     qdot_q8_0 *act = make_act(t, M, K, x, xq); /* the same levels the kernel makes of x */
     cpu_tensor in[2], out;
-    set_tensor(&in[0], x, RLX_F32, M, K);
-    set_tensor(&in[1], w, t, N, K);
-    set_tensor(&out, y, RLX_F32, M, N);
+    set_matrix(&in[0], x, RLX_F32, M, K);
+    set_matrix(&in[1], w, t, N, K);
+    set_matrix(&out, y, RLX_F32, M, N);
     in[1].prepack = c < 4 ? slot : NULL; /* call 4: no slot, prefill rows */
     if (c == 4) {
       free(x), free(y), free(xq), free(act);
@@ -176,8 +155,8 @@ static void test_kernel(cpu_ctx *ctx, rlx_dtype t) {
       x = malloc((size_t)(Mp * K) * sizeof *x), y = malloc((size_t)(Mp * N) * sizeof *y);
       xq = malloc((size_t)(Mp * K) * sizeof *xq);
       act = make_act(t, Mp, K, x, xq);
-      set_tensor(&in[0], x, RLX_F32, Mp, K);
-      set_tensor(&out, y, RLX_F32, Mp, N);
+      set_matrix(&in[0], x, RLX_F32, Mp, K);
+      set_matrix(&out, y, RLX_F32, Mp, N);
     }
     const size_t held_before = gemm_prepack_bytes(slot);
     rlx_status st = cpu_DequantMatMul(ctx, &node, in, &out);
@@ -240,6 +219,7 @@ static void test_prepare(rlx_dtype t) {
 }
 
 int main(void) {
+  rng_seed(0x9E3779B97F4A7C15ull);
   int any = 0;
   for (int i = 0; i < N_TYPES; i++) any |= qpack_supported(TYPES[i]);
   if (!any) {

@@ -12,6 +12,7 @@
  * reproducibility, the penalty window, a banned token, and bad parameters
  * and logits. */
 #include "check.h"
+#include "ref_script.h"
 #include "model/sampler.h"
 
 #include <math.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define DRAWS 20000
 #define PROB_TOL 2e-6  /* the sampler's probabilities are float32 */
@@ -183,14 +185,10 @@ static void check_case(int ci, const sampler_case *c, int *n_stat) {
 }
 
 static int check_reference(const char *python, const char *ref_dir, const char *work_dir) {
-  char path[4096], cmd[8192];
+  char path[4096];
   snprintf(path, sizeof path, "%s/sampler_cases.bin", work_dir);
-  snprintf(cmd, sizeof cmd, "mkdir -p \"%s\" && \"%s\" \"%s/sampler_cases.py\" --out \"%s\"", work_dir, python, ref_dir,
-           path);
-  if (system(cmd) != 0) {
-    printf("FAIL: %s\n", cmd);
-    return 0;
-  }
+  mkdir(work_dir, 0755);
+  if (run_ref_script(python, ref_dir, "sampler_cases.py", "--out \"%s\"", path)) return 0;
   FILE *f = fopen(path, "rb");
   char magic[8];
   uint32_t n_cases = 0;

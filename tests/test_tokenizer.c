@@ -21,12 +21,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ref_data.h"
+#include "ref_script.h"
 #include "rlx.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 
 static int failures;
@@ -42,23 +42,9 @@ static int failures;
 
 static const char *py, *ref_dir, *work;
 
-/* Runs tokenizer_ref.py with args; its stdout's first line into line. */
-static int run_ref(const char *args, char *line, size_t cap) {
-  char cmd[10000];
-  snprintf(cmd, sizeof cmd, "\"%s\" \"%s/tokenizer_ref.py\" %s", py, ref_dir, args);
-  FILE *p = popen(cmd, "r");
-  if (!p) return -1;
-  size_t n = 0;
-  if (line && cap) {
-    line[0] = 0;
-    n = fread(line, 1, cap - 1, p);
-    line[n] = 0;
-  } else {
-    char sink[256];
-    while (fread(sink, 1, sizeof sink, p) > 0) {}
-  }
-  int rc = pclose(p);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+/* Runs tokenizer_ref.py with args; its output into out (NULL: dropped). */
+static int run_ref(const char *args, char *out, size_t cap) {
+  return ref_script_output(out, cap, py, ref_dir, "tokenizer_ref.py", "%s", args);
 }
 
 static size_t unhex(const char *h, char *out) {

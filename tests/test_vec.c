@@ -16,19 +16,13 @@
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/vec.h"
 #include "check.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-static uint64_t rng_state = 0x243F6A8885A308D3ull;
-
-static uint32_t rng_next(void) {
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (uint32_t)(rng_state >> 33);
-}
-
-static double uniform(double lo, double hi) { return lo + (hi - lo) * (rng_next() / 4294967296.0); }
+static double uniform(double lo, double hi) { return lo + (hi - lo) * rng_uniform(); }
 
 static float bits_f32(uint32_t u) {
   float f;
@@ -407,6 +401,7 @@ static void check_same_as(const cpu_vec_ops *vo, const cpu_vec_ops *ref) {
 }
 
 int main(void) {
+  rng_seed(0x243F6A8885A308D3ull);
   const cpu_features *hw = cpu_get_hw_features();
   const char *no_avx2 = getenv("RLX_NO_AVX2"), *no_avx512 = getenv("RLX_NO_AVX512");
   int forced_off = no_avx2 && *no_avx2 && strcmp(no_avx2, "0") != 0;

@@ -11,13 +11,13 @@
  * wordpiece_ref.py; exit 77: the generator's model package is missing) */
 #include "check.h"
 #include "ref_data.h"
+#include "ref_script.h"
 #include "model/wordpiece.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #define MAX_VARIANTS 8
 
@@ -204,14 +204,12 @@ int main(int argc, char **argv) {
   }
   work_dir = argv[3];
   const char *gen = argc > 4 ? argv[4] : "wordpiece_ref.py";
-  char cmd[8192];
-  snprintf(cmd, sizeof cmd, "\"%s\" \"%s/%s\" \"%s\"", argv[1], argv[2], gen, work_dir);
-  int rc = system(cmd);
+  const int rc = run_ref_script(argv[1], argv[2], gen, "\"%s\"", work_dir);
   check_bad();
-  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
+  if (rc == REF_SKIP) {
     check_report();
     printf("SKIP: %s's model package is not installed\n", gen);
-    return 77;
+    return REF_SKIP;
   }
   CHECK(rc == 0, "%s failed (%d)", gen, rc);
   if (rc == 0) check_parity();
