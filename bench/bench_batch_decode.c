@@ -15,6 +15,7 @@
  * --cuda the decoder runs on the GPU (THREADS: the CPU threads of any
  * fallback). --cache-type: the KV cache's type, f32, f16, bf16, q8_0 or
  * q4_0 (default f16 with --cuda, else f32). */
+#include "bench_util.h"
 #include "rlx.h"
 
 #include <stdio.h>
@@ -22,15 +23,8 @@
 #include <string.h>
 #include <time.h>
 
-static clockid_t clock_id = CLOCK_MONOTONIC;
 static rlx_device device = RLX_DEVICE_CPU;
 static rlx_dtype cache_type = RLX_DTYPE_COUNT; /* RLX_DTYPE_COUNT: the device's default */
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(clock_id, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int32_t argmax(const float *x, int64_t n) {
   int64_t best = 0;
@@ -74,7 +68,7 @@ static int run(rlx_llm *m, int32_t n_seq, int64_t prompt, int64_t steps, double 
     }
     next[s] = argmax(logits, V);
   }
-  double t0 = now();
+  double t0 = bench_now();
   for (int64_t step = 0; step < steps; step++) {
     for (int32_t s = 0; s < n_seq; s++) tok[s] = next[s], seq[s] = s;
     rlx_llm_batch b = {n_seq, tok, seq, NULL};
@@ -84,7 +78,7 @@ static int run(rlx_llm *m, int32_t n_seq, int64_t prompt, int64_t steps, double 
     }
     for (int32_t s = 0; s < n_seq; s++) next[s] = argmax(logits + (size_t)s * V, V);
   }
-  *sec = now() - t0;
+  *sec = bench_now() - t0;
   rc = 0;
 done:
   free(tok);
@@ -97,7 +91,7 @@ done:
 
 int main(int argc, char **argv) {
   for (; argc > 1 && strncmp(argv[1], "--", 2) == 0; argv++, argc--) {
-    if (strcmp(argv[1], "--cpu-time") == 0) clock_id = CLOCK_PROCESS_CPUTIME_ID;
+    if (strcmp(argv[1], "--cpu-time") == 0) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
     else if (strcmp(argv[1], "--cuda") == 0) device = RLX_DEVICE_CUDA;
     else if (strcmp(argv[1], "--cache-type") == 0 && argc > 2) {
       for (int t = 0; t < RLX_DTYPE_COUNT; t++)

@@ -18,6 +18,7 @@
  *
  *   bench_compile [runs]      (build target bench_compile; not a test)
  */
+#include "bench_util.h"
 #include "rlx.h"
 
 #include <stdio.h>
@@ -64,31 +65,15 @@ static rlx_graph *build_decoder(void) {
   return g;
 }
 
-static double clock_ms(clockid_t c) {
-  struct timespec t;
-  clock_gettime(c, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* Compiles g once into *s, recording wall and CPU milliseconds; exits on failure. */
 static void timed_compile(const rlx_graph *g, rlx_session **s, double *wall, double *cpu) {
-  double w0 = clock_ms(CLOCK_MONOTONIC), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+  double w0 = clock_seconds(CLOCK_MONOTONIC), c0 = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
   if (rlx_compile(g, NULL, s) != RLX_OK) {
     fprintf(stderr, "bench_compile: rlx_compile: %s\n", rlx_last_error());
     exit(1);
   }
-  *wall = clock_ms(CLOCK_MONOTONIC) - w0;
-  *cpu = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+  *wall = 1e3 * (clock_seconds(CLOCK_MONOTONIC) - w0);
+  *cpu = 1e3 * (clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0);
 }
 
 int main(int argc, char **argv) {
@@ -128,7 +113,7 @@ int main(int argc, char **argv) {
   rlx_session_free(probe);
   double m[3][2];
   for (int k = 0; k < 3; k++)
-    for (int c = 0; c < 2; c++) m[k][c] = median(t[k][c], runs);
+    for (int c = 0; c < 2; c++) m[k][c] = bench_median(t[k][c], runs);
   printf("bench_compile: %d-layer Llama-style decoder (hidden %d, %d heads, %d kv heads, SwiGLU %d, vocab %d, "
          "seq %d): %d nodes; median of %d\n", LAYERS, HIDDEN, HEADS, KV_HEADS, FFN, VOCAB, SEQ,
          rlx_graph_num_nodes(g), runs);

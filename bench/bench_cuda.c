@@ -25,6 +25,7 @@
  * rlx_run (one CUDA graph replay, ending in a stream synchronize); inputs
  * and params are set once before timing, so they stay on the device, as a
  * peer's tensors do. Median over 7 trials of `reps` runs after warm-up. */
+#include "bench_util.h"
 #include "rlx.h"
 
 #include <math.h>
@@ -32,12 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 static uint64_t rng = 88172645463325252ull;
 static double urand(void) {
@@ -118,11 +113,6 @@ static int bind_all(rlx_session *s, const rlx_graph *g, double scale, int64_t po
   return 1;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Median ms per rlx_run. */
 static double time_session(rlx_session *s, int reps) {
   for (int i = 0; i < 3; i++)
@@ -132,12 +122,11 @@ static double time_session(rlx_session *s, int reps) {
     }
   double trial[7];
   for (int t = 0; t < 7; t++) {
-    double t0 = now_ms();
+    double t0 = bench_now();
     for (int i = 0; i < reps; i++) rlx_run(s);
-    trial[t] = (now_ms() - t0) / reps;
+    trial[t] = 1e3 * (bench_now() - t0) / reps;
   }
-  qsort(trial, 7, sizeof *trial, cmp_double);
-  return trial[3];
+  return bench_median(trial, 7);
 }
 
 static rlx_session *compile_cuda(rlx_graph *g) {
@@ -224,23 +213,22 @@ static int llm_pptg(const char *path, int64_t P, int64_t N, rlx_dtype cache) {
   for (int64_t i = 0; i < P; i++) toks[i] = (int32_t)((i * 7919) % V);
   double pp[6], tg[6];
   for (int r = 0; r < 6; r++) { /* run 0: warm-up */
-    double t0 = now_ms();
+    double t0 = bench_now();
     if (rlx_llm_truncate(m, 0) || rlx_llm_eval(m, toks, P, 0, logits)) goto fail;
-    pp[r] = now_ms() - t0;
+    pp[r] = 1e3 * (bench_now() - t0);
     if (rlx_llm_truncate(m, 0)) goto fail;
-    t0 = now_ms();
+    t0 = bench_now();
     for (int64_t i = 0; i < N; i++) {
       int32_t tok = (int32_t)(i * 31 % V);
       if (rlx_llm_eval(m, &tok, 1, 0, logits)) goto fail;
     }
-    tg[r] = now_ms() - t0;
+    tg[r] = 1e3 * (bench_now() - t0);
   }
-  qsort(pp + 1, 5, sizeof *pp, cmp_double);
-  qsort(tg + 1, 5, sizeof *tg, cmp_double);
+  const double pp_ms = bench_median(pp + 1, 5), tg_ms = bench_median(tg + 1, 5);
   rlx_llm_info info;
   rlx_llm_get_info(m, &info);
   printf("RESULT pptg pp%lld_tok_s=%.1f tg%lld_tok_s=%.2f pp_ms=%.3f tg_ms_per_token=%.4f fallback=%lld\n", (long long)P,
-         P / pp[3] * 1e3, (long long)N, N / tg[3] * 1e3, pp[3], tg[3] / N, (long long)info.fallback_nodes);
+         P / pp_ms * 1e3, (long long)N, N / tg_ms * 1e3, pp_ms, tg_ms / N, (long long)info.fallback_nodes);
   free(logits), free(toks);
   rlx_llm_free(m);
   rlx_model_file_close(f);
@@ -346,17 +334,17 @@ int main(int argc, char **argv) {
     if (!step) return 1;
     for (int64_t i = 0; i < 5 * N; i++) {
       int32_t tok = (int32_t)(i * 31 % V);
-      double t0 = now_ms();
+      double t0 = bench_now();
       if (rlx_llm_eval(m, &tok, 1, 0, logits)) {
         fprintf(stderr, "llm decode: %s\n", rlx_last_error());
         return 1;
       }
-      step[i] = now_ms() - t0, total += step[i];
+      step[i] = 1e3 * (bench_now() - t0), total += step[i];
     }
-    qsort(step, (size_t)(5 * N), sizeof *step, cmp_double);
+    const double step_ms = bench_median(step, (int)(5 * N));
     printf("RESULT llm ms=%.4f tok_s=%.1f mean_ms=%.4f weight_bytes=%zu step_bytes=%zu kv_bytes=%zu plans=%lld "
            "n_past=%lld fallback=%lld\n",
-           step[5 * N / 2], 1e3 / step[5 * N / 2], total / (double)(5 * N), info.weight_bytes, step_bytes,
+           step_ms, 1e3 / step_ms, total / (double)(5 * N), info.weight_bytes, step_bytes,
            info.kv_cache_bytes, (long long)rlx_llm_plans_built(m), (long long)rlx_llm_n_past(m),
            (long long)info.fallback_nodes);
     free(step);

@@ -10,6 +10,7 @@
  * one text alone over the first N_SINGLE; writes the embeddings (float32,
  * text order) to OUT. Built by bench_embed.py against the llama.cpp tree. */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_util.h"
 #include "llama.h"
 
 #include <math.h>
@@ -20,14 +21,6 @@
 
 #define BATCH 32
 #define MAX_TOKENS 256
-
-static clockid_t clock_id = CLOCK_MONOTONIC;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(clock_id, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct {
   llama_token ids[MAX_TOKENS];
@@ -42,11 +35,6 @@ static int by_len(const void *a, const void *b) {
 static void quiet(enum ggml_log_level level, const char *text, void *user) {
   (void)user;
   if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* Embeds texts t[0..n) as one batch into out rows (by each text's index). */
@@ -81,7 +69,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   int threads = atoi(argv[2]), n_single = atoi(argv[5]);
-  if (!strcmp(argv[3], "cpu")) clock_id = CLOCK_PROCESS_CPUTIME_ID;
+  if (!strcmp(argv[3], "cpu")) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
   llama_log_set(quiet, NULL);
   llama_backend_init();
   struct llama_model_params mp = llama_model_default_params();
@@ -120,20 +108,19 @@ int main(int argc, char **argv) {
   memcpy(sorted, t, (size_t)n * sizeof *sorted);
   qsort(sorted, (size_t)n, sizeof *sorted, by_len);
   embed(ctx, &batch, sorted, n < BATCH ? n : BATCH, dim, out);  /* warm-up */
-  double t0 = now();
+  double t0 = bench_now();
   for (int s = 0; s < n; s += BATCH) embed(ctx, &batch, sorted + s, n - s < BATCH ? n - s : BATCH, dim, out);
-  double batch_s = now() - t0;
+  double batch_s = bench_now() - t0;
   double *lat = malloc((size_t)(n_single > 0 ? n_single : 1) * sizeof *lat);
   float *one = malloc((size_t)(n + 1) * dim * sizeof *one);
   for (int i = 0; i < n_single && i < n; i++) {
     text_ids x = t[i];
     x.index = 0;
-    double a = now();
+    double a = bench_now();
     embed(ctx, &batch, &x, 1, dim, one);
-    lat[i] = now() - a;
+    lat[i] = bench_now() - a;
   }
-  qsort(lat, (size_t)(n_single < n ? n_single : n), sizeof *lat, cmp_double);
-  printf("{\"batch_s\": %.9f, \"single_s\": %.9f}\n", batch_s, lat[(n_single < n ? n_single : n) / 2]);
+  printf("{\"batch_s\": %.9f, \"single_s\": %.9f}\n", batch_s, bench_median(lat, n_single < n ? n_single : n));
   FILE *o = fopen(argv[6], "wb");
   if (o) {
     fwrite(out, sizeof *out, (size_t)n * dim, o);

@@ -33,6 +33,7 @@
 #include "backend/cpu/qpack.h"
 
 #include "../tests/cpu_matrix.h"
+#include "bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,21 +46,7 @@
 
 #define ROTATE_BYTES (128ull << 20)
 
-/* CLOCK_PROCESS_CPUTIME_ID with --cpu-time: on a machine shared with other
- * work the CPU time of a 1-thread run is what the kernel costs. */
-static clockid_t clock_id = CLOCK_MONOTONIC;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(clock_id, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static uint32_t seed = 12345u;
-static uint32_t next_u32(void) {
-  seed = seed * 1664525u + 1013904223u;
-  return seed;
-}
 
 static void put_f16(uint8_t *p, float v) {
   uint16_t h = ir_f32_to_f16(v);
@@ -72,14 +59,14 @@ static void put_f16(uint8_t *p, float v) {
 static void random_blocks(rlx_dtype t, uint8_t *b, int64_t nb) {
   if (t == RLX_F16 || t == RLX_BF16) {
     for (int64_t i = 0; i < nb; i++) {
-      const float v = (float)((int)(next_u32() >> 16) - 32768) / 32768.0f;
+      const float v = (float)((int)(lcg32_next(&seed) >> 16) - 32768) / 32768.0f;
       const uint16_t h = t == RLX_F16 ? ir_f32_to_f16(v) : ir_f32_to_bf16(v);
       memcpy(b + 2 * i, &h, 2);
     }
     return;
   }
   const int bs = ir_dtypes[t].size;
-  for (int64_t i = 0; i < nb * bs; i++) b[i] = (uint8_t)(next_u32() >> 24);
+  for (int64_t i = 0; i < nb * bs; i++) b[i] = (uint8_t)(lcg32_next(&seed) >> 24);
   int off[2] = {-1, -1};
   switch (t) {
   case RLX_Q4_0: case RLX_Q5_0: case RLX_Q8_0: case RLX_Q6_K: case RLX_Q3_K:
@@ -126,7 +113,7 @@ static int bench_matmul(cpu_ctx *ctx, int runs, const char *type, int64_t M, int
     return 1;
   }
   random_blocks(t, w, (int64_t)(wbytes / (size_t)ir_dtypes[t].size) * copies);
-  for (int64_t i = 0; i < M * K; i++) x[i] = (float)((int)(next_u32() >> 16) - 32768) / 32768.0f;
+  for (int64_t i = 0; i < M * K; i++) x[i] = (float)((int)(lcg32_next(&seed) >> 16) - 32768) / 32768.0f;
   cpu_tensor in[2], out;
   set_matrix(&in[0], x, RLX_F32, M, K);
   set_matrix(&out, y, RLX_F32, M, N);
@@ -142,16 +129,15 @@ static int bench_matmul(cpu_ctx *ctx, int runs, const char *type, int64_t M, int
     cpu_DequantMatMul(ctx, &node, in, &out);                       \
   } while (0)
   for (int i = 0; i < copies; i++) CALL(); /* warm-up: page faults, pool */
-  double t0 = now();
+  double t0 = bench_now();
   CALL();
-  double once = now() - t0;
-  int reps = once > 0.05 ? 1 : (int)(0.05 / (once > 1e-7 ? once : 1e-7)) + 1;
+  const int reps = bench_reps(bench_now() - t0);
   printf("%s %lld %lld %lld %s %d", type, (long long)M, (long long)K, (long long)N,
          qdot_best()->name, copies);
   for (int r = 0; r < runs; r++) {
-    t0 = now();
+    t0 = bench_now();
     for (int i = 0; i < reps; i++) CALL();
-    printf(" %.4e", (now() - t0) / reps);
+    printf(" %.4e", (bench_now() - t0) / reps);
   }
 #undef CALL
   printf("\n");
@@ -181,13 +167,13 @@ static int bench_pack(cpu_ctx *ctx, int runs, const char *type, int64_t K, int64
   printf("pack %s %lld %lld %zu %zu", type, (long long)K, (long long)N, wbytes, pbytes);
   for (int r = 0; r < runs; r++) {
     int reps = 0;
-    double t0 = now(), el;
+    double t0 = bench_now(), el;
     do {
       qpack *p = qpack_new(ctx, (rlx_dtype)t, w, N, K);
       if (!p) return 1;
       qpack_free(p);
       reps++;
-    } while ((el = now() - t0) < 0.05);
+    } while ((el = bench_now() - t0) < 0.05);
     printf(" %.4e", el / reps);
   }
   printf("\n");
@@ -262,9 +248,9 @@ static int bench_peak(cpu_ctx *ctx, int runs, int threads) {
     cpu_parallel_for(ctx, threads, 1, peak_task, &J); /* warm-up: clocks, pool */
     printf("%s %.6e", k[i].name, ops);
     for (int r = 0; r < runs; r++) {
-      const double t0 = now();
+      const double t0 = bench_now();
       cpu_parallel_for(ctx, threads, 1, peak_task, &J);
-      printf(" %.4e", now() - t0);
+      printf(" %.4e", bench_now() - t0);
     }
     printf("\n");
   }
@@ -343,11 +329,11 @@ static int bench_membw(cpu_ctx *ctx, int runs, int64_t bytes) {
     printf("%s", mode ? "memcpy" : "read");
     for (int r = 0; r < runs; r++) {
       int reps = 0;
-      double t0 = now(), t;
+      double t0 = bench_now(), t;
       do {
         cpu_parallel_for(ctx, n, chunk, fn, &J);
         reps++;
-      } while ((t = now() - t0) < 0.05);
+      } while ((t = bench_now() - t0) < 0.05);
       printf(" %.4e", t / reps);
     }
     printf("\n");
@@ -360,16 +346,8 @@ static int bench_membw(cpu_ctx *ctx, int runs, int64_t bytes) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && !strcmp(argv[1], "--cpu-time")) {
-    clock_id = CLOCK_PROCESS_CPUTIME_ID;
-    argv++;
-    argc--;
-  }
-  if (argc > 1 && !strcmp(argv[1], "--slot")) {
-    with_slot = 1;
-    argv++;
-    argc--;
-  }
+  if (bench_flag(&argc, &argv, "--cpu-time")) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+  with_slot = bench_flag(&argc, &argv, "--slot");
   int membw = argc > 1 && !strcmp(argv[1], "--membw"), pack = argc > 1 && !strcmp(argv[1], "--pack");
   const int peak = argc > 1 && !strcmp(argv[1], "--peak");
   if (membw ? argc != 5 : pack ? argc != 7 : peak ? argc != 4 : argc < 7 || (argc - 3) % 4 != 0) {

@@ -29,6 +29,7 @@
  */
 #define _DEFAULT_SOURCE /* madvise, beside the project-wide _POSIX_C_SOURCE */
 #include "backend/cpu/gemm.h"
+#include "bench_util.h"
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -38,26 +39,17 @@
 #include <sys/mman.h>
 #include <time.h>
 
-static clockid_t bench_clock = CLOCK_MONOTONIC;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(bench_clock, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Matrices of 4 MiB or more on 2 MiB-aligned memory advised to use huge
  * pages, as NumPy allocates its arrays (madvise(MADV_HUGEPAGE) from 4 MiB):
  * a DRAM-bound product streaming 4 KB pages pays TLB misses that NumPy's
  * side of the comparison does not (1x4096x4096 at 0.92x). */
-static float *random_matrix(int64_t n, unsigned *seed) {
+static float *random_matrix(int64_t n, uint32_t *seed) {
   const size_t bytes = (size_t)n * sizeof(float), huge = (size_t)2 << 20;
   float *m = bytes >= 2 * huge ? aligned_alloc(huge, (bytes + huge - 1) / huge * huge) : malloc(bytes);
   if (!m) return NULL;
   if (bytes >= 2 * huge) madvise(m, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
   for (int64_t i = 0; i < n; i++) {
-    *seed = *seed * 1664525u + 1013904223u;
-    m[i] = (float)((double)(*seed >> 8) / (double)(1u << 24) * 2.0 - 1.0);
+    m[i] = (float)((double)(lcg32_next(seed) >> 8) / (double)(1u << 24) * 2.0 - 1.0);
   }
   return m;
 }
@@ -94,10 +86,9 @@ static void call(const product *p, int peer) {
  * (page faults, pack buffers, the peer's thread start). */
 static int reps_for(const product *p, int peer) {
   call(p, peer);
-  double t0 = now();
+  double t0 = bench_now();
   call(p, peer);
-  double once = now() - t0;
-  return once > 0.05 ? 1 : (int)(0.05 / (once > 1e-7 ? once : 1e-7)) + 1;
+  return bench_reps(bench_now() - t0);
 }
 
 /* Sleep between timed runs of the two sides, longer than either's worker
@@ -110,9 +101,9 @@ static void settle(void) {
 
 static double run_gflops(const product *p, int peer, int reps) {
   if (p->sgemm) settle(); /* alternating with the peer */
-  double t0 = now();
+  double t0 = bench_now();
   for (int i = 0; i < reps; i++) call(p, peer);
-  return 2.0 * (double)p->M * (double)p->N * (double)p->K * reps / (now() - t0) / 1e9;
+  return 2.0 * (double)p->M * (double)p->N * (double)p->K * reps / (bench_now() - t0) / 1e9;
 }
 
 static void print_line(const product *p, const char *who, const double *g, int runs) {
@@ -129,10 +120,8 @@ static int usage(void) {
 int main(int argc, char **argv) {
   const char *peer_lib = NULL;
   for (;;) {
-    if (argc > 1 && strcmp(argv[1], "--cpu-time") == 0) {
+    if (bench_flag(&argc, &argv, "--cpu-time")) {
       bench_clock = CLOCK_PROCESS_CPUTIME_ID;
-      argv++;
-      argc--;
     } else if (argc > 2 && strcmp(argv[1], "--peer") == 0) {
       peer_lib = argv[2];
       argv += 2;
@@ -166,7 +155,7 @@ int main(int argc, char **argv) {
   }
   double *g_rlx = malloc((size_t)runs * sizeof *g_rlx), *g_peer = malloc((size_t)runs * sizeof *g_peer);
   if (!g_rlx || !g_peer) return 1;
-  unsigned seed = 12345u;
+  uint32_t seed = 12345u;
   for (int s = 3; s + 2 < argc; s += 3) {
     p.M = atoll(argv[s]);
     p.K = atoll(argv[s + 1]);

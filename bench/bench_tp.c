@@ -15,6 +15,7 @@
  * --dump: the greedy tokens of the last tp of the list, as text, into FILE.
  * --world: this process is one rank (tp W, the list ignored); rank 0
  * prints and dumps, the others only take part. */
+#include "bench_util.h"
 #include "rlx.h"
 
 #include <math.h>
@@ -22,17 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
   if (argc < 2) {
@@ -81,13 +71,13 @@ int main(int argc, char **argv) {
     const int tp = atoi(tok);
     rlx_llm_options o = {{device, 0, 0, device_index, NULL}, ctx, NULL, NULL, RLX_F32, 1, tp, rank, world, master};
     rlx_llm *m = NULL;
-    double t0 = now();
+    double t0 = bench_now();
     if (rlx_llm_open(model, &o, &m)) {
       printf("%-4d load failed: %s\n", tp, rlx_last_error());
       rc = 1;
       continue;
     }
-    double t_load = now() - t0;
+    double t_load = bench_now() - t0;
     rlx_llm_info info;
     rlx_llm_get_info(m, &info);
     if (!V) {
@@ -101,7 +91,7 @@ int main(int argc, char **argv) {
     for (int pass = 0; pass < 3 && rc == 0; pass++) {
       rlx_llm_truncate(m, 0);
       rlx_status st = rlx_llm_eval(m, tokens, prompt, 0, logits);
-      double t1 = now();
+      double t1 = bench_now();
       for (int s = 0; st == RLX_OK && s < gen; s++) {
         float *row = logits + (size_t)s * V, *next = row + V;
         int32_t arg = 0;
@@ -111,7 +101,7 @@ int main(int argc, char **argv) {
         else if (pass == 0 && arg != tokens[prompt + s]) differ++;
         st = rlx_llm_eval(m, &tokens[prompt + s], 1, 0, next);
       }
-      pass_tps[pass] = gen / (now() - t1);
+      pass_tps[pass] = gen / (bench_now() - t1);
       if (st) {
         printf("%-4d run failed: %s\n", tp, rlx_last_error());
         rc = 1;
@@ -129,8 +119,7 @@ int main(int argc, char **argv) {
         }
     }
     if (rc == 0) {
-      qsort(pass_tps, 3, sizeof pass_tps[0], cmp_double);
-      double tps_med = pass_tps[1];
+      double tps_med = bench_median(pass_tps, 3);
       if (first) ref_tps = tps_med;
       /* a token reads every weight byte once, spread over tp GPUs */
       double roof = (double)info.weight_bytes * tps_med / (tp * bw * 1e9);
