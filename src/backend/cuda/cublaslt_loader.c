@@ -9,11 +9,10 @@
  * and cuda_cublaslt_error() says why, so a machine lacking it gets a status
  * from the first matrix product, not a loader failure at start-up. */
 #include "cu_kernels.h"
+#include "library_loader.h"
 
 #include <cublasLt.h>
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stdio.h>
 
 #define LT_FUNCTIONS(X)                                                                                             \
   X(cublasLtCreate)                                                                                                 \
@@ -47,29 +46,11 @@ static int lt_loaded;
 static char lt_error[256];
 
 static void lt_load(void) {
-  /* The loader's search path first, then the toolkit rlx was built with. */
-  void *h = dlopen(lt_soname, RTLD_NOW | RTLD_LOCAL);
-#ifdef RLX_CUDA_LIBRARY_DIR
-  if (!h) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", RLX_CUDA_LIBRARY_DIR, lt_soname);
-    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  }
-#endif
-  if (!h) {
-    snprintf(lt_error, sizeof lt_error, "cannot load %s: %s", lt_soname, dlerror());
-    return;
-  }
-  /* POSIX's way to store dlsym's object pointer into a function pointer. */
-#define LT_RESOLVE(f)                                                                                               \
-  *(void **)&lt.f = dlsym(h, #f);                                                                                   \
-  if (!lt.f) {                                                                                                      \
-    snprintf(lt_error, sizeof lt_error, "%s lacks %s", lt_soname, #f);                                             \
-    return;                                                                                                         \
-  }
-  LT_FUNCTIONS(LT_RESOLVE)
-#undef LT_RESOLVE
-  lt_loaded = 1; /* the handle stays open for the process's life, as a linked library would */
+#define LT_SYMBOL(f) {#f, (void **)&lt.f},
+  static const cuda_library_symbol symbols[] = {LT_FUNCTIONS(LT_SYMBOL)};
+#undef LT_SYMBOL
+  lt_loaded = cuda_library_load(lt_soname, NULL, symbols, (int)(sizeof symbols / sizeof *symbols), lt_error,
+                                sizeof lt_error);
 }
 
 static int lt_ready(void) {

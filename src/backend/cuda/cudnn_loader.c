@@ -14,10 +14,10 @@ const char *cuda_cudnn_error(void) { return "rlx was built without cuDNN (cudnn.
 
 #else
 
+#include "library_loader.h"
+
 #include <cudnn.h>
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stdio.h>
 
 #define DNN_FUNCTIONS(X)                                                                                            \
   X(cudnnCreate)                                                                                                    \
@@ -55,27 +55,11 @@ static int dnn_loaded;
 static char dnn_error[320];
 
 static void dnn_load(void) {
-  void *h = dlopen(dnn_soname, RTLD_NOW | RTLD_LOCAL);
-#ifdef RLX_CUDA_LIBRARY_DIR
-  if (!h) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", RLX_CUDA_LIBRARY_DIR, dnn_soname);
-    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  }
-#endif
-  if (!h) {
-    snprintf(dnn_error, sizeof dnn_error, "cannot load %s: %s", dnn_soname, dlerror());
-    return;
-  }
-#define DNN_RESOLVE(f)                                                                                              \
-  *(void **)&dnn.f = dlsym(h, #f);                                                                                  \
-  if (!dnn.f) {                                                                                                     \
-    snprintf(dnn_error, sizeof dnn_error, "%s lacks %s", dnn_soname, #f);                                           \
-    return;                                                                                                         \
-  }
-  DNN_FUNCTIONS(DNN_RESOLVE)
-#undef DNN_RESOLVE
-  dnn_loaded = 1; /* the handle stays open for the process's life */
+#define DNN_SYMBOL(f) {#f, (void **)&dnn.f},
+  static const cuda_library_symbol symbols[] = {DNN_FUNCTIONS(DNN_SYMBOL)};
+#undef DNN_SYMBOL
+  dnn_loaded = cuda_library_load(dnn_soname, NULL, symbols, (int)(sizeof symbols / sizeof *symbols), dnn_error,
+                                 sizeof dnn_error);
 }
 
 static int dnn_ready(void) {

@@ -5,12 +5,11 @@
  * values), and a machine without libnccl.so.2 gets RLX_ERR_UNSUPPORTED
  * from the first communicator it asks for. */
 #include "cuda_plan.h"
+#include "library_loader.h"
 
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,36 +41,14 @@ static char nc_error[256];
 static const char nc_soname[] = "libnccl.so.2";
 
 static void nc_load(void) {
-  void *h = dlopen(nc_soname, RTLD_NOW | RTLD_LOCAL);
-#ifdef RLX_CUDA_LIBRARY_DIR
-  if (!h) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", RLX_CUDA_LIBRARY_DIR, nc_soname);
-    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  }
-#endif
-  if (!h) {
-    snprintf(nc_error, sizeof nc_error, "cannot load %s (NCCL): %s", nc_soname, dlerror());
-    return;
-  }
-#define NC_RESOLVE(f)                                                                                               \
-  *(void **)&nc.f = dlsym(h, "nccl" #f);                                                                            \
-  if (!nc.f) {                                                                                                      \
-    snprintf(nc_error, sizeof nc_error, "%s lacks nccl%s", nc_soname, #f);                                         \
-    return;                                                                                                         \
-  }
-  NC_RESOLVE(GetUniqueId)
-  NC_RESOLVE(CommInitRank)
-  NC_RESOLVE(CommInitAll)
-  NC_RESOLVE(CommDestroy)
-  NC_RESOLVE(CommAbort)
-  NC_RESOLVE(CommGetAsyncError)
-  NC_RESOLVE(AllReduce)
-  NC_RESOLVE(GroupStart)
-  NC_RESOLVE(GroupEnd)
-  NC_RESOLVE(GetErrorString)
-#undef NC_RESOLVE
-  nc_loaded = 1; /* open for the process's life, as a linked library would be */
+#define NC_SYMBOL(f) {"nccl" #f, (void **)&nc.f},
+  static const cuda_library_symbol symbols[] = {
+      NC_SYMBOL(GetUniqueId) NC_SYMBOL(CommInitRank) NC_SYMBOL(CommInitAll) NC_SYMBOL(CommDestroy)
+      NC_SYMBOL(CommAbort) NC_SYMBOL(CommGetAsyncError) NC_SYMBOL(AllReduce) NC_SYMBOL(GroupStart)
+      NC_SYMBOL(GroupEnd) NC_SYMBOL(GetErrorString)};
+#undef NC_SYMBOL
+  nc_loaded = cuda_library_load(nc_soname, "NCCL", symbols, (int)(sizeof symbols / sizeof *symbols), nc_error,
+                                sizeof nc_error);
 }
 
 static rlx_status nc_ready(const char *fn) {
