@@ -118,17 +118,32 @@ static void cache_put(const conv_found *f) {
   pthread_mutex_unlock(&conv_mu);
 }
 
+/* What find_algo weighs of a timed candidate: the forward and the
+ * backward-data results of cudnnFind differ only in their types and their
+ * algorithms' names. `spectral`: a transform whose rounding grows with the
+ * spectrum's size (FFT, FFT tiling and non-fused Winograd: about 1e-4 of
+ * the outputs where the direct sum stays near 1e-6). */
+typedef struct {
+  cudnnStatus_t status;
+  cudnnDeterminism_t determinism;
+  cudnnMathType_t math;
+  size_t memory;
+  int algo, spectral;
+} candidate;
+
+/* p: a cudnnConvolution*AlgoPerf_t; ALGO: its algorithms' prefix. */
+#define CANDIDATE(p, ALGO)                                                                                          \
+  ((candidate){(p).status, (p).determinism, (p).mathType, (p).memory, (int)(p).algo,                               \
+               (p).algo == ALGO##FFT || (p).algo == ALGO##FFT_TILING || (p).algo == ALGO##WINOGRAD_NONFUSED})
+
 /* A candidate is usable when it ran, fits the workspace limit, gives the
  * same bits every run (a replay must equal the op-by-op run, so no
  * split-K atomics) and, without TF32, keeps F32's accuracy: no
- * tensor-core math, and no transform whose rounding grows with the
- * spectrum's size (FFT, FFT tiling and non-fused Winograd: about 1e-4 of
- * the outputs where the direct sum stays near 1e-6). `spectral`: the
- * candidate is one of those. */
-static int usable(const cuda_conv *c, cudnnStatus_t s, cudnnDeterminism_t det, cudnnMathType_t math, size_t bytes,
-                  int spectral) {
-  if (s != CUDNN_STATUS_SUCCESS || bytes > CONV_WS_MAX || det != CUDNN_DETERMINISTIC) return 0;
-  return c->tf32 || (!spectral && math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+ * tensor-core math and no spectral transform. */
+static int usable(const cuda_conv *c, const candidate *k) {
+  if (k->status != CUDNN_STATUS_SUCCESS || k->memory > CONV_WS_MAX || k->determinism != CUDNN_DETERMINISTIC) return 0;
+  return c->tf32 ||
+         (!k->spectral && k->math != CUDNN_TENSOR_OP_MATH && k->math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
 /* cudnnFind may report CUDNN_DEFAULT_MATH for a candidate timed under
@@ -141,31 +156,25 @@ static cudnnMathType_t math_of(const cuda_conv *c, cudnnMathType_t found) {
 /* Times the candidates and takes the fastest usable one. */
 static rlx_status find_algo(cuda_conv *c, conv_found *f) {
   enum { MAX_ALGOS = 16 };
+  candidate k[MAX_ALGOS];
   int got = 0;
   cudnnStatus_t s;
   if (!c->transposed) {
     cudnnConvolutionFwdAlgoPerf_t p[MAX_ALGOS];
     s = cudnnFindConvolutionForwardAlgorithm(c->h, c->xd, c->wd, c->cd, c->yd, MAX_ALGOS, &got, p);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnFindConvolutionForwardAlgorithm");
-    for (int i = 0; i < got; i++)
-      if (usable(c, p[i].status, p[i].determinism, p[i].mathType, p[i].memory,
-                 p[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || p[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
-                     p[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED)) {
-        f->algo = (int)p[i].algo, f->math = (int)math_of(c, p[i].mathType), f->ws_bytes = p[i].memory;
-        return RLX_OK;
-      }
+    for (int i = 0; i < got; i++) k[i] = CANDIDATE(p[i], CUDNN_CONVOLUTION_FWD_ALGO_);
   } else {
     cudnnConvolutionBwdDataAlgoPerf_t p[MAX_ALGOS];
     s = cudnnFindConvolutionBackwardDataAlgorithm(c->h, c->wd, c->xd, c->cd, c->yd, MAX_ALGOS, &got, p);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnFindConvolutionBackwardDataAlgorithm");
-    for (int i = 0; i < got; i++)
-      if (usable(c, p[i].status, p[i].determinism, p[i].mathType, p[i].memory,
-                 p[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || p[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
-                     p[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED)) {
-        f->algo = (int)p[i].algo, f->math = (int)math_of(c, p[i].mathType), f->ws_bytes = p[i].memory;
-        return RLX_OK;
-      }
+    for (int i = 0; i < got; i++) k[i] = CANDIDATE(p[i], CUDNN_CONVOLUTION_BWD_DATA_ALGO_);
   }
+  for (int i = 0; i < got; i++) /* fastest first */
+    if (usable(c, &k[i])) {
+      f->algo = k[i].algo, f->math = (int)math_of(c, k[i].math), f->ws_bytes = k[i].memory;
+      return RLX_OK;
+    }
   return rlx_set_error(RLX_ERR_UNSUPPORTED,
                        "cuDNN: no algorithm for this %s that is deterministic, fits %zu MiB of workspace and, "
                        "without RLX_CUDA_TF32, keeps F32 accuracy",
