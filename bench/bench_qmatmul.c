@@ -1,14 +1,15 @@
 /* bench_qmatmul.c — times cpu_DequantMatMul for bench_qmatmul.py (not a test).
  *
- *   bench_qmatmul [--cpu-time] [--slot] THREADS RUNS TYPE M K N [TYPE M K N ...]
+ *   bench_qmatmul [--cpu-time] [--slot] [--rotate MIB] THREADS RUNS TYPE M K N [TYPE M K N ...]
  *     x [M, K] F32 @ w [N, K]^T, w of block dtype TYPE (q4_0, q6_k, ...)
  *     or f16 / bf16. --slot: each weight copy has a prepack slot, as a
  *     model's weights do (packed on the warm-up call, reused: the times
  *     leave out packing); without, prefill shapes pack per call.
  *     Prints per shape: TYPE M K N TABLE COPIES SEC_1 .. SEC_RUNS
  *     (seconds per call). The weights are COPIES distinct copies, used in
- *     turn, totalling >= 128 MiB: each call streams its weights from DRAM
- *     as in a model whose layers do not fit in the caches.
+ *     turn, totalling >= 128 MiB (--rotate: MIB): each call streams its
+ *     weights from beyond the L2, from DRAM where MIB outgrows the L3, as
+ *     in a model whose layers do not fit in the caches.
  *   bench_qmatmul [--cpu-time] --pack THREADS RUNS TYPE K N
  *     The load-time repacking of an N x K weight (qpack_new, qpack.h):
  *     "pack TYPE K N FILE_BYTES PACKED_BYTES SEC..".
@@ -44,7 +45,10 @@
 #include <immintrin.h>
 #endif
 
-#define ROTATE_BYTES (128ull << 20)
+/* Bytes of weight copies a shape rotates through (--rotate MIB): the
+ * default outgrows the L2; a decode that reads DRAM as a model's does
+ * needs more than the L3. */
+static size_t rotate_bytes = 128ull << 20;
 
 static uint32_t seed = 12345u;
 
@@ -103,7 +107,7 @@ static int bench_matmul(cpu_ctx *ctx, int runs, const char *type, int64_t M, int
     return 2;
   }
   const size_t wbytes = rlx_dtype_nbytes(t, N * K);
-  const int copies = (int)((ROTATE_BYTES + wbytes - 1) / wbytes);
+  const int copies = (int)((rotate_bytes + wbytes - 1) / wbytes);
   uint8_t *w = malloc(wbytes * (size_t)copies);
   float *x = malloc((size_t)(M * K) * sizeof *x), *y = malloc((size_t)(M * N) * sizeof *y);
   gemm_prepack **slots = calloc((size_t)copies, sizeof *slots);
@@ -348,10 +352,20 @@ static int bench_membw(cpu_ctx *ctx, int runs, int64_t bytes) {
 int main(int argc, char **argv) {
   if (bench_flag(&argc, &argv, "--cpu-time")) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
   with_slot = bench_flag(&argc, &argv, "--slot");
+  if (bench_flag(&argc, &argv, "--rotate")) {
+    const long long mib = argc > 1 ? atoll(argv[1]) : 0;
+    if (mib < 1 || mib > (1ll << 20)) {
+      fprintf(stderr, "bench_qmatmul: --rotate MIB, 1 .. 2^20\n");
+      return 2;
+    }
+    rotate_bytes = (size_t)mib << 20;
+    argv++;
+    argc--;
+  }
   int membw = argc > 1 && !strcmp(argv[1], "--membw"), pack = argc > 1 && !strcmp(argv[1], "--pack");
   const int peak = argc > 1 && !strcmp(argv[1], "--peak");
   if (membw ? argc != 5 : pack ? argc != 7 : peak ? argc != 4 : argc < 7 || (argc - 3) % 4 != 0) {
-    fprintf(stderr, "usage: bench_qmatmul [--cpu-time] [--slot] THREADS RUNS TYPE M K N [TYPE M K N ...]\n"
+    fprintf(stderr, "usage: bench_qmatmul [--cpu-time] [--slot] [--rotate MIB] THREADS RUNS TYPE M K N [TYPE M K N ...]\n"
                     "       bench_qmatmul [--cpu-time] --pack THREADS RUNS TYPE K N\n"
                     "       bench_qmatmul [--cpu-time] --peak THREADS RUNS\n"
                     "       bench_qmatmul [--cpu-time] --membw THREADS RUNS BYTES\n");

@@ -24,24 +24,39 @@
 #define QPACK_KERNEL_MR 12
 /* Bytes ahead of the weight block in use a kernel asks the L2 for: a
  * distance in bytes, not blocks, suits every block size (Q4_0's 288 to
- * Q8_0's 544), and the L2 hint leaves L1 to the blocks in use. */
-#define PREFETCH_BYTES 4096
+ * Q8_0's 544), and the L2 hint leaves L1 to the blocks in use. A decode
+ * step streams its weights from DRAM: the distance must cover the
+ * memory's latency at its full rate on a loaded machine, and nearer
+ * distances left a K-quant decode short of the bandwidth (BENCHMARKS.md). */
+#define PREFETCH_BYTES 16384
 
 /* s[r] = the block's int32 sums of activation row r (block b of act) against
  * its 8 weight registers, r < nr. Few rows (decode) split each row's 8
  * vpdpbusd over C chains added at the end (exact: int32 sums), so the
  * block's latency is 8 / C products, not 8: one chain of 8 kept a decode
- * step waiting on vpdpbusd's latency instead of on memory. */
+ * step waiting on vpdpbusd's latency instead of on memory. With chains,
+ * low nibbles go to the even ones and high nibbles to the odd ones, so
+ * a high nibble is used in place, 16 times its level (a mask, no shift),
+ * and the odd chains' total is divided by 16 once (exact: a multiple of
+ * 16): a decode step spends fewer instructions per weight byte, which
+ * the memory stream then hides. */
 AI void block_sums(const uint8_t *q, int nibbles, const uint8_t *planes, int n_planes, const qdot_q8_0 *act,
                    int64_t b, int nr, __m512i *s) {
   const int C = nr == 1 ? 4 : nr <= 3 ? 2 : 1;
+  const int in_place = nibbles && !n_planes && C > 1;
   __m512i part[QPACK_KERNEL_MR][4];
   for (int r = 0; r < nr; r++)
     for (int c = 0; c < C; c++) part[r][c] = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int t = 0; t < 4; t++) {
     __m512i lo, hi;
-    weights_pair(q, nibbles, planes, n_planes, t, &lo, &hi);
+    if (in_place) {
+      const __m512i v = _mm512_loadu_si512((const void *)(q + 64 * t));
+      lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+      hi = _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0));
+    } else {
+      weights_pair(q, nibbles, planes, n_planes, t, &lo, &hi);
+    }
     const int c0 = 2 * t % C, c1 = (2 * t + 1) % C;
     for (int r = 0; r < nr; r++)
       part[r][c0] = _mm512_dpbusd_epi32(part[r][c0], lo, bcast4(act_at(act, b, nr, r)->qs + 4 * t));
@@ -49,8 +64,17 @@ AI void block_sums(const uint8_t *q, int nibbles, const uint8_t *planes, int n_p
       part[r][c1] = _mm512_dpbusd_epi32(part[r][c1], hi, bcast4(act_at(act, b, nr, r)->qs + 16 + 4 * t));
   }
   for (int r = 0; r < nr; r++) {
-    s[r] = part[r][0];
-    for (int c = 1; c < C; c++) s[r] = _mm512_add_epi32(s[r], part[r][c]);
+    if (in_place) {
+      __m512i even = part[r][0], odd = part[r][1];
+      for (int c = 2; c < C; c += 2) {
+        even = _mm512_add_epi32(even, part[r][c]);
+        odd = _mm512_add_epi32(odd, part[r][c + 1]);
+      }
+      s[r] = _mm512_add_epi32(even, _mm512_srai_epi32(odd, 4));
+    } else {
+      s[r] = part[r][0];
+      for (int c = 1; c < C; c++) s[r] = _mm512_add_epi32(s[r], part[r][c]);
+    }
   }
 }
 
