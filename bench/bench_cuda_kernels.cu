@@ -14,7 +14,7 @@
  *       to the largest |y| (x's 8-bit levels: about 1e-2 is expected).
  * attn: the split-key decode attention (flash_decode) of one decode step
  *       at the 8B shape (1 query row, 32 / 8 heads, D 128, bf16, causal)
- *       over T = 512 .. 32768 cached keys, at the plan's keys per split and
+ *       over T = 64 .. 32768 cached keys, at the plan's keys per split and
  *       at others, the splits merged through global memory and (up to 16
  *       splits) in a cluster: us a call, and GB/s of K/V bytes against the
  *       copy.
@@ -24,7 +24,10 @@
  * "GEMV" and "QUANT" lines; bench_cuda.py runs it and keeps them. */
 #include "../src/backend/cuda/k_gemv.cu"
 #include "../src/backend/cuda/k_quant.cu"
+#include "../src/backend/cuda/k_quant_gemv.cu"
 #include "../src/backend/cuda/k_attention.cu"
+#include "../src/backend/cuda/k_attention_decode.cu"
+#include "../src/backend/cuda/k_attention_tc.cu"
 
 #include <algorithm>
 #include <stdio.h>
@@ -306,7 +309,7 @@ static __nv_bfloat16 *bf16_buffer(size_t n, uint32_t seed) {
 
 static void bench_attn(double copy) {
   const int64_t H = 32, Hkv = 8, D = 128;
-  for (int64_t T : {450, 512, 1024, 2048, 8192, 32768}) {
+  for (int64_t T : {64, 128, 256, 450, 512, 1024, 2048, 8192, 32768}) {
     const size_t kvn = (size_t)(T * Hkv * D), kvb = 2 * kvn * 2; /* K and V bytes */
     const int n = (int)std::max<size_t>(4, ((size_t)512 << 20) / kvb + 1);
     std::vector<__nv_bfloat16 *> kc(n), vc(n);
