@@ -3,6 +3,7 @@
  * over a KV pool); k_attention.cu says how it fits beside the other two
  * kernels. */
 #include "k_attention.cuh"
+#include "k_quant_blocks.cuh"
 
 #include <cooperative_groups.h>
 
@@ -36,16 +37,26 @@ __device__ __forceinline__ void dec_stage_rows(E *dst, int dst_ss, const E *src,
   }
 }
 
-/* Stages rows of a block-typed cache (kv_block_ld) decoded into dst
- * [n][dst_ss], as the plain rows' layout in shared memory: the scoring and
- * the sums below read them alike. Loads, not copies in flight: a thread
- * decodes one value of a row at a time, a warp's 32 values one block. */
+/* Stages rows of a block-typed cache (Q8_0, Q4_0; D a multiple of 32, so
+ * each row starts a block) decoded into dst [n][dst_ss], as the plain
+ * rows' layout in shared memory: the scoring and the sums below read them
+ * alike. A thread decodes 8 values of a block at a time (chunk_decode8),
+ * rows assigned as in dec_stage_rows; loads, not copies in flight. */
 template <typename E>
 __device__ __forceinline__ void dec_stage_blocks(E *dst, int dst_ss, const void *src, int kv_dtype, int64_t base,
                                                  int64_t ss, int n, int D, int t) {
+  const int per_row = D / 8, rpp = DEC_THREADS / per_row, c = t % per_row;
+  const int64_t bb = kv_dtype == RLX_Q8_0 ? 34 : 18;
+  if (t >= rpp * per_row) return;
 #pragma unroll 4
-  for (int e = t; e < n * D; e += DEC_THREADS)
-    cu_fl<E>::st(dst + (e / D) * dst_ss + e % D, kv_block_ld(src, kv_dtype, base + (e / D) * ss + e % D));
+  for (int jj = t / per_row; jj < n; jj += rpp) {
+    const uint8_t *row = (const uint8_t *)src + (base + jj * ss) / 32 * bb;
+    float y[8];
+    if (kv_dtype == RLX_Q8_0) chunk_decode8<RLX_Q8_0>(row, c / 4, c % 4, y);
+    else chunk_decode8<RLX_Q4_0>(row, c / 4, c % 4, y);
+#pragma unroll
+    for (int k = 0; k < 8; k++) cu_fl<E>::st(dst + jj * dst_ss + 8 * c + k, y[k]);
+  }
 }
 
 /* Output element off of the attention (its dtype E, or F32 of the value

@@ -1,11 +1,8 @@
 /* k_quant.cu — DequantMatMul and Dequantize over GGUF block dtypes (Q4_0,
  * Q4_1, Q8_0, Q4_K, Q6_K), reading the packed blocks directly.
  *
- * The unit of work is a chunk of 32 consecutive weights: a whole block of
- * Q4_0 / Q4_1 / Q8_0, one of the eight sub-blocks of a Q4_K / Q6_K
- * super-block, decoded a quarter (8 weights) at a time.
- * Each decoder below is ggml's dequantize_row_* (quant_blocks.c) for one
- * chunk, with the same products in the same order.
+ * The unit of work is a chunk of 32 consecutive weights, decoded a quarter
+ * (8 weights) at a time by k_quant_blocks.cuh.
  *
  * DequantMatMul for small M (decode, M <= CU_QMM_MAX_M) has two paths:
  *  - the default, integer one (k_quant_gemv.cu): x quantized to 8
@@ -17,97 +14,7 @@
  *    of x at once, x as given.
  * Larger M is lowered by the host to a dequantization into a scratch
  * matrix followed by a tensor-core GEMM. */
-#include "cu_common.cuh"
-
-/* Bytes of one row of K weights. */
-__host__ __device__ __forceinline__ int64_t row_bytes(int scheme, int64_t K) {
-  switch (scheme) {
-  case RLX_Q4_0: return K / 32 * 18;
-  case RLX_Q4_1: return K / 32 * 20;
-  case RLX_Q8_0: return K / 32 * 34;
-  case RLX_Q4_K: return K / 256 * 144;
-  case RLX_Q6_K: return K / 256 * 210;
-  default: return 0;
-  }
-}
-
-/* 8 bytes at p, A-byte aligned (2 or 4), as two little-endian words: two
- * or four loads where byte loads took eight (at M = 1 the products are
- * bound by instruction issue more than by the bytes). The blocks of
- * every scheme keep their fields at the alignments used below, given a
- * 16-byte aligned weight matrix (a param: its own allocation). */
-template <int A> __device__ __forceinline__ void ld8b(const uint8_t *p, uint32_t *w) {
-  if (A == 4) {
-    w[0] = ((const uint32_t *)p)[0], w[1] = ((const uint32_t *)p)[1];
-  } else {
-    const unsigned short *h = (const unsigned short *)p;
-    w[0] = h[0] | (uint32_t)h[1] << 16, w[1] = h[2] | (uint32_t)h[3] << 16;
-  }
-}
-__device__ __forceinline__ int byte_of(const uint32_t *w, int k) { return (int)((w[k >> 2] >> (8 * (k & 3))) & 0xFF); }
-/* An f16 at an even address. */
-__device__ __forceinline__ float f16_even(const uint8_t *p) { return __half2float(__ushort_as_half(*(const unsigned short *)p)); }
-
-/* Weights 8p .. 8p+7 (a quarter, p in 0..3) of chunk c (32 weights) of a
- * row into y: four lanes decode a chunk together in the product below. */
-template <int SCHEME> __device__ __forceinline__ void chunk_decode8(const uint8_t *row, int64_t c, int p, float *y) {
-  const int l0 = 8 * p;
-  uint32_t w[2];
-  if (SCHEME == RLX_Q4_0 || SCHEME == RLX_Q4_1) {
-    const bool q41 = SCHEME == RLX_Q4_1;
-    const uint8_t *b = row + c * (q41 ? 20 : 18);
-    const float d = f16_even(b), m = q41 ? f16_even(b + 2) : 0.f;
-    ld8b<q41 ? 4 : 2>(b + (q41 ? 4 : 2) + (l0 & 15), w);
-    const int hi = l0 >= 16;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-      const int q = hi ? byte_of(w, j) >> 4 : byte_of(w, j) & 0x0F;
-      y[j] = q41 ? (float)q * d + m : (float)(q - 8) * d;
-    }
-  } else if (SCHEME == RLX_Q8_0) {
-    const uint8_t *b = row + c * 34;
-    const float d = f16_even(b);
-    ld8b<2>(b + 2 + l0, w);
-#pragma unroll
-    for (int j = 0; j < 8; j++) y[j] = (float)(int8_t)byte_of(w, j) * d;
-  } else if (SCHEME == RLX_Q4_K) {
-    /* byte loads of the scales and levels: three words of scales and one
-     * of levels per lane measured slower (10.6 against 9.7 ms for an 8B
-     * decode step) */
-    const uint8_t *b = row + (c / 8) * 144;
-    const int j = (int)(c % 8);
-    const float d = f16_even(b), dmin = f16_even(b + 2);
-    const uint8_t *sc = b + 4;
-    int s, m;
-    if (j < 4) {
-      s = sc[j] & 63;
-      m = sc[j + 4] & 63;
-    } else {
-      s = (sc[j + 4] & 0xF) | (sc[j - 4] >> 6) << 4;
-      m = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
-    }
-    const float d1 = d * s, m1 = dmin * m;
-    const uint8_t *q = b + 16 + 32 * (j / 2) + l0;
-    const int hi = j % 2;
-#pragma unroll
-    for (int l = 0; l < 8; l++) y[l] = d1 * (hi ? q[l] >> 4 : q[l] & 0xF) - m1;
-  } else { /* Q6_K */
-    const uint8_t *b = row + (c / 8) * 210;
-    const int cc = (int)(c % 8), h = cc / 4, qq = cc % 4;
-    const float d = f16_even(b + 208);
-    uint32_t wh[2];
-    ld8b<2>(b + 64 * h + (qq % 2) * 32 + l0, w);
-    ld8b<2>(b + 128 + 32 * h + l0, wh);
-    const float ds = d * (float)((const int8_t *)(b + 192 + 8 * h))[l0 / 16 + 2 * qq];
-    const int shift = 2 * qq;
-#pragma unroll
-    for (int l = 0; l < 8; l++) {
-      const int low = qq < 2 ? byte_of(w, l) & 0xF : byte_of(w, l) >> 4;
-      const int q = (low | ((byte_of(wh, l) >> shift) & 3) << 4) - 32;
-      y[l] = ds * q;
-    }
-  }
-}
+#include "k_quant_blocks.cuh"
 
 /* 8 consecutive x elements as A (one 16-byte load where x is F16/BF16 and
  * aligned: at M = 1 the product is close to bound by instruction issue, and
