@@ -249,6 +249,11 @@ def conv_cases(suite, rng):
         # weights larger than a GEMM block (K over 1024, rows over a panel run)
         ("c2d_wide", [1, 116, 4, 5], [300, 116, 3, 3], True, [1, 1], [1, 1, 1, 1], [1, 1], 1),
         ("c2d_1x1_many_rows", [1, 96, 7, 9], [700, 96, 1, 1], True, [1, 1], [0, 0, 0, 0], [1, 1], 1),
+        # products of a packed weight worth two threads over a plane of
+        # 195-196 positions: tiles of columns cut at whole panels, the
+        # last one short
+        ("c2d_1x1_even_cols", [1, 288, 14, 14], [40, 288, 1, 1], True, [1, 1], [0, 0, 0, 0], [1, 1], 1),
+        ("c2d_even_cols_im2col", [1, 37, 13, 15], [48, 37, 3, 3], True, [1, 1], [1, 1, 1, 1], [1, 1], 1),
         # columns over the im2col scratch (K x P > 2^22): blocks of positions
         ("c2d_col_blocks", [1, 32, 128, 130], [4, 32, 3, 3], True, [1, 1], [1, 1, 1, 1], [1, 1], 1),
         # the AVX-512 3 x 3 kernels: a plane as one run (stride 1, rows as

@@ -438,6 +438,9 @@ typedef struct {
    * padded to group_pad (whole micro-panels), or NULL */
   const gemm_col_groups *groups;
   int64_t group_pad;
+  /* with a_packed: the tile's row panels [a_p0, a_p1) of A's even split
+   * into ceil(M / mr) panels */
+  int64_t a_p0, a_p1;
 } gemm_problem;
 
 /* The unpacked loop: correct without any buffer (when memory is short). */
@@ -597,7 +600,7 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
      * of row panels of at most the A budget, each of which stays in L2
      * while it meets the whole B block (a prepacked A of many rows: a
      * convolution's weight) */
-    const int64_t panels = ceil_div(m, MR);
+    const int64_t panels = ceil_div(pr->M, MR);
     int64_t run = isa->a_block_floats / (KC * MR);
     if (run < 1) run = 1;
     for (int64_t kb = 0; kb < kblocks; kb++) {
@@ -613,10 +616,10 @@ static void tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t 
         if (!pr->b_packed && !pr->b_ld) pack_b_cols(pr, pc, kc, jc, nc, Bp, tmp);
         /* consecutive panels of the even split are the even split of
          * their own rows (pack_job) */
-        for (int64_t p0 = 0; p0 < panels; p0 += run) {
-          int64_t p1 = p0 + run < panels ? p0 + run : panels;
-          int64_t r0 = split_at(m, panels, p0), r1 = split_at(m, panels, p1);
-          macro_kernel(pr, pr->a_packed + pc * m + r0 * kc, m0 + r0, r1 - r0, p1 - p0, b, jc, nc, kc, flags);
+        for (int64_t p0 = pr->a_p0; p0 < pr->a_p1; p0 += run) {
+          int64_t p1 = p0 + run < pr->a_p1 ? p0 + run : pr->a_p1;
+          int64_t r0 = split_at(pr->M, panels, p0), r1 = split_at(pr->M, panels, p1);
+          macro_kernel(pr, pr->a_packed + pc * pr->M + r0 * kc, r0, r1 - r0, p1 - p0, b, jc, nc, kc, flags);
         }
       }
     }
@@ -752,7 +755,7 @@ typedef struct {
   int64_t tm, tn; /* tiles per matrix: rows x columns (GEMV: tn output chunks) */
   int gemv;
   const float *b_packed; /* the shared B, prepacked, or NULL */
-  const float *a_packed; /* A packed once for all tiles (tm = 1), or NULL */
+  const float *a_packed; /* A packed once for all tiles (tiles of whole panels), or NULL */
   shared_pack shared;    /* when shared.state: a_packed / b_packed packed by the tiles */
   int64_t threads;       /* the threads the tiles are split for */
   const gemm_b_source *b_src; /* gemm_problem's */
@@ -760,12 +763,20 @@ typedef struct {
   int64_t b_ld;               /* gemm_problem's */
   const gemm_col_groups *groups;
   int64_t group_pad;
+  int even_cols; /* tiles of nearly equal column counts (whole panels) */
 } gemm_job;
 
 /* A matrix-vector product's output chunks are multiples of 16 elements:
  * whole vectors and whole cache lines. (64 left the chunks of two threads
  * at 5 : 4 for N = 576, and the product 0.89x of OpenBLAS's sgemv.) */
 #define GEMV_UNIT 16
+
+/* The first column of tile t of tn over N columns cut nearly evenly at
+ * whole panels of nr (tile tn: N). */
+static int64_t col_cut(int64_t N, int64_t tn, int64_t t, int64_t nr) {
+  int64_t c = (N * t / tn + nr / 2) / nr * nr;
+  return t == tn || c > N ? N : c;
+}
 
 static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
@@ -777,7 +788,7 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
     int64_t first = sp ? first_part(j->tm > 1 ? ti : tj, j->threads, sp->job.chunks) : 0;
     gemm_problem pr = {j->isa, j->M, j->N, j->K, view_a(j->a, b), j->b_src ? (mat_view){0} : view_b(j->b, b),
                        j->C + b * j->c_batch_stride, j->ldc, j->ep, j->b_packed, j->a_packed,
-                       sp, first, j->b_src, &j->failed, j->b_ld, j->groups, j->group_pad};
+                       sp, first, j->b_src, &j->failed, j->b_ld, j->groups, j->group_pad, 0, 0};
     if (j->gemv) {
       int64_t len = j->M == 1 ? j->N : j->M, units = ceil_div(len, GEMV_UNIT);
       int64_t o0 = split_at(units, j->tn, tj) * GEMV_UNIT, o1 = split_at(units, j->tn, tj + 1) * GEMV_UNIT;
@@ -787,7 +798,18 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
     }
     int64_t NR = j->isa->nr_max, units = ceil_div(j->N, NR);
     int64_t m0 = split_at(j->M, j->tm, ti), m1 = split_at(j->M, j->tm, ti + 1);
+    if (j->a_packed) { /* tiles of whole panels of the packed A */
+      const int64_t panels = ceil_div(j->M, j->isa->mr_max);
+      pr.a_p0 = split_at(panels, j->tm, ti);
+      pr.a_p1 = split_at(panels, j->tm, ti + 1);
+      m0 = split_at(j->M, panels, pr.a_p0);
+      m1 = split_at(j->M, panels, pr.a_p1);
+    }
     int64_t n0 = split_at(units, j->tn, tj) * NR, n1 = split_at(units, j->tn, tj + 1) * NR;
+    if (j->even_cols) { /* a short last panel counts for its columns only */
+      n0 = col_cut(j->N, j->tn, tj, NR);
+      n1 = col_cut(j->N, j->tn, tj + 1, NR);
+    }
     if (n1 > j->N) n1 = j->N;
     if (m0 < m1 && n0 < n1) tile_packed(&pr, m0, m1, n0, n1);
   }
@@ -931,7 +953,7 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   if (!operand_ok(a) || !operand_ok(b)) return;
 
   gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1, NULL, NULL,
-                  {{0}, NULL}, 1, NULL, 0, 0, NULL, 0};
+                  {{0}, NULL}, 1, NULL, 0, 0, NULL, 0, 0};
   double work = 2.0 * (double)M * (double)N * (double)K * (double)batch *
                 (job.gemv ? GEMM_GEMV_FLOP_WEIGHT : 1);
   int64_t threads = cpu_ctx_threads(ctx);
@@ -971,7 +993,7 @@ static int run_prepacked_a(cpu_ctx *ctx, const gemm_isa *isa, int64_t M, int64_t
                            const gemm_col_groups *groups, float *C, int64_t ldc, const gemm_epilogue *ep) {
   static const gemm_epilogue no_epilogue = {.act = RLX_ACT_NONE};
   gemm_job job = {isa, M, N, K, a, b, C, ldc, 0, ep ? ep : &no_epilogue, 1, 1, 0, NULL, ap, {{0}, NULL}, 1,
-                  b_src, 0, 0, groups, 0};
+                  b_src, 0, 0, groups, 0, 0};
   if (groups) { /* each matrix's columns padded to whole micro-panels */
     job.group_pad = ceil_div(groups->width, isa->nr_max) * isa->nr_max;
     job.N = groups->count * job.group_pad;
@@ -979,12 +1001,33 @@ static int run_prepacked_a(cpu_ctx *ctx, const gemm_isa *isa, int64_t M, int64_t
   /* an F32 B of rows in memory: read in place by a micro-kernel that can
    * (no copy into panels a block: a 1x1 convolution's x) */
   if (b && isa->b_in_place && b->dtype == RLX_F32 && !b->trans) job.b_ld = b->ld;
-  /* tiles of columns, each with all rows of the packed A */
   int64_t threads = cpu_ctx_threads(ctx);
   double by_work = 2.0 * (double)M * (double)N * (double)K / GEMM_MIN_FLOPS_PER_THREAD;
   if (by_work < (double)threads) threads = by_work < 1.0 ? 1 : (int64_t)by_work;
   const int64_t units = ceil_div(job.N, isa->nr_max);
+  if (threads > 1 && !groups && b && 2 * M >= 3 * N) {
+    /* many more rows than columns (a 1x1 convolution's weight over a
+     * plane of 14 x 14): a tile of rows a thread, each streaming its part
+     * of A once (tiles of columns read all of A, from L3) and all of B,
+     * the smaller operand, read in place (a B made by a source would be
+     * made once a tile) */
+    job.tm = even_tiles(ceil_div(M, isa->mr_max), threads, threads);
+    cpu_parallel_for(ctx, job.tm, 1, run_task, &job);
+    return !atomic_load(&job.failed);
+  }
+  /* tiles of columns, each with all rows of the packed A, which a tile
+   * streams from L3 once a block of columns that fits L2 (tile_packed):
+   * without groups, tiles no narrower than such a block where the
+   * threads still get one each, cut by columns (196 positions: 96 and 100,
+   * not 4 panels and 3 of which one holds 4 columns) */
   job.tn = threads > 1 ? even_tiles(units, threads, threads * GEMM_TASKS_PER_THREAD) : 1;
+  if (threads > 1 && !groups) {
+    int64_t nc = isa->b_block_floats / k_block(isa, K) / isa->nr_max * isa->nr_max;
+    int64_t blocks = ceil_div(job.N, nc > isa->nr_max ? nc : isa->nr_max);
+    blocks = ceil_div(blocks > threads ? blocks : threads, threads) * threads;
+    if (blocks < job.tn) job.tn = blocks;
+    job.even_cols = 1;
+  }
   /* a tile's C is read back once per K block after the first: with the
    * columns of several matrices, tiles small enough for C to stay in L2 */
   const int64_t c_tiles = ceil_div(M * job.N, GEMM_GROUP_C_FLOATS);
