@@ -35,21 +35,6 @@ __device__ __forceinline__ T finish_score(const cu_attn_args &a, T dot, int64_t 
   return finish_score_masked<T>(a, dot, a.mask_kind == RLX_MASK_CUSTOM ? mask_value(a, b, h, i, j) : 0.f);
 }
 
-/* Element e (counted as the k/v strides count elements) of a cache of
- * RLX_Q8_0 or RLX_Q4_0 blocks: ggml's dequantize_row_q8_0 / q4_0 for one
- * value, the CPU's products (quant_blocks.c). D is a multiple of 32, so
- * every row starts a block. */
-__device__ __forceinline__ float kv_block_ld(const void *p, int kv_dtype, int64_t e) {
-  const int j = (int)(e % 32);
-  if (kv_dtype == RLX_Q8_0) {
-    const uint8_t *b = (const uint8_t *)p + (e / 32) * 34;
-    return (float)(int8_t)b[2 + j] * __half2float(__ushort_as_half(*(const unsigned short *)b));
-  }
-  const uint8_t *b = (const uint8_t *)p + (e / 32) * 18;
-  const int q = j < 16 ? b[2 + j] & 0x0F : b[2 + j - 16] >> 4;
-  return (float)(q - 8) * __half2float(__ushort_as_half(*(const unsigned short *)b));
-}
-
 __host__ __device__ __forceinline__ bool kv_is_block(int kv_dtype) {
   return kv_dtype == RLX_Q8_0 || kv_dtype == RLX_Q4_0;
 }
