@@ -14,7 +14,7 @@ static inline void rng_seed(uint64_t seed) { rng_state = seed; }
 
 static inline uint32_t rng_next(void) {
   rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (uint32_t)(rng_state >> 33);
+  return (uint32_t)(rng_state >> 32);
 }
 
 static inline double rng_uniform(void) { return (double)rng_next() / 4294967296.0; }
