@@ -100,6 +100,13 @@ __device__ __forceinline__ dec_block dec_block_of(const cu_attn_args &a) {
   return dec_block{(int)(a.S - i0 < a.q_block ? a.S - i0 : a.q_block), G * a.q_block, i0, blockIdx.y / nq};
 }
 
+/* Where row r of block blk (head hk * G + r / S, query i0 + r % S of
+ * batch b) starts in q, and in the output, which has q's strides. */
+__device__ __forceinline__ int64_t dec_row_off(const cu_attn_args &a, const dec_block &blk, int64_t b, int64_t hk, int r) {
+  const int64_t G = a.H / a.Hkv;
+  return b * a.q_sb + (hk * G + r / blk.S) * a.q_sh + (blk.i0 + r % blk.S) * a.q_ss;
+}
+
 /* The merge of a head's splits: each row's maximum, NaN flag and weighted
  * sum L over the splits (a warp per row), the splits' weights kept in wsh
  * [R][splits], then every (row, d) sums its splits' partial outputs, the
@@ -110,8 +117,7 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
   const dec_block blk = dec_block_of(a);
   const int S = blk.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, splits = a.splits;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int64_t i0 = blk.i0, bh = blk.bh;
-  const int64_t b = bh / a.Hkv, hk = bh % a.Hkv;
+  const int64_t b = blk.bh / a.Hkv, hk = blk.bh % a.Hkv;
   const int per = R * D, chunk = DEC_MERGE_E * DEC_THREADS;
   for (int r = warp; r < R; r += DEC_WARPS) {
     float M = -INFINITY, m0 = -INFINITY, l0 = 0.f; /* m0, l0: split `lane`'s, kept for the second pass */
@@ -165,9 +171,8 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
       const int e = e0 + u * DEC_THREADS;
       if (e >= per) break;
       const int r = e / D, d = e % D;
-      const int64_t h = hk * G + r / S, i = i0 + r % S;
       const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc[u] / ls[r] : 0.f;
-      dec_store<E>(a, b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+      dec_store<E>(a, dec_row_off(a, blk, b, hk, r) + d, y);
     }
   }
 }
@@ -254,10 +259,9 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     dec_stage_rows<E, VEC>(vs, D, v + kbase, a.kv_ss, n, D, t);
   }
   cu_cp_async_commit();
-  /* row r: head hk*G + r / S, query i = i0 + r % S */
   for (int e = t; e < RC * D; e += DEC_THREADS) {
     const int r = e / D, d = e % D;
-    const int64_t qi = b * a.q_sb + (hk * G + r / S) * a.q_sh + (i0 + r % S) * a.q_ss + d;
+    const int64_t qi = dec_row_off(a, blk, b, hk, r) + d;
     qs[e] = r >= R ? 0.f : a.q_f32 ? cu_fl<E>::round(((const float *)a.q)[qi]) : cu_fl<E>::ld(q + qi);
   }
   for (int r = t; r < R; r += DEC_THREADS) nan_row[r] = 0;
@@ -353,9 +357,8 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     for (int r = 0; r < RC; r++) {
       if (r >= R) break;
       if (a.splits == 1) {
-        const int64_t h = hk * G + r / S, i = i0 + r % S;
         const float y = nan_row[r] ? NAN : ls[r] > 0.f ? o[r] / ls[r] : 0.f;
-        dec_store<E>(a, b * a.q_sb + h * a.q_sh + i * a.q_ss + d, y);
+        dec_store<E>(a, dec_row_off(a, blk, b, hk, r) + d, y);
       } else {
         po[r * (D + 3) + d] = o[r];
       }
