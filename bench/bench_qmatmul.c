@@ -32,6 +32,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/qdot.h"
 #include "backend/cpu/qpack.h"
+#include "backend/cpu/quant_blocks.h"
 
 #include "../tests/cpu_matrix.h"
 #include "bench_util.h"
@@ -51,12 +52,6 @@
 static size_t rotate_bytes = 128ull << 20;
 
 static uint32_t seed = 12345u;
-
-static void put_f16(uint8_t *p, float v) {
-  uint16_t h = ir_f32_to_f16(v);
-  p[0] = (uint8_t)h;
-  p[1] = (uint8_t)(h >> 8);
-}
 
 /* Random blocks with sane fp16 scales (the level bytes are random); F16 /
  * BF16: values in [-1, 1). */
@@ -82,7 +77,7 @@ static void random_blocks(rlx_dtype t, uint8_t *b, int64_t nb) {
   }
   for (int64_t i = 0; i < nb; i++) {
     for (int f = 0; f < 2; f++)
-      if (off[f] >= 0) put_f16(b + i * bs + off[f], 0.01f);
+      if (off[f] >= 0) quant_put_f16(b + i * bs + off[f], 0.01f);
     if (t == RLX_Q8_K) {
       float d = 0.001f;
       memcpy(b + i * bs, &d, sizeof d);

@@ -46,12 +46,6 @@ static const rlx_dtype TYPES[] = {RLX_Q4_0, RLX_Q4_1, RLX_Q5_0, RLX_Q5_1, RLX_Q8
 
 /* ---------------------------------------------------------------- random data */
 
-static void put_f16(uint8_t *p, float v) {
-  uint16_t h = ir_f32_to_f16(v);
-  p[0] = (uint8_t)h;
-  p[1] = (uint8_t)(h >> 8);
-}
-
 /* Offsets of each block's fp16 scale fields (ggml-common.h). */
 static int f16_fields(rlx_dtype t, int *off) {
   switch (t) {
@@ -76,7 +70,7 @@ static uint8_t *make_blocks(rlx_dtype t, int64_t nb, int extreme) {
     int off[2], n = f16_fields(t, off);
     for (int f = 0; f < n; f++) {
       double mag = exp(log(1e-3) * rng_uniform()) * 0.05;
-      put_f16(b + i * bs + off[f], (float)(rng_uniform() < 0.2 ? -mag : mag));
+      quant_put_f16(b + i * bs + off[f], (float)(rng_uniform() < 0.2 ? -mag : mag));
     }
     if (t == RLX_Q8_K) {
       float d = (float)((rng_uniform() * 2 - 1) * 0.002);

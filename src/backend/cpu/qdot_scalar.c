@@ -124,8 +124,6 @@ static void quantize_q8_k(const float *x, qdot_q8_k *y, int64_t nb) {
 
 /* ---------------------------------------------------------------- byte access */
 
-static float f16_at(const uint8_t *p) { return ir_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
-
 static float f32_at(const uint8_t *p) {
   const uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                      (uint32_t)p[3] << 24;
@@ -152,20 +150,20 @@ static uint32_t u32_at(const uint8_t *p) {
 }
 
 static void levels_q4_0(const uint8_t *b, legacy_levels *L) {
-  L->d = f16_at(b);
+  L->d = quant_get_f16(b);
   L->m = 0.0f;
   for (int j = 0; j < QDOT_QK; j++) L->q[j] = (int8_t)(nibble(b + 2, j) - 8);
 }
 
 static void levels_q4_1(const uint8_t *b, legacy_levels *L) {
-  L->d = f16_at(b);
-  L->m = f16_at(b + 2);
+  L->d = quant_get_f16(b);
+  L->m = quant_get_f16(b + 2);
   for (int j = 0; j < QDOT_QK; j++) L->q[j] = (int8_t)nibble(b + 4, j);
 }
 
 static void levels_q5_0(const uint8_t *b, legacy_levels *L) {
   const uint32_t qh = u32_at(b + 2);
-  L->d = f16_at(b);
+  L->d = quant_get_f16(b);
   L->m = 0.0f;
   for (int j = 0; j < QDOT_QK; j++)
     L->q[j] = (int8_t)((nibble(b + 6, j) | (int)((qh >> j) & 1) << 4) - 16);
@@ -173,13 +171,13 @@ static void levels_q5_0(const uint8_t *b, legacy_levels *L) {
 
 static void levels_q5_1(const uint8_t *b, legacy_levels *L) {
   const uint32_t qh = u32_at(b + 4);
-  L->d = f16_at(b);
-  L->m = f16_at(b + 2);
+  L->d = quant_get_f16(b);
+  L->m = quant_get_f16(b + 2);
   for (int j = 0; j < QDOT_QK; j++) L->q[j] = (int8_t)(nibble(b + 8, j) | (int)((qh >> j) & 1) << 4);
 }
 
 static void levels_q8_0(const uint8_t *b, legacy_levels *L) {
-  L->d = f16_at(b);
+  L->d = quant_get_f16(b);
   L->m = 0.0f;
   for (int j = 0; j < QDOT_QK; j++) L->q[j] = (int8_t)s8(b[2 + j]);
 }
@@ -227,8 +225,8 @@ typedef struct {
 
 static void levels_q2_k(const uint8_t *b, k_levels *L) {
   L->nsub = 16;
-  L->d = f16_at(b + 80);
-  L->dmin = f16_at(b + 82);
+  L->d = quant_get_f16(b + 80);
+  L->dmin = quant_get_f16(b + 82);
   for (int s = 0; s < 16; s++) {
     L->sc[s] = b[s] & 0xF;
     L->mn[s] = b[s] >> 4;
@@ -243,7 +241,7 @@ static void levels_q2_k(const uint8_t *b, k_levels *L) {
 static void levels_q3_k(const uint8_t *b, k_levels *L) {
   const uint8_t *hm = b, *qs = b + 32, *s = b + 96;
   L->nsub = 16;
-  L->d = f16_at(b + 108);
+  L->d = quant_get_f16(b + 108);
   L->dmin = 0.0f;
   for (int j = 0; j < 16; j++) {
     L->sc[j] = quant_q3_k_scale(s, j);
@@ -270,8 +268,8 @@ static void k4_scales(const uint8_t *b, k_levels *L) {
 
 static void levels_q4_k(const uint8_t *b, k_levels *L) {
   L->nsub = 8;
-  L->d = f16_at(b);
-  L->dmin = f16_at(b + 2);
+  L->d = quant_get_f16(b);
+  L->dmin = quant_get_f16(b + 2);
   k4_scales(b, L);
   /* element 64 c + l: low nibble of qs[32 c + l]; 64 c + 32 + l: high */
   for (int i = 0; i < QDOT_QK_K; i++) {
@@ -282,8 +280,8 @@ static void levels_q4_k(const uint8_t *b, k_levels *L) {
 
 static void levels_q5_k(const uint8_t *b, k_levels *L) {
   L->nsub = 8;
-  L->d = f16_at(b);
-  L->dmin = f16_at(b + 2);
+  L->d = quant_get_f16(b);
+  L->dmin = quant_get_f16(b + 2);
   k4_scales(b, L);
   /* as Q4_K, plus bit i / 32 of qh[i % 32] as bit 4 */
   for (int i = 0; i < QDOT_QK_K; i++) {
@@ -295,7 +293,7 @@ static void levels_q5_k(const uint8_t *b, k_levels *L) {
 
 static void levels_q6_k(const uint8_t *b, k_levels *L) {
   L->nsub = 16;
-  L->d = f16_at(b + 208);
+  L->d = quant_get_f16(b + 208);
   L->dmin = 0.0f;
   for (int s = 0; s < 16; s++) {
     L->sc[s] = s8(b[192 + s]);

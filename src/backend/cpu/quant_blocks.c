@@ -23,14 +23,6 @@
 
 /* ---------------------------------------------------------------- byte access */
 
-static float get_f16(const uint8_t *p) { return ir_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
-
-static void put_f16(uint8_t *p, float v) {
-  uint16_t h = ir_f32_to_f16(v);
-  p[0] = (uint8_t)h;
-  p[1] = (uint8_t)(h >> 8);
-}
-
 static uint32_t get_u32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
@@ -87,7 +79,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
 /* ---------------------------------------------------------------- Q4_0 {d, qs[16]} */
 
 static void dec_q4_0(const uint8_t *b, float *y) {
-  const float d = get_f16(b);
+  const float d = quant_get_f16(b);
   for (int j = 0; j < QK / 2; j++) {
     y[j] = ((b[2 + j] & 0x0F) - 8) * d;
     y[j + QK / 2] = ((b[2 + j] >> 4) - 8) * d;
@@ -103,7 +95,7 @@ static void enc_q4_0(const float *x, uint8_t *b) {
     }
   const float d = max / -8;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_f16(b, d);
+  quant_put_f16(b, d);
   for (int j = 0; j < QK / 2; j++) {
     const int lo = trunc_level(x[j] * id + 8.5f, 15);
     const int hi = trunc_level(x[j + QK / 2] * id + 8.5f, 15);
@@ -114,7 +106,7 @@ static void enc_q4_0(const float *x, uint8_t *b) {
 /* ---------------------------------------------------------------- Q4_1 {d, m, qs[16]} */
 
 static void dec_q4_1(const uint8_t *b, float *y) {
-  const float d = get_f16(b), m = get_f16(b + 2);
+  const float d = quant_get_f16(b), m = quant_get_f16(b + 2);
   for (int j = 0; j < QK / 2; j++) {
     y[j] = (b[4 + j] & 0x0F) * d + m;
     y[j + QK / 2] = (b[4 + j] >> 4) * d + m;
@@ -136,8 +128,8 @@ static void enc_q4_1(const float *x, uint8_t *b) {
   minmax(x, &min, &max);
   const float d = (max - min) / 15;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_f16(b, d);
-  put_f16(b + 2, min);
+  quant_put_f16(b, d);
+  quant_put_f16(b + 2, min);
   for (int j = 0; j < QK / 2; j++) {
     const int lo = trunc_level((x[j] - min) * id + 0.5f, 15);
     const int hi = trunc_level((x[j + QK / 2] - min) * id + 0.5f, 15);
@@ -154,7 +146,7 @@ static int q5_level(const uint8_t *qs, uint32_t qh, int j) {
 }
 
 static void dec_q5_0(const uint8_t *b, float *y) {
-  const float d = get_f16(b);
+  const float d = quant_get_f16(b);
   const uint32_t qh = get_u32(b + 2);
   for (int j = 0; j < QK; j++) y[j] = (q5_level(b + 6, qh, j) - 16) * d;
 }
@@ -180,14 +172,14 @@ static void enc_q5_0(const float *x, uint8_t *b) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   int l[QK];
   for (int j = 0; j < QK; j++) l[j] = trunc_level(x[j] * id + 16.5f, 31);
-  put_f16(b, d);
+  quant_put_f16(b, d);
   put_u32(b + 2, q5_pack(l, b + 6));
 }
 
 /* ---------------------------------------------------------------- Q5_1 {d, m, qh[4], qs[16]} */
 
 static void dec_q5_1(const uint8_t *b, float *y) {
-  const float d = get_f16(b), m = get_f16(b + 2);
+  const float d = quant_get_f16(b), m = quant_get_f16(b + 2);
   const uint32_t qh = get_u32(b + 4);
   for (int j = 0; j < QK; j++) y[j] = q5_level(b + 8, qh, j) * d + m;
 }
@@ -199,15 +191,15 @@ static void enc_q5_1(const float *x, uint8_t *b) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   int l[QK];
   for (int j = 0; j < QK; j++) l[j] = trunc_level((x[j] - min) * id + 0.5f, 31);
-  put_f16(b, d);
-  put_f16(b + 2, min);
+  quant_put_f16(b, d);
+  quant_put_f16(b + 2, min);
   put_u32(b + 4, q5_pack(l, b + 8));
 }
 
 /* ---------------------------------------------------------------- Q8_0 {d, qs[32]} */
 
 static void dec_q8_0(const uint8_t *b, float *y) {
-  const float d = get_f16(b);
+  const float d = quant_get_f16(b);
   for (int j = 0; j < QK; j++) y[j] = s8(b[2 + j]) * d;
 }
 
@@ -216,7 +208,7 @@ static void enc_q8_0(const float *x, uint8_t *b) {
   for (int j = 0; j < QK; j++) amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
   const float d = amax / 127;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_f16(b, d);
+  quant_put_f16(b, d);
   for (int j = 0; j < QK; j++) b[2 + j] = (uint8_t)round_int8(x[j] * id);
 }
 
@@ -398,7 +390,7 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs) {
 /* -------------------------------------------------------- Q2_K {scales[16], qs[64], d, dmin} */
 
 static void dec_q2_k(const uint8_t *b, float *y) {
-  const float d = get_f16(b + 80), min = get_f16(b + 82);
+  const float d = quant_get_f16(b + 80), min = quant_get_f16(b + 82);
   const uint8_t *q = b + 16;
   int is = 0;
   for (int n = 0; n < QK_K; n += 128) {
@@ -428,23 +420,23 @@ static void enc_q2_k(const float *x, uint8_t *b) {
   if (max_scale > 0) {
     float iscale = q4scale / max_scale;
     for (int j = 0; j < QK_K / 16; ++j) scales[j] = (uint8_t)nearest_int(iscale * sc[j]);
-    put_f16(b + 80, max_scale / q4scale);
+    quant_put_f16(b + 80, max_scale / q4scale);
   } else {
     memset(scales, 0, QK_K / 16);
-    put_f16(b + 80, 0.f);
+    quant_put_f16(b + 80, 0.f);
   }
   if (max_min > 0) {
     float iscale = q4scale / max_min;
     for (int j = 0; j < QK_K / 16; ++j)
       scales[j] = (uint8_t)(scales[j] | nearest_int(iscale * mins[j]) << 4);
-    put_f16(b + 82, max_min / q4scale);
+    quant_put_f16(b + 82, max_min / q4scale);
   } else {
-    put_f16(b + 82, 0.f);
+    quant_put_f16(b + 82, 0.f);
   }
   for (int j = 0; j < QK_K / 16; ++j) {
-    const float d = get_f16(b + 80) * (scales[j] & 0xF);
+    const float d = quant_get_f16(b + 80) * (scales[j] & 0xF);
     if (!d) continue;
-    const float dm = get_f16(b + 82) * (scales[j] >> 4);
+    const float dm = quant_get_f16(b + 82) * (scales[j] >> 4);
     for (int ii = 0; ii < 16; ++ii)
       L[16 * j + ii] = (uint8_t)imax(0, imin(3, nearest_int((x[16 * j + ii] + dm) / d)));
   }
@@ -454,7 +446,7 @@ static void enc_q2_k(const float *x, uint8_t *b) {
 /* --------------------------------------------------- Q3_K {hmask[32], qs[64], scales[12], d} */
 
 static void dec_q3_k(const uint8_t *b, float *y) {
-  const float d_all = get_f16(b + 108);
+  const float d_all = quant_get_f16(b + 108);
   const uint8_t *hm = b, *q = b + 32, *scales = b + 96;
   int is = 0;
   uint8_t m = 1;
@@ -494,12 +486,12 @@ static void enc_q3_k(const float *x, uint8_t *b) {
       else sc[j - 8] = (uint8_t)(sc[j - 8] | (l & 0xF) << 4);
       sc[j % 4 + 8] = (uint8_t)(sc[j % 4 + 8] | (l >> 4) << (2 * (j / 4)));
     }
-    put_f16(b + 108, 1 / iscale);
+    quant_put_f16(b + 108, 1 / iscale);
   } else {
-    put_f16(b + 108, 0.f);
+    quant_put_f16(b + 108, 0.f);
   }
   for (int j = 0; j < QK_K / 16; ++j) {
-    float d = get_f16(b + 108) * quant_q3_k_scale(sc, j);
+    float d = quant_get_f16(b + 108) * quant_q3_k_scale(sc, j);
     if (!d) continue;
     for (int ii = 0; ii < 16; ++ii)
       L[16 * j + ii] = (int8_t)(imax(-4, imin(3, nearest_int(x[16 * j + ii] / d))) + 4);
@@ -548,14 +540,14 @@ static void enc_k_scale_min(const float *x, uint8_t *b, int nmax, float rmin, in
       scales[j - 0] = (uint8_t)(scales[j - 0] | (lm >> 4) << 6);
     }
   }
-  put_f16(b, max_scale / 63.f);
-  put_f16(b + 2, max_min / 63.f);
+  quant_put_f16(b, max_scale / 63.f);
+  quant_put_f16(b + 2, max_min / 63.f);
   for (int j = 0; j < QK_K / 32; ++j) {
     uint8_t s, m;
     quant_k4_scale_min(scales, j, &s, &m);
-    const float d = get_f16(b) * s;
+    const float d = quant_get_f16(b) * s;
     if (!d) continue;
-    const float dm = get_f16(b + 2) * m;
+    const float dm = quant_get_f16(b + 2) * m;
     for (int ii = 0; ii < 32; ++ii)
       L[32 * j + ii] = (uint8_t)imax(0, imin(nmax, nearest_int((x[32 * j + ii] + dm) / d)));
   }
@@ -564,7 +556,7 @@ static void enc_k_scale_min(const float *x, uint8_t *b, int nmax, float rmin, in
 /* ------------------------------------------------------- Q4_K {d, dmin, scales[12], qs[128]} */
 
 static void dec_q4_k(const uint8_t *b, float *y) {
-  const float d = get_f16(b), min = get_f16(b + 2);
+  const float d = quant_get_f16(b), min = quant_get_f16(b + 2);
   const uint8_t *q = b + 16;
   for (int is = 0; is < QK_K / 32; is += 2) {
     uint8_t sc, m;
@@ -590,7 +582,7 @@ static void enc_q4_k(const float *x, uint8_t *b) {
 /* ----------------------------------------------- Q5_K {d, dmin, scales[12], qh[32], qs[128]} */
 
 static void dec_q5_k(const uint8_t *b, float *y) {
-  const float d = get_f16(b), min = get_f16(b + 2);
+  const float d = quant_get_f16(b), min = quant_get_f16(b + 2);
   const uint8_t *qh = b + 16, *ql = b + 48;
   uint8_t u1 = 1, u2 = 2;
   for (int is = 0; is < QK_K / 32; is += 2) {
@@ -634,7 +626,7 @@ static void enc_q5_k(const float *x, uint8_t *b) {
 /* ----------------------------------------------------- Q6_K {ql[128], qh[64], scales[16], d} */
 
 static void dec_q6_k(const uint8_t *b, float *y) {
-  const float d = get_f16(b + 208);
+  const float d = quant_get_f16(b + 208);
   const uint8_t *ql = b, *qh = b + 128, *sc = b + 192;
   for (int n = 0; n < QK_K; n += 128) {
     for (int l = 0; l < 32; ++l) {
@@ -672,12 +664,12 @@ static void enc_q6_k(const float *x, uint8_t *b) {
     return;
   }
   float iscale = -128.f / max_scale;
-  put_f16(b + 208, 1 / iscale);
+  quant_put_f16(b + 208, 1 / iscale);
   /* ggml: int8_t scales[ib] = MIN(127, nearest_int(...)), >= -128 here */
   for (int ib = 0; ib < QK_K / 16; ++ib)
     sc[ib] = (uint8_t)imin(127, nearest_int(iscale * scales[ib]));
   for (int j = 0; j < QK_K / 16; ++j) {
-    float d = get_f16(b + 208) * s8(sc[j]);
+    float d = quant_get_f16(b + 208) * s8(sc[j]);
     if (!d) continue;
     for (int ii = 0; ii < 16; ++ii)
       L[16 * j + ii] = (int8_t)(imax(-32, imin(31, nearest_int(x[16 * j + ii] / d))) + 32);

@@ -13,6 +13,7 @@
 #define RLX_QUANT_BLOCKS_H
 
 #include "rlx.h"
+#include "../../ir/ir.h"
 
 #include <stdint.h>
 
@@ -23,6 +24,15 @@ int quant_dequantize_row(rlx_dtype t, const void *blocks, float *dst, int64_t n)
 /* src[n] -> blocks (rlx_dtype_nbytes(t, n) bytes). Returns 0 or -1 as above.
  * Finite inputs give ggml's bytes; non-finite ones give some blocks, never UB. */
 int quant_quantize_row(rlx_dtype t, const float *src, void *blocks, int64_t n);
+
+/* The fp16 at p, little-endian as the blocks store their scales. */
+static inline float quant_get_f16(const uint8_t *p) { return ir_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+static inline void quant_put_f16(uint8_t *p, float v) {
+  const uint16_t h = ir_f32_to_f16(v);
+  p[0] = (uint8_t)h;
+  p[1] = (uint8_t)(h >> 8);
+}
 
 /* The packed sub-block scales of the K-quants, shared by the codecs here
  * and the portable dot products (qdot_scalar.c). */
