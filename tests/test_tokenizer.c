@@ -20,6 +20,7 @@
  * transformers converts it; exits 77 when it cannot be had).
  */
 #define _POSIX_C_SOURCE 200809L
+#include "check.h"
 #include "ref_data.h"
 #include "ref_script.h"
 #include "rlx.h"
@@ -28,17 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int failures;
-#define CHECK(cond, ...)                                       \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      failures++;                                              \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);              \
-      printf(__VA_ARGS__);                                     \
-      printf("\n");                                            \
-    }                                                          \
-  } while (0)
 
 static const char *py, *ref_dir, *work;
 
@@ -421,7 +411,5 @@ int main(int argc, char **argv) {
       check_parity(dir, corpus, strrchr(dir, '/') + 1, 1);
     CHECK(n == 4, "%d folders of tokenizer_ref.py spm_folders", n);
   }
-  if (failures) printf("%d failures\n", failures);
-  else printf("OK\n");
-  return failures ? 1 : 0;
+  return check_report();
 }
