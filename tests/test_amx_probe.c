@@ -7,28 +7,32 @@
 
 #include <cpuid.h>
 
-int main(void) {
-  const char *why = NULL;
-  const int usable = cpu_amx_int8(&why);
-  printf("AMX int8: %s (%s)\n", usable ? "yes" : "no", why ? why : "(no reason)");
-  CHECK(why != NULL && why[0], "no reason given");
-  const char *why2 = NULL;
-  CHECK(cpu_amx_int8(&why2) == usable && why2 == why, "a second call answers differently");
-  unsigned a, b, c, d;
-  const int advertised = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 24) & 1) && ((d >> 25) & 1);
-  printf("cpuid advertises AMX-TILE + AMX-INT8: %s\n", advertised ? "yes" : "no");
-  if (!advertised) CHECK(!usable, "usable although cpuid has no AMX");
-  if (usable) CHECK(cpu_amx_tile_product_ok(), "the tile product is wrong in process");
+/* One probe: its answer, the cpuid bit of its AMX extension (leaf 7, edx;
+ * AMX-TILE is bit 24) and its tile product. */
+typedef struct {
+  const char *name;
+  int (*usable)(const char **why);
+  int cpuid_bit;
+  int (*product_ok)(void);
+} amx_probe;
 
-  const char *whyb = NULL;
-  const int usable_bf16 = cpu_amx_bf16(&whyb);
-  printf("AMX bf16: %s (%s)\n", usable_bf16 ? "yes" : "no", whyb ? whyb : "(no reason)");
-  CHECK(whyb != NULL && whyb[0], "no reason given (bf16)");
-  const char *whyb2 = NULL;
-  CHECK(cpu_amx_bf16(&whyb2) == usable_bf16 && whyb2 == whyb, "a second call answers differently (bf16)");
-  const int advertised_bf16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 24) & 1) && ((d >> 22) & 1);
-  printf("cpuid advertises AMX-TILE + AMX-BF16: %s\n", advertised_bf16 ? "yes" : "no");
-  if (!advertised_bf16) CHECK(!usable_bf16, "usable although cpuid has no AMX-BF16");
-  if (usable_bf16) CHECK(cpu_amx_bf16_tile_product_ok(), "the bf16 tile product is wrong in process");
+static void check_probe(const amx_probe *p) {
+  const char *why = NULL;
+  const int usable = p->usable(&why);
+  printf("AMX %s: %s (%s)\n", p->name, usable ? "yes" : "no", why ? why : "(no reason)");
+  CHECK(why != NULL && why[0], "%s: no reason given", p->name);
+  const char *why2 = NULL;
+  CHECK(p->usable(&why2) == usable && why2 == why, "%s: a second call answers differently", p->name);
+  unsigned a, b, c, d;
+  const int advertised = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 24) & 1) && ((d >> p->cpuid_bit) & 1);
+  printf("cpuid advertises AMX-TILE + AMX-%s: %s\n", p->name, advertised ? "yes" : "no");
+  if (!advertised) CHECK(!usable, "%s: usable although cpuid has no AMX", p->name);
+  if (usable) CHECK(p->product_ok(), "%s: the tile product is wrong in process", p->name);
+}
+
+int main(void) {
+  const amx_probe probes[] = {{"INT8", cpu_amx_int8, 25, cpu_amx_tile_product_ok},
+                              {"BF16", cpu_amx_bf16, 22, cpu_amx_bf16_tile_product_ok}};
+  for (int i = 0; i < 2; i++) check_probe(&probes[i]);
   return check_report();
 }

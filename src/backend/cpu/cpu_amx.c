@@ -31,6 +31,23 @@ static void load_config(void) {
   __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
 }
 
+/* c = a times b by the tile dot-product instruction insn (tdpbssd,
+ * tdpbf16ps): a, b and c 16 rows of 64 bytes each, b in the VNNI layout. */
+#define TILE_PRODUCT(insn, a, b, c)                                    \
+  do {                                                                 \
+    const long stride_ = 64;                                           \
+    load_config();                                                     \
+    __asm__ volatile("tilezero %%tmm0\n\t"                             \
+                     "tileloadd (%0,%2,1), %%tmm1\n\t"                 \
+                     "tileloadd (%1,%2,1), %%tmm2\n\t"                 \
+                     insn " %%tmm2, %%tmm1, %%tmm0\n\t"                \
+                     "tilestored %%tmm0, (%3,%2,1)\n\t"                \
+                     "tilerelease"                                     \
+                     :                                                 \
+                     : "r"(a), "r"(b), "r"(stride_), "r"(c)            \
+                     : "memory");                                      \
+  } while (0)
+
 int cpu_amx_tile_product_ok(void) {
   /* A: 16 rows x 64 int8; B: 16 rows of 16 columns x 4 int8 (the VNNI
    * layout: B[k][4n + i] is element (4k + i, n)); C: 16 x 16 int32. */
@@ -38,17 +55,7 @@ int cpu_amx_tile_product_ok(void) {
   static _Alignas(64) int32_t c[16][16];
   for (int i = 0; i < 16; i++)
     for (int j = 0; j < 64; j++) a[i][j] = (int8_t)(i * 7 - j), b[i][j] = (int8_t)(j * 3 - i * 5);
-  const long stride = 64;
-  load_config();
-  __asm__ volatile("tilezero %%tmm0\n\t"
-                   "tileloadd (%0,%2,1), %%tmm1\n\t"
-                   "tileloadd (%1,%2,1), %%tmm2\n\t"
-                   "tdpbssd %%tmm2, %%tmm1, %%tmm0\n\t"
-                   "tilestored %%tmm0, (%3,%2,1)\n\t"
-                   "tilerelease"
-                   :
-                   : "r"(a), "r"(b), "r"(stride), "r"(c)
-                   : "memory");
+  TILE_PRODUCT("tdpbssd", a, b, c);
   for (int m = 0; m < 16; m++)
     for (int n = 0; n < 16; n++) {
       int32_t want = 0;
@@ -79,17 +86,7 @@ int cpu_amx_bf16_tile_product_ok(void) {
       av[i][j] = (i * 7 - j) % 13, bv[i][j] = (j * 3 - i * 5) % 11;
       a[i][j] = bf16_of(av[i][j]), b[i][j] = bf16_of(bv[i][j]);
     }
-  const long stride = 64;
-  load_config();
-  __asm__ volatile("tilezero %%tmm0\n\t"
-                   "tileloadd (%0,%2,1), %%tmm1\n\t"
-                   "tileloadd (%1,%2,1), %%tmm2\n\t"
-                   "tdpbf16ps %%tmm2, %%tmm1, %%tmm0\n\t"
-                   "tilestored %%tmm0, (%3,%2,1)\n\t"
-                   "tilerelease"
-                   :
-                   : "r"(a), "r"(b), "r"(stride), "r"(c)
-                   : "memory");
+  TILE_PRODUCT("tdpbf16ps", a, b, c);
   for (int m = 0; m < 16; m++)
     for (int n = 0; n < 16; n++) {
       int want = 0;
@@ -138,21 +135,23 @@ int cpu_amx_bf16_tile_product_ok(void) { return 0; }
 static int probe(int bf16, const char **why) { return (void)bf16, *why = "not x86-64 Linux", 0; }
 #endif
 
-static pthread_once_t once_int8 = PTHREAD_ONCE_INIT, once_bf16 = PTHREAD_ONCE_INIT;
-static int usable_int8, usable_bf16;
-static const char *reason_int8, *reason_bf16;
+/* A probe's cached answer. */
+typedef struct {
+  pthread_once_t once;
+  int usable;
+  const char *why;
+} amx_answer;
 
-static void init_int8(void) { usable_int8 = probe(0, &reason_int8); }
-static void init_bf16(void) { usable_bf16 = probe(1, &reason_bf16); }
+static amx_answer int8_answer = {PTHREAD_ONCE_INIT, 0, NULL}, bf16_answer = {PTHREAD_ONCE_INIT, 0, NULL};
 
-int cpu_amx_int8(const char **why) {
-  pthread_once(&once_int8, init_int8);
-  if (why) *why = reason_int8;
-  return usable_int8;
+static void init_int8(void) { int8_answer.usable = probe(0, &int8_answer.why); }
+static void init_bf16(void) { bf16_answer.usable = probe(1, &bf16_answer.why); }
+
+static int answer(amx_answer *a, void (*init)(void), const char **why) {
+  pthread_once(&a->once, init);
+  if (why) *why = a->why;
+  return a->usable;
 }
 
-int cpu_amx_bf16(const char **why) {
-  pthread_once(&once_bf16, init_bf16);
-  if (why) *why = reason_bf16;
-  return usable_bf16;
-}
+int cpu_amx_int8(const char **why) { return answer(&int8_answer, init_int8, why); }
+int cpu_amx_bf16(const char **why) { return answer(&bf16_answer, init_bf16, why); }
