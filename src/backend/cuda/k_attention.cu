@@ -24,6 +24,7 @@
  * A row whose visible scores include a NaN gives NaN; a row with no
  * visible key gives zeros (the CPU kernel's rules, k_attention.c). */
 #include "k_attention.cuh"
+#include "k_quant_blocks.cuh"
 
 #include <math.h>
 
@@ -33,19 +34,12 @@
 #define EXACT_MAX_CHUNKS 8 /* head_dim <= 256 */
 
 /* Element e (counted as the k/v strides count elements) of a cache of
- * RLX_Q8_0 or RLX_Q4_0 blocks: ggml's dequantize_row_q8_0 / q4_0 for one
- * value, the CPU's products (quant_blocks.c). D is a multiple of 32, so
- * every row starts a block. (flash_decode stages whole blocks with
+ * RLX_Q8_0 or RLX_Q4_0 blocks (k_quant_blocks.cuh). D is a multiple of 32,
+ * so every row starts a block. (flash_decode stages whole blocks with
  * chunk_decode8.) */
 __device__ __forceinline__ float kv_block_ld(const void *p, int kv_dtype, int64_t e) {
-  const int j = (int)(e % 32);
-  if (kv_dtype == RLX_Q8_0) {
-    const uint8_t *b = (const uint8_t *)p + (e / 32) * 34;
-    return (float)(int8_t)b[2 + j] * __half2float(__ushort_as_half(*(const unsigned short *)b));
-  }
-  const uint8_t *b = (const uint8_t *)p + (e / 32) * 18;
-  const int q = j < 16 ? b[2 + j] & 0x0F : b[2 + j - 16] >> 4;
-  return (float)(q - 8) * __half2float(__ushort_as_half(*(const unsigned short *)b));
+  return kv_dtype == RLX_Q8_0 ? legacy_value_at<RLX_Q8_0>((const uint8_t *)p, e)
+                              : legacy_value_at<RLX_Q4_0>((const uint8_t *)p, e);
 }
 
 /* Element e of k or v: of q's dtype, or decoded from its blocks. */

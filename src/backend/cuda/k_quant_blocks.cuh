@@ -10,18 +10,6 @@
 
 #include "cu_common.cuh"
 
-/* Bytes of one row of K weights. */
-__host__ __device__ __forceinline__ int64_t row_bytes(int scheme, int64_t K) {
-  switch (scheme) {
-  case RLX_Q4_0: return K / 32 * 18;
-  case RLX_Q4_1: return K / 32 * 20;
-  case RLX_Q8_0: return K / 32 * 34;
-  case RLX_Q4_K: return K / 256 * 144;
-  case RLX_Q6_K: return K / 256 * 210;
-  default: return 0;
-  }
-}
-
 /* 8 bytes at p, A-byte aligned (2 or 4), as two little-endian words: two
  * or four loads where byte loads took eight (at M = 1 the products are
  * bound by instruction issue more than by the bytes). The blocks of
@@ -39,28 +27,60 @@ __device__ __forceinline__ int byte_of(const uint32_t *w, int k) { return (int)(
 /* An f16 at an even address. */
 __device__ __forceinline__ float f16_even(const uint8_t *p) { return __half2float(__ushort_as_half(*(const unsigned short *)p)); }
 
+/* The legacy blocks (ggml's block_q4_0, block_q4_1, block_q8_0), 32
+ * values each: an f16 scale d (Q4_1: then an f16 min m), then the levels:
+ * Q8_0 an int8 a value, Q4_0 / Q4_1 a nibble a value (value j < 16 in the
+ * low nibble of level byte j, value j >= 16 in the high nibble of byte
+ * j - 16). */
+template <int SCHEME> struct legacy_block {
+  static constexpr int bytes = SCHEME == RLX_Q4_1 ? 20 : SCHEME == RLX_Q8_0 ? 34 : 18;
+  static constexpr int levels_at = SCHEME == RLX_Q4_1 ? 4 : 2; /* offset of the level bytes */
+  static __device__ __forceinline__ float min_of(const uint8_t *b) { return SCHEME == RLX_Q4_1 ? f16_even(b + 2) : 0.f; }
+  /* The level byte of value j, and whether value j is its high nibble
+   * (Q4_0, Q4_1). */
+  static __device__ __forceinline__ int byte_index(int j) { return SCHEME == RLX_Q8_0 ? j : j & 15; }
+  static __device__ __forceinline__ int high(int j) { return j >= 16; }
+  /* A value from its level byte v. */
+  static __device__ __forceinline__ float value(int v, int hi, float d, float m) {
+    if (SCHEME == RLX_Q8_0) return (float)(int8_t)v * d;
+    const int q = hi ? v >> 4 : v & 0x0F;
+    return SCHEME == RLX_Q4_1 ? (float)q * d + m : (float)(q - 8) * d;
+  }
+};
+
+/* Bytes of one row of K weights. */
+__host__ __device__ __forceinline__ int64_t row_bytes(int scheme, int64_t K) {
+  switch (scheme) {
+  case RLX_Q4_0: return K / 32 * legacy_block<RLX_Q4_0>::bytes;
+  case RLX_Q4_1: return K / 32 * legacy_block<RLX_Q4_1>::bytes;
+  case RLX_Q8_0: return K / 32 * legacy_block<RLX_Q8_0>::bytes;
+  case RLX_Q4_K: return K / 256 * 144;
+  case RLX_Q6_K: return K / 256 * 210;
+  default: return 0;
+  }
+}
+
+/* Value e of a row of legacy blocks. */
+template <int SCHEME> __device__ __forceinline__ float legacy_value_at(const uint8_t *row, int64_t e) {
+  typedef legacy_block<SCHEME> L;
+  const uint8_t *b = row + (e / 32) * L::bytes;
+  const int j = (int)(e % 32);
+  return L::value(b[L::levels_at + L::byte_index(j)], L::high(j), f16_even(b), L::min_of(b));
+}
+
 /* Weights 8p .. 8p+7 (a quarter, p in 0..3) of chunk c (32 weights) of a
  * row into y: four lanes decode a chunk together in the product below. */
 template <int SCHEME> __device__ __forceinline__ void chunk_decode8(const uint8_t *row, int64_t c, int p, float *y) {
   const int l0 = 8 * p;
   uint32_t w[2];
-  if (SCHEME == RLX_Q4_0 || SCHEME == RLX_Q4_1) {
-    const bool q41 = SCHEME == RLX_Q4_1;
-    const uint8_t *b = row + c * (q41 ? 20 : 18);
-    const float d = f16_even(b), m = q41 ? f16_even(b + 2) : 0.f;
-    ld8b<q41 ? 4 : 2>(b + (q41 ? 4 : 2) + (l0 & 15), w);
-    const int hi = l0 >= 16;
+  if (SCHEME == RLX_Q4_0 || SCHEME == RLX_Q4_1 || SCHEME == RLX_Q8_0) {
+    typedef legacy_block<SCHEME> L;
+    const uint8_t *b = row + c * L::bytes;
+    const float d = f16_even(b), m = L::min_of(b);
+    ld8b<SCHEME == RLX_Q4_1 ? 4 : 2>(b + L::levels_at + L::byte_index(l0), w); /* the quarter's bytes */
+    const int hi = L::high(l0);
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
-      const int q = hi ? byte_of(w, j) >> 4 : byte_of(w, j) & 0x0F;
-      y[j] = q41 ? (float)q * d + m : (float)(q - 8) * d;
-    }
-  } else if (SCHEME == RLX_Q8_0) {
-    const uint8_t *b = row + c * 34;
-    const float d = f16_even(b);
-    ld8b<2>(b + 2 + l0, w);
-#pragma unroll
-    for (int j = 0; j < 8; j++) y[j] = (float)(int8_t)byte_of(w, j) * d;
+    for (int j = 0; j < 8; j++) y[j] = L::value(byte_of(w, j), hi, d, m);
   } else if (SCHEME == RLX_Q4_K) {
     /* byte loads of the scales and levels: three words of scales and one
      * of levels per lane measured slower (10.6 against 9.7 ms for an 8B
