@@ -38,6 +38,14 @@ static int fail(const char *what) {
   return 1;
 }
 
+/* Token i of sequence s's prompt, among V: spread over [500, V - 500),
+ * clear of the special tokens at a large vocabulary's ends, or over all of
+ * a vocabulary of 1000 or fewer (a test model's). */
+static int32_t prompt_token(int64_t i, int32_t s, int64_t V) {
+  const int64_t margin = V > 1000 ? 500 : 0;
+  return (int32_t)((1000 + 7919 * (i + 1) + 104729 * (int64_t)s) % (V - 2 * margin) + margin);
+}
+
 /* One run: prefill every sequence, then time the decode steps. */
 static int run(rlx_llm *m, int32_t n_seq, int64_t prompt, int64_t steps, double *sec) {
   const int64_t V = rlx_llm_vocab_size(m);
@@ -58,7 +66,7 @@ static int run(rlx_llm *m, int32_t n_seq, int64_t prompt, int64_t steps, double 
       goto done;
     }
     for (int64_t i = 0; i < prompt; i++) {
-      tok[i] = (int32_t)((1000 + 7919 * (i + 1) + 104729 * s) % (V - 1000) + 500);
+      tok[i] = prompt_token(i, s, V);
       seq[i] = s;
     }
     rlx_llm_batch b = {prompt, tok, seq, want};
