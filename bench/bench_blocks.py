@@ -60,8 +60,9 @@ def ensure_torch():
 
 # ---------------------------------------------------------------- rlx through ctypes
 
-class RlxOptions(ctypes.Structure):
-    _fields_ = [("device", ctypes.c_int), ("threads", ctypes.c_int), ("flags", ctypes.c_uint)]
+class RlxOptions(ctypes.Structure):   # rlx_options, every field: rlx_compile reads them all
+    _fields_ = [("device", ctypes.c_int), ("threads", ctypes.c_int), ("flags", ctypes.c_uint),
+                ("device_index", ctypes.c_int), ("comm", ctypes.c_void_p)]
 
 
 RLX_FLAG_NO_FUSE = 1

@@ -45,13 +45,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "ref"))
 from bert_ref import load_weights, sentences  # noqa: E402
 from minilm_folder import minilm_folder  # noqa: E402
 
-
-class Options(ctypes.Structure):
-    _fields_ = [("device", ctypes.c_int), ("threads", ctypes.c_int), ("flags", ctypes.c_uint)]
+sys.path.insert(0, HERE)
+from bench_blocks import RlxOptions  # noqa: E402
 
 
 class EmbedderOptions(ctypes.Structure):
-    _fields_ = [("compile", Options), ("pooling", ctypes.c_int), ("normalize", ctypes.c_int),
+    _fields_ = [("compile", RlxOptions), ("pooling", ctypes.c_int), ("normalize", ctypes.c_int),
                 ("max_tokens", ctypes.c_int64), ("batch", ctypes.c_int)]
 
 

@@ -43,13 +43,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "onnx"))
 sys.path.insert(0, HERE)
-from rlx_ctypes import MAX_RANK, NP_TO_RLX, Rlx  # noqa: E402
+from rlx_ctypes import MAX_RANK, NP_TO_RLX, Options, Rlx  # noqa: E402
 
 DEFAULT_MODELS = "resnet50,resnet50:8,mobilenetv2,mobilenetv2:8,bert,bert:8,vit"
-
-
-class Options(ctypes.Structure):
-    _fields_ = [("device", ctypes.c_int), ("threads", ctypes.c_int), ("flags", ctypes.c_uint)]
 
 
 FMA_PROBE_C = r"""

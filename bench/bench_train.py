@@ -26,28 +26,16 @@ median step time of each and the ratio torch / rlx (> 1: rlx is faster).
 import argparse
 import ctypes
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "ref"))
+sys.path.insert(0, HERE)
+from bench_blocks import RlxOptions, ensure_torch  # noqa: E402
 from rlxcase import Graph  # noqa: E402
-
-
-def ensure_torch():
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("installing torch from PyPI (large)", flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torch"], check=True)
-    import torch
-    return torch
-
-
-class RlxOptions(ctypes.Structure):
-    _fields_ = [("device", ctypes.c_int), ("threads", ctypes.c_int), ("flags", ctypes.c_uint)]
 
 
 class RlxOptimizer(ctypes.Structure):
