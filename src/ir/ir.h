@@ -236,6 +236,9 @@ int     ir_type_eq(const ir_type *a, const ir_type *b);
 /* "[2,S,?]" into buf (returns buf); uses g for symbol names (g may be NULL). */
 char   *ir_shape_str(const rlx_graph *g, const ir_shape *s, char *buf, size_t cap);
 #define IR_SHAPE_STR_CAP 160
+/* A node's type as the graph text prints it (text_print.c), "f32[2,S]" or
+ * "(f32[2,1], i64[2,1])": a malloc'd string, NULL when out of memory. */
+char   *ir_node_type_text(const rlx_graph *g, const ir_node *n);
 /* ir_shape_str into a temporary that lives to the end of the enclosing
  * full expression: for messages, IR_SHAPE_S(g, &t->shape). */
 #define IR_SHAPE_S(g, s) ir_shape_str((g), (s), (char[IR_SHAPE_STR_CAP]){0}, IR_SHAPE_STR_CAP)
