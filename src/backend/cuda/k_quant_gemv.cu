@@ -137,6 +137,23 @@ __device__ __forceinline__ uintptr_t qmv_row(const cu_qmv_args &a, int64_t r, in
   return (uintptr_t)a.seg[s].w + (uintptr_t)(r * rb);
 }
 
+/* The end of a direct kernel's R rows r0.. (segment seg[j], row rs[j] of
+ * it): each row's sum over the warp, stored by lane 0 with the segment's
+ * residual added; rows past a.rows are not stored. */
+template <int R, typename O>
+__device__ __forceinline__ void qmv_store_rows(const cu_qmv_args &a, const float *acc, const int *seg, const int64_t *rs,
+                                               int64_t r0, int lane) {
+#pragma unroll
+  for (int j = 0; j < R; j++) {
+    const float v = cu_warp_sum(acc[j]);
+    if (lane == 0 && r0 + j < a.rows) {
+      O *out = (O *)a.seg[seg[j]].out;
+      const O *res = (const O *)a.seg[seg[j]].resid;
+      cu_fl<O>::st(out + rs[j], (typename cu_fl<O>::acc)(res ? v + (float)cu_fl<O>::ld(res + rs[j]) : v));
+    }
+  }
+}
+
 /* Blocks per multiprocessor the M = 1 kernel is built for (registers
  * capped at 64 a thread: 8 x 4 warps, as many as the smem of 4 stages of
  * Q8_0 chunks allows); more rows of x need more registers (4: no spills). */
@@ -334,15 +351,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QK_MIN_BLOCKS(R)) qmv_q4k_kern
       }
     }
   }
-#pragma unroll
-  for (int j = 0; j < R; j++) {
-    const float v = cu_warp_sum(acc[j]);
-    if (lane == 0 && r0 + j < a.rows) {
-      O *out = (O *)a.seg[seg[j]].out;
-      const O *res = (const O *)a.seg[seg[j]].resid;
-      cu_fl<O>::st(out + rs[j], (typename cu_fl<O>::acc)(res ? v + (float)cu_fl<O>::ld(res + rs[j]) : v));
-    }
-  }
+  qmv_store_rows<R, O>(a, acc, seg, rs, r0, lane);
 }
 
 /* The legacy blocks at M = 1 (Q4_0, Q4_1, Q8_0), direct as qmv_q4k_kernel:
@@ -427,15 +436,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, R == 1 ? 8 : 4) qmv_legacy_ker
       }
     }
   }
-#pragma unroll
-  for (int j = 0; j < R; j++) {
-    const float v = cu_warp_sum(acc[j]);
-    if (lane == 0 && r0 + j < a.rows) {
-      O *out = (O *)a.seg[seg[j]].out;
-      const O *res = (const O *)a.seg[seg[j]].resid;
-      cu_fl<O>::st(out + rs[j], (typename cu_fl<O>::acc)(res ? v + (float)cu_fl<O>::ld(res + rs[j]) : v));
-    }
-  }
+  qmv_store_rows<R, O>(a, acc, seg, rs, r0, lane);
 }
 
 /* The levels and (d, s) of 32 values, one a lane (v). A block with a NaN
