@@ -8,17 +8,22 @@ instruction sets but no AMX (AMX instructions fault in some virtual
 machines that advertise them), and only llama-bench and llama-quantize.
 
 For each file and thread count, --runs rounds, each round in turn: rlx's
-prefill of --pp tokens, llama-bench pp, rlx's --tg decode steps, llama-bench
-tg (interleaved, so background load hits both alike); every run is a fresh
-process and records the 1-minute load average before it. Reported: medians,
-rlx / llama.cpp, and each as a fraction of its limit:
-  decode   matmul weight bytes per token x tokens/s / DRAM read bandwidth
+prefill of --pp tokens, llama-bench pp, a read-bandwidth probe, rlx's --tg
+decode steps, llama-bench tg, a probe again (interleaved, so background load
+hits both alike and the bandwidth is read in the same load as the decode
+runs); every run is a fresh process and records the 1-minute load average
+before it. Reported: medians, rlx / llama.cpp, and each as a fraction of its
+limit:
+  decode   matmul weight bytes per token x tokens/s / DRAM read bandwidth (the
+           median of the row's 2 x --runs probe readings)
   prefill  2 x matmul weights but the output matrix x tokens/s / int8 ceiling (VNNI), the
            FMA ceiling for F16/BF16 files
 (attention and the rest are left out of both counts, so the fractions are
 slight underestimates). The limits come from a small C probe compiled here:
-read bandwidth over 1 GiB, and the FMA (F32) and vpdpbusd (int8) peak of
-independent chains, at each thread count.
+the read bandwidth of the decode's access pattern (read_bandwidth: streaming
+512-bit loads over a buffer of about the weights' size, split in contiguous
+parts over the row's threads), and the FMA (F32) and vpdpbusd (int8) peak of
+independent chains at each thread count, once at the start.
 
   python3 bench/bench_generate.py --rlx build/rlx --llama-src DIR [--llama-build DIR]
       [--models A.gguf,B.gguf] [--threads 1,2] [--runs 5] [--pp 512] [--tg 128]
@@ -62,20 +67,23 @@ TEXT = ("The history of computing is a story of abstraction. Early machines were
         "fuses small steps into larger kernels, and emits code tuned for the processor at hand. ")
 
 PROBE_C = r"""
+#define _GNU_SOURCE
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 enum { BW, FMA, VNNI };
 typedef struct { int kind, id, nt; const uint8_t *buf; size_t n; long iters; double sink; } job;
 static void *work(void *arg) {
   job *j = arg;
   if (j->kind == BW) {
-    size_t per = j->n / j->nt; const __m512i *p = (const __m512i *)(j->buf + per * j->id);
+    size_t per = j->n / j->nt / 256 * 256; const __m512i *p = (const __m512i *)(j->buf + per * j->id);
     __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
     for (size_t i = 0; i < per / 64; i += 4) {
       a = _mm512_xor_si512(a, _mm512_load_si512(p + i)); b = _mm512_xor_si512(b, _mm512_load_si512(p + i + 1));
@@ -97,23 +105,41 @@ static void *work(void *arg) {
   }
   return NULL;
 }
-static double run(int kind, int nt, const uint8_t *buf, size_t n, long iters) {
-  pthread_t th[64]; job jb[64]; double best = 1e30;
-  for (int rep = 0; rep < 5; rep++) {
+/* seconds of each of reps passes of kind on nt threads, sorted */
+static void run(int kind, int nt, const uint8_t *buf, size_t n, long iters, int reps, double *t) {
+  pthread_t th[64]; job jb[64];
+  for (int rep = 0; rep < reps; rep++) {
     double t0 = now();
     for (int i = 0; i < nt; i++) { jb[i] = (job){kind, i, nt, buf, n, iters, 0}; pthread_create(&th[i], 0, work, &jb[i]); }
     for (int i = 0; i < nt; i++) pthread_join(th[i], 0);
-    double t = now() - t0; if (t < best) best = t;
+    t[rep] = now() - t0;
   }
-  return best;
+  qsort(t, reps, sizeof *t, cmp);
 }
+/* probe peak T: the FMA and vpdpbusd peaks (best of 5) on T threads.
+   probe bw T BYTES HUGE: read GB/s over BYTES on T threads, each a contiguous part, the median of
+   5 passes; HUGE 1 maps the buffer in transparent huge pages (as rlx's packed weights are), 0 in
+   small pages (as a mapped GGUF file is). */
 int main(int argc, char **argv) {
-  int nt = atoi(argv[1]); size_t n = (size_t)1 << 30; long iters = 20000000;
-  uint8_t *buf = aligned_alloc(64, n); memset(buf, 1, n);
-  double bw = n / run(BW, nt, buf, n, 0);
-  double fma = nt * iters * 12.0 * 16 * 2 / run(FMA, nt, 0, 0, iters);
-  double vnni = nt * iters * 12.0 * 64 * 2 / run(VNNI, nt, 0, 0, iters);
-  printf("{\"read_GBps\": %.2f, \"fma_GFLOPs\": %.1f, \"vnni_GOPs\": %.1f}\n", bw / 1e9, fma / 1e9, vnni / 1e9);
+  int nt = atoi(argv[2]); double t[5];
+  if (argc == 3 && !strcmp(argv[1], "peak")) {
+    long iters = 20000000;
+    run(FMA, nt, 0, 0, iters, 5, t);
+    double fma = nt * iters * 12.0 * 16 * 2 / t[0];
+    run(VNNI, nt, 0, 0, iters, 5, t);
+    double vnni = nt * iters * 12.0 * 64 * 2 / t[0];
+    printf("{\"fma_GFLOPs\": %.1f, \"vnni_GOPs\": %.1f}\n", fma / 1e9, vnni / 1e9);
+    return 0;
+  }
+  if (argc != 5 || strcmp(argv[1], "bw")) return 2;
+  size_t n = (size_t)atoll(argv[3]);
+  uint8_t *buf = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (buf == MAP_FAILED) return 1;
+  if (atoi(argv[4])) madvise(buf, n, MADV_HUGEPAGE);
+  memset(buf, 1, n);
+  run(BW, nt, buf, n, 0, 5, t);
+  printf("{\"read_GBps\": %.2f}\n", n / t[2] / 1e9);
+  munmap(buf, n);
   return 0;
 }
 """
@@ -142,18 +168,35 @@ def build_llama(src, build, jobs, targets=("llama-bench", "llama-quantize", "lla
     return os.path.join(build, "bin"), commit
 
 
-def probe_limits(threads):
-    """{threads: {read_GBps, fma_GFLOPs, vnni_GOPs}} from the C probe (None where it cannot build)."""
+def build_probe():
+    """The limits probe (PROBE_C) compiled in a temporary folder, or None where it cannot build."""
     d = tempfile.mkdtemp()
     src, exe = os.path.join(d, "probe.c"), os.path.join(d, "probe")
     with open(src, "w") as f:
         f.write(PROBE_C)
     try:
         sh(["cc", "-O2", "-mavx512f", "-mavx512bw", "-mavx512vnni", "-pthread", src, "-o", exe])
-        return {t: json.loads(sh([exe, str(t)])) for t in threads}
+        return exe
     except subprocess.CalledProcessError as e:
         print(f"limits probe unavailable: {e.stderr.strip()[:200]}")
-        return {t: None for t in threads}
+        return None
+
+
+def probe_peaks(probe, threads):
+    """{threads: {fma_GFLOPs, vnni_GOPs}} (None without the probe)."""
+    return {t: json.loads(sh([probe, "peak", str(t)])) if probe else None for t in threads}
+
+
+def read_bandwidth(probe, threads, nbytes, huge):
+    """One reading of the read bandwidth in bytes/s on threads threads (the median of the probe's
+    passes; None without the probe). A decode streams its weights once per token from beyond the
+    caches: the probe streams a buffer of about their size, at least 1 GiB (over 3x this L3, so
+    still the DRAM's figure for models that fit the caches), at most 2 GiB, in huge pages where
+    the weights are rlx's packed copies and in small pages where they are the mapped file's."""
+    if not probe:
+        return None
+    n = min(max(nbytes, 1 << 30), 2 << 30)
+    return json.loads(sh([probe, "bw", str(threads), str(n), "1" if huge else "0"]))["read_GBps"] * 1e9
 
 
 def matmul_weights(path):
@@ -356,9 +399,10 @@ def main():
                  for q in args.quantize.split(",")]
         models += quantize(bindir, specs, args.out_dir)
     rlx_commit = sh([args.rlx, "--version"]).split("\n")[0].strip()
-    limits = probe_limits(threads)
+    probe = build_probe()
+    peaks = probe_peaks(probe, threads)
     print(f"llama.cpp {commit[:12]}, rlx {rlx_commit}, {os.cpu_count()} CPUs, pp {args.pp}, tg {args.tg}, "
-          f"median of {args.runs}; limits {json.dumps({str(k): v for k, v in limits.items()})}", flush=True)
+          f"median of {args.runs}; compute peaks {json.dumps({str(k): v for k, v in peaks.items()})}", flush=True)
     ctx = args.pp + args.tg + 16
     rows = []
     agree = {}
@@ -376,27 +420,30 @@ def main():
         try:
             for t in threads:
                 res = {k: [] for k in ("rlx_pp", "llama_pp", "rlx_tg", "llama_tg")}
-                loads = []
+                loads, bws = [], []
                 for _ in range(args.runs):
                     loads.append(loadavg())
                     st = rlx_run(args.rlx, model, t, ctx, 1, prompt_file=prompt_file)
                     res["rlx_pp"].append(st["prompt_tokens"] / st["prefill_s"])
                     loads.append(loadavg())
                     res["llama_pp"].append(llama_bench(bindir, model, t, args.pp, 0))
+                    bws.append(read_bandwidth(probe, t, wbytes, not float_w))
                     loads.append(loadavg())
                     st = rlx_run(args.rlx, model, t, ctx, args.tg + 1, prompt="Once")
                     res["rlx_tg"].append(st["decode_evals"] / st["decode_s"])
                     loads.append(loadavg())
                     res["llama_tg"].append(llama_bench(bindir, model, t, 0, args.tg))
+                    bws.append(read_bandwidth(probe, t, wbytes, not float_w))
                 med = {k: statistics.median(v) for k, v in res.items()}
-                lim = limits.get(t) or {}
                 row = {"model": os.path.basename(model), "threads": t, "prompt_tokens": ptoks, **med,
                        "pp_ratio": med["rlx_pp"] / med["llama_pp"], "tg_ratio": med["rlx_tg"] / med["llama_tg"],
                        "load_min": min(loads), "load_max": max(loads), "runs": res,
                        "weight_bytes": wbytes, "weight_elems": welems, "prefill_elems": pp_elems}
+                lim = peaks.get(t) and all(bws)
                 if lim:
-                    bw = lim["read_GBps"] * 1e9
-                    ops = lim["fma_GFLOPs" if float_w else "vnni_GOPs"] * 1e9
+                    bw = statistics.median(bws)
+                    row["read_GBps"] = [b / 1e9 for b in bws]
+                    ops = peaks[t]["fma_GFLOPs" if float_w else "vnni_GOPs"] * 1e9
                     for who in ("rlx", "llama"):
                         row[f"{who}_tg_of_bw"] = wbytes * med[f"{who}_tg"] / bw
                         row[f"{who}_pp_of_peak"] = 2 * pp_elems * med[f"{who}_pp"] / ops
@@ -404,25 +451,27 @@ def main():
                 print(f"{row['model']:32} t{t} pp {med['rlx_pp']:8.1f} / {med['llama_pp']:8.1f} = "
                       f"{row['pp_ratio']:.2f}x  tg {med['rlx_tg']:7.1f} / {med['llama_tg']:7.1f} = "
                       f"{row['tg_ratio']:.2f}x  load {row['load_min']:.1f}-{row['load_max']:.1f}"
-                      + (f"  tg {row['rlx_tg_of_bw']:.0%}/{row['llama_tg_of_bw']:.0%} of bw, pp "
+                      + (f"  tg {row['rlx_tg_of_bw']:.0%}/{row['llama_tg_of_bw']:.0%} of bw "
+                         f"{bw / 1e9:.1f} GB/s ({min(bws) / 1e9:.1f}-{max(bws) / 1e9:.1f}), pp "
                          f"{row['rlx_pp_of_peak']:.0%}/{row['llama_pp_of_peak']:.0%} of "
                          + ("fma" if float_w else "vnni") if lim else ""),
                       flush=True)
         finally:
             os.unlink(prompt_file)
     print("\n| file | threads | rlx pp | llama.cpp pp | ratio | rlx tg | llama.cpp tg | ratio | "
-          "tg of DRAM bw (rlx / llama.cpp) | pp of peak: int8, FMA for float files (rlx / llama.cpp) | load |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "tg of DRAM bw (rlx / llama.cpp) | read GB/s | pp of peak: int8, FMA for float files (rlx / llama.cpp) "
+          "| load |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         lim = "rlx_tg_of_bw" in r
         print(f"| {r['model']} | {r['threads']} | {r['rlx_pp']:.1f} | {r['llama_pp']:.1f} | {r['pp_ratio']:.2f}x | "
               f"{r['rlx_tg']:.1f} | {r['llama_tg']:.1f} | {r['tg_ratio']:.2f}x | "
-              + (f"{r['rlx_tg_of_bw']:.0%} / {r['llama_tg_of_bw']:.0%} | "
-                 f"{r['rlx_pp_of_peak']:.1%} / {r['llama_pp_of_peak']:.1%} | " if lim else "n/a | n/a | ")
+              + (f"{r['rlx_tg_of_bw']:.0%} / {r['llama_tg_of_bw']:.0%} | {statistics.median(r['read_GBps']):.1f} | "
+                 f"{r['rlx_pp_of_peak']:.1%} / {r['llama_pp_of_peak']:.1%} | " if lim else "n/a | n/a | n/a | ")
               + f"{r['load_min']:.1f}-{r['load_max']:.1f} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"llama_cpp_commit": commit, "rlx_commit": rlx_commit, "limits": limits, "rows": rows,
+            json.dump({"llama_cpp_commit": commit, "rlx_commit": rlx_commit, "peaks": peaks, "rows": rows,
                        "top1_agreement": agree}, f, indent=1)
 
 
