@@ -15,8 +15,9 @@ The defaults are TinyLlama-1.1B's dims with 16 of its 22 layers; Llama 3
 8B is --layers 32 --embd 4096 --heads 32 --heads-kv 8 --ff 14336 --vocab
 128256. A matrix repeats one random block of 512 rows (quantized once), so
 an 8B file takes seconds of numpy, not minutes; a decode step still reads
-every byte. Needs numpy and the gguf package (tests/ref/llama_tiny.py
-writes the file).
+every byte. The repeats are written as they go, never held whole: a 16 GB
+BF16 file needs about 1 GB of memory. Needs numpy and the gguf package
+(tests/ref/llama_tiny.py writes the file).
 """
 import argparse
 import os
@@ -32,6 +33,20 @@ from gguf.quants import quantize  # noqa: E402
 
 WTYPES = {"q8_0": QT.Q8_0, "q4_0": QT.Q4_0, "f16": QT.F16, "bf16": QT.BF16, "f32": QT.F32}
 BLOCK_ROWS = 512
+
+
+class Tiled:
+    """rows rows of block repeated, as GGUFWriter takes a tensor (shape, dtype, nbytes, tofile)
+    but written block by block."""
+
+    def __init__(self, block, rows):
+        self.block, self.rows = block, rows
+        self.shape, self.dtype = (rows,) + block.shape[1:], block.dtype
+        self.nbytes = rows * block[0].nbytes
+
+    def tofile(self, f):
+        for r in range(0, self.rows, len(self.block)):
+            self.block[:self.rows - r].tofile(f)
 
 
 def main():
@@ -52,8 +67,7 @@ def main():
     def weight(rows, cols, scale):
         w = rng.standard_normal((min(rows, BLOCK_ROWS), cols), dtype=np.float32) * np.float32(scale)
         w = w if qt == QT.F32 else w.astype(np.float16) if qt == QT.F16 else quantize(w, qt)
-        reps = -(-rows // w.shape[0])
-        return np.tile(w, (reps, 1))[:rows], qt
+        return Tiled(w, rows), qt
 
     t0 = time.time()
     tensors = {"token_embd.weight": weight(a.vocab, a.embd, 0.5),
