@@ -257,8 +257,10 @@ rlx_status cpu_DequantMatMul(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *i
     st = nomem(n);
     goto done;
   }
-  /* about 64 KiB of activations per quantization chunk */
-  const int64_t xgrain = 1 + (int64_t)(16384 / (K ? K : 1));
+  /* about 8 KiB of activations per quantization chunk: the few rows of a
+   * batched decode step split over the threads too, where one thread
+   * quantizing them kept the others waiting */
+  const int64_t xgrain = 1 + (int64_t)(2048 / (K ? K : 1));
   if (!x_as_act) cpu_parallel_for(ctx, M, xgrain, qmm_quantize, &J);
   if (pk) {
     if (qpack_matmul(ctx, pk, (const qdot_q8_0 *)J.act, M, J.y)) {
