@@ -309,7 +309,7 @@ static __nv_bfloat16 *bf16_buffer(size_t n, uint32_t seed) {
 
 static void bench_attn(double copy) {
   const int64_t H = 32, Hkv = 8, D = 128;
-  for (int64_t T : {64, 128, 256, 450, 512, 1024, 2048, 8192, 32768}) {
+  for (int64_t T : {16, 64, 128, 256, 450, 512, 1024, 2048, 8192, 32768}) {
     const size_t kvn = (size_t)(T * Hkv * D), kvb = 2 * kvn * 2; /* K and V bytes */
     const int n = (int)std::max<size_t>(4, ((size_t)512 << 20) / kvb + 1);
     std::vector<__nv_bfloat16 *> kc(n), vc(n);
@@ -325,16 +325,17 @@ static void bench_attn(double copy) {
     size_t pf, cn;
     cu_attention_plan(&a, &pf, &cn);
     const int64_t planned = a.keys_per_split;
-    const int planned_cluster = a.cluster;
-    const int64_t sweep[] = {planned, 16, 32, 64, 128};
-    for (int si = 0; si < 5; si++)
+    const int planned_cluster = a.cluster, planned_lanes = a.lanes;
+    const int64_t sweep[] = {planned, 16, 32, 64, 128, 256};
+    for (int lanes = 0; lanes < 2; lanes++) /* flash_decode, then flash_decode_lanes */
+    for (int si = 0; si < 6; si++)
       for (int cl = 0; cl < 2; cl++) { /* merged through global memory, then in a cluster */
         const int64_t kps = sweep[si];
-        if (kps <= 0 || (si > 0 && kps == planned)) continue;
-        a.keys_per_split = kps, a.splits = (int)((T + kps - 1) / kps);
+        if (kps <= 0 || (si > 0 && kps == planned) || (lanes && kps < 32) || (!lanes && kps > DEC_MAX_KEYS)) continue;
+        a.lanes = lanes, a.keys_per_split = kps, a.splits = (int)((T + kps - 1) / kps);
         a.cluster = cl ? a.splits : 0;
         if (cl && (a.splits < 2 || a.splits > DEC_MAX_CLUSTER)) continue;
-        const size_t smem = dec_smem_bytes(&a);
+        const size_t smem = dec_launch_smem(&a);
         if (smem > DEC_MAX_SMEM || dec_set_attrs(&a, smem) != cudaSuccess) {
           (void)cudaGetLastError();
           continue;
@@ -349,9 +350,10 @@ static void bench_attn(double copy) {
           a.k = kc[i % n], a.v = vc[i % n];
           cu_attention_launch(&a, 0);
         });
-        const bool plan = kps == planned && (a.cluster > 0) == (planned_cluster > 0);
-        printf("ATTN T=%lld keys_per_split=%lld%s splits=%d merge=%s smem=%zu us=%.2f GBps=%.0f of_copy=%.1f%%\n",
-               (long long)T, (long long)kps, plan ? " (plan)" : "", a.splits, a.cluster ? "cluster" : "global", smem,
+        const bool plan = kps == planned && (a.cluster > 0) == (planned_cluster > 0) && lanes == planned_lanes;
+        printf("ATTN T=%lld kernel=%s keys_per_split=%lld%s splits=%d merge=%s smem=%zu us=%.2f GBps=%.0f of_copy=%.1f%%\n",
+               (long long)T, lanes ? "lanes" : "staged", (long long)kps, plan ? " (plan)" : "", a.splits,
+               a.cluster ? "cluster" : "global", smem,
                ms * 1e3, kvb / (ms * 1e-3) / 1e9, 100.0 * kvb / (ms * 1e-3) / 1e12 / copy);
         cudaFree(part), cudaFree(count);
       }

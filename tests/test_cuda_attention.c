@@ -40,6 +40,10 @@ static void test_attention(void) {
       {"decode one split", 1, 1, 20, 4, 4, 32, RLX_LAYOUT_BSHD, RLX_MASK_NONE, 0, 0, 0},
       {"decode chunk of 4", 1, 4, 517, 8, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
       {"decode 8b-shaped", 1, 1, 512, 32, 8, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      /* flash_decode_lanes (float K/V rows in registers): a custom mask
+       * at D 128, and 8 rows a kv head (two queries) at D 64 */
+      {"decode custom mask d128", 2, 1, 700, 8, 2, 128, RLX_LAYOUT_BSHD, RLX_MASK_CUSTOM, 0, 0, 0},
+      {"decode two queries window softcap", 1, 2, 333, 8, 2, 64, RLX_LAYOUT_BHSD, RLX_MASK_SLIDING_WINDOW, 50, 15.0, 0},
       {"decode many splits", 1, 1, 19000, 2, 1, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
       /* 16-bit rows of 72 bytes: staged by element loads, not cp.async */
       {"decode d36 unaligned rows", 2, 1, 300, 4, 2, 36, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},

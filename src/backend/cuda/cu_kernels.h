@@ -238,6 +238,7 @@ typedef struct {
    * cells), DEC_MAX_ROWS / G for rows the tensor-core kernel does not take
    * (F32 prefill) */
   int splits, cluster, q_block;
+  int lanes; /* flash_decode_lanes takes the splits (k_attention_decode.cu) */
   int64_t keys_per_split;
   float *part;
   unsigned *count;

@@ -9,7 +9,9 @@
  * the choice between them here):
  *  - flash_decode: few query rows per kv head (decode), one query a block
  *    (a batch over a KV pool), or 16 rows a block where flash_tc does not
- *    apply (F32 prefill), keys split over blocks;
+ *    apply (F32 prefill), keys split over blocks; for a decode step over a
+ *    float cache of up to 1,024 keys, flash_decode_lanes (the rows' q and
+ *    state in registers, eight lanes a key, nothing staged);
  *  - flash_tc: F16/BF16 with head_dim a multiple of 16 up to 128, on the
  *    tensor cores (mma.sync m16n8k16, F32 accumulation): a block of 4 warps
  *    takes 64 or 128 query rows of one (batch, head) (16 or 32 a warp);

@@ -1,7 +1,8 @@
 /* k_attention_decode.cu — flash_decode, the split-key attention of few
  * query rows a kv head (decode) or one query a block (a batch of sequences
- * over a KV pool); k_attention.cu says how it fits beside the other two
- * kernels. */
+ * over a KV pool), and flash_decode_lanes, its form for a decode step over
+ * a float cache of up to DL_MAX_T keys; k_attention.cu says how they fit
+ * beside the other two kernels. */
 #include "k_attention.cuh"
 #include "k_quant_blocks.cuh"
 
@@ -112,14 +113,14 @@ __device__ __forceinline__ int64_t dec_row_off(const cu_attn_args &a, const dec_
  * [R][splits], then every (row, d) sums its splits' partial outputs, the
  * loads of several splits and elements in flight (a chain of dependent
  * reads here took most of the kernel's time). */
-template <typename E, typename P>
+template <typename E, int NT, typename P>
 __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float *ls, int *nan_row) {
   const dec_block blk = dec_block_of(a);
   const int S = blk.S, G = (int)(a.H / a.Hkv), R = G * S, D = (int)a.D, splits = a.splits;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int64_t b = blk.bh / a.Hkv, hk = blk.bh % a.Hkv;
-  const int per = R * D, chunk = DEC_MERGE_E * DEC_THREADS;
-  for (int r = warp; r < R; r += DEC_WARPS) {
+  const int per = R * D, chunk = DEC_MERGE_E * NT;
+  for (int r = warp; r < R; r += NT / 32) {
     float M = -INFINITY, m0 = -INFINITY, l0 = 0.f; /* m0, l0: split `lane`'s, kept for the second pass */
     int any_nan = 0;
     for (int s = lane; s < splits; s += 32) {
@@ -146,7 +147,7 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
     float acc[DEC_MERGE_E];
 #pragma unroll
     for (int u = 0; u < DEC_MERGE_E; u++) {
-      const int e = e0 + u * DEC_THREADS, r = e < per ? e / D : 0;
+      const int e = e0 + u * NT, r = e < per ? e / D : 0;
       off[u] = e < per ? r * (D + 3) + e % D : 0, wrow[u] = r * splits, acc[u] = 0.f;
     }
     for (int s0 = 0; s0 < splits; s0 += DEC_MERGE_S) {
@@ -168,13 +169,39 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
     }
 #pragma unroll
     for (int u = 0; u < DEC_MERGE_E; u++) {
-      const int e = e0 + u * DEC_THREADS;
+      const int e = e0 + u * NT;
       if (e >= per) break;
       const int r = e / D, d = e % D;
       const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc[u] / ls[r] : 0.f;
       dec_store<E>(a, dec_row_off(a, blk, b, hk, r) + d, y);
     }
   }
+}
+
+/* Once a block has written its split's state (po in flash_decode): with
+ * a cluster, the first block merges every split's state from its shared
+ * memory (os) after the cluster barrier; else the last block of the head
+ * to finish merges them from global memory and leaves the head's counter
+ * zeroed for the next run. wsh: R x splits floats of scratch; ls and
+ * nan_row: R each. */
+template <typename E, int NT>
+__device__ void dec_merge_splits(const cu_attn_args &a, float *os, size_t stride, float *wsh, float *ls, int *nan_row) {
+  __shared__ int last;
+  const int64_t hq = blockIdx.y;
+  if (a.cluster) {
+    const cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    cl.sync(); /* every split's state written into the first block */
+    if (cl.block_rank() == 0) dec_merge<E, NT>(a, dec_parts_shared{os, stride}, wsh, ls, nan_row);
+    return;
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&a.count[hq], 1u) == (unsigned)a.splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  dec_merge<E, NT>(a, dec_parts_global{a.part + (size_t)hq * a.splits * stride, stride}, wsh, ls, nan_row);
+  if (threadIdx.x == 0) a.count[hq] = 0; /* ready for the next run */
 }
 
 /* Flash-decoding: with one query row per head (decode) a kernel that tiles
@@ -229,7 +256,6 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   E *ks = (E *)(dec_smem + ((RC * D + R * pcols + 3 * R + R * kps + 3) & ~3)); /* [kps][kss], 16-byte aligned */
   E *vs = ks + (size_t)kps * kss;                   /* [kps][D] */
   float *os = (float *)(vs + (size_t)kps * D);      /* [splits][R][D + 3]: the cluster's states (first block) */
-  __shared__ int last;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   /* hq: the (batch, kv head) of the block, with q_block its block of queries too */
   const int64_t hq = blockIdx.y, i0 = blk.i0, bh = blk.bh;
@@ -370,20 +396,199 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     po[r * (D + 3) + D + 1] = ls[r];
     po[r * (D + 3) + D + 2] = (float)nan_row[r];
   }
-  if (a.cluster) {
-    const cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    cl.sync(); /* every split's state written into the first block */
-    if (cl.block_rank() == 0) dec_merge<E>(a, dec_parts_shared{os, stride}, ps, ls, nan_row);
-    return;
+  dec_merge_splits<E, DEC_THREADS>(a, os, stride, ps, ls, nan_row);
+}
+
+/* flash_decode_lanes: flash_decode's work for a float cache and one
+ * block of queries a kv head (a decode step), with nothing staged: eight
+ * lanes take a key (DL = D / 8 elements each, loaded straight into
+ * registers), a warp four keys at a time, a block of DL_WARPS warps 32.
+ * The R rows' q slices stay in registers; a key's R dot products are summed
+ * over its 8 lanes by three shuffles each, and each group of 8 lanes keeps
+ * an online-softmax state per row (max m, sum l and its slice of o, scaled
+ * when the max grows). The four groups of a warp merge by shuffles, the
+ * warps through shared memory, and the split's state goes where
+ * flash_decode's goes (the output, or the merge of the splits). A decode
+ * step's attention is a chain of dependent steps on few blocks, so what
+ * counts is how long one block takes: flash_decode's block, one warp a
+ * scheduler, waits on each of its steps in turn (staging in shared memory,
+ * scores, softmax, a sum per head element over the keys); here each lane
+ * does a key's share from load to sum with no barrier until the warps
+ * merge, two warps a scheduler. */
+#define DL_WARPS 8
+#define DL_THREADS (DL_WARPS * 32)
+#define DL_LPK 8      /* lanes a key */
+#define DL_MAX_T 1024 /* keys at most (cu_attn_decode_plan) */
+
+/* flash_decode_lanes' row capacity for R rows, and the floats of its
+ * warps' states in shared memory, which the merge's R x splits weights
+ * reuse. */
+__host__ __device__ __forceinline__ int dec_lanes_rc(int64_t R) { return R <= 4 ? 4 : 8; }
+__host__ __device__ __forceinline__ size_t dec_lanes_scratch(const cu_attn_args &a) {
+  const int64_t R = a.H / a.Hkv * a.S;
+  const size_t w = (size_t)(DL_WARPS * dec_lanes_rc(R) * a.D), m = (size_t)(R * a.splits);
+  return w > m ? w : m;
+}
+
+/* DL elements of E at p (DL * sizeof(E) a multiple of 8, p aligned to it) as float. */
+template <typename E, int DL> __device__ __forceinline__ void dl_load(const E *p, float *v) {
+  constexpr int BYTES = DL * (int)sizeof(E);
+  static_assert(BYTES % 8 == 0, "a lane's slice is whole 8-byte words");
+  if constexpr (BYTES % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < BYTES / 16; i++) cu_unpack16<E>(__ldg((const uint4 *)p + i), v + i * (16 / (int)sizeof(E)));
+  } else {
+    const uint2 u = __ldg((const uint2 *)p);
+    const E *e = (const E *)&u;
+#pragma unroll
+    for (int k = 0; k < DL; k++) v[k] = cu_fl<E>::ld(e + k);
   }
-  __threadfence();
+}
+
+/* The merge weight of a state of max m into one of max M (a state with
+ * no visible key, m = -inf, weighs nothing). */
+__device__ __forceinline__ float dl_weight(float m, float M) { return m == -INFINITY ? 0.f : expf(m - M); }
+
+template <typename E, int RC, int DL> __global__ void __launch_bounds__(DL_THREADS) flash_decode_lanes(const __grid_constant__ cu_attn_args a) {
+  extern __shared__ float dec_smem[];
+  const dec_block blk = dec_block_of(a);
+  const int S = blk.S, G = (int)(a.H / a.Hkv), R = G * S, D = DL * DL_LPK, kps = (int)a.keys_per_split;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32, grp = lane / DL_LPK, sub = lane % DL_LPK;
+  const int64_t bh = blk.bh, b = bh / a.Hkv, hk = bh % a.Hkv, j0 = (int64_t)blockIdx.x * kps;
+  const int n = (int)(a.T - j0 < kps ? a.T - j0 : kps);
+  const size_t wfloats = dec_lanes_scratch(a); /* >= DL_WARPS * RC * D and the merge's R x splits */
+  float *wo = dec_smem;                                 /* [DL_WARPS][RC][D]: each warp's o */
+  float *wm = wo + wfloats, *wl = wm + DL_WARPS * RC;   /* [DL_WARPS][RC]: its m and l */
+  float *ls = wl + DL_WARPS * RC;                       /* [RC] */
+  int *nan_row = (int *)(ls + RC), *wnan = nan_row + RC; /* [RC]; [DL_WARPS]: a bit a row */
+  float *os = dec_smem + ((wfloats + 2 * DL_WARPS * RC + 2 * RC + DL_WARPS + 3) & ~(size_t)3); /* cluster states */
+  const E *kc = (const E *)a.k + b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss + sub * DL;
+  const E *vc = (const E *)a.v + b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss + sub * DL;
+  cu_pdl_chain(); /* every K and V row may be the one the step before wrote */
+  float q[RC][DL];
+#pragma unroll
+  for (int r = 0; r < RC; r++) {
+    const int64_t qi = dec_row_off(a, blk, b, hk, r < R ? r : 0) + sub * DL;
+    if (a.q_f32) {
+#pragma unroll
+      for (int e = 0; e < DL; e++) q[r][e] = cu_fl<E>::round(((const float *)a.q)[qi + e]);
+    } else {
+      dl_load<E, DL>((const E *)a.q + qi, q[r]);
+    }
+    if (r >= R)
+#pragma unroll
+      for (int e = 0; e < DL; e++) q[r][e] = 0.f;
+  }
+  float m[RC], l[RC], o[RC][DL];
+  int nanm = 0;
+#pragma unroll
+  for (int r = 0; r < RC; r++) {
+    m[r] = -INFINITY, l[r] = 0.f;
+#pragma unroll
+    for (int e = 0; e < DL; e++) o[r][e] = 0.f;
+  }
+  for (int jb = warp * (32 / DL_LPK); jb < n; jb += DL_WARPS * (32 / DL_LPK)) {
+    const int jj = jb + grp;
+    const int64_t j = j0 + jj;
+    const bool in = jj < n;
+    float kf[DL], vf[DL], mk[RC];
+    if (in) {
+      dl_load<E, DL>(kc + jj * a.kv_ss, kf);
+      dl_load<E, DL>(vc + jj * a.kv_ss, vf);
+    } else {
+#pragma unroll
+      for (int e = 0; e < DL; e++) kf[e] = vf[e] = 0.f;
+    }
+#pragma unroll
+    for (int r = 0; r < RC; r++)
+      mk[r] = in && r < R && a.mask_kind == RLX_MASK_CUSTOM ? mask_value(a, b, hk * G + r / S, blk.i0 + r % S, j) : 0.f;
+    float dot[RC];
+#pragma unroll
+    for (int r = 0; r < RC; r++) {
+      dot[r] = 0.f;
+#pragma unroll
+      for (int e = 0; e < DL; e++) dot[r] = fmaf(q[r][e], kf[e], dot[r]);
+    }
+#pragma unroll
+    for (int x = 1; x < DL_LPK; x *= 2)
+#pragma unroll
+      for (int r = 0; r < RC; r++) dot[r] += __shfl_xor_sync(0xffffffffu, dot[r], x);
+    if (!in) continue;
+#pragma unroll
+    for (int r = 0; r < RC; r++) {
+      if (r >= R || !key_visible(a, blk.i0 + r % S, j)) continue;
+      float sc = finish_score_masked<float>(a, dot[r], mk[r]);
+      if (sc != sc) nanm |= 1 << r, sc = -INFINITY;
+      if (sc == -INFINITY) continue; /* a masked key's V is never read into a sum */
+      if (sc > m[r]) {
+        const float c = dl_weight(m[r], sc);
+        l[r] *= c;
+#pragma unroll
+        for (int e = 0; e < DL; e++) o[r][e] *= c;
+        m[r] = sc;
+      }
+      const float p = expf(sc - m[r]);
+      l[r] += p;
+#pragma unroll
+      for (int e = 0; e < DL; e++) o[r][e] = fmaf(p, vf[e], o[r][e]);
+    }
+  }
+  /* the warp's four groups into one state */
+#pragma unroll
+  for (int x = DL_LPK; x < 32; x *= 2) {
+    nanm |= __shfl_xor_sync(0xffffffffu, nanm, x);
+#pragma unroll
+    for (int r = 0; r < RC; r++) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m[r], x), l2 = __shfl_xor_sync(0xffffffffu, l[r], x);
+      const float M = fmaxf(m[r], m2), c1 = dl_weight(m[r], M), c2 = dl_weight(m2, M);
+      l[r] = l[r] * c1 + l2 * c2;
+#pragma unroll
+      for (int e = 0; e < DL; e++) {
+        const float o2 = __shfl_xor_sync(0xffffffffu, o[r][e], x);
+        o[r][e] = o[r][e] * c1 + o2 * c2;
+      }
+      m[r] = M;
+    }
+  }
+  if (grp == 0) {
+#pragma unroll
+    for (int r = 0; r < RC; r++)
+#pragma unroll
+      for (int e = 0; e < DL; e++) wo[(warp * RC + r) * D + sub * DL + e] = o[r][e];
+    if (sub == 0) {
+#pragma unroll
+      for (int r = 0; r < RC; r++) wm[warp * RC + r] = m[r], wl[warp * RC + r] = l[r];
+      wnan[warp] = nanm;
+    }
+  }
   __syncthreads();
-  if (t == 0) last = atomicAdd(&a.count[hq], 1u) == (unsigned)a.splits - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  dec_merge<E>(a, dec_parts_global{a.part + (size_t)hq * a.splits * stride, stride}, ps, ls, nan_row);
-  if (t == 0) a.count[hq] = 0; /* ready for the next run */
+  /* the warps' states into the split's: (row, element) a thread */
+  const size_t stride = (size_t)blk.Rmax * (D + 3);
+  float *po = a.splits == 1 ? NULL
+              : a.cluster ? cooperative_groups::this_cluster().map_shared_rank(os, 0) + blockIdx.x * stride
+                          : a.part + ((size_t)blockIdx.y * a.splits + blockIdx.x) * stride;
+  for (int e = t; e < R * D; e += DL_THREADS) {
+    const int r = e / D, d = e % D;
+    float M = -INFINITY;
+    int any_nan = 0;
+#pragma unroll
+    for (int w = 0; w < DL_WARPS; w++) M = fmaxf(M, wm[w * RC + r]), any_nan |= wnan[w] >> r & 1;
+    float L = 0.f, O = 0.f;
+#pragma unroll
+    for (int w = 0; w < DL_WARPS; w++) {
+      const float c = dl_weight(wm[w * RC + r], M);
+      L += c * wl[w * RC + r], O += c * wo[(w * RC + r) * D + d];
+    }
+    if (a.splits == 1) {
+      dec_store<E>(a, dec_row_off(a, blk, b, hk, r) + d, any_nan ? NAN : L > 0.f ? O / L : 0.f);
+      continue;
+    }
+    po[r * (D + 3) + d] = O;
+    if (d == 0) po[r * (D + 3) + D] = M, po[r * (D + 3) + D + 1] = L, po[r * (D + 3) + D + 2] = (float)any_nan;
+  }
+  if (a.splits == 1) return;
+  __syncthreads(); /* wo is the merge's scratch from here */
+  dec_merge_splits<E, DL_THREADS>(a, os, stride, wo, ls, nan_row);
 }
 
 /* The kernel's row capacity RC for R query rows a kv head. */
@@ -408,48 +613,77 @@ static size_t dec_smem_bytes(const cu_attn_args *a) {
   return floats * sizeof(float) + (size_t)(kps * (dec_k_stride((int)a->D, (int)es, true) + a->D) * es) + state;
 }
 
-/* flash_decode's launch attributes, set at plan time, outside any stream
- * capture, for both forms of the dtype's kernel: shared memory past the
- * default 48 KB (long contexts: the merge's R x splits weights), clusters
- * past the portable 8 blocks. With a cluster, whether the device can run
- * one at all (cudaOccupancyMaxActiveClusters). */
+/* The kernel that takes a (flash_decode_lanes, or flash_decode's form
+ * for a's rows and the rows' alignment: vec), its threads and its shared
+ * memory. */
+typedef void (*dec_kernel_fn)(cu_attn_args);
+template <typename E> static dec_kernel_fn dec_kernel_of(const cu_attn_args *a, bool vec) {
+  if (a->lanes) {
+    const int64_t dl = a->D / DL_LPK;
+    if (dec_lanes_rc(dec_rows(a)) == 4)
+      return dl == 4 ? flash_decode_lanes<E, 4, 4> : dl == 8 ? flash_decode_lanes<E, 4, 8> : flash_decode_lanes<E, 4, 16>;
+    return dl == 4 ? flash_decode_lanes<E, 8, 4> : flash_decode_lanes<E, 8, 8>;
+  }
+  const int rc = dec_row_cap(dec_rows(a));
+  if (rc == 4) return vec ? flash_decode<E, true, 4> : flash_decode<E, false, 4>;
+  if (rc == 8) return vec ? flash_decode<E, true, 8> : flash_decode<E, false, 8>;
+  return vec ? flash_decode<E, true, 16> : flash_decode<E, false, 16>;
+}
+static dec_kernel_fn dec_kernel(const cu_attn_args *a, bool vec) {
+  return a->dtype == RLX_F16    ? dec_kernel_of<__half>(a, vec)
+         : a->dtype == RLX_BF16 ? dec_kernel_of<__nv_bfloat16>(a, vec)
+                                : dec_kernel_of<float>(a, vec);
+}
+static int dec_threads(const cu_attn_args *a) { return a->lanes ? DL_THREADS : DEC_THREADS; }
+
+/* flash_decode_lanes' shared memory: its warps' states (dec_lanes_scratch,
+ * then m and l of each warp's rows, the rows' l and NaN flags, each warp's
+ * NaN bits), then (16-byte aligned; cluster) every split's state. */
+static size_t dec_lanes_smem_bytes(const cu_attn_args *a) {
+  const int64_t R = dec_rows(a), rc = dec_lanes_rc(R);
+  size_t floats = (dec_lanes_scratch(*a) + 2 * DL_WARPS * rc + 2 * rc + DL_WARPS + 3) & ~(size_t)3;
+  if (a->cluster) floats += (size_t)(a->splits * R * (a->D + 3));
+  return floats * sizeof(float);
+}
+static size_t dec_launch_smem(const cu_attn_args *a) { return a->lanes ? dec_lanes_smem_bytes(a) : dec_smem_bytes(a); }
+
+/* Whether flash_decode_lanes takes a (flash_decode's other conditions
+ * hold): one block of queries a kv head, a float cache, D of 32, 64 or 128
+ * (8 lanes a key, 4 to 16 elements each), at most 8 rows (4 at D 128: the
+ * rows' q and o in registers), and 16-byte aligned rows. */
+static int dec_lanes_applies(const cu_attn_args *a) {
+  const int64_t R = dec_rows(a), es = cu_float_bytes(a->dtype);
+  const bool q_ok = a->q_f32 || (cu_aligned16(a->q) && (a->q_sb * es) % 16 == 0 && (a->q_sh * es) % 16 == 0 &&
+                                 (a->q_ss * es) % 16 == 0);
+  return !a->q_block && !kv_is_block(a->kv_dtype) && (a->D == 32 || a->D == 64 || a->D == 128) && R <= 8 &&
+         (R <= 4 || a->D <= 64) && q_ok && cu_aligned16(a->k) && cu_aligned16(a->v) && (a->kv_ss * es) % 16 == 0 &&
+         (a->kv_sh * es) % 16 == 0 && (a->kv_sb * es) % 16 == 0;
+}
+
+/* The kernel's launch attributes, set at plan time, outside any stream
+ * capture, for both forms of flash_decode: shared memory past the default
+ * 48 KB (long contexts: the merge's R x splits weights), clusters past the
+ * portable 8 blocks. With a cluster, whether the device can run one at all
+ * (cudaOccupancyMaxActiveClusters). */
 #define DEC_MAX_SMEM (160 << 10)
-template <typename E, int RC> static int dec_set_attrs_rc(const cu_attn_args *a, size_t smem) {
-  void (*const kernels[2])(cu_attn_args) = {flash_decode<E, true, RC>, flash_decode<E, false, RC>};
-  for (int i = 0; i < 2; i++) {
-    int st = smem > 48 * 1024 ? cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) : 0;
-    if (!st && a->cluster > 8) st = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+static int dec_set_attrs(const cu_attn_args *a, size_t smem) {
+  for (int vec = 0; vec < 2; vec++) {
+    const dec_kernel_fn k = dec_kernel(a, vec);
+    int st = smem > 48 * 1024 ? cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) : 0;
+    if (!st && a->cluster > 8) st = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (st) return st;
   }
   if (a->cluster <= 1) return cudaSuccess;
   cudaLaunchAttribute at[2];
-  const cudaLaunchConfig_t cfg =
-      cu_launch_config(dim3((unsigned)a->splits, (unsigned)dec_heads(a)), DEC_THREADS, smem, 0, 0, a->cluster, at);
+  const cudaLaunchConfig_t cfg = cu_launch_config(dim3((unsigned)a->splits, (unsigned)dec_heads(a)), dec_threads(a),
+                                                  smem, 0, 0, a->cluster, at);
   int n = 0;
-  const int st = cudaOccupancyMaxActiveClusters(&n, kernels[0], &cfg);
+  const int st = cudaOccupancyMaxActiveClusters(&n, dec_kernel(a, true), &cfg);
   return st ? st : n < 1 ? cudaErrorInvalidConfiguration : cudaSuccess;
-}
-template <typename E> static int dec_set_attrs_of(const cu_attn_args *a, int rc, size_t smem) {
-  return rc == 4 ? dec_set_attrs_rc<E, 4>(a, smem) : rc == 8 ? dec_set_attrs_rc<E, 8>(a, smem) : dec_set_attrs_rc<E, 16>(a, smem);
-}
-static int dec_set_attrs(const cu_attn_args *a, size_t smem) {
-  const int rc = dec_row_cap(dec_rows(a));
-  return a->dtype == RLX_F16 ? dec_set_attrs_of<__half>(a, rc, smem)
-         : a->dtype == RLX_BF16 ? dec_set_attrs_of<__nv_bfloat16>(a, rc, smem) : dec_set_attrs_of<float>(a, rc, smem);
-}
-template <typename E, int RC> static void dec_launch_rc(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
-  cu_launch_cluster(vec ? flash_decode<E, true, RC> : flash_decode<E, false, RC>, grid, DEC_THREADS, smem, st, a->pdl,
-                    a->cluster, *a);
-}
-template <typename E> static void dec_launch(const cu_attn_args *a, bool vec, dim3 grid, size_t smem, cudaStream_t st) {
-  const int rc = dec_row_cap(dec_rows(a));
-  if (rc == 4) dec_launch_rc<E, 4>(a, vec, grid, smem, st);
-  else if (rc == 8) dec_launch_rc<E, 8>(a, vec, grid, smem, st);
-  else dec_launch_rc<E, 16>(a, vec, grid, smem, st);
 }
 
 void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters, int prefill) {
-  a->splits = 0, a->keys_per_split = 0, a->cluster = 0, a->q_block = 0;
+  a->splits = 0, a->keys_per_split = 0, a->cluster = 0, a->q_block = 0, a->lanes = 0;
   if (a->Hkv < 1) return;
   const int64_t G = a->H / a->Hkv;
   if (G * a->S > DEC_MAX_ROWS && G <= DEC_MAX_ROWS) {
@@ -470,6 +704,11 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
     a->q_block = 0;
     return;
   }
+  /* flash_decode_lanes up to DL_MAX_T keys: one split up to 128 keys,
+   * else 64 keys a split (at most 16 splits: one cluster). Past that its
+   * few loads in flight a multiprocessor (one block of 8 warps, four keys
+   * a warp at a time) lose to flash_decode's staging. */
+  const int lanes = a->T <= DL_MAX_T && dec_lanes_applies(a);
   /* keys per split: 128 (the block's threads), halved while the grid
    * would cover fewer than half the H200's 132 multiprocessors (down to
    * 32), at most what fits the staging space. On the H200 at the 8B decode
@@ -482,26 +721,26 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
   const int64_t heads = dec_heads(a);
   int64_t kps = DEC_MAX_KEYS;
   while (kps > 32 && heads * ((a->T + kps - 1) / kps) < 66) kps /= 2;
-  kps = kps > kmax ? kmax : kps;
+  kps = lanes ? (a->T <= 128 ? 128 : 64) : kps > kmax ? kmax : kps;
   const int64_t splits = (a->T + kps - 1) / kps;
   /* q_block's partial states grow with queries x keys: past
    * DEC_POOL_PART_FLOATS another kernel takes the rows */
   if (splits > 0x7fffffff || (a->q_block && splits > 1 && heads * splits * R * (a->D + 3) > DEC_POOL_PART_FLOATS))
     return (void)(a->q_block = 0);
-  a->keys_per_split = kps, a->splits = (int)splits;
+  a->keys_per_split = kps, a->splits = (int)splits, a->lanes = lanes;
   /* the splits of a head as one cluster, merged in shared memory, where
    * they are few enough and RLX_CUDA_ATTN_CLUSTER is not 0 */
   if (splits > 1 && splits <= DEC_MAX_CLUSTER && !a->no_cluster) {
     a->cluster = (int)splits;
-    const size_t smem = dec_smem_bytes(a);
+    const size_t smem = dec_launch_smem(a);
     if (smem <= DEC_MAX_SMEM && dec_set_attrs(a, smem) == cudaSuccess) return;
     (void)cudaGetLastError();
   }
   a->cluster = 0;
-  const size_t smem = dec_smem_bytes(a);
+  const size_t smem = dec_launch_smem(a);
   if (smem > DEC_MAX_SMEM || dec_set_attrs(a, smem) != cudaSuccess) { /* the merge's R x splits weights do not fit */
     (void)cudaGetLastError();
-    a->keys_per_split = 0, a->splits = 0, a->q_block = 0;
+    a->keys_per_split = 0, a->splits = 0, a->q_block = 0, a->lanes = 0;
     return;
   }
   *part_floats = (size_t)(heads * splits * R * (a->D + 3));
@@ -509,13 +748,10 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
 }
 
 int cu_attn_decode_launch(const cu_attn_args *a, cudaStream_t st) {
-  dim3 grid((unsigned)a->splits, (unsigned)dec_heads(a));
-  const size_t smem = dec_smem_bytes(a);
+  const dim3 grid((unsigned)a->splits, (unsigned)dec_heads(a));
   const int es = cu_float_bytes(a->dtype);
   const bool vec = a->D * es % 16 == 0 && a->kv_ss * es % 16 == 0 && a->kv_sh * es % 16 == 0 &&
                    a->kv_sb * es % 16 == 0 && cu_aligned16(a->k) && cu_aligned16(a->v);
-  if (a->dtype == RLX_F16) dec_launch<__half>(a, vec, grid, smem, st);
-  else if (a->dtype == RLX_BF16) dec_launch<__nv_bfloat16>(a, vec, grid, smem, st);
-  else dec_launch<float>(a, vec, grid, smem, st);
+  cu_launch_cluster(dec_kernel(a, vec), grid, dec_threads(a), dec_launch_smem(a), st, a->pdl, a->cluster, *a);
   return cudaGetLastError();
 }
