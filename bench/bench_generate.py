@@ -48,9 +48,11 @@ llama-3.2-1b:Q4_0,... makes the random-weight files of that shape first;
 --wtype: no 16 GB F16 file first) and measures it.
 """
 import argparse
+import atexit
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -171,6 +173,7 @@ def build_llama(src, build, jobs, targets=("llama-bench", "llama-quantize", "lla
 def build_probe():
     """The limits probe (PROBE_C) compiled in a temporary folder, or None where it cannot build."""
     d = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
     src, exe = os.path.join(d, "probe.c"), os.path.join(d, "probe")
     with open(src, "w") as f:
         f.write(PROBE_C)
