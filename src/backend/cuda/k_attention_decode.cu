@@ -108,6 +108,13 @@ __device__ __forceinline__ int64_t dec_row_off(const cu_attn_args &a, const dec_
   return b * a.q_sb + (hk * G + r / blk.S) * a.q_sh + (blk.i0 + r % blk.S) * a.q_ss;
 }
 
+/* The weight of a softmax state of max m merged into one of max M >= m
+ * (a state with no visible key, m = -inf, weighs nothing), and a row's
+ * output from its weighted sum o, its sum of weights l and its NaN flag
+ * (a row with no visible key gives zeros). */
+__device__ __forceinline__ float dec_weight(float m, float M) { return m == -INFINITY ? 0.f : expf(m - M); }
+__device__ __forceinline__ float dec_row_value(float o, float l, int nan) { return nan ? NAN : l > 0.f ? o / l : 0.f; }
+
 /* The merge of a head's splits: each row's maximum, NaN flag and weighted
  * sum L over the splits (a warp per row), the splits' weights kept in wsh
  * [R][splits], then every (row, d) sums its splits' partial outputs, the
@@ -134,7 +141,7 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
     float L = 0.f;
     for (int s = lane; s < splits; s += 32) {
       const float m = s == lane ? m0 : src.ld(s, r * (D + 3) + D), l = s == lane ? l0 : src.ld(s, r * (D + 3) + D + 1);
-      const float w = M == -INFINITY || m == -INFINITY ? 0.f : expf(m - M);
+      const float w = dec_weight(m, M);
       wsh[r * splits + s] = w;
       L += w * l;
     }
@@ -172,8 +179,7 @@ __device__ void dec_merge(const cu_attn_args &a, const P &src, float *wsh, float
       const int e = e0 + u * NT;
       if (e >= per) break;
       const int r = e / D, d = e % D;
-      const float y = nan_row[r] ? NAN : ls[r] > 0.f ? acc[u] / ls[r] : 0.f;
-      dec_store<E>(a, dec_row_off(a, blk, b, hk, r) + d, y);
+      dec_store<E>(a, dec_row_off(a, blk, b, hk, r) + d, dec_row_value(acc[u], ls[r], nan_row[r]));
     }
   }
 }
@@ -383,8 +389,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
     for (int r = 0; r < RC; r++) {
       if (r >= R) break;
       if (a.splits == 1) {
-        const float y = nan_row[r] ? NAN : ls[r] > 0.f ? o[r] / ls[r] : 0.f;
-        dec_store<E>(a, dec_row_off(a, blk, b, hk, r) + d, y);
+        dec_store<E>(a, dec_row_off(a, blk, b, hk, r) + d, dec_row_value(o[r], ls[r], nan_row[r]));
       } else {
         po[r * (D + 3) + d] = o[r];
       }
@@ -444,10 +449,6 @@ template <typename E, int DL> __device__ __forceinline__ void dl_load(const E *p
     for (int k = 0; k < DL; k++) v[k] = cu_fl<E>::ld(e + k);
   }
 }
-
-/* The merge weight of a state of max m into one of max M (a state with
- * no visible key, m = -inf, weighs nothing). */
-__device__ __forceinline__ float dl_weight(float m, float M) { return m == -INFINITY ? 0.f : expf(m - M); }
 
 template <typename E, int RC, int DL> __global__ void __launch_bounds__(DL_THREADS) flash_decode_lanes(const __grid_constant__ cu_attn_args a) {
   extern __shared__ float dec_smem[];
@@ -521,7 +522,7 @@ template <typename E, int RC, int DL> __global__ void __launch_bounds__(DL_THREA
       if (sc != sc) nanm |= 1 << r, sc = -INFINITY;
       if (sc == -INFINITY) continue; /* a masked key's V is never read into a sum */
       if (sc > m[r]) {
-        const float c = dl_weight(m[r], sc);
+        const float c = dec_weight(m[r], sc);
         l[r] *= c;
 #pragma unroll
         for (int e = 0; e < DL; e++) o[r][e] *= c;
@@ -540,7 +541,7 @@ template <typename E, int RC, int DL> __global__ void __launch_bounds__(DL_THREA
 #pragma unroll
     for (int r = 0; r < RC; r++) {
       const float m2 = __shfl_xor_sync(0xffffffffu, m[r], x), l2 = __shfl_xor_sync(0xffffffffu, l[r], x);
-      const float M = fmaxf(m[r], m2), c1 = dl_weight(m[r], M), c2 = dl_weight(m2, M);
+      const float M = fmaxf(m[r], m2), c1 = dec_weight(m[r], M), c2 = dec_weight(m2, M);
       l[r] = l[r] * c1 + l2 * c2;
 #pragma unroll
       for (int e = 0; e < DL; e++) {
@@ -576,11 +577,11 @@ template <typename E, int RC, int DL> __global__ void __launch_bounds__(DL_THREA
     float L = 0.f, O = 0.f;
 #pragma unroll
     for (int w = 0; w < DL_WARPS; w++) {
-      const float c = dl_weight(wm[w * RC + r], M);
+      const float c = dec_weight(wm[w * RC + r], M);
       L += c * wl[w * RC + r], O += c * wo[(w * RC + r) * D + d];
     }
     if (a.splits == 1) {
-      dec_store<E>(a, dec_row_off(a, blk, b, hk, r) + d, any_nan ? NAN : L > 0.f ? O / L : 0.f);
+      dec_store<E>(a, dec_row_off(a, blk, b, hk, r) + d, dec_row_value(O, L, any_nan));
       continue;
     }
     po[r * (D + 3) + d] = O;
