@@ -325,6 +325,22 @@ static rlx_status parse_label_ref(parser *P, rlx_node *node) {
   return advance(P);
 }
 
+/* A label reference appended to the list *v (*n used of *cap, grown by
+ * doubling), at most TEXT_MAX_INPUTS of them; what names the list in the
+ * message ("inputs", "outputs"). */
+static rlx_status push_label_ref(parser *P, rlx_node **v, int *n, int *cap, const char *what) {
+  if (*n == TEXT_MAX_INPUTS) return syntax(&P->t, "more than %d %s", TEXT_MAX_INPUTS, what);
+  if (*n == *cap) {
+    const int grown_cap = *cap ? 2 * *cap : 8;
+    rlx_node *grown = realloc(*v, (size_t)grown_cap * sizeof *grown);
+    if (!grown) return nomem(&P->t);
+    *v = grown, *cap = grown_cap;
+  }
+  const rlx_status st = parse_label_ref(P, &(*v)[*n]);
+  if (!st) (*n)++;
+  return st;
+}
+
 /* The status and message of the builder call that just failed, prefixed with the position. */
 static rlx_status builder_error(parser *P, const tok *at) {
   rlx_status st = rlx_graph_status(P->g);
@@ -755,15 +771,7 @@ static rlx_status parse_node(parser *P) {
     st = advance(P);
     while (!st && !at_punct(P, ')')) {
       if (n_in && (st = expect_punct(P, ',', "or ')' between inputs"))) break;
-      if (n_in == TEXT_MAX_INPUTS) {
-        st = syntax(&P->t, "more than %d inputs", TEXT_MAX_INPUTS);
-      } else if (n_in == cap_in) {
-        cap_in = cap_in ? 2 * cap_in : 8;
-        rlx_node *grown = realloc(in, (size_t)cap_in * sizeof *grown);
-        if (!grown) st = nomem(&P->t);
-        else in = grown;
-      }
-      if (!st && !(st = parse_label_ref(P, &in[n_in]))) n_in++;
+      st = push_label_ref(P, &in, &n_in, &cap_in, "inputs");
     }
     if (!st) st = advance(P);
   }
@@ -790,15 +798,7 @@ static rlx_status parse_outputs(parser *P) {
   rlx_status st = advance(P);
   while (!st && (n ? at_punct(P, ',') : P->t.kind == TK_LABEL)) {
     if (n && (st = advance(P))) break;
-    if (n == TEXT_MAX_INPUTS) {
-      st = syntax(&P->t, "more than %d outputs", TEXT_MAX_INPUTS);
-    } else if (n == cap) {
-      cap = cap ? 2 * cap : 8;
-      rlx_node *grown = realloc(outs, (size_t)cap * sizeof *grown);
-      if (!grown) st = nomem(&P->t);
-      else outs = grown;
-    }
-    if (!st && !(st = parse_label_ref(P, &outs[n]))) n++;
+    st = push_label_ref(P, &outs, &n, &cap, "outputs");
   }
   if (!st && rlx_graph_set_outputs(P->g, n, outs) != RLX_OK) st = builder_error(P, &at);
   free(outs);
