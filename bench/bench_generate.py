@@ -123,6 +123,7 @@ static void run(int kind, int nt, const uint8_t *buf, size_t n, long iters, int 
    5 passes; HUGE 1 maps the buffer in transparent huge pages (as rlx's packed weights are), 0 in
    small pages (as a mapped GGUF file is). */
 int main(int argc, char **argv) {
+  if (argc < 3) return 2;
   int nt = atoi(argv[2]); double t[5];
   if (argc == 3 && !strcmp(argv[1], "peak")) {
     long iters = 20000000;
