@@ -12,12 +12,14 @@
  *       another) and the float kernel (cu_qmm, RLX_QMATMUL_REF=1), TB/s
  *       of weight bytes, and the two results' largest difference relative
  *       to the largest |y| (x's 8-bit levels: about 1e-2 is expected).
- * attn: the split-key decode attention (flash_decode) of one decode step
- *       at the 8B shape (1 query row, 32 / 8 heads, D 128, bf16, causal)
- *       over T = 64 .. 32768 cached keys, at the plan's keys per split and
- *       at others, the splits merged through global memory and (up to 16
- *       splits) in a cluster: us a call, and GB/s of K/V bytes against the
- *       copy.
+ * attn: the split-key decode attention of one decode step at the 8B
+ *       shape (1 query row, 32 / 8 heads, D 128, bf16, causal) over
+ *       T = 16 .. 32768 cached keys, in both forms (flash_decode, K and V
+ *       staged in shared memory; flash_decode_lanes, 8 lanes a key and
+ *       nothing staged, which the plan takes for a float cache of up to
+ *       1,024 keys), at the plan's keys per split and at others, the
+ *       splits merged through global memory and (up to 16 splits) in a
+ *       cluster: us a call, and GB/s of K/V bytes against the copy.
  * Weights are random (levels random bytes, block scales a small f16), in
  * enough copies that each timed call reads its weights from HBM, not L2.
  * Times are CUDA-event medians of 9 trials of 20 calls. Prints "COPY",

@@ -89,9 +89,7 @@ uint64_t rt_env_fingerprint(void) {
 
 /* Graphs the cache may hold now: RLX_COMPILE_CACHE, default RT_DEFAULT_ENTRIES. */
 static int capacity(void) {
-  const char *env = getenv("RLX_COMPILE_CACHE");
-  if (!env || !*env) return RT_DEFAULT_ENTRIES;
-  long n = strtol(env, NULL, 10);
+  const int64_t n = ir_env_int("RLX_COMPILE_CACHE", RT_DEFAULT_ENTRIES);
   return n <= 0 ? 0 : n > RT_MAX_ENTRIES ? RT_MAX_ENTRIES : (int)n;
 }
 

@@ -189,10 +189,9 @@ int cpu_hardware_threads(void) {
 
 /* Threads wanted: RLX_THREADS, else all cores. */
 static int default_threads(void) {
-  const char *env = getenv("RLX_THREADS");
-  int n = env ? atoi(env) : 0;
-  if (n <= 0) n = cpu_hardware_threads();
-  return n > CPU_POOL_MAX_THREADS ? CPU_POOL_MAX_THREADS : n;
+  const int64_t n = ir_env_int("RLX_THREADS", 0);
+  if (n <= 0) return cpu_hardware_threads();
+  return n > CPU_POOL_MAX_THREADS ? CPU_POOL_MAX_THREADS : (int)n;
 }
 
 static void pool_start(void) {

@@ -35,8 +35,7 @@ static size_t prepack_budget;        /* bytes; 0: prepacking off */
 static pthread_once_t prepack_once = PTHREAD_ONCE_INIT;
 
 static void prepack_init(void) {
-  const char *mb = getenv("RLX_PREPACK_MAX_MB");
-  long long max_mb = mb && *mb ? atoll(mb) : 1024;
+  const int64_t max_mb = ir_env_int("RLX_PREPACK_MAX_MB", 1024);
   prepack_budget = !ir_env_flag("RLX_PREPACK", 1) ? 0 : max_mb > 0 ? (size_t)max_mb << 20 : 0;
 }
 
