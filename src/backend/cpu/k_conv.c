@@ -33,19 +33,31 @@ void conv_geom_init(const ir_node *n, const cpu_tensor *x, const cpu_tensor *y,
   }
 }
 
-/* Loads x, w and the optional bias as double; frees all on failure. */
-static rlx_status load_conv_inputs(const ir_node *n, const cpu_tensor *in, double **x,
-                                   double **w, double **bias) {
+/* The reference loops' buffers: x, w and the optional bias (else NULL)
+ * loaded as double, and y for out's values; on failure none is held. */
+static rlx_status conv_buffers(const ir_node *n, const cpu_tensor *in, const cpu_tensor *out, double **x,
+                               double **w, double **bias, double **y) {
   *x = cpu_load_f64(&in[0]);
   *w = cpu_load_f64(&in[1]);
   *bias = n->n_in >= 3 ? cpu_load_f64(&in[2]) : NULL;
-  if (!*x || !*w || (n->n_in >= 3 && !*bias)) {
+  *y = malloc((size_t)out->numel * sizeof **y + 1);
+  if (!*x || !*w || (n->n_in >= 3 && !*bias) || !*y) {
     free(*x);
     free(*w);
     free(*bias);
-    return RLX_ERR_NOMEM;
+    free(*y);
+    return rlx_set_error(RLX_ERR_NOMEM, "%s (node %d): out of memory", ir_ops[n->op].name, n->id);
   }
   return RLX_OK;
+}
+
+/* Stores y into out and frees the buffers of conv_buffers. */
+static void conv_store(cpu_tensor *out, double *x, double *w, double *bias, double *y) {
+  cpu_store_f64(out, y);
+  free(x);
+  free(w);
+  free(bias);
+  free(y);
 }
 
 /* y[b, o, oh, ow] = bias[o] + sum over the group's channels c and kernel
@@ -55,22 +67,15 @@ static rlx_status load_conv_inputs(const ir_node *n, const cpu_tensor *in, doubl
 static rlx_status conv_run(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out,
                            const conv_epilogue *ce, int *applied) {
   const cpu_tensor *xt = &in[0], *wt = &in[1];
-  double *x, *w, *bias;
+  double *x, *w, *bias, *y;
   conv_geom g;
   conv_geom_init(n, xt, out, wt->d + 2, &g);
   *applied = conv_depthwise_applies(n, in, out) || conv_weights_applies(n, in, out);
   if (conv_depthwise_applies(n, in, out)) return conv_depthwise_forward(ctx, n, &g, in, out, ce);
   if (conv_weights_applies(n, in, out)) return conv_weights_forward(ctx, n, &g, in, out, ce);
   if (conv_gemm_applies(in, n->n_in, out)) return conv_gemm_forward(ctx, n, &g, in, out);
-  rlx_status st = load_conv_inputs(n, in, &x, &w, &bias);
+  rlx_status st = conv_buffers(n, in, out, &x, &w, &bias, &y);
   if (st != RLX_OK) return st;
-  double *y = malloc((size_t)out->numel * sizeof *y + 1);
-  if (!y) {
-    free(x);
-    free(w);
-    free(bias);
-    return rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id);
-  }
   int64_t batch = xt->d[0], c_in = xt->d[1], c_out = wt->d[0];
   int64_t cg = wt->d[1], og = c_out / n->a.groups;
   int64_t in_plane = g.in[0] * g.in[1], out_plane = g.out[0] * g.out[1], taps = g.k[0] * g.k[1];
@@ -99,11 +104,7 @@ static rlx_status conv_run(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
       }
     }
   }
-  cpu_store_f64(out, y);
-  free(x);
-  free(w);
-  free(bias);
-  free(y);
+  conv_store(out, x, w, bias, y);
   return RLX_OK;
 }
 
@@ -141,19 +142,12 @@ rlx_status cpu_FusedConv(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, c
 rlx_status cpu_ConvTranspose(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
                              cpu_tensor *out) {
   const cpu_tensor *xt = &in[0], *wt = &in[1];
-  double *x, *w, *bias;
+  double *x, *w, *bias, *y;
   conv_geom g;
   conv_geom_init(n, xt, out, wt->d + 2, &g);
   if (conv_gemm_applies(in, n->n_in, out)) return conv_gemm_transpose(ctx, n, &g, in, out);
-  rlx_status st = load_conv_inputs(n, in, &x, &w, &bias);
+  rlx_status st = conv_buffers(n, in, out, &x, &w, &bias, &y);
   if (st != RLX_OK) return st;
-  double *y = malloc((size_t)out->numel * sizeof *y + 1);
-  if (!y) {
-    free(x);
-    free(w);
-    free(bias);
-    return rlx_set_error(RLX_ERR_NOMEM, "ConvTranspose (node %d): out of memory", n->id);
-  }
   int64_t batch = xt->d[0], c_in = xt->d[1], og = wt->d[1], c_out = out->d[1];
   int64_t cg = c_in / n->a.groups;
   int64_t in_plane = g.in[0] * g.in[1], out_plane = g.out[0] * g.out[1], taps = g.k[0] * g.k[1];
@@ -184,11 +178,7 @@ rlx_status cpu_ConvTranspose(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *i
       }
     }
   }
-  cpu_store_f64(out, y);
-  free(x);
-  free(w);
-  free(bias);
-  free(y);
+  conv_store(out, x, w, bias, y);
   return RLX_OK;
 }
 

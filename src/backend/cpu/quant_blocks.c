@@ -282,9 +282,12 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
   return scale;
 }
 
-/* make_q3_quants with do_rmse: symmetric levels -nmax..nmax-1 (stored
- * +nmax), refined by coordinate descent on the x^2-weighted error. */
-static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
+/* The first guess of make_q3_quants and make_qx_quants: levels
+ * round(-nmax / max * x) clamped to -nmax..nmax-1 (max: the element of
+ * largest magnitude), stored + shift in L, and their x^2-weighted sums
+ * sum(w x l) and sum(w l^2). Returns max, or 0 (L zeroed) for a group of
+ * zeros. */
+static float first_levels(int n, int nmax, const float *x, int8_t *L, int shift, float *sumlx, float *suml2) {
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {
     float ax = fabsf(x[i]);
@@ -297,15 +300,24 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
     memset(L, 0, (size_t)n);
     return 0.f;
   }
-  float iscale = -nmax / max;
-  float sumlx = 0, suml2 = 0;
+  const float iscale = -nmax / max;
+  float slx = 0, sl2 = 0;
   for (int i = 0; i < n; ++i) {
     int l = imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i])));
-    L[i] = (int8_t)l;
+    L[i] = (int8_t)(l + shift);
     float w = x[i] * x[i];
-    sumlx += w * x[i] * l;
-    suml2 += w * l * l;
+    slx += w * x[i] * l;
+    sl2 += w * l * l;
   }
+  *sumlx = slx, *suml2 = sl2;
+  return max;
+}
+
+/* make_q3_quants with do_rmse: symmetric levels -nmax..nmax-1 (stored
+ * +nmax), refined by coordinate descent on the x^2-weighted error. */
+static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
+  float sumlx, suml2;
+  if (first_levels(n, nmax, x, L, 0, &sumlx, &suml2) == 0) return 0.f;
   for (int itry = 0; itry < 5; ++itry) {
     int n_changed = 0;
     for (int i = 0; i < n; ++i) {
@@ -335,32 +347,14 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
 /* make_qx_quants with rmse_type 1 and no importance weights (weights x^2):
  * symmetric levels -nmax..nmax-1 (stored +nmax), best of 19 scales. */
 static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    float ax = fabsf(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < GROUP_MAX_EPS) {
-    memset(L, 0, (size_t)n);
-    return 0.f;
-  }
-  float iscale = -nmax / max;
-  float sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    int l = imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i])));
-    L[i] = (int8_t)(l + nmax);
-    float w = x[i] * x[i];
-    sumlx += w * x[i] * l;
-    suml2 += w * l * l;
-  }
+  float sumlx, suml2;
+  const float max = first_levels(n, nmax, x, L, nmax, &sumlx, &suml2);
+  if (max == 0) return 0.f;
   float scale = suml2 ? sumlx / suml2 : 0.0f;
   float best = scale * sumlx;
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
-    iscale = -(nmax + 0.1f * is) / max;
+    const float iscale = -(nmax + 0.1f * is) / max;
     sumlx = suml2 = 0;
     for (int i = 0; i < n; ++i) {
       int l = imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i])));
