@@ -86,14 +86,20 @@ static void dec_q4_0(const uint8_t *b, float *y) {
   }
 }
 
-static void enc_q4_0(const float *x, uint8_t *b) {
+/* The element of largest magnitude, the first of equals (0 for a block of
+ * zeros): the signed value ggml's symmetric formats scale by. */
+static float largest_magnitude(const float *x, int n) {
   float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < QK; j++)
-    if (amax < fabsf(x[j])) {
+  for (int j = 0; j < n; j++)
+    if (fabsf(x[j]) > amax) {
       amax = fabsf(x[j]);
       max = x[j];
     }
-  const float d = max / -8;
+  return max;
+}
+
+static void enc_q4_0(const float *x, uint8_t *b) {
+  const float d = largest_magnitude(x, QK) / -8;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   quant_put_f16(b, d);
   for (int j = 0; j < QK / 2; j++) {
@@ -162,13 +168,7 @@ static uint32_t q5_pack(const int *l, uint8_t *qs) {
 }
 
 static void enc_q5_0(const float *x, uint8_t *b) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < QK; j++)
-    if (amax < fabsf(x[j])) {
-      amax = fabsf(x[j]);
-      max = x[j];
-    }
-  const float d = max / -16;
+  const float d = largest_magnitude(x, QK) / -16;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   int l[QK];
   for (int j = 0; j < QK; j++) l[j] = trunc_level(x[j] * id + 16.5f, 31);
@@ -288,15 +288,8 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
  * sum(w x l) and sum(w l^2). Returns max, or 0 (L zeroed) for a group of
  * zeros. */
 static float first_levels(int n, int nmax, const float *x, int8_t *L, int shift, float *sumlx, float *suml2) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    float ax = fabsf(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < GROUP_MAX_EPS) {
+  const float max = largest_magnitude(x, n);
+  if (fabsf(max) < GROUP_MAX_EPS) {
     memset(L, 0, (size_t)n);
     return 0.f;
   }
@@ -461,15 +454,8 @@ static void enc_q3_k(const float *x, uint8_t *b) {
   int8_t L[QK_K];
   float scales[QK_K / 16];
   uint8_t *hmask = b, *qs = b + 32, *sc = b + 96;
-  float max_scale = 0, amax = 0;
-  for (int j = 0; j < QK_K / 16; ++j) {
-    scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-    float scale = fabsf(scales[j]);
-    if (scale > amax) {
-      amax = scale;
-      max_scale = scales[j];
-    }
-  }
+  for (int j = 0; j < QK_K / 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+  const float max_scale = largest_magnitude(scales, QK_K / 16);
   memset(sc, 0, 12);
   if (max_scale) {
     float iscale = -32.f / max_scale;
@@ -645,15 +631,9 @@ static void enc_q6_k(const float *x, uint8_t *b) {
   int8_t L[QK_K];
   float scales[QK_K / 16];
   uint8_t *ql = b, *qh = b + 128, *sc = b + 192;
-  float max_scale = 0, max_abs_scale = 0;
-  for (int ib = 0; ib < QK_K / 16; ++ib) {
-    scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
-    if (fabsf(scales[ib]) > max_abs_scale) {
-      max_abs_scale = fabsf(scales[ib]);
-      max_scale = scales[ib];
-    }
-  }
-  if (max_abs_scale < GROUP_MAX_EPS) {
+  for (int ib = 0; ib < QK_K / 16; ++ib) scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+  const float max_scale = largest_magnitude(scales, QK_K / 16);
+  if (fabsf(max_scale) < GROUP_MAX_EPS) {
     memset(b, 0, 210);
     return;
   }
@@ -690,15 +670,10 @@ static void dec_q8_k(const uint8_t *b, float *y) {
 }
 
 static void enc_q8_k(const float *x, uint8_t *b) {
-  float max = 0, amax = 0;
-  for (int j = 0; j < QK_K; ++j)
-    if (fabsf(x[j]) > amax) {
-      amax = fabsf(x[j]);
-      max = x[j];
-    }
+  const float max = largest_magnitude(x, QK_K);
   /* ggml leaves bsums unset for an all-zero block; they are zero here */
   memset(b, 0, 292);
-  if (!amax) return;
+  if (!max) return;
   const float iscale = -127.f / max;
   for (int j = 0; j < QK_K; ++j) b[4 + j] = (uint8_t)imin(127, nearest_int(iscale * x[j]));
   for (int j = 0; j < QK_K / 16; ++j) {
