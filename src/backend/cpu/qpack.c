@@ -14,8 +14,8 @@
 #define QK 32
 #define QK_K 256
 
-/* Bytes of one packed 32-element block of a group (Q4_K: without the
- * super-block header). */
+/* Bytes of one packed 32-element block of a group (the K-quants: without
+ * the super-block header, which holds Q4_K's and Q5_K's scales). */
 static size_t block_bytes(rlx_dtype w) {
   switch (w) {
   case RLX_Q4_0: return 256 + 32;
@@ -23,16 +23,17 @@ static size_t block_bytes(rlx_dtype w) {
   case RLX_Q5_0: return 256 + 64 + 32;
   case RLX_Q5_1: return 256 + 64 + 64;
   case RLX_Q8_0: return 512 + 32;
-  case RLX_Q4_K: return 256 + 32;
-  case RLX_Q5_K: return 256 + 64 + 32;
+  case RLX_Q4_K: return 256;
+  case RLX_Q5_K: return 256 + 64;
   case RLX_Q6_K: return 256 + 128 + 32;
   default: return 0;
   }
 }
 
 /* The super-block header of the K-quants: fp16 d[16], then Q4_K/Q5_K's
- * fp16 dmin[16] or Q6_K's int32 corr[16]. */
-static size_t header_bytes(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K ? 64 : w == RLX_Q6_K ? 96 : 0; }
+ * fp16 dmin[16] and 6-bit scales and mins (u8 lo[8][16], u32 hi[16]) or
+ * Q6_K's int32 corr[16]. */
+static size_t header_bytes(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K ? 256 : w == RLX_Q6_K ? 96 : 0; }
 
 static int is_k(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K || w == RLX_Q6_K; }
 
@@ -201,14 +202,24 @@ static void pack_q6_k(const uint8_t *blk, uint8_t *out, int l) {
 }
 
 /* Row lane l of a Q4_K {d, dmin, scales[12], qs[128]} or Q5_K {d, dmin,
- * scales[12], qh[32], qs[128]} super-block: header fields, then for each
- * of its 8 sub-blocks the levels (Q5_K: and their bit-4 plane) and the
- * 6-bit scale and min. Sub-block j: the low (j even) or high nibbles of
- * qs[32 (j / 2) ..], Q5_K's bit 4 of element i in bit j of qh[i]. */
+ * scales[12], qh[32], qs[128]} super-block: the header (d, dmin, the 6-bit
+ * scale sc and min mn of each sub-block j: low bits in lo[j], high bits
+ * in hi, 4 bits a sub-block), then for each of its 8 sub-blocks the
+ * levels (Q5_K: and their bit-4 plane). Sub-block j: the low (j even) or
+ * high nibbles of qs[32 (j / 2) ..], Q5_K's bit 4 of element i in bit j
+ * of qh[i]. */
 static void pack_k4(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
   put_u16(out + 2 * l, blk);
   put_u16(out + 32 + 2 * l, blk + 2);
   const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (w == RLX_Q5_K ? 48 : 16);
+  uint32_t hi = 0;
+  for (int j = 0; j < 8; j++) {
+    uint8_t sc, mn;
+    quant_k4_scale_min(scales, j, &sc, &mn);
+    out[64 + 16 * j + l] = (uint8_t)((sc & 15) | (mn & 15) << 4);
+    hi |= (uint32_t)(sc >> 4 | (mn >> 4) << 2) << 4 * j;
+  }
+  memcpy(out + 192 + 4 * l, &hi, 4);
   for (int j = 0; j < 8; j++) {
     uint8_t *o = out + header_bytes(w) + (size_t)j * block_bytes(w);
     const uint8_t *src = qs + 32 * (j / 2);
@@ -219,8 +230,6 @@ static void pack_k4(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
       memcpy(lv + i, &v, 8);
     }
     put_levels(lv, w == RLX_Q5_K ? 5 : 4, o, l);
-    const size_t at = w == RLX_Q5_K ? 256 + 64 : 256;
-    quant_k4_scale_min(scales, j, &o[at + l], &o[at + 16 + l]);
   }
 }
 

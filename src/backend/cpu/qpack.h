@@ -29,15 +29,19 @@
  * then the block's scales:
  *   Q4_0, Q5_0, Q8_0  fp16 d[16]; weight = d (level - 8 | 16 | 128)
  *   Q4_1, Q5_1        fp16 d[16], fp16 m[16]; weight = d level + m
- *   Q4_K, Q5_K        u8 sc[16], u8 mn[16] (6-bit sub-block scale and min),
- *                     after a super-block header of fp16 d[16], dmin[16]
- *                     every 8 blocks; weight = d sc level - dmin mn
+ *   Q4_K, Q5_K        none in the block: every 8 blocks a super-block
+ *                     header of fp16 d[16], dmin[16] and the 6-bit scale
+ *                     sc and min mn of each of its blocks j, u8 lo[8][16]
+ *                     (lo[j][l] = sc mod 16 + 16 (mn mod 16)) and u32
+ *                     hi[16] (bits 4j.. of hi[l]: sc / 16, then mn / 16,
+ *                     2 bits each); weight = d sc level - dmin mn
  *   Q6_K              int8 sc[2][16] (levels 0..15 and 16..31 of the
  *                     block), after a super-block header of fp16 d[16]
  *                     and int32 corr[16] (qpack.c's pack_q6_k);
  *                     weight = d sc (level - 32)
- * so a row costs the bytes of its GGUF row (Q4_K: 148 of 144 per 256,
- * Q5_K: 180 of 176, Q6_K: 214 of 210).
+ * so a row costs the bytes of its GGUF row (Q4_K and Q5_K: as many, 144
+ * and 176 per 256; Q6_K: 214 of 210). A decode step streams every byte
+ * of its weights once, so a byte more a row is time more a token.
  * The weights meet activations in qdot_q8_0 blocks (qpack_quantize_row:
  * the levels of qdot.h's dot kernels for the same weight type; s holds
  * -8, -16, -128 times d (sum of the levels) for Q4_0, Q5_0, Q8_0, the
@@ -48,8 +52,8 @@
  * equal those of dequantized weights against the dequantized activations
  * up to float rounding.
  *
- * Budget: a packed matrix takes the bytes of its GGUF rows (+2-3% for the
- * K-quants), once per process (qpack_acquire), made by the context's
+ * Budget: a packed matrix takes the bytes of its GGUF rows (+2% for
+ * Q6_K), once per process (qpack_acquire), made by the context's
  * threads at load (the session's prepare step, cpu_dequant_prepack) or
  * else on first use; the model then reads only the packed copy, so the
  * mapped file's pages of packed matrices become clean page cache the

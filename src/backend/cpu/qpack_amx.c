@@ -83,8 +83,8 @@ AI family family_of(rlx_dtype w) {
               .k4 = w == RLX_Q4_K || w == RLX_Q5_K, .q6 = w == RLX_Q6_K};
   f.planes = w == RLX_Q5_0 || w == RLX_Q5_1 || w == RLX_Q5_K ? 1 : f.q6 ? 2 : 0;
   f.qbytes = w == RLX_Q8_0 ? 512 : 256 + 64 * (size_t)f.planes;
-  f.bb = f.qbytes + (f.min ? 64 : 32);
-  f.hb = f.q6 ? 96 : 64;
+  f.bb = f.qbytes + (f.k4 ? 0 : f.min ? 64 : 32); /* Q4_K's, Q5_K's scales: in the header */
+  f.hb = f.q6 ? 96 : 256;
   return f;
 }
 
@@ -115,9 +115,8 @@ AI void scale_block(const qpack *p, const family *f, int64_t g, const qdot_q8_0 
                     const int32_t (*c)[16], __m512 *acc, float (*total)[16]) {
   const uint8_t *q = block_at(p, f, g, b);
   if (f->k4) {
-    const uint8_t *sb = q - 64 - (size_t)(b % 8) * f->bb;
-    const __m512 dw = _mm512_mul_ps(ph16(sb), u8x16(q + f->qbytes));
-    const __m512 mw = _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), ph16(sb + 32)), u8x16(q + f->qbytes + 16));
+    __m512 dw, mw;
+    k4_scales(q - f->hb - (size_t)(b % 8) * f->bb, (int)(b % 8), &dw, &mw);
 #pragma GCC unroll 16
     for (int r = 0; r < 16; r++) {
       const qdot_q8_0 *a = act + r * nb + b;

@@ -128,8 +128,9 @@ AI void legacy_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, flo
   store_rows(acc, nr, y, ldy, lanes);
 }
 
-/* Q4_K and Q5_K: per super-block a header fp16 d[16], dmin[16], then 8
- * blocks of nibbles (Q5_K: and the bit-4 masks) and u8 sc[16], mn[16].
+/* Q4_K and Q5_K: per super-block a header fp16 d[16], dmin[16] and the
+ * 6-bit scales and mins (k4_scales), then 8 blocks of nibbles (Q5_K: and
+ * the bit-4 masks).
  * The activation's d is the super-block's (qpack_quantize_row): each row
  * sums its super-block without it, 2 operations a block (the scale d sc
  * times the int sums, the min -dmin mn times the level sum s), and the
@@ -138,22 +139,22 @@ AI void legacy_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, flo
 AI void k4_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *y, int64_t ldy,
                 int lanes, rlx_dtype w) {
   const int five = w == RLX_Q5_K;
-  const size_t qbytes = five ? 256 + 64 : 256, bb = qbytes + 32;
+  const size_t bb = five ? 256 + 64 : 256, hb = 256;
   const uint8_t *sb = p->data + (size_t)g * p->group_bytes;
   const int64_t nsb = p->K / QDOT_QK_K;
   _Alignas(64) float total[QPACK_KERNEL_MR][QPACK_ROWS];
   for (int r = 0; r < nr; r++) _mm512_store_ps(total[r], _mm512_setzero_ps());
-  for (int64_t c = 0; c < nsb; c++, sb += 64 + 8 * bb) {
-    const __m512 d = ph16(sb), ndmin = _mm512_sub_ps(_mm512_setzero_ps(), ph16(sb + 32));
+  for (int64_t c = 0; c < nsb; c++, sb += hb + 8 * bb) {
     __m512 part[QPACK_KERNEL_MR];
     for (int r = 0; r < nr; r++) part[r] = _mm512_setzero_ps();
     for (int j = 0; j < 8; j++) {
-      const uint8_t *blk = sb + 64 + j * bb;
-      prefetch_ahead(blk, bb);
+      const uint8_t *blk = sb + hb + j * bb;
+      if (j) prefetch_ahead(blk, bb);
+      else prefetch_ahead(sb, hb + bb);
       __m512i s[QPACK_KERNEL_MR];
       block_sums(blk, 1, blk + 256, five, act, c * 8 + j, nr, s);
-      const __m512 dw = _mm512_mul_ps(d, u8x16(blk + qbytes));
-      const __m512 mw = _mm512_mul_ps(ndmin, u8x16(blk + qbytes + 16));
+      __m512 dw, mw;
+      k4_scales(sb, j, &dw, &mw);
       for (int r = 0; r < nr; r++) {
         part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), dw, part[r]);
         part[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(act_at(act, c * 8 + j, nr, r)->s), part[r]);
