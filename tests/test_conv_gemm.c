@@ -7,6 +7,11 @@
  * weight-gradient-like convs (kernels wider than the output: the
  * transposed im2col), and 1 and 3 threads (3: the item
  * split over output positions / channels and the threaded-GEMM fallback).
+ * With the weight and bias as params (packed once: conv_weights.c, and
+ * with AVX-512 the direct kernel of conv_direct_avx512.c where it
+ * applies) and an epilogue fused into the conv (residual, ReLU or leaky
+ * ReLU, clamp): ResNet's and MobileNetV2's shapes, channel counts that are
+ * not multiples of 16 or 32, strides 1 and 2, padding, batch > 1.
  */
 #include "rlx.h"
 
@@ -28,8 +33,14 @@ static int64_t rnd(int64_t lo, int64_t hi) { return lo + (int64_t)(next_u64() % 
 /* Values on a 1/64 grid in [-2, 2]: exact in F32 and F64 alike. */
 static float rnd_value(void) { return (float)rnd(-128, 128) / 64.0f; }
 
+/* The tail after the conv (param weights only): none; relu(conv + r),
+ * r an input of the output's shape, clamped to [-1, 3]; leaky_relu(conv,
+ * 0.3). */
+enum { TAIL_NONE, TAIL_RES_RELU_CLAMP, TAIL_LEAKY };
+
 typedef struct {
   int transposed, ndim, bias;
+  int param, tail; /* w and b params; the tail (TAIL_*) */
   int64_t batch, c_in, c_out, groups, in[2], k[2];
   rlx_conv_desc d;
 } conv_config;
@@ -52,9 +63,19 @@ static int64_t run_conv(const conv_config *c, rlx_dtype t, int threads, const fl
   for (int i = 0; i < nd; i++) wd[2 + i] = c->k[i];
   for (int i = 0; i < 2 + nd; i++) nw *= wd[i];
   rlx_graph *g = rlx_graph_new("conv");
-  rlx_node xn = rlx_input(g, "x", t, 2 + nd, xd), wn = rlx_input(g, "w", t, 2 + nd, wd);
-  rlx_node bn = c->bias ? rlx_input(g, "b", t, 1, &c->c_out) : -1;
+  rlx_node xn = rlx_input(g, "x", t, 2 + nd, xd);
+  rlx_node wn = c->param ? rlx_param(g, "w", t, 2 + nd, wd) : rlx_input(g, "w", t, 2 + nd, wd);
+  rlx_node bn = !c->bias ? -1 : c->param ? rlx_param(g, "b", t, 1, &c->c_out) : rlx_input(g, "b", t, 1, &c->c_out);
   rlx_node yn = c->transposed ? rlx_conv_transpose(g, xn, wn, bn, &c->d) : rlx_conv(g, xn, wn, bn, &c->d);
+  int64_t nr = 1, rd[4];
+  if (c->tail == TAIL_RES_RELU_CLAMP) {
+    rlx_dtype rt;
+    const int rr = rlx_node_type(g, yn, &rt, rd);
+    for (int i = 0; i < rr; i++) nr *= rd[i];
+    yn = rlx_clamp(g, rlx_activation(g, RLX_ACT_RELU, rlx_add(g, yn, rlx_input(g, "r", t, rr, rd))), -1.0, 3.0);
+  } else if (c->tail == TAIL_LEAKY) {
+    yn = rlx_leaky_relu(g, yn, 0.3);
+  }
   rlx_graph_set_outputs(g, 1, &yn);
   rlx_session *s = NULL;
   rlx_options o = {RLX_DEVICE_CPU, threads, 0, 0, NULL};
@@ -74,7 +95,22 @@ static int64_t run_conv(const conv_config *c, rlx_dtype t, int threads, const fl
         else
           ((float *)buf)[j] = src[i][j];
       }
-      rlx_set_input(s, names[i], buf, (size_t)counts[i] * es);
+      if (c->param && i > 0)
+        rlx_set_param(s, names[i], buf, (size_t)counts[i] * es);
+      else
+        rlx_set_input(s, names[i], buf, (size_t)counts[i] * es);
+      free(buf);
+    }
+    if (c->tail == TAIL_RES_RELU_CLAMP) { /* grid values, the same in both dtypes */
+      void *buf = malloc((size_t)nr * es + 1);
+      for (int64_t j = 0; j < nr; j++) {
+        const double v = (double)((j * 7919) % 257 - 128) / 64.0;
+        if (t == RLX_F64)
+          ((double *)buf)[j] = v;
+        else
+          ((float *)buf)[j] = (float)v;
+      }
+      rlx_set_input(s, "r", buf, (size_t)nr * es);
       free(buf);
     }
     st = rlx_run(s);
@@ -91,6 +127,7 @@ static int64_t run_conv(const conv_config *c, rlx_dtype t, int threads, const fl
     free(out);
     if (st != RLX_OK) {
       free(*y);
+      *y = NULL;
       numel = -1;
     }
   }
@@ -102,13 +139,13 @@ static int64_t run_conv(const conv_config *c, rlx_dtype t, int threads, const fl
 static void describe(const conv_config *c, char *buf, size_t n) {
   snprintf(buf, n,
            "%s%dd N%lld C%lld O%lld G%lld in %lldx%lld k %lldx%lld s %lldx%lld d %lldx%lld pad %lld,%lld,%lld,%lld "
-           "opad %lld,%lld bias %d",
+           "opad %lld,%lld bias %d param %d tail %d",
            c->transposed ? "convT" : "conv", c->ndim, (long long)c->batch, (long long)c->c_in,
            (long long)c->c_out, (long long)c->groups, (long long)c->in[0], (long long)c->in[1],
            (long long)c->k[0], (long long)c->k[1], (long long)c->d.stride[0], (long long)c->d.stride[1],
            (long long)c->d.dilation[0], (long long)c->d.dilation[1], (long long)c->d.pad[0],
            (long long)c->d.pad[1], (long long)c->d.pad[2], (long long)c->d.pad[3], (long long)c->d.output_pad[0],
-           (long long)c->d.output_pad[1], c->bias);
+           (long long)c->d.output_pad[1], c->bias, c->param, c->tail);
 }
 
 /* The F32 GEMM path against the F64 reference: every value is a sum of
@@ -122,7 +159,7 @@ static void compare(const conv_config *c, int threads) {
     taps *= c->k[i];
   }
   nw *= taps;
-  float *x = malloc((size_t)nx * sizeof *x), *w = malloc((size_t)nw * sizeof *w), b[512];
+  float *x = malloc((size_t)nx * sizeof *x), *w = malloc((size_t)nw * sizeof *w), b[2048];
   for (int64_t i = 0; i < nx; i++) x[i] = rnd_value();
   for (int64_t i = 0; i < nw; i++) w[i] = rnd_value();
   for (int64_t i = 0; i < c->c_out; i++) b[i] = rnd_value();
@@ -252,5 +289,32 @@ int main(void) {
     conv_config c = random_config(trial % 2, 1 + trial / 2 % 2, trial % 8 >= 6);
     compare(&c, trial % 3 == 0 ? 3 : 1);
   }
+  /* packed weights (params), with and without a fused epilogue: the
+   * direct kernel's tiles (14 output positions of a row: 56, 28 and 14
+   * wide rows, rows of 8..13 and of 15..27 in uneven tiles), its channel
+   * blocks of 32 (counts past and short of a block), strides 1 and 2 with
+   * padding, 1x1 kernels (in place, and from 128 channels) and the stem's
+   * 7x7 stride 2, next to the shapes it leaves to the GEMM (7 wide rows,
+   * 1x1 of stride 2 or few channels) */
+  conv_config packed[] = {
+      fixed(0, 2, 2, 64, 64, 1, 56, 56, 3, 3, 1, 1, 1, 1),
+      fixed(0, 2, 3, 37, 45, 1, 28, 28, 3, 3, 1, 1, 1, 1),
+      fixed(0, 2, 2, 48, 70, 1, 29, 27, 3, 3, 2, 1, 1, 1),
+      fixed(0, 2, 1, 3, 64, 1, 46, 46, 7, 7, 2, 3, 1, 1),
+      fixed(0, 2, 2, 130, 33, 1, 14, 14, 1, 1, 1, 0, 1, 1),
+      fixed(0, 2, 1, 256, 40, 1, 9, 19, 1, 1, 1, 0, 1, 0),
+      fixed(0, 2, 2, 20, 17, 1, 10, 8, 3, 3, 1, 1, 1, 0),
+      fixed(0, 2, 1, 16, 24, 1, 12, 13, 5, 5, 1, 2, 2, 1),
+      fixed(0, 2, 2, 32, 48, 1, 7, 7, 3, 3, 1, 1, 1, 1),
+      fixed(0, 2, 2, 144, 24, 1, 16, 16, 1, 1, 2, 0, 1, 1),
+      fixed(0, 2, 2, 24, 144, 1, 16, 16, 1, 1, 1, 0, 1, 1),
+      fixed(0, 1, 2, 40, 36, 1, 1, 50, 1, 3, 1, 1, 1, 1),
+  };
+  for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++)
+    for (int tail = TAIL_NONE; tail <= TAIL_LEAKY; tail++) {
+      packed[i].param = 1;
+      packed[i].tail = tail;
+      compare(&packed[i], 1 + (int)(i + (size_t)tail) % 2);
+    }
   return check_report();
 }

@@ -22,6 +22,7 @@
  */
 #include "conv_weights.h"
 
+#include "conv_direct.h"
 #include "conv_im2col_avx512.h"
 #include "cpu_features.h"
 #include "gemm.h"
@@ -123,6 +124,7 @@ static void im2col_channels(void *arg, int64_t begin, int64_t end, int thread) {
 rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *g, const cpu_tensor *in,
                                 cpu_tensor *out, const conv_epilogue *ce) {
   if (out->numel == 0) return RLX_OK;
+  if (conv_direct_applies(n, g, in, out, ce)) return conv_direct_forward(ctx, n, g, in, out, ce);
   conv_w_job J = {.g = g, .bias = n->n_in >= 3 ? in[2].data : NULL, .C = in[0].d[1], .OC = in[1].d[0],
                   .taps = g->k[0] * g->k[1], .avx512 = cpu_get_features()->avx512};
   const int64_t batch = in[0].d[0], K = J.C * J.taps;
