@@ -33,7 +33,7 @@ static size_t block_bytes(rlx_dtype w) {
 /* The super-block header of the K-quants: fp16 d[16], then Q4_K/Q5_K's
  * fp16 dmin[16] and 6-bit scales and mins (u8 lo[8][16], u32 hi[16]) or
  * Q6_K's int32 corr[16]. */
-static size_t header_bytes(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K ? 256 : w == RLX_Q6_K ? 96 : 0; }
+static size_t header_bytes(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K ? QPACK_K4_HEADER : w == RLX_Q6_K ? 96 : 0; }
 
 static int is_k(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K || w == RLX_Q6_K; }
 
@@ -216,10 +216,10 @@ static void pack_k4(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
   for (int j = 0; j < 8; j++) {
     uint8_t sc, mn;
     quant_k4_scale_min(scales, j, &sc, &mn);
-    out[64 + 16 * j + l] = (uint8_t)((sc & 15) | (mn & 15) << 4);
+    out[QPACK_K4_LO + 16 * j + l] = (uint8_t)((sc & 15) | (mn & 15) << 4);
     hi |= (uint32_t)(sc >> 4 | (mn >> 4) << 2) << 4 * j;
   }
-  memcpy(out + 192 + 4 * l, &hi, 4);
+  memcpy(out + QPACK_K4_HI + 4 * l, &hi, 4);
   for (int j = 0; j < 8; j++) {
     uint8_t *o = out + header_bytes(w) + (size_t)j * block_bytes(w);
     const uint8_t *src = qs + 32 * (j / 2);

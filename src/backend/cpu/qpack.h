@@ -75,6 +75,11 @@
 #include <stdint.h>
 
 #define QPACK_ROWS 16 /* weight rows interleaved in a group */
+/* A Q4_K / Q5_K super-block header (above): fp16 d[16] at 0, dmin[16] at
+ * 32, u8 lo[8][16] at QPACK_K4_LO, u32 hi[16] at QPACK_K4_HI. */
+#define QPACK_K4_LO 64
+#define QPACK_K4_HI 192
+#define QPACK_K4_HEADER 256
 
 typedef struct qpack {
   rlx_dtype dtype;       /* the GGUF dtype packed */

@@ -84,7 +84,7 @@ AI family family_of(rlx_dtype w) {
   f.planes = w == RLX_Q5_0 || w == RLX_Q5_1 || w == RLX_Q5_K ? 1 : f.q6 ? 2 : 0;
   f.qbytes = w == RLX_Q8_0 ? 512 : 256 + 64 * (size_t)f.planes;
   f.bb = f.qbytes + (f.k4 ? 0 : f.min ? 64 : 32); /* Q4_K's, Q5_K's scales: in the header */
-  f.hb = f.q6 ? 96 : 256;
+  f.hb = f.q6 ? 96 : QPACK_K4_HEADER;
   return f;
 }
 

@@ -131,17 +131,17 @@ ALWAYS_INLINE void legacy_half(const qpack *p, int64_t g, int h, const qdot_q8_0
  * mins as its k4_scales takes them). */
 ALWAYS_INLINE void k4_half(const qpack *p, int64_t g, int h, const qdot_q8_0 *act, int nr,
                            __m256 *acc, rlx_dtype w) {
-  const size_t bb = w == RLX_Q5_K ? 256 + 64 : 256, hb = 256;
+  const size_t bb = w == RLX_Q5_K ? 256 + 64 : 256, hb = QPACK_K4_HEADER;
   const uint8_t *sb = p->data + (size_t)g * p->group_bytes;
   for (int64_t s = 0; s < p->K / QDOT_QK_K; s++, sb += hb + 8 * bb) {
     const __m256 d = ph8(sb + 16 * h), ndmin = _mm256_sub_ps(_mm256_setzero_ps(), ph8(sb + 32 + 16 * h));
-    const __m256i hi = _mm256_loadu_si256((const __m256i *)(sb + 192 + 32 * h)), top = _mm256_set1_epi32(0x30);
+    const __m256i hi = _mm256_loadu_si256((const __m256i *)(sb + QPACK_K4_HI + 32 * h)), top = _mm256_set1_epi32(0x30);
     for (int j = 0; j < 8; j++) {
       const uint8_t *blk = sb + hb + j * bb;
       __m256i wq[8];
       load_weights(blk + 32 * h, 1, wq);
       if (w == RLX_Q5_K) add_high_bits(blk + 256 + 4 * h, 1, wq);
-      const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 64 + 16 * j + 8 * h)));
+      const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + QPACK_K4_LO + 16 * j + 8 * h)));
       const __m256i hj = _mm256_srl_epi32(hi, _mm_cvtsi32_si128(4 * j));
       const __m256i sc = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(15)),
                                          _mm256_and_si256(_mm256_slli_epi32(hj, 4), top));

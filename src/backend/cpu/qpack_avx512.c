@@ -139,7 +139,7 @@ AI void legacy_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, flo
 AI void k4_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *y, int64_t ldy,
                 int lanes, rlx_dtype w) {
   const int five = w == RLX_Q5_K;
-  const size_t bb = five ? 256 + 64 : 256, hb = 256;
+  const size_t bb = five ? 256 + 64 : 256, hb = QPACK_K4_HEADER;
   const uint8_t *sb = p->data + (size_t)g * p->group_bytes;
   const int64_t nsb = p->K / QDOT_QK_K;
   _Alignas(64) float total[QPACK_KERNEL_MR][QPACK_ROWS];

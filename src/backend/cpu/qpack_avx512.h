@@ -18,8 +18,8 @@ AI __m512 ph16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((co
  * Q4_K / Q5_K super-block header h (qpack.h: 6-bit sc and mn, low bits
  * in lo[j], high bits in hi). */
 AI void k4_scales(const uint8_t *h, int j, __m512 *dw, __m512 *mw) {
-  const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(h + 64 + 16 * j)));
-  const __m512i hi = _mm512_srl_epi32(_mm512_loadu_si512((const void *)(h + 192)), _mm_cvtsi32_si128(4 * j));
+  const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(h + QPACK_K4_LO + 16 * j)));
+  const __m512i hi = _mm512_srl_epi32(_mm512_loadu_si512((const void *)(h + QPACK_K4_HI)), _mm_cvtsi32_si128(4 * j));
   const __m512i top = _mm512_set1_epi32(0x30);
   const __m512i sc = _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(15)),
                                      _mm512_and_si512(_mm512_slli_epi32(hi, 4), top));
