@@ -216,7 +216,6 @@ rlx_status llm_read_hparams(const rlx_model_file *f, const hf_llm *hf, llm_hpara
   return RLX_OK;
 }
 
-
 /* The info fields that come from the hyperparameters. */
 void llm_fill_info(const llm_hparams *hp, rlx_llm_info *out) {
   memset(out, 0, sizeof *out);

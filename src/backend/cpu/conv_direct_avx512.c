@@ -56,7 +56,6 @@ static int act_ok(const conv_epilogue *ce) {
 
 int conv_direct_applies(const ir_node *n, const conv_geom *g, const cpu_tensor *in, const cpu_tensor *out,
                         const conv_epilogue *ce) {
-  (void)out;
   if (!cpu_get_features()->avx512 || n->a.groups != 1 || !in[1].prepack || !act_ok(ce)) return 0;
   if (out->dtype != RLX_F32 || in[0].dtype != RLX_F32 || in[1].dtype != RLX_F32) return 0;
   if (n->n_in >= 3 && in[2].dtype != RLX_F32) return 0;
@@ -243,8 +242,6 @@ rlx_status conv_direct_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *
     gemm_prepack_set_other(in[1].prepack, in[1].data, dw, dw->bytes, direct_weight_free);
   }
   J.wp = dw->w;
-  /* the offsets of the K steps in the padded plane, and PREFETCH_K more
-   * (the last one again) for the prefetches past the end */
   /* without padding the taps read the input in place (a 1x1 conv) */
   const int in_place = g->pad[0] == 0 && g->pad[1] == 0 && J.hp <= g->in[0] && J.wp_w <= g->in[1];
   J.ld = in_place ? g->in[1] : J.wp_w;
@@ -257,6 +254,8 @@ rlx_status conv_direct_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *
     free(J.pad);
     return rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id);
   }
+  /* the offsets of the K steps in the padded plane, and PREFETCH_K more
+   * (the last one again) for the prefetches past the end */
   for (int64_t c = 0, k = 0; c < J.C; c++)
     for (int64_t kh = 0; kh < KH; kh++)
       for (int64_t kw = 0; kw < KW; kw++, k++)
