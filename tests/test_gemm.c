@@ -371,7 +371,7 @@ static void test_prepacked(cpu_ctx *ctx) {
 }
 
 /* One matrix over several threads with the operand that all its tiles
- * need packed by the tiles as they go (gemm.c's shared_pack), in every
+ * need packed by the tiles as they go (gemm_pack.c's shared_pack), in every
  * dtype and layout: A shared by column tiles (several K blocks), B shared
  * by row tiles, and B shared by row tiles of more rows than one A block over
  * more than one block of columns (on the scalar variant's small blocks). */

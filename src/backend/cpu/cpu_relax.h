@@ -1,5 +1,5 @@
 /* cpu_relax.h — the pause instruction of a spin-wait poll (cpu_pool.c's
- * hand-off, gemm.c's shared packing): tells the core it is spinning (frees
+ * hand-off, gemm_pack.c's shared packing): tells the core it is spinning (frees
  * the pipeline for the sibling hyper-thread, no memory-order mis-speculation
  * on exit). */
 #ifndef RLX_CPU_RELAX_H

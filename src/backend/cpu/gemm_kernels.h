@@ -1,5 +1,6 @@
 /* gemm_kernels.h — what each instruction-set variant of the SGEMM provides
- * to the driver in gemm.c (internal to the CPU backend).
+ * to the driver (gemm.c, gemm_tile.c, gemm_pack.c; internal to the CPU
+ * backend).
  *
  * Layouts the driver packs for the micro-kernel:
  *   Ap: a micro-panel of op(A), k-major: for each k, mr consecutive floats

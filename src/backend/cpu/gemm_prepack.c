@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Layout of a prepacked B: for K block kb (the blocks tile_packed uses:
+/* Layout of a prepacked B: for K block kb (the blocks gemm_tile_packed uses:
  * kblocks even pieces of K, the first at pc = 0), ceil(N / nr) panels of
  * kc x nr, panel p at panels + pc * n_pad + p * kc * nr, n_pad = N rounded
  * up to nr. So the B block (kb, columns jc : jc + nc) of any tile, jc a
