@@ -285,13 +285,15 @@ static double levels_worst(const double *hx, const float *wdq, const void *got, 
 }
 
 /* An RmsNorm read only by two DequantMatMuls at decode rows: the products'
- * x quantization normalizes the rows itself (no norm launch). Against the
- * exact products of the exact norm in double, within the a-priori bound:
- * 8-bit levels (sum |w| d / 2 per 32) plus the norm's rounding to t
- * (2 ulp of t per element, F32 sums in another order) and the output's. */
-static void norm_dequant_matmul_k(int64_t K) {
+ * x quantization normalizes the rows itself (no norm launch), or, with a
+ * zero constant beta (the LLM graphs'), quantizes x * gamma and leaves
+ * the rows' factor to the products. Against the exact products
+ * of the exact norm in double, within the a-priori bound: 8-bit levels
+ * (sum |w| d / 2 per 32) plus the norm's rounding to t (2 ulp of t per
+ * element, F32 sums in another order) and the output's. Q4_K and Q4_0
+ * take the direct kernels at M = 1, Q6_K and M = 3 the ring kernel. */
+static void norm_dequant_matmul_k(rlx_dtype q, int64_t K) {
   static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
-  const rlx_dtype q = RLX_Q4_K;
   const int64_t N = 45;
   int64_t wd[2] = {N, K}, ev[1] = {K};
   size_t qbytes = 0;
@@ -299,19 +301,23 @@ static void norm_dequant_matmul_k(int64_t K) {
   void *packed = packed_weights(q, N, K, &qbytes, &wdq);
   setenv("RLX_QMATMUL_REF", "0", 1);
   for (size_t ti = 0; packed && wdq && ti < sizeof types / sizeof *types; ti++)
+    for (int zero_beta = 0; zero_beta < 2; zero_beta++)
     for (int M = 1; M <= 3; M += 2) {
       const rlx_dtype t = types[ti];
       const double eps = 1e-5, ulp = t == RLX_F32 ? ldexp(1.0, -23) : ldexp(1.0, -8);
       rlx_graph *g = rlx_graph_new("norm_dequant_matmul");
       int64_t xd[2] = {M, K};
-      rlx_node h = rlx_rms_norm(g, rlx_input(g, "x", t, 2, xd), rlx_param(g, "gamma", t, 1, ev),
-                                rlx_param(g, "beta", t, 1, ev), -1, eps);
+      void *zeros = calloc((size_t)K, dtype_size(t));
+      rlx_node beta = zero_beta ? rlx_constant(g, t, 1, ev, zeros) : rlx_param(g, "beta", t, 1, ev);
+      free(zeros);
+      rlx_node h = rlx_rms_norm(g, rlx_input(g, "x", t, 2, xd), rlx_param(g, "gamma", t, 1, ev), beta, -1, eps);
       rlx_node ys[2] = {rlx_dequant_matmul(g, h, rlx_param(g, "w", q, 2, wd)),
                         rlx_dequant_matmul(g, h, rlx_param(g, "w2", q, 2, wd))};
       rlx_graph_set_outputs(g, 2, ys);
       void *xv = random_tensor(t, M * K, 1.0), *gv = random_tensor(t, K, 1.0), *bv = random_tensor(t, K, 0.1);
+      if (zero_beta) memset(bv, 0, (size_t)K * dtype_size(t));
       bound_leaf l[5] = {{"x", 0, xv, (size_t)(M * K) * dtype_size(t)}, {"gamma", 1, gv, (size_t)K * dtype_size(t)},
-                         {"beta", 1, bv, (size_t)K * dtype_size(t)}, {"w", 1, packed, qbytes}, {"w2", 1, packed, qbytes}};
+                         {"w", 1, packed, qbytes}, {"w2", 1, packed, qbytes}, {"beta", 1, bv, (size_t)K * dtype_size(t)}};
       double *hx = malloc(sizeof(double) * (size_t)(M * K));
       for (int m = 0; m < M; m++) {
         double ss = 0;
@@ -322,10 +328,10 @@ static void norm_dequant_matmul_k(int64_t K) {
       }
       for (int o = 0; o < 2; o++) {
         size_t gb = 0;
-        void *got = run_graph(g, RLX_DEVICE_CUDA, l, 5, o, &gb);
+        void *got = run_graph(g, RLX_DEVICE_CUDA, l, zero_beta ? 4 : 5, o, &gb);
         const double worst = levels_worst(hx, wdq, got, t, M, N, K, ulp);
-        CHECK(worst <= 1.0, "rms_norm -> dequant_matmul %s K=%lld M=%d output %d: worst error %.3g of the bound",
-              rlx_dtype_name(t), (long long)K, M, o, worst);
+        CHECK(worst <= 1.0, "rms_norm -> dequant_matmul %s %s K=%lld M=%d%s output %d: worst error %.3g of the bound",
+              rlx_dtype_name(q), rlx_dtype_name(t), (long long)K, M, zero_beta ? " zero beta" : "", o, worst);
         free(got);
       }
       free(hx), free(xv), free(gv), free(bv);
@@ -337,8 +343,10 @@ static void norm_dequant_matmul_k(int64_t K) {
 
 /* K 8448: a row of three chunks of the kernel's 1024 x 4 elements, the last one partial */
 static void test_dequant_matmul_norm(void) {
-  norm_dequant_matmul_k(512);
-  norm_dequant_matmul_k(8448);
+  norm_dequant_matmul_k(RLX_Q4_K, 512);
+  norm_dequant_matmul_k(RLX_Q4_K, 8448);
+  norm_dequant_matmul_k(RLX_Q4_0, 8448);
+  norm_dequant_matmul_k(RLX_Q6_K, 512);
 }
 
 /* A SwiGLU of decode rows read only by a DequantMatMul: the product's x

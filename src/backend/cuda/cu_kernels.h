@@ -275,7 +275,13 @@ int cu_qmm_launch(const void *x, int x_dtype, const void *w, int scheme, void *o
  * products. With has_norm, x is the output of the RmsNorm (or
  * FusedResidualRmsNorm) that norm describes (its len K, rows M, dtype
  * x_dtype F32/F16/BF16; out unused): its rows are normalized here and the
- * norm's own launch is saved. With swiglu, x is silu(gate) * up, computed
+ * norm's own launch is saved. Where cu_quant_x_norm_deferred(a) (no
+ * beta), the levels are x * gamma's, whose scale is the same up to
+ * rounding (levels do not change when a block is scaled), and the row's
+ * factor 1 / sqrt(mean(x^2) + eps) is left to the products: qx then
+ * also holds each 32 elements' sum of squares (at cu_qx_ssq(qx, M, K)),
+ * which cu_qmv's norm_ssq reads; the norm then costs no pass over the row
+ * before its levels can be made. With swiglu, x is silu(gate) * up, computed
  * here from gate = x and up = x2 (row m at m * x_rs elements, x_dtype
  * F32/F16/BF16), rounded to x_dtype as the launch it saves rounds it:
  * CU_SWIGLU_FUSED as FusedSwiGLU (once), CU_SWIGLU_REGION as the region
@@ -292,6 +298,8 @@ typedef struct {
   cu_norm_args norm;
 } cu_quant_x_args;
 int cu_quant_x_launch(const cu_quant_x_args *a, cudaStream_t st);
+int cu_quant_x_norm_deferred(const cu_quant_x_args *a);
+const float *cu_qx_ssq(const void *qx, int64_t M, int64_t K);
 /* Up to CU_QMV_MAX_SEG products of the same quantized x in one launch
  * (segments: weights w [N, K] of one scheme, out [M, N] of out_dtype).
  * The caller fills qx, scheme, out_dtype, M, K, nseg and seg; cu_qmv_plan
@@ -304,6 +312,10 @@ typedef struct {
   int scheme, out_dtype, nseg, rpw; /* rpw: weight rows per warp */
   int pdl;
   int64_t M, K, rows;               /* rows: sum of the segments' N */
+  /* x's RmsNorm factor, left to the product (cu_quant_x_norm_deferred):
+   * the sums of squares [M, K / 32] and the norm's eps; NULL: none */
+  const float *norm_ssq;
+  float norm_eps;
   struct {
     const void *w;
     void *out;

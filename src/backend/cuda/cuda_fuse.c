@@ -501,6 +501,10 @@ static int emit_norm_quant(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site
   if (!pl->skip[xn->id] || (xn->op != RLX_OP_RmsNorm && xn->op != RLX_OP_FusedResidualRmsNorm)) return 0;
   qa->has_norm = 1;
   cuda_norm_args(pl, xn, &qa->norm);
+  /* a zero beta (the LLM graphs') adds nothing; without one, the
+   * quantization may leave the rows' factor to the products */
+  const int beta = xn->op == RLX_OP_RmsNorm ? 2 : 3 + (xn->a.has_bias != 0);
+  if (xn->n_in > beta && zero_constant(pl->g, xn->in[beta])) qa->norm.beta = NULL;
   return 1;
 }
 

@@ -124,10 +124,13 @@ typedef struct {
   int fuse;                    /* the backend's fusions are on (RLX_CUDA_FUSE, default 1) */
   int fused[CUDA_FUSE_COUNT];  /* how many times each was taken (RLX_TRACE) */
   /* whose quantized x the scratch holds (cuda_lower_quant reuses it for the next
-   * product of the same x): valid, x's output slot, M, K, folded or not */
+   * product of the same x): valid, x's output slot, M, K, folded or not,
+   * and where it left x's RmsNorm factor to the products (cu_qmv_args) */
   int qx_valid, qx_folded;
   size_t qx_slot;
   int64_t qx_M, qx_K;
+  const float *qx_norm_ssq;
+  float qx_norm_eps;
   /* the split-key attention's partial sums and counters, shared by the
    * plan's attentions that fit them (owned by the first one's step) */
   float *attn_part;

@@ -124,8 +124,26 @@ template <int S> __device__ __forceinline__ void qmv_unit(const uint8_t *b, int 
   }
 }
 
-/* Quantized activations: levels [M, K] int8, then (d, s) [M, K / 32] F32 pairs. */
+/* Quantized activations: levels [M, K] int8, then (d, s) [M, K / 32] F32
+ * pairs, then (an RmsNorm's factor deferred) the sums of squares [M, K / 32]. */
 __host__ __device__ __forceinline__ int64_t qx_levels_bytes(int64_t M, int64_t K) { return (M * K + 15) / 16 * 16; }
+
+/* Where x's RmsNorm was left to the product (a.norm_ssq): this lane's
+ * share of row m's sum of squares, loaded right after the PDL wait so
+ * that its latency hides behind x's; qmv_norm_factor finishes it at the
+ * store. Without a deferred norm, 0 (and the factor 1). */
+__device__ __forceinline__ float qmv_norm_part(const cu_qmv_args &a, int m) {
+  if (!a.norm_ssq) return 0.f;
+  const int64_t n = a.K / 32;
+  const float *p = a.norm_ssq + m * n;
+  float s = 0.f;
+  for (int64_t i = threadIdx.x % 32; i < n; i += 32) s += p[i];
+  return s;
+}
+__device__ __forceinline__ float qmv_norm_factor(const cu_qmv_args &a, float part) {
+  if (!a.norm_ssq) return 1.f;
+  return 1.f / sqrtf(cu_warp_sum(part) / (float)a.K + a.norm_eps); /* k_norm.cu's formula */
+}
 
 /* Row r of the concatenated segments of a call (segment s's rows follow
  * segment s - 1's: q, k and v of a layer in one launch): its segment (*s),
@@ -138,14 +156,15 @@ __device__ __forceinline__ uintptr_t qmv_row(const cu_qmv_args &a, int64_t r, in
 }
 
 /* The end of a direct kernel's R rows r0.. (segment seg[j], row rs[j] of
- * it): each row's sum over the warp, stored by lane 0 with the segment's
- * residual added; rows past a.rows are not stored. */
+ * it): each row's sum over the warp, times x's norm factor nf, stored by
+ * lane 0 with the segment's residual added; rows past a.rows are not
+ * stored. */
 template <int R, typename O>
 __device__ __forceinline__ void qmv_store_rows(const cu_qmv_args &a, const float *acc, const int *seg, const int64_t *rs,
-                                               int64_t r0, int lane) {
+                                               int64_t r0, int lane, float nf) {
 #pragma unroll
   for (int j = 0; j < R; j++) {
-    const float v = cu_warp_sum(acc[j]);
+    const float v = cu_warp_sum(acc[j]) * nf;
     if (lane == 0 && r0 + j < a.rows) {
       O *out = (O *)a.seg[seg[j]].out;
       const O *res = (const O *)a.seg[seg[j]].resid;
@@ -203,6 +222,9 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QMV_MIN_BLOCKS(MM)) qmv_kernel
 #pragma unroll
   for (int j = 0; j < STAGES - 1; j++) issue();
   cu_pdl_wait(); /* the weights are params; x's levels and the residual come from the kernels before */
+  float nf[MM]; /* x's norm factor per row */
+#pragma unroll
+  for (int m = 0; m < MM; m++) nf[m] = m < a.M ? qmv_norm_factor(a, qmv_norm_part(a, m)) : 1.f;
   /* the compute cursor: row cr, chunk cc, in stage cs */
   int64_t crs;
   int cr = 0, cc = 0, cs = 0, cseg;
@@ -244,7 +266,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QMV_MIN_BLOCKS(MM)) qmv_kernel
 #pragma unroll
     for (int m = 0; m < MM; m++) {
       if (m >= a.M) break;
-      float v = cu_warp_sum(acc[m]);
+      float v = cu_warp_sum(acc[m]) * nf[m];
       if (lane == 0) {
         if (a.seg[cseg].resid) v += (float)cu_fl<O>::ld((const O *)a.seg[cseg].resid + m * N + crs);
         cu_fl<O>::st(out + m * N + crs, (typename cu_fl<O>::acc)v);
@@ -297,6 +319,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QK_MIN_BLOCKS(R)) qmv_q4k_kern
   /* the scale and min bytes of sub-blocks 2p and 2p + 1 (ggml's get_scale_min_k4) are bytes
    * b0 and b0 + 1 of the head's words y, z, w (scales[0..11]) */
   const int b0 = 2 * (p & 1), sh = 8 * b0;
+  float np = 0.f; /* this lane's part of x's sum of squares (a deferred norm) */
   for (int s0 = 0; s0 < steps; s0 += QK_U) {
     uint4 wv[QK_U][R][3]; /* this lane's level bytes (2) and head (1) of super-block 8s + g of each row */
 #pragma unroll
@@ -313,7 +336,10 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QK_MIN_BLOCKS(R)) qmv_q4k_kern
         }
       }
     }
-    if (s0 == 0) cu_pdl_wait(); /* x's levels come from the kernel before */
+    if (s0 == 0) { /* x's levels come from the kernel before */
+      cu_pdl_wait();
+      np = qmv_norm_part(a, 0);
+    }
 #pragma unroll
     for (int u = 0; u < QK_U; u++) {
       const int64_t sb = (int64_t)(s0 + u) * 8 + g;
@@ -351,7 +377,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QK_MIN_BLOCKS(R)) qmv_q4k_kern
       }
     }
   }
-  qmv_store_rows<R, O>(a, acc, seg, rs, r0, lane);
+  qmv_store_rows<R, O>(a, acc, seg, rs, r0, lane, qmv_norm_factor(a, np));
 }
 
 /* The legacy blocks at M = 1 (Q4_0, Q4_1, Q8_0), direct as qmv_q4k_kernel:
@@ -388,6 +414,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, R == 1 ? 8 : 4) qmv_legacy_ker
   for (int j = 0; j < R; j++) acc[j] = 0.f;
   const int8_t *xq = (const int8_t *)a.qx;
   const float2 *dsx = (const float2 *)(xq + qx_levels_bytes(1, a.K));
+  float np = 0.f; /* this lane's part of x's sum of squares (a deferred norm) */
   for (int s0 = 0; s0 < steps; s0 += F::U) {
     unsigned wv[F::U][R][F::NW]; /* the words from the block's first byte rounded down to 4 */
     unsigned sh[F::U][R];        /* 0 or 16: the block's offset in them, in bits */
@@ -403,7 +430,10 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, R == 1 ? 8 : 4) qmv_legacy_ker
         for (int k = 0; k < F::NW; k++) wv[u][j][k] = c < nblk ? __ldg(q + k) : 0u;
       }
     }
-    if (s0 == 0) cu_pdl_wait(); /* x's levels come from the kernel before */
+    if (s0 == 0) { /* x's levels come from the kernel before */
+      cu_pdl_wait();
+      np = qmv_norm_part(a, 0);
+    }
 #pragma unroll
     for (int u = 0; u < F::U; u++) {
       const int64_t c = (int64_t)(s0 + u) * 32 + lane;
@@ -436,7 +466,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, R == 1 ? 8 : 4) qmv_legacy_ker
       }
     }
   }
-  qmv_store_rows<R, O>(a, acc, seg, rs, r0, lane);
+  qmv_store_rows<R, O>(a, acc, seg, rs, r0, lane, qmv_norm_factor(a, np));
 }
 
 /* The levels and (d, s) of 32 values, one a lane (v). A block with a NaN
@@ -544,13 +574,53 @@ template <typename E> __global__ void __launch_bounds__(QN_THREADS) quantize_nor
   quantize32(cu_fl<E>::round(own * r * gm + bt), xq + base + j32, dsx + (base + j32) / 32);
 }
 
+/* An RmsNorm's rows with the row's factor left to the products
+ * (cu_quant_x_norm_deferred: no beta), one warp per 32 elements as in
+ * quantize_x_kernel: the levels of v * gamma (v = x + res + bias) and the
+ * sum of the 32 v^2, with no pass over the whole row first. The
+ * normalized row is not rounded to E on the way (the norm's own launch
+ * would store it in E): closer to the exact product, not bit for bit. */
+template <typename E> __global__ void quantize_norm_deferred_kernel(const __grid_constant__ cu_quant_x_args a) {
+  cu_pdl_trigger(); /* before the wait, as in quantize_x_kernel */
+  cu_pdl_wait();
+  const cu_norm_args &nm = a.norm;
+  const int64_t nb = a.M * a.K / 32, step = (int64_t)gridDim.x * (blockDim.x / 32);
+  int8_t *xq = (int8_t *)a.qx;
+  float2 *dsx = (float2 *)(xq + qx_levels_bytes(a.M, a.K));
+  float *ssq = (float *)(dsx + nb);
+  const E *x = (const E *)nm.x, *res = (const E *)nm.res, *bias = (const E *)nm.bias, *gamma = (const E *)nm.gamma;
+  for (int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; b < nb; b += step) {
+    const int64_t e = b * 32 + threadIdx.x % 32, j = e % a.K;
+    float v = cu_fl<E>::ld(x + e);
+    if (res) v += cu_fl<E>::ld(res + e);
+    if (bias) v += cu_fl<E>::ld(bias + j);
+    const float s = cu_warp_sum(v * v);
+    if (threadIdx.x % 32 == 0) ssq[b] = s;
+    quantize32(v * (float)cu_fl<E>::ld(gamma + j), xq + b * 32, dsx + b);
+  }
+}
+
 extern "C" size_t cu_qx_bytes(int64_t M, int64_t K) {
-  return (size_t)qx_levels_bytes(M, K) + (size_t)(M * K / 32) * 2 * sizeof(float);
+  return (size_t)qx_levels_bytes(M, K) + (size_t)(M * K / 32) * 3 * sizeof(float);
+}
+
+extern "C" const float *cu_qx_ssq(const void *qx, int64_t M, int64_t K) {
+  return (const float *)((const uint8_t *)qx + qx_levels_bytes(M, K) + (M * K / 32) * 2 * sizeof(float));
+}
+
+extern "C" int cu_quant_x_norm_deferred(const cu_quant_x_args *a) {
+  return a->has_norm && !a->norm.beta && (a->x_dtype == RLX_F32 || a->x_dtype == RLX_F16 || a->x_dtype == RLX_BF16);
 }
 
 extern "C" int cu_quant_x_launch(const cu_quant_x_args *a, cudaStream_t st) {
   if (a->M <= 0 || a->K <= 0) return cudaSuccess;
   if (a->K % 32 || ((uintptr_t)a->qx & 15)) return cudaErrorInvalidValue;
+  if (cu_quant_x_norm_deferred(a)) {
+    const dim3 g(cu_blocks(a->M * a->K / 32, CU_THREADS / 32)), t(CU_THREADS);
+    if (a->x_dtype == RLX_F32) return cu_launch(quantize_norm_deferred_kernel<float>, g, t, 0, st, a->pdl, *a);
+    if (a->x_dtype == RLX_F16) return cu_launch(quantize_norm_deferred_kernel<__half>, g, t, 0, st, a->pdl, *a);
+    return cu_launch(quantize_norm_deferred_kernel<__nv_bfloat16>, g, t, 0, st, a->pdl, *a);
+  }
   if (a->has_norm) {
     if (a->M > 65535 || a->K > INT32_MAX) return cudaErrorInvalidValue;
     const dim3 g((unsigned)((a->K + QN_THREADS - 1) / QN_THREADS), (unsigned)a->M), t(QN_THREADS);

@@ -313,6 +313,8 @@ rlx_status cuda_lower_quant(cuda_plan *pl, const ir_node *n) {
       cuda_fuse(pl, CUDA_FUSE_NORM_QUANT, n, &(cuda_fuse_site){.args = qa});   /* the RmsNorm of x, here */
       cuda_fuse(pl, CUDA_FUSE_SWIGLU_QUANT, n, &(cuda_fuse_site){.args = qa}); /* or the SwiGLU of x */
       pl->qx_valid = 1, pl->qx_slot = xslot, pl->qx_folded = folded, pl->qx_M = M, pl->qx_K = K;
+      pl->qx_norm_ssq = cu_quant_x_norm_deferred(qa) ? cu_qx_ssq(pl->scratch, M, K) : NULL;
+      pl->qx_norm_eps = (float)qa->norm.eps;
     }
     /* the residual add that reads the product, computed in its epilogue */
     cuda_gemm_desc r = {0};
@@ -328,7 +330,7 @@ rlx_status cuda_lower_quant(cuda_plan *pl, const ir_node *n) {
       cuda_step *s = cuda_new_step(pl, ST_QMV, n);
       if (!s || !(a = cuda_new_args(s, sizeof *a))) return cuda_nomem(n);
       a->qx = pl->scratch, a->scheme = w->dtype, a->out_dtype = out->dtype, a->M = M, a->K = K;
-      a->pdl = pl->pdl;
+      a->pdl = pl->pdl, a->norm_ssq = pl->qx_norm_ssq, a->norm_eps = pl->qx_norm_eps;
     }
     a->seg[a->nseg].w = in_ptr(pl, n, 1), a->seg[a->nseg].out = r.c, a->seg[a->nseg].resid = r.resid;
     a->seg[a->nseg].N = N;
