@@ -191,44 +191,35 @@ rlx_status cpu_Activation(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in,
   return RLX_OK;
 }
 
-/* Binary and Compare: out[i] = f(a[bcast i], b[bcast i]). */
-rlx_status cpu_Binary(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  rlx_binop op = (rlx_binop)n->a.binop;
+/* Binary and Compare (step.kind RLX_STEP_BIN or RLX_STEP_CMP, step.op the
+ * binop or cmpop): out[i] = f(a[bcast i], b[bcast i]). */
+static rlx_status pairwise(cpu_ctx *ctx, rlx_region_step step, const cpu_tensor *in, cpu_tensor *out) {
   int done;
-  rlx_status st = run_as_chain(ctx, (rlx_region_step){RLX_STEP_BIN, (int)op, 0, 1, RLX_F32, 0.0}, in, 2,
-                               out, &done);
+  rlx_status st = run_as_chain(ctx, step, in, 2, out, &done);
   if (st != RLX_OK || done) return st;
   int64_t sa[RLX_MAX_RANK], sb[RLX_MAX_RANK];
   cpu_bcast_strides(&in[0], out->rank, out->d, sa);
   cpu_bcast_strides(&in[1], out->rank, out->d, sb);
-  int is_float = ir_is_float(in[0].dtype);
+  const int is_float = ir_is_float(in[0].dtype), is_cmp = step.kind == RLX_STEP_CMP;
   for (int64_t i = 0; i < out->numel; i++) {
     int64_t ia = cpu_offset(i, out->rank, out->d, sa), ib = cpu_offset(i, out->rank, out->d, sb);
-    if (is_float)
-      cpu_set(out, i, cpu_binop_apply_f(op, cpu_get(&in[0], ia), cpu_get(&in[1], ib)));
+    if (is_cmp)
+      cpu_set_i(out, i, is_float ? cpu_cmp_apply((rlx_cmpop)step.op, cpu_get(&in[0], ia), cpu_get(&in[1], ib))
+                                 : cpu_cmp_apply_i((rlx_cmpop)step.op, cpu_get_i(&in[0], ia), cpu_get_i(&in[1], ib)));
+    else if (is_float)
+      cpu_set(out, i, cpu_binop_apply_f((rlx_binop)step.op, cpu_get(&in[0], ia), cpu_get(&in[1], ib)));
     else
-      cpu_set_i(out, i, cpu_binop_apply_i(op, cpu_get_i(&in[0], ia), cpu_get_i(&in[1], ib)));
+      cpu_set_i(out, i, cpu_binop_apply_i((rlx_binop)step.op, cpu_get_i(&in[0], ia), cpu_get_i(&in[1], ib)));
   }
   return RLX_OK;
 }
 
+rlx_status cpu_Binary(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
+  return pairwise(ctx, (rlx_region_step){RLX_STEP_BIN, (int)n->a.binop, 0, 1, RLX_F32, 0.0}, in, out);
+}
+
 rlx_status cpu_Compare(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
-  rlx_cmpop op = (rlx_cmpop)n->a.cmpop;
-  int done;
-  rlx_status st = run_as_chain(ctx, (rlx_region_step){RLX_STEP_CMP, (int)op, 0, 1, RLX_F32, 0.0}, in, 2,
-                               out, &done);
-  if (st != RLX_OK || done) return st;
-  int64_t sa[RLX_MAX_RANK], sb[RLX_MAX_RANK];
-  cpu_bcast_strides(&in[0], out->rank, out->d, sa);
-  cpu_bcast_strides(&in[1], out->rank, out->d, sb);
-  int is_float = ir_is_float(in[0].dtype);
-  for (int64_t i = 0; i < out->numel; i++) {
-    int64_t ia = cpu_offset(i, out->rank, out->d, sa), ib = cpu_offset(i, out->rank, out->d, sb);
-    int r = is_float ? cpu_cmp_apply(op, cpu_get(&in[0], ia), cpu_get(&in[1], ib))
-                     : cpu_cmp_apply_i(op, cpu_get_i(&in[0], ia), cpu_get_i(&in[1], ib));
-    cpu_set_i(out, i, r);
-  }
-  return RLX_OK;
+  return pairwise(ctx, (rlx_region_step){RLX_STEP_CMP, (int)n->a.cmpop, 0, 1, RLX_F32, 0.0}, in, out);
 }
 
 /* Where over rows of the collapsed broadcast (bcast_walk.h), threaded.
