@@ -19,6 +19,7 @@
  * the CPU reads it in place). Each run gives the staged values new
  * versions, so a device segment copies them again. */
 #include "partition.h"
+#include "runtime.h"
 
 #include "../pass/pass.h"
 
@@ -30,24 +31,6 @@
 static atomic_uint_fast64_t leaf_versions;
 
 uint64_t rlx_leaf_version_next(void) { return (uint64_t)atomic_fetch_add(&leaf_versions, 1) + 1; }
-
-const rlx_backend *rlx_device_backend(void) {
-#ifdef RLX_HAVE_CUDA
-  return &rlx_cuda_backend;
-#else
-  return NULL;
-#endif
-}
-
-int rlx_device_available(void) { return rlx_device_count() > 0; }
-
-int rlx_device_count(void) {
-#ifdef RLX_HAVE_CUDA
-  return rlx_cuda_device_count();
-#else
-  return 0;
-#endif
-}
 
 typedef struct {
   const rlx_backend *backend;

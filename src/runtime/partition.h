@@ -10,12 +10,6 @@
 
 #include <stdint.h>
 
-/* The device backend compiled into this build (NULL: none), whether a
- * device is present for it, and how many. */
-const rlx_backend *rlx_device_backend(void);
-int rlx_device_available(void);
-int rlx_device_count(void);
-
 /* Partitions between rlx_device_backend() and the CPU (compile), runs the
  * segments in order (run), reads any node's output from its segment (read). */
 extern const rlx_backend rlx_hybrid_backend;

@@ -113,6 +113,15 @@ rlx_status    rt_session_deferred(rt_deferred *d, rlx_session **out);
  * RLX_OK with nothing done where the backend has no such step. */
 rlx_status    rt_session_prepare(rlx_session *s);
 
+/* device.c: the device backend compiled into this build (NULL: none),
+ * whether a device is present for it, and how many. */
+const rlx_backend *rlx_device_backend(void);
+int rlx_device_available(void);
+int rlx_device_count(void);
+/* RLX_DEVICE's device and index where it names one (cpu, cuda, cuda:N): 1;
+ * unset, auto or anything else: 0 (the request stands). */
+int rt_env_device(rlx_device *device, int *index);
+
 /* dispatch_report.c: the table RLX_DISPATCH_REPORT=1 prints after compile. */
 void rt_dispatch_report(const char *graph, const char *backend, const pass_dispatch_count *counts,
                         int from_cache);

@@ -244,43 +244,6 @@ static rlx_status check_assigns(const rlx_graph *g) {
   return RLX_OK;
 }
 
-/* "auto", "cpu", "cuda" or "cuda:N" (N: 1 to 4 digits): 1, else 0. */
-static int parse_device(const char *text, rlx_device *device, int *index) {
-  *device = RLX_DEVICE_AUTO, *index = 0;
-  if (!strcmp(text, "auto")) return 1;
-  if (!strcmp(text, "cpu")) return *device = RLX_DEVICE_CPU, 1;
-  if (!strcmp(text, "cuda")) return *device = RLX_DEVICE_CUDA, 1;
-  if (strncmp(text, "cuda:", 5) || !text[5] || strlen(text + 5) > 4) return 0;
-  int n = 0;
-  for (const char *p = text + 5; *p; p++) {
-    if (*p < '0' || *p > '9') return 0;
-    n = n * 10 + (*p - '0');
-  }
-  return *device = RLX_DEVICE_CUDA, *index = n, 1;
-}
-
-rlx_status rlx_device_parse(const char *text, rlx_device *device, int *device_index) {
-  if (!text || !device || !device_index) return rlx_set_error(RLX_ERR_INVALID, "rlx_device_parse: NULL argument");
-  if (parse_device(text, device, device_index)) return RLX_OK;
-  return rlx_set_error(RLX_ERR_INVALID, "device \"%.40s\" is not auto, cpu, cuda or cuda:N (N a device index)", text);
-}
-
-/* RLX_DEVICE's device and index where it names one (cpu, cuda, cuda:N): 1;
- * unset, auto or anything else: 0 (the request stands). */
-static int env_device(rlx_device *device, int *index) {
-  const char *env = getenv("RLX_DEVICE");
-  rlx_device d;
-  int i;
-  if (!env || !parse_device(env, &d, &i) || d == RLX_DEVICE_AUTO) return 0;
-  return *device = d, *index = i, 1;
-}
-
-rlx_device rlx_compile_device(rlx_device requested) {
-  rlx_device d;
-  int index;
-  return env_device(&d, &index) ? d : requested;
-}
-
 rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session **out) {
   if (!out) return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: out is NULL");
   *out = NULL;
@@ -297,7 +260,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
     return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.flags 0x%x has bits that are no RLX_FLAG_*", o.flags);
   if (o.device_index < 0)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.device_index %d < 0", o.device_index);
-  env_device(&o.device, &o.device_index);
+  rt_env_device(&o.device, &o.device_index);
   /* an NCCL rank's sums run on its communicator's device, whatever RLX_DEVICE says */
   if (o.device == RLX_DEVICE_CUDA && o.comm && o.comm->kind == COMM_NCCL) o.device_index = o.comm->device;
   if (o.device == RLX_DEVICE_CUDA && !rlx_device_backend())
