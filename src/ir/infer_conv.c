@@ -1,5 +1,5 @@
 /* infer_conv.c — builders and shape inference of the convolution, pooling,
- * resizing and signal ops (OPS.md 38-44): Conv, ConvTranspose, Pool,
+ * resizing and signal ops (OPS.md 38-44 and 65): Conv, ConvTranspose, Pool,
  * ResizeNearest2x, Resize, Fft, LogMel, and the fused FusedConv (Conv with
  * its epilogue).
  *

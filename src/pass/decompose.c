@@ -1,8 +1,8 @@
 /* decompose.c — every fused op of ops.def written back as the primitive
- * ops it stands for (OPS.md rows 49-56, the semantics at each op's
- * inference in infer_fused.c). Legalization uses this for a backend that
- * does not claim a fused op, so any graph runs on any backend that has the
- * primitives.
+ * ops it stands for (OPS.md rows 49-56 and 65, the semantics at each op's
+ * inference in infer_fused.c and infer_conv.c). Legalization uses this for
+ * a backend that does not claim a fused op, so any graph runs on any
+ * backend that has the primitives.
  *
  *   FusedMatMulBiasAct(a, w, bias)       act(MatMul(a, w) + bias)
  *   FusedConv(x, w, bias, [res])          Clamp(act(Conv(x, w, bias) [+ res]), lo, hi)
