@@ -7,43 +7,24 @@
  * against inference when given). Its grammar is flat — no construct
  * contains itself — so it needs no recursion; every list, name, string and
  * number has a bound instead, and every syntax error is RLX_ERR_FORMAT with
- * "line L, col C: ..." in rlx_last_error().
+ * "line L, col C: ..." in rlx_last_error(). The tokens are text_lex.c's.
  */
 #include "hash.h"
 #include "ir.h"
+#include "text_lex.h"
 
 #include <errno.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define TEXT_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define TEXT_PRINTF(f, a)
-#endif
-
-/* Parser bounds: a text beyond them is an error, never a crash. */
+/* Parser bounds beyond a token's (text_lex.h): a text beyond them is an
+ * error, never a crash. */
 enum {
-  TEXT_MAX_IDENT = 256,       /* bytes of an op, attribute, enum or symbol name */
-  TEXT_MAX_STR = 4096,        /* decoded bytes of a string (graph and leaf names) */
-  TEXT_MAX_NUM = 64,          /* bytes of one number */
   TEXT_MAX_INPUTS = 1 << 16,  /* inputs of one node; outputs of the graph */
   TEXT_MAX_CHAIN = 1 << 12,   /* steps of one elementwise chain */
 };
 
-/* ================================================================ lexer */
-
-typedef enum { TK_EOF, TK_IDENT, TK_NUM, TK_STR, TK_HEX, TK_LABEL, TK_PUNCT } tok_kind;
-
-typedef struct {
-  tok_kind kind;
-  const char *s;   /* source text; TK_STR / TK_HEX: the bytes between the quotes */
-  size_t len;
-  int line, col;
-  int64_t label;   /* TK_LABEL: the number after '%' */
-} tok;
+/* ================================================================ parser state */
 
 /* A defined node label; label -1 marks an empty slot. */
 typedef struct {
@@ -53,231 +34,29 @@ typedef struct {
 } label_slot;
 
 typedef struct {
-  const char *p;           /* next unread byte; never moves past the NUL */
-  const char *line_start;
-  int line;
-  tok t;                   /* the current token */
+  text_lexer lx;           /* lx.t: the current token */
   rlx_graph *g;
   label_slot *labels;      /* open addressing, capacity a power of two */
   size_t n_labels, cap_labels;
 } parser;
 
-static rlx_status vfail_at(rlx_status st, int line, int col, const char *fmt, va_list ap) {
-  char msg[900];
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  return rlx_set_error(st, "line %d, col %d: %s", line, col, msg);
-}
-
-static TEXT_PRINTF(4, 5) rlx_status fail_at(rlx_status st, int line, int col, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vfail_at(st, line, col, fmt, ap);
-  va_end(ap);
-  return st;
-}
-
-/* A syntax error at token t. */
-static TEXT_PRINTF(2, 3) rlx_status syntax(const tok *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vfail_at(RLX_ERR_FORMAT, t->line, t->col, fmt, ap);
-  va_end(ap);
-  return RLX_ERR_FORMAT;
-}
-
-static rlx_status nomem(const tok *t) {
-  return fail_at(RLX_ERR_NOMEM, t->line, t->col, "out of memory");
-}
-
-/* A short quotable description of a token for messages. */
-static const char *tok_desc(const tok *t, char *buf, size_t cap) {
-  if (t->kind == TK_EOF) return "end of input";
-  int n = t->len > 40 ? 40 : (int)t->len;
-  if (t->kind == TK_STR) snprintf(buf, cap, "\"%.*s%s\"", n, t->s, t->len > 40 ? "..." : "");
-  else if (t->kind == TK_HEX) snprintf(buf, cap, "h\"%.*s%s\"", n, t->s, t->len > 40 ? "..." : "");
-  else snprintf(buf, cap, "'%.*s%s'", n, t->s, t->len > 40 ? "..." : "");
-  return buf;
-}
-#define TOK_DESC(t) tok_desc((t), (char[64]){0}, 64)
-
-static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static int is_digit(int c) { return c >= '0' && c <= '9'; }
-static int is_ident_char(int c) { return is_alpha(c) || is_digit(c); }
-static int hex_value(int c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-static int col_of(const parser *P, const char *p) {
-  ptrdiff_t c = p - P->line_start + 1;
-  return c > 1000000000 ? 1000000000 : (int)c;
-}
-
-/* Validates a string body (p after the opening quote); *end gets the closing quote. */
-static rlx_status lex_string(parser *P, const char *p, const char **end) {
-  size_t decoded = 0;
-  for (;;) {
-    unsigned char c = (unsigned char)*p;
-    if (c == '"') break;
-    if (c == 0 || c == '\n') return syntax(&P->t, "unterminated string");
-    if (c < 0x20)
-      return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "control byte 0x%02x in a string (write \\x%02x)", c, c);
-    if (c == '\\') {
-      char e = p[1];
-      if (e == '"' || e == '\\' || e == 'n' || e == 't') {
-        p += 2;
-      } else if (e == 'x') {
-        int hi = hex_value(p[2]);
-        int lo = hi < 0 ? -1 : hex_value(p[3]);  /* p[3] exists only when p[2] is a digit */
-        if (lo < 0) return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "\\x needs two hex digits");
-        if (hi == 0 && lo == 0)
-          return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "\\x00 is not allowed in a string");
-        p += 4;
-      } else if (e == 0 || e == '\n') {
-        return syntax(&P->t, "unterminated string");
-      } else {
-        return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p),
-                       "unknown escape '\\%c' (use \\\" \\\\ \\n \\t or \\xHH)", e);
-      }
-    } else {
-      p++;
-    }
-    if (++decoded > TEXT_MAX_STR) return syntax(&P->t, "string longer than %d bytes", TEXT_MAX_STR);
-  }
-  *end = p;
-  return RLX_OK;
-}
-
-/* Validates a hex body h"..." (p after the opening quote). */
-static rlx_status lex_hex(parser *P, const char *p, const char **end) {
-  const char *start = p;
-  for (; *p != '"'; p++) {
-    if (*p == 0 || *p == '\n') return syntax(&P->t, "unterminated hex string");
-    if (hex_value(*p) < 0)
-      return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "bad hex digit '%c' in h\"...\"",
-                     (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f ? *p : '?');
-  }
-  if ((p - start) % 2) return syntax(&P->t, "odd number of hex digits in h\"...\"");
-  *end = p;
-  return RLX_OK;
-}
-
-/* Reads the next token into P->t. */
-static rlx_status advance(parser *P) {
-  const char *p = P->p;
-  for (;;) {  /* whitespace and comments */
-    if (*p == '\n') {
-      if (P->line < INT_MAX) P->line++;  /* saturates on absurdly long texts */
-      P->line_start = ++p;
-    } else if (*p == ' ' || *p == '\t' || *p == '\r') {
-      p++;
-    } else if (*p == '#') {
-      while (*p && *p != '\n') p++;
-    } else {
-      break;
-    }
-  }
-  tok *t = &P->t;
-  memset(t, 0, sizeof *t);
-  t->s = p;
-  t->line = P->line;
-  t->col = col_of(P, p);
-  unsigned char c = (unsigned char)*p;
-  const char *end = NULL;
-  rlx_status st;
-  if (c == 0) {
-    t->kind = TK_EOF;
-  } else if (c == 'h' && p[1] == '"') {
-    t->kind = TK_HEX;
-    if ((st = lex_hex(P, p + 2, &end))) return st;
-    t->s = p + 2;
-    t->len = (size_t)(end - t->s);
-    p = end + 1;
-  } else if (is_alpha(c)) {
-    t->kind = TK_IDENT;
-    while (is_ident_char(*p)) p++;
-    t->len = (size_t)(p - t->s);
-    if (t->len > TEXT_MAX_IDENT) return syntax(t, "name longer than %d bytes", TEXT_MAX_IDENT);
-  } else if (is_digit(c) || (c == '-' && is_digit(p[1]))) {
-    t->kind = TK_NUM;
-    if (*p == '-') p++;
-    while (is_digit(*p)) p++;
-    if (*p == '.')
-      for (p++; is_digit(*p);) p++;
-    if (*p == 'e' || *p == 'E') {
-      const char *q = p + 1;
-      if (*q == '+' || *q == '-') q++;
-      if (!is_digit(*q)) return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "bad exponent in a number");
-      for (p = q; is_digit(*p);) p++;
-    }
-    t->len = (size_t)(p - t->s);
-    if (is_ident_char(*p) || *p == '.')
-      return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "bad character '%c' in a number", *p);
-    if (t->len > TEXT_MAX_NUM) return syntax(t, "number longer than %d bytes", TEXT_MAX_NUM);
-  } else if (c == '"') {
-    t->kind = TK_STR;
-    if ((st = lex_string(P, p + 1, &end))) return st;
-    t->s = p + 1;
-    t->len = (size_t)(end - t->s);
-    p = end + 1;
-  } else if (c == '%') {
-    t->kind = TK_LABEL;
-    if (!is_digit(p[1])) return syntax(t, "expected a node label (%%N) after '%%'");
-    for (p++; is_digit(*p); p++) {
-      int d = *p - '0';
-      if (t->label > (INT64_MAX - d) / 10) return syntax(t, "node label too large");
-      t->label = t->label * 10 + d;
-    }
-    t->len = (size_t)(p - t->s);
-    if (is_alpha(*p)) return fail_at(RLX_ERR_FORMAT, P->line, col_of(P, p), "bad character '%c' in a node label", *p);
-  } else if (strchr("={}()[],:;.?-", c)) {
-    t->kind = TK_PUNCT;
-    t->len = 1;
-    p++;
-  } else if (c >= 0x20 && c < 0x7f) {
-    return syntax(t, "unexpected character '%c'", c);
-  } else {
-    return syntax(t, "unexpected byte 0x%02x", c);
-  }
-  P->p = p;
-  return RLX_OK;
-}
-
 /* ================================================================ parser helpers */
 
 #define TRY(expr) do { rlx_status st_ = (expr); if (st_ != RLX_OK) return st_; } while (0)
 
-static int at_punct(const parser *P, char c) { return P->t.kind == TK_PUNCT && P->t.s[0] == c; }
+static rlx_status advance(parser *P) { return text_lex_next(&P->lx); }
+
+static int at_punct(const parser *P, char c) { return P->lx.t.kind == TK_PUNCT && P->lx.t.s[0] == c; }
 
 static int at_word(const parser *P, const char *w) {
-  return P->t.kind == TK_IDENT && P->t.len == strlen(w) && memcmp(P->t.s, w, P->t.len) == 0;
+  return P->lx.t.kind == TK_IDENT && P->lx.t.len == strlen(w) && memcmp(P->lx.t.s, w, P->lx.t.len) == 0;
 }
 
 static rlx_status expect_punct(parser *P, char c, const char *where) {
-  if (!at_punct(P, c)) return syntax(&P->t, "expected '%c' %s, got %s", c, where, TOK_DESC(&P->t));
+  if (!at_punct(P, c)) return text_syntax(&P->lx.t, "expected '%c' %s, got %s", c, where, TOK_DESC(&P->lx.t));
   return advance(P);
 }
 
-/* Decodes the current TK_STR token into a new NUL-terminated string. */
-static char *decode_str(const tok *t) {
-  char *s = malloc(t->len + 1), *d = s;
-  if (!s) return NULL;
-  for (const char *p = t->s, *e = t->s + t->len; p < e;) {
-    if (*p != '\\') {
-      *d++ = *p++;
-    } else if (p[1] == 'x') {
-      *d++ = (char)(hex_value(p[2]) * 16 + hex_value(p[3]));
-      p += 4;
-    } else {
-      *d++ = p[1] == 'n' ? '\n' : p[1] == 't' ? '\t' : p[1];
-      p += 2;
-    }
-  }
-  *d = 0;
-  return s;
-}
 
 /* Label table (labels are arbitrary non-negative int64, so hashed, keyed:
  * the file chooses them). */
@@ -297,7 +76,7 @@ static rlx_status label_add(parser *P, const tok *at, rlx_node node) {
   if (2 * (P->n_labels + 1) > P->cap_labels) {
     size_t cap = P->cap_labels ? 2 * P->cap_labels : 64;
     label_slot *old = P->labels, *fresh = malloc(cap * sizeof *fresh);
-    if (!fresh) return nomem(at);
+    if (!fresh) return text_nomem(at);
     for (size_t i = 0; i < cap; i++) fresh[i].label = -1;
     size_t old_cap = P->cap_labels;
     P->labels = fresh;
@@ -316,11 +95,11 @@ static rlx_status label_add(parser *P, const tok *at, rlx_node node) {
 
 /* The node of the label at the current token. */
 static rlx_status parse_label_ref(parser *P, rlx_node *node) {
-  if (P->t.kind != TK_LABEL) return syntax(&P->t, "expected a node label (%%N), got %s", TOK_DESC(&P->t));
-  const label_slot *s = label_find(P, P->t.label);
+  if (P->lx.t.kind != TK_LABEL) return text_syntax(&P->lx.t, "expected a node label (%%N), got %s", TOK_DESC(&P->lx.t));
+  const label_slot *s = label_find(P, P->lx.t.label);
   if (!s)
-    return syntax(&P->t, "%%%lld: undefined or forward reference (graphs must be acyclic and in topological order)",
-                  (long long)P->t.label);
+    return text_syntax(&P->lx.t, "%%%lld: undefined or forward reference (graphs must be acyclic and in topological order)",
+                  (long long)P->lx.t.label);
   *node = s->node;
   return advance(P);
 }
@@ -329,11 +108,11 @@ static rlx_status parse_label_ref(parser *P, rlx_node *node) {
  * doubling), at most TEXT_MAX_INPUTS of them; what names the list in the
  * message ("inputs", "outputs"). */
 static rlx_status push_label_ref(parser *P, rlx_node **v, int *n, int *cap, const char *what) {
-  if (*n == TEXT_MAX_INPUTS) return syntax(&P->t, "more than %d %s", TEXT_MAX_INPUTS, what);
+  if (*n == TEXT_MAX_INPUTS) return text_syntax(&P->lx.t, "more than %d %s", TEXT_MAX_INPUTS, what);
   if (*n == *cap) {
     const int grown_cap = *cap ? 2 * *cap : 8;
     rlx_node *grown = realloc(*v, (size_t)grown_cap * sizeof *grown);
-    if (!grown) return nomem(&P->t);
+    if (!grown) return text_nomem(&P->lx.t);
     *v = grown, *cap = grown_cap;
   }
   const rlx_status st = parse_label_ref(P, &(*v)[*n]);
@@ -346,32 +125,32 @@ static rlx_status builder_error(parser *P, const tok *at) {
   rlx_status st = rlx_graph_status(P->g);
   char msg[600];
   snprintf(msg, sizeof msg, "%s", rlx_last_error());
-  return fail_at(st ? st : RLX_ERR_INTERNAL, at->line, at->col, "%s", msg);
+  return text_fail_at(st ? st : RLX_ERR_INTERNAL, at->line, at->col, "%s", msg);
 }
 
 /* ================================================================ values */
 
 static rlx_status parse_int(parser *P, int64_t *v) {
-  const tok *t = &P->t;
+  const tok *t = &P->lx.t;
   if (t->kind != TK_NUM || memchr(t->s, '.', t->len) || memchr(t->s, 'e', t->len) || memchr(t->s, 'E', t->len))
-    return syntax(t, "expected an integer, got %s", TOK_DESC(t));
+    return text_syntax(t, "expected an integer, got %s", TOK_DESC(t));
   char buf[TEXT_MAX_NUM + 1];
   memcpy(buf, t->s, t->len);
   buf[t->len] = 0;
   errno = 0;
   long long x = strtoll(buf, NULL, 10);
-  if (errno == ERANGE) return syntax(t, "integer %s does not fit in 64 bits", buf);
+  if (errno == ERANGE) return text_syntax(t, "integer %s does not fit in 64 bits", buf);
   *v = x;
   return advance(P);
 }
 
 static rlx_status parse_f64(parser *P, double *v) {
-  const tok *t = &P->t;
+  const tok *t = &P->lx.t;
   if (at_word(P, "inf")) *v = INFINITY;
   else if (at_word(P, "nan")) *v = NAN;
   else if (at_punct(P, '-')) {
     TRY(advance(P));
-    if (!at_word(P, "inf")) return syntax(&P->t, "expected a number, got %s", TOK_DESC(&P->t));
+    if (!at_word(P, "inf")) return text_syntax(&P->lx.t, "expected a number, got %s", TOK_DESC(&P->lx.t));
     *v = -INFINITY;
   } else if (t->kind == TK_NUM) {
     char buf[TEXT_MAX_NUM + 1];
@@ -379,10 +158,10 @@ static rlx_status parse_f64(parser *P, double *v) {
     buf[t->len] = 0;
     errno = 0;
     double x = strtod(buf, NULL);
-    if (errno == ERANGE && isinf(x)) return syntax(t, "number %s is out of the range of f64", buf);
+    if (errno == ERANGE && isinf(x)) return text_syntax(t, "number %s is out of the range of f64", buf);
     *v = x;  /* ERANGE with a finite x is a subnormal: exact enough, and what %.17g prints */
   } else {
-    return syntax(t, "expected a number, got %s", TOK_DESC(t));
+    return text_syntax(t, "expected a number, got %s", TOK_DESC(t));
   }
   return advance(P);
 }
@@ -399,10 +178,10 @@ static const char *names_list(const char *const *names, char *buf, size_t cap) {
 }
 
 static rlx_status parse_enum(parser *P, const char *const *names, const char *what, int64_t *v) {
-  if (P->t.kind != TK_IDENT) return syntax(&P->t, "expected a name for %s, got %s", what, TOK_DESC(&P->t));
-  int e = ir_enum_from_name(names, P->t.s, P->t.len);
+  if (P->lx.t.kind != TK_IDENT) return text_syntax(&P->lx.t, "expected a name for %s, got %s", what, TOK_DESC(&P->lx.t));
+  int e = ir_enum_from_name(names, P->lx.t.s, P->lx.t.len);
   if (e < 0)
-    return syntax(&P->t, "bad value '%.*s' for %s (one of: %s)", (int)P->t.len, P->t.s, what,
+    return text_syntax(&P->lx.t, "bad value '%.*s' for %s (one of: %s)", (int)P->lx.t.len, P->lx.t.s, what,
                   names_list(names, (char[400]){0}, 400));
   *v = e;
   return advance(P);
@@ -413,8 +192,8 @@ static rlx_status parse_dtype(parser *P, int allow_none, int64_t *v) {
     *v = -1;
     return advance(P);
   }
-  int t = P->t.kind == TK_IDENT ? ir_dtype_from_name(P->t.s, P->t.len) : -1;
-  if (t < 0) return syntax(&P->t, "expected a dtype%s, got %s", allow_none ? " or none" : "", TOK_DESC(&P->t));
+  int t = P->lx.t.kind == TK_IDENT ? ir_dtype_from_name(P->lx.t.s, P->lx.t.len) : -1;
+  if (t < 0) return text_syntax(&P->lx.t, "expected a dtype%s, got %s", allow_none ? " or none" : "", TOK_DESC(&P->lx.t));
   *v = t;
   return advance(P);
 }
@@ -439,20 +218,20 @@ static rlx_status parse_list(parser *P, const ir_attr_info *info, ir_ilist *l) {
   l->n = 0;
   while (!at_punct(P, ']')) {
     if (l->n) TRY(expect_punct(P, ',', "or ']' in a list"));
-    if (l->n == RLX_MAX_RANK) return syntax(&P->t, "list %s has more than %d entries", info->key, RLX_MAX_RANK);
+    if (l->n == RLX_MAX_RANK) return text_syntax(&P->lx.t, "list %s has more than %d entries", info->key, RLX_MAX_RANK);
     int64_t *v = &l->v[l->n];
     if (info->kind == IR_A_ENUMLIST) {
       TRY(parse_enum(P, info->enum_names, info->key, v));
-    } else if (info->kind == IR_A_DIMS && P->t.kind == TK_IDENT) {
-      TRY(sym_dim(P, &P->t, v));
+    } else if (info->kind == IR_A_DIMS && P->lx.t.kind == TK_IDENT) {
+      TRY(sym_dim(P, &P->lx.t, v));
       TRY(advance(P));
     } else if (info->kind == IR_A_DIMS && at_punct(P, '?')) {
-      TRY(anon_dim(P, &P->t, v));
+      TRY(anon_dim(P, &P->lx.t, v));
       TRY(advance(P));
     } else {
-      tok at = P->t;
+      tok at = P->lx.t;
       TRY(parse_int(P, v));
-      if (info->kind == IR_A_DIMS && ir_dim_is_sym(*v)) return syntax(&at, "dim %lld out of range", (long long)*v);
+      if (info->kind == IR_A_DIMS && ir_dim_is_sym(*v)) return text_syntax(&at, "dim %lld out of range", (long long)*v);
     }
     l->n++;
   }
@@ -461,14 +240,14 @@ static rlx_status parse_list(parser *P, const ir_attr_info *info, ir_ilist *l) {
 
 /* Step operand "i<k>" (region input k) or "s<k>" (step k, stored as -k-1). */
 static rlx_status parse_operand(parser *P, int *k) {
-  const tok *t = &P->t;
+  const tok *t = &P->lx.t;
   int ok = t->kind == TK_IDENT && t->len >= 2 && t->len <= 10 && (t->s[0] == 'i' || t->s[0] == 's');
   int v = 0;
   for (size_t i = 1; ok && i < t->len; i++) {
-    ok = is_digit(t->s[i]);
+    ok = text_is_digit(t->s[i]);
     v = v * 10 + (t->s[i] - '0');  /* at most 9 digits: fits */
   }
-  if (!ok) return syntax(t, "expected a step operand i<k> (region input k) or s<k> (step k), got %s", TOK_DESC(t));
+  if (!ok) return text_syntax(t, "expected a step operand i<k> (region input k) or s<k> (step k), got %s", TOK_DESC(t));
   *k = t->s[0] == 'i' ? v : -v - 1;
   return advance(P);
 }
@@ -516,11 +295,11 @@ static rlx_status parse_chain(parser *P, ir_chain *c) {
   while (!st && !at_punct(P, ']')) {
     if (c->n && (st = expect_punct(P, ',', "or ']' in the chain"))) break;
     if (c->n == TEXT_MAX_CHAIN) {
-      st = syntax(&P->t, "chain has more than %d steps", TEXT_MAX_CHAIN);
+      st = text_syntax(&P->lx.t, "chain has more than %d steps", TEXT_MAX_CHAIN);
     } else if (c->n == cap) {
       cap = cap ? 2 * cap : 8;
       rlx_region_step *s = realloc(c->s, (size_t)cap * sizeof *s);
-      if (!s) st = nomem(&P->t);
+      if (!s) st = text_nomem(&P->lx.t);
       else c->s = s;
     }
     if (!st && !(st = parse_step(P, &c->s[c->n]))) c->n++;
@@ -531,30 +310,30 @@ static rlx_status parse_chain(parser *P, ir_chain *c) {
 
 static rlx_status parse_attr_value(parser *P, const ir_attr_info *info, ir_attrs *a) {
   void *field = (char *)a + info->offset;
-  tok *t = &P->t;
+  tok *t = &P->lx.t;
   switch (info->kind) {
   case IR_A_STR: {
-    if (t->kind != TK_STR) return syntax(t, "expected a string for %s, got %s", info->key, TOK_DESC(t));
-    char *s = decode_str(t);
-    if (!s) return nomem(t);
+    if (t->kind != TK_STR) return text_syntax(t, "expected a string for %s, got %s", info->key, TOK_DESC(t));
+    char *s = text_decode_str(t);
+    if (!s) return text_nomem(t);
     free(*(char **)field);
     *(char **)field = s;
     return advance(P);
   }
   case IR_A_BYTES: {
-    if (t->kind != TK_HEX) return syntax(t, "expected h\"hex bytes\" for %s, got %s", info->key, TOK_DESC(t));
+    if (t->kind != TK_HEX) return text_syntax(t, "expected h\"hex bytes\" for %s, got %s", info->key, TOK_DESC(t));
     ir_bytes *b = field;
     free(b->p);
     b->n = t->len / 2;
     b->p = b->n ? malloc(b->n) : NULL;
-    if (b->n && !b->p) return nomem(t);
-    for (size_t i = 0; i < b->n; i++) b->p[i] = (uint8_t)(hex_value(t->s[2 * i]) * 16 + hex_value(t->s[2 * i + 1]));
+    if (b->n && !b->p) return text_nomem(t);
+    for (size_t i = 0; i < b->n; i++) b->p[i] = (uint8_t)(text_hex_value(t->s[2 * i]) * 16 + text_hex_value(t->s[2 * i + 1]));
     return advance(P);
   }
   case IR_A_INT: return parse_int(P, field);
   case IR_A_BOOL:
     if (!at_word(P, "true") && !at_word(P, "false"))
-      return syntax(t, "expected true or false for %s, got %s", info->key, TOK_DESC(t));
+      return text_syntax(t, "expected true or false for %s, got %s", info->key, TOK_DESC(t));
     *(int64_t *)field = at_word(P, "true");
     return advance(P);
   case IR_A_F64: return parse_f64(P, field);
@@ -564,7 +343,7 @@ static rlx_status parse_attr_value(parser *P, const ir_attr_info *info, ir_attrs
   case IR_A_ILIST: case IR_A_DIMS: case IR_A_ENUMLIST: return parse_list(P, info, field);
   case IR_A_CHAIN: return parse_chain(P, field);
   }
-  return syntax(t, "attribute %s has an unknown kind", info->key);
+  return text_syntax(t, "attribute %s has an unknown kind", info->key);
 }
 
 /* {key=value, ...} with the keys of op's ops.def row, each at most once. */
@@ -575,8 +354,8 @@ static rlx_status parse_attrs(parser *P, int op, ir_attrs *a) {
   TRY(advance(P));  /* '{' */
   for (int count = 0; !at_punct(P, '}'); count++) {
     if (count) TRY(expect_punct(P, ',', "or '}' after an attribute"));
-    tok key = P->t;
-    if (key.kind != TK_IDENT) return syntax(&key, "expected an attribute name, got %s", TOK_DESC(&key));
+    tok key = P->lx.t;
+    if (key.kind != TK_IDENT) return text_syntax(&key, "expected an attribute name, got %s", TOK_DESC(&key));
     int k = 0;
     while (k < n_ids && !(strlen(ir_attr_table[ids[k]].key) == key.len &&
                           memcmp(ir_attr_table[ids[k]].key, key.s, key.len) == 0))
@@ -589,10 +368,10 @@ static rlx_status parse_attrs(parser *P, int op, ir_attrs *a) {
         int w = snprintf(keys + n, sizeof keys - n, "%s%s", i ? ", " : "", ir_attr_table[ids[i]].key);
         if (w > 0) n += (size_t)w;
       }
-      return syntax(&key, "unknown attribute '%.*s' for %s (it takes: %s)", (int)key.len, key.s,
+      return text_syntax(&key, "unknown attribute '%.*s' for %s (it takes: %s)", (int)key.len, key.s,
                     ir_ops[op].name, n_ids ? keys : "none");
     }
-    if (seen[k]) return syntax(&key, "attribute '%.*s' given twice", (int)key.len, key.s);
+    if (seen[k]) return text_syntax(&key, "attribute '%.*s' given twice", (int)key.len, key.s);
     seen[k] = 1;
     TRY(advance(P));
     TRY(expect_punct(P, '=', "after the attribute name"));
@@ -624,7 +403,7 @@ typedef struct {
 } node_type_decl;
 
 static rlx_status parse_type(parser *P, type_decl *ty, const char **end) {
-  tok at = P->t;
+  tok at = P->lx.t;
   int64_t dt = 0;
   TRY(parse_dtype(P, 0, &dt));
   ty->dtype = (int)dt;
@@ -635,24 +414,24 @@ static rlx_status parse_type(parser *P, type_decl *ty, const char **end) {
   int64_t numel = 1;
   while (!at_punct(P, ']')) {
     if (ty->rank) TRY(expect_punct(P, ',', "or ']' in a type"));
-    if (ty->rank == RLX_MAX_RANK) return syntax(&P->t, "type has more than %d dims", RLX_MAX_RANK);
+    if (ty->rank == RLX_MAX_RANK) return text_syntax(&P->lx.t, "type has more than %d dims", RLX_MAX_RANK);
     dim_decl *d = &ty->d[ty->rank];
-    if (P->t.kind == TK_IDENT) {
+    if (P->lx.t.kind == TK_IDENT) {
       d->kind = DIM_NAMED;
-      d->name = P->t;
+      d->name = P->lx.t;
       TRY(advance(P));
     } else if (at_punct(P, '?')) {
       d->kind = DIM_ANY;
       TRY(advance(P));
-    } else if (P->t.kind != TK_NUM) {
-      return syntax(&P->t, "expected a dim (an integer, a symbol or ?), got %s", TOK_DESC(&P->t));
+    } else if (P->lx.t.kind != TK_NUM) {
+      return text_syntax(&P->lx.t, "expected a dim (an integer, a symbol or ?), got %s", TOK_DESC(&P->lx.t));
     } else {
-      tok dt_tok = P->t;
+      tok dt_tok = P->lx.t;
       d->kind = DIM_STATIC;
       TRY(parse_int(P, &d->v));
-      if (d->v < 0) return syntax(&dt_tok, "negative dim %lld", (long long)d->v);
+      if (d->v < 0) return text_syntax(&dt_tok, "negative dim %lld", (long long)d->v);
       if (!ir_size_ok(d->v))
-        return syntax(&dt_tok, "dim %lld is too large: more than the largest tensor (RLX_MAX_TENSOR_BYTES, 2^40)",
+        return text_syntax(&dt_tok, "dim %lld is too large: more than the largest tensor (RLX_MAX_TENSOR_BYTES, 2^40)",
                       (long long)d->v);
       numel = ir_size_mul(numel, d->v);
     }
@@ -660,14 +439,14 @@ static rlx_status parse_type(parser *P, type_decl *ty, const char **end) {
   }
   int64_t bytes = ir_size_mul(numel / ir_dtypes[dt].block, ir_dtypes[dt].size);
   if (numel == IR_SIZE_OVER || bytes == IR_SIZE_OVER)
-    return syntax(&at, "type %.*s is too large: more than the largest tensor (RLX_MAX_TENSOR_BYTES, 2^40 elements "
-                  "or bytes)", (int)(P->t.s + 1 - at.s), at.s);
-  *end = P->t.s + 1;
+    return text_syntax(&at, "type %.*s is too large: more than the largest tensor (RLX_MAX_TENSOR_BYTES, 2^40 elements "
+                  "or bytes)", (int)(P->lx.t.s + 1 - at.s), at.s);
+  *end = P->lx.t.s + 1;
   return advance(P);
 }
 
 static rlx_status parse_node_type(parser *P, node_type_decl *decl) {
-  decl->at = P->t;
+  decl->at = P->lx.t;
   if (!at_punct(P, '(')) {
     decl->n = 1;
     return parse_type(P, &decl->t[0], &decl->end);
@@ -675,10 +454,10 @@ static rlx_status parse_node_type(parser *P, node_type_decl *decl) {
   TRY(advance(P));
   while (decl->n == 0 || !at_punct(P, ')')) {
     if (decl->n) TRY(expect_punct(P, ',', "or ')' between output types"));
-    if (decl->n == IR_MAX_OUTPUTS) return syntax(&P->t, "more than %d output types", IR_MAX_OUTPUTS);
+    if (decl->n == IR_MAX_OUTPUTS) return text_syntax(&P->lx.t, "more than %d output types", IR_MAX_OUTPUTS);
     TRY(parse_type(P, &decl->t[decl->n++], &decl->end));
   }
-  decl->end = P->t.s + 1;
+  decl->end = P->lx.t.s + 1;
   return advance(P);
 }
 
@@ -705,7 +484,7 @@ static rlx_status check_node_type(parser *P, const tok *at, rlx_node id, const n
   if (!st) return RLX_OK;
   char *inferred = ir_node_type_text(P->g, n);
   size_t wrote = (size_t)(decl->end - decl->at.s);
-  st = fail_at(st, at->line, at->col, "%s (node %d): declared type %.*s but inferred %s", ir_ops[n->op].name,
+  st = text_fail_at(st, at->line, at->col, "%s (node %d): declared type %.*s but inferred %s", ir_ops[n->op].name,
                (int)id, (int)(wrote > 300 ? 300 : wrote), decl->at.s, inferred ? inferred : "?");
   free(inferred);
   return st;
@@ -717,9 +496,9 @@ static rlx_status check_node_type(parser *P, const tok *at, rlx_node id, const n
 static rlx_status build_leaf(parser *P, int op, const tok *at, const ir_attrs *a, int n_in,
                              const node_type_decl *decl, rlx_node *id) {
   const char *name = ir_ops[op].name;
-  if (n_in) return fail_at(RLX_ERR_INVALID, at->line, at->col, "%s takes 0 inputs, got %d", name, n_in);
+  if (n_in) return text_fail_at(RLX_ERR_INVALID, at->line, at->col, "%s takes 0 inputs, got %d", name, n_in);
   if (decl->n != 1)
-    return syntax(at, "%s needs one type, e.g. '%%0 = %s{...} : f32[2,3]'", name, name);
+    return text_syntax(at, "%s needs one type, e.g. '%%0 = %s{...} : f32[2,3]'", name, name);
   const type_decl *t = &decl->t[0];
   int64_t dims[RLX_MAX_RANK], numel = 1;
   for (int i = 0; i < t->rank; i++) {
@@ -732,15 +511,15 @@ static rlx_status build_leaf(parser *P, int op, const tok *at, const ir_attrs *a
   if (op == RLX_OP_Constant) {
     size_t need = numel < 0 ? 0 : rlx_dtype_nbytes((rlx_dtype)t->dtype, numel);
     if (numel < 0 || (need == 0 && numel > 0))
-      return fail_at(RLX_ERR_SHAPE, at->line, at->col, "a Constant needs a static shape of whole %s blocks",
+      return text_fail_at(RLX_ERR_SHAPE, at->line, at->col, "a Constant needs a static shape of whole %s blocks",
                      rlx_dtype_name((rlx_dtype)t->dtype));
     if (a->data.n != need)
-      return syntax(at, "Constant data has %zu bytes but its type %.*s needs %zu", a->data.n,
+      return text_syntax(at, "Constant data has %zu bytes but its type %.*s needs %zu", a->data.n,
                     (int)(decl->end - decl->at.s), decl->at.s, need);
     static const uint8_t no_data;  /* rlx_constant wants a pointer even for 0 bytes */
     *id = rlx_constant(P->g, (rlx_dtype)t->dtype, t->rank, dims, a->data.n ? a->data.p : &no_data);
   } else {
-    if (!a->name) return syntax(at, "%s needs a name, e.g. '%s{name=\"x\"}'", name, name);
+    if (!a->name) return text_syntax(at, "%s needs a name, e.g. '%s{name=\"x\"}'", name, name);
     *id = (op == RLX_OP_Input ? rlx_input : rlx_param)(P->g, a->name, (rlx_dtype)t->dtype, t->rank, dims);
   }
   return *id < 0 ? builder_error(P, at) : RLX_OK;
@@ -748,15 +527,15 @@ static rlx_status build_leaf(parser *P, int op, const tok *at, const ir_attrs *a
 
 /* %N = Op{attrs}(inputs) : type */
 static rlx_status parse_node(parser *P) {
-  tok label = P->t;
+  tok label = P->lx.t;
   const label_slot *prev = label_find(P, label.label);
-  if (prev) return syntax(&label, "%%%lld is defined twice (first on line %d)", (long long)label.label, prev->line);
+  if (prev) return text_syntax(&label, "%%%lld is defined twice (first on line %d)", (long long)label.label, prev->line);
   TRY(advance(P));
   TRY(expect_punct(P, '=', "after the node label"));
-  tok op_tok = P->t;
-  if (op_tok.kind != TK_IDENT) return syntax(&op_tok, "expected an op name, got %s", TOK_DESC(&op_tok));
+  tok op_tok = P->lx.t;
+  if (op_tok.kind != TK_IDENT) return text_syntax(&op_tok, "expected an op name, got %s", TOK_DESC(&op_tok));
   int op = ir_op_from_name(op_tok.s, op_tok.len);
-  if (op < 0) return syntax(&op_tok, "unknown op '%.*s'", (int)op_tok.len, op_tok.s);
+  if (op < 0) return text_syntax(&op_tok, "unknown op '%.*s'", (int)op_tok.len, op_tok.s);
   TRY(advance(P));
 
   ir_attrs a;
@@ -792,11 +571,11 @@ static rlx_status parse_node(parser *P) {
 
 /* outputs %a, %b, ... (possibly none) */
 static rlx_status parse_outputs(parser *P) {
-  tok at = P->t;
+  tok at = P->lx.t;
   rlx_node *outs = NULL;
   int n = 0, cap = 0;
   rlx_status st = advance(P);
-  while (!st && (n ? at_punct(P, ',') : P->t.kind == TK_LABEL)) {
+  while (!st && (n ? at_punct(P, ',') : P->lx.t.kind == TK_LABEL)) {
     if (n && (st = advance(P))) break;
     st = push_label_ref(P, &outs, &n, &cap, "outputs");
   }
@@ -807,22 +586,22 @@ static rlx_status parse_outputs(parser *P) {
 
 static rlx_status parse_graph(parser *P) {
   TRY(advance(P));
-  if (!at_word(P, "graph")) return syntax(&P->t, "expected 'graph \"name\" {', got %s", TOK_DESC(&P->t));
+  if (!at_word(P, "graph")) return text_syntax(&P->lx.t, "expected 'graph \"name\" {', got %s", TOK_DESC(&P->lx.t));
   TRY(advance(P));
-  if (P->t.kind != TK_STR) return syntax(&P->t, "expected the graph name as a string, got %s", TOK_DESC(&P->t));
-  char *name = decode_str(&P->t);
-  if (!name) return nomem(&P->t);
+  if (P->lx.t.kind != TK_STR) return text_syntax(&P->lx.t, "expected the graph name as a string, got %s", TOK_DESC(&P->lx.t));
+  char *name = text_decode_str(&P->lx.t);
+  if (!name) return text_nomem(&P->lx.t);
   P->g = rlx_graph_new(name);
   free(name);
-  if (!P->g) return nomem(&P->t);
+  if (!P->g) return text_nomem(&P->lx.t);
   TRY(advance(P));
   TRY(expect_punct(P, '{', "after the graph name"));
-  while (P->t.kind == TK_LABEL) TRY(parse_node(P));
+  while (P->lx.t.kind == TK_LABEL) TRY(parse_node(P));
   if (at_word(P, "outputs")) TRY(parse_outputs(P));
   if (!at_punct(P, '}'))
-    return syntax(&P->t, "expected a node '%%N = Op...', 'outputs' or '}', got %s", TOK_DESC(&P->t));
+    return text_syntax(&P->lx.t, "expected a node '%%N = Op...', 'outputs' or '}', got %s", TOK_DESC(&P->lx.t));
   TRY(advance(P));
-  if (P->t.kind != TK_EOF) return syntax(&P->t, "unexpected %s after the graph", TOK_DESC(&P->t));
+  if (P->lx.t.kind != TK_EOF) return text_syntax(&P->lx.t, "unexpected %s after the graph", TOK_DESC(&P->lx.t));
   return rlx_graph_status(P->g);
 }
 
@@ -832,8 +611,7 @@ rlx_status rlx_graph_from_text(const char *text, rlx_graph **out) {
     return rlx_set_error(RLX_ERR_INVALID, "rlx_graph_from_text: %s is NULL", text ? "out" : "text");
   parser P;
   memset(&P, 0, sizeof P);
-  P.p = P.line_start = text;
-  P.line = 1;
+  text_lex_init(&P.lx, text);
   rlx_status st = parse_graph(&P);
   free(P.labels);
   if (st) {
