@@ -10,7 +10,7 @@
 #include "check.h"
 
 static void op_table(void) {
-  CHECK(RLX_OP_COUNT >= 58, "op table has %d ops, OPS.md lists 58", RLX_OP_COUNT);
+  CHECK(RLX_OP_COUNT >= 58, "op table has only %d ops", RLX_OP_COUNT);
   for (int op = 0; op < RLX_OP_COUNT; op++) {
     const ir_op_info *o = &ir_ops[op];
     CHECK(ir_op_from_name(o->name, strlen(o->name)) == op, "op %s name lookup", o->name);
