@@ -11,6 +11,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include "gemm_act_avx2.h"
+#include "simd.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -291,13 +292,6 @@ static void gemv_rows(int64_t K, int64_t n, const float *x, const void *R, rlx_d
   }
 }
 
-static inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 static inline __attribute__((always_inline)) void gemv_dots_dt(int64_t K, int64_t n,
                                                                const float *x, const void *R,
                                                                const rlx_dtype dt, int64_t ld,
@@ -323,14 +317,14 @@ static inline __attribute__((always_inline)) void gemv_dots_dt(int64_t K, int64_
       for (int u = 0; u < 4; u++)
         acc[u][0] = _mm256_fmadd_ps(load8(elem(r[u], dt, k), dt, K - k), x0, acc[u][0]);
     }
-    for (int u = 0; u < 4; u++) y[j + u] = hsum8(_mm256_add_ps(acc[u][0], acc[u][1]));
+    for (int u = 0; u < 4; u++) y[j + u] = simd_hsum(_mm256_add_ps(acc[u][0], acc[u][1]));
   }
   for (; j < n; j++) {
     const void *r = elem(R, dt, j * ld);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t k = 0; k < K; k += 8)
       acc = _mm256_fmadd_ps(load8(elem(r, dt, k), dt, K - k), load8(x + k, RLX_F32, K - k), acc);
-    y[j] = hsum8(acc);
+    y[j] = simd_hsum(acc);
   }
 }
 
