@@ -239,6 +239,10 @@ typedef struct {
    * (F32 prefill) */
   int splits, cluster, q_block;
   int lanes; /* flash_decode_lanes takes the splits (k_attention_decode.cu) */
+  /* each q head a block of its own (cu_attention_plan, where a block per
+   * kv head would leave most multiprocessors idle): Hkv is then H, and
+   * block head h reads kv head h / kv_rep; 0: none */
+  int kv_rep;
   int64_t keys_per_split;
   float *part;
   unsigned *count;

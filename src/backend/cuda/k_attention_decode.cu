@@ -101,6 +101,10 @@ __device__ __forceinline__ dec_block dec_block_of(const cu_attn_args &a) {
   return dec_block{(int)(a.S - i0 < a.q_block ? a.S - i0 : a.q_block), G * a.q_block, i0, blockIdx.y / nq};
 }
 
+/* The kv head whose K and V rows block head hk reads (kv_rep: a block
+ * per q head). */
+__device__ __forceinline__ int64_t dec_kv_head(const cu_attn_args &a, int64_t hk) { return a.kv_rep > 1 ? hk / a.kv_rep : hk; }
+
 /* Where row r of block blk (head hk * G + r / S, query i0 + r % S of
  * batch b) starts in q, and in the output, which has q's strides. */
 __device__ __forceinline__ int64_t dec_row_off(const cu_attn_args &a, const dec_block &blk, int64_t b, int64_t hk, int r) {
@@ -269,7 +273,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
   const int64_t j0 = (int64_t)blockIdx.x * kps;
   int n = (int)(a.T - j0 < kps ? a.T - j0 : kps);
   const E *q = (const E *)a.q, *k = (const E *)a.k, *v = (const E *)a.v;
-  const int64_t kbase = b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss;
+  const int64_t kbase = b * a.kv_sb + dec_kv_head(a, hk) * a.kv_sh + j0 * a.kv_ss;
   cu_pdl_chain(); /* every K and V row may be the one the step before wrote */
   if (a.q_block) { /* the mask first: a split it (or causality) hides from every row stages nothing */
     int seen = 0;
@@ -428,7 +432,7 @@ template <typename E, bool VEC, int RC> __global__ void __launch_bounds__(DEC_TH
 /* flash_decode_lanes' row capacity for R rows, and the floats of its
  * warps' states in shared memory, which the merge's R x splits weights
  * reuse. */
-__host__ __device__ __forceinline__ int dec_lanes_rc(int64_t R) { return R <= 4 ? 4 : 8; }
+__host__ __device__ __forceinline__ int dec_lanes_rc(int64_t R) { return R <= 1 ? 1 : R <= 4 ? 4 : 8; }
 __host__ __device__ __forceinline__ size_t dec_lanes_scratch(const cu_attn_args &a) {
   const int64_t R = a.H / a.Hkv * a.S;
   const size_t w = (size_t)(DL_WARPS * dec_lanes_rc(R) * a.D), m = (size_t)(R * a.splits);
@@ -463,8 +467,9 @@ template <typename E, int RC, int DL> __global__ void __launch_bounds__(DL_THREA
   float *ls = wl + DL_WARPS * RC;                       /* [RC] */
   int *nan_row = (int *)(ls + RC), *wnan = nan_row + RC; /* [RC]; [DL_WARPS]: a bit a row */
   float *os = dec_smem + ((wfloats + 2 * DL_WARPS * RC + 2 * RC + DL_WARPS + 3) & ~(size_t)3); /* cluster states */
-  const E *kc = (const E *)a.k + b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss + sub * DL;
-  const E *vc = (const E *)a.v + b * a.kv_sb + hk * a.kv_sh + j0 * a.kv_ss + sub * DL;
+  const int64_t kvh = dec_kv_head(a, hk);
+  const E *kc = (const E *)a.k + b * a.kv_sb + kvh * a.kv_sh + j0 * a.kv_ss + sub * DL;
+  const E *vc = (const E *)a.v + b * a.kv_sb + kvh * a.kv_sh + j0 * a.kv_ss + sub * DL;
   cu_pdl_chain(); /* every K and V row may be the one the step before wrote */
   float q[RC][DL];
 #pragma unroll
@@ -621,6 +626,8 @@ typedef void (*dec_kernel_fn)(cu_attn_args);
 template <typename E> static dec_kernel_fn dec_kernel_of(const cu_attn_args *a, bool vec) {
   if (a->lanes) {
     const int64_t dl = a->D / DL_LPK;
+    if (dec_lanes_rc(dec_rows(a)) == 1)
+      return dl == 4 ? flash_decode_lanes<E, 1, 4> : dl == 8 ? flash_decode_lanes<E, 1, 8> : flash_decode_lanes<E, 1, 16>;
     if (dec_lanes_rc(dec_rows(a)) == 4)
       return dl == 4 ? flash_decode_lanes<E, 4, 4> : dl == 8 ? flash_decode_lanes<E, 4, 8> : flash_decode_lanes<E, 4, 16>;
     return dl == 4 ? flash_decode_lanes<E, 8, 4> : flash_decode_lanes<E, 8, 8>;
@@ -683,8 +690,14 @@ static int dec_set_attrs(const cu_attn_args *a, size_t smem) {
   return st ? st : n < 1 ? cudaErrorInvalidConfiguration : cudaSuccess;
 }
 
+/* No split-key decode for a: its fields as unplanned, the heads as given. */
+static void dec_plan_none(cu_attn_args *a) {
+  if (a->kv_rep > 1) a->Hkv = a->H / a->kv_rep;
+  a->splits = 0, a->keys_per_split = 0, a->cluster = 0, a->q_block = 0, a->lanes = 0, a->kv_rep = 0;
+}
+
 void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters, int prefill) {
-  a->splits = 0, a->keys_per_split = 0, a->cluster = 0, a->q_block = 0, a->lanes = 0;
+  dec_plan_none(a); /* a may have been planned before */
   if (a->Hkv < 1) return;
   const int64_t G = a->H / a->Hkv;
   if (G * a->S > DEC_MAX_ROWS && G <= DEC_MAX_ROWS) {
@@ -699,7 +712,7 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
      * exact kernel reads them once per row */
     else if (prefill) a->q_block = (int)(DEC_MAX_ROWS / G);
   }
-  const int64_t R = dec_rows(a);
+  int64_t R = dec_rows(a);
   if ((a->dtype != RLX_F32 && a->dtype != RLX_F16 && a->dtype != RLX_BF16) || a->force_exact || R < 1 ||
       R > DEC_MAX_ROWS || a->D > 256 || a->T < 1 || dec_heads(a) >= 65536) {
     a->q_block = 0;
@@ -710,6 +723,12 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
    * few loads in flight a multiprocessor (one block of 8 warps, four keys
    * a warp at a time) lose to flash_decode's staging. */
   const int lanes = a->T <= DL_MAX_T && dec_lanes_applies(a);
+  /* flash_decode_lanes at one split (up to 128 keys) with a block per
+   * (batch, kv head) would leave most multiprocessors idle (8 of 132 at
+   * the 8B shape) while each block's G rows take their dot products and
+   * softmax steps in turn: a block per q head instead, each reading its
+   * kv head's rows (from L2 after the first) */
+  if (lanes && a->T <= 128 && a->H > a->Hkv && a->B * a->H < 65536) a->kv_rep = (int)G, a->Hkv = a->H, R = dec_rows(a);
   /* keys per split: 128 (the block's threads), halved while the grid
    * would cover fewer than half the H200's 132 multiprocessors (down to
    * 32), at most what fits the staging space. On the H200 at the 8B decode
@@ -727,7 +746,7 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
   /* q_block's partial states grow with queries x keys: past
    * DEC_POOL_PART_FLOATS another kernel takes the rows */
   if (splits > 0x7fffffff || (a->q_block && splits > 1 && heads * splits * R * (a->D + 3) > DEC_POOL_PART_FLOATS))
-    return (void)(a->q_block = 0);
+    return dec_plan_none(a);
   a->keys_per_split = kps, a->splits = (int)splits, a->lanes = lanes;
   /* the splits of a head as one cluster, merged in shared memory, where
    * they are few enough and RLX_CUDA_ATTN_CLUSTER is not 0 */
@@ -741,8 +760,7 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
   const size_t smem = dec_launch_smem(a);
   if (smem > DEC_MAX_SMEM || dec_set_attrs(a, smem) != cudaSuccess) { /* the merge's R x splits weights do not fit */
     (void)cudaGetLastError();
-    a->keys_per_split = 0, a->splits = 0, a->q_block = 0, a->lanes = 0;
-    return;
+    return dec_plan_none(a);
   }
   *part_floats = (size_t)(heads * splits * R * (a->D + 3));
   *counters = (size_t)heads;
