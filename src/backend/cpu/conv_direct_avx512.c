@@ -60,9 +60,13 @@ int conv_direct_applies(const ir_node *n, const conv_geom *g, const cpu_tensor *
   if (out->dtype != RLX_F32 || in[0].dtype != RLX_F32 || in[1].dtype != RLX_F32) return 0;
   if (n->n_in >= 3 && in[2].dtype != RLX_F32) return 0;
   if (g->out[1] < 8) return 0;
-  /* a 1x1 kernel: stride 1, and enough channels that a tile's K steps
-   * outweigh turning its sums into rows */
-  if (g->k[0] * g->k[1] == 1 && (g->stride[0] != 1 || g->stride[1] != 1 || in[0].d[1] < 128)) return 0;
+  /* a 1x1 kernel: stride 1, enough channels that a tile's K steps
+   * outweigh turning its sums into rows, and whole tiles of DC output
+   * channels (the GEMM reads x in place too, and its rows waste nothing
+   * where the last channel tile here would be part empty: 24 of 32) */
+  if (g->k[0] * g->k[1] == 1 &&
+      (g->stride[0] != 1 || g->stride[1] != 1 || in[0].d[1] < 128 || in[1].d[0] % DC != 0))
+    return 0;
   if ((g->stride[0] != 1 && g->stride[0] != 2) || (g->stride[1] != 1 && g->stride[1] != 2)) return 0;
   /* the offsets table is int32: the padded plane of all channels must fit */
   const int64_t hp = (g->out[0] - 1) * g->stride[0] + (g->k[0] - 1) * g->dil[0] + 1;

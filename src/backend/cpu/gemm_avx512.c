@@ -81,12 +81,17 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
   /* B in place: rows b_ld apart, lanes past nr not read */
   const int64_t bstep = ep->b_ld ? ep->b_ld : NR;
   const __mmask16 bm0 = ep->b_ld ? simd16_tail_mask(nr) : 0xFFFF, bm1 = ep->b_ld ? simd16_tail_mask(nr - 16) : 0xFFFF;
+  /* B's row PREFETCH_K steps ahead; in place with no more rows than that
+   * (a 1x1 conv from 16 or 32 channels: each row a line of another plane),
+   * the same row of the next panel, NR columns on, instead of rows past
+   * the panel's */
+  const int64_t pf = ep->b_ld && kc <= PREFETCH_K ? NR : PREFETCH_K * bstep;
   for (int64_t k = 0; k < kc; k++) {
     __m512 b0 = _mm512_maskz_loadu_ps(bm0, b), b1 = half ? b0 : _mm512_maskz_loadu_ps(bm1, b + 16);
     /* both panels stream from L2 (kc is large, to spare passes over C): ask
      * for them ahead of the hardware prefetchers (past the end is harmless) */
-    _mm_prefetch((const char *)(b + PREFETCH_K * bstep), _MM_HINT_T0);
-    if (!half) _mm_prefetch((const char *)(b + PREFETCH_K * bstep + 16), _MM_HINT_T0);
+    _mm_prefetch((const char *)(b + pf), _MM_HINT_T0);
+    if (!half) _mm_prefetch((const char *)(b + pf + 16), _MM_HINT_T0);
     if (far) {
       _mm_prefetch((const char *)(b + PREFETCH_FAR_K * bstep), _MM_HINT_T1);
       if (!half) _mm_prefetch((const char *)(b + PREFETCH_FAR_K * bstep + 16), _MM_HINT_T1);
