@@ -344,9 +344,11 @@ static void bench_attn(double copy) {
         }
         float *part;
         unsigned *count;
-        CHECK_CUDA(cudaMalloc(&part, sizeof(float) * (size_t)(Hkv * a.splits * 4 * (D + 3))));
-        CHECK_CUDA(cudaMalloc(&count, sizeof(unsigned) * Hkv));
-        CHECK_CUDA(cudaMemset(count, 0, sizeof(unsigned) * Hkv));
+        /* a state per (head block, split, row): H rows in all; a counter per
+         * head block (a.Hkv: H where the plan gave each q head a block) */
+        CHECK_CUDA(cudaMalloc(&part, sizeof(float) * (size_t)(H * a.splits * (D + 3))));
+        CHECK_CUDA(cudaMalloc(&count, sizeof(unsigned) * a.Hkv));
+        CHECK_CUDA(cudaMemset(count, 0, sizeof(unsigned) * a.Hkv));
         a.part = part, a.count = count;
         const double ms = time_ms([&](int i) {
           a.k = kc[i % n], a.v = vc[i % n];
