@@ -127,6 +127,9 @@ template <int S> __device__ __forceinline__ void qmv_unit(const uint8_t *b, int 
 /* Quantized activations: levels [M, K] int8, then (d, s) [M, K / 32] F32
  * pairs, then (an RmsNorm's factor deferred) the sums of squares [M, K / 32]. */
 __host__ __device__ __forceinline__ int64_t qx_levels_bytes(int64_t M, int64_t K) { return (M * K + 15) / 16 * 16; }
+__host__ __device__ __forceinline__ int64_t qx_ssq_offset(int64_t M, int64_t K) {
+  return qx_levels_bytes(M, K) + (M * K / 32) * 2 * (int64_t)sizeof(float);
+}
 
 /* Where x's RmsNorm was left to the product (a.norm_ssq): this lane's
  * share of row m's sum of squares, loaded right after the PDL wait so
@@ -587,7 +590,7 @@ template <typename E> __global__ void quantize_norm_deferred_kernel(const __grid
   const int64_t nb = a.M * a.K / 32, step = (int64_t)gridDim.x * (blockDim.x / 32);
   int8_t *xq = (int8_t *)a.qx;
   float2 *dsx = (float2 *)(xq + qx_levels_bytes(a.M, a.K));
-  float *ssq = (float *)(dsx + nb);
+  float *ssq = (float *)(xq + qx_ssq_offset(a.M, a.K));
   const E *x = (const E *)nm.x, *res = (const E *)nm.res, *bias = (const E *)nm.bias, *gamma = (const E *)nm.gamma;
   for (int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; b < nb; b += step) {
     const int64_t e = b * 32 + threadIdx.x % 32, j = e % a.K;
@@ -601,11 +604,11 @@ template <typename E> __global__ void quantize_norm_deferred_kernel(const __grid
 }
 
 extern "C" size_t cu_qx_bytes(int64_t M, int64_t K) {
-  return (size_t)qx_levels_bytes(M, K) + (size_t)(M * K / 32) * 3 * sizeof(float);
+  return (size_t)qx_ssq_offset(M, K) + (size_t)(M * K / 32) * sizeof(float);
 }
 
 extern "C" const float *cu_qx_ssq(const void *qx, int64_t M, int64_t K) {
-  return (const float *)((const uint8_t *)qx + qx_levels_bytes(M, K) + (M * K / 32) * 2 * sizeof(float));
+  return (const float *)((const uint8_t *)qx + qx_ssq_offset(M, K));
 }
 
 extern "C" int cu_quant_x_norm_deferred(const cu_quant_x_args *a) {
