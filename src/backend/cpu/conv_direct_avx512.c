@@ -36,6 +36,11 @@
 /* K steps the prefetches of the weight panel and of the input taps run
  * ahead */
 #define PREFETCH_K 24
+/* An image's input (padded) of more bytes than this is not in L2 when a
+ * channel block's pass over it ends: the next block would read it again
+ * from L3. Past it a row's channel blocks run one after another instead,
+ * taking the row's input from cache and the (smaller) weight from L2. */
+#define ROWS_OUTER_BYTES ((int64_t)1 << 20)
 
 typedef struct {
   float *w;    /* [ocb][K][DC] */
@@ -129,6 +134,7 @@ typedef struct {
   const int32_t *off;
   int64_t C, OC, K, P, hp, wp_w, ocb, tiles;
   int64_t ld, plane;           /* xp's row and channel strides */
+  int rows_outer;              /* items by rows, then channel blocks */
   rlx_act act;
   float alpha;
   int clamp;
@@ -185,7 +191,7 @@ static void store_tile(const direct_job *J, const float *tb, int mr, int64_t b, 
 }
 
 /* Items [begin, end): item = (image, channel block, output row), every
- * tile of the row. */
+ * tile of the row; with rows_outer (image, output row, channel block). */
 static void rows_task(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const direct_job *J = arg;
@@ -193,7 +199,9 @@ static void rows_task(void *arg, int64_t begin, int64_t end, int thread) {
   const int64_t OH = g->out[0], OW = g->out[1];
   float tb[DR * DC] __attribute__((aligned(64)));
   for (int64_t it = begin; it < end; it++) {
-    const int64_t b = it / (J->ocb * OH), cb = it / OH % J->ocb, oh = it % OH, oc0 = cb * DC;
+    const int64_t b = it / (J->ocb * OH);
+    const int64_t oh = J->rows_outer ? it / J->ocb % OH : it % OH, cb = J->rows_outer ? it % J->ocb : it / OH % J->ocb;
+    const int64_t oc0 = cb * DC;
     const int64_t nc = J->OC - oc0 < DC ? J->OC - oc0 : DC;
     const float *w = J->wp + cb * J->K * DC;
     for (int64_t t = 0; t < J->tiles; t++) {
@@ -266,6 +274,7 @@ rlx_status conv_direct_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *
         off[k] = (int32_t)(c * J.plane + kh * g->dil[0] * J.ld + kw * g->dil[1]);
   for (int64_t k = J.K; k < J.K + PREFETCH_K; k++) off[k] = off[J.K - 1];
   J.off = off;
+  J.rows_outer = J.C * J.plane * (int64_t)sizeof(float) > ROWS_OUTER_BYTES;
   /* the whole batch padded, then all of its tiles: two passes over the
    * pool a conv, not two an image */
   const int threads = cpu_ctx_threads(ctx);
