@@ -15,7 +15,7 @@
 #define QK_K 256
 
 /* Bytes of one packed 32-element block of a group (the K-quants: without
- * the super-block header, which holds Q4_K's and Q5_K's scales). */
+ * the super-block header, which holds their scales). */
 static size_t block_bytes(rlx_dtype w) {
   switch (w) {
   case RLX_Q4_0: return 256 + 32;
@@ -25,20 +25,20 @@ static size_t block_bytes(rlx_dtype w) {
   case RLX_Q8_0: return 512 + 32;
   case RLX_Q4_K: return 256;
   case RLX_Q5_K: return 256 + 64;
-  case RLX_Q6_K: return 256 + 128 + 32;
+  case RLX_Q6_K: return QPACK_Q6_BLOCK;
   default: return 0;
   }
 }
 
-/* The super-block header of the K-quants: fp16 d[16], then Q4_K/Q5_K's
- * fp16 dmin[16] and 6-bit scales and mins (u8 lo[8][16], u32 hi[16]) or
- * Q6_K's int32 corr[16]. */
-static size_t header_bytes(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K ? QPACK_K4_HEADER : w == RLX_Q6_K ? 96 : 0; }
+/* The super-block header of the K-quants in front of its blocks: Q4_K's
+ * and Q5_K's d, dmin and 6-bit scales and mins, Q6_K's scales (its d and
+ * corr: in the group's heads). */
+static size_t header_bytes(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K ? QPACK_K4_HEADER : w == RLX_Q6_K ? QPACK_Q6_SC : 0; }
 
 static int is_k(rlx_dtype w) { return w == RLX_Q4_K || w == RLX_Q5_K || w == RLX_Q6_K; }
 
 static size_t group_bytes(rlx_dtype w, int64_t K) {
-  if (is_k(w)) return (size_t)(K / QK_K) * (header_bytes(w) + 8 * block_bytes(w));
+  if (is_k(w)) return (w == RLX_Q6_K ? qpack_q6_heads(K) : 0) + (size_t)(K / QK_K) * (header_bytes(w) + 8 * block_bytes(w));
   return (size_t)(K / QK) * block_bytes(w);
 }
 
@@ -58,10 +58,10 @@ static uint32_t ld32(const uint8_t *p) {
 #define B03 0x0303030303030303ull
 #define B0F 0x0F0F0F0F0F0F0F0Full
 
-/* Levels lv[32] of row lane l (0 .. 2^bits - 1) into a block: the low
- * nibbles in Q4_0's byte order, then for bits 4 (and 5) a plane of 8
- * 64-bit masks, mask t bit 4 l + i = that bit of level 4t + i (the bytes
- * of weight register t, qpack_avx512.c). */
+/* Levels lv[32] of row lane l (0 .. 2^bits - 1, bits 4 or 5) into a
+ * block: the low nibbles in Q4_0's byte order, then for bit 4 a plane of
+ * 8 64-bit masks, mask t bit 4 l + i = that bit of level 4t + i (the
+ * bytes of weight register t, qpack_avx512.c). */
 static void put_levels(const uint8_t *lv, int bits, uint8_t *out, int l) {
   for (int t = 0; t < 4; t++) { /* 4 levels a word: bytes are independent lanes */
     const uint32_t v = (ld32(lv + 4 * t) & 0x0F0F0F0Fu) | (ld32(lv + 16 + 4 * t) & 0x0F0F0F0Fu) << 4;
@@ -76,6 +76,18 @@ static void put_levels(const uint8_t *lv, int bits, uint8_t *out, int l) {
     for (int t = 0; t < 8; t++) /* lane l's 4 bits of mask t: a nibble of byte l / 2 */
       plane[8 * t + l / 2] |= (uint8_t)((m >> 4 * t & 0xF) << 4 * (l % 2));
   }
+}
+
+/* Levels lv[32] of row lane l (6 bits, bit 5 inverted) into a Q6_K block:
+ * per half h, for weight registers 4 h + k (k < 3; register t: levels 4t
+ * .. 4t + 3) a vector of 64 bytes, byte 4 l + i = level 4 (4 h + k) + i
+ * in bits 2..7 and bits 2k, 2k + 1 of level 4 (4 h + 3) + i in bits 0..1
+ * (qpack_avx512.h's q6_k_half). */
+static void put_q6_levels(const uint8_t *lv, uint8_t *out, int l) {
+  for (int h = 0; h < 2; h++)
+    for (int k = 0; k < 3; k++)
+      for (int i = 0; i < 4; i++)
+        out[192 * h + 64 * k + 4 * l + i] = (uint8_t)(lv[16 * h + 4 * k + i] << 2 | (lv[16 * h + 12 + i] >> 2 * k & 3));
 }
 
 static pthread_once_t flag_once = PTHREAD_ONCE_INIT;
@@ -160,14 +172,14 @@ static void pack_legacy(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
 }
 
 /* Row lane l of a Q6_K super-block {ql[128], qh[64], scales[16], d}: d
- * and corr in the header, then per block of 32 its 6-bit levels with bit
- * 5 inverted in its plane (the kernel adds -32 where it is clear: signed
- * levels, level - 32) and its two 16-element scales (int8: sc[0][l],
- * sc[1][l]). corr = 128 sum over the halves h of sc_h (sum of h's level
- * - 32): what the activations' +128 adds (|corr| < 16 x 128 x 128 x 512
- * = 2^27). Level order: ggml's dequantize_row_q6_K. */
-static void pack_q6_k(const uint8_t *blk, uint8_t *out, int l) {
-  put_u16(out + 2 * l, blk + 208);
+ * and corr in its head, each block's two 16-element scales (int8:
+ * sc[j][0][l], sc[j][1][l]) and 6-bit levels with bit 5 inverted (signed:
+ * level - 32) in its body (put_q6_levels). corr = 4 x 128 sum over the
+ * halves h of sc_h (sum of h's level - 32): what the activations' +128
+ * adds to the kernel's sums of 4 (level - 32) (|corr| < 4 x 16 x 128 x
+ * 128 x 512 = 2^29). Level order: ggml's dequantize_row_q6_K. */
+static void pack_q6_k(const uint8_t *blk, uint8_t *head, uint8_t *body, int l) {
+  put_u16(head + 2 * l, blk + 208);
   uint8_t lv[QK_K];
   for (int n = 0; n < 2; n++) { /* 8 levels a word: bytes are independent lanes */
     const uint8_t *ql = blk + 64 * n, *qh = blk + 128 + 32 * n;
@@ -186,18 +198,17 @@ static void pack_q6_k(const uint8_t *blk, uint8_t *out, int l) {
     const uint64_t pairs = (w0 & 0x00FF00FF00FF00FFull) + (w0 >> 8 & 0x00FF00FF00FF00FFull) +
                            (w1 & 0x00FF00FF00FF00FFull) + (w1 >> 8 & 0x00FF00FF00FF00FFull);
     const int32_t sum = (int32_t)((pairs * 0x0001000100010001ull) >> 48) - 16 * 32;
-    corr += 128 * (int8_t)blk[192 + h] * sum;
+    corr += 4 * 128 * (int8_t)blk[192 + h] * sum;
   }
-  memcpy(out + 32 + 4 * l, &corr, 4);
+  memcpy(head + 32 + 4 * l, &corr, 4);
   for (int i = 0; i < QK_K; i += 8) {
     const uint64_t v = ld64(lv + i) ^ 0x2020202020202020ull;
     memcpy(lv + i, &v, 8);
   }
   for (int j = 0; j < 8; j++) {
-    uint8_t *o = out + header_bytes(RLX_Q6_K) + (size_t)j * block_bytes(RLX_Q6_K);
-    put_levels(lv + QK * j, 6, o, l);
-    o[384 + l] = blk[192 + 2 * j];
-    o[384 + 16 + l] = blk[192 + 2 * j + 1];
+    put_q6_levels(lv + QK * j, body + QPACK_Q6_SC + (size_t)j * QPACK_Q6_BLOCK, l);
+    body[32 * j + l] = blk[192 + 2 * j];
+    body[32 * j + 16 + l] = blk[192 + 2 * j + 1];
   }
 }
 
@@ -252,19 +263,22 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
   const size_t unit_in = ir_dtypes[w].size;
   const int q6_simd = w == RLX_Q6_K && qpack_pack_avx512_available();
   for (int64_t g = begin; g < end; g++) {
-    uint8_t *dst = p->data + (size_t)g * p->group_bytes;
+    uint8_t *const gd = p->data + (size_t)g * p->group_bytes;
+    uint8_t *dst = gd + (w == RLX_Q6_K ? qpack_q6_heads(p->K) : 0);
     const int rows = p->N - g * QPACK_ROWS < QPACK_ROWS ? (int)(p->N - g * QPACK_ROWS) : QPACK_ROWS;
     const uint8_t *row0 = J->rows + (size_t)(g * QPACK_ROWS) * J->row_bytes;
     for (int64_t u = 0; u < units; u++, dst += unit_out) {
+      uint8_t *head = gd + (size_t)u * QPACK_Q6_HEAD; /* Q6_K's */
       if (q6_simd) {
-        qpack_pack_q6_k_avx512(row0 + u * unit_in, J->row_bytes, rows, dst);
+        qpack_pack_q6_k_avx512(row0 + u * unit_in, J->row_bytes, rows, head, dst);
         continue;
       }
       memset(dst, 0, unit_out); /* padding rows: zero scales; bit planes are or-ed */
+      if (w == RLX_Q6_K) memset(head, 0, QPACK_Q6_HEAD);
       const uint8_t *src = row0 + u * unit_in;
       for (int l = 0; l < rows; l++, src += J->row_bytes) {
         if (w == RLX_Q4_K || w == RLX_Q5_K) pack_k4(w, src, dst, l);
-        else if (w == RLX_Q6_K) pack_q6_k(src, dst, l);
+        else if (w == RLX_Q6_K) pack_q6_k(src, head, dst, l);
         else pack_legacy(w, src, dst, l);
       }
     }

@@ -20,12 +20,14 @@
  *                     are); unsigned levels 0..15.
  *   Q8_0              q[t][l][i] (t < 8, 512 bytes): weight 4t + i + 128
  *                     (unsigned: vpdpbusd's u8 operand).
- *   Q5_0, Q5_1, Q5_K,
- *   Q6_K              Q4_0's nibbles, then per higher bit (4; and 5) 8
- *                     masks of 64 bits, mask t bit 4 l + i = that bit of
- *                     level 4t + i (added to register t's bytes by a
- *                     masked byte add); Q6_K's bit-5 masks are inverted
- *                     (-32 where bit 5 is clear: signed levels - 32).
+ *   Q5_0, Q5_1, Q5_K  Q4_0's nibbles, then 8 masks of 64 bits, mask t
+ *                     bit 4 l + i = bit 4 of level 4t + i (added to
+ *                     register t's bytes by a masked byte add).
+ *   Q6_K              per half h (weights 16 h ..) 3 x 64 bytes: byte
+ *                     64 k + 4 l + i = level 16 h + 4k + i with bit 5
+ *                     inverted in bits 2..7 (the signed byte: 4 (level -
+ *                     32)), and in bits 0..1 bits 2k, 2k + 1 of level 16
+ *                     h + 12 + i (qpack.c's put_q6_levels), 384 bytes.
  * then the block's scales:
  *   Q4_0, Q5_0, Q8_0  fp16 d[16]; weight = d (level - 8 | 16 | 128)
  *   Q4_1, Q5_1        fp16 d[16], fp16 m[16]; weight = d level + m
@@ -35,10 +37,14 @@
  *                     (lo[j][l] = sc mod 16 + 16 (mn mod 16)) and u32
  *                     hi[16] (bits 4j.. of hi[l]: sc / 16, then mn / 16,
  *                     2 bits each); weight = d sc level - dmin mn
- *   Q6_K              int8 sc[2][16] (levels 0..15 and 16..31 of the
- *                     block), after a super-block header of fp16 d[16]
- *                     and int32 corr[16] (qpack.c's pack_q6_k);
- *                     weight = d sc (level - 32)
+ *   Q6_K              none in the block: the group starts with the
+ *                     heads of all its super-blocks, fp16 d[16] and
+ *                     int32 corr[16] each (qpack.c's pack_q6_k), padded
+ *                     to 64 bytes, then each super-block is int8
+ *                     sc[8][2][16] (block j's levels 0..15 and 16..31)
+ *                     and its 8 blocks, so every block starts a cache
+ *                     line (a 64-byte load never spans two); weight =
+ *                     d sc (level - 32)
  * so a row costs the bytes of its GGUF row (Q4_K and Q5_K: as many, 144
  * and 176 per 256; Q6_K: 214 of 210). A decode step streams every byte
  * of its weights once, so a byte more a row is time more a token.
@@ -80,6 +86,17 @@
 #define QPACK_K4_LO 64
 #define QPACK_K4_HI 192
 #define QPACK_K4_HEADER 256
+/* A Q6_K group (above): super-block heads of QPACK_Q6_HEAD bytes (fp16
+ * d[16], then int32 corr[16] at 32), qpack_q6_heads(K) bytes in all, then
+ * super-blocks of QPACK_Q6_SUPER bytes: sc[8][2][16], then blocks of
+ * QPACK_Q6_BLOCK bytes from QPACK_Q6_SC on. */
+#define QPACK_Q6_HEAD 96
+#define QPACK_Q6_SC 256
+#define QPACK_Q6_BLOCK 384
+#define QPACK_Q6_SUPER (QPACK_Q6_SC + 8 * QPACK_Q6_BLOCK)
+static inline size_t qpack_q6_heads(int64_t K) {
+  return ((size_t)(K / QDOT_QK_K) * QPACK_Q6_HEAD + 63) & ~(size_t)63;
+}
 
 typedef struct qpack {
   rlx_dtype dtype;       /* the GGUF dtype packed */
@@ -153,10 +170,10 @@ void qpack_amx_groups(const qpack *p, int64_t g0, int64_t g1, const qdot_q8_0 *a
                       uint8_t *wb);
 
 /* One Q6_K super-block of `lanes` rows (row_bytes apart from src) into
- * its packed unit out, on AVX-512 (qpack_pack_avx512.c); call only where
- * qpack_pack_avx512_available(). */
+ * its packed head and body (qpack.h's layout), on AVX-512
+ * (qpack_pack_avx512.c); call only where qpack_pack_avx512_available(). */
 int  qpack_pack_avx512_available(void);
-void qpack_pack_q6_k_avx512(const uint8_t *src, size_t row_bytes, int lanes, uint8_t *out);
+void qpack_pack_q6_k_avx512(const uint8_t *src, size_t row_bytes, int lanes, uint8_t *head, uint8_t *body);
 
 /* Each kernel file's lookup of its kernel for w (and its rows); NULL where
  * the file was built without its instruction-set flags or for other

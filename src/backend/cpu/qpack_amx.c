@@ -18,8 +18,9 @@
  * Q6_K scales each 16-element half of a block on its own, so its tiles
  * take 16 levels: one tdpbusd per half (A: the activation levels + 128,
  * unsigned, as qpack_quantize_row stores them for Q6_K; B: 4 rows of 16 x
- * 4 signed levels - 32), and the super-block's correction for the + 128
- * is taken out as qpack_avx512.c's q6_k_tile does.
+ * 4 signed weights 4 (level - 32), q6_k_half), and the super-block's
+ * correction for the + 128 is taken out as qpack_avx512.c's q6_k_tile
+ * does.
  */
 #include "qpack.h"
 
@@ -81,17 +82,19 @@ typedef struct {
 AI family family_of(rlx_dtype w) {
   family f = {.w = w, .nibbles = w != RLX_Q8_0, .min = w == RLX_Q4_1 || w == RLX_Q5_1,
               .k4 = w == RLX_Q4_K || w == RLX_Q5_K, .q6 = w == RLX_Q6_K};
-  f.planes = w == RLX_Q5_0 || w == RLX_Q5_1 || w == RLX_Q5_K ? 1 : f.q6 ? 2 : 0;
+  f.planes = w == RLX_Q5_0 || w == RLX_Q5_1 || w == RLX_Q5_K ? 1 : f.q6 ? 2 : 0; /* Q6_K: bits 4 and 5 */
   f.qbytes = w == RLX_Q8_0 ? 512 : 256 + 64 * (size_t)f.planes;
-  f.bb = f.qbytes + (f.k4 ? 0 : f.min ? 64 : 32); /* Q4_K's, Q5_K's scales: in the header */
-  f.hb = f.q6 ? 96 : QPACK_K4_HEADER;
+  f.bb = f.qbytes + (f.k4 || f.q6 ? 0 : f.min ? 64 : 32); /* the K-quants' scales: in the header */
+  f.hb = f.q6 ? QPACK_Q6_SC : QPACK_K4_HEADER;
   return f;
 }
 
-/* Block b of group g: its level bytes (scales after them, qpack.h). */
+/* Block b of group g: its level bytes (legacy types: scales after them;
+ * Q6_K: after the group's heads, qpack.h). */
 AI const uint8_t *block_at(const qpack *p, const family *f, int64_t g, int64_t b) {
   const uint8_t *gd = p->data + (size_t)g * p->group_bytes;
   if (!f->k4 && !f->q6) return gd + (size_t)b * f->bb;
+  if (f->q6) gd += qpack_q6_heads(p->K);
   return gd + (size_t)(b / 8) * (f->hb + 8 * f->bb) + f->hb + (size_t)(b % 8) * f->bb;
 }
 
@@ -99,6 +102,14 @@ AI const uint8_t *block_at(const qpack *p, const family *f, int64_t g, int64_t b
 AI void decode_group(const qpack *p, const family *f, int64_t g, uint8_t *wb) {
   for (int64_t b = 0; f->nibbles && b < p->K / QDOT_QK; b++) {
     const uint8_t *q = block_at(p, f, g, b);
+    if (f->q6) {
+      for (int h = 0; h < 2; h++) {
+        __m512i w[4];
+        q6_k_half(q, h, w);
+        for (int t = 0; t < 4; t++) _mm512_store_si512((void *)(wb + 512 * b + 256 * h + 64 * t), w[t]);
+      }
+      continue;
+    }
     for (int t = 0; t < 4; t++) {
       __m512i lo, hi;
       weights_pair(q, 1, q + 256, f->planes, t, &lo, &hi);
@@ -146,11 +157,12 @@ AI void scale_block(const qpack *p, const family *f, int64_t g, const qdot_q8_0 
  * end of a super-block, total (qpack_avx512.c's q6_k_tile). */
 AI void scale_q6_k(const qpack *p, const family *f, int64_t g, const qdot_q8_0 *act, int64_t nb, int64_t b,
                    const int32_t (*c0)[16], const int32_t (*c1)[16], __m512 *acc, float (*total)[16]) {
-  const uint8_t *q = block_at(p, f, g, b), *sb = q - f->hb - (size_t)(b % 8) * f->bb;
-  const __m512 d = ph16(sb);
-  const __m512 dsc0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 384)))));
-  const __m512 dsc1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 400)))));
-  const __m512 dcorr = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(sb + 32))));
+  const uint8_t *sc = block_at(p, f, g, b) - f->hb - (size_t)(b % 8) * f->bb + 32 * (b % 8);
+  const uint8_t *head = p->data + (size_t)g * p->group_bytes + (size_t)(b / 8) * QPACK_Q6_HEAD;
+  const __m512 d = _mm512_mul_ps(ph16(head), _mm512_set1_ps(0.25f)); /* B: 4 (level - 32) */
+  const __m512 dsc0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+  const __m512 dsc1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16)))));
+  const __m512 dcorr = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(head + 32))));
 #pragma GCC unroll 16
   for (int r = 0; r < 16; r++) {
     if (b % 8 == 0) acc[r] = _mm512_setzero_ps();

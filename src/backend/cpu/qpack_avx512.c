@@ -40,10 +40,10 @@
  * and the odd chains' total is divided by 16 once (exact: a multiple of
  * 16): a decode step spends fewer instructions per weight byte, which
  * the memory stream then hides. */
-AI void block_sums(const uint8_t *q, int nibbles, const uint8_t *planes, int n_planes, const qdot_q8_0 *act,
+AI void block_sums(const uint8_t *q, int nibbles, const uint8_t *planes, int plane, const qdot_q8_0 *act,
                    int64_t b, int nr, __m512i *s) {
   const int C = nr == 1 ? 4 : nr <= 3 ? 2 : 1;
-  const int in_place = nibbles && !n_planes && C > 1;
+  const int in_place = nibbles && !plane && C > 1;
   __m512i part[QPACK_KERNEL_MR][4];
   for (int r = 0; r < nr; r++)
     for (int c = 0; c < C; c++) part[r][c] = _mm512_setzero_si512();
@@ -55,7 +55,7 @@ AI void block_sums(const uint8_t *q, int nibbles, const uint8_t *planes, int n_p
       lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
       hi = _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0));
     } else {
-      weights_pair(q, nibbles, planes, n_planes, t, &lo, &hi);
+      weights_pair(q, nibbles, planes, plane, t, &lo, &hi);
     }
     const int c0 = 2 * t % C, c1 = (2 * t + 1) % C;
     for (int r = 0; r < nr; r++)
@@ -170,47 +170,50 @@ AI void k4_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *
   store_rows(acc, nr, y, ldy, lanes);
 }
 
-/* Q6_K: per super-block a header fp16 d[16] and int32 corr[16], then 8
- * blocks of nibbles, two bit planes (bit 4; bit 5 inverted) and int8
- * sc[2][16]. The weights are signed, level - 32 (the masked adds give
- * bit 4 +16 and a clear bit 5 -32), and meet the activation levels + 128
- * (qpack_quantize_row: vpdpbusd's unsigned operand), so each half's sum
- * carries 128 (sum of its weights); corr, the super-block's sum of those
- * times the halves' scales (qpack.c), is taken out once per super-block.
+/* Q6_K: the group's super-block heads, fp16 d[16] and int32 corr[16]
+ * each, then per super-block int8 sc[8][2][16] and 8 blocks of two halves
+ * (q6_k_half). The weights are signed, 4 (level - 32), and meet the
+ * activation levels + 128 (qpack_quantize_row: vpdpbusd's unsigned
+ * operand), so each half's sum carries 128 (sum of its weights); corr,
+ * the super-block's sum of those times the halves' scales (qpack.c), is
+ * taken out once per super-block, and d / 4 scales the rest (exact).
  * Each half of a block (registers 0-3 and 4-7) has its own scale: one
  * FMA each. */
 AI void q6_k_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *y, int64_t ldy, int lanes) {
-  const uint8_t *sb = p->data + (size_t)g * p->group_bytes;
+  const uint8_t *head = p->data + (size_t)g * p->group_bytes;
+  const uint8_t *sb = head + qpack_q6_heads(p->K);
   const int64_t nsb = p->K / QDOT_QK_K;
-  const size_t bb = 416;
+  const size_t bb = QPACK_Q6_BLOCK;
+  /* the heads: the blocks' prefetches below cover only the bytes after them */
+  prefetch_ahead(head, qpack_q6_heads(p->K));
   _Alignas(64) float total[QPACK_KERNEL_MR][QPACK_ROWS];
   for (int r = 0; r < nr; r++) _mm512_store_ps(total[r], _mm512_setzero_ps());
-  for (int64_t c = 0; c < nsb; c++, sb += 96 + 8 * bb) {
-    const __m512 d = ph16(sb);
-    const __m512 dcorr = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(sb + 32))));
+  for (int64_t c = 0; c < nsb; c++, head += QPACK_Q6_HEAD, sb += QPACK_Q6_SUPER) {
+    const __m512 d = _mm512_mul_ps(ph16(head), _mm512_set1_ps(0.25f));
+    const __m512 dcorr = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(head + 32))));
     __m512 part[QPACK_KERNEL_MR];
     for (int r = 0; r < nr; r++) part[r] = _mm512_setzero_ps();
     for (int j = 0; j < 8; j++) {
-      const uint8_t *blk = sb + 96 + j * bb;
-      prefetch_ahead(blk, bb);
+      const uint8_t *blk = sb + QPACK_Q6_SC + j * bb;
+      if (j) prefetch_ahead(blk, bb);
+      else prefetch_ahead(sb, QPACK_Q6_SC + bb);
       const qdot_q8_0 *a = act + (c * 8 + j) * nr;
-      __m512i hi[4], s[QPACK_KERNEL_MR];
+      __m512i w[4], s[QPACK_KERNEL_MR];
       for (int r = 0; r < nr; r++) s[r] = _mm512_setzero_si512();
+      q6_k_half(blk, 0, w);
 #pragma GCC unroll 4
-      for (int t = 0; t < 4; t++) {
-        __m512i lo;
-        weights_pair(blk, 1, blk + 256, 2, t, &lo, &hi[t]);
-        for (int r = 0; r < nr; r++) s[r] = _mm512_dpbusd_epi32(s[r], bcast4(a[r].qs + 4 * t), lo);
-      }
-      const __m512 dsc0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 384)))));
+      for (int t = 0; t < 4; t++)
+        for (int r = 0; r < nr; r++) s[r] = _mm512_dpbusd_epi32(s[r], bcast4(a[r].qs + 4 * t), w[t]);
+      const __m512 dsc0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sb + 32 * j)))));
       for (int r = 0; r < nr; r++) {
         part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), dsc0, part[r]);
         s[r] = _mm512_setzero_si512();
       }
+      q6_k_half(blk, 1, w);
 #pragma GCC unroll 4
       for (int t = 0; t < 4; t++)
-        for (int r = 0; r < nr; r++) s[r] = _mm512_dpbusd_epi32(s[r], bcast4(a[r].qs + 16 + 4 * t), hi[t]);
-      const __m512 dsc1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 400)))));
+        for (int r = 0; r < nr; r++) s[r] = _mm512_dpbusd_epi32(s[r], bcast4(a[r].qs + 16 + 4 * t), w[t]);
+      const __m512 dsc1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sb + 32 * j + 16)))));
       for (int r = 0; r < nr; r++) part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), dsc1, part[r]);
     }
     for (int r = 0; r < nr; r++) {

@@ -38,9 +38,9 @@ AI const qdot_q8_0 *act_at(const qdot_q8_0 *act, int64_t b, int nr, int r) { ret
 
 /* Weight registers t and t + 4 of a block (t < 4): the low and high
  * nibbles of bytes 64 t .. 64 t + 63, or (Q8_0, nibbles 0) bytes 64 t and
- * 64 (t + 4); planes: the masks of bit 4 of the levels (+16 where set)
- * and for Q6_K of bit 5 clear (-32 there: Q6_K's levels are signed). */
-AI void weights_pair(const uint8_t *q, int nibbles, const uint8_t *planes, int n_planes, int t, __m512i *lo,
+ * 64 (t + 4); plane (Q5_0, Q5_1, Q5_K): the masks of bit 4 of the levels
+ * at planes (+16 where set). */
+AI void weights_pair(const uint8_t *q, int nibbles, const uint8_t *planes, int plane, int t, __m512i *lo,
                      __m512i *hi) {
   if (nibbles) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -51,14 +51,35 @@ AI void weights_pair(const uint8_t *q, int nibbles, const uint8_t *planes, int n
     *lo = _mm512_loadu_si512((const void *)(q + 64 * t));
     *hi = _mm512_loadu_si512((const void *)(q + 64 * (t + 4)));
   }
-  for (int pl = 0; pl < n_planes; pl++) {
-    const __m512i bit = _mm512_set1_epi8(pl ? -32 : 16);
+  if (plane) {
+    const __m512i bit = _mm512_set1_epi8(16);
     uint64_t m0, m1;
-    memcpy(&m0, planes + 64 * pl + 8 * t, 8);
-    memcpy(&m1, planes + 64 * pl + 8 * (t + 4), 8);
+    memcpy(&m0, planes + 8 * t, 8);
+    memcpy(&m1, planes + 8 * (t + 4), 8);
     *lo = _mm512_mask_add_epi8(*lo, _cvtu64_mask64(m0), *lo, bit);
     *hi = _mm512_mask_add_epi8(*hi, _cvtu64_mask64(m1), *hi, bit);
   }
+}
+
+/* Q6_K's weight registers 4 h .. 4 h + 3 (half h of the block at q,
+ * qpack.h): three 64-byte vectors of the first three registers' levels
+ * in bits 2..7 (bit 5 inverted: the signed byte is 4 (level - 32)), whose
+ * bits 0..1 carry the fourth register's levels two bits at a time: 9
+ * operations for 4 registers, where planes of masks took 16 masked adds
+ * and 16 mask loads for 8. */
+AI void q6_k_half(const uint8_t *q, int h, __m512i w[4]) {
+  const __m512i top = _mm512_set1_epi8((char)0xFC);
+  const __m512i v0 = _mm512_load_si512((const void *)(q + 192 * h));
+  const __m512i v1 = _mm512_load_si512((const void *)(q + 192 * h + 64));
+  const __m512i v2 = _mm512_load_si512((const void *)(q + 192 * h + 128));
+  w[0] = _mm512_and_si512(v0, top);
+  w[1] = _mm512_and_si512(v1, top);
+  w[2] = _mm512_and_si512(v2, top);
+  /* the word shifts move bits across a byte boundary only where the
+   * selects (0xE4: c ? a : b) take the other operand */
+  const __m512i b01 = _mm512_slli_epi16(_mm512_and_si512(v0, _mm512_set1_epi8(3)), 2);
+  const __m512i b23 = _mm512_ternarylogic_epi32(b01, _mm512_slli_epi16(v1, 4), _mm512_set1_epi8(0x0F), 0xE4);
+  w[3] = _mm512_ternarylogic_epi32(b23, _mm512_slli_epi16(v2, 6), _mm512_set1_epi8(0x3F), 0xE4);
 }
 
 #endif /* RLX_CPU_QPACK_AVX512_H */
