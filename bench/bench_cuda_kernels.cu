@@ -3,11 +3,12 @@
  * kernel streams per second, without the rest of an rlx run.
  *
  *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc bench/bench_cuda_kernels.cu -o bench_cuda_kernels
- *   ./bench_cuda_kernels [gemv|quant|attn|all]
+ *   ./bench_cuda_kernels [gemv|quant [M]|attn|all]
  *
  * gemv: the bf16 w [K, N] GEMV (k_gemv.cu) at the split cu_gemv_plan picks
  *       and at every other split of the sweep, TB/s of weight bytes.
- * quant: the packed-weight products at M = 1: the integer path (quantize x,
+ * quant: the packed-weight products at M rows of x (1 unless given; the
+ *       batched decode's products at 2 to 8): the integer path (quantize x,
  *       then cu_qmv; also at 1, 2 and 4 rows a warp where the plan picks
  *       another) and the float kernel (cu_qmm, RLX_QMATMUL_REF=1), TB/s
  *       of weight bytes, and the two results' largest difference relative
@@ -27,6 +28,7 @@
 #include "../src/backend/cuda/k_gemv.cu"
 #include "../src/backend/cuda/k_quant.cu"
 #include "../src/backend/cuda/k_quant_gemv.cu"
+#include "../src/backend/cuda/k_quant_mma.cu"
 #include "../src/backend/cuda/k_attention.cu"
 #include "../src/backend/cuda/k_attention_decode.cu"
 #include "../src/backend/cuda/k_attention_tc.cu"
@@ -198,7 +200,7 @@ struct scheme_info {
   int bb, bw, off0, off1; /* block bytes, weights, f16 fields */
 };
 
-static void bench_quant(double copy) {
+static void bench_quant(double copy, int64_t M) {
   static const scheme_info schemes[] = {{RLX_Q8_0, "q8_0", 34, 32, 0, -1},
                                         {RLX_Q4_K, "q4_K", 144, 256, 0, 2},
                                         {RLX_Q6_K, "q6_K", 210, 256, 208, -1},
@@ -209,15 +211,15 @@ static void bench_quant(double copy) {
       const int64_t N = s[0], K = s[1];
       const size_t bytes = (size_t)(N * (K / q.bw) * q.bb);
       auto w = weight_copies(bytes, q.bb, q.off0, q.off1);
-      void *x = random_bf16(K), *qx, *y_int, *y_flt;
-      CHECK_CUDA(cudaMalloc(&qx, cu_qx_bytes(1, K)));
-      CHECK_CUDA(cudaMalloc(&y_int, N * 2));
-      CHECK_CUDA(cudaMalloc(&y_flt, N * 2));
+      void *x = random_bf16(M * K), *qx, *y_int, *y_flt;
+      CHECK_CUDA(cudaMalloc(&qx, cu_qx_bytes(M, K)));
+      CHECK_CUDA(cudaMalloc(&y_int, M * N * 2));
+      CHECK_CUDA(cudaMalloc(&y_flt, M * N * 2));
       cu_quant_x_args xa = {};
-      xa.x = x, xa.qx = qx, xa.x_dtype = RLX_BF16, xa.M = 1, xa.K = K;
+      xa.x = x, xa.qx = qx, xa.x_dtype = RLX_BF16, xa.M = M, xa.K = K;
       const double ms_q = time_ms([&](int) { cu_quant_x_launch(&xa, 0); });
       cu_qmv_args qa = {};
-      qa.qx = qx, qa.scheme = q.id, qa.out_dtype = RLX_BF16, qa.M = 1, qa.K = K, qa.nseg = 1;
+      qa.qx = qx, qa.scheme = q.id, qa.out_dtype = RLX_BF16, qa.M = M, qa.K = K, qa.nseg = 1;
       qa.seg[0].out = y_int, qa.seg[0].N = N;
       cu_qmv_plan(&qa);
       const double ms_int = time_ms([&](int it) {
@@ -232,30 +234,30 @@ static void bench_quant(double copy) {
           qa.seg[0].w = w[it % w.size()];
           cu_qmv_launch(&qa, 0);
         });
-        printf("QUANT_RPW %s N=%lld K=%lld rows_per_warp=%d (plan %d) int_ms=%.4f int_TBps=%.2f\n", q.name, (long long)N,
-               (long long)K, rpw, planned_rpw, ms, bytes / (ms * 1e-3) / 1e12);
+        printf("QUANT_RPW %s M=%lld N=%lld K=%lld rows_per_warp=%d (plan %d) int_ms=%.4f int_TBps=%.2f\n", q.name, (long long)M,
+               (long long)N, (long long)K, rpw, planned_rpw, ms, bytes / (ms * 1e-3) / 1e12);
       }
       qa.rpw = planned_rpw;
-      const double ms_flt = time_ms([&](int it) { cu_qmm_launch(x, RLX_BF16, w[it % w.size()], q.id, y_flt, 1, N, K, 0); });
+      const double ms_flt = time_ms([&](int it) { cu_qmm_launch(x, RLX_BF16, w[it % w.size()], q.id, y_flt, M, N, K, 0); });
       /* the same weights (copy 0) through both, then compare */
       cu_quant_x_launch(&xa, 0);
       qa.seg[0].w = w[0];
       cu_qmv_launch(&qa, 0);
-      cu_qmm_launch(x, RLX_BF16, w[0], q.id, y_flt, 1, N, K, 0);
+      cu_qmm_launch(x, RLX_BF16, w[0], q.id, y_flt, M, N, K, 0);
       CHECK_CUDA(cudaDeviceSynchronize());
-      std::vector<__nv_bfloat16> hi(N), hf(N);
-      CHECK_CUDA(cudaMemcpy(hi.data(), y_int, N * 2, cudaMemcpyDeviceToHost));
-      CHECK_CUDA(cudaMemcpy(hf.data(), y_flt, N * 2, cudaMemcpyDeviceToHost));
+      std::vector<__nv_bfloat16> hi(M * N), hf(M * N);
+      CHECK_CUDA(cudaMemcpy(hi.data(), y_int, M * N * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(hf.data(), y_flt, M * N * 2, cudaMemcpyDeviceToHost));
       double big = 0, diff = 0;
-      for (int64_t n = 0; n < N; n++) {
+      for (int64_t n = 0; n < M * N; n++) {
         const double a = __bfloat162float(hi[n]), b = __bfloat162float(hf[n]);
         big = std::max(big, fabs(b));
         diff = a == a ? std::max(diff, fabs(a - b)) : INFINITY;
       }
       const double t_int = bytes / (ms_int * 1e-3) / 1e12, t_flt = bytes / (ms_flt * 1e-3) / 1e12;
-      printf("QUANT %s N=%lld K=%lld MB=%.1f quantize_x_ms=%.4f int_ms=%.4f int_TBps=%.2f int_of_copy=%.1f%% "
+      printf("QUANT %s M=%lld N=%lld K=%lld MB=%.1f quantize_x_ms=%.4f int_ms=%.4f int_TBps=%.2f int_of_copy=%.1f%% "
              "float_ms=%.4f float_TBps=%.2f rel_diff=%.2e\n",
-             q.name, (long long)N, (long long)K, bytes / 1e6, ms_q, ms_int, t_int, 100 * t_int / copy, ms_flt, t_flt,
+             q.name, (long long)M, (long long)N, (long long)K, bytes / 1e6, ms_q, ms_int, t_int, 100 * t_int / copy, ms_flt, t_flt,
              big > 0 ? diff / big : diff);
       for (auto p : w) cudaFree(p);
       cudaFree(x), cudaFree(qx), cudaFree(y_int), cudaFree(y_flt);
@@ -264,17 +266,17 @@ static void bench_quant(double copy) {
     const int64_t K = 4096, Ns[3] = {4096, 1024, 1024};
     std::vector<std::vector<uint8_t *>> ws;
     cu_qmv_args qa = {};
-    void *x = random_bf16(K), *qx;
-    CHECK_CUDA(cudaMalloc(&qx, cu_qx_bytes(1, K)));
+    void *x = random_bf16(M * K), *qx;
+    CHECK_CUDA(cudaMalloc(&qx, cu_qx_bytes(M, K)));
     cu_quant_x_args xa = {};
-    xa.x = x, xa.qx = qx, xa.x_dtype = RLX_BF16, xa.M = 1, xa.K = K;
+    xa.x = x, xa.qx = qx, xa.x_dtype = RLX_BF16, xa.M = M, xa.K = K;
     cu_quant_x_launch(&xa, 0);
-    qa.qx = qx, qa.scheme = q.id, qa.out_dtype = RLX_BF16, qa.M = 1, qa.K = K, qa.nseg = 3;
+    qa.qx = qx, qa.scheme = q.id, qa.out_dtype = RLX_BF16, qa.M = M, qa.K = K, qa.nseg = 3;
     size_t bytes = 0;
     for (int i = 0; i < 3; i++) {
       const size_t b = (size_t)(Ns[i] * (K / q.bw) * q.bb);
       ws.push_back(weight_copies(b, q.bb, q.off0, q.off1));
-      CHECK_CUDA(cudaMalloc(&qa.seg[i].out, Ns[i] * 2));
+      CHECK_CUDA(cudaMalloc(&qa.seg[i].out, M * Ns[i] * 2));
       qa.seg[i].N = Ns[i];
       bytes += b;
     }
@@ -284,8 +286,8 @@ static void bench_quant(double copy) {
       cu_qmv_launch(&qa, 0);
     });
     const double tbps = bytes / (ms * 1e-3) / 1e12;
-    printf("QKV %s one launch of 3 segments (4096+1024+1024)x4096 MB=%.1f ms=%.4f TBps=%.2f of_copy=%.1f%%\n", q.name,
-           bytes / 1e6, ms, tbps, 100 * tbps / copy);
+    printf("QKV %s M=%lld one launch of 3 segments (4096+1024+1024)x4096 MB=%.1f ms=%.4f TBps=%.2f of_copy=%.1f%%\n", q.name,
+           (long long)M, bytes / 1e6, ms, tbps, 100 * tbps / copy);
     for (auto &v : ws)
       for (auto p : v) cudaFree(p);
     for (int i = 0; i < 3; i++) cudaFree(qa.seg[i].out);
@@ -371,7 +373,7 @@ int main(int argc, char **argv) {
   const double copy = copy_tbps();
   printf("COPY TBps=%.3f (read + write of a 1 GiB device-to-device copy)\n", copy);
   if (!strcmp(what, "gemv") || !strcmp(what, "all")) bench_gemv(copy);
-  if (!strcmp(what, "quant") || !strcmp(what, "all")) bench_quant(copy);
+  if (!strcmp(what, "quant") || !strcmp(what, "all")) bench_quant(copy, argc > 2 ? atoll(argv[2]) : 1);
   if (!strcmp(what, "attn") || !strcmp(what, "all")) bench_attn(copy);
   return 0;
 }

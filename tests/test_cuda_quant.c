@@ -173,8 +173,11 @@ static void test_block_gather(void) {
  * so only the F32 sums and the output rounding differ. Two products of one
  * x (one launch of two segments), a residual add in the epilogue at odd
  * M. Ragged shapes: N
- * not a multiple of the 4 rows of a block, rows 2-byte aligned (18, 34,
- * 210-byte blocks), chunks of the 2048-weight stream cut short. And the
+ * not a multiple of a block's 4 rows (M = 1) or 16 (the tensor-core
+ * kernel from M = 3, Q6_K's from 2: its tiles across the segments'
+ * seam), rows 2-byte
+ * aligned (18, 34, 210-byte blocks), chunks of the weight stream cut
+ * short, K split unevenly over the warps. And the
  * quantization's own error against the exact product stays inside its a
  * priori bound sum_k |w_k| d_k / 2 (so the levels are what they claim). */
 static void test_dequant_matmul_int8(void) {
@@ -291,7 +294,8 @@ static double levels_worst(const double *hx, const float *wdq, const void *got, 
  * of the exact norm in double, within the a-priori bound: 8-bit levels
  * (sum |w| d / 2 per 32) plus the norm's rounding to t (2 ulp of t per
  * element, F32 sums in another order) and the output's. Q4_K and Q4_0
- * take the direct kernels at M = 1, Q6_K and M = 3 the ring kernel. */
+ * take the direct kernels at M = 1, Q6_K the ring kernel, M = 3 the
+ * tensor-core kernel. */
 static void norm_dequant_matmul_k(rlx_dtype q, int64_t K) {
   static const rlx_dtype types[] = {RLX_F32, RLX_BF16};
   const int64_t N = 45;

@@ -1,5 +1,6 @@
-/* k_quant_gemv.cu — the integer GEMV, DequantMatMul's decode path (M <=
- * CU_QMM_MAX_M; k_quant.cu has the exact one), as llama.cpp's MMVQ computes it:
+/* k_quant_gemv.cu — the integer GEMV, DequantMatMul's decode path at one
+ * or two rows of x (k_quant_mma.cu takes more, up to CU_QMM_MAX_M, and
+ * k_quant.cu has the exact product), as llama.cpp's MMVQ computes it:
  * x is quantized once per product to 8-bit levels per 32 elements
  * (cu_quantize_x: d = amax / 127, levels roundf(x / d), s = d * sum of
  * levels — the CPU backend's qdot_q8_0 bit for bit, d kept in F32), and
@@ -23,18 +24,10 @@
  * chunk's copy starts at its first byte rounded down to 16 and ends
  * rounded up: the extra bytes share a 16-byte aligned span with a byte of
  * the row, so they are mapped memory (the matrix is 16-byte aligned). */
-#include "cu_common.cuh"
+#include "qmv_common.cuh"
 
 #define QMV_WARPS 4
 
-/* Block geometry per scheme: bytes, weights, blocks per chunk (2048
- * weights), and the alignment the level bytes keep in shared memory. */
-template <int S> struct qmv_fmt;
-template <> struct qmv_fmt<RLX_Q4_0> { enum { BB = 18, BW = 32, CB = 64, A = 2 }; };
-template <> struct qmv_fmt<RLX_Q4_1> { enum { BB = 20, BW = 32, CB = 64, A = 4 }; };
-template <> struct qmv_fmt<RLX_Q8_0> { enum { BB = 34, BW = 32, CB = 64, A = 2 }; };
-template <> struct qmv_fmt<RLX_Q4_K> { enum { BB = 144, BW = 256, CB = 8, A = 16 }; };
-template <> struct qmv_fmt<RLX_Q6_K> { enum { BB = 210, BW = 256, CB = 8, A = 2 }; };
 /* A stage: a chunk, up to 15 bytes before it (its copy starts 16-byte
  * aligned) and the word sm_words may read past a 2-byte aligned run. N:
  * as many stages (3 to 6) as keep the 8 blocks of QMV_MIN_BLOCKS(1) in a
@@ -45,32 +38,6 @@ template <int S> struct qmv_stage {
   enum { BYTES = (qmv_fmt<S>::CB * qmv_fmt<S>::BB + 32 + 15) / 16 * 16 };
   enum { FIT = 27 * 1024 / (QMV_WARPS * BYTES), N = FIT < 3 ? 3 : FIT > 6 ? 6 : FIT };
 };
-
-/* NW little-endian words of shared memory from p, which is A-byte aligned
- * (2: the aligned words around it, joined by funnel shifts). */
-template <int A, int NW> __device__ __forceinline__ void sm_words(const uint8_t *p, int *w) {
-  if (A >= 16 && NW % 4 == 0) {
-#pragma unroll
-    for (int k = 0; k < NW; k += 4) {
-      const int4 v = *(const int4 *)(p + 4 * k);
-      w[k] = v.x, w[k + 1] = v.y, w[k + 2] = v.z, w[k + 3] = v.w;
-    }
-  } else if (A >= 4) {
-#pragma unroll
-    for (int k = 0; k < NW; k++) w[k] = ((const int *)p)[k];
-  } else {
-    const int *q = (const int *)((uintptr_t)p & ~(uintptr_t)3);
-    const unsigned sh = ((uintptr_t)p & 2) ? 16u : 0u;
-    int prev = q[0];
-#pragma unroll
-    for (int k = 0; k < NW; k++) {
-      const int next = q[k + 1];
-      w[k] = (int)__funnelshift_r((unsigned)prev, (unsigned)next, sh);
-      prev = next;
-    }
-  }
-}
-__device__ __forceinline__ float sm_f16(const uint8_t *p) { return __half2float(__ushort_as_half(*(const unsigned short *)p)); }
 
 /* The 32-weight unit u of block b (in shared memory) as 32 signed levels
  * v[0..7] (4 a word, in order), and how they scale: the unit contributes
@@ -122,40 +89,6 @@ template <int S> __device__ __forceinline__ void qmv_unit(const uint8_t *b, int 
     sc0 = d * (float)sc[0], sc1 = d * (float)sc[1];
     off = 0.f;
   }
-}
-
-/* Quantized activations: levels [M, K] int8, then (d, s) [M, K / 32] F32
- * pairs, then (an RmsNorm's factor deferred) the sums of squares [M, K / 32]. */
-__host__ __device__ __forceinline__ int64_t qx_levels_bytes(int64_t M, int64_t K) { return (M * K + 15) / 16 * 16; }
-__host__ __device__ __forceinline__ int64_t qx_ssq_offset(int64_t M, int64_t K) {
-  return qx_levels_bytes(M, K) + (M * K / 32) * 2 * (int64_t)sizeof(float);
-}
-
-/* Where x's RmsNorm was left to the product (a.norm_ssq): this lane's
- * share of row m's sum of squares, loaded right after the PDL wait so
- * that its latency hides behind x's; qmv_norm_factor finishes it at the
- * store. Without a deferred norm, 0 (and the factor 1). */
-__device__ __forceinline__ float qmv_norm_part(const cu_qmv_args &a, int m) {
-  if (!a.norm_ssq) return 0.f;
-  const int64_t n = a.K / 32;
-  const float *p = a.norm_ssq + m * n;
-  float s = 0.f;
-  for (int64_t i = threadIdx.x % 32; i < n; i += 32) s += p[i];
-  return s;
-}
-__device__ __forceinline__ float qmv_norm_factor(const cu_qmv_args &a, float part) {
-  if (!a.norm_ssq) return 1.f;
-  return 1.f / sqrtf(cu_warp_sum(part) / (float)a.K + a.norm_eps); /* k_norm.cu's formula */
-}
-
-/* Row r of the concatenated segments of a call (segment s's rows follow
- * segment s - 1's: q, k and v of a layer in one launch): its segment (*s),
- * its row within it (*rs) and the address of its weights. */
-__device__ __forceinline__ uintptr_t qmv_row(const cu_qmv_args &a, int64_t r, int64_t rb, int &s, int64_t &rs) {
-  s = 0;
-  while (s + 1 < a.nseg && r >= a.seg[s].N) r -= a.seg[s].N, s++;
-  rs = r;
-  return (uintptr_t)a.seg[s].w + (uintptr_t)(r * rb);
 }
 
 /* The end of a direct kernel's R rows r0.. (segment seg[j], row rs[j] of
@@ -660,9 +593,7 @@ template <int S, typename O> static int qmv_m(const cu_qmv_args *a, cudaStream_t
     if (a->M == 1 && a->rpw == 2) return cu_launch(qmv_legacy_kernel<S, 2, O>, g, t, 0, st, a->pdl, *a);
   }
   if (a->M == 1) return cu_launch(qmv_kernel<S, 1, O>, g, t, 0, st, a->pdl, *a);
-  if (a->M == 2) return cu_launch(qmv_kernel<S, 2, O>, g, t, 0, st, a->pdl, *a);
-  if (a->M <= 4) return cu_launch(qmv_kernel<S, 4, O>, g, t, 0, st, a->pdl, *a);
-  return cu_launch(qmv_kernel<S, CU_QMM_MAX_M, O>, g, t, 0, st, a->pdl, *a);
+  return cu_launch(qmv_kernel<S, 2, O>, g, t, 0, st, a->pdl, *a);
 }
 
 template <typename O> static int qmv_typed(const cu_qmv_args *a, cudaStream_t st) {
@@ -690,12 +621,18 @@ extern "C" void cu_qmv_plan(cu_qmv_args *a) {
   a->rpw = a->M == 1 && a->scheme != RLX_Q6_K ? 2 : 1; /* the direct kernels' rows a warp */
 }
 
+/* The tensor-core kernel from 3 rows of x (Q6_K's from 2): at 2 rows the
+ * ring kernel's extra loads of x still cost less than the tiles' decode
+ * (bench_cuda_kernels quant M; BENCHMARKS.md). */
+static bool qmv_takes_mma(const cu_qmv_args *a) { return a->M >= 3 || (a->M == 2 && a->scheme == RLX_Q6_K); }
+
 extern "C" int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st) {
   if (a->M <= 0 || a->rows <= 0) return cudaSuccess;
   if (a->M > CU_QMM_MAX_M || a->nseg < 1 || a->nseg > CU_QMV_MAX_SEG || a->rpw < 1 || ((uintptr_t)a->qx & 15))
     return cudaErrorInvalidValue;
   for (int s = 0; s < a->nseg; s++)
     if ((uintptr_t)a->seg[s].w & 15) return cudaErrorInvalidValue; /* w: a param's own allocation */
+  if (qmv_takes_mma(a)) return qmv_mma_launch(a, st);
   switch (a->out_dtype) {
   case RLX_F32: return qmv_typed<float>(a, st);
   case RLX_F64: return qmv_typed<double>(a, st);

@@ -1,0 +1,82 @@
+/* qmv_common.cuh — what the integer decode products (k_quant_gemv.cu at
+ * one or two rows of x, k_quant_mma.cu up to CU_QMM_MAX_M) share: the block
+ * formats, the quantized x's layout, reads of 2-byte aligned words from
+ * shared memory, a row's address among the segments of a launch and x's
+ * deferred RmsNorm factor. */
+#pragma once
+#include "cu_common.cuh"
+
+/* Block geometry per scheme: bytes, weights, blocks per chunk of the ring
+ * kernel (2048 weights), and the alignment the level bytes keep in shared
+ * memory. */
+template <int S> struct qmv_fmt;
+template <> struct qmv_fmt<RLX_Q4_0> { enum { BB = 18, BW = 32, CB = 64, A = 2 }; };
+template <> struct qmv_fmt<RLX_Q4_1> { enum { BB = 20, BW = 32, CB = 64, A = 4 }; };
+template <> struct qmv_fmt<RLX_Q8_0> { enum { BB = 34, BW = 32, CB = 64, A = 2 }; };
+template <> struct qmv_fmt<RLX_Q4_K> { enum { BB = 144, BW = 256, CB = 8, A = 16 }; };
+template <> struct qmv_fmt<RLX_Q6_K> { enum { BB = 210, BW = 256, CB = 8, A = 2 }; };
+
+/* NW little-endian words of shared memory from p, which is A-byte aligned
+ * (2: the aligned words around it, joined by funnel shifts). */
+template <int A, int NW> __device__ __forceinline__ void sm_words(const uint8_t *p, int *w) {
+  if (A >= 16 && NW % 4 == 0) {
+#pragma unroll
+    for (int k = 0; k < NW; k += 4) {
+      const int4 v = *(const int4 *)(p + 4 * k);
+      w[k] = v.x, w[k + 1] = v.y, w[k + 2] = v.z, w[k + 3] = v.w;
+    }
+  } else if (A >= 4) {
+#pragma unroll
+    for (int k = 0; k < NW; k++) w[k] = ((const int *)p)[k];
+  } else {
+    const int *q = (const int *)((uintptr_t)p & ~(uintptr_t)3);
+    const unsigned sh = ((uintptr_t)p & 2) ? 16u : 0u;
+    int prev = q[0];
+#pragma unroll
+    for (int k = 0; k < NW; k++) {
+      const int next = q[k + 1];
+      w[k] = (int)__funnelshift_r((unsigned)prev, (unsigned)next, sh);
+      prev = next;
+    }
+  }
+}
+__device__ __forceinline__ float sm_f16(const uint8_t *p) { return __half2float(__ushort_as_half(*(const unsigned short *)p)); }
+
+/* Quantized activations: levels [M, K] int8, then (d, s) [M, K / 32] F32
+ * pairs, then (an RmsNorm's factor deferred) the sums of squares [M, K / 32]. */
+__host__ __device__ __forceinline__ int64_t qx_levels_bytes(int64_t M, int64_t K) { return (M * K + 15) / 16 * 16; }
+__host__ __device__ __forceinline__ int64_t qx_ssq_offset(int64_t M, int64_t K) {
+  return qx_levels_bytes(M, K) + (M * K / 32) * 2 * (int64_t)sizeof(float);
+}
+
+/* Where x's RmsNorm was left to the product (a.norm_ssq): this lane's
+ * share of row m's sum of squares, loaded right after the PDL wait so
+ * that its latency hides behind x's; qmv_norm_factor finishes it at the
+ * store. Without a deferred norm, 0 (and the factor 1). */
+__device__ __forceinline__ float qmv_norm_part(const cu_qmv_args &a, int m) {
+  if (!a.norm_ssq) return 0.f;
+  const int64_t n = a.K / 32;
+  const float *p = a.norm_ssq + m * n;
+  float s = 0.f;
+  for (int64_t i = threadIdx.x % 32; i < n; i += 32) s += p[i];
+  return s;
+}
+__device__ __forceinline__ float qmv_norm_factor(const cu_qmv_args &a, float part) {
+  if (!a.norm_ssq) return 1.f;
+  return 1.f / sqrtf(cu_warp_sum(part) / (float)a.K + a.norm_eps); /* k_norm.cu's formula */
+}
+
+
+/* Row r of the concatenated segments of a call (segment s's rows follow
+ * segment s - 1's: q, k and v of a layer in one launch): its segment (*s),
+ * its row within it (*rs) and the address of its weights. */
+__device__ __forceinline__ uintptr_t qmv_row(const cu_qmv_args &a, int64_t r, int64_t rb, int &s, int64_t &rs) {
+  s = 0;
+  while (s + 1 < a.nseg && r >= a.seg[s].N) r -= a.seg[s].N, s++;
+  rs = r;
+  return (uintptr_t)a.seg[s].w + (uintptr_t)(r * rb);
+}
+
+
+/* The product on the tensor cores, 2 <= M <= CU_QMM_MAX_M (k_quant_mma.cu). */
+int qmv_mma_launch(const cu_qmv_args *a, cudaStream_t st);
