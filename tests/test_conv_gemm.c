@@ -295,8 +295,10 @@ int main(void) {
    * blocks of 32 (counts past and short of a block), strides 1 and 2 with
    * padding, 1x1 kernels (in place, and from 128 channels) and the stem's
    * 7x7 stride 2, next to the shapes it leaves to the GEMM (7 wide rows,
-   * 1x1 of stride 2 or few channels), and inputs of more than 1 MiB an
-   * image, whose tiles run a row's channel blocks in turn */
+   * 1x1 of stride 2 or few channels), inputs of more than 1 MiB an
+   * image, whose tiles run a row's channel blocks in turn, and depthwise
+   * 3x3 planes of rows of more than two vectors (made row after row, in
+   * passes of 128 outputs) */
   conv_config packed[] = {
       fixed(0, 2, 2, 64, 64, 1, 56, 56, 3, 3, 1, 1, 1, 1),
       fixed(0, 2, 3, 37, 45, 1, 28, 28, 3, 3, 1, 1, 1, 1),
@@ -312,6 +314,9 @@ int main(void) {
       fixed(0, 1, 2, 40, 36, 1, 1, 50, 1, 3, 1, 1, 1, 1),
       fixed(0, 2, 2, 132, 64, 1, 44, 46, 1, 1, 1, 0, 1, 1),
       fixed(0, 2, 1, 72, 40, 1, 60, 58, 3, 3, 1, 1, 1, 1),
+      fixed(0, 2, 1, 3, 3, 3, 40, 150, 3, 3, 2, 1, 1, 1),
+      fixed(0, 2, 2, 2, 2, 2, 21, 290, 3, 3, 2, 1, 1, 0),
+      fixed(0, 2, 1, 2, 2, 2, 9, 150, 3, 3, 1, 0, 1, 1),
   };
   for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++)
     for (int tail = TAIL_NONE; tail <= TAIL_LEAKY; tail++) {

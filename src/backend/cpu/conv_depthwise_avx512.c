@@ -8,8 +8,9 @@
  * its three taps, each the 16 input columns it reads as one masked load
  * (stride 2: the even or odd lanes of two loads, vpermt2ps); columns
  * outside the input are masked off, so the padding costs no copy of the
- * plane. The plane is made a column of such vectors at a time, down all
- * rows, so each column's masks are worked out once. The epilogue
+ * plane. Planes of rows of one or two vectors are made a column of such
+ * vectors at a time, down all rows, so each column's masks are worked out
+ * once; wider ones row after row. The epilogue
  * (residual, relu or none, clamp) is applied before the vector's one
  * store; other activations run on the stored plane (cpu_gemm_row_post,
  * while it is in cache).
@@ -117,20 +118,92 @@ static inline __attribute__((always_inline)) void column(const conv_geom *g, con
   }
 }
 
+/* The epilogue applied in the register: residual, relu, clamp. */
+typedef struct {
+  int in_reg, relu, clamp;
+  __m512 lo, hi;
+} reg_epilogue;
+
+/* The vector of outputs ow0 .. ow0 + 15 (lanes m) of row oh, whose first
+ * tap is column s, stored with the epilogue. */
+static inline __attribute__((always_inline)) void out_vector(const conv_geom *g, const float *x, const __m512 *wk,
+                                                             __m512 vb, float *y, const float *res,
+                                                             const reg_epilogue re, const int64_t sw, int64_t ow0,
+                                                             int64_t s, int edge, const tap_masks *tm, __mmask16 m,
+                                                             int64_t oh) {
+  const int64_t H = g->in[0], W = g->in[1], OW = g->out[1];
+  const int64_t ih0 = oh * g->stride[0] - g->pad[0];
+  const float *r0 = ih0 >= 0 && ih0 < H ? x + ih0 * W : NULL;
+  const float *r1 = ih0 + 1 >= 0 && ih0 + 1 < H ? x + (ih0 + 1) * W : NULL;
+  const float *r2 = ih0 + 2 >= 0 && ih0 + 2 < H ? x + (ih0 + 2) * W : NULL;
+  __m512 v = taps16(r0, r1, r2, s, sw, edge, tm, wk, vb);
+  if (re.in_reg) {
+    if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + oh * OW + ow0));
+    if (re.relu) v = _mm512_max_ps(_mm512_setzero_ps(), v); /* NaN and -0 pass, as the GEMM's */
+    if (re.clamp) v = _mm512_min_ps(re.hi, _mm512_max_ps(re.lo, v)); /* NaN stays */
+  }
+  _mm512_mask_storeu_ps(y + oh * OW + ow0, m, v);
+}
+
+/* Vectors of a row that a pass of wide_rows reads the input for (128
+ * outputs: 256 input columns at stride 2) */
+#define ROW_VECS 8
+
+/* A plane of rows of more than two vectors, in passes of up to ROW_VECS
+ * vectors of each row, row after row: the input is read in the order it
+ * lies (a column of vectors down all rows read a wide plane from L3 in
+ * strided runs of a few lines a row; planes of one or two vectors a row,
+ * in cache, ran slower this way). */
+static inline __attribute__((always_inline)) void wide_rows(const conv_geom *g, const float *x, const __m512 *wk,
+                                                            __m512 vb, float *y, const float *res,
+                                                            const reg_epilogue re, const int64_t sw,
+                                                            const int64_t span) {
+  const int64_t W = g->in[1], OW = g->out[1];
+  for (int64_t c0 = 0; c0 < OW; c0 += 16 * ROW_VECS) {
+    const int nv = (int)((OW - c0 + 15) / 16 < ROW_VECS ? (OW - c0 + 15) / 16 : ROW_VECS);
+    int64_t st[ROW_VECS];
+    int edge[ROW_VECS];
+    tap_masks tm[ROW_VECS];
+    __mmask16 m[ROW_VECS];
+    for (int v = 0; v < nv; v++) {
+      const int64_t ow0 = c0 + 16 * v;
+      st[v] = sw * ow0 - g->pad[1];
+      edge[v] = !(st[v] >= 0 && st[v] + span <= W);
+      tm[v] = edge[v] ? block_masks(st[v], W, sw) : (tap_masks){{0, 0, 0, 0}};
+      m[v] = simd16_tail_mask(OW - ow0);
+    }
+    for (int64_t oh = 0; oh < g->out[0]; oh++)
+      for (int v = 0; v < nv; v++) {
+        if (edge[v])
+          out_vector(g, x, wk, vb, y, res, re, sw, c0 + 16 * v, st[v], 1, &tm[v], m[v], oh);
+        else
+          out_vector(g, x, wk, vb, y, res, re, sw, c0 + 16 * v, st[v], 0, &tm[v], m[v], oh);
+      }
+  }
+}
+
 static inline __attribute__((always_inline)) void plane(const conv_geom *g, const float *x, const __m512 *wk,
                                                         __m512 vb, float *y, const float *res,
                                                         const conv_epilogue *ce, const int64_t sw) {
   const int64_t W = g->in[1], OH = g->out[0], OW = g->out[1];
   /* the columns a vector reads: s .. s + span - 1 */
   const int64_t span = sw == 1 ? 18 : 34;
-  for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
-    const int64_t s = sw * ow0 - g->pad[1];
-    if (s >= 0 && s + span <= W)
-      column(g, x, wk, vb, y, res, ce, sw, ow0, 0);
-    else
-      column(g, x, wk, vb, y, res, ce, sw, ow0, 1);
+  const int clamp = ce && ce->clamp;
+  const reg_epilogue re = {.in_reg = !ce || ce->act == RLX_ACT_NONE || ce->act == RLX_ACT_RELU,
+                           .relu = ce && ce->act == RLX_ACT_RELU, .clamp = clamp,
+                           .lo = _mm512_set1_ps(clamp ? ce->lo : 0.0f), .hi = _mm512_set1_ps(clamp ? ce->hi : 0.0f)};
+  if (OW > 32) {
+    wide_rows(g, x, wk, vb, y, res, re, sw, span);
+  } else {
+    for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+      const int64_t s = sw * ow0 - g->pad[1];
+      if (s >= 0 && s + span <= W)
+        column(g, x, wk, vb, y, res, ce, sw, ow0, 0);
+      else
+        column(g, x, wk, vb, y, res, ce, sw, ow0, 1);
+    }
   }
-  if (ce && ce->act != RLX_ACT_NONE && ce->act != RLX_ACT_RELU) /* the plane is still in cache */
+  if (!re.in_reg) /* the plane is still in cache */
     for (int64_t oh = 0; oh < OH; oh++) cpu_gemm_row_post(y + oh * OW, OW, 0.0f, res ? res + oh * OW : NULL, ce);
 }
 
