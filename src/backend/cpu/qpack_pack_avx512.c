@@ -1,8 +1,8 @@
 /* qpack_pack_avx512.c — Q6_K super-blocks repacked into a group (layout:
- * qpack.h) with AVX-512: the scalar packer (qpack.c) builds each lane's
- * two bit planes a nibble at a time, 16 lanes x 8 blocks x 2 planes of
- * read-modify-writes per super-block, the slowest part of a model's first
- * prefill for Q6_K files; here a block's 8 level registers are assembled
+ * qpack.h) with AVX-512: the scalar packer (qpack.c) places each lane's
+ * levels a byte at a time, 16 lanes x 8 blocks x 32 levels per
+ * super-block, the slowest part of a model's first prefill for Q6_K
+ * files; here a block's 8 level registers are assembled
  * for all 16 lanes (a gather of one 4-level word per lane) and each of its
  * 6 vectors is one select of two shifted registers. Built with the AVX-512 flags;
  * called only where qpack_pack_avx512_available() says so.
