@@ -293,12 +293,14 @@ int main(void) {
    * direct kernel's tiles (14 output positions of a row: 56, 28 and 14
    * wide rows, rows of 8..13 and of 15..27 in uneven tiles), its channel
    * blocks of 32 (counts past and short of a block), strides 1 and 2 with
-   * padding, 1x1 kernels (in place, and from 128 channels) and the stem's
+   * padding, 1x1 kernels (in place, and from 1024 channels) and the stem's
    * 7x7 stride 2, next to the shapes it leaves to the GEMM (7 wide rows,
    * 1x1 of stride 2 or few channels), inputs of more than 1 MiB an
    * image, whose tiles run a row's channel blocks in turn, and depthwise
    * 3x3 planes of rows of more than two vectors (made row after row, in
-   * passes of 128 outputs) */
+   * passes of 128 outputs); 1x1 kernels on the GEMM with x in place,
+   * its tiles along row panels: uneven panels (100 rows), column blocks
+   * (2048 at K = 64) that end inside an image of a batch */
   conv_config packed[] = {
       fixed(0, 2, 2, 64, 64, 1, 56, 56, 3, 3, 1, 1, 1, 1),
       fixed(0, 2, 3, 37, 45, 1, 28, 28, 3, 3, 1, 1, 1, 1),
@@ -317,6 +319,8 @@ int main(void) {
       fixed(0, 2, 1, 3, 3, 3, 40, 150, 3, 3, 2, 1, 1, 1),
       fixed(0, 2, 2, 2, 2, 2, 21, 290, 3, 3, 2, 1, 1, 0),
       fixed(0, 2, 1, 2, 2, 2, 9, 150, 3, 3, 1, 0, 1, 1),
+      fixed(0, 2, 3, 64, 100, 1, 40, 60, 1, 1, 1, 0, 1, 1),
+      fixed(0, 2, 2, 1024, 64, 1, 9, 10, 1, 1, 1, 0, 1, 0),
   };
   for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++)
     for (int tail = TAIL_NONE; tail <= TAIL_LEAKY; tail++) {

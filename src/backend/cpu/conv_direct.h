@@ -8,7 +8,7 @@
 /* Whether conv_direct_forward computes this conv: the CPU has AVX-512; a
  * Conv that conv_weights_forward would take (F32, one group, packed
  * weight slot); a kernel of more than one tap, or a 1x1 kernel of stride
- * 1 from at least 128 channels into a multiple of 32; stride 1 or 2;
+ * 1 from at least 1024 channels into a multiple of 32; stride 1 or 2;
  * output rows of at least 8 positions; an epilogue whose activation is none, ReLU or
  * leaky ReLU (clamp and residual allowed). */
 int conv_direct_applies(const ir_node *n, const conv_geom *g, const cpu_tensor *in, const cpu_tensor *out,

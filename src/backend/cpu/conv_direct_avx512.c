@@ -41,6 +41,12 @@
  * from L3. Past it a row's channel blocks run one after another instead,
  * taking the row's input from cache and the (smaller) weight from L2. */
 #define ROWS_OUTER_BYTES ((int64_t)1 << 20)
+/* The fewest input channels of a 1x1 conv taken here. With fewer the
+ * GEMM, x in place and C stored along row panels, is faster; with more
+ * its column blocks (L2-sized: 128 Ki floats / K) are too narrow, each
+ * streaming the whole weight again, and here a channel block's weight
+ * stays in L2. */
+#define DIRECT_1X1_MIN_C 1024
 
 typedef struct {
   float *w;    /* [ocb][K][DC] */
@@ -65,12 +71,12 @@ int conv_direct_applies(const ir_node *n, const conv_geom *g, const cpu_tensor *
   if (out->dtype != RLX_F32 || in[0].dtype != RLX_F32 || in[1].dtype != RLX_F32) return 0;
   if (n->n_in >= 3 && in[2].dtype != RLX_F32) return 0;
   if (g->out[1] < 8) return 0;
-  /* a 1x1 kernel: stride 1, enough channels that a tile's K steps
-   * outweigh turning its sums into rows, and whole tiles of DC output
-   * channels (the GEMM reads x in place too, and its rows waste nothing
-   * where the last channel tile here would be part empty: 24 of 32) */
+  /* a 1x1 kernel: stride 1, from DIRECT_1X1_MIN_C channels, and whole
+   * tiles of DC output channels (the GEMM reads x in place too, and its
+   * rows waste nothing where the last channel tile here would be part
+   * empty: 24 of 32) */
   if (g->k[0] * g->k[1] == 1 &&
-      (g->stride[0] != 1 || g->stride[1] != 1 || in[0].d[1] < 128 || in[1].d[0] % DC != 0))
+      (g->stride[0] != 1 || g->stride[1] != 1 || in[0].d[1] < DIRECT_1X1_MIN_C || in[1].d[0] % DC != 0))
     return 0;
   if ((g->stride[0] != 1 && g->stride[0] != 2) || (g->stride[1] != 1 && g->stride[1] != 2)) return 0;
   /* the offsets table is int32: the padded plane of all channels must fit */

@@ -59,31 +59,37 @@ static void tile_unpacked(const gemm_problem *pr, int64_t m0, int64_t m1, int64_
 
 /* C[ic : ic+mc, jc : jc+nc] (+)= packed A block (`panels` row panels, the
  * even split of mc) x packed B block (read in place: Bp is B's row pc at
- * column 0). */
+ * column 0). The micro-tiles go down each column panel (the B panel stays
+ * in L1 for all rows), or with rows_outer along each row panel: C (and
+ * the residual) then run as mr sequential streams, not one short piece
+ * of every row of C a column panel, which left a 1x1 convolution's
+ * stores and residual loads waiting on L3 (K = 64: each C line is 64
+ * FMAs' work). */
 static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, int64_t mc,
                          int64_t panels, const float *Bp, int64_t jc, int64_t nc, int64_t kc,
-                         int flags) {
+                         int flags, int rows_outer) {
   const gemm_isa *isa = pr->isa;
   const gemm_epilogue *ep = pr->ep;
-  const int64_t NR = isa->nr_max;
+  const int64_t NR = isa->nr_max, jpanels = ceil_div(nc, NR);
   /* B prepacked in a slot (not packed by the tiles of this call): a
    * weight, read from L3 or memory */
   const int far = pr->b_packed && !(pr->shared && !pr->shared->job.is_a) ? GEMM_B_FAR : 0;
-  for (int64_t jr = 0; jr < nc; jr += NR) {
+  const int in_micro = isa->micro_rows && has_rows(ep);
+  for (int64_t t = 0; t < panels * jpanels; t++) {
+    const int64_t p = rows_outer ? t / jpanels : t % panels, jr = (rows_outer ? t % jpanels : t / panels) * NR;
     int nr = (int)(nc - jr < NR ? nc - jr : NR);
     /* the panel's first column: in the bias, in C, the residual and B */
     int64_t col = jc + jr, cc = col, rc = col, bc = col;
     if (pr->groups) {
       const gemm_col_groups *g = pr->groups;
-      const int64_t mat = col / pr->group_pad, p = col % pr->group_pad;
-      if (g->width - p < nr) nr = (int)(g->width - p);
-      col = p;
-      cc = mat * g->c_stride + p;
-      rc = mat * g->r_stride + p;
-      bc = mat * g->b_stride + p;
+      const int64_t mat = col / pr->group_pad, q = col % pr->group_pad;
+      if (g->width - q < nr) nr = (int)(g->width - q);
+      col = q;
+      cc = mat * g->c_stride + q;
+      rc = mat * g->r_stride + q;
+      bc = mat * g->b_stride + q;
     }
     gemm_tile_epilogue tep = {.bias = ep->bias ? ep->bias + col : NULL, .act = inner_act(ep), .alpha = ep->alpha};
-    const int in_micro = isa->micro_rows && has_rows(ep);
     if (in_micro) {
       tep.act = ep->act;
       tep.ldr = ep->ldr;
@@ -98,16 +104,14 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
      * a whole panel's prefetches before a call stalled the core on the
      * fill buffers instead of overlapping the FMAs (MiniLM's products at
      * 24 rows against weights packed in L3: 3.9 -> 3.2 ms). */
-    for (int64_t p = 0; p < panels; p++) {
-      int64_t r0 = split_at(mc, panels, p), mr = split_at(mc, panels, p + 1) - r0;
-      if (in_micro) {
-        tep.row_bias = ep->row_bias ? ep->row_bias + ic + r0 : NULL;
-        tep.residual = ep->residual ? ep->residual + (ic + r0) * ep->ldr + rc : NULL;
-      }
-      isa->micro((int)mr, nr, kc, Ap + r0 * kc, bp, pr->C + (ic + r0) * pr->ldc + cc, pr->ldc, flags | far, &tep);
-      if ((flags & GEMM_LAST) && has_rows(ep) && !in_micro)
-        rows_post_at(isa, ep, pr->C + cc, pr->ldc, ep->residual ? ep->residual + rc : NULL, ic + r0, mr, nr);
+    int64_t r0 = split_at(mc, panels, p), mr = split_at(mc, panels, p + 1) - r0;
+    if (in_micro) {
+      tep.row_bias = ep->row_bias ? ep->row_bias + ic + r0 : NULL;
+      tep.residual = ep->residual ? ep->residual + (ic + r0) * ep->ldr + rc : NULL;
     }
+    isa->micro((int)mr, nr, kc, Ap + r0 * kc, bp, pr->C + (ic + r0) * pr->ldc + cc, pr->ldc, flags | far, &tep);
+    if ((flags & GEMM_LAST) && has_rows(ep) && !in_micro)
+      rows_post_at(isa, ep, pr->C + cc, pr->ldc, ep->residual ? ep->residual + rc : NULL, ic + r0, mr, nr);
   }
 }
 
@@ -205,7 +209,8 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
         for (int64_t p0 = pr->a_p0; p0 < pr->a_p1; p0 += run) {
           int64_t p1 = p0 + run < pr->a_p1 ? p0 + run : pr->a_p1;
           int64_t r0 = split_at(pr->M, panels, p0), r1 = split_at(pr->M, panels, p1);
-          macro_kernel(pr, pr->a_packed + pc * pr->M + r0 * kc, r0, r1 - r0, p1 - p0, b, jc, nc, kc, flags);
+          macro_kernel(pr, pr->a_packed + pc * pr->M + r0 * kc, r0, r1 - r0, p1 - p0, b, jc, nc, kc, flags,
+                       pr->b_ld != 0);
         }
       }
     }
@@ -230,7 +235,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
             int64_t j1 = j0 + width < jc + nc ? j0 + width : jc + nc;
             if (sp) gemm_unit_ready(sp, kb, j0 / b_chunk, tmp);
             macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), pr->b_packed + pc * n_pad + j0 * kc, j0,
-                         j1 - j0, kc, flags);
+                         j1 - j0, kc, flags, 0);
           }
         }
       }
@@ -245,7 +250,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
     for (int64_t jc = n0; jc < n1; jc += NC) {
       int64_t nc = n1 - jc < NC ? n1 - jc : NC;
       gemm_pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
-      macro_kernel(pr, Ap, m0, m, ceil_div(m, MR), Bp, jc, nc, kc, flags);
+      macro_kernel(pr, Ap, m0, m, ceil_div(m, MR), Bp, jc, nc, kc, flags, 0);
     }
   }
   for (int64_t jc = n0; !reuse_a && jc < n1; jc += NC) {
@@ -257,7 +262,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
       for (int64_t mb = 0; mb < mblocks; mb++) {
         int64_t ic = m0 + split_at(m, mblocks, mb), mc = m0 + split_at(m, mblocks, mb + 1) - ic;
         gemm_pack_a_block(isa, &pr->A, ic, mc, pc, kc, ceil_div(mc, MR), Ap, tmp);
-        macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), Bp, jc, nc, kc, flags);
+        macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), Bp, jc, nc, kc, flags, 0);
       }
     }
   }
