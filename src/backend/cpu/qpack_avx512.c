@@ -29,6 +29,11 @@
  * memory's latency at its full rate on a loaded machine, and nearer
  * distances left a K-quant decode short of the bandwidth (BENCHMARKS.md). */
 #define PREFETCH_BYTES 16384
+/* A decode step (1 row) also asks the L1 for Q6_K's blocks this far
+ * ahead, once the L2 holds them: its decode does the most work a byte,
+ * and its loads waiting on the L2 left the stream short of the bandwidth;
+ * a prefill tile (12 rows) measured slower with it (BENCHMARKS.md). */
+#define Q6_L1_BYTES 8192
 
 /* s[r] = the block's int32 sums of activation row r (block b of act) against
  * its 8 weight registers, r < nr. Few rows (decode) split each row's 8
@@ -197,6 +202,7 @@ AI void q6_k_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float
       const uint8_t *blk = sb + QPACK_Q6_SC + j * bb;
       if (j) prefetch_ahead(blk, bb);
       else prefetch_ahead(sb, QPACK_Q6_SC + bb);
+      for (size_t at = 0; nr == 1 && at < bb; at += 64) _mm_prefetch((const char *)blk + Q6_L1_BYTES + at, _MM_HINT_T0);
       const qdot_q8_0 *a = act + (c * 8 + j) * nr;
       __m512i w[4], s[QPACK_KERNEL_MR];
       for (int r = 0; r < nr; r++) s[r] = _mm512_setzero_si512();
