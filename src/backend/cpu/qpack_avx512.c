@@ -29,11 +29,12 @@
  * memory's latency at its full rate on a loaded machine, and nearer
  * distances left a K-quant decode short of the bandwidth (BENCHMARKS.md). */
 #define PREFETCH_BYTES 16384
-/* A decode step (1 row) also asks the L1 for Q6_K's blocks this far
- * ahead, once the L2 holds them: its decode does the most work a byte,
- * and its loads waiting on the L2 left the stream short of the bandwidth;
- * a prefill tile (12 rows) measured slower with it (BENCHMARKS.md). */
-#define Q6_L1_BYTES 8192
+/* A decode step (1 row) also asks the L1 for the blocks this far ahead,
+ * once the L2 holds them: its loads waiting on the L2 left the stream
+ * short of the bandwidth (most for Q4_K and Q6_K, whose decode does the
+ * most work a byte); a prefill tile (12 rows) measured slower with it
+ * (BENCHMARKS.md). */
+#define L1_BYTES 8192
 
 /* s[r] = the block's int32 sums of activation row r (block b of act) against
  * its 8 weight registers, r < nr. Few rows (decode) split each row's 8
@@ -90,6 +91,11 @@ AI void prefetch_ahead(const uint8_t *blk, size_t bb) {
   for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)blk + PREFETCH_BYTES + at, _MM_HINT_T1);
 }
 
+/* The L1 request of a 1-row tile (L1_BYTES) for the bb bytes of blk. */
+AI void prefetch_l1(const uint8_t *blk, size_t bb, int nr) {
+  for (size_t at = 0; nr == 1 && at < bb; at += 64) _mm_prefetch((const char *)blk + L1_BYTES + at, _MM_HINT_T0);
+}
+
 AI void store_rows(const __m512 *acc, int nr, float *y, int64_t ldy, int lanes) {
   const __mmask16 m = (__mmask16)((1u << lanes) - 1);
   for (int r = 0; r < nr; r++) {
@@ -112,6 +118,7 @@ AI void legacy_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, flo
   for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++, blk += bb) {
     prefetch_ahead(blk, bb);
+    prefetch_l1(blk, bb, nr);
     __m512i s[QPACK_KERNEL_MR];
     block_sums(blk, nibbles, blk + 256, five, act, b, nr, s);
     const __m512 dw = ph16(blk + qbytes);
@@ -156,6 +163,7 @@ AI void k4_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *
       const uint8_t *blk = sb + hb + j * bb;
       if (j) prefetch_ahead(blk, bb);
       else prefetch_ahead(sb, hb + bb);
+      prefetch_l1(blk, bb, nr);
       __m512i s[QPACK_KERNEL_MR];
       block_sums(blk, 1, blk + 256, five, act, c * 8 + j, nr, s);
       __m512 dw, mw;
@@ -202,7 +210,7 @@ AI void q6_k_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float
       const uint8_t *blk = sb + QPACK_Q6_SC + j * bb;
       if (j) prefetch_ahead(blk, bb);
       else prefetch_ahead(sb, QPACK_Q6_SC + bb);
-      for (size_t at = 0; nr == 1 && at < bb; at += 64) _mm_prefetch((const char *)blk + Q6_L1_BYTES + at, _MM_HINT_T0);
+      prefetch_l1(blk, bb, nr);
       const qdot_q8_0 *a = act + (c * 8 + j) * nr;
       __m512i w[4], s[QPACK_KERNEL_MR];
       for (int r = 0; r < nr; r++) s[r] = _mm512_setzero_si512();
