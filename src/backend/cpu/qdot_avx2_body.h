@@ -570,13 +570,18 @@ ALWAYS_INLINE __m512 wide_load_bf16(const uint16_t *p) {
  * file's 4 KiB pages, and the hardware prefetcher stops at each page's
  * end. */
 #define WIDE_AHEAD 4096
+/* A BF16 decode row (nr = 1) also asks the L1 for its weights this far
+ * ahead: its loads waited on the L2 (F16's, widened by vcvtph2ps, measured
+ * no faster with it; BENCHMARKS.md). */
+#define WIDE_L1 1024
 
 /* A 16-bit weight row of nb elements against nr F32 rows: WL weights
  * widened per vector (load: wide_load_f16 / wide_load_bf16) meet every row
- * with an FMA. U vectors per step, each with its own accumulators, so that
- * few rows still have U independent FMA chains (decode, nr = 1: 4 chains
- * keep up with a weight stream from memory); U * nr <= 8 accumulators. */
-#define WIDE_BODY(name, load, widen1)                                                            \
+ * with an FMA (l1: with WIDE_L1's prefetch). U vectors per step, each
+ * with its own accumulators, so that few rows still have U independent
+ * FMA chains (decode, nr = 1: 4 chains keep up with a weight stream from
+ * memory); U * nr <= 8 accumulators. */
+#define WIDE_BODY(name, load, widen1, l1)                                                          \
   ALWAYS_INLINE void name##_body(int64_t nb, const uint8_t *w, const void *act, size_t as,       \
                                  const int nr, float *out, int64_t os) {                         \
     enum { U_MAX = 4 };                                                                          \
@@ -590,6 +595,8 @@ ALWAYS_INLINE __m512 wide_load_bf16(const uint16_t *p) {
       for (int u = 0; u < U; u++) {                                                              \
         if (2 * WL * u % 64 == 0) /* a line a step */                                          \
           _mm_prefetch((const char *)(wh + k + WL * u) + WIDE_AHEAD, _MM_HINT_T1);               \
+        if (l1 && nr == 1 && 2 * WL * u % 64 == 0)                                               \
+          _mm_prefetch((const char *)(wh + k + WL * u) + WIDE_L1, _MM_HINT_T0);                  \
         const WV wv = load(wh + k + WL * u);                                                     \
         ROWS_UNROLLED for (int r = 0; r < nr; r++) {                                             \
           const float *x = (const float *)(const void *)((const uint8_t *)act + (size_t)r * as); \
@@ -624,8 +631,8 @@ ALWAYS_INLINE float bf16_widen1(uint16_t h) {
   return f;
 }
 
-WIDE_BODY(f16, wide_load_f16, _cvtsh_ss)
-WIDE_BODY(bf16, wide_load_bf16, bf16_widen1)
+WIDE_BODY(f16, wide_load_f16, _cvtsh_ss, 0)
+WIDE_BODY(bf16, wide_load_bf16, bf16_widen1, 1)
 
 static const qdot_ops qdot_table = {
   .name = QDOT_TABLE_NAME,
