@@ -60,16 +60,17 @@ static void tile_unpacked(const gemm_problem *pr, int64_t m0, int64_t m1, int64_
 /* C[ic : ic+mc, jc : jc+nc] (+)= packed A block (`panels` row panels, the
  * even split of mc) x packed B block (read in place: Bp is B's row pc at
  * column 0). The micro-tiles go down each column panel (the B panel stays
- * in L1 for all rows), or with rows_outer along each row panel: C (and
- * the residual) then run as mr sequential streams, not one short piece
- * of every row of C a column panel, which left a 1x1 convolution's
- * stores and residual loads waiting on L3 (K = 64: each C line is 64
- * FMAs' work). */
+ * in L1 for all rows), or, where B is read in place, along each row
+ * panel: C (and the residual) then run as mr sequential streams, not one
+ * short piece of every row of C a column panel, which left a 1x1
+ * convolution's stores and residual loads waiting on L3 (K = 64: each C
+ * line is 64 FMAs' work). */
 static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, int64_t mc,
                          int64_t panels, const float *Bp, int64_t jc, int64_t nc, int64_t kc,
-                         int flags, int rows_outer) {
+                         int flags) {
   const gemm_isa *isa = pr->isa;
   const gemm_epilogue *ep = pr->ep;
+  const int rows_outer = pr->b_ld != 0;
   const int64_t NR = isa->nr_max, jpanels = ceil_div(nc, NR);
   /* B prepacked in a slot (not packed by the tiles of this call): a
    * weight, read from L3 or memory */
@@ -209,8 +210,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
         for (int64_t p0 = pr->a_p0; p0 < pr->a_p1; p0 += run) {
           int64_t p1 = p0 + run < pr->a_p1 ? p0 + run : pr->a_p1;
           int64_t r0 = split_at(pr->M, panels, p0), r1 = split_at(pr->M, panels, p1);
-          macro_kernel(pr, pr->a_packed + pc * pr->M + r0 * kc, r0, r1 - r0, p1 - p0, b, jc, nc, kc, flags,
-                       pr->b_ld != 0);
+          macro_kernel(pr, pr->a_packed + pc * pr->M + r0 * kc, r0, r1 - r0, p1 - p0, b, jc, nc, kc, flags);
         }
       }
     }
@@ -235,7 +235,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
             int64_t j1 = j0 + width < jc + nc ? j0 + width : jc + nc;
             if (sp) gemm_unit_ready(sp, kb, j0 / b_chunk, tmp);
             macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), pr->b_packed + pc * n_pad + j0 * kc, j0,
-                         j1 - j0, kc, flags, 0);
+                         j1 - j0, kc, flags);
           }
         }
       }
@@ -250,7 +250,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
     for (int64_t jc = n0; jc < n1; jc += NC) {
       int64_t nc = n1 - jc < NC ? n1 - jc : NC;
       gemm_pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
-      macro_kernel(pr, Ap, m0, m, ceil_div(m, MR), Bp, jc, nc, kc, flags, 0);
+      macro_kernel(pr, Ap, m0, m, ceil_div(m, MR), Bp, jc, nc, kc, flags);
     }
   }
   for (int64_t jc = n0; !reuse_a && jc < n1; jc += NC) {
@@ -262,7 +262,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
       for (int64_t mb = 0; mb < mblocks; mb++) {
         int64_t ic = m0 + split_at(m, mblocks, mb), mc = m0 + split_at(m, mblocks, mb + 1) - ic;
         gemm_pack_a_block(isa, &pr->A, ic, mc, pc, kc, ceil_div(mc, MR), Ap, tmp);
-        macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), Bp, jc, nc, kc, flags, 0);
+        macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), Bp, jc, nc, kc, flags);
       }
     }
   }
