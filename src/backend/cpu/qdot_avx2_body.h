@@ -593,10 +593,10 @@ ALWAYS_INLINE __m512 wide_load_bf16(const uint16_t *p) {
     int64_t k = 0;                                                                               \
     for (; k + WL * U <= nb; k += WL * U)                                                        \
       for (int u = 0; u < U; u++) {                                                              \
-        if (2 * WL * u % 64 == 0) /* a line a step */                                          \
+        if (2 * WL * u % 64 == 0) { /* a line a step */                                        \
           _mm_prefetch((const char *)(wh + k + WL * u) + WIDE_AHEAD, _MM_HINT_T1);               \
-        if (l1 && nr == 1 && 2 * WL * u % 64 == 0)                                               \
-          _mm_prefetch((const char *)(wh + k + WL * u) + WIDE_L1, _MM_HINT_T0);                  \
+          if (l1 && nr == 1) _mm_prefetch((const char *)(wh + k + WL * u) + WIDE_L1, _MM_HINT_T0); \
+        }                                                                                        \
         const WV wv = load(wh + k + WL * u);                                                     \
         ROWS_UNROLLED for (int r = 0; r < nr; r++) {                                             \
           const float *x = (const float *)(const void *)((const uint8_t *)act + (size_t)r * as); \
