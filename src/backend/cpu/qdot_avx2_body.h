@@ -479,6 +479,14 @@ ALWAYS_INLINE void unpack_q8_k(const uint8_t *wb, k_unpacked *k) {
   }
 }
 
+/* Bytes ahead of a K-quant super-block in use that its dots ask the L2
+ * for, and with one activation row (decode) the L1: these types stay in
+ * the mapped file (no packed copy on AVX2), whose 4 KiB pages end the
+ * hardware prefetcher's streams, and a decode's loads waited on DRAM
+ * (BENCHMARKS.md). */
+#define K_AHEAD 4096
+#define K_L1 1024
+
 /* One pass over a K-quant weight row for nr activation rows. t is a
  * constant after inlining. */
 ALWAYS_INLINE void k_body(const rlx_dtype t, int64_t nb, const uint8_t *w, const void *act,
@@ -492,6 +500,10 @@ ALWAYS_INLINE void k_body(const rlx_dtype t, int64_t nb, const uint8_t *w, const
   k_unpacked k;
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *wb = w + b * bytes;
+    for (int at = 0; at < bytes; at += 64) { /* every line of the block (K_AHEAD, K_L1) */
+      _mm_prefetch((const char *)wb + K_AHEAD + at, _MM_HINT_T1);
+      if (nr == 1) _mm_prefetch((const char *)wb + K_L1 + at, _MM_HINT_T0);
+    }
     if (t == RLX_Q2_K) unpack_q2_k(wb, &k);
     else if (t == RLX_Q3_K) unpack_q3_k(wb, &k);
     else if (t == RLX_Q4_K) unpack_k45(0, wb, &k);

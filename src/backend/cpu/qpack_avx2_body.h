@@ -30,6 +30,12 @@
 #include <string.h>
 
 #define QPACK_KERNEL_MR 6
+/* As in qpack_avx512.c: a block is asked of the L2 PREFETCH_BYTES ahead
+ * and, by a 1-row tile (decode), of the L1 L1_BYTES ahead; without them a
+ * decode's loads wait on DRAM and the L2 (BENCHMARKS.md). Only the first
+ * half's pass asks: the second walks the group again out of the L2. */
+#define PREFETCH_BYTES 16384
+#define L1_BYTES 8192
 
 ALWAYS_INLINE __m256 ph8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
@@ -95,6 +101,15 @@ ALWAYS_INLINE __m256i sums(const __m256i *wq, const int8_t *x, int t0, int t1, i
   return s;
 }
 
+/* The prefetches (above) of the bb bytes at blk for half h of an nr-row
+ * tile. */
+ALWAYS_INLINE void prefetch_block(const uint8_t *blk, size_t bb, int h, int nr) {
+  for (size_t at = 0; h == 0 && at < bb; at += 64) {
+    _mm_prefetch((const char *)blk + PREFETCH_BYTES + at, _MM_HINT_T1);
+    if (nr == 1) _mm_prefetch((const char *)blk + L1_BYTES + at, _MM_HINT_T0);
+  }
+}
+
 ALWAYS_INLINE const qdot_q8_0 *act_row(const qdot_q8_0 *act, int64_t b, int nr, int r) { return act + b * nr + r; }
 
 /* Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (layout as in qpack_avx512.c's legacy_tile). */
@@ -107,6 +122,7 @@ ALWAYS_INLINE void legacy_half(const qpack *p, int64_t g, int h, const qdot_q8_0
   const int group = q8 ? 1 : five ? 4 : 8;
   const uint8_t *blk = p->data + (size_t)g * p->group_bytes;
   for (int64_t b = 0; b < p->K / QDOT_QK; b++, blk += bb) {
+    prefetch_block(blk, bb, h, nr);
     __m256i wq[8];
     load_weights(blk + 32 * h, !q8, wq);
     if (five) add_high_bits(blk + 256 + 4 * h, 1, wq);
@@ -138,6 +154,8 @@ ALWAYS_INLINE void k4_half(const qpack *p, int64_t g, int h, const qdot_q8_0 *ac
     const __m256i hi = _mm256_loadu_si256((const __m256i *)(sb + QPACK_K4_HI + 32 * h)), top = _mm256_set1_epi32(0x30);
     for (int j = 0; j < 8; j++) {
       const uint8_t *blk = sb + hb + j * bb;
+      if (j) prefetch_block(blk, bb, h, nr);
+      else prefetch_block(sb, hb + bb, h, nr); /* the header with the first block */
       __m256i wq[8];
       load_weights(blk + 32 * h, 1, wq);
       if (w == RLX_Q5_K) add_high_bits(blk + 256 + 4 * h, 1, wq);
