@@ -200,14 +200,14 @@ def conv_case(suite, rng, name, dt, xs, ws, bias, stride, pad, dil, groups, tran
     suite.add(name, g, inputs=inputs, params=params, expected=[T(ref, dt)])
 
 
-def pool_case(suite, rng, name, dt, xs, kind, kernel, stride, pad, cip=False, nan=False):
+def pool_case(suite, rng, name, dt, xs, kind, kernel, stride, pad, cip=False, nan=False, nan_at=3):
     g = Graph(name)
     x = g.input("x", dt, xs)
     g.outputs(g.op("Pool", [x], kind=kind, ndim=len(xs) - 2, kernel=kernel, stride=stride,
                    pad=pad, count_include_pad=cip))
     xt, xv = rand(rng, xs, dt)
     if nan:
-        xv.flat[3] = np.nan
+        xv.flat[nan_at] = np.nan
         xt = T(xv, dt)
     suite.add(name, g, inputs={"x": xt},
               expected=[T(ref_pool(xv, kind, kernel, stride, pad, cip), dt)])
@@ -395,6 +395,12 @@ def pool_cases(suite, rng):
               [2, 1, 1, 1])
     pool_case(suite, rng, "p2d_max_k3s2_nan", "f32", [1, 2, 5, 40], "max", [3, 3], [2, 2],
               [1, 1, 1, 1], nan=True)
+    # a NaN in the second plane's last row (the AVX-512 kernel checks each
+    # input row before its first window) and one in its last vector's lanes
+    pool_case(suite, rng, "p2d_max_k3s2_nan_late", "f32", [1, 2, 9, 40], "max", [3, 3], [2, 2],
+              [1, 1, 1, 1], nan=True, nan_at=9 * 40 + 8 * 40 + 37)
+    pool_case(suite, rng, "p2d_max_k3s1_nan_late", "f32", [1, 2, 6, 21], "max", [3, 3], [1, 1],
+              [1, 1, 1, 1], nan=True, nan_at=6 * 21 + 4 * 21 + 19)
     pool_case(suite, rng, "p1d_max_k3s1", "f32", [1, 2, 37], "max", [3], [1], [1, 1])
     pool_case(suite, rng, "p1d_avg_excl", "f32", [2, 3, 11], "avg", [4], [3], [2, 3])
     pool_case(suite, rng, "p1d_avg_incl", "f32", [1, 1, 1], "avg", [2], [1], [1, 0], cip=True)

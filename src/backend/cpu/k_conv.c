@@ -324,9 +324,15 @@ static void pool_planes_max_rows_f32(void *arg, int64_t begin, int64_t end, int 
 static void pool_planes_max3_f32(void *arg, int64_t begin, int64_t end, int thread) {
   const pool_job *J = arg;
   const int64_t in_plane = J->g.in[0] * J->g.in[1], out_plane = J->g.out[0] * J->g.out[1];
+  float *row = malloc(pool_max3_row_floats(&J->g) * sizeof *row);
+  if (!row) {
+    pool_planes_f32(arg, begin, end, thread);
+    return;
+  }
   for (int64_t p = begin; p < end; p++)
-    if (pool_max3_plane_avx512(&J->g, (const float *)J->x + p * in_plane, (float *)J->y + p * out_plane))
+    if (pool_max3_plane_avx512(&J->g, (const float *)J->x + p * in_plane, (float *)J->y + p * out_plane, row))
       pool_planes_f32(arg, p, p + 1, thread);
+  free(row);
 }
 #endif
 
