@@ -5,8 +5,9 @@
  * including file defines QPACK_VNNI and QPACK_GETTER, the name of its
  * qpack_kernel_fn lookup.
  *
- * A group's 16 row lanes are two halves of 8; each half walks all of K
- * with its own accumulators (the activation tile, in L1, is read twice).
+ * A group's 16 row lanes are two halves of 8 with their own accumulators;
+ * a tile of several rows walks all of K for each half (the activation
+ * tile, in L1, is read twice), a 1-row tile both halves at once (tile).
  * Per 32-element block a half's weights are 8 registers of 8 lanes x 4
  * levels (weights 4t .. 4t + 3 in register t, as in qpack_avx512.c); each
  * meets a broadcast of 4 activation bytes per row, and the scales are
@@ -32,8 +33,8 @@
 #define QPACK_KERNEL_MR 6
 /* As in qpack_avx512.c: a block is asked of the L2 PREFETCH_BYTES ahead
  * and, by a 1-row tile (decode), of the L1 L1_BYTES ahead; without them a
- * decode's loads wait on DRAM and the L2 (BENCHMARKS.md). Only the first
- * half's pass asks: the second walks the group again out of the L2. */
+ * decode's loads wait on DRAM and the L2 (BENCHMARKS.md). Only a pass
+ * over the first half asks (tile). */
 #define PREFETCH_BYTES 16384
 #define L1_BYTES 8192
 
@@ -101,8 +102,8 @@ ALWAYS_INLINE __m256i sums(const __m256i *wq, const int8_t *x, int t0, int t1, i
   return s;
 }
 
-/* The prefetches (above) of the bb bytes at blk for half h of an nr-row
- * tile. */
+/* The prefetches (above) of the bb bytes at blk for a pass from half h
+ * of an nr-row tile. */
 ALWAYS_INLINE void prefetch_block(const uint8_t *blk, size_t bb, int h, int nr) {
   for (size_t at = 0; h == 0 && at < bb; at += 64) {
     _mm_prefetch((const char *)blk + PREFETCH_BYTES + at, _MM_HINT_T1);
@@ -112,9 +113,10 @@ ALWAYS_INLINE void prefetch_block(const uint8_t *blk, size_t bb, int h, int nr) 
 
 ALWAYS_INLINE const qdot_q8_0 *act_row(const qdot_q8_0 *act, int64_t b, int nr, int r) { return act + b * nr + r; }
 
-/* Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (layout as in qpack_avx512.c's legacy_tile). */
-ALWAYS_INLINE void legacy_half(const qpack *p, int64_t g, int h, const qdot_q8_0 *act, int nr,
-                               __m256 *acc, rlx_dtype w) {
+/* Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (layout as in qpack_avx512.c's legacy_tile):
+ * halves h0 .. h0 + nh - 1 of the group in one walk over K, into acc[h]. */
+ALWAYS_INLINE void legacy_halves(const qpack *p, int64_t g, int h0, int nh, const qdot_q8_0 *act, int nr,
+                                 __m256 acc[2][QPACK_KERNEL_MR], rlx_dtype w) {
   const int q8 = w == RLX_Q8_0, signed_q8 = q8 && !QPACK_VNNI;
   const int five = w == RLX_Q5_0 || w == RLX_Q5_1, min = w == RLX_Q4_1 || w == RLX_Q5_1;
   const size_t qbytes = q8 ? 512 : five ? 256 + 64 : 256;
@@ -122,72 +124,87 @@ ALWAYS_INLINE void legacy_half(const qpack *p, int64_t g, int h, const qdot_q8_0
   const int group = q8 ? 1 : five ? 4 : 8;
   const uint8_t *blk = p->data + (size_t)g * p->group_bytes;
   for (int64_t b = 0; b < p->K / QDOT_QK; b++, blk += bb) {
-    prefetch_block(blk, bb, h, nr);
-    __m256i wq[8];
-    load_weights(blk + 32 * h, !q8, wq);
-    if (five) add_high_bits(blk + 256 + 4 * h, 1, wq);
-    for (int t = 0; signed_q8 && t < 8; t++) wq[t] = _mm256_xor_si256(wq[t], _mm256_set1_epi8((char)0x80));
-    const __m256 dw = ph8(blk + qbytes + 16 * h);
-    for (int r = 0; r < nr; r++) {
-      const qdot_q8_0 *a = act_row(act, b, nr, r);
-      const __m256 f = _mm256_cvtepi32_ps(sums(wq, a->qs, 0, 8, group, signed_q8, _mm256_setzero_si256()));
-      if (min) {
-        acc[r] = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[r]);
-        acc[r] = _mm256_fmadd_ps(ph8(blk + qbytes + 32 + 16 * h), _mm256_set1_ps(a->s), acc[r]);
-      } else if (signed_q8) {
-        acc[r] = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[r]);
-      } else {
-        acc[r] = _mm256_fmadd_ps(_mm256_fmadd_ps(f, _mm256_set1_ps(a->d), _mm256_set1_ps(a->s)), dw, acc[r]);
+    prefetch_block(blk, bb, h0, nr);
+    for (int h = h0; h < h0 + nh; h++) {
+      __m256i wq[8];
+      load_weights(blk + 32 * h, !q8, wq);
+      if (five) add_high_bits(blk + 256 + 4 * h, 1, wq);
+      for (int t = 0; signed_q8 && t < 8; t++) wq[t] = _mm256_xor_si256(wq[t], _mm256_set1_epi8((char)0x80));
+      const __m256 dw = ph8(blk + qbytes + 16 * h);
+      for (int r = 0; r < nr; r++) {
+        const qdot_q8_0 *a = act_row(act, b, nr, r);
+        const __m256 f = _mm256_cvtepi32_ps(sums(wq, a->qs, 0, 8, group, signed_q8, _mm256_setzero_si256()));
+        __m256 *c = &acc[h][r];
+        if (min) {
+          *c = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), *c);
+          *c = _mm256_fmadd_ps(ph8(blk + qbytes + 32 + 16 * h), _mm256_set1_ps(a->s), *c);
+        } else if (signed_q8) {
+          *c = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), *c);
+        } else {
+          *c = _mm256_fmadd_ps(_mm256_fmadd_ps(f, _mm256_set1_ps(a->d), _mm256_set1_ps(a->s)), dw, *c);
+        }
       }
     }
   }
 }
 
 /* Q4_K and Q5_K (qpack_avx512.c's k4_tile; the header's 6-bit scales and
- * mins as its k4_scales takes them). */
-ALWAYS_INLINE void k4_half(const qpack *p, int64_t g, int h, const qdot_q8_0 *act, int nr,
-                           __m256 *acc, rlx_dtype w) {
+ * mins as its k4_scales takes them), halves as legacy_halves. */
+ALWAYS_INLINE void k4_halves(const qpack *p, int64_t g, int h0, int nh, const qdot_q8_0 *act, int nr,
+                             __m256 acc[2][QPACK_KERNEL_MR], rlx_dtype w) {
   const size_t bb = w == RLX_Q5_K ? 256 + 64 : 256, hb = QPACK_K4_HEADER;
+  const __m256i top = _mm256_set1_epi32(0x30);
   const uint8_t *sb = p->data + (size_t)g * p->group_bytes;
   for (int64_t s = 0; s < p->K / QDOT_QK_K; s++, sb += hb + 8 * bb) {
-    const __m256 d = ph8(sb + 16 * h), ndmin = _mm256_sub_ps(_mm256_setzero_ps(), ph8(sb + 32 + 16 * h));
-    const __m256i hi = _mm256_loadu_si256((const __m256i *)(sb + QPACK_K4_HI + 32 * h)), top = _mm256_set1_epi32(0x30);
     for (int j = 0; j < 8; j++) {
       const uint8_t *blk = sb + hb + j * bb;
-      if (j) prefetch_block(blk, bb, h, nr);
-      else prefetch_block(sb, hb + bb, h, nr); /* the header with the first block */
-      __m256i wq[8];
-      load_weights(blk + 32 * h, 1, wq);
-      if (w == RLX_Q5_K) add_high_bits(blk + 256 + 4 * h, 1, wq);
-      const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + QPACK_K4_LO + 16 * j + 8 * h)));
-      const __m256i hj = _mm256_srl_epi32(hi, _mm_cvtsi32_si128(4 * j));
-      const __m256i sc = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(15)),
-                                         _mm256_and_si256(_mm256_slli_epi32(hj, 4), top));
-      const __m256i mn = _mm256_or_si256(_mm256_srli_epi32(lo, 4), _mm256_and_si256(_mm256_slli_epi32(hj, 2), top));
-      const __m256 dw = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
-      const __m256 mw = _mm256_mul_ps(ndmin, _mm256_cvtepi32_ps(mn));
-      for (int r = 0; r < nr; r++) {
-        const qdot_q8_0 *a = act_row(act, s * 8 + j, nr, r);
-        const __m256i i = sums(wq, a->qs, 0, 8, w == RLX_Q5_K ? 4 : 8, 0, _mm256_setzero_si256());
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[r]);
-        acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->d * a->s), acc[r]);
+      if (j) prefetch_block(blk, bb, h0, nr);
+      else prefetch_block(sb, hb + bb, h0, nr); /* the header with the first block */
+      for (int h = h0; h < h0 + nh; h++) {
+        __m256i wq[8];
+        load_weights(blk + 32 * h, 1, wq);
+        if (w == RLX_Q5_K) add_high_bits(blk + 256 + 4 * h, 1, wq);
+        const __m256 d = ph8(sb + 16 * h), ndmin = _mm256_sub_ps(_mm256_setzero_ps(), ph8(sb + 32 + 16 * h));
+        const __m256i hi = _mm256_loadu_si256((const __m256i *)(sb + QPACK_K4_HI + 32 * h));
+        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + QPACK_K4_LO + 16 * j + 8 * h)));
+        const __m256i hj = _mm256_srl_epi32(hi, _mm_cvtsi32_si128(4 * j));
+        const __m256i sc = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(15)),
+                                           _mm256_and_si256(_mm256_slli_epi32(hj, 4), top));
+        const __m256i mn = _mm256_or_si256(_mm256_srli_epi32(lo, 4), _mm256_and_si256(_mm256_slli_epi32(hj, 2), top));
+        const __m256 dw = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+        const __m256 mw = _mm256_mul_ps(ndmin, _mm256_cvtepi32_ps(mn));
+        for (int r = 0; r < nr; r++) {
+          const qdot_q8_0 *a = act_row(act, s * 8 + j, nr, r);
+          const __m256i i = sums(wq, a->qs, 0, 8, w == RLX_Q5_K ? 4 : 8, 0, _mm256_setzero_si256());
+          acc[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[h][r]);
+          acc[h][r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->d * a->s), acc[h][r]);
+        }
       }
     }
   }
 }
 
+/* A 1-row tile (decode) walks both halves of each block at once, so the
+ * weight stream and its prefetches run without a break; more rows take a
+ * half at a time (their sums fill the registers), the second half's pass
+ * reading the group again out of the L2. A group's padding rows are
+ * zeros: a 1-row tile computes them and stores only the lanes. */
 ALWAYS_INLINE void tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *y,
                         int64_t ldy, int lanes, rlx_dtype w) {
-  for (int h = 0; h < 2 && 8 * h < lanes; h++) {
-    __m256 acc[QPACK_KERNEL_MR];
-    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
-    if (w == RLX_Q4_K || w == RLX_Q5_K) k4_half(p, g, h, act, nr, acc, w);
-    else legacy_half(p, g, h, act, nr, acc, w);
-    const int n = lanes - 8 * h < 8 ? lanes - 8 * h : 8;
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int r = 0; r < nr; r++) {
-      if (n == 8) _mm256_storeu_ps(y + r * ldy + 8 * h, acc[r]);
-      else _mm256_maskstore_ps(y + r * ldy + 8 * h, m, acc[r]);
+  const int nh = nr == 1 ? 2 : 1;
+  for (int h0 = 0; h0 < 2 && 8 * h0 < lanes; h0 += nh) {
+    __m256 acc[2][QPACK_KERNEL_MR];
+    for (int h = h0; h < h0 + nh; h++)
+      for (int r = 0; r < nr; r++) acc[h][r] = _mm256_setzero_ps();
+    if (w == RLX_Q4_K || w == RLX_Q5_K) k4_halves(p, g, h0, nh, act, nr, acc, w);
+    else legacy_halves(p, g, h0, nh, act, nr, acc, w);
+    for (int h = h0; h < h0 + nh && 8 * h < lanes; h++) {
+      const int n = lanes - 8 * h < 8 ? lanes - 8 * h : 8;
+      const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      for (int r = 0; r < nr; r++) {
+        if (n == 8) _mm256_storeu_ps(y + r * ldy + 8 * h, acc[h][r]);
+        else _mm256_maskstore_ps(y + r * ldy + 8 * h, m, acc[h][r]);
+      }
     }
   }
 }
