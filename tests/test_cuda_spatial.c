@@ -110,18 +110,19 @@ static void test_conv(void) {
 
 /* FusedConv: relu(conv + bias + residual) (ResNet's block end), ReLU6 as
  * a clamp (MobileNet), and the same written as separate ops, which the
- * fusion pass turns into a FusedConv. */
+ * fusion pass turns into a FusedConv. At 7x7 a channel's 49 outputs end
+ * inside a vector of the epilogue, which then reads two channels' biases. */
 static void test_fused_conv(void) {
-  for (int form = 0; form < 3; form++) {
-    const int64_t N = 2, C = 32, H = 14, W = 14, K = 32;
+  for (int form = 0; form < 6; form++) {
+    const int64_t N = 2, C = 32, H = form < 3 ? 14 : 7, W = H, K = 32;
     rlx_graph *g = rlx_graph_new("fused_conv");
     int64_t xd[4] = {N, C, H, W}, wd[4] = {K, C, 3, 3}, bd[1] = {K};
     rlx_node x = rlx_input(g, "x", RLX_F32, 4, xd), r = rlx_input(g, "r", RLX_F32, 4, xd);
     rlx_node w = rlx_param(g, "w", RLX_F32, 4, wd), b = rlx_param(g, "b", RLX_F32, 1, bd);
     rlx_conv_desc d = {.ndim = 2, .stride = {1, 1}, .dilation = {1, 1}, .pad = {1, 1, 1, 1}, .groups = 1};
     rlx_node y;
-    if (form == 0) y = rlx_fused_conv(g, x, w, b, r, &d, RLX_ACT_RELU, 0, -INFINITY, INFINITY);
-    else if (form == 1) y = rlx_fused_conv(g, x, w, b, -1, &d, RLX_ACT_NONE, 0, 0, 6);
+    if (form % 3 == 0) y = rlx_fused_conv(g, x, w, b, r, &d, RLX_ACT_RELU, 0, -INFINITY, INFINITY);
+    else if (form % 3 == 1) y = rlx_fused_conv(g, x, w, b, -1, &d, RLX_ACT_NONE, 0, 0, 6);
     else y = rlx_activation(g, RLX_ACT_RELU, rlx_binary(g, RLX_BIN_ADD, rlx_conv(g, x, w, b, &d), r));
     rlx_graph_set_outputs(g, 1, &y);
     const int64_t nx = N * C * H * W, nw = K * C * 9;
@@ -129,7 +130,9 @@ static void test_fused_conv(void) {
                        {"r", 0, random_tensor(RLX_F32, nx, 1.0), (size_t)nx * 4},
                        {"w", 1, random_tensor(RLX_F32, nw, 1.0 / sqrt(9.0 * C)), (size_t)nw * 4},
                        {"b", 1, random_tensor(RLX_F32, K, 0.1), (size_t)K * 4}};
-    static const char *const names[] = {"FusedConv relu + residual", "FusedConv relu6", "Conv + add + relu"};
+    static const char *const names[] = {"FusedConv relu + residual", "FusedConv relu6", "Conv + add + relu",
+                                        "FusedConv relu + residual 7x7", "FusedConv relu6 7x7",
+                                        "Conv + add + relu 7x7"};
     no_decline(names[form], g);
     compare_replay(names[form], g, l, 4, 0, RLX_F32, 0.0);
     for (int i = 0; i < 4; i++) free(l[i].data);

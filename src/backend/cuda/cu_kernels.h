@@ -86,6 +86,10 @@ typedef struct {
   int pdl;
   void *out;
   cu_ew_step s[CU_EW_MAX_STEPS];
+  /* set by cu_ew_launch for the float fast path: input k is read at the
+   * flat index (bcast_inner 0) or at (i / bcast_inner) % bcast_outer, a
+   * broadcast along one dim (a bias over channels, a scalar) */
+  uint32_t bcast_inner[CU_EW_MAX_IN], bcast_outer[CU_EW_MAX_IN];
 } cu_ew_args;
 
 int cu_ew_launch(const cu_ew_args *a, cudaStream_t st);

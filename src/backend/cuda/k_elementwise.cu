@@ -227,7 +227,8 @@ __global__ void __launch_bounds__(CU_THREADS) ew_kernel(const __grid_constant__ 
 /* ---------------------------------------------------------------- the float fast path */
 
 /* Programs whose every input, step and output is one float type E (F32,
- * F16 or BF16), over contiguous inputs: the residual adds, scalings and
+ * F16 or BF16), over inputs read at the flat index or broadcast along one
+ * dim: the residual adds, scalings, bias adds over channels and
  * activation chains of a model. Values stay in float registers, each step
  * rounded to E as the general path does. Each thread takes 16 bytes of
  * consecutive elements (8 of F16/BF16, 4 of F32) and loads and stores them
@@ -255,13 +256,34 @@ template <typename E, int V> __device__ __forceinline__ void st_run(E *p, const 
     if (k < cnt) cu_fl<E>::st(p + k, v[k]);
 }
 
+/* The V values of input k at flat indices i0 .. i0 + V - 1: a run of the
+ * input, or its broadcast values, stepping the channel as the index
+ * crosses each inner block (no division per element). */
+template <typename E, int V>
+__device__ __forceinline__ void ld_input(const cu_ew_args &a, int k, uint32_t i0, float *v, int cnt, bool vec) {
+  const E *p = (const E *)a.in[k];
+  const uint32_t inner = a.bcast_inner[k], outer = a.bcast_outer[k];
+  if (!inner) {
+    ld_run<E, V>(p + i0, v, cnt, vec);
+    return;
+  }
+  const uint32_t q = i0 / inner;
+  uint32_t r = i0 - q * inner, c = q % outer;
+#pragma unroll
+  for (int e = 0; e < V; e++) {
+    v[e] = cu_fl<E>::ld(p + c);
+    if (++r == inner) r = 0, c = c + 1 == outer ? 0 : c + 1;
+  }
+}
+
 /* A linear chain: each step reads program inputs and at most the step
  * just before it, so one register per element carries the value. */
 template <typename E> __global__ void __launch_bounds__(CU_THREADS) ew_fast_kernel(const __grid_constant__ cu_ew_args a) {
   constexpr int V = EW_FAST_BYTES / (int)sizeof(E);
   cu_pdl_chain();
   uintptr_t any = (uintptr_t)a.out;
-  for (int k = 0; k < a.n_in; k++) any |= (uintptr_t)a.in[k];
+  for (int k = 0; k < a.n_in; k++)
+    if (!a.bcast_inner[k]) any |= (uintptr_t)a.in[k];
   const bool vec = (any & 15) == 0;
   const uint32_t n = (uint32_t)a.numel, runs = (n + V - 1) / V, lanes = gridDim.x * blockDim.x;
   for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r < runs; r += lanes) {
@@ -275,12 +297,12 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) ew_fast_kern
         for (int e = 0; e < V; e++) acc[e] = cu_fl<E>::round((float)__longlong_as_double(s.i0));
         continue;
       }
-      if (s.a >= 0) ld_run<E, V>((const E *)a.in[s.a] + i0, x, cnt, vec);
+      if (s.a >= 0) ld_input<E, V>(a, s.a, i0, x, cnt, vec);
       else
 #pragma unroll
         for (int e = 0; e < V; e++) x[e] = acc[e];
       if (s.kind == CU_STEP_BIN) {
-        if (s.b >= 0) ld_run<E, V>((const E *)a.in[s.b] + i0, y, cnt, vec);
+        if (s.b >= 0) ld_input<E, V>(a, s.b, i0, y, cnt, vec);
         else
 #pragma unroll
           for (int e = 0; e < V; e++) y[e] = acc[e];
@@ -316,10 +338,37 @@ static bool fits_32(const cu_ew_args *a) {
   return true;
 }
 
+/* How the fast path reads each input (a's bcast_inner / bcast_outer): at
+ * the flat index, or broadcast along all dims but at most one, which it
+ * walks with stride 1. False when some input is neither. */
+static bool fast_inputs(cu_ew_args *a) {
+  for (int k = 0; k < a->n_in; k++) {
+    a->bcast_inner[k] = 0, a->bcast_outer[k] = 1;
+    if (a->contiguous) continue;
+    if (a->half[k]) return false;
+    int64_t flat = 1, inner = 1;
+    int along = -1; /* the one dim walked, inner: the dims inside it */
+    bool is_flat = true, one_dim = true;
+    for (int d = a->rank - 1; d >= 0; d--) {
+      is_flat &= a->stride[k][d] == flat;
+      flat *= a->dims[d];
+      if (a->stride[k][d] == 0) {
+        if (along < 0) inner *= a->dims[d];
+      } else if (a->stride[k][d] == 1 && along < 0) along = d;
+      else one_dim = false;
+    }
+    if (is_flat) continue;
+    if (!one_dim) return false;
+    a->bcast_inner[k] = (uint32_t)inner;
+    a->bcast_outer[k] = along >= 0 ? (uint32_t)a->dims[along] : 1;
+  }
+  return true;
+}
+
 /* The one float type of a program the fast path takes, or -1. */
 static int fast_type(const cu_ew_args *a) {
   const int t = a->out_dtype;
-  if (!a->contiguous || (t != RLX_F32 && t != RLX_F16 && t != RLX_BF16)) return -1;
+  if (t != RLX_F32 && t != RLX_F16 && t != RLX_BF16) return -1;
   for (int k = 0; k < a->n_in; k++)
     if (a->in_dtype[k] != t) return -1;
   for (int j = 0; j < a->n_steps; j++) {
@@ -339,14 +388,15 @@ extern "C" int cu_ew_launch(const cu_ew_args *a, cudaStream_t st) {
   if (a->numel <= 0) return cudaSuccess;
   unsigned blocks = cu_blocks(a->numel, CU_THREADS);
   const bool small = fits_32(a);
-  const int fast = small ? fast_type(a) : -1;
+  cu_ew_args f = *a;
+  const int fast = small && fast_inputs(&f) ? fast_type(a) : -1;
   if (fast >= 0) {
     const int per_thread = EW_FAST_BYTES / (int)rlx_dtype_nbytes((rlx_dtype)fast, 1);
     const unsigned fb = cu_blocks((a->numel + per_thread - 1) / per_thread, CU_THREADS);
     return cu_launch(fast == RLX_F32   ? ew_fast_kernel<float>
                      : fast == RLX_F16 ? ew_fast_kernel<__half>
                                        : ew_fast_kernel<__nv_bfloat16>,
-                     fb, CU_THREADS, 0, st, a->pdl, *a);
+                     fb, CU_THREADS, 0, st, a->pdl, f);
   }
   return cu_launch(a->contiguous ? (small ? ew_kernel<true, uint32_t> : ew_kernel<true, int64_t>)
                                  : (small ? ew_kernel<false, uint32_t> : ew_kernel<false, int64_t>),
