@@ -40,6 +40,12 @@ llama.cpp: llama-perplexity --kl-divergence ("Same top p") against the F32
 file's logits; rlx: rlx.LLM.eval of each chunk (all logits) through the
 librlx.so beside --rlx, argmax against argmax.
 
+rlx runs the kernels its environment allows (cpu_features.h: RLX_NO_AVX512=1
+before the script runs rlx on its AVX2 kernels), and a --llama-build folder
+that is already configured is built as it is: configured with
+-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF (and the rest of
+BENCHMARKS.md's command Y) it runs llama.cpp on the same instruction sets.
+
 --quantize writes SRC-TYPE.gguf into --out-dir (default /tmp) with
 --allow-requantize (requantizing a Q4_1 file loses accuracy, not speed);
 --shape llama-3.2-1b --tokenizer-from SMOLLM2.gguf --quantize
