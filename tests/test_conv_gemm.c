@@ -296,7 +296,8 @@ int main(void) {
    * padding, 1x1 kernels (in place, and from 1024 channels) and the stem's
    * 7x7 stride 2, next to the shapes it leaves to the GEMM (7 wide rows,
    * 1x1 of stride 2 or few channels), inputs of more than 1 MiB an
-   * image, whose tiles run a row's channel blocks in turn, and depthwise
+   * image, whose tiles run a row's channel blocks in turn (ResNet's
+   * stride-2 3x3 at batch 3: its images padded one at a time), and depthwise
    * 3x3 planes of rows of more than two vectors (made row after row, in
    * passes of 128 outputs); 1x1 kernels on the GEMM with x in place,
    * its tiles along row panels: uneven panels (100 rows), column blocks
@@ -316,6 +317,7 @@ int main(void) {
       fixed(0, 1, 2, 40, 36, 1, 1, 50, 1, 3, 1, 1, 1, 1),
       fixed(0, 2, 2, 132, 64, 1, 44, 46, 1, 1, 1, 0, 1, 1),
       fixed(0, 2, 1, 72, 40, 1, 60, 58, 3, 3, 1, 1, 1, 1),
+      fixed(0, 2, 3, 128, 40, 1, 56, 56, 3, 3, 2, 1, 1, 1),
       fixed(0, 2, 1, 3, 3, 3, 40, 150, 3, 3, 2, 1, 1, 1),
       fixed(0, 2, 2, 2, 2, 2, 21, 290, 3, 3, 2, 1, 1, 0),
       fixed(0, 2, 1, 2, 2, 2, 9, 150, 3, 3, 1, 0, 1, 1),

@@ -135,8 +135,9 @@ typedef struct {
   const float *x, *bias, *res; /* res: NULL, or [N, OC, P] */
   float *y;
   const float *wp;             /* packed weight */
-  const float *xp;             /* the input, padded or in place */
-  float *pad;                  /* the padded copy, NULL: none needed */
+  const float *xp;             /* the input, padded (image b0's) or in place */
+  float *pad;                  /* one image's padded copy, NULL: none needed */
+  int64_t b0;                  /* the image of item 0 */
   const int32_t *off;
   int64_t C, OC, K, P, hp, wp_w, ocb, tiles;
   int64_t ld, plane;           /* xp's row and channel strides */
@@ -147,9 +148,8 @@ typedef struct {
   float lo, hi;
 } direct_job;
 
-/* The padded copy's planes [begin, end) (image b's channel c: plane b *
- * C + c): rows of wp_w floats, the input at (pad0, pad1), zero
- * elsewhere. */
+/* The padded copy's planes [begin, end) (channel c of the image at x):
+ * rows of wp_w floats, the input at (pad0, pad1), zero elsewhere. */
 static void pad_channels(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const direct_job *J = arg;
@@ -196,8 +196,9 @@ static void store_tile(const direct_job *J, const float *tb, int mr, int64_t b, 
   }
 }
 
-/* Items [begin, end): item = (image, channel block, output row), every
- * tile of the row; with rows_outer (image, output row, channel block). */
+/* Items [begin, end): item = (image b0 + i, channel block, output row),
+ * every tile of the row; with rows_outer (image, output row, channel
+ * block); image b0 + i at xp + i images. */
 static void rows_task(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const direct_job *J = arg;
@@ -205,14 +206,14 @@ static void rows_task(void *arg, int64_t begin, int64_t end, int thread) {
   const int64_t OH = g->out[0], OW = g->out[1];
   float tb[DR * DC] __attribute__((aligned(64)));
   for (int64_t it = begin; it < end; it++) {
-    const int64_t b = it / (J->ocb * OH);
+    const int64_t bi = it / (J->ocb * OH), b = J->b0 + bi;
     const int64_t oh = J->rows_outer ? it / J->ocb % OH : it % OH, cb = J->rows_outer ? it % J->ocb : it / OH % J->ocb;
     const int64_t oc0 = cb * DC;
     const int64_t nc = J->OC - oc0 < DC ? J->OC - oc0 : DC;
     const float *w = J->wp + cb * J->K * DC;
     for (int64_t t = 0; t < J->tiles; t++) {
       const int64_t ow0 = t * OW / J->tiles, mr = (t + 1) * OW / J->tiles - ow0;
-      const float *x = J->xp + b * J->C * J->plane + oh * g->stride[0] * J->ld + ow0 * g->stride[1];
+      const float *x = J->xp + bi * J->C * J->plane + oh * g->stride[0] * J->ld + ow0 * g->stride[1];
       tile((int)mr, (int)g->stride[1], J->K, x, J->off, w, tb);
       store_tile(J, tb, (int)mr, b, oc0, nc, oh, ow0);
     }
@@ -266,7 +267,7 @@ rlx_status conv_direct_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *
   J.plane = in_place ? g->in[0] * g->in[1] : J.hp * J.wp_w;
   int32_t *off = malloc((size_t)(J.K + PREFETCH_K) * sizeof *off);
   J.pad = in_place ? NULL
-                   : aligned_alloc(64, ((size_t)(batch * J.C * J.plane) * sizeof(float) + 63) & ~(size_t)63);
+                   : aligned_alloc(64, ((size_t)(J.C * J.plane) * sizeof(float) + 63) & ~(size_t)63);
   if (!off || (!in_place && !J.pad)) {
     free(off);
     free(J.pad);
@@ -281,17 +282,22 @@ rlx_status conv_direct_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *
   for (int64_t k = J.K; k < J.K + PREFETCH_K; k++) off[k] = off[J.K - 1];
   J.off = off;
   J.rows_outer = J.C * J.plane * (int64_t)sizeof(float) > ROWS_OUTER_BYTES;
-  /* the whole batch padded, then all of its tiles: two passes over the
-   * pool a conv, not two an image */
   const int threads = cpu_ctx_threads(ctx);
+  const int64_t items = J.ocb * g->out[0]; /* an image's */
   J.x = J.xp = in[0].data;
   J.y = out->data;
   J.res = ce ? ce->residual : NULL;
-  if (J.pad) {
-    cpu_parallel_for(ctx, batch * J.C, ceil_div(batch * J.C, threads), pad_channels, &J);
+  if (!J.pad) cpu_parallel_for(ctx, batch * items, 1, rows_task, &J);
+  /* an image padded, then its tiles, into one buffer: the copy stays in
+   * L2 for the tiles to read (a whole batch's went out to L3 and was read
+   * back from there) */
+  for (int64_t b = 0; J.pad && b < batch; b++) {
+    J.x = (const float *)in[0].data + b * J.C * g->in[0] * g->in[1];
     J.xp = J.pad;
+    J.b0 = b;
+    cpu_parallel_for(ctx, J.C, ceil_div(J.C, threads), pad_channels, &J);
+    cpu_parallel_for(ctx, items, 1, rows_task, &J);
   }
-  cpu_parallel_for(ctx, batch * J.ocb * g->out[0], 1, rows_task, &J);
   free(off);
   free(J.pad);
   return RLX_OK;
