@@ -26,17 +26,12 @@
 #endif
 
 #include "qpack.h"
+#include "qpack_prefetch.h"
 #include "simd.h"
 
 #include <string.h>
 
 #define QPACK_KERNEL_MR 6
-/* As in qpack_avx512.c: a block is asked of the L2 PREFETCH_BYTES ahead
- * and, by a 1-row tile (decode), of the L1 L1_BYTES ahead; without them a
- * decode's loads wait on DRAM and the L2 (BENCHMARKS.md). Only a pass
- * over the first half asks (tile). */
-#define PREFETCH_BYTES 16384
-#define L1_BYTES 8192
 
 ALWAYS_INLINE __m256 ph8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
@@ -102,13 +97,10 @@ ALWAYS_INLINE __m256i sums(const __m256i *wq, const int8_t *x, int t0, int t1, i
   return s;
 }
 
-/* The prefetches (above) of the bb bytes at blk for a pass from half h
- * of an nr-row tile. */
+/* qpack_prefetch.h's requests for the bb bytes at blk, asked only by a
+ * pass over the first half (tile). */
 ALWAYS_INLINE void prefetch_block(const uint8_t *blk, size_t bb, int h, int nr) {
-  for (size_t at = 0; h == 0 && at < bb; at += 64) {
-    _mm_prefetch((const char *)blk + PREFETCH_BYTES + at, _MM_HINT_T1);
-    if (nr == 1) _mm_prefetch((const char *)blk + L1_BYTES + at, _MM_HINT_T0);
-  }
+  if (!h) prefetch_both(blk, bb, nr);
 }
 
 ALWAYS_INLINE const qdot_q8_0 *act_row(const qdot_q8_0 *act, int64_t b, int nr, int r) { return act + b * nr + r; }

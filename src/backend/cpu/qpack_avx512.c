@@ -20,21 +20,9 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #include "qpack_avx512.h"
+#include "qpack_prefetch.h"
 
 #define QPACK_KERNEL_MR 12
-/* Bytes ahead of the weight block in use a kernel asks the L2 for: a
- * distance in bytes, not blocks, suits every block size (Q4_0's 288 to
- * Q8_0's 544), and the L2 hint leaves L1 to the blocks in use. A decode
- * step streams its weights from DRAM: the distance must cover the
- * memory's latency at its full rate on a loaded machine, and nearer
- * distances left a K-quant decode short of the bandwidth (BENCHMARKS.md). */
-#define PREFETCH_BYTES 16384
-/* A decode step (1 row) also asks the L1 for the blocks this far ahead,
- * once the L2 holds them: its loads waiting on the L2 left the stream
- * short of the bandwidth (most for Q4_K and Q6_K, whose decode does the
- * most work a byte); a prefill tile (12 rows) measured slower with it
- * (BENCHMARKS.md). */
-#define L1_BYTES 8192
 
 /* s[r] = the block's int32 sums of activation row r (block b of act) against
  * its 8 weight registers, r < nr. Few rows (decode) split each row's 8
@@ -82,18 +70,6 @@ AI void block_sums(const uint8_t *q, int nibbles, const uint8_t *planes, int pla
       for (int c = 1; c < C; c++) s[r] = _mm512_add_epi32(s[r], part[r][c]);
     }
   }
-}
-
-/* Asks the L2 for the bb bytes PREFETCH_BYTES after blk (a block of bb
- * bytes); the activation tile, read for every group, stays in the caches
- * (prefetching it too measured no faster). */
-AI void prefetch_ahead(const uint8_t *blk, size_t bb) {
-  for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)blk + PREFETCH_BYTES + at, _MM_HINT_T1);
-}
-
-/* The L1 request of a 1-row tile (L1_BYTES) for the bb bytes of blk. */
-AI void prefetch_l1(const uint8_t *blk, size_t bb, int nr) {
-  for (size_t at = 0; nr == 1 && at < bb; at += 64) _mm_prefetch((const char *)blk + L1_BYTES + at, _MM_HINT_T0);
 }
 
 AI void store_rows(const __m512 *acc, int nr, float *y, int64_t ldy, int lanes) {
