@@ -176,6 +176,86 @@ ALWAYS_INLINE void k4_halves(const qpack *p, int64_t g, int h0, int nh, const qd
   }
 }
 
+#if QPACK_VNNI
+/* Q6_K (qpack_avx512.c's q6_k_tile): registers 4 bh .. 4 bh + 3 of lane
+ * half h of block half bh, the 32 bytes of that lane half in each of the
+ * block half's 3 vectors (qpack_avx512.h's q6_k_half; the fourth
+ * register's 2-bit pieces, masked before the word shifts, stay in their
+ * byte). */
+ALWAYS_INLINE void q6_k_regs(const uint8_t *blk, int bh, int h, __m256i w[4]) {
+  const __m256i top = _mm256_set1_epi8((char)0xFC), low = _mm256_set1_epi8(3);
+  const uint8_t *q = blk + 192 * bh + 32 * h;
+  const __m256i v0 = _mm256_load_si256((const __m256i *)q);
+  const __m256i v1 = _mm256_load_si256((const __m256i *)(q + 64));
+  const __m256i v2 = _mm256_load_si256((const __m256i *)(q + 128));
+  w[0] = _mm256_and_si256(v0, top);
+  w[1] = _mm256_and_si256(v1, top);
+  w[2] = _mm256_and_si256(v2, top);
+  w[3] = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(v0, low), 2),
+                                         _mm256_slli_epi16(_mm256_and_si256(v1, low), 4)),
+                         _mm256_slli_epi16(_mm256_and_si256(v2, low), 6));
+}
+
+/* Q6_K halves as legacy_halves: signed weights 4 (level - 32) against the
+ * activation levels + 128 (vpdpbusd's unsigned operand; vpmaddubsw's int16
+ * pairs would overflow, so the kernel is AVX-VNNI's only). Each block
+ * half's scale d sc goes into the row's super-block sum (one FMA), which
+ * then loses corr (qpack.h) and meets the row's d in memory, as
+ * qpack_avx512.c's q6_k_tile does: 6 rows of sums and totals overflow
+ * the 16 registers. */
+ALWAYS_INLINE void q6_k_halves(const qpack *p, int64_t g, int h0, int nh, const qdot_q8_0 *act, int nr,
+                               __m256 acc[2][QPACK_KERNEL_MR]) {
+  const uint8_t *head = p->data + (size_t)g * p->group_bytes;
+  const uint8_t *sb = head + qpack_q6_heads(p->K);
+  const size_t bb = QPACK_Q6_BLOCK;
+  if (!h0) prefetch_ahead(head, qpack_q6_heads(p->K));
+  _Alignas(32) float total[2][QPACK_KERNEL_MR][8];
+  for (int h = h0; h < h0 + nh; h++)
+    for (int r = 0; r < nr; r++) _mm256_store_ps(total[h][r], _mm256_setzero_ps());
+  for (int64_t c = 0; c < p->K / QDOT_QK_K; c++, head += QPACK_Q6_HEAD, sb += QPACK_Q6_SUPER) {
+    __m256 part[2][QPACK_KERNEL_MR];
+    for (int h = h0; h < h0 + nh; h++)
+      for (int r = 0; r < nr; r++) part[h][r] = _mm256_setzero_ps();
+    for (int j = 0; j < 8; j++) {
+      const uint8_t *blk = sb + QPACK_Q6_SC + j * bb;
+      if (j) prefetch_block(blk, bb, h0, nr);
+      else prefetch_block(sb, QPACK_Q6_SC + bb, h0, nr);
+      const qdot_q8_0 *a = act_row(act, c * 8 + j, nr, 0);
+      for (int h = h0; h < h0 + nh; h++) {
+        for (int bh = 0; bh < 2; bh++) {
+          __m256i w[4];
+          q6_k_regs(blk, bh, h, w);
+          const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(sb + 32 * j + 16 * bh + 8 * h));
+          const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8));
+          for (int r = 0; r < nr; r++) {
+            __m256i s = _mm256_setzero_si256();
+            for (int t = 0; t < 4; t++) {
+              int32_t x4;
+              memcpy(&x4, a[r].qs + 16 * bh + 4 * t, 4);
+              s = _mm256_dpbusd_avx_epi32(s, _mm256_set1_epi32(x4), w[t]);
+            }
+            part[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, part[h][r]);
+          }
+        }
+      }
+    }
+    for (int h = h0; h < h0 + nh; h++) {
+      const __m256 d = _mm256_mul_ps(ph8(head + 16 * h), _mm256_set1_ps(0.25f));
+      const __m256 corr = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(head + 32 + 32 * h)));
+      for (int r = 0; r < nr; r++) {
+        const __m256 dx = _mm256_mul_ps(d, _mm256_set1_ps(act_row(act, c * 8, nr, r)->d));
+        _mm256_store_ps(total[h][r], _mm256_fmadd_ps(_mm256_sub_ps(part[h][r], corr), dx, _mm256_load_ps(total[h][r])));
+      }
+    }
+  }
+  for (int h = h0; h < h0 + nh; h++)
+    for (int r = 0; r < nr; r++) acc[h][r] = _mm256_load_ps(total[h][r]);
+}
+#define QPACK_BODY_DTYPES QPACK_DTYPES
+#else
+#define QPACK_BODY_DTYPES QPACK_DTYPES_AVX2
+#endif
+
 /* A 1-row tile (decode) walks both halves of each block at once, so the
  * weight stream and its prefetches run without a break; more rows take a
  * half at a time (their sums fill the registers), the second half's pass
@@ -189,6 +269,9 @@ ALWAYS_INLINE void tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr,
     for (int h = h0; h < h0 + nh; h++)
       for (int r = 0; r < nr; r++) acc[h][r] = _mm256_setzero_ps();
     if (w == RLX_Q4_K || w == RLX_Q5_K) k4_halves(p, g, h0, nh, act, nr, acc, w);
+#if QPACK_VNNI
+    else if (w == RLX_Q6_K) q6_k_halves(p, g, h0, nh, act, nr, acc);
+#endif
     else legacy_halves(p, g, h0, nh, act, nr, acc, w);
     for (int h = h0; h < h0 + nh && 8 * h < lanes; h++) {
       const int n = lanes - 8 * h < 8 ? lanes - 8 * h : 8;
@@ -201,4 +284,4 @@ ALWAYS_INLINE void tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr,
   }
 }
 
-QPACK_DEFINE_KERNELS(QPACK_GETTER, tile, QPACK_DTYPES_AVX2)
+QPACK_DEFINE_KERNELS(QPACK_GETTER, tile, QPACK_BODY_DTYPES)
