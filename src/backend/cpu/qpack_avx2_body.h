@@ -73,12 +73,16 @@ ALWAYS_INLINE void add_high_bits(const uint8_t *planes, int n_planes, __m256i *w
 ALWAYS_INLINE __m256i sums(const __m256i *wq, const int8_t *x, int t0, int t1, int group, int sign, __m256i init) {
   __m256i s = init;
 #if QPACK_VNNI
+  /* two chains: one of 8 kept 6 rows waiting on vpdpbusd's latency */
   (void)group, (void)sign;
+  __m256i s1 = _mm256_setzero_si256();
   for (int t = t0; t < t1; t++) {
     int32_t x4;
     memcpy(&x4, x + 4 * t, 4);
-    s = _mm256_dpbusd_avx_epi32(s, wq[t], _mm256_set1_epi32(x4));
+    if ((t - t0) & 1) s1 = _mm256_dpbusd_avx_epi32(s1, wq[t], _mm256_set1_epi32(x4));
+    else s = _mm256_dpbusd_avx_epi32(s, wq[t], _mm256_set1_epi32(x4));
   }
+  s = _mm256_add_epi32(s, s1);
 #else
   __m256i p = _mm256_setzero_si256();
   for (int t = t0, n = 0; t < t1; t++) {
@@ -141,13 +145,22 @@ ALWAYS_INLINE void legacy_halves(const qpack *p, int64_t g, int h0, int nh, cons
 }
 
 /* Q4_K and Q5_K (qpack_avx512.c's k4_tile; the header's 6-bit scales and
- * mins as its k4_scales takes them), halves as legacy_halves. */
+ * mins as its k4_scales takes them), halves as legacy_halves. Each row
+ * sums its super-block without the activation's d (the super-block's,
+ * qpack_quantize_row): two FMAs a block, d once a super-block into the
+ * row's total in memory. */
 ALWAYS_INLINE void k4_halves(const qpack *p, int64_t g, int h0, int nh, const qdot_q8_0 *act, int nr,
                              __m256 acc[2][QPACK_KERNEL_MR], rlx_dtype w) {
   const size_t bb = w == RLX_Q5_K ? 256 + 64 : 256, hb = QPACK_K4_HEADER;
   const __m256i top = _mm256_set1_epi32(0x30);
   const uint8_t *sb = p->data + (size_t)g * p->group_bytes;
+  _Alignas(32) float total[2][QPACK_KERNEL_MR][8];
+  for (int h = h0; h < h0 + nh; h++)
+    for (int r = 0; r < nr; r++) _mm256_store_ps(total[h][r], _mm256_setzero_ps());
   for (int64_t s = 0; s < p->K / QDOT_QK_K; s++, sb += hb + 8 * bb) {
+    __m256 part[2][QPACK_KERNEL_MR];
+    for (int h = h0; h < h0 + nh; h++)
+      for (int r = 0; r < nr; r++) part[h][r] = _mm256_setzero_ps();
     for (int j = 0; j < 8; j++) {
       const uint8_t *blk = sb + hb + j * bb;
       if (j) prefetch_block(blk, bb, h0, nr);
@@ -168,12 +181,19 @@ ALWAYS_INLINE void k4_halves(const qpack *p, int64_t g, int h0, int nh, const qd
         for (int r = 0; r < nr; r++) {
           const qdot_q8_0 *a = act_row(act, s * 8 + j, nr, r);
           const __m256i i = sums(wq, a->qs, 0, 8, w == RLX_Q5_K ? 4 : 8, 0, _mm256_setzero_si256());
-          acc[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[h][r]);
-          acc[h][r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->d * a->s), acc[h][r]);
+          part[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), dw, part[h][r]);
+          part[h][r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->s), part[h][r]);
         }
       }
     }
+    for (int h = h0; h < h0 + nh; h++)
+      for (int r = 0; r < nr; r++) {
+        const __m256 dx = _mm256_set1_ps(act_row(act, s * 8, nr, r)->d);
+        _mm256_store_ps(total[h][r], _mm256_fmadd_ps(part[h][r], dx, _mm256_load_ps(total[h][r])));
+      }
   }
+  for (int h = h0; h < h0 + nh; h++)
+    for (int r = 0; r < nr; r++) acc[h][r] = _mm256_load_ps(total[h][r]);
 }
 
 #if QPACK_VNNI
