@@ -85,6 +85,9 @@ pack)
 unpack)
   [ -x $LB/bin/llama-bench ] || { mkdir -p $LB && cat "$2"/llama-bin.txz.* | xz -d | tar xf - -C $LB; }
   ;;
+-h | --help)
+  sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"
+  ;;
 *)
   echo "usage: bench_cuda_llama.sh build | models | quantize | run [TYPES] | greedy FILE N PROMPT... | pack DIR | unpack DIR" >&2
   exit 2

@@ -26,6 +26,8 @@ while [ $# -gt 0 ]; do
     --no-tests) tests=0 ;;
     --prebuilt) prebuilt=$(cd "$2" && pwd); shift ;;
     --cudnn-include) dnn_fallback=$(cd "$2" && pwd); shift ;;
+    -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "bench_cuda_onnx.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done

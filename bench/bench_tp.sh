@@ -14,15 +14,16 @@
 set -euo pipefail
 export NCCL_NVLS_ENABLE=0
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=${1:-/tmp/rlx_tp}
-[ $# -gt 0 ] && shift
+work=/tmp/rlx_tp
+case ${1:-} in -* | "") ;; *) work=$1; shift ;; esac
 bw="" skip70=0 skiptests=0
 while [ $# -gt 0 ]; do
   case $1 in
   --bw) bw=$2; shift 2 ;;
   --skip-70b) skip70=1; shift ;;
   --skip-tests) skiptests=1; shift ;;
-  *) echo "bench_tp.sh: unknown option $1" >&2; exit 2 ;;
+  -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  *) echo "bench_tp.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$work"
