@@ -303,7 +303,7 @@ static int inplace_op(int op) {
 static plan_figures check_plan(const rlx_graph *g) {
   plan_figures f = {0};
   plan_memory m;
-  CHECK(plan_arena_offsets(g, NULL, &m) == RLX_OK, "%s: %s", g->name, rlx_last_error());
+  CHECK(plan_arena_offsets(g, NULL, 0, &m) == RLX_OK, "%s: %s", g->name, rlx_last_error());
   reference r;
   reference_of(g, &r);
   const int N = g->n_nodes;
@@ -481,7 +481,7 @@ static void test_input_views(void) {
   /* the param reshape and the narrow of x inside; the three outputs get bytes */
   CHECK(f.views == 2, "views %d", f.views);
   plan_memory m;
-  CHECK(plan_arena_offsets(g, NULL, &m) == RLX_OK, "%s", rlx_last_error());
+  CHECK(plan_arena_offsets(g, NULL, 0, &m) == RLX_OK, "%s", rlx_last_error());
   rlx_node w_view = g->nodes[g->nodes[g->outputs[3]].in[0]].in[1];
   CHECK(m.view[w_view] && m.leaf[slot_of(w_view, 0)] == g->nodes[w_view].in[0] && m.offset[slot_of(w_view, 0)] == 0,
         "the reshape of the param names the param's host buffer");
@@ -512,7 +512,7 @@ static void test_intermediate_view(void) {
   plan_figures f = check_plan(g);
   CHECK(f.views == 1, "views %d", f.views);
   plan_memory m;
-  CHECK(plan_arena_offsets(g, NULL, &m) == RLX_OK, "%s", rlx_last_error());
+  CHECK(plan_arena_offsets(g, NULL, 0, &m) == RLX_OK, "%s", rlx_last_error());
   rlx_node r = g->outputs[0], h = g->nodes[r].in[0];
   CHECK(m.view[r] && m.offset[slot_of(r, 0)] == m.offset[slot_of(h, 0)], "the reshape output names h's bytes");
   for (int i = 0; i < g->n_nodes; i++)
@@ -555,7 +555,7 @@ static void test_elementwise_mix(void) {
   /* In place: the casts f32 -> i32 -> f32 (same size), the compare of
    * 1-byte bools, the region over neg(n1); not x + x (x is an input). */
   plan_memory m;
-  CHECK(plan_arena_offsets(g, NULL, &m) == RLX_OK, "%s", rlx_last_error());
+  CHECK(plan_arena_offsets(g, NULL, 0, &m) == RLX_OK, "%s", rlx_last_error());
   int casts = 0, compares = 0, regions = 0, adds_of_x = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];

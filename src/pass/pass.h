@@ -102,7 +102,10 @@ void       pass_options_from_env(pass_options *opt);
  * instead, so rlx_output reads the result of the run.
  * In-place: an elementwise op of the allow-list in plan_memory.c writes into
  * the buffer of an input that dies at it (inplace_input[node] = that input's
- * index): the kernel gets the same pointer as input and output.
+ * index): the kernel gets the same pointer as input and output. With
+ * PLAN_FUSED_CONV_IN_PLACE a FusedConv writes into its residual's buffer
+ * likewise (for a backend whose kernels read each residual element before
+ * they store that output element).
  * Arena buffers live from their defining node to the last node that reads
  * them or any view or in-place result of them (graph outputs: to the end).
  * Offsets: each buffer goes into the tightest gap left by the buffers
@@ -137,7 +140,8 @@ static inline size_t plan_input_slot(const ir_node *n, int k) {
  * its products read through): unless they are views they get no arena
  * bytes, and their offsets (and their views') are from the start of the
  * backend's buffer. */
-rlx_status plan_arena_offsets(const rlx_graph *g, const uint8_t *outside, plan_memory *out);
+enum { PLAN_FUSED_CONV_IN_PLACE = 1 };
+rlx_status plan_arena_offsets(const rlx_graph *g, const uint8_t *outside, unsigned flags, plan_memory *out);
 void       plan_memory_free(plan_memory *m);
 
 #endif /* RLX_PASS_H */

@@ -281,13 +281,19 @@ static int can_write_into(const rlx_graph *g, const ir_node *n, int k, size_t ou
   return 1;
 }
 
+/* Whether inputs j and k of n are in one arena buffer. */
+static int same_buffer(const ir_node *n, int j, int k, const plan_memory *m, const plan_scratch *s) {
+  const int rj = s->root[plan_input_slot(n, j)], rk = s->root[plan_input_slot(n, k)];
+  return m->leaf[rj] < 0 && s->buf_of[rj] >= 0 && s->buf_of[rj] == s->buf_of[rk];
+}
+
 static rlx_status plan_fail(plan_memory *m, plan_scratch *s, rlx_status st) {
   scratch_free(s);
   plan_memory_free(m);
   return st;
 }
 
-rlx_status plan_arena_offsets(const rlx_graph *g, const uint8_t *outside, plan_memory *m) {
+rlx_status plan_arena_offsets(const rlx_graph *g, const uint8_t *outside, unsigned flags, plan_memory *m) {
   memset(m, 0, sizeof *m);
   const int no_reuse = ir_env_flag("RLX_PLAN_NO_REUSE", 0);
   const int N = g->n_nodes;
@@ -403,8 +409,12 @@ rlx_status plan_arena_offsets(const rlx_graph *g, const uint8_t *outside, plan_m
     for (int o = 0; o < n->n_out; o++) {
       size_t slot = (size_t)i * IR_MAX_OUTPUTS + (size_t)o;
       if (s.root[slot] != (int)slot) continue; /* an in-place Assign's UpdateSlice: the param's bytes */
-      if (!no_reuse && o == 0 && inplace_allowed(n->op)) {
-        int k = 0;
+      /* a FusedConv: only into its residual (input 3), and not where x is
+       * (a view of) the same buffer: a conv reads x all over */
+      const int conv_res = (flags & PLAN_FUSED_CONV_IN_PLACE) && n->op == RLX_OP_FusedConv && n->n_in == 4 &&
+                           !same_buffer(n, 0, 3, m, &s);
+      if (!no_reuse && o == 0 && (inplace_allowed(n->op) || conv_res)) {
+        int k = conv_res ? 3 : 0;
         while (k < n->n_in && !can_write_into(g, n, k, slot, m, &s)) k++;
         if (k < n->n_in) {
           int b = s.buf_of[s.root[plan_input_slot(n, k)]];

@@ -45,6 +45,8 @@
  * 14x14 stage measured 4% slower turned, so 196 positions stay as they
  * are. */
 #define CONV_W_TURNED_MAX_P 128
+/* output channels unturned a block with a residual */
+#define UNTURN_ROWS 16
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -91,14 +93,25 @@ static void pack_cols(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64
 
 /* Rows [begin, end) of y from Y^T (a vector transpose: element by
  * element, each load and store was its own instruction), with the residual
- * and the epilogue (without a residual the GEMM applied it). */
+ * and the epilogue (without a residual the GEMM applied it). The residual
+ * may be y's own buffer (plan_memory.c): its rows are read before they are
+ * stored, the epilogue applied in a block turned into t. */
 static void unturn_rows(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const conv_w_job *J = arg;
-  cpu_transpose(J->yt + begin, J->OC, J->P, end - begin, J->y + begin * J->P, J->P);
-  if (J->res)
-    for (int64_t o = begin; o < end; o++)
-      cpu_gemm_row_post(J->y + o * J->P, J->P, 0.0f, J->res + o * J->P, J->ce);
+  if (!J->res) {
+    cpu_transpose(J->yt + begin, J->OC, J->P, end - begin, J->y + begin * J->P, J->P);
+    return;
+  }
+  float t[UNTURN_ROWS * CONV_W_TURNED_MAX_P];
+  for (int64_t o = begin; o < end; o += UNTURN_ROWS) {
+    const int64_t rows = min64(UNTURN_ROWS, end - o);
+    cpu_transpose(J->yt + o, J->OC, J->P, rows, t, J->P);
+    for (int64_t r = 0; r < rows; r++) {
+      cpu_gemm_row_post(t + r * J->P, J->P, 0.0f, J->res + (o + r) * J->P, J->ce);
+      memcpy(J->y + (o + r) * J->P, t + r * J->P, (size_t)J->P * sizeof *t);
+    }
+  }
 }
 
 /* col rows (c, kh, kw) of the channels [begin, end) of one image, for the
@@ -168,14 +181,16 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
   const gemm_b_source cols_src = {pack_cols, &J};
   const gemm_operand x_cols = {J.x, RLX_F32, 0, J.P, 0, NULL};
   ep.residual = ce ? ce->residual : NULL;
-  if (!turned && batch > 1 &&
-      cpu_gemm_prepacked_a_groups(ctx, J.OC, K, &w, in[1].prepack, direct ? &x_cols : NULL, direct ? NULL : &cols_src,
-                                  &images, J.y, J.P, &ep)) {
-    free(J.col);
-    free(J.yt);
-    return RLX_OK;
+  /* y in the residual's buffer (plan_memory.c): a product that stopped
+   * part way has added to some of it, so none can start over */
+  const int in_res = ep.residual == J.y;
+  int done = 0, partial = 0;
+  if (!turned && batch > 1) {
+    done = cpu_gemm_prepacked_a_groups(ctx, J.OC, K, &w, in[1].prepack, direct ? &x_cols : NULL,
+                                       direct ? NULL : &cols_src, &images, J.y, J.P, &ep);
+    partial = !done && in_res;
   }
-  for (int64_t b = 0; b < batch; b++) {
+  for (int64_t b = 0; b < batch && !done && !partial; b++) {
     J.x = (const float *)in[0].data + b * J.C * J.in_plane;
     J.y = (float *)out->data + b * J.OC * J.P;
     if (turned) {
@@ -191,6 +206,10 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
     ep.residual = ce && ce->residual ? ce->residual + b * J.OC * J.P : NULL;
     if (!direct && cpu_gemm_prepacked_a_source(ctx, J.OC, J.P, K, &w, in[1].prepack, &cols_src, J.y, J.P, &ep))
       continue;
+    if (!direct && in_res) {
+      partial = 1;
+      break;
+    }
     for (J.j0 = 0; J.j0 < J.P; J.j0 += block) { /* no packed weight or memory: im2col by blocks */
       J.nj = min64(block, J.P - J.j0);
       if (!direct) cpu_parallel_for(ctx, J.C, min64(J.C, (J.C + threads - 1) / threads), im2col_channels, &J);
@@ -202,5 +221,5 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
   }
   free(J.col);
   free(J.yt);
-  return RLX_OK;
+  return partial ? rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id) : RLX_OK;
 }

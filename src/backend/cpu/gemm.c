@@ -99,6 +99,7 @@ typedef struct {
   const gemm_col_groups *groups;
   int64_t group_pad;
   int even_cols; /* tiles of nearly equal column counts (whole panels) */
+  int c_in;      /* gemm_problem's */
 } gemm_job;
 
 /* A matrix-vector product's output chunks are multiples of 16 elements:
@@ -123,7 +124,7 @@ static void run_task(void *arg, int64_t begin, int64_t end, int thread) {
     int64_t first = sp ? first_part(j->tm > 1 ? ti : tj, j->threads, sp->job.chunks) : 0;
     gemm_problem pr = {j->isa, j->M, j->N, j->K, view_a(j->a, b), j->b_src ? (mat_view){0} : view_b(j->b, b),
                        j->C + b * j->c_batch_stride, j->ldc, j->ep, j->b_packed, j->a_packed,
-                       sp, first, j->b_src, &j->failed, j->b_ld, j->groups, j->group_pad, 0, 0};
+                       sp, first, j->b_src, &j->failed, j->b_ld, j->groups, j->group_pad, 0, 0, j->c_in};
     if (j->gemv) {
       int64_t len = j->M == 1 ? j->N : j->M, units = ceil_div(len, GEMV_UNIT);
       int64_t o0 = split_at(units, j->tn, tj) * GEMV_UNIT, o1 = split_at(units, j->tn, tj + 1) * GEMV_UNIT;
@@ -255,12 +256,23 @@ static int split_one_matrix(gemm_job *j, int64_t threads, int64_t want) {
   return j->tm == 1 || j->b_packed || (j->b_packed = share_operand(j, 0, chunks)) != NULL;
 }
 
+/* ep, or *own: ep without its residual where that is C itself (gemm.h),
+ * *c_in then set */
+static const gemm_epilogue *residual_in_c(const gemm_epilogue *ep, const float *C, int64_t ldc,
+                                          const gemm_col_groups *groups, gemm_epilogue *own, int *c_in) {
+  *c_in = ep->residual && ep->residual == C && ep->ldr == ldc && (!groups || groups->r_stride == groups->c_stride);
+  if (!*c_in) return ep;
+  *own = *ep;
+  own->residual = NULL;
+  return own;
+}
+
 static void fill_k0(const gemm_isa *isa, int64_t batch, int64_t M, int64_t N, float *C,
-                    int64_t ldc, int64_t c_batch_stride, const gemm_epilogue *ep) {
+                    int64_t ldc, int64_t c_batch_stride, const gemm_epilogue *ep, int c_in) {
   for (int64_t b = 0; b < batch; b++)
     for (int64_t i = 0; i < M; i++) {
       float *c = C + b * c_batch_stride + i * ldc;
-      for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
+      for (int64_t j = 0; j < N && !c_in; j++) c[j] = 0.0f;
       isa->epilogue(c, N, ep->bias, 1, inner_act(ep), ep->alpha);
     }
   if (has_rows(ep)) /* one matrix: the row part's residual is of one C */
@@ -277,15 +289,19 @@ void cpu_gemm_prepacked(cpu_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64
   static const gemm_epilogue no_epilogue = {.act = RLX_ACT_NONE};
   if (batch <= 0 || M <= 0 || N <= 0 || K < 0 || !C) return;
   if (!ep) ep = &no_epilogue;
+  gemm_epilogue own;
+  int c_in = 0; /* (a residual is of one matrix) */
+  if (batch == 1) ep = residual_in_c(ep, C, ldc, NULL, &own, &c_in);
   const gemm_isa *isa = active_isa();
   if (K == 0) {
-    fill_k0(isa, batch, M, N, C, ldc, c_batch_stride, ep);
+    fill_k0(isa, batch, M, N, C, ldc, c_batch_stride, ep, c_in);
     return;
   }
   if (!operand_ok(a) || !operand_ok(b)) return;
 
-  gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, M == 1 || N == 1, NULL, NULL,
-                  {{0}, NULL}, 1, NULL, 0, 0, NULL, 0, 0};
+  /* (the GEMV kernels overwrite C: with C in, the tiles) */
+  gemm_job job = {isa, M, N, K, a, b, C, ldc, c_batch_stride, ep, 1, 1, (M == 1 || N == 1) && !c_in, NULL, NULL,
+                  {{0}, NULL}, 1, NULL, 0, 0, NULL, 0, 0, c_in};
   double work = 2.0 * (double)M * (double)N * (double)K * (double)batch *
                 (job.gemv ? GEMM_GEMV_FLOP_WEIGHT : 1);
   int64_t threads = cpu_ctx_threads(ctx);
@@ -324,8 +340,11 @@ static int run_prepacked_a(cpu_ctx *ctx, const gemm_isa *isa, int64_t M, int64_t
                            const gemm_operand *a, const gemm_operand *b, const gemm_b_source *b_src,
                            const gemm_col_groups *groups, float *C, int64_t ldc, const gemm_epilogue *ep) {
   static const gemm_epilogue no_epilogue = {.act = RLX_ACT_NONE};
-  gemm_job job = {isa, M, N, K, a, b, C, ldc, 0, ep ? ep : &no_epilogue, 1, 1, 0, NULL, ap, {{0}, NULL}, 1,
-                  b_src, 0, 0, groups, 0, 0};
+  gemm_epilogue own;
+  int c_in;
+  ep = residual_in_c(ep ? ep : &no_epilogue, C, ldc, groups, &own, &c_in);
+  gemm_job job = {isa, M, N, K, a, b, C, ldc, 0, ep, 1, 1, 0, NULL, ap, {{0}, NULL}, 1,
+                  b_src, 0, 0, groups, 0, 0, c_in};
   if (groups) { /* each matrix's columns padded to whole micro-panels */
     job.group_pad = ceil_div(groups->width, isa->nr_max) * isa->nr_max;
     job.N = groups->count * job.group_pad;

@@ -15,7 +15,11 @@
  * activations).
  *
  * Accumulation is in F32. K = 0 gives C = act(bias) (0 without bias).
- * C must not overlap A, B or bias. M, N, K >= 0 (a negative size is a
+ * C must not overlap A, B or bias. A residual may be C itself (the same
+ * rows: residual == C, ldr == ldc, in column groups r_stride == c_stride):
+ * the product is then added to C's values from the first K block on, the
+ * residual never read after C is written (a convolution planned into its
+ * residual's buffer). M, N, K >= 0 (a negative size is a
  * caller bug: nothing is computed). cpu_sgemm needs no memory of its own
  * to be correct: if its packing buffers cannot be had, an unpacked loop
  * computes the same.

@@ -67,6 +67,9 @@ typedef struct {
   /* with a_packed: the tile's row panels [a_p0, a_p1) of A's even split
    * into ceil(M / mr) panels */
   int64_t a_p0, a_p1;
+  /* C holds the residual (gemm.h): every K block adds to it, and ep has
+   * no residual */
+  int c_in;
 } gemm_problem;
 
 /* C[m0 : m1, n0 : n1] through the packed micro-kernels (or, when no buffer

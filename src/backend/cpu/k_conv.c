@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 void conv_geom_init(const ir_node *n, const cpu_tensor *x, const cpu_tensor *y,
                     const int64_t *kernel, conv_geom *g) {
@@ -114,26 +115,37 @@ rlx_status cpu_Conv(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_te
 }
 
 /* clamp(act(conv + bias + residual)): the conv's kernels apply the rest
- * where they can (in their output tiles), else it runs here after them. */
+ * where they can (in their output tiles), else it runs here after them.
+ * The plan may put the output in the residual's buffer (plan_memory.c):
+ * the packed-weight paths (conv_weights.c) read each residual element
+ * before they store that output element; the others, which store the conv
+ * before its epilogue, get a copy of the residual. */
 rlx_status cpu_FusedConv(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_tensor *out) {
   const int clamp = n->a.lo > -INFINITY || n->a.hi < INFINITY;
   const cpu_tensor *res = n->n_in == 4 ? &in[3] : NULL;
+  cpu_tensor res_copy;
+  if (res && res->data == out->data && (conv_depthwise_applies(n, in, out) || !conv_weights_applies(n, in, out))) {
+    res_copy = *res;
+    if (!(res_copy.data = malloc(res->nbytes + 1)))
+      return rlx_set_error(RLX_ERR_NOMEM, "FusedConv (node %d): out of memory", n->id);
+    memcpy(res_copy.data, res->data, res->nbytes);
+    res = &res_copy;
+  }
   conv_epilogue ce = {.act = (rlx_act)n->a.act, .alpha = (float)n->a.alpha, .clamp = clamp,
                       .lo = (float)n->a.lo, .hi = (float)n->a.hi};
   ce.residual = res && res->dtype == RLX_F32 ? res->data : NULL;
   int applied;
   rlx_status st = conv_run(ctx, n, in, out, &ce, &applied);
-  if (st != RLX_OK || applied) return st;
-  if (out->dtype == RLX_F32) {
+  if (st == RLX_OK && !applied && out->dtype == RLX_F32)
     cpu_gemm_row_post(out->data, out->numel, 0.0f, ce.residual, &ce);
-    return RLX_OK;
-  }
-  for (int64_t i = 0; i < out->numel; i++) { /* selects in the clamp: NaN stays */
+  for (int64_t i = 0; st == RLX_OK && !applied && out->dtype != RLX_F32 && i < out->numel; i++) {
+    /* selects in the clamp: NaN stays */
     double v = cpu_act_apply(ce.act, cpu_get(out, i) + (res ? cpu_get(res, i) : 0.0), n->a.alpha);
     v = clamp && v < n->a.lo ? n->a.lo : v;
     cpu_set(out, i, clamp && v > n->a.hi ? n->a.hi : v);
   }
-  return RLX_OK;
+  if (res == &res_copy) free(res_copy.data);
+  return st;
 }
 
 /* The adjoint of Conv: every input element x[b, c, ih, iw] scatters

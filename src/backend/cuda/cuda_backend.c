@@ -260,7 +260,7 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   mark_absorbed(pl, uses);
   for (int i = 0; i < g->n_nodes; i++) outside[i] = pl->folded[i] || pl->skip[i];
   if (pl->store) folded_store_keys(g, fold_key);
-  if ((st = plan_arena_offsets(g, outside, &pl->mem))) goto fail;
+  if ((st = plan_arena_offsets(g, outside, 0, &pl->mem))) goto fail;
   for (int i = 0; i < g->n_nodes; i++)
     if (pl->mem.view[i]) pl->skip[i] = 0; /* a view names its input's bytes: nothing to absorb */
   cudaError_t e = cudaStreamCreateWithFlags(&pl->stream, cudaStreamNonBlocking);
