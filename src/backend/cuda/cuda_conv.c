@@ -1,12 +1,12 @@
 /* cuda_conv.c — convolutions through cuDNN (cu_kernels.h: cuda_conv).
  *
  * cuDNN's legacy convolution API over NCHW F32 tensors: descriptors and the
- * algorithm are made once at compile time, the algorithm by timing every
- * candidate (cudnnFind*, which allocates its own scratch and runs before
- * any capture), kept per geometry for the process so a network's repeated
- * shapes are timed once. A run is then one cudnnConvolutionForward (or
- * BackwardData for ConvTranspose) on the plan's stream with the plan's
- * workspace: no allocation and no host wait, so a CUDA graph captures it. */
+ * algorithm are made once at compile time, before any capture (cudnnFind*
+ * lists the candidates, find_algo times them again), kept per geometry for
+ * the process so a network's repeated shapes are timed once. A run is then
+ * one cudnnConvolutionForward (or BackwardData for ConvTranspose) on the
+ * plan's stream with the plan's workspace: no allocation and no host wait,
+ * so a CUDA graph captures it. */
 #include "../../ir/ir.h"
 #include "cu_kernels.h"
 
@@ -43,6 +43,7 @@ struct cuda_conv {
   cudnnConvolutionDescriptor_t cd;
   int transposed, tf32, algo;
   size_t ws_bytes;
+  int64_t y_elems; /* the output's */
   const void *x, *w;
   void *y;
 };
@@ -153,32 +154,100 @@ static cudnnMathType_t math_of(const cuda_conv *c, cudnnMathType_t found) {
   return c->tf32 ? found : CUDNN_FMA_MATH;
 }
 
-/* Times the candidates and takes the fastest usable one. */
+/* One call of algorithm algo (math type set) writing y. */
+static cudnnStatus_t conv_call(const cuda_conv *c, int algo, void *ws, size_t ws_bytes, void *y) {
+  const float one = 1.f, zero = 0.f;
+  if (!c->transposed)
+    return cudnnConvolutionForward(c->h, &one, c->xd, c->x, c->wd, c->w, c->cd, (cudnnConvolutionFwdAlgo_t)algo, ws,
+                                   ws_bytes, &zero, c->yd, y);
+  return cudnnConvolutionBackwardData(c->h, &one, c->wd, c->w, c->xd, c->x, c->cd, (cudnnConvolutionBwdDataAlgo_t)algo,
+                                      ws, ws_bytes, &zero, c->yd, y);
+}
+
+/* Best of five timings of two calls of candidate k on the handle's stream
+ * (ms), after one call that loads its kernels; negative when it fails. */
+static float time_candidate(cuda_conv *c, const candidate *k, void *ws, void *y, cudaStream_t st, cudaEvent_t e0,
+                            cudaEvent_t e1) {
+  if (cudnnSetConvolutionMathType(c->cd, math_of(c, k->math)) != CUDNN_STATUS_SUCCESS ||
+      conv_call(c, k->algo, ws, k->memory, y) != CUDNN_STATUS_SUCCESS)
+    return -1.f;
+  float best = -1.f;
+  for (int t = 0; t < 5; t++) {
+    cudaEventRecord(e0, st);
+    for (int r = 0; r < 2; r++)
+      if (conv_call(c, k->algo, ws, k->memory, y) != CUDNN_STATUS_SUCCESS) return -1.f;
+    cudaEventRecord(e1, st);
+    float ms = 0.f;
+    if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) return -1.f;
+    best = best < 0.f || ms < best ? ms : best;
+  }
+  return best;
+}
+
+/* The index of the fastest of n usable candidates, timed again here:
+ * cudnnFind times each once, and at ResNet-50's sizes (tens of
+ * microseconds) two searches of the same shape ranked them differently,
+ * so the FMA kernels often beat the tensor-core ones on noise. The inputs
+ * are the plan's own buffers (scratch now: nothing has run); the output
+ * goes to a scratch y, so no buffer the plan shares is written. When
+ * timing is not possible, cudnnFind's order stands. */
+static int fastest_timed(cuda_conv *c, const candidate *k, int n) {
+  size_t ws_max = 0;
+  for (int i = 0; i < n; i++) ws_max = k[i].memory > ws_max ? k[i].memory : ws_max;
+  const size_t ws_at = ((size_t)c->y_elems * sizeof(float) + 255) / 256 * 256;
+  cudaStream_t st = NULL;
+  void *buf = NULL;
+  int best = 0;
+  if (n < 2 || cudnnGetStream(c->h, &st) != CUDNN_STATUS_SUCCESS || cudaMalloc(&buf, ws_at + ws_max) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  cudaEvent_t e0, e1;
+  if (cudaEventCreate(&e0) == cudaSuccess) {
+    if (cudaEventCreate(&e1) == cudaSuccess) {
+      float best_ms = -1.f;
+      for (int i = 0; i < n; i++) {
+        const float ms = time_candidate(c, &k[i], (uint8_t *)buf + ws_at, buf, st, e0, e1);
+        if (ms >= 0.f && (best_ms < 0.f || ms < best_ms)) best_ms = ms, best = i;
+      }
+      cudaEventDestroy(e1);
+    }
+    cudaEventDestroy(e0);
+  }
+  cudaStreamSynchronize(st);
+  cudaFree(buf);
+  (void)cudaGetLastError(); /* a candidate that failed leaves no error behind */
+  return best;
+}
+
+/* The fastest usable algorithm among cudnnFind's candidates. */
 static rlx_status find_algo(cuda_conv *c, conv_found *f) {
   enum { MAX_ALGOS = 16 };
   candidate k[MAX_ALGOS];
-  int got = 0;
+  int got = 0, n = 0;
   cudnnStatus_t s;
   if (!c->transposed) {
     cudnnConvolutionFwdAlgoPerf_t p[MAX_ALGOS];
     s = cudnnFindConvolutionForwardAlgorithm(c->h, c->xd, c->wd, c->cd, c->yd, MAX_ALGOS, &got, p);
-    if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnFindConvolutionForwardAlgorithm");
     for (int i = 0; i < got; i++) k[i] = CANDIDATE(p[i], CUDNN_CONVOLUTION_FWD_ALGO_);
   } else {
     cudnnConvolutionBwdDataAlgoPerf_t p[MAX_ALGOS];
     s = cudnnFindConvolutionBackwardDataAlgorithm(c->h, c->wd, c->xd, c->cd, c->yd, MAX_ALGOS, &got, p);
-    if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(s, "cudnnFindConvolutionBackwardDataAlgorithm");
     for (int i = 0; i < got; i++) k[i] = CANDIDATE(p[i], CUDNN_CONVOLUTION_BWD_DATA_ALGO_);
   }
-  for (int i = 0; i < got; i++) /* fastest first */
-    if (usable(c, &k[i])) {
-      f->algo = k[i].algo, f->math = (int)math_of(c, k[i].math), f->ws_bytes = k[i].memory;
-      return RLX_OK;
-    }
-  return rlx_set_error(RLX_ERR_UNSUPPORTED,
-                       "cuDNN: no algorithm for this %s that is deterministic, fits %zu MiB of workspace and, "
-                       "without RLX_CUDA_TF32, keeps F32 accuracy",
-                       c->transposed ? "ConvTranspose" : "Conv", CONV_WS_MAX >> 20);
+  if (s != CUDNN_STATUS_SUCCESS)
+    return dnn_fail(s, c->transposed ? "cudnnFindConvolutionBackwardDataAlgorithm"
+                                     : "cudnnFindConvolutionForwardAlgorithm");
+  for (int i = 0; i < got; i++) /* the usable ones, in cudnnFind's order */
+    if (usable(c, &k[i])) k[n++] = k[i];
+  if (!n)
+    return rlx_set_error(RLX_ERR_UNSUPPORTED,
+                         "cuDNN: no algorithm for this %s that is deterministic, fits %zu MiB of workspace and, "
+                         "without RLX_CUDA_TF32, keeps F32 accuracy",
+                         c->transposed ? "ConvTranspose" : "Conv", CONV_WS_MAX >> 20);
+  const candidate *b = &k[fastest_timed(c, k, n)];
+  f->algo = b->algo, f->math = (int)math_of(c, b->math), f->ws_bytes = b->memory;
+  return RLX_OK;
 }
 
 rlx_status cuda_conv_prepare(const cuda_conv_desc *d, void *handle, cuda_conv **out, size_t *ws_bytes) {
@@ -186,6 +255,7 @@ rlx_status cuda_conv_prepare(const cuda_conv_desc *d, void *handle, cuda_conv **
   cuda_conv *c = calloc(1, sizeof *c);
   if (!c) return rlx_set_error(RLX_ERR_NOMEM, "CUDA: out of memory for a convolution");
   c->h = handle, c->transposed = d->transposed, c->tf32 = d->tf32, c->x = d->x, c->w = d->w, c->y = d->y;
+  c->y_elems = d->transposed ? d->N * d->C * d->H * d->W : d->N * d->K * d->OH * d->OW;
   cudnnStatus_t s;
   /* ConvTranspose is the gradient of the convolution from y to x: its
    * filter [C, K / groups] is that convolution's [K' = C, C' = K / groups] */
@@ -241,15 +311,8 @@ rlx_status cuda_conv_prepare(const cuda_conv_desc *d, void *handle, cuda_conv **
 }
 
 rlx_status cuda_conv_run(const cuda_conv *c, void *ws, size_t ws_bytes) {
-  const float one = 1.f, zero = 0.f;
-  cudnnStatus_t s;
   if (ws_bytes < c->ws_bytes) return rlx_set_error(RLX_ERR_INTERNAL, "cuDNN: a convolution's workspace is short");
-  if (!c->transposed)
-    s = cudnnConvolutionForward(c->h, &one, c->xd, c->x, c->wd, c->w, c->cd, (cudnnConvolutionFwdAlgo_t)c->algo, ws,
-                                c->ws_bytes, &zero, c->yd, c->y);
-  else
-    s = cudnnConvolutionBackwardData(c->h, &one, c->wd, c->w, c->xd, c->x, c->cd,
-                                     (cudnnConvolutionBwdDataAlgo_t)c->algo, ws, c->ws_bytes, &zero, c->yd, c->y);
+  const cudnnStatus_t s = conv_call(c, c->algo, ws, c->ws_bytes, c->y);
   return s == CUDNN_STATUS_SUCCESS ? RLX_OK : dnn_fail(s, c->transposed ? "cudnnConvolutionBackwardData"
                                                                          : "cudnnConvolutionForward");
 }

@@ -23,6 +23,7 @@ const char *cuda_cudnn_error(void) { return "rlx was built without cuDNN (cudnn.
   X(cudnnCreate)                                                                                                    \
   X(cudnnDestroy)                                                                                                   \
   X(cudnnSetStream)                                                                                                 \
+  X(cudnnGetStream)                                                                                                 \
   X(cudnnCreateTensorDescriptor)                                                                                    \
   X(cudnnDestroyTensorDescriptor)                                                                                   \
   X(cudnnSetTensor4dDescriptor)                                                                                     \
@@ -75,6 +76,7 @@ const char *cuda_cudnn_error(void) { return dnn_ready() ? NULL : dnn_error; }
 DNN_FORWARD(cudnnCreate, (cudnnHandle_t * h), (h))
 DNN_FORWARD(cudnnDestroy, (cudnnHandle_t h), (h))
 DNN_FORWARD(cudnnSetStream, (cudnnHandle_t h, cudaStream_t st), (h, st))
+DNN_FORWARD(cudnnGetStream, (cudnnHandle_t h, cudaStream_t *st), (h, st))
 DNN_FORWARD(cudnnCreateTensorDescriptor, (cudnnTensorDescriptor_t * d), (d))
 DNN_FORWARD(cudnnDestroyTensorDescriptor, (cudnnTensorDescriptor_t d), (d))
 DNN_FORWARD(cudnnSetTensor4dDescriptor,
