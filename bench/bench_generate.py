@@ -4,8 +4,9 @@ same GGUF files, with the machine's limits measured in the same run.
 llama.cpp is built from a source folder (--llama-src: a checkout of
 github.com/ggml-org/llama.cpp; its commit is read from git, or from a file
 COMMIT in the folder) into its own build folder there, CPU only, native
-instruction sets but no AMX (AMX instructions fault in some virtual
-machines that advertise them), and only llama-bench and llama-quantize.
+instruction sets but no AMX unless --llama-amx (AMX instructions fault in
+some virtual machines that advertise them), and only llama-bench and
+llama-quantize. An existing build folder is used as it was configured.
 
 For each file and thread count, --runs rounds, each round in turn: rlx's
 prefill of --pp tokens, llama-bench pp, a read-bandwidth probe, rlx's --tg
@@ -158,18 +159,20 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
 
 
-def build_llama(src, build, jobs, targets=("llama-bench", "llama-quantize", "llama-perplexity")):
-    """targets (llama-bench and llama-quantize) of the checkout at src, built in build, and its commit."""
+def build_llama(src, build, jobs, targets=("llama-bench", "llama-quantize", "llama-perplexity"), amx=False):
+    """targets (llama-bench and llama-quantize) of the checkout at src, built in build, and its commit;
+    amx: with llama.cpp's AMX kernels (for a machine whose kernel grants AMX tile data)."""
     try:
         commit = sh(["git", "-C", src, "rev-parse", "HEAD"]).strip()
     except (subprocess.CalledProcessError, FileNotFoundError):
         with open(os.path.join(src, "COMMIT")) as f:
             commit = f.read().strip()
     no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    amx_flags = [] if amx else ["-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF",
+                                f"-DCMAKE_C_FLAGS={no_amx}", f"-DCMAKE_CXX_FLAGS={no_amx}"]
     if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
         sh(["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DGGML_CUDA=OFF",
-            "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF", f"-DCMAKE_C_FLAGS={no_amx}",
-            f"-DCMAKE_CXX_FLAGS={no_amx}", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+            *amx_flags, "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
             "-DLLAMA_BUILD_SERVER=" + ("ON" if "llama-server" in targets else "OFF"), "-DLLAMA_OPENSSL=OFF",
             f"-DLLAMA_BUILD_COMMIT={commit[:7]}"])
     print(f"building llama.cpp {commit[:12]} in {build} ...", flush=True)
@@ -376,7 +379,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rlx", default=os.path.join(os.path.dirname(__file__), "..", "build", "rlx"))
     ap.add_argument("--llama-src", required=True)
-    ap.add_argument("--llama-build", help="its build folder (default: LLAMA_SRC/build-rlx-bench)")
+    ap.add_argument("--llama-build", help="its build folder (default: LLAMA_SRC/build-rlx-bench, or "
+                    "build-rlx-bench-amx with --llama-amx)")
+    ap.add_argument("--llama-amx", action="store_true",
+                    help="build llama.cpp with its AMX kernels (where the kernel grants AMX tile data: "
+                    "rlx's test_amx_probe passes)")
     ap.add_argument("--models", default="")
     ap.add_argument("--quantize", default="")
     ap.add_argument("--shape", default="", help=f"make a random-weight F16 file of these shapes ({', '.join(SHAPES)}) "
@@ -398,8 +405,9 @@ def main():
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     src = os.path.abspath(args.llama_src)
-    bindir, commit = build_llama(src, os.path.abspath(args.llama_build or os.path.join(src, "build-rlx-bench")),
-                                 args.jobs)
+    default_build = "build-rlx-bench-amx" if args.llama_amx else "build-rlx-bench"
+    bindir, commit = build_llama(src, os.path.abspath(args.llama_build or os.path.join(src, default_build)),
+                                 args.jobs, amx=args.llama_amx)
     models = [m for m in args.models.split(",") if m]
     shapes = {n: make_shape(n, args.tokenizer_from, args.out_dir) for n in args.shape.split(",") if n and ":" not in n}
     models += [make_shape(n.split(":")[0], args.tokenizer_from, args.out_dir, n.split(":")[1])
@@ -411,7 +419,8 @@ def main():
     rlx_commit = sh([args.rlx, "--version"]).split("\n")[0].strip()
     probe = build_probe()
     peaks = probe_peaks(probe, threads)
-    print(f"llama.cpp {commit[:12]}, rlx {rlx_commit}, {os.cpu_count()} CPUs, pp {args.pp}, tg {args.tg}, "
+    amx = " (AMX kernels)" if args.llama_amx else ""
+    print(f"llama.cpp {commit[:12]}{amx}, rlx {rlx_commit}, {os.cpu_count()} CPUs, pp {args.pp}, tg {args.tg}, "
           f"median of {args.runs}; compute peaks {json.dumps({str(k): v for k, v in peaks.items()})}", flush=True)
     ctx = args.pp + args.tg + 16
     rows = []
