@@ -405,10 +405,13 @@ def main():
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     src = os.path.abspath(args.llama_src)
+    models = [m for m in args.models.split(",") if m]
+    for m in models + ([args.tokenizer_from] if args.tokenizer_from else []):
+        if not os.path.isfile(m):
+            sys.exit(f"bench_generate: no such file: {m}")
     default_build = "build-rlx-bench-amx" if args.llama_amx else "build-rlx-bench"
     bindir, commit = build_llama(src, os.path.abspath(args.llama_build or os.path.join(src, default_build)),
                                  args.jobs, amx=args.llama_amx)
-    models = [m for m in args.models.split(",") if m]
     shapes = {n: make_shape(n, args.tokenizer_from, args.out_dir) for n in args.shape.split(",") if n and ":" not in n}
     models += [make_shape(n.split(":")[0], args.tokenizer_from, args.out_dir, n.split(":")[1])
                for n in args.shape.split(",") if ":" in n]
