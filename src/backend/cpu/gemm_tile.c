@@ -143,6 +143,12 @@ static void pack_b_cols(const gemm_problem *pr, int64_t pc, int64_t kc, int64_t 
   }
 }
 
+/* The micro-kernel flags of K block kb of kblocks: every block after the
+ * first adds to C, and so does the first where C holds the residual. */
+static int kblock_flags(const gemm_problem *pr, int64_t kb, int64_t kblocks) {
+  return (kb > 0 || pr->c_in ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
+}
+
 void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const gemm_isa *isa = pr->isa;
   const int64_t NR = isa->nr_max, MR = isa->mr_max, K = pr->K;
@@ -196,7 +202,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
     if (run < 1) run = 1;
     for (int64_t kb = 0; kb < kblocks; kb++) {
       int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
-      int flags = (kb > 0 || pr->c_in ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
+      int flags = kblock_flags(pr, kb, kblocks);
       for (int64_t q = 0; sp && q < sp->job.chunks; q++)
         gemm_unit_ready(sp, kb, (pr->first_part + q) % sp->job.chunks, tmp);
       for (int64_t jc = n0; jc < n1; jc += NC) {
@@ -226,7 +232,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
       int64_t parts = b_chunk ? ceil_div(nc, b_chunk) : 1, width = b_chunk ? b_chunk : nc;
       for (int64_t kb = 0; kb < kblocks; kb++) {
         int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
-        int flags = (kb > 0 || pr->c_in ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
+        int flags = kblock_flags(pr, kb, kblocks);
         for (int64_t mb = 0; mb < mblocks; mb++) {
           int64_t ic = m0 + split_at(m, mblocks, mb), mc = m0 + split_at(m, mblocks, mb + 1) - ic;
           gemm_pack_a_block(isa, &pr->A, ic, mc, pc, kc, ceil_div(mc, MR), Ap, tmp);
@@ -245,7 +251,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
   /* each tile packs its own blocks */
   for (int64_t kb = 0; reuse_a && kb < kblocks; kb++) {
     int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
-    int flags = (kb > 0 || pr->c_in ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
+    int flags = kblock_flags(pr, kb, kblocks);
     gemm_pack_a_block(isa, &pr->A, m0, m, pc, kc, ceil_div(m, MR), Ap, tmp);
     for (int64_t jc = n0; jc < n1; jc += NC) {
       int64_t nc = n1 - jc < NC ? n1 - jc : NC;
@@ -257,7 +263,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
     int64_t nc = n1 - jc < NC ? n1 - jc : NC;
     for (int64_t kb = 0; kb < kblocks; kb++) {
       int64_t pc = split_at(K, kblocks, kb), kc = split_at(K, kblocks, kb + 1) - pc;
-      int flags = (kb > 0 || pr->c_in ? GEMM_ACCUMULATE : 0) | (kb == kblocks - 1 ? GEMM_LAST : 0);
+      int flags = kblock_flags(pr, kb, kblocks);
       gemm_pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
       for (int64_t mb = 0; mb < mblocks; mb++) {
         int64_t ic = m0 + split_at(m, mblocks, mb), mc = m0 + split_at(m, mblocks, mb + 1) - ic;

@@ -136,13 +136,15 @@ rlx_status cpu_FusedConv(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, c
   ce.residual = res && res->dtype == RLX_F32 ? res->data : NULL;
   int applied;
   rlx_status st = conv_run(ctx, n, in, out, &ce, &applied);
-  if (st == RLX_OK && !applied && out->dtype == RLX_F32)
-    cpu_gemm_row_post(out->data, out->numel, 0.0f, ce.residual, &ce);
-  for (int64_t i = 0; st == RLX_OK && !applied && out->dtype != RLX_F32 && i < out->numel; i++) {
-    /* selects in the clamp: NaN stays */
-    double v = cpu_act_apply(ce.act, cpu_get(out, i) + (res ? cpu_get(res, i) : 0.0), n->a.alpha);
-    v = clamp && v < n->a.lo ? n->a.lo : v;
-    cpu_set(out, i, clamp && v > n->a.hi ? n->a.hi : v);
+  if (st == RLX_OK && !applied) {
+    if (out->dtype == RLX_F32)
+      cpu_gemm_row_post(out->data, out->numel, 0.0f, ce.residual, &ce);
+    else
+      for (int64_t i = 0; i < out->numel; i++) { /* selects in the clamp: NaN stays */
+        double v = cpu_act_apply(ce.act, cpu_get(out, i) + (res ? cpu_get(res, i) : 0.0), n->a.alpha);
+        v = clamp && v < n->a.lo ? n->a.lo : v;
+        cpu_set(out, i, clamp && v > n->a.hi ? n->a.hi : v);
+      }
   }
   if (res == &res_copy) free(res_copy.data);
   return st;
