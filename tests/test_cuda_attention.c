@@ -1,6 +1,6 @@
 /* test_cuda_attention.c — the CUDA backend's attention and rope against the
  * CPU backend on random data: every attention kernel (tensor-core prefill
- * at both tile shapes, split-key decode with and without a cluster and a
+ * at both tile shapes, F32 prefill, split-key decode with and without a cluster and a
  * query a block over a KV pool's mask, the exact kernel; masks, windows,
  * softcap, GQA, both layouts), and the Ropes of q and k joined into one
  * launch. Skips (exit 77) without a CUDA device. */
@@ -13,7 +13,10 @@ typedef struct {
   rlx_mask_kind mask;
   int window;
   double softcap;
-  int pool; /* custom mask as a KV pool's: query i sees only cells [i T / S, i T / S + T / (2 S)) */
+  /* custom mask: 1, a KV pool's (query i sees only cells [i T / S, i T /
+   * S + T / (2 S))); 2, an encoder's key padding, [B, 1, 1, T] (each
+   * batch's last keys hidden) */
+  int pool;
 } attn_case;
 
 static void test_attention(void) {
@@ -59,10 +62,16 @@ static void test_attention(void) {
        * other sequences' cells skipped (13 splits: a cluster; 24: not) */
       {"decode pool batch", 1, 12, 1600, 8, 2, 64, RLX_LAYOUT_BSHD, RLX_MASK_CUSTOM, 0, 0, 1},
       {"decode pool batch many splits", 1, 6, 3000, 12, 2, 128, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0, 1},
-      /* F32 prefill rows (no tensor cores) in blocks of 16 / G queries,
-       * the last block short: 3 splits (a cluster) and one */
-      {"decode kernel prefill rows", 2, 100, 300, 4, 1, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
-      {"decode kernel prefill custom mask", 1, 90, 90, 6, 6, 32, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0, 0},
+      /* F32 prefill rows of a head_dim flash_f32 does not take, in blocks
+       * of 16 / G queries, the last block short: 3 splits (a cluster) and one */
+      {"decode kernel prefill rows d80", 2, 100, 300, 4, 1, 80, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
+      {"decode kernel prefill custom mask d48", 1, 90, 90, 6, 6, 48, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0, 0},
+      /* F32 prefill (flash_f32): BERT's shape with its key padding, rows
+       * and keys ending inside a tile, d96, a causal chunk after a cache */
+      {"encoder key padding", 2, 128, 128, 12, 12, 64, RLX_LAYOUT_BSHD, RLX_MASK_CUSTOM, 0, 0, 2},
+      {"encoder key padding d32 ragged", 3, 71, 71, 4, 4, 32, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0, 2},
+      {"prefill d96 softcap", 1, 130, 130, 4, 2, 96, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 25.0, 0},
+      {"prefill chunk after cache d128", 1, 65, 200, 2, 1, 128, RLX_LAYOUT_BHSD, RLX_MASK_CAUSAL, 0, 0, 0},
   };
   static const rlx_dtype types[] = {RLX_BF16, RLX_F16, RLX_F32};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -73,25 +82,29 @@ static void test_attention(void) {
       int bhsd = a->layout == RLX_LAYOUT_BHSD;
       int64_t qd[4] = {a->B, bhsd ? a->H : a->S, bhsd ? a->S : a->H, a->D};
       int64_t kd[4] = {a->B, bhsd ? a->Hkv : a->T, bhsd ? a->T : a->Hkv, a->D};
-      int64_t md[2] = {a->S, a->T};
+      const int key_pad = a->pool == 2, mrank = key_pad ? 4 : 2;
+      const int64_t md2[2] = {a->S, a->T}, md4[4] = {a->B, 1, 1, a->T}, *md = key_pad ? md4 : md2;
+      const int64_t mn = key_pad ? (int64_t)a->B * a->T : (int64_t)a->S * a->T;
       rlx_node q = rlx_input(g, "q", t, 4, qd), k = rlx_input(g, "k", t, 4, kd), v = rlx_input(g, "v", t, 4, kd);
-      rlx_node m = a->mask == RLX_MASK_CUSTOM ? rlx_input(g, "m", RLX_F32, 2, md) : -1;
+      rlx_node m = a->mask == RLX_MASK_CUSTOM ? rlx_input(g, "m", RLX_F32, mrank, md) : -1;
       rlx_attention_desc d = {a->H, a->Hkv, a->D, a->mask, a->window, 0, a->softcap, a->layout};
       rlx_node y = rlx_attention(g, q, k, v, m, &d);
       rlx_graph_set_outputs(g, 1, &y);
       int64_t nq = (int64_t)a->B * a->S * a->H * a->D, nk = (int64_t)a->B * a->T * a->Hkv * a->D;
-      float *mask = malloc(sizeof(float) * (size_t)(a->S * a->T));
-      for (int i = 0; i < a->S * a->T; i++) mask[i] = rng_uniform() < 0.2 ? -INFINITY : (float)rng_normal();
-      for (int i = 0; a->pool && i < a->S * a->T; i++) {
+      float *mask = malloc(sizeof(float) * (size_t)mn);
+      for (int i = 0; i < mn; i++) mask[i] = rng_uniform() < 0.2 ? -INFINITY : (float)rng_normal();
+      for (int i = 0; a->pool == 1 && i < mn; i++) {
         const int64_t r = i / a->T, j = i % a->T, lo = r * a->T / a->S;
         if (j < lo || j >= lo + a->T / (2 * a->S)) mask[i] = -INFINITY;
       }
-      if (a->S > 3) /* one fully masked row: zeros */
+      for (int i = 0; key_pad && i < mn; i++) /* batch b's last 9 b keys are padding */
+        mask[i] = i % a->T >= a->T - 9 * (i / a->T) ? -INFINITY : 0.f;
+      if (a->S > 3 && !key_pad) /* one fully masked row: zeros */
         for (int i = 0; i < a->T; i++) mask[3 * a->T + i] = -INFINITY;
       bound_leaf leaves[4] = {{"q", 0, random_tensor(t, nq, 1.0), (size_t)nq * dtype_size(t)},
                               {"k", 0, random_tensor(t, nk, 1.0), (size_t)nk * dtype_size(t)},
                               {"v", 0, random_tensor(t, nk, 1.0), (size_t)nk * dtype_size(t)},
-                              {"m", 0, mask, sizeof(float) * (size_t)(a->S * a->T)}};
+                              {"m", 0, mask, sizeof(float) * (size_t)mn}};
       /* 16-bit types: the tensor-core kernel as the plan picks it, then
        * forced to each of its shapes (the plan picks 128-row blocks only
        * for large grids) */

@@ -240,7 +240,7 @@ typedef struct {
    * queries)) and skip a split whose keys the custom mask hides from all
    * of their rows: 1 for a decoder's KV pool (each query sees its own
    * cells), DEC_MAX_ROWS / G for rows the tensor-core kernel does not take
-   * (F32 prefill) */
+   * (prefill rows of a head_dim flash_f32 does not take) */
   int splits, cluster, q_block;
   int lanes; /* flash_decode_lanes takes the splits (k_attention_decode.cu) */
   /* each q head a block of its own (cu_attention_plan, where a block per
@@ -262,8 +262,9 @@ typedef struct {
  * part and count (0 and 0 when another kernel runs). */
 void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *counters);
 /* Runs the kernel cu_attention_plan chose, else the tensor-core flash
- * kernel (F16/BF16, head_dim a multiple of 16 up to 128), else the exact
- * general one (any dtype, any head_dim). */
+ * kernel (F16/BF16, head_dim a multiple of 16 up to 128), else the F32
+ * one (head_dim 32, 64, 96 or 128), else the exact general one (any
+ * dtype, head_dim up to 256). */
 int cu_attention_launch(const cu_attn_args *a, cudaStream_t st);
 
 /* ---------------------------------------------------------------- quantized weights */

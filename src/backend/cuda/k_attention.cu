@@ -4,12 +4,13 @@
  * mask with broadcasting), grouped-query heads, [B,S,H,D] / [B,H,S,D] /
  * [B,S,H*D] through strides, score scale and logit softcap.
  *
- * Three kernels compute the same function (flash_decode in
- * k_attention_decode.cu, flash_tc in k_attention_tc.cu, flash_exact and
- * the choice between them here):
+ * Four kernels compute the same function (flash_decode in
+ * k_attention_decode.cu, flash_tc in k_attention_tc.cu, flash_f32 in
+ * k_attention_f32.cu, flash_exact and the choice between them here):
  *  - flash_decode: few query rows per kv head (decode), one query a block
- *    (a batch over a KV pool), or 16 rows a block where flash_tc does not
- *    apply (F32 prefill), keys split over blocks; for a decode step over a
+ *    (a batch over a KV pool), or 16 rows a block where neither flash_tc
+ *    nor flash_f32 applies (prefill rows of another head_dim), keys split
+ *    over blocks; for a decode step over a
  *    float cache of up to 1,024 keys, flash_decode_lanes (the rows' q and
  *    state in registers, eight lanes a key, nothing staged);
  *  - flash_tc: F16/BF16 with head_dim a multiple of 16 up to 128, on the
@@ -20,6 +21,10 @@
  *    registers, rounded to the input type for the second product (as
  *    FA2); K/V tiles double-buffered by cp.async. Causal and
  *    sliding-window tiles outside the visible band are skipped.
+ *  - flash_f32: F32 with head_dim 32, 64, 96 or 128, the rows flash_decode
+ *    does not take (prefill, an encoder): a block of 128 threads takes 64
+ *    query rows of one (batch, head), both products register-tiled on
+ *    the FMA units as an SGEMM is, F32 throughout.
  *  - flash_exact: every float dtype and head_dim up to 256, one block per
  *    query row whose warps split the keys, F32 (F64 for F64) throughout:
  *    the reference-precision path.
@@ -128,18 +133,20 @@ template <typename T> __global__ void __launch_bounds__(EXACT_WARPS * 32) flash_
 extern "C" void cu_attention_plan(cu_attn_args *a, size_t *part_floats, size_t *counters) {
   *part_floats = *counters = 0;
   a->tc_tile = CU_ATTN_TILE_64;
-  const int tc = cu_attn_tc_applies(a);
+  const int tc = cu_attn_tc_applies(a), f32 = !tc && cu_attn_f32_applies(a);
   if (tc) { /* a failure here shows as the launch's error */
     a->tc_tile = cu_attn_tc_tile_for(a);
     (void)cu_attn_tc_launch(a, 0, 1);
   }
-  cu_attn_decode_plan(a, part_floats, counters, !tc);
+  if (f32) (void)cu_attn_f32_launch(a, 0, 1);
+  cu_attn_decode_plan(a, part_floats, counters, !tc && !f32);
 }
 
 extern "C" int cu_attention_launch(const cu_attn_args *a, cudaStream_t st) {
   if (a->B * a->H * a->S <= 0 || a->D <= 0) return cudaSuccess;
   if (a->splits > 0) return cu_attn_decode_launch(a, st);
   if (cu_attn_tc_applies(a)) return cu_attn_tc_launch(a, st, 0);
+  if (cu_attn_f32_applies(a)) return cu_attn_f32_launch(a, st, 0);
   if (a->D > EXACT_MAX_CHUNKS * 32) return cudaErrorInvalidValue;
   const int64_t rows = a->B * a->H * a->S;
   if (rows > 0x7fffffff) return cudaErrorInvalidValue;

@@ -1,6 +1,7 @@
-/* k_attention.cuh — what the three attention kernels share (k_attention.cu:
- * the exact kernel and the dispatch; k_attention_tc.cu: the tensor-core
- * kernel; k_attention_decode.cu: the split-key decode kernel): which keys
+/* k_attention.cuh — what the attention kernels share (k_attention.cu: the
+ * exact kernel and the dispatch; k_attention_tc.cu: the tensor-core
+ * kernel; k_attention_f32.cu: the F32 prefill kernel;
+ * k_attention_decode.cu: the split-key decode kernel): which keys
  * a query sees, how a raw dot product becomes a score, and each family's
  * plan and launch. */
 #ifndef RLX_K_ATTENTION_CUH
@@ -45,6 +46,11 @@ __host__ __device__ __forceinline__ bool kv_is_block(int kv_dtype) {
 int cu_attn_tc_applies(const cu_attn_args *a);
 int cu_attn_tc_tile_for(const cu_attn_args *a);
 int cu_attn_tc_launch(const cu_attn_args *a, cudaStream_t st, int smem_only);
+
+/* flash_f32 (k_attention_f32.cu): whether it takes a, and its launch, or
+ * (smem_only) only raising its shared-memory limit (at plan time). */
+int cu_attn_f32_applies(const cu_attn_args *a);
+int cu_attn_f32_launch(const cu_attn_args *a, cudaStream_t st, int smem_only);
 
 /* flash_decode (k_attention_decode.cu): its plan (a's splits, keys per
  * split, cluster and q_block, all 0 where it does not apply; the

@@ -707,7 +707,7 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
      * H100: the tensor-core kernel walked all 6,100 keys of the pool per
      * head, 0.6 ms a layer) */
     if (a->mask_kind == RLX_MASK_CUSTOM && a->S <= DEC_MAX_QUERIES) a->q_block = 1;
-    /* rows the tensor-core kernel does not take (F32): DEC_MAX_ROWS a
+    /* rows neither flash_tc nor flash_f32 takes: DEC_MAX_ROWS a
      * block, each block's K and V read once for all of them, where the
      * exact kernel reads them once per row */
     else if (prefill) a->q_block = (int)(DEC_MAX_ROWS / G);
