@@ -301,7 +301,11 @@ int main(void) {
    * 3x3 planes of rows of more than two vectors (made row after row, in
    * passes of 128 outputs); 1x1 kernels on the GEMM with x in place,
    * its tiles along row panels: uneven panels (100 rows), column blocks
-   * (2048 at K = 64) that end inside an image of a batch */
+   * (2048 at K = 64) that end inside an image of a batch; convs of at
+   * most 256 K steps on the lanes tile (vectors of 16 positions times 8
+   * channels): rows of 1 to 5 vectors ending part way, channel counts
+   * short of 8, stride 1, stride 2 with an odd pad (the stem's phases
+   * of columns), dilated taps, K = 256 */
   conv_config packed[] = {
       fixed(0, 2, 2, 64, 64, 1, 56, 56, 3, 3, 1, 1, 1, 1),
       fixed(0, 2, 3, 37, 45, 1, 28, 28, 3, 3, 1, 1, 1, 1),
@@ -323,6 +327,10 @@ int main(void) {
       fixed(0, 2, 1, 2, 2, 2, 9, 150, 3, 3, 1, 0, 1, 1),
       fixed(0, 2, 3, 64, 100, 1, 40, 60, 1, 1, 1, 0, 1, 1),
       fixed(0, 2, 2, 1024, 64, 1, 9, 10, 1, 1, 1, 0, 1, 0),
+      fixed(0, 2, 2, 3, 20, 1, 37, 41, 3, 3, 1, 1, 1, 1),
+      fixed(0, 2, 1, 4, 9, 1, 30, 150, 5, 5, 2, 3, 2, 1),
+      fixed(0, 2, 2, 3, 32, 1, 33, 35, 3, 3, 2, 1, 1, 1),
+      fixed(0, 2, 1, 16, 13, 1, 12, 21, 4, 4, 1, 2, 1, 0),
   };
   for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++)
     for (int tail = TAIL_NONE; tail <= TAIL_LEAKY; tail++) {

@@ -17,8 +17,18 @@
  * channels, are turned back to channel rows through a small buffer and
  * stored with the epilogue: bias, residual, activation, clamp.
  *
- * The weight is packed once ([OC / DC] panels of K x DC, zero past OC)
- * and kept in the weight's prepack slot.
+ * Convs of few K steps (the stems: 7x7 from 3 channels, K = 147; 3x3
+ * from 3, K = 27) run the tile turned the other way (lanes_tile): vectors
+ * of 16 consecutive output positions times LC channels, the input loaded
+ * as vectors and the weight broadcast, so that each accumulator is a
+ * piece of one channel's output row, stored as it is. Turning the tile
+ * above into channel rows (a gather a channel) took 16% of the stem's
+ * time at K = 147. Their input is padded with each row's columns split
+ * by phase of the stride (even columns, then odd), so that a tap's 16
+ * positions are 16 consecutive floats.
+ *
+ * The weight is packed once ([OC / DC] panels of K x DC, zero past OC; LC
+ * for the lanes tile) and kept in the weight's prepack slot.
  */
 #include "conv_direct.h"
 
@@ -30,6 +40,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "simd512.h"
 
 #define DR 14 /* output positions a tile */
 #define DC 32 /* output channels a tile */
@@ -47,6 +59,11 @@
  * streaming the whole weight again, and here a channel block's weight
  * stays in L2. */
 #define DIRECT_1X1_MIN_C 1024
+/* The lanes tile: at most LV vectors of positions, LC channels (24 of the
+ * 32 zmm registers accumulate), for convs of at most LANES_MAX_K steps */
+#define LV 3
+#define LC 8
+#define LANES_MAX_K 256
 
 typedef struct {
   float *w;    /* [ocb][K][DC] */
@@ -60,6 +77,14 @@ static void direct_weight_free(void *p) {
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The floats of each stride phase of a lanes tile's padded row: the
+ * output row in whole vectors plus the taps' reach, in whole vectors
+ * (the phases are split a vector at a time). */
+static int64_t lanes_phase(const conv_geom *g) {
+  const int64_t reach = (g->k[1] - 1) * g->dil[1] / g->stride[1];
+  return ceil_div(ceil_div(g->out[1], 16) * 16 + reach, 16) * 16;
+}
 
 static int act_ok(const conv_epilogue *ce) {
   return !ce || ce->act == RLX_ACT_NONE || ce->act == RLX_ACT_RELU || ce->act == RLX_ACT_LEAKY_RELU;
@@ -81,7 +106,8 @@ int conv_direct_applies(const ir_node *n, const conv_geom *g, const cpu_tensor *
   if ((g->stride[0] != 1 && g->stride[0] != 2) || (g->stride[1] != 1 && g->stride[1] != 2)) return 0;
   /* the offsets table is int32: the padded plane of all channels must fit */
   const int64_t hp = (g->out[0] - 1) * g->stride[0] + (g->k[0] - 1) * g->dil[0] + 1;
-  const int64_t wp = (g->out[1] - 1) * g->stride[1] + (g->k[1] - 1) * g->dil[1] + 1;
+  int64_t wp = (g->out[1] - 1) * g->stride[1] + (g->k[1] - 1) * g->dil[1] + 1;
+  if (g->stride[1] * lanes_phase(g) > wp) wp = g->stride[1] * lanes_phase(g);
   const int64_t plane = hp * wp > g->in[0] * g->in[1] ? hp * wp : g->in[0] * g->in[1];
   return in[0].d[1] * plane < INT32_MAX / 2;
 }
@@ -142,11 +168,28 @@ typedef struct {
   int64_t C, OC, K, P, hp, wp_w, ocb, tiles;
   int64_t ld, plane;           /* xp's row and channel strides */
   int rows_outer;              /* items by rows, then channel blocks */
+  int lanes;                   /* the lanes tile: its weight panels and padded rows */
+  int64_t phase;               /* lanes: the floats of a stride phase of a padded row */
+  float *split;                /* lanes, stride 2: a padded row before its split, per thread */
   rlx_act act;
   float alpha;
   int clamp;
   float lo, hi;
 } direct_job;
+
+/* d[i] = s[i - p1] for the i < len where that is inside the input row s
+ * of W floats, 0 for the rest (s NULL: a row of the padding). */
+static void pad_row(float *d, const float *s, int64_t W, int64_t p1, int64_t len) {
+  /* columns [c0, c1) of a padded row hold input columns [c0 - p1, c1 - p1) */
+  const int64_t c0 = p1 < len ? p1 : len, c1 = p1 + W < len ? p1 + W : len;
+  if (!s || c1 <= c0) {
+    memset(d, 0, (size_t)len * sizeof *d);
+    return;
+  }
+  memset(d, 0, (size_t)c0 * sizeof *d);
+  memcpy(d + c0, s + (c0 - p1), (size_t)(c1 - c0) * sizeof *d);
+  memset(d + c1, 0, (size_t)(len - c1) * sizeof *d);
+}
 
 /* The padded copy's planes [begin, end) (channel c of the image at x):
  * rows of wp_w floats, the input at (pad0, pad1), zero elsewhere. */
@@ -154,23 +197,41 @@ static void pad_channels(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const direct_job *J = arg;
   const conv_geom *g = J->g;
-  const int64_t H = g->in[0], W = g->in[1], p0 = g->pad[0], p1 = g->pad[1];
-  /* columns [c0, c1) of a padded row hold input columns [c0 - p1, c1 - p1) */
-  const int64_t c0 = p1 > 0 ? p1 : 0, c1 = p1 + W < J->wp_w ? p1 + W : J->wp_w;
+  const int64_t H = g->in[0], W = g->in[1];
   for (int64_t c = begin; c < end; c++) {
     float *d = J->pad + c * J->plane;
-    const float *s = J->x + c * H * W;
-    for (int64_t r = 0; r < J->hp; r++, d += J->wp_w) {
-      const int64_t ih = r - p0;
-      if (ih < 0 || ih >= H || c1 <= c0) {
-        memset(d, 0, (size_t)J->wp_w * sizeof *d);
-        continue;
-      }
-      memset(d, 0, (size_t)c0 * sizeof *d);
-      memcpy(d + c0, s + ih * W + (c0 - p1), (size_t)(c1 - c0) * sizeof *d);
-      memset(d + c1, 0, (size_t)(J->wp_w - c1) * sizeof *d);
-    }
+    for (int64_t r = 0, ih = -g->pad[0]; r < J->hp; r++, ih++, d += J->wp_w)
+      pad_row(d, ih >= 0 && ih < H ? J->x + (c * H + ih) * W : NULL, W, g->pad[1], J->wp_w);
   }
+}
+
+/* The epilogue's operands, copied out of the job so that they stay in
+ * registers across the stores to y (which may alias the job's floats) */
+typedef struct {
+  const float *bias, *res;
+  float *y;
+  rlx_act act;
+  int clamp;
+  __m512 lo, hi, alpha;
+} tile_post;
+
+static inline __attribute__((always_inline)) tile_post post_of(const direct_job *J) {
+  return (tile_post){J->bias, J->res, J->y, J->act, J->clamp,
+                     _mm512_set1_ps(J->lo), _mm512_set1_ps(J->hi), _mm512_set1_ps(J->alpha)};
+}
+
+/* y's lanes m at y + at, channel oc, from the sums v: bias, residual,
+ * activation, clamp. */
+static inline __attribute__((always_inline)) void store_post(const tile_post *p, __m512 v, __mmask16 m, int64_t oc,
+                                                             int64_t at) {
+  const __m512 zero = _mm512_setzero_ps();
+  if (p->bias) v = _mm512_add_ps(v, _mm512_set1_ps(p->bias[oc]));
+  if (p->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, p->res + at));
+  if (p->act == RLX_ACT_RELU) v = _mm512_max_ps(zero, v);
+  else if (p->act == RLX_ACT_LEAKY_RELU)
+    v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, p->alpha);
+  if (p->clamp) v = _mm512_min_ps(p->hi, _mm512_max_ps(p->lo, v)); /* NaN stays */
+  _mm512_mask_storeu_ps(p->y + at, m, v);
 }
 
 /* Channels [oc0, oc0 + nc) of image b's tile (output row oh, columns
@@ -180,20 +241,11 @@ static void store_tile(const direct_job *J, const float *tb, int mr, int64_t b, 
   const __mmask16 m = (__mmask16)((1u << mr) - 1u);
   const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                          _mm512_set1_epi32(DC));
-  const __m512 zero = _mm512_setzero_ps(), lo = _mm512_set1_ps(J->lo), hi = _mm512_set1_ps(J->hi);
-  const __m512 alpha = _mm512_set1_ps(J->alpha);
   const int64_t pos = b * J->OC * J->P + oh * J->g->out[1] + ow0;
-  for (int64_t o = 0; o < nc; o++) {
-    __m512 v = _mm512_mask_i32gather_ps(zero, m, idx, tb + o, 4);
-    if (J->bias) v = _mm512_add_ps(v, _mm512_set1_ps(J->bias[oc0 + o]));
-    const int64_t at = (oc0 + o) * J->P + pos;
-    if (J->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, J->res + at));
-    if (J->act == RLX_ACT_RELU) v = _mm512_max_ps(zero, v);
-    else if (J->act == RLX_ACT_LEAKY_RELU)
-      v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, alpha);
-    if (J->clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v)); /* NaN stays */
-    _mm512_mask_storeu_ps(J->y + at, m, v);
-  }
+  const tile_post post = post_of(J);
+  for (int64_t o = 0; o < nc; o++)
+    store_post(&post, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, tb + o, 4), m, oc0 + o,
+               (oc0 + o) * J->P + pos);
 }
 
 /* Items [begin, end): item = (image b0 + i, channel block, output row),
@@ -220,20 +272,114 @@ static void rows_task(void *arg, int64_t begin, int64_t end, int thread) {
   }
 }
 
-/* The weight [OC, K] as ceil(OC / DC) panels of K x DC, zero past OC. */
-static direct_weight *pack_weight(const float *w, int64_t OC, int64_t K) {
-  const int64_t blocks = ceil_div(OC, DC);
+/* ---------------------------------------------------------------- lanes */
+
+/* The lanes tile's padded planes [begin, end): each padded row (as
+ * pad_channels makes it) as its stride's phases, J->phase floats each:
+ * phase q holds the row's columns q, q + s, q + 2s, ... For stride 2 the
+ * row is padded into a buffer of this thread's, then split a vector pair
+ * at a time. */
+static void lanes_pad_channels(void *arg, int64_t begin, int64_t end, int thread) {
+  const direct_job *J = arg;
+  const conv_geom *g = J->g;
+  const int64_t H = g->in[0], W = g->in[1], n = J->phase;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  float *row = J->split + thread * J->ld;
+  for (int64_t c = begin; c < end; c++) {
+    float *d = J->pad + c * J->plane;
+    for (int64_t r = 0, ih = -g->pad[0]; r < J->hp; r++, ih++, d += J->ld) {
+      const float *s = ih >= 0 && ih < H ? J->x + (c * H + ih) * W : NULL;
+      if (g->stride[1] == 1) {
+        pad_row(d, s, W, g->pad[1], n);
+        continue;
+      }
+      pad_row(row, s, W, g->pad[1], 2 * n);
+      for (int64_t q = 0; q < n; q += 16) {
+        const __m512 a = _mm512_loadu_ps(row + 2 * q), b = _mm512_loadu_ps(row + 2 * q + 16);
+        _mm512_storeu_ps(d + q, _mm512_permutex2var_ps(a, even, b));
+        _mm512_storeu_ps(d + n + q, _mm512_permutex2var_ps(a, odd, b));
+      }
+    }
+  }
+}
+
+/* Output row oh of image b, channels [oc0, oc0 + nc) (nc <= LC), vectors
+ * [v0, v0 + nv) of its positions, with the epilogue: per K step nv
+ * vector loads of the input at the step's offset and LC broadcasts of the
+ * weight panel w (K x LC). */
+static inline __attribute__((always_inline)) void lanes_body(const int nv, const direct_job *J, const float *x,
+                                                             const float *w, int64_t b, int64_t oc0, int64_t nc,
+                                                             int64_t oh, int64_t v0) {
+  __m512 acc[LV][LC];
+  _Pragma("GCC unroll 8") for (int o = 0; o < LC; o++)
+    _Pragma("GCC unroll 4") for (int v = 0; v < LV; v++) if (v < nv) acc[v][o] = _mm512_setzero_ps();
+  const int32_t *off = J->off;
+  for (int64_t k = 0; k < J->K; k++) {
+    const float *a = x + off[k];
+    __m512 xv[LV];
+    _Pragma("GCC unroll 4") for (int v = 0; v < LV; v++) if (v < nv) xv[v] = _mm512_loadu_ps(a + 16 * v);
+    _Pragma("GCC unroll 8") for (int o = 0; o < LC; o++) {
+      const __m512 wo = _mm512_set1_ps(w[o]);
+      _Pragma("GCC unroll 4") for (int v = 0; v < LV; v++) if (v < nv) acc[v][o] =
+          _mm512_fmadd_ps(xv[v], wo, acc[v][o]);
+    }
+    w += LC;
+  }
+  const int64_t OW = J->g->out[1], pos = b * J->OC * J->P + oh * OW + 16 * v0;
+  const tile_post post = post_of(J);
+  _Pragma("GCC unroll 4") for (int v = 0; v < LV; v++) if (v < nv) {
+    const __mmask16 m = simd16_tail_mask(OW - 16 * (v0 + v));
+    _Pragma("GCC unroll 8") for (int o = 0; o < LC; o++) if (o < nc)
+      store_post(&post, acc[v][o], m, oc0 + o, (oc0 + o) * J->P + pos + 16 * v);
+  }
+}
+
+static void lanes_tile(int nv, const direct_job *J, const float *x, const float *w, int64_t b, int64_t oc0,
+                       int64_t nc, int64_t oh, int64_t v0) {
+  switch (nv) {
+  case 1: lanes_body(1, J, x, w, b, oc0, nc, oh, v0); break;
+  case 2: lanes_body(2, J, x, w, b, oc0, nc, oh, v0); break;
+  case 3: lanes_body(3, J, x, w, b, oc0, nc, oh, v0); break;
+  default: break;
+  }
+}
+
+/* Items [begin, end): item = (image b0 + i, output row), every channel
+ * block (its weight panel reused by the row's tiles) and every tile of
+ * at most LV vectors (the row's vectors split evenly). */
+static void lanes_rows_task(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const direct_job *J = arg;
+  const conv_geom *g = J->g;
+  const int64_t OH = g->out[0], vecs = ceil_div(g->out[1], 16);
+  for (int64_t it = begin; it < end; it++) {
+    const int64_t bi = it / OH, oh = it % OH;
+    const float *x = J->xp + bi * J->C * J->plane + oh * g->stride[0] * J->ld;
+    for (int64_t cb = 0; cb < J->ocb; cb++) {
+      const int64_t oc0 = cb * LC, nc = J->OC - oc0 < LC ? J->OC - oc0 : LC;
+      for (int64_t t = 0; t < J->tiles; t++) {
+        const int64_t v0 = t * vecs / J->tiles, nv = (t + 1) * vecs / J->tiles - v0;
+        lanes_tile((int)nv, J, x + 16 * v0, J->wp + cb * J->K * LC, J->b0 + bi, oc0, nc, oh, v0);
+      }
+    }
+  }
+}
+
+/* The weight [OC, K] as ceil(OC / nb) panels of K x nb, zero past OC. */
+static direct_weight *pack_weight(const float *w, int64_t OC, int64_t K, int64_t nb) {
+  const int64_t blocks = ceil_div(OC, nb);
   direct_weight *d = malloc(sizeof *d);
   if (!d) return NULL;
-  d->bytes = (size_t)(blocks * K * DC) * sizeof(float);
+  d->bytes = (size_t)(blocks * K * nb) * sizeof(float);
   if (!(d->w = aligned_alloc(64, d->bytes))) {
     free(d);
     return NULL;
   }
   for (int64_t cb = 0; cb < blocks; cb++)
     for (int64_t k = 0; k < K; k++) {
-      float *dst = d->w + (cb * K + k) * DC;
-      for (int64_t o = 0; o < DC; o++) dst[o] = cb * DC + o < OC ? w[(cb * DC + o) * K + k] : 0.0f;
+      float *dst = d->w + (cb * K + k) * nb;
+      for (int64_t o = 0; o < nb; o++) dst[o] = cb * nb + o < OC ? w[(cb * nb + o) * K + k] : 0.0f;
     }
   return d;
 }
@@ -244,11 +390,14 @@ rlx_status conv_direct_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *
   direct_job J = {.g = g, .C = in[0].d[1], .OC = in[1].d[0], .bias = n->n_in >= 3 ? in[2].data : NULL};
   const int64_t batch = in[0].d[0], KH = g->k[0], KW = g->k[1];
   J.K = J.C * KH * KW;
+  /* by K alone (the weight's shape), so a weight keeps one packing */
+  J.lanes = J.K <= LANES_MAX_K;
+  const int64_t nb = J.lanes ? LC : DC;
   J.P = g->out[0] * g->out[1];
   J.hp = (g->out[0] - 1) * g->stride[0] + (KH - 1) * g->dil[0] + 1;
   J.wp_w = (g->out[1] - 1) * g->stride[1] + (KW - 1) * g->dil[1] + 1;
-  J.ocb = ceil_div(J.OC, DC);
-  J.tiles = ceil_div(g->out[1], DR);
+  J.ocb = ceil_div(J.OC, nb);
+  J.tiles = J.lanes ? ceil_div(ceil_div(g->out[1], 16), LV) : ceil_div(g->out[1], DR);
   J.act = ce ? ce->act : RLX_ACT_NONE;
   J.alpha = ce ? ce->alpha : 0.0f;
   J.clamp = ce && ce->clamp;
@@ -256,38 +405,46 @@ rlx_status conv_direct_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *
   J.hi = ce ? ce->hi : 0.0f;
   direct_weight *dw = gemm_prepack_other(in[1].prepack, in[1].data);
   if (!dw) {
-    if (!(dw = pack_weight(in[1].data, J.OC, J.K)))
+    if (!(dw = pack_weight(in[1].data, J.OC, J.K, nb)))
       return rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id);
     gemm_prepack_set_other(in[1].prepack, in[1].data, dw, dw->bytes, direct_weight_free);
   }
   J.wp = dw->w;
-  /* without padding the taps read the input in place (a 1x1 conv) */
-  const int in_place = g->pad[0] == 0 && g->pad[1] == 0 && J.hp <= g->in[0] && J.wp_w <= g->in[1];
-  J.ld = in_place ? g->in[1] : J.wp_w;
-  J.plane = in_place ? g->in[0] * g->in[1] : J.hp * J.wp_w;
+  /* without padding the taps read the input in place (a 1x1 conv); the
+   * lanes tile reads its rows split by phase, padded to whole vectors */
+  const int in_place = !J.lanes && g->pad[0] == 0 && g->pad[1] == 0 && J.hp <= g->in[0] && J.wp_w <= g->in[1];
+  J.phase = J.lanes ? lanes_phase(g) : 0;
+  J.ld = in_place ? g->in[1] : J.lanes ? g->stride[1] * J.phase : J.wp_w;
+  J.plane = in_place ? g->in[0] * g->in[1] : J.hp * J.ld;
+  const int threads = cpu_ctx_threads(ctx);
   int32_t *off = malloc((size_t)(J.K + PREFETCH_K) * sizeof *off);
   J.pad = in_place ? NULL
                    : aligned_alloc(64, ((size_t)(J.C * J.plane) * sizeof(float) + 63) & ~(size_t)63);
-  if (!off || (!in_place && !J.pad)) {
+  J.split = J.lanes && g->stride[1] == 2 ? malloc((size_t)(threads * J.ld) * sizeof(float)) : NULL;
+  if (!off || (!in_place && !J.pad) || (J.lanes && g->stride[1] == 2 && !J.split)) {
     free(off);
     free(J.pad);
+    free(J.split);
     return rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id);
   }
   /* the offsets of the K steps in the padded plane, and PREFETCH_K more
-   * (the last one again) for the prefetches past the end */
+   * (the last one again) for the prefetches past the end; a lanes tile's
+   * tap kw reads phase kw * dil % s of the row, kw * dil / s on */
+  const int64_t s1 = J.lanes ? g->stride[1] : 1;
   for (int64_t c = 0, k = 0; c < J.C; c++)
     for (int64_t kh = 0; kh < KH; kh++)
       for (int64_t kw = 0; kw < KW; kw++, k++)
-        off[k] = (int32_t)(c * J.plane + kh * g->dil[0] * J.ld + kw * g->dil[1]);
+        off[k] = (int32_t)(c * J.plane + kh * g->dil[0] * J.ld + kw * g->dil[1] % s1 * J.phase +
+                           kw * g->dil[1] / s1);
   for (int64_t k = J.K; k < J.K + PREFETCH_K; k++) off[k] = off[J.K - 1];
   J.off = off;
   J.rows_outer = J.C * J.plane * (int64_t)sizeof(float) > ROWS_OUTER_BYTES;
-  const int threads = cpu_ctx_threads(ctx);
-  const int64_t items = J.ocb * g->out[0]; /* an image's */
+  const int64_t items = J.lanes ? g->out[0] : J.ocb * g->out[0]; /* an image's */
+  cpu_task_fn rows = J.lanes ? lanes_rows_task : rows_task;
   J.x = J.xp = in[0].data;
   J.y = out->data;
   J.res = ce ? ce->residual : NULL;
-  if (!J.pad) cpu_parallel_for(ctx, batch * items, 1, rows_task, &J);
+  if (!J.pad) cpu_parallel_for(ctx, batch * items, 1, rows, &J);
   /* an image padded, then its tiles, into one buffer: the copy stays in
    * L2 for the tiles to read (a whole batch's went out to L3 and was read
    * back from there) */
@@ -295,11 +452,12 @@ rlx_status conv_direct_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *
     J.x = (const float *)in[0].data + b * J.C * g->in[0] * g->in[1];
     J.xp = J.pad;
     J.b0 = b;
-    cpu_parallel_for(ctx, J.C, ceil_div(J.C, threads), pad_channels, &J);
-    cpu_parallel_for(ctx, items, 1, rows_task, &J);
+    cpu_parallel_for(ctx, J.C, ceil_div(J.C, threads), J.lanes ? lanes_pad_channels : pad_channels, &J);
+    cpu_parallel_for(ctx, items, 1, rows, &J);
   }
   free(off);
   free(J.pad);
+  free(J.split);
   return RLX_OK;
 }
 
