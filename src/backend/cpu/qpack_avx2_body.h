@@ -69,33 +69,22 @@ ALWAYS_INLINE void add_high_bits(const uint8_t *planes, int n_planes, __m256i *w
 
 /* init + the int32 sums of registers t0 .. t1 - 1 against activation
  * levels x (4 bytes per register). group: registers whose int16 pair sums
- * fit before widening; sign: signed weights (Q8_0 without VNNI); at_use:
- * each activation broadcast where vpdpbusd takes it (an asm GCC keeps in
- * place: it otherwise broadcast a block's 6 rows x 8 registers ahead and
- * spilled them, a store each; the legacy tiles ran 6-12% faster so, Q4_K's
- * slower, BENCHMARKS.md). */
-ALWAYS_INLINE __m256i sums(const __m256i *wq, const int8_t *x, int t0, int t1, int group, int sign, int at_use,
-                           __m256i init) {
+ * fit before widening; sign: signed weights (Q8_0 without VNNI). */
+ALWAYS_INLINE __m256i sums(const __m256i *wq, const int8_t *x, int t0, int t1, int group, int sign, __m256i init) {
   __m256i s = init;
 #if QPACK_VNNI
   /* two chains: one of 8 kept 6 rows waiting on vpdpbusd's latency */
   (void)group, (void)sign;
   __m256i s1 = _mm256_setzero_si256();
   for (int t = t0; t < t1; t++) {
-    __m256i xb;
-    if (at_use) {
-      __asm__ volatile("vpbroadcastd %1, %0" : "=x"(xb) : "m"(*(const int32_t *)(x + 4 * t)));
-    } else {
-      int32_t x4;
-      memcpy(&x4, x + 4 * t, 4);
-      xb = _mm256_set1_epi32(x4);
-    }
+    int32_t x4;
+    memcpy(&x4, x + 4 * t, 4);
+    const __m256i xb = _mm256_set1_epi32(x4);
     if ((t - t0) & 1) s1 = _mm256_dpbusd_avx_epi32(s1, wq[t], xb);
     else s = _mm256_dpbusd_avx_epi32(s, wq[t], xb);
   }
   s = _mm256_add_epi32(s, s1);
 #else
-  (void)at_use;
   __m256i p = _mm256_setzero_si256();
   for (int t = t0, n = 0; t < t1; t++) {
     int32_t x4;
@@ -141,7 +130,7 @@ ALWAYS_INLINE void legacy_halves(const qpack *p, int64_t g, int h0, int nh, cons
       const __m256 dw = ph8(blk + qbytes + 16 * h);
       for (int r = 0; r < nr; r++) {
         const qdot_q8_0 *a = act_row(act, b, nr, r);
-        const __m256 f = _mm256_cvtepi32_ps(sums(wq, a->qs, 0, 8, group, signed_q8, 1, _mm256_setzero_si256()));
+        const __m256 f = _mm256_cvtepi32_ps(sums(wq, a->qs, 0, 8, group, signed_q8, _mm256_setzero_si256()));
         __m256 *c = &acc[h][r];
         if (min) {
           *c = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), *c);
@@ -192,7 +181,7 @@ ALWAYS_INLINE void k4_halves(const qpack *p, int64_t g, int h0, int nh, const qd
         const __m256 mw = _mm256_mul_ps(ndmin, _mm256_cvtepi32_ps(mn));
         for (int r = 0; r < nr; r++) {
           const qdot_q8_0 *a = act_row(act, s * 8 + j, nr, r);
-          const __m256i i = sums(wq, a->qs, 0, 8, w == RLX_Q5_K ? 4 : 8, 0, 0, _mm256_setzero_si256());
+          const __m256i i = sums(wq, a->qs, 0, 8, w == RLX_Q5_K ? 4 : 8, 0, _mm256_setzero_si256());
           part[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), dw, part[h][r]);
           part[h][r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->s), part[h][r]);
         }
@@ -288,6 +277,29 @@ ALWAYS_INLINE void q6_k_halves(const qpack *p, int64_t g, int h0, int nh, const 
 #define QPACK_BODY_DTYPES QPACK_DTYPES_AVX2
 #endif
 
+/* Halves h0 .. h0 + nh - 1 of a group into y. Called with constant h0
+ * and nh, so the kernels index their per-half sums with constants and
+ * keep them in registers. */
+ALWAYS_INLINE void tile_halves(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *y, int64_t ldy,
+                               int lanes, rlx_dtype w, int h0, int nh) {
+  __m256 acc[2][QPACK_KERNEL_MR];
+  for (int h = h0; h < h0 + nh; h++)
+    for (int r = 0; r < nr; r++) acc[h][r] = _mm256_setzero_ps();
+  if (w == RLX_Q4_K || w == RLX_Q5_K) k4_halves(p, g, h0, nh, act, nr, acc, w);
+#if QPACK_VNNI
+  else if (w == RLX_Q6_K) q6_k_halves(p, g, h0, nh, act, nr, acc);
+#endif
+  else legacy_halves(p, g, h0, nh, act, nr, acc, w);
+  for (int h = h0; h < h0 + nh && 8 * h < lanes; h++) {
+    const int n = lanes - 8 * h < 8 ? lanes - 8 * h : 8;
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < nr; r++) {
+      if (n == 8) _mm256_storeu_ps(y + r * ldy + 8 * h, acc[h][r]);
+      else _mm256_maskstore_ps(y + r * ldy + 8 * h, m, acc[h][r]);
+    }
+  }
+}
+
 /* A 1-row tile (decode) walks both halves of each block at once, so the
  * weight stream and its prefetches run without a break; more rows take a
  * half at a time (their sums fill the registers), the second half's pass
@@ -295,24 +307,11 @@ ALWAYS_INLINE void q6_k_halves(const qpack *p, int64_t g, int h0, int nh, const 
  * zeros: a 1-row tile computes them and stores only the lanes. */
 ALWAYS_INLINE void tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *y,
                         int64_t ldy, int lanes, rlx_dtype w) {
-  const int nh = nr == 1 ? 2 : 1;
-  for (int h0 = 0; h0 < 2 && 8 * h0 < lanes; h0 += nh) {
-    __m256 acc[2][QPACK_KERNEL_MR];
-    for (int h = h0; h < h0 + nh; h++)
-      for (int r = 0; r < nr; r++) acc[h][r] = _mm256_setzero_ps();
-    if (w == RLX_Q4_K || w == RLX_Q5_K) k4_halves(p, g, h0, nh, act, nr, acc, w);
-#if QPACK_VNNI
-    else if (w == RLX_Q6_K) q6_k_halves(p, g, h0, nh, act, nr, acc);
-#endif
-    else legacy_halves(p, g, h0, nh, act, nr, acc, w);
-    for (int h = h0; h < h0 + nh && 8 * h < lanes; h++) {
-      const int n = lanes - 8 * h < 8 ? lanes - 8 * h : 8;
-      const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      for (int r = 0; r < nr; r++) {
-        if (n == 8) _mm256_storeu_ps(y + r * ldy + 8 * h, acc[h][r]);
-        else _mm256_maskstore_ps(y + r * ldy + 8 * h, m, acc[h][r]);
-      }
-    }
+  if (nr == 1) {
+    tile_halves(p, g, act, nr, y, ldy, lanes, w, 0, 2);
+  } else {
+    tile_halves(p, g, act, nr, y, ldy, lanes, w, 0, 1);
+    if (lanes > 8) tile_halves(p, g, act, nr, y, ldy, lanes, w, 1, 1);
   }
 }
 
