@@ -182,11 +182,9 @@ qpack_kernel_fn qpack_avx512_kernel(rlx_dtype w, int *rows);
 qpack_kernel_fn qpack_avxvnni_kernel(rlx_dtype w, int *rows);
 qpack_kernel_fn qpack_avx2_kernel(rlx_dtype w, int *rows);
 
-/* For the kernel files: the packable dtypes, X(dtype, A) for each; the
- * vpmaddubsw kernels (AVX2 without VNNI) leave out Q6_K, whose signed
- * weights against activations + 128 would overflow its int16 pairs. */
-#define QPACK_DTYPES_AVX2(X, A) X(RLX_Q4_0, A) X(RLX_Q4_1, A) X(RLX_Q5_0, A) X(RLX_Q5_1, A) X(RLX_Q8_0, A) X(RLX_Q4_K, A) X(RLX_Q5_K, A)
-#define QPACK_DTYPES(X, A) QPACK_DTYPES_AVX2(X, A) X(RLX_Q6_K, A)
+/* For the kernel files: the packable dtypes, X(dtype, A) for each. */
+#define QPACK_DTYPES(X, A) \
+  X(RLX_Q4_0, A) X(RLX_Q4_1, A) X(RLX_Q5_0, A) X(RLX_Q5_1, A) X(RLX_Q8_0, A) X(RLX_Q4_K, A) X(RLX_Q5_K, A) X(RLX_Q6_K, A)
 
 /* For the kernel files: one qpack_kernel_fn per dtype W of the list
  * DTYPES, calling TILE(p, g, act, nr, y, ldy, lanes, W) with

@@ -197,29 +197,65 @@ ALWAYS_INLINE void k4_halves(const qpack *p, int64_t g, int h0, int nh, const qd
     for (int r = 0; r < nr; r++) acc[h][r] = _mm256_load_ps(total[h][r]);
 }
 
-#if QPACK_VNNI
 /* Q6_K (qpack_avx512.c's q6_k_tile): registers 4 bh .. 4 bh + 3 of lane
  * half h of block half bh, the 32 bytes of that lane half in each of the
  * block half's 3 vectors (qpack_avx512.h's q6_k_half; the fourth
  * register's 2-bit pieces, masked before the word shifts, stay in their
- * byte). */
+ * byte). With VNNI the weights are the stored signed bytes 4 (level -
+ * 32); vpmaddubsw's int16 pairs would overflow on those against
+ * activations + 128, so without VNNI they are level - 32 (6 bits
+ * sign-extended: |w| <= 32, a pair <= 2 x 255 x 32 and two pairs still
+ * fit), sums a quarter of VNNI's. */
 ALWAYS_INLINE void q6_k_regs(const uint8_t *blk, int bh, int h, __m256i w[4]) {
-  const __m256i top = _mm256_set1_epi8((char)0xFC), low = _mm256_set1_epi8(3);
+  const __m256i low = _mm256_set1_epi8(3);
   const uint8_t *q = blk + 192 * bh + 32 * h;
   const __m256i v0 = _mm256_load_si256((const __m256i *)q);
   const __m256i v1 = _mm256_load_si256((const __m256i *)(q + 64));
   const __m256i v2 = _mm256_load_si256((const __m256i *)(q + 128));
+#if QPACK_VNNI
+  const __m256i top = _mm256_set1_epi8((char)0xFC);
   w[0] = _mm256_and_si256(v0, top);
   w[1] = _mm256_and_si256(v1, top);
   w[2] = _mm256_and_si256(v2, top);
   w[3] = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(v0, low), 2),
                                          _mm256_slli_epi16(_mm256_and_si256(v1, low), 4)),
                          _mm256_slli_epi16(_mm256_and_si256(v2, low), 6));
+#else
+  const __m256i six = _mm256_set1_epi8(0x3F), bit5 = _mm256_set1_epi8(0x20);
+  w[0] = _mm256_and_si256(_mm256_srli_epi16(v0, 2), six);
+  w[1] = _mm256_and_si256(_mm256_srli_epi16(v1, 2), six);
+  w[2] = _mm256_and_si256(_mm256_srli_epi16(v2, 2), six);
+  w[3] = _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(v0, low), _mm256_slli_epi16(_mm256_and_si256(v1, low), 2)),
+                         _mm256_slli_epi16(_mm256_and_si256(v2, low), 4));
+  for (int t = 0; t < 4; t++) w[t] = _mm256_sub_epi8(_mm256_xor_si256(w[t], bit5), bit5);
+#endif
 }
 
-/* Q6_K halves as legacy_halves: signed weights 4 (level - 32) against the
- * activation levels + 128 (vpdpbusd's unsigned operand; vpmaddubsw's int16
- * pairs would overflow, so the kernel is AVX-VNNI's only). Each block
+/* The int32 sums of a block half's 4 registers against activation levels
+ * + 128 (x: 16 bytes, unsigned). */
+ALWAYS_INLINE __m256i q6_k_sums(const __m256i w[4], const int8_t *x) {
+  __m256i s = _mm256_setzero_si256();
+#if QPACK_VNNI
+  for (int t = 0; t < 4; t++) {
+    int32_t x4;
+    memcpy(&x4, x + 4 * t, 4);
+    s = _mm256_dpbusd_avx_epi32(s, _mm256_set1_epi32(x4), w[t]);
+  }
+#else
+  for (int t = 0; t < 4; t += 2) {
+    int32_t x0, x1;
+    memcpy(&x0, x + 4 * t, 4);
+    memcpy(&x1, x + 4 * t + 4, 4);
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(x0), w[t]),
+                                       _mm256_maddubs_epi16(_mm256_set1_epi32(x1), w[t + 1]));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  }
+#endif
+  return s;
+}
+
+/* Q6_K halves as legacy_halves: signed weights against the activation
+ * levels + 128 (vpdpbusd's and vpmaddubsw's unsigned operand). Each block
  * half's scale d sc goes into the row's super-block sum (one FMA), which
  * then loses corr (qpack.h) and meets the row's d in memory, as
  * qpack_avx512.c's q6_k_tile does: 6 rows of sums and totals overflow
@@ -229,6 +265,8 @@ ALWAYS_INLINE void q6_k_halves(const qpack *p, int64_t g, int h0, int nh, const 
   const uint8_t *head = p->data + (size_t)g * p->group_bytes;
   const uint8_t *sb = head + qpack_q6_heads(p->K);
   const size_t bb = QPACK_Q6_BLOCK;
+  /* the sums are of 4 (level - 32) with VNNI, of level - 32 without */
+  const __m256 quarter = _mm256_set1_ps(QPACK_VNNI ? 0.25f : 1.0f), corr_scale = _mm256_set1_ps(QPACK_VNNI ? 1.0f : 0.25f);
   if (!h0) prefetch_ahead(head, qpack_q6_heads(p->K));
   _Alignas(32) float total[2][QPACK_KERNEL_MR][8];
   for (int h = h0; h < h0 + nh; h++)
@@ -248,21 +286,15 @@ ALWAYS_INLINE void q6_k_halves(const qpack *p, int64_t g, int h0, int nh, const 
           q6_k_regs(blk, bh, h, w);
           const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(sb + 32 * j + 16 * bh + 8 * h));
           const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8));
-          for (int r = 0; r < nr; r++) {
-            __m256i s = _mm256_setzero_si256();
-            for (int t = 0; t < 4; t++) {
-              int32_t x4;
-              memcpy(&x4, a[r].qs + 16 * bh + 4 * t, 4);
-              s = _mm256_dpbusd_avx_epi32(s, _mm256_set1_epi32(x4), w[t]);
-            }
-            part[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, part[h][r]);
-          }
+          for (int r = 0; r < nr; r++)
+            part[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6_k_sums(w, a[r].qs + 16 * bh)), sc, part[h][r]);
         }
       }
     }
     for (int h = h0; h < h0 + nh; h++) {
-      const __m256 d = _mm256_mul_ps(ph8(head + 16 * h), _mm256_set1_ps(0.25f));
-      const __m256 corr = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(head + 32 + 32 * h)));
+      const __m256 d = _mm256_mul_ps(ph8(head + 16 * h), quarter);
+      const __m256 corr = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(head + 32 + 32 * h))),
+                                        corr_scale);
       for (int r = 0; r < nr; r++) {
         const __m256 dx = _mm256_mul_ps(d, _mm256_set1_ps(act_row(act, c * 8, nr, r)->d));
         _mm256_store_ps(total[h][r], _mm256_fmadd_ps(_mm256_sub_ps(part[h][r], corr), dx, _mm256_load_ps(total[h][r])));
@@ -272,10 +304,6 @@ ALWAYS_INLINE void q6_k_halves(const qpack *p, int64_t g, int h0, int nh, const 
   for (int h = h0; h < h0 + nh; h++)
     for (int r = 0; r < nr; r++) acc[h][r] = _mm256_load_ps(total[h][r]);
 }
-#define QPACK_BODY_DTYPES QPACK_DTYPES
-#else
-#define QPACK_BODY_DTYPES QPACK_DTYPES_AVX2
-#endif
 
 /* Halves h0 .. h0 + nh - 1 of a group into y. Called with constant h0
  * and nh, so the kernels index their per-half sums with constants and
@@ -286,9 +314,7 @@ ALWAYS_INLINE void tile_halves(const qpack *p, int64_t g, const qdot_q8_0 *act, 
   for (int h = h0; h < h0 + nh; h++)
     for (int r = 0; r < nr; r++) acc[h][r] = _mm256_setzero_ps();
   if (w == RLX_Q4_K || w == RLX_Q5_K) k4_halves(p, g, h0, nh, act, nr, acc, w);
-#if QPACK_VNNI
   else if (w == RLX_Q6_K) q6_k_halves(p, g, h0, nh, act, nr, acc);
-#endif
   else legacy_halves(p, g, h0, nh, act, nr, acc, w);
   for (int h = h0; h < h0 + nh && 8 * h < lanes; h++) {
     const int n = lanes - 8 * h < 8 ? lanes - 8 * h : 8;
@@ -315,4 +341,4 @@ ALWAYS_INLINE void tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr,
   }
 }
 
-QPACK_DEFINE_KERNELS(QPACK_GETTER, tile, QPACK_BODY_DTYPES)
+QPACK_DEFINE_KERNELS(QPACK_GETTER, tile, QPACK_DTYPES)
