@@ -33,6 +33,7 @@ void cuda_conv_free(cuda_conv *c) { (void)c; }
 
 #include <cudnn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,9 @@ struct cuda_conv {
 /* The most workspace an algorithm may ask for; PyTorch's default limit is
  * the free memory, which a plan sharing the device cannot assume. */
 #define CONV_WS_MAX ((size_t)256 << 20)
+#define CONV_MAX_ALGOS 16 /* cudnnFind's candidates at most */
+#define CONV_TIMING_ROUNDS 5
+#define CONV_TIMING_CALLS 4 /* calls a timed graph */
 
 static rlx_status dnn_fail(cudnnStatus_t s, const char *what) {
   const char *why = cuda_cudnn_error();
@@ -130,12 +134,14 @@ typedef struct {
   cudnnMathType_t math;
   size_t memory;
   int algo, spectral;
+  float found_ms; /* cudnnFind's time */
 } candidate;
 
 /* p: a cudnnConvolution*AlgoPerf_t; ALGO: its algorithms' prefix. */
 #define CANDIDATE(p, ALGO)                                                                                          \
   ((candidate){(p).status, (p).determinism, (p).mathType, (p).memory, (int)(p).algo,                               \
-               (p).algo == ALGO##FFT || (p).algo == ALGO##FFT_TILING || (p).algo == ALGO##WINOGRAD_NONFUSED})
+               (p).algo == ALGO##FFT || (p).algo == ALGO##FFT_TILING || (p).algo == ALGO##WINOGRAD_NONFUSED,   \
+               (p).time})
 
 /* A candidate is usable when it ran, fits the workspace limit, gives the
  * same bits every run (a replay must equal the op-by-op run, so no
@@ -164,75 +170,93 @@ static cudnnStatus_t conv_call(const cuda_conv *c, int algo, void *ws, size_t ws
                                       ws, ws_bytes, &zero, c->yd, y);
 }
 
-/* Best of five timings of two calls of candidate k on the handle's stream
- * (ms), after one call that loads its kernels; negative when it fails. */
-static float time_candidate(cuda_conv *c, const candidate *k, void *ws, void *y, cudaStream_t st, cudaEvent_t e0,
-                            cudaEvent_t e1) {
+/* Candidate k's calls captured as a CUDA graph, as a plan replays them
+ * (NULL when a call or the capture fails: then it could not be captured
+ * in a plan either). */
+static cudaGraphExec_t capture_candidate(cuda_conv *c, const candidate *k, void *ws, void *y, cudaStream_t st) {
   if (cudnnSetConvolutionMathType(c->cd, math_of(c, k->math)) != CUDNN_STATUS_SUCCESS ||
-      conv_call(c, k->algo, ws, k->memory, y) != CUDNN_STATUS_SUCCESS)
-    return -1.f;
-  float best = -1.f;
-  for (int t = 0; t < 5; t++) {
-    cudaEventRecord(e0, st);
-    for (int r = 0; r < 2; r++)
-      if (conv_call(c, k->algo, ws, k->memory, y) != CUDNN_STATUS_SUCCESS) return -1.f;
-    cudaEventRecord(e1, st);
-    float ms = 0.f;
-    if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) return -1.f;
-    best = best < 0.f || ms < best ? ms : best;
-  }
-  return best;
+      cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+    return NULL;
+  int ok = 1;
+  for (int r = 0; r < CONV_TIMING_CALLS && ok; r++) ok = conv_call(c, k->algo, ws, k->memory, y) == CUDNN_STATUS_SUCCESS;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  ok &= cudaStreamEndCapture(st, &graph) == cudaSuccess && graph;
+  if (ok && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = NULL;
+  if (graph) cudaGraphDestroy(graph);
+  return ok ? exec : NULL;
 }
 
-/* The index of the fastest of n usable candidates, timed again here:
- * cudnnFind times each once, and at ResNet-50's sizes (tens of
- * microseconds) two searches of the same shape ranked them differently,
- * so the FMA kernels often beat the tensor-core ones on noise. The inputs
- * are the plan's own buffers (scratch now: nothing has run); the output
- * goes to a scratch y, so no buffer the plan shares is written. When
- * timing is not possible, cudnnFind's order stands. */
-static int fastest_timed(cuda_conv *c, const candidate *k, int n) {
+/* The index of the fastest of n usable candidates, timed again here on
+ * the device alone: cudnnFind times each call once, host work included,
+ * and at ResNet-50's sizes (tens of microseconds a call) the legacy API's
+ * host-side dispatch is as long as the kernels, so its ranking (and a
+ * timing of calls issued one by one) followed the host's noise, and a
+ * network's plan moved by 2x from one process to the next. Each candidate runs as a captured graph of CONV_TIMING_CALLS calls, as
+ * in a plan's replay; its time is the best of CONV_TIMING_ROUNDS rounds,
+ * the candidates interleaved within each round (after an untimed one), so
+ * that the clocks' drift favours none. The inputs are the plan's own
+ * buffers (scratch now: nothing has run); the output goes to a scratch y,
+ * so no buffer the plan shares is written. When timing is not possible,
+ * cudnnFind's order stands. ms[i]: candidate i's time a call (negative:
+ * it failed). */
+static int fastest_timed(cuda_conv *c, const candidate *k, int n, float *ms) {
   size_t ws_max = 0;
-  for (int i = 0; i < n; i++) ws_max = k[i].memory > ws_max ? k[i].memory : ws_max;
+  for (int i = 0; i < n; i++) ws_max = k[i].memory > ws_max ? k[i].memory : ws_max, ms[i] = -1.f;
   const size_t ws_at = ((size_t)c->y_elems * sizeof(float) + 255) / 256 * 256;
   cudaStream_t st = NULL;
   void *buf = NULL;
-  int best = 0;
-  if (n < 2 || cudnnGetStream(c->h, &st) != CUDNN_STATUS_SUCCESS || cudaMalloc(&buf, ws_at + ws_max) != cudaSuccess) {
+  int best = -1;
+  if (n < 2 || cudnnGetStream(c->h, &st) != CUDNN_STATUS_SUCCESS || !st ||
+      cudaMalloc(&buf, ws_at + ws_max) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
+  cudaGraphExec_t exec[CONV_MAX_ALGOS];
+  for (int i = 0; i < n; i++) exec[i] = capture_candidate(c, &k[i], (uint8_t *)buf + ws_at, buf, st);
+  (void)cudaGetLastError(); /* a candidate that failed leaves no error behind */
   cudaEvent_t e0, e1;
   if (cudaEventCreate(&e0) == cudaSuccess) {
     if (cudaEventCreate(&e1) == cudaSuccess) {
-      float best_ms = -1.f;
-      for (int i = 0; i < n; i++) {
-        const float ms = time_candidate(c, &k[i], (uint8_t *)buf + ws_at, buf, st, e0, e1);
-        if (ms >= 0.f && (best_ms < 0.f || ms < best_ms)) best_ms = ms, best = i;
-      }
+      for (int round = 0; round <= CONV_TIMING_ROUNDS; round++)
+        for (int i = 0; i < n; i++) {
+          float t = 0.f;
+          if (!exec[i] || cudaEventRecord(e0, st) != cudaSuccess || cudaGraphLaunch(exec[i], st) != cudaSuccess ||
+              cudaEventRecord(e1, st) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+              cudaEventElapsedTime(&t, e0, e1) != cudaSuccess) {
+            if (exec[i]) cudaGraphExecDestroy(exec[i]);
+            exec[i] = NULL, ms[i] = -1.f;
+            continue;
+          }
+          t /= CONV_TIMING_CALLS;
+          if (round > 0 && (ms[i] < 0.f || t < ms[i])) ms[i] = t;
+        }
+      for (int i = 0; i < n; i++)
+        if (ms[i] > 0.f && (best < 0 || ms[i] < ms[best])) best = i;
       cudaEventDestroy(e1);
     }
     cudaEventDestroy(e0);
   }
+  for (int i = 0; i < n; i++)
+    if (exec[i]) cudaGraphExecDestroy(exec[i]);
   cudaStreamSynchronize(st);
   cudaFree(buf);
-  (void)cudaGetLastError(); /* a candidate that failed leaves no error behind */
-  return best;
+  (void)cudaGetLastError();
+  return best < 0 ? 0 : best;
 }
 
 /* The fastest usable algorithm among cudnnFind's candidates. */
 static rlx_status find_algo(cuda_conv *c, conv_found *f) {
-  enum { MAX_ALGOS = 16 };
-  candidate k[MAX_ALGOS];
+  candidate k[CONV_MAX_ALGOS];
   int got = 0, n = 0;
   cudnnStatus_t s;
   if (!c->transposed) {
-    cudnnConvolutionFwdAlgoPerf_t p[MAX_ALGOS];
-    s = cudnnFindConvolutionForwardAlgorithm(c->h, c->xd, c->wd, c->cd, c->yd, MAX_ALGOS, &got, p);
+    cudnnConvolutionFwdAlgoPerf_t p[CONV_MAX_ALGOS];
+    s = cudnnFindConvolutionForwardAlgorithm(c->h, c->xd, c->wd, c->cd, c->yd, CONV_MAX_ALGOS, &got, p);
     for (int i = 0; i < got; i++) k[i] = CANDIDATE(p[i], CUDNN_CONVOLUTION_FWD_ALGO_);
   } else {
-    cudnnConvolutionBwdDataAlgoPerf_t p[MAX_ALGOS];
-    s = cudnnFindConvolutionBackwardDataAlgorithm(c->h, c->wd, c->xd, c->cd, c->yd, MAX_ALGOS, &got, p);
+    cudnnConvolutionBwdDataAlgoPerf_t p[CONV_MAX_ALGOS];
+    s = cudnnFindConvolutionBackwardDataAlgorithm(c->h, c->wd, c->xd, c->cd, c->yd, CONV_MAX_ALGOS, &got, p);
     for (int i = 0; i < got; i++) k[i] = CANDIDATE(p[i], CUDNN_CONVOLUTION_BWD_DATA_ALGO_);
   }
   if (s != CUDNN_STATUS_SUCCESS)
@@ -245,7 +269,18 @@ static rlx_status find_algo(cuda_conv *c, conv_found *f) {
                          "cuDNN: no algorithm for this %s that is deterministic, fits %zu MiB of workspace and, "
                          "without RLX_CUDA_TF32, keeps F32 accuracy",
                          c->transposed ? "ConvTranspose" : "Conv", CONV_WS_MAX >> 20);
-  const candidate *b = &k[fastest_timed(c, k, n)];
+  float ms[CONV_MAX_ALGOS];
+  const candidate *b = &k[fastest_timed(c, k, n, ms)];
+  if (ir_env_flag("RLX_TRACE", 0)) { /* what each usable candidate took, cudnnFind's time and ours */
+    fprintf(stderr, "rlx: cuDNN %s N %lld C %lld %lldx%lld -> K %lld %lldx%lld, %lldx%lld filter, groups %lld:",
+            c->transposed ? "ConvTranspose" : "Conv", (long long)f->key.N, (long long)f->key.C, (long long)f->key.H,
+            (long long)f->key.W, (long long)f->key.K, (long long)f->key.OH, (long long)f->key.OW, (long long)f->key.R,
+            (long long)f->key.S, (long long)f->key.groups);
+    for (int i = 0; i < n; i++)
+      fprintf(stderr, "%s algo %d math %d %.4f / %.4f ms", i ? "," : "", k[i].algo, (int)k[i].math, k[i].found_ms,
+              ms[i]);
+    fprintf(stderr, "; took algo %d math %d\n", b->algo, (int)b->math);
+  }
   f->algo = b->algo, f->math = (int)math_of(c, b->math), f->ws_bytes = b->memory;
   return RLX_OK;
 }
