@@ -36,6 +36,15 @@ __device__ __forceinline__ T finish_score(const cu_attn_args &a, T dot, int64_t 
   return finish_score_masked<T>(a, dot, a.mask_kind == RLX_MASK_CUSTOM ? mask_value(a, b, h, i, j) : 0.f);
 }
 
+/* 2^x on the special-function unit (2^-inf = 0), 2 ulp: the tiled
+ * kernels' softmax in log2 units (flash_tc rounds P to 16 bits after it;
+ * in flash_f32 it is far below the F32 sums' own rounding). */
+__device__ __forceinline__ float attn_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __host__ __device__ __forceinline__ bool kv_is_block(int kv_dtype) {
   return kv_dtype == RLX_Q8_0 || kv_dtype == RLX_Q4_0;
 }

@@ -26,14 +26,6 @@ template <int NC> struct f32_shape {
   static constexpr size_t smem = (size_t)(F32_ROWS * KS + 2 * F32_KEYS * KS + F32_ROWS * PS) * sizeof(float);
 };
 
-/* 2^x on the special-function unit (2^-inf = 0): 2 ulp, far below the
- * F32 sums' own rounding at these lengths. */
-__device__ __forceinline__ float f32_ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 __device__ __forceinline__ float4 f32_zero4() { return make_float4(0.f, 0.f, 0.f, 0.f); }
 
 template <int NC> __global__ void __launch_bounds__(F32_THREADS) flash_f32(const __grid_constant__ cu_attn_args a) {
@@ -63,11 +55,11 @@ template <int NC> __global__ void __launch_bounds__(F32_THREADS) flash_f32(const
   }
   unsigned nan_rows = 0; /* bit i: row r0 + i saw a NaN score */
   const float LOG2E = 1.4426950408889634f;
-  const int shift = T - S;
   const bool custom = a.mask_kind == RLX_MASK_CUSTOM;
   const float *mask_bh = custom ? a.mask + b * a.mask_stride[0] + h * a.mask_stride[1] : NULL;
 
   /* the band of keys any row of this block may see */
+  const int shift = T - S;
   int kend = T, kbeg = 0;
   const int qlast = (q0 + F32_ROWS < S ? q0 + F32_ROWS : S) - 1;
   if (a.mask_kind == RLX_MASK_CAUSAL || a.mask_kind == RLX_MASK_SLIDING_WINDOW) {
@@ -139,13 +131,13 @@ template <int NC> __global__ void __launch_bounds__(F32_THREADS) flash_f32(const
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
       const float mn = fmaxf(m[i], mx);
-      const float alpha = mn == -INFINITY ? 1.f : f32_ex2(m[i] - mn);
+      const float alpha = mn == -INFINITY ? 1.f : attn_ex2(m[i] - mn);
       const float nm = mn == -INFINITY ? 0.f : -mn; /* nothing visible yet: every p is 2^-inf = 0 */
       m[i] = mn;
       float ls = 0.f;
 #pragma unroll
       for (int u = 0; u < 8; u++) {
-        const float p = f32_ex2(s[i][u] + nm);
+        const float p = attn_ex2(s[i][u] + nm);
         ls += p;
         ps[(4 * rg + i) * PS + c + 8 * u] = p;
       }

@@ -68,14 +68,6 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, unsigned s) {
                : "r"(s));
 }
 
-/* 2^x on the special-function unit (2^-inf = 0); P is rounded to 16 bits
- * for the second product, far coarser than its 2-ulp error. */
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 /* DK = head_dim / 16, MS = 16-row slices per warp (block: 4 warps, 64 * MS
  * query rows of one (batch, head)). K and V tiles [keys][D] stream through
  * shared memory by cp.async, TC_STAGES deep; the mma B fragments come out
@@ -301,7 +293,7 @@ __global__ void __launch_bounds__(128, 2) flash_tc(const __grid_constant__ cu_at
           x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
           x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
           const float mn = fmaxf(m[ms][r], x * f);
-          alpha[r] = mn == -INFINITY ? 1.f : ex2(m[ms][r] - mn);
+          alpha[r] = mn == -INFINITY ? 1.f : attn_ex2(m[ms][r] - mn);
           m[ms][r] = mn;
           nm[r] = mn == -INFINITY ? 0.f : -mn; /* a row with nothing visible yet: every p is 2^-inf = 0 */
         }
@@ -310,7 +302,7 @@ __global__ void __launch_bounds__(128, 2) flash_tc(const __grid_constant__ cu_at
           float p[4];
 #pragma unroll
           for (int e = 0; e < 4; e++) {
-            p[e] = ex2(fmaf(s[ms][n][e], f, nm[e >> 1]));
+            p[e] = attn_ex2(fmaf(s[ms][n][e], f, nm[e >> 1]));
             ls[e >> 1] += p[e];
           }
           pa[ms][n / 2][(n % 2) * 2 + 0] = tc_type<E>::pack(p[0], p[1]);
