@@ -372,7 +372,7 @@ static direct_weight *pack_weight(const float *w, int64_t OC, int64_t K, int64_t
   direct_weight *d = malloc(sizeof *d);
   if (!d) return NULL;
   d->bytes = (size_t)(blocks * K * nb) * sizeof(float);
-  if (!(d->w = aligned_alloc(64, d->bytes))) {
+  if (!(d->w = aligned_alloc(64, (d->bytes + 63) & ~(size_t)63))) { /* C11: a multiple of the alignment */
     free(d);
     return NULL;
   }
