@@ -1,8 +1,8 @@
 /* test_cuda_attention.c — the CUDA backend's attention and rope against the
  * CPU backend on random data: every attention kernel (tensor-core prefill
- * at both tile shapes, F32 prefill, split-key decode with and without a cluster and a
- * query a block over a KV pool's mask, the exact kernel; masks, windows,
- * softcap, GQA, both layouts), and the Ropes of q and k joined into one
+ * at both tile shapes, F32 prefill, split-key decode with and without a
+ * cluster and a query a block over a KV pool's mask, the exact kernel;
+ * masks, windows, softcap, GQA, both layouts), and the Ropes of q and k joined into one
  * launch. Skips (exit 77) without a CUDA device. */
 #include "cuda_backend_test.h"
 
@@ -13,10 +13,10 @@ typedef struct {
   rlx_mask_kind mask;
   int window;
   double softcap;
-  /* custom mask: 1, a KV pool's (query i sees only cells [i T / S, i T /
-   * S + T / (2 S))); 2, an encoder's key padding, [B, 1, 1, T] (each
-   * batch's last keys hidden) */
-  int pool;
+  /* the custom mask's form: 0, random [S, T]; 1, a KV pool's (query i
+   * sees only cells [i T / S, i T / S + T / (2 S))); 2, an encoder's key
+   * padding, [B, 1, 1, T] (each batch's last keys hidden) */
+  int mask_form;
 } attn_case;
 
 static void test_attention(void) {
@@ -82,7 +82,7 @@ static void test_attention(void) {
       int bhsd = a->layout == RLX_LAYOUT_BHSD;
       int64_t qd[4] = {a->B, bhsd ? a->H : a->S, bhsd ? a->S : a->H, a->D};
       int64_t kd[4] = {a->B, bhsd ? a->Hkv : a->T, bhsd ? a->T : a->Hkv, a->D};
-      const int key_pad = a->pool == 2, mrank = key_pad ? 4 : 2;
+      const int key_pad = a->mask_form == 2, mrank = key_pad ? 4 : 2;
       const int64_t md2[2] = {a->S, a->T}, md4[4] = {a->B, 1, 1, a->T}, *md = key_pad ? md4 : md2;
       const int64_t mn = key_pad ? (int64_t)a->B * a->T : (int64_t)a->S * a->T;
       rlx_node q = rlx_input(g, "q", t, 4, qd), k = rlx_input(g, "k", t, 4, kd), v = rlx_input(g, "v", t, 4, kd);
@@ -93,7 +93,7 @@ static void test_attention(void) {
       int64_t nq = (int64_t)a->B * a->S * a->H * a->D, nk = (int64_t)a->B * a->T * a->Hkv * a->D;
       float *mask = malloc(sizeof(float) * (size_t)mn);
       for (int i = 0; i < mn; i++) mask[i] = rng_uniform() < 0.2 ? -INFINITY : (float)rng_normal();
-      for (int i = 0; a->pool == 1 && i < mn; i++) {
+      for (int i = 0; a->mask_form == 1 && i < mn; i++) {
         const int64_t r = i / a->T, j = i % a->T, lo = r * a->T / a->S;
         if (j < lo || j >= lo + a->T / (2 * a->S)) mask[i] = -INFINITY;
       }

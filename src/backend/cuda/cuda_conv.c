@@ -192,9 +192,10 @@ static cudaGraphExec_t capture_candidate(cuda_conv *c, const candidate *k, void 
  * and at ResNet-50's sizes (tens of microseconds a call) the legacy API's
  * host-side dispatch is as long as the kernels, so its ranking (and a
  * timing of calls issued one by one) followed the host's noise, and a
- * network's plan moved by 2x from one process to the next. Each candidate runs as a captured graph of CONV_TIMING_CALLS calls, as
- * in a plan's replay; its time is the best of CONV_TIMING_ROUNDS rounds,
- * the candidates interleaved within each round (after an untimed one), so
+ * network's plan moved by 2x from one process to the next. Each
+ * candidate runs as a captured graph of CONV_TIMING_CALLS calls, as in a
+ * plan's replay; its time is the best of CONV_TIMING_ROUNDS rounds, the
+ * candidates interleaved within each round (after an untimed one), so
  * that the clocks' drift favours none. The inputs are the plan's own
  * buffers (scratch now: nothing has run); the output goes to a scratch y,
  * so no buffer the plan shares is written. When timing is not possible,
