@@ -373,13 +373,15 @@ static void test_prepacked(cpu_ctx *ctx) {
 /* One matrix over several threads with the operand that all its tiles
  * need packed by the tiles as they go (gemm_pack.c's shared_pack), in every
  * dtype and layout: A shared by column tiles (several K blocks), B shared
- * by row tiles, and B shared by row tiles of more rows than one A block over
- * more than one block of columns (on the scalar variant's small blocks). */
+ * by row tiles, B shared by row tiles of more rows than one A block over
+ * more than one block of columns (on the scalar variant's small blocks),
+ * and A shared by column tiles of more rows than one A block where B is
+ * widened from F16/BF16 (F32: B shared by row tiles). */
 static void test_shared_operands(cpu_ctx *ctx) {
   static const rlx_dtype dts[] = {RLX_F32, RLX_F16, RLX_BF16};
   /* M, N, K, and whether every dtype and layout (else F32, plain and both
    * transposed: the large one is about the blocking, not the packing) */
-  static const int64_t shapes[][4] = {{40, 300, 1100, 1}, {600, 130, 300, 1}, {300, 1300, 480, 0}};
+  static const int64_t shapes[][4] = {{40, 300, 1100, 1}, {600, 130, 300, 1}, {300, 1300, 480, 0}, {240, 520, 600, 1}};
   for (int di = 0; di < 3; di++)
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
       for (int t = 0; t < 4; t++) {

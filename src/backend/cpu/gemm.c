@@ -11,8 +11,9 @@
  * Threads: the tasks are batch x (tm x tn) tiles of C, handed out
  * dynamically, a few per thread. One matrix is cut along one dimension
  * only, into equal tiles (up to a micro-panel), a multiple of the thread
- * count: columns when it has few rows and a large B (A then packed once,
- * shared by all tiles), rows otherwise (B packed once), so no tile repeats
+ * count: columns when it has few rows and a large B, or a B widened from
+ * F16/BF16 (A then packed once, shared by all tiles), rows otherwise (B
+ * packed once), so no tile repeats
  * another's packing (split_one_matrix). The shared operand is packed by the tiles
  * themselves, chunk by chunk as they first need it, inside the product's
  * one parallel loop (shared_pack, as OpenBLAS's threads share B panels).
@@ -231,6 +232,12 @@ static float *share_operand(gemm_job *j, int is_a, int64_t tiles) {
  *  - few rows (the reuse-A path: M x kc fits the A budget; prefill
  *    shapes) and B over GEMM_SMALL_B_FLOATS: tiles of columns, A packed
  *    once;
+ *  - the same for more rows where B is F16/BF16 without a slot (a
+ *    weight widened as it is packed) and A fits the shared buffer: each
+ *    tile widens its own blocks of B and meets all of A with each from
+ *    its L2, where tiles of rows would each re-read every K block of
+ *    the shared B (16 MiB of 8192 columns on AVX2) from the L3, much of it
+ *    packed in another core's cache;
  *  - more rows: tiles of rows, each of at least mc rows where M allows
  *    (a tile streams all of B, whose micro-panels then serve >= mc rows),
  *    B packed once (or prepacked in a slot).
@@ -241,7 +248,8 @@ static int split_one_matrix(gemm_job *j, int64_t threads, int64_t want) {
   const gemm_isa *isa = j->isa;
   const int64_t M = j->M;
   j->threads = threads;
-  if (reuses_a(isa, M, j->K) && j->K * j->N > GEMM_SMALL_B_FLOATS) {
+  const int widened_b = !j->b_packed && j->b->dtype != RLX_F32 && M * j->K <= GEMM_SHARED_MAX_FLOATS;
+  if ((reuses_a(isa, M, j->K) || widened_b) && j->K * j->N > GEMM_SMALL_B_FLOATS) {
     j->tm = 1;
     j->tn = even_tiles(ceil_div(j->N, isa->nr_max), threads, want);
     return j->tn == 1 || (j->a_packed = share_operand(j, 1, j->tn)) != NULL;
