@@ -193,22 +193,25 @@ static inline void store_first(float *p, __m256 v, int64_t n) {
   if (n) _mm_store_ss(p, x);
 }
 
+/* Blocks of 8 columns outer, all rows inner: each block finishes 8
+ * whole rows of dst, consecutive in memory when dst_stride == rows (a
+ * turned 7x7 conv's Y^T back to y: 49 rows). Rows outer wrote every dst
+ * row 32 bytes at a time in ceil(rows / 8) passes over all of dst, which
+ * left L1 for L2 each pass. */
 void gemm_avx2_pack_t(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst,
                       int64_t dst_stride) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 8) {
-    int64_t nr = rows - r0 < 8 ? rows - r0 : 8;
-    const float *s = src + r0 * ld;
-    float *d = dst + r0;
-    int64_t k = 0;
-    for (; k + 8 <= kc; k += 8) {
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8)
+    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+      const int64_t nr = rows - r0 < 8 ? rows - r0 : 8;
+      const float *s = src + r0 * ld + k;
       __m256 r[8], c[8];
-      for (int i = 0; i < 8; i++) r[i] = i < nr ? _mm256_loadu_ps(s + i * ld + k) : _mm256_setzero_ps();
+      for (int i = 0; i < 8; i++) r[i] = i < nr ? _mm256_loadu_ps(s + i * ld) : _mm256_setzero_ps();
       transpose8(r, c);
-      for (int j = 0; j < 8; j++) store_first(d + (k + j) * dst_stride, c[j], nr);
+      for (int j = 0; j < 8; j++) store_first(dst + (k + j) * dst_stride + r0, c[j], nr);
     }
-    for (; k < kc; k++)
-      for (int64_t i = 0; i < nr; i++) d[k * dst_stride + i] = s[i * ld + k];
-  }
+  for (; k < kc; k++)
+    for (int64_t i = 0; i < rows; i++) dst[k * dst_stride + i] = src[i * ld + k];
 }
 
 /* As in gemm_avx512.c: B rows are short runs (nc columns) at a large
