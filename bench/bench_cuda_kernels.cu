@@ -32,6 +32,7 @@
 #include "../src/backend/cuda/k_attention.cu"
 #include "../src/backend/cuda/k_attention_decode.cu"
 #include "../src/backend/cuda/k_attention_tc.cu"
+#include "../src/backend/cuda/k_attention_f32.cu"
 
 #include <algorithm>
 #include <stdio.h>

@@ -158,6 +158,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QMV_MIN_BLOCKS(MM)) qmv_kernel
 #pragma unroll
   for (int j = 0; j < STAGES - 1; j++) issue();
   cu_pdl_wait(); /* the weights are params; x's levels and the residual come from the kernels before */
+  cu_pdl_trigger(); /* as cu_pdl_chain: the next kernel's launch is spent while this one streams */
   float nf[MM]; /* x's norm factor per row */
 #pragma unroll
   for (int m = 0; m < MM; m++) nf[m] = m < a.M ? qmv_norm_factor(a, qmv_norm_part(a, m)) : 1.f;
@@ -274,6 +275,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QK_MIN_BLOCKS(R)) qmv_q4k_kern
     }
     if (s0 == 0) { /* x's levels come from the kernel before */
       cu_pdl_wait();
+      cu_pdl_trigger();
       np = qmv_norm_part(a, 0);
     }
 #pragma unroll
@@ -368,6 +370,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, R == 1 ? 8 : 4) qmv_legacy_ker
     }
     if (s0 == 0) { /* x's levels come from the kernel before */
       cu_pdl_wait();
+      cu_pdl_trigger();
       np = qmv_norm_part(a, 0);
     }
 #pragma unroll
@@ -425,10 +428,10 @@ __device__ __forceinline__ void quantize32(float v, int8_t *xq, float2 *ds) {
 /* x [M, K] -> levels and (d, s); one warp per 32 elements. Unlike
  * cu_pdl_chain, the trigger comes before the wait: the integer GEMV after
  * then streams its first weights (params) while this kernel still waits,
- * and the run-ahead stops there, since that GEMV never triggers. SW (a
- * CU_SWIGLU_ kind): x is silu(gate) * up, rounded to X as the launch it
- * replaces rounds it (FusedSwiGLU's fast silu for 16-bit types, once;
- * the region's after each step). */
+ * and the run-ahead stops there, since that GEMV triggers only after its
+ * own wait. SW (a CU_SWIGLU_ kind): x is silu(gate) * up, rounded to X as
+ * the launch it replaces rounds it (FusedSwiGLU's fast silu for 16-bit
+ * types, once; the region's after each step). */
 template <typename X, int SW> __global__ void quantize_x_kernel(const __grid_constant__ cu_quant_x_args a) {
   cu_pdl_trigger(); /* the GEMV after may start streaming its weights */
   cu_pdl_wait();
