@@ -58,23 +58,46 @@ static uint32_t ld32(const uint8_t *p) {
 #define B03 0x0303030303030303ull
 #define B0F 0x0F0F0F0F0F0F0F0Full
 
+/* The AVX-512 kernels read a plane as masks, which AVX2 would spread
+ * bit by bit (40 of a half block's 130 operations); the AVX2 kernels'
+ * transposed plane takes a shift per register instead. The packer writes
+ * the one the kernels qpack_kernel picks will read. */
+static int avx2_planes(void) { return !cpu_get_features()->avx512_vnni; }
+
+/* Row lane l's bit-4 plane (m bit j: bit 4 of level j) into a block's
+ * plane (qpack.h): for AVX-512 lane l's nibble of each mask t, for AVX2
+ * byte 32 (l / 8) + 4 (l % 8) + i with bit t from m's bit 4t + i. */
+static void put_plane(uint32_t m, uint8_t *plane, int l, int avx2) {
+  if (avx2) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) { /* bits 4t + i to t: pairs, then quads, then the byte */
+      uint32_t x = m >> i & 0x11111111u;
+      x = (x | x >> 3) & 0x03030303u;
+      x = (x | x >> 6) & 0x000F000Fu;
+      x = (x | x >> 12) & 0xFFu;
+      v |= x << 8 * i;
+    }
+    memcpy(plane + 32 * (l / 8) + 4 * (l % 8), &v, 4);
+    return;
+  }
+  for (int t = 0; t < 8; t++) /* lane l's 4 bits of mask t: a nibble of byte l / 2 */
+    plane[8 * t + l / 2] |= (uint8_t)((m >> 4 * t & 0xF) << 4 * (l % 2));
+}
+
 /* Levels lv[32] of row lane l (0 .. 2^bits - 1, bits 4 or 5) into a
- * block: the low nibbles in Q4_0's byte order, then for bit 4 a plane of
- * 8 64-bit masks, mask t bit 4 l + i = that bit of level 4t + i (the
- * bytes of weight register t, qpack_avx512.c). */
-static void put_levels(const uint8_t *lv, int bits, uint8_t *out, int l) {
+ * block: the low nibbles in Q4_0's byte order, then for bit 4 its plane
+ * (put_plane). */
+static void put_levels(const uint8_t *lv, int bits, uint8_t *out, int l, int avx2) {
   for (int t = 0; t < 4; t++) { /* 4 levels a word: bytes are independent lanes */
     const uint32_t v = (ld32(lv + 4 * t) & 0x0F0F0F0Fu) | (ld32(lv + 16 + 4 * t) & 0x0F0F0F0Fu) << 4;
     memcpy(out + t * 64 + l * 4, &v, 4);
   }
-  for (int b = 4; b < bits; b++) {
-    uint8_t *plane = out + 256 + 64 * (b - 4);
-    uint32_t m = 0; /* bit j: bit b of level j */
+  if (bits == 5) {
+    uint32_t m = 0; /* bit j: bit 4 of level j */
     for (int q = 0; q < 4; q++)
       /* bit 8i of the masked word lands on bit 56 + i, and no two products meet */
-      m |= (uint32_t)((((ld64(lv + 8 * q) >> b) & B01) * 0x0102040810204080ull) >> 56) << 8 * q;
-    for (int t = 0; t < 8; t++) /* lane l's 4 bits of mask t: a nibble of byte l / 2 */
-      plane[8 * t + l / 2] |= (uint8_t)((m >> 4 * t & 0xF) << 4 * (l % 2));
+      m |= (uint32_t)((((ld64(lv + 8 * q) >> 4) & B01) * 0x0102040810204080ull) >> 56) << 8 * q;
+    put_plane(m, out + 256, l, avx2);
   }
 }
 
@@ -141,7 +164,7 @@ static void put_u16(uint8_t *dst, const uint8_t *src) { memcpy(dst, src, 2); }
 
 /* Row lane l of legacy block b: its quants into q, its scale (and min)
  * into the fields after them. blk: the row's GGUF block. */
-static void pack_legacy(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
+static void pack_legacy(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l, int avx2) {
   if (w == RLX_Q8_0) {
     for (int t = 0; t < 8; t++) { /* 4 levels a word: the byte loop ran at 1.2 GB/s */
       uint32_t v;
@@ -154,13 +177,12 @@ static void pack_legacy(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
   }
   if (w == RLX_Q5_0 || w == RLX_Q5_1) {
     /* {d, (m,) qh[4], qs[16]}: qs are Q4_0's nibbles, and bit k of qh is
-     * bit 4 of level k, so mask t's 4 bits of this lane are qh's bits
-     * 4t .. 4t + 3 (put_levels' plane, built without the levels: the
+     * bit 4 of level k: put_plane's m (built without the levels: the
      * level loop packed at 0.5 GB/s) */
     const uint8_t *h = blk + (w == RLX_Q5_1 ? 4 : 2), *qs = h + 4;
     const uint32_t qh = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
     for (int t = 0; t < 4; t++) memcpy(out + t * 64 + l * 4, qs + 4 * t, 4);
-    for (int t = 0; t < 8; t++) out[256 + 8 * t + l / 2] |= (uint8_t)((qh >> 4 * t & 0xF) << 4 * (l % 2));
+    put_plane(qh, out + 256, l, avx2);
     put_u16(out + 256 + 64 + 2 * l, blk);
     if (w == RLX_Q5_1) put_u16(out + 256 + 64 + 32 + 2 * l, blk + 2);
     return;
@@ -219,7 +241,7 @@ static void pack_q6_k(const uint8_t *blk, uint8_t *head, uint8_t *body, int l) {
  * levels (Q5_K: and their bit-4 plane). Sub-block j: the low (j even) or
  * high nibbles of qs[32 (j / 2) ..], Q5_K's bit 4 of element i in bit j
  * of qh[i]. */
-static void pack_k4(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
+static void pack_k4(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l, int avx2) {
   put_u16(out + 2 * l, blk);
   put_u16(out + 32 + 2 * l, blk + 2);
   const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (w == RLX_Q5_K ? 48 : 16);
@@ -240,7 +262,7 @@ static void pack_k4(rlx_dtype w, const uint8_t *blk, uint8_t *out, int l) {
       if (w == RLX_Q5_K) v |= (ld64(qh + i) >> j & B01) << 4;
       memcpy(lv + i, &v, 8);
     }
-    put_levels(lv, w == RLX_Q5_K ? 5 : 4, o, l);
+    put_levels(lv, w == RLX_Q5_K ? 5 : 4, o, l, avx2);
   }
 }
 
@@ -261,7 +283,7 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
   const int64_t units = is_k(w) ? p->K / QK_K : p->K / QK;
   const size_t unit_out = is_k(w) ? header_bytes(w) + 8 * block_bytes(w) : block_bytes(w);
   const size_t unit_in = ir_dtypes[w].size;
-  const int q6_simd = w == RLX_Q6_K && qpack_pack_avx512_available();
+  const int q6_simd = w == RLX_Q6_K && qpack_pack_avx512_available(), avx2 = avx2_planes();
   for (int64_t g = begin; g < end; g++) {
     uint8_t *const gd = p->data + (size_t)g * p->group_bytes;
     uint8_t *dst = gd + (w == RLX_Q6_K ? qpack_q6_heads(p->K) : 0);
@@ -277,9 +299,9 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
       if (w == RLX_Q6_K) memset(head, 0, QPACK_Q6_HEAD);
       const uint8_t *src = row0 + u * unit_in;
       for (int l = 0; l < rows; l++, src += J->row_bytes) {
-        if (w == RLX_Q4_K || w == RLX_Q5_K) pack_k4(w, src, dst, l);
+        if (w == RLX_Q4_K || w == RLX_Q5_K) pack_k4(w, src, dst, l, avx2);
         else if (w == RLX_Q6_K) pack_q6_k(src, head, dst, l);
-        else pack_legacy(w, src, dst, l);
+        else pack_legacy(w, src, dst, l, avx2);
       }
     }
   }

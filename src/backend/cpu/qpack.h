@@ -20,9 +20,13 @@
  *                     are); unsigned levels 0..15.
  *   Q8_0              q[t][l][i] (t < 8, 512 bytes): weight 4t + i + 128
  *                     (unsigned: vpdpbusd's u8 operand).
- *   Q5_0, Q5_1, Q5_K  Q4_0's nibbles, then 8 masks of 64 bits, mask t
- *                     bit 4 l + i = bit 4 of level 4t + i (added to
- *                     register t's bytes by a masked byte add).
+ *   Q5_0, Q5_1, Q5_K  Q4_0's nibbles, then a 64-byte plane of the levels'
+ *                     bit 4, for the AVX-512 kernels 8 masks of 64 bits,
+ *                     mask t bit 4 l + i = bit 4 of level 4t + i (added to
+ *                     register t's bytes by a masked byte add), for the
+ *                     AVX2 kernels byte 32 (l / 8) + 4 (l % 8) + i bit t
+ *                     (shifted to bit 4 of register t's bytes); which one:
+ *                     qpack.c's avx2_planes.
  *   Q6_K              per half h (weights 16 h ..) 3 x 64 bytes: byte
  *                     64 k + 4 l + i = level 16 h + 4k + i with bit 5
  *                     inverted in bits 2..7 (the signed byte: 4 (level -

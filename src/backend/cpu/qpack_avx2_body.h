@@ -49,21 +49,13 @@ ALWAYS_INLINE void load_weights(const uint8_t *q, int nibbles, __m256i *wq) {
   }
 }
 
-/* Bit 4 + plane of the levels from the masks (planes: the first mask plus
- * 4 x half, the half's 32 bits): mask bit j becomes byte j's bit. */
-ALWAYS_INLINE void add_high_bits(const uint8_t *planes, int n_planes, __m256i *wq) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                                          3, 3, 3, 3, 3, 3, 3);
-  const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-  for (int pl = 0; pl < n_planes; pl++) {
-    const __m256i val = _mm256_set1_epi8((char)(16 << pl));
-    for (int t = 0; t < 8; t++) {
-      int32_t m;
-      memcpy(&m, planes + 64 * pl + 8 * t, 4);
-      __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(m), spread);
-      b = _mm256_cmpeq_epi8(_mm256_and_si256(b, bits), bits);
-      wq[t] = _mm256_or_si256(wq[t], _mm256_and_si256(b, val));
-    }
+/* Bit 4 of the levels from the half's 32 bytes of the plane (byte k bit
+ * t: register t's byte k, qpack.c's put_plane): a shift to bit 4 each. */
+ALWAYS_INLINE void add_high_bits(const uint8_t *plane, __m256i *wq) {
+  const __m256i h = _mm256_loadu_si256((const __m256i *)plane), b4 = _mm256_set1_epi8(16);
+  for (int t = 0; t < 8; t++) {
+    const __m256i s = t < 4 ? _mm256_slli_epi16(h, 4 - t) : _mm256_srli_epi16(h, t - 4);
+    wq[t] = _mm256_or_si256(wq[t], _mm256_and_si256(s, b4));
   }
 }
 
@@ -125,7 +117,7 @@ ALWAYS_INLINE void legacy_halves(const qpack *p, int64_t g, int h0, int nh, cons
     for (int h = h0; h < h0 + nh; h++) {
       __m256i wq[8];
       load_weights(blk + 32 * h, !q8, wq);
-      if (five) add_high_bits(blk + 256 + 4 * h, 1, wq);
+      if (five) add_high_bits(blk + 256 + 32 * h, wq);
       for (int t = 0; signed_q8 && t < 8; t++) wq[t] = _mm256_xor_si256(wq[t], _mm256_set1_epi8((char)0x80));
       const __m256 dw = ph8(blk + qbytes + 16 * h);
       for (int r = 0; r < nr; r++) {
@@ -169,7 +161,7 @@ ALWAYS_INLINE void k4_halves(const qpack *p, int64_t g, int h0, int nh, const qd
       for (int h = h0; h < h0 + nh; h++) {
         __m256i wq[8];
         load_weights(blk + 32 * h, 1, wq);
-        if (w == RLX_Q5_K) add_high_bits(blk + 256 + 4 * h, 1, wq);
+        if (w == RLX_Q5_K) add_high_bits(blk + 256 + 32 * h, wq);
         const __m256 d = ph8(sb + 16 * h), ndmin = _mm256_sub_ps(_mm256_setzero_ps(), ph8(sb + 32 + 16 * h));
         const __m256i hi = _mm256_loadu_si256((const __m256i *)(sb + QPACK_K4_HI + 32 * h));
         const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sb + QPACK_K4_LO + 16 * j + 8 * h)));
