@@ -13,10 +13,10 @@
  * only, into equal tiles (up to a micro-panel), a multiple of the thread
  * count: columns when it has few rows and a large B, or a B widened from
  * F16/BF16 (A then packed once, shared by all tiles), rows otherwise (B
- * packed once), so no tile repeats
- * another's packing (split_one_matrix). The shared operand is packed by the tiles
- * themselves, chunk by chunk as they first need it, inside the product's
- * one parallel loop (shared_pack, as OpenBLAS's threads share B panels).
+ * packed once), so no tile repeats another's packing (split_one_matrix).
+ * The shared operand is packed by the tiles themselves, chunk by chunk as
+ * they first need it, inside the product's one parallel loop
+ * (shared_pack, as OpenBLAS's threads share B panels).
  * Batches of matrices take tiles that repeat the least packing
  * (choose_tiles). Each thread packs into its own buffers, kept between
  * calls (thread-specific, freed when the thread exits).
