@@ -2,8 +2,8 @@
  * CPU backend on random data: every attention kernel (tensor-core prefill
  * at both tile shapes, F32 prefill, split-key decode with and without a
  * cluster and a query a block over a KV pool's mask, the exact kernel;
- * masks, windows, softcap, GQA, both layouts), and the Ropes of q and k joined into one
- * launch. Skips (exit 77) without a CUDA device. */
+ * masks, windows, softcap, GQA, both layouts), and the Ropes of q and k
+ * joined into one launch. Skips (exit 77) without a CUDA device. */
 #include "cuda_backend_test.h"
 
 typedef struct {
