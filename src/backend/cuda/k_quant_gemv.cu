@@ -60,14 +60,8 @@ template <int S> __device__ __forceinline__ void qmv_unit(const uint8_t *b, int 
     sc0 = sc1 = sm_f16(b);
     off = 0.f;
   } else if (S == RLX_Q4_K) { /* d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of levels */
-    const uint8_t *s = b + 4;
     int ls, lm;
-    if (u < 4) {
-      ls = s[u] & 63, lm = s[u + 4] & 63;
-    } else {
-      ls = (s[u + 4] & 0xF) | (s[u - 4] >> 6) << 4;
-      lm = (s[u + 4] >> 4) | (s[u] >> 6) << 4;
-    }
+    q4k_scale_min(b + 4, u, ls, lm);
     int q[8]; /* sub-blocks 2i (low nibbles) and 2i + 1 (high) share 32 bytes */
     sm_words<F::A, 8>(b + 16 + 32 * (u >> 1), q);
     const int sh = 4 * (u & 1);

@@ -60,14 +60,8 @@ __device__ __forceinline__ void qmma_unit(const uint8_t *b, int u, int t, int &l
     sc0 = sc1 = sm_f16(b);
     off = 0.f;
   } else if (S == RLX_Q4_K) { /* d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of levels */
-    const uint8_t *s = b + 4;
     int ls, lm;
-    if (u < 4) {
-      ls = s[u] & 63, lm = s[u + 4] & 63;
-    } else {
-      ls = (s[u + 4] & 0xF) | (s[u - 4] >> 6) << 4;
-      lm = (s[u + 4] >> 4) | (s[u] >> 6) << 4;
-    }
+    q4k_scale_min(b + 4, u, ls, lm);
     const uint8_t *q = b + 16 + 32 * (u >> 1); /* sub-blocks 2i (low nibbles) and 2i + 1 (high) */
     const int sh = 4 * (u & 1);
     lo = (*(const int *)(q + 4 * t) >> sh) & 0x0F0F0F0F;

@@ -42,6 +42,17 @@ template <int A, int NW> __device__ __forceinline__ void sm_words(const uint8_t 
 }
 __device__ __forceinline__ float sm_f16(const uint8_t *p) { return __half2float(__ushort_as_half(*(const unsigned short *)p)); }
 
+/* The 6-bit scale (*ls) and min (*lm) of sub-block u of a Q4_K block
+ * from its 12 scale bytes s (ggml's get_scale_min_k4). */
+__device__ __forceinline__ void q4k_scale_min(const uint8_t *s, int u, int &ls, int &lm) {
+  if (u < 4) {
+    ls = s[u] & 63, lm = s[u + 4] & 63;
+  } else {
+    ls = (s[u + 4] & 0xF) | (s[u - 4] >> 6) << 4;
+    lm = (s[u + 4] >> 4) | (s[u] >> 6) << 4;
+  }
+}
+
 /* Quantized activations: levels [M, K] int8, then (d, s) [M, K / 32] F32
  * pairs, then (an RmsNorm's factor deferred) the sums of squares [M, K / 32]. */
 __host__ __device__ __forceinline__ int64_t qx_levels_bytes(int64_t M, int64_t K) { return (M * K + 15) / 16 * 16; }
