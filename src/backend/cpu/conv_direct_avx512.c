@@ -14,15 +14,16 @@
  * (a table over K: position i of the tile reads base + off[k] + i *
  * stride). The input is copied once per image into a zero-padded plane,
  * so that no tap needs a bounds check. The tile's sums, positions x
- * channels, are turned back to channel rows through a small buffer and
- * stored with the epilogue: bias, residual, activation, clamp.
+ * channels, are turned back to channel rows through a small buffer (16 x
+ * 16 register transposes) and stored with the epilogue: bias, residual,
+ * activation, clamp.
  *
  * Convs of few K steps (the stems: 7x7 from 3 channels, K = 147; 3x3
  * from 3, K = 27) run the tile turned the other way (lanes_tile): vectors
  * of 16 consecutive output positions times LC channels, the input loaded
  * as vectors and the weight broadcast, so that each accumulator is a
  * piece of one channel's output row, stored as it is. Turning the tile
- * above into channel rows (a gather a channel) took 16% of the stem's
+ * above into channel rows (then a gather a channel) took 16% of the stem's
  * time at K = 147. Their input is padded with each row's columns split
  * by phase of the stride (even columns, then odd), so that a tap's 16
  * positions are 16 consecutive floats.
@@ -234,18 +235,49 @@ static inline __attribute__((always_inline)) void store_post(const tile_post *p,
   _mm512_mask_storeu_ps(p->y + at, m, v);
 }
 
+/* r[j] lane i <- r[i] lane j: pairs of rows interleaved, then pairs of
+ * pairs, then 128-bit quarters twice. */
+static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  _Pragma("GCC unroll 16") for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  _Pragma("GCC unroll 16") for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  _Pragma("GCC unroll 16") for (int i = 0; i < 8; i++) {
+    const int a = (i & 3) + (i & 4) * 2; /* 0-3, 8-11 */
+    t[a] = _mm512_shuffle_f32x4(r[a], r[a + 4], 0x88);
+    t[a + 4] = _mm512_shuffle_f32x4(r[a], r[a + 4], 0xDD);
+  }
+  _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+  }
+}
+
 /* Channels [oc0, oc0 + nc) of image b's tile (output row oh, columns
- * [ow0, ow0 + mr)) from tb, with the epilogue. */
+ * [ow0, ow0 + mr)) from tb, with the epilogue: 16 channels at a time
+ * turned into channel rows in registers (a gather a channel was slower). */
 static void store_tile(const direct_job *J, const float *tb, int mr, int64_t b, int64_t oc0, int64_t nc, int64_t oh,
                        int64_t ow0) {
   const __mmask16 m = (__mmask16)((1u << mr) - 1u);
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(DC));
   const int64_t pos = b * J->OC * J->P + oh * J->g->out[1] + ow0;
   const tile_post post = post_of(J);
-  for (int64_t o = 0; o < nc; o++)
-    store_post(&post, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, tb + o, 4), m, oc0 + o,
-               (oc0 + o) * J->P + pos);
+  for (int64_t h = 0; h < nc; h += 16) {
+    __m512 r[16];
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) r[i] =
+        i < DR && i < mr ? _mm512_load_ps(tb + i * DC + h) : _mm512_setzero_ps();
+    transpose16(r);
+    _Pragma("GCC unroll 16") for (int o = 0; o < 16; o++) if (h + o < nc)
+        store_post(&post, r[o], m, oc0 + h + o, (oc0 + h + o) * J->P + pos);
+  }
 }
 
 /* Items [begin, end): item = (image b0 + i, channel block, output row),
