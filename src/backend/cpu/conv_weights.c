@@ -6,7 +6,8 @@
  * micro-kernel's row panels by the input's prepack slot between runs
  * (cpu_gemm_prepacked_a), so the weights are neither converted nor packed
  * per call. col is x itself for a 1x1 kernel of stride 1 without padding
- * (x[C, P] is col[K, P]); else the GEMM's tiles make col's blocks straight
+ * (x[C, P] is col[K, P]), x's taps copied out once for one of a larger
+ * stride; else the GEMM's tiles make col's blocks straight
  * into their panels (pack_cols, a gemm_b_source: col is never stored;
  * with AVX-512 by conv_im2col_avx512.c);
  * where that cannot run (no packed weight), im2col into a scratch buffer
@@ -114,6 +115,23 @@ static void unturn_rows(void *arg, int64_t begin, int64_t end, int thread) {
   }
 }
 
+/* Rows [begin, end) (image b, channel c as row b * C + c) of the
+ * subsampled input of a strided 1x1 conv: its output positions' taps,
+ * [OH, OW] a channel, which the GEMM then reads in place. */
+static void subsample_rows(void *arg, int64_t begin, int64_t end, int thread) {
+  (void)thread;
+  const conv_w_job *J = arg;
+  const int64_t OH = J->g->out[0], OW = J->g->out[1], W = J->g->in[1], s0 = J->g->stride[0], s1 = J->g->stride[1];
+  for (int64_t r = begin; r < end; r++) {
+    const float *x = J->x + r * J->in_plane;
+    float *d = J->col + r * J->P;
+    for (int64_t oh = 0; oh < OH; oh++, d += OW) {
+      const float *xr = x + oh * s0 * W;
+      for (int64_t ow = 0; ow < OW; ow++) d[ow] = xr[ow * s1];
+    }
+  }
+}
+
 /* col rows (c, kh, kw) of the channels [begin, end) of one image, for the
  * block's positions: with AVX-512 32 positions a pass (the turned 7x7
  * planes' rows are runs of 7 floats, too short for the scalar copy). */
@@ -143,14 +161,19 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
   const int64_t batch = in[0].d[0], K = J.C * J.taps;
   J.in_plane = g->in[0] * g->in[1];
   J.P = g->out[0] * g->out[1];
-  const int direct = J.taps == 1 && g->stride[0] == 1 && g->stride[1] == 1 && g->pad[0] == 0 &&
-                     g->pad[1] == 0 && J.in_plane == J.P;
+  /* a 1x1 kernel without padding: x is its own col, read in place by the
+   * GEMM; with a stride (ResNet's downsampling convs) once its taps are
+   * copied out of x for the whole batch, in order (the im2col panels read
+   * a piece of every channel's row a panel, scattered over memory) */
+  const int direct = J.taps == 1 && g->pad[0] == 0 && g->pad[1] == 0;
+  const int strided = direct && J.in_plane != J.P;
   /* positions per block: all, or what the scratch holds (multiples of 64) */
   const int threads = cpu_ctx_threads(ctx);
   /* at least two column panels a thread, or the block's product idles threads */
   const int64_t block = direct ? J.P : min64(J.P, max64(64 * threads, CONV_W_COL_FLOATS / K / 64 * 64));
   const int turned = J.P <= CONV_W_TURNED_MAX_P && J.P <= block && J.OC >= 32;
   if ((!direct && !(J.col = malloc((size_t)(K * block) * sizeof *J.col + 1))) ||
+      (strided && !(J.col = malloc((size_t)(batch * J.C * J.P) * sizeof *J.col + 1))) ||
       (turned && !(J.yt = malloc((size_t)(J.P * J.OC) * sizeof *J.yt + 1)))) {
     free(J.col);
     return rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id);
@@ -175,6 +198,12 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
   const gemm_operand wt = {in[1].data, RLX_F32, 1, K, 0, NULL}; /* W^T: B stored [N, K] */
   J.x = in[0].data;
   J.y = out->data;
+  if (strided) {
+    cpu_parallel_for(ctx, batch * J.C, 16, subsample_rows, &J);
+    J.x = J.col;
+    J.in_plane = J.P;
+  }
+  const float *x0 = J.x;
   /* A batch's images as one product, the packed weight streamed once for
    * all of them (the images' columns side by side, gemm_col_groups) */
   const gemm_col_groups images = {batch, J.P, J.OC * J.P, J.C * J.in_plane, J.OC * J.P};
@@ -191,7 +220,7 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
     partial = !done && in_res;
   }
   for (int64_t b = 0; b < batch && !done && !partial; b++) {
-    J.x = (const float *)in[0].data + b * J.C * J.in_plane;
+    J.x = x0 + b * J.C * J.in_plane;
     J.y = (float *)out->data + b * J.OC * J.P;
     if (turned) {
       J.j0 = 0;
