@@ -154,6 +154,17 @@ static rlx_node linear(rlx_graph *g, const char *name, rlx_node x, rlx_dtype wt,
   return rlx_matmul(g, x, rlx_param(g, name, wt, 2, d));
 }
 
+/* The RmsNorms' beta: zeros as a constant, as the LLM builder gives it
+ * (src/model/llama.c), which the backends see to be zeros (a param would
+ * be filled with random values and normalized as a bias). */
+static rlx_node zero_beta(rlx_graph *g, rlx_dtype t, int64_t n) {
+  void *z = calloc((size_t)n, rlx_dtype_nbytes(t, 1));
+  if (!z) return -1;
+  rlx_node c = rlx_constant(g, t, 1, &n, z);
+  free(z);
+  return c;
+}
+
 /* One decoder layer over x [B, S, E]: pre-norm attention with rope and
  * (if T > 0) a KV cache of T rows written at pos, as the LLM builder does
  * it (src/model/kv_cache.c: UpdateSlice, Assigned back into the cache
@@ -166,7 +177,7 @@ static rlx_node layer(rlx_graph *g, int l, rlx_node x, rlx_node pos, rlx_node st
   char nm[64];
   int64_t ev[1] = {E};
 #define P(fmt) (snprintf(nm, sizeof nm, fmt, l), nm)
-  rlx_node zero = rlx_param(g, P("l%d.zero"), t, 1, ev);
+  rlx_node zero = zero_beta(g, t, E);
   rlx_node h = rlx_rms_norm(g, x, rlx_param(g, P("l%d.attn_norm"), t, 1, ev), zero, -1, 1e-5);
   rlx_node q = linear(g, P("l%d.wq"), h, wt, E, H * D);
   rlx_node k = linear(g, P("l%d.wk"), h, wt, E, Hkv * D);
@@ -372,7 +383,7 @@ int main(int argc, char **argv) {
     rlx_node *outs = malloc(sizeof(rlx_node) * (size_t)(1 + 2 * L)); /* logits, then the caches' Assigns */
     if (!outs) return 1;
     for (int l = 0; l < L; l++) x = layer(g, l, x, pos, start, t, wt, 1, 1, E, H, Hkv, F, T, outs + 1 + 2 * l);
-    rlx_node zero = rlx_param(g, "out_zero", t, 1, ev);
+    rlx_node zero = zero_beta(g, t, E);
     x = rlx_rms_norm(g, x, rlx_param(g, "out_norm", t, 1, ev), zero, -1, 1e-5);
     outs[0] = linear(g, "lm_head", x, wt, E, V);
     rlx_graph_set_outputs(g, (int)(1 + 2 * L), outs);
