@@ -22,6 +22,7 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__x86_64__)
 #include "cpu_features.h"
+#include "huge_alloc.h"
 #include "ir/ir.h"
 
 #include <immintrin.h>
@@ -211,8 +212,8 @@ int bgemm_amx(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, con
     memset(y, 0, (size_t)(M * N) * sizeof *y);
     return 0;
   }
-  J.xp = aligned_alloc(64, (size_t)(3 * J.Mp * J.Kp) * 2);
-  J.yT = aligned_alloc(64, (size_t)(J.Np * J.Mp) * sizeof(float));
+  J.xp = line_alloc((size_t)(3 * J.Mp * J.Kp) * 2);
+  J.yT = line_alloc((size_t)(J.Np * J.Mp) * sizeof(float));
   if (!J.xp || !J.yT) {
     free(J.xp);
     free(J.yT);

@@ -34,6 +34,7 @@
 #include "conv_direct.h"
 
 #include "cpu_features.h"
+#include "huge_alloc.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -404,7 +405,7 @@ static direct_weight *pack_weight(const float *w, int64_t OC, int64_t K, int64_t
   direct_weight *d = malloc(sizeof *d);
   if (!d) return NULL;
   d->bytes = (size_t)(blocks * K * nb) * sizeof(float);
-  if (!(d->w = aligned_alloc(64, (d->bytes + 63) & ~(size_t)63))) { /* C11: a multiple of the alignment */
+  if (!(d->w = line_alloc(d->bytes))) {
     free(d);
     return NULL;
   }
@@ -450,8 +451,7 @@ rlx_status conv_direct_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom *
   J.plane = in_place ? g->in[0] * g->in[1] : J.hp * J.ld;
   const int threads = cpu_ctx_threads(ctx);
   int32_t *off = malloc((size_t)(J.K + PREFETCH_K) * sizeof *off);
-  J.pad = in_place ? NULL
-                   : aligned_alloc(64, ((size_t)(J.C * J.plane) * sizeof(float) + 63) & ~(size_t)63);
+  J.pad = in_place ? NULL : line_alloc((size_t)(J.C * J.plane) * sizeof(float));
   J.split = J.lanes && g->stride[1] == 2 ? malloc((size_t)(threads * J.ld) * sizeof(float)) : NULL;
   if (!off || (!in_place && !J.pad) || (J.lanes && g->stride[1] == 2 && !J.split)) {
     free(off);

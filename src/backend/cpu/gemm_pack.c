@@ -7,6 +7,7 @@
 #include "gemm_pack.h"
 
 #include "cpu_relax.h"
+#include "huge_alloc.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -45,8 +46,7 @@ float *gemm_thread_buf(int which, size_t n) {
   }
   if (b->cap[which] >= n) return b->p[which];
   free(b->p[which]);
-  size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-  b->p[which] = aligned_alloc(64, bytes);
+  b->p[which] = line_alloc((n ? n : 1) * sizeof(float));
   b->cap[which] = b->p[which] ? n : 0;
   return b->p[which];
 }

@@ -37,7 +37,7 @@ void *huge_alloc(size_t bytes) {
     return p;
   }
 #endif
-  return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  return line_alloc(bytes);
 }
 
 void huge_free(void *p, size_t bytes) {
