@@ -20,6 +20,8 @@ static uint64_t read_xcr0(void) {
 
 static void detect(cpu_features *f) {
   unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+  f->amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* "AuthenticAMD" */
   if (!__get_cpuid(1, &a, &b, &c, &d)) return;
   int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
   if (!osxsave || !avx) return;

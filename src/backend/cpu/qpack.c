@@ -307,6 +307,22 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
   }
 }
 
+/* The kernels' prefetch distances (qpack_prefetch.h), in bytes ahead of
+ * the weight block in use: a distance in bytes, not blocks, suits every
+ * block size (Q4_0's 288 to Q8_0's 544). A decode step streams its
+ * weights from DRAM: the L2 request must cover the memory's latency at
+ * its full rate on a loaded machine (nearer than 16 KiB left a K-quant
+ * decode short of the bandwidth on the Xeon), and the L1 request, once
+ * the L2 holds the lines, the L2's (a decode waiting on the L2 streamed
+ * less, most for Q4_K and Q6_K, whose decode does the most work a byte).
+ * The AVX-512 kernels on AMD's Zen 5 streamed faster at half of both, for
+ * every type (BENCHMARKS.md). */
+static void prefetch_distances(const cpu_features *f, qpack *p) {
+  const uint32_t half = f->amd && f->avx512_vnni;
+  p->pf_l2 = 16384u >> half;
+  p->pf_l1 = 8192u >> half;
+}
+
 qpack *qpack_new(cpu_ctx *ctx, rlx_dtype w, const void *rows, int64_t N, int64_t K) {
   const size_t bytes = qpack_bytes(w, N, K);
   if (!bytes) return NULL;
@@ -314,6 +330,7 @@ qpack *qpack_new(cpu_ctx *ctx, rlx_dtype w, const void *rows, int64_t N, int64_t
   if (!p) return NULL;
   *p = (qpack){.dtype = w, .N = N, .K = K, .groups = (N + QPACK_ROWS - 1) / QPACK_ROWS,
                .group_bytes = group_bytes(w, K)};
+  prefetch_distances(cpu_get_features(), p);
   p->data = huge_alloc(bytes);
   if (!p->data) {
     free(p);

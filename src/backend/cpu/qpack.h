@@ -108,6 +108,7 @@ typedef struct qpack {
   int64_t groups;        /* ceil(N / 16) */
   size_t group_bytes;    /* bytes of one group (all of K) */
   uint8_t *data;         /* groups * group_bytes, from huge_alloc.h */
+  uint32_t pf_l2, pf_l1; /* the kernels' prefetch distances on this CPU (qpack_prefetch.h) */
   /* qpack_acquire's registry: the packed bytes, a digest of them, users */
   const void *src;
   uint64_t digest;

@@ -96,8 +96,8 @@ ALWAYS_INLINE __m256i sums(const __m256i *wq, const int8_t *x, int t0, int t1, i
 
 /* qpack_prefetch.h's requests for the bb bytes at blk, asked only by a
  * pass over the first half (tile). */
-ALWAYS_INLINE void prefetch_block(const uint8_t *blk, size_t bb, int h, int nr) {
-  if (!h) prefetch_both(blk, bb, nr);
+ALWAYS_INLINE void prefetch_block(const qpack *p, const uint8_t *blk, size_t bb, int h, int nr) {
+  if (!h) prefetch_both(p, blk, bb, nr);
 }
 
 ALWAYS_INLINE const qdot_q8_0 *act_row(const qdot_q8_0 *act, int64_t b, int nr, int r) { return act + b * nr + r; }
@@ -113,7 +113,7 @@ ALWAYS_INLINE void legacy_halves(const qpack *p, int64_t g, int h0, int nh, cons
   const int group = q8 ? 1 : five ? 4 : 8;
   const uint8_t *blk = p->data + (size_t)g * p->group_bytes;
   for (int64_t b = 0; b < p->K / QDOT_QK; b++, blk += bb) {
-    prefetch_block(blk, bb, h0, nr);
+    prefetch_block(p, blk, bb, h0, nr);
     for (int h = h0; h < h0 + nh; h++) {
       __m256i wq[8];
       load_weights(blk + 32 * h, !q8, wq);
@@ -156,8 +156,8 @@ ALWAYS_INLINE void k4_halves(const qpack *p, int64_t g, int h0, int nh, const qd
       for (int r = 0; r < nr; r++) part[h][r] = _mm256_setzero_ps();
     for (int j = 0; j < 8; j++) {
       const uint8_t *blk = sb + hb + j * bb;
-      if (j) prefetch_block(blk, bb, h0, nr);
-      else prefetch_block(sb, hb + bb, h0, nr); /* the header with the first block */
+      if (j) prefetch_block(p, blk, bb, h0, nr);
+      else prefetch_block(p, sb, hb + bb, h0, nr); /* the header with the first block */
       for (int h = h0; h < h0 + nh; h++) {
         __m256i wq[8];
         load_weights(blk + 32 * h, 1, wq);
@@ -259,7 +259,7 @@ ALWAYS_INLINE void q6_k_halves(const qpack *p, int64_t g, int h0, int nh, const 
   const size_t bb = QPACK_Q6_BLOCK;
   /* the sums are of 4 (level - 32) with VNNI, of level - 32 without */
   const __m256 quarter = _mm256_set1_ps(QPACK_VNNI ? 0.25f : 1.0f), corr_scale = _mm256_set1_ps(QPACK_VNNI ? 1.0f : 0.25f);
-  if (!h0) prefetch_ahead(head, qpack_q6_heads(p->K));
+  if (!h0) prefetch_ahead(p, head, qpack_q6_heads(p->K));
   _Alignas(32) float total[2][QPACK_KERNEL_MR][8];
   for (int h = h0; h < h0 + nh; h++)
     for (int r = 0; r < nr; r++) _mm256_store_ps(total[h][r], _mm256_setzero_ps());
@@ -269,8 +269,8 @@ ALWAYS_INLINE void q6_k_halves(const qpack *p, int64_t g, int h0, int nh, const 
       for (int r = 0; r < nr; r++) part[h][r] = _mm256_setzero_ps();
     for (int j = 0; j < 8; j++) {
       const uint8_t *blk = sb + QPACK_Q6_SC + j * bb;
-      if (j) prefetch_block(blk, bb, h0, nr);
-      else prefetch_block(sb, QPACK_Q6_SC + bb, h0, nr);
+      if (j) prefetch_block(p, blk, bb, h0, nr);
+      else prefetch_block(p, sb, QPACK_Q6_SC + bb, h0, nr);
       const qdot_q8_0 *a = act_row(act, c * 8 + j, nr, 0);
       for (int h = h0; h < h0 + nh; h++) {
         for (int bh = 0; bh < 2; bh++) {

@@ -93,8 +93,7 @@ AI void legacy_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, flo
   __m512 acc[QPACK_KERNEL_MR];
   for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++, blk += bb) {
-    prefetch_ahead(blk, bb);
-    prefetch_l1(blk, bb, nr);
+    prefetch_both(p, blk, bb, nr);
     __m512i s[QPACK_KERNEL_MR];
     block_sums(blk, nibbles, blk + 256, five, act, b, nr, s);
     const __m512 dw = ph16(blk + qbytes);
@@ -137,9 +136,8 @@ AI void k4_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float *
     for (int r = 0; r < nr; r++) part[r] = _mm512_setzero_ps();
     for (int j = 0; j < 8; j++) {
       const uint8_t *blk = sb + hb + j * bb;
-      if (j) prefetch_ahead(blk, bb);
-      else prefetch_ahead(sb, hb + bb);
-      prefetch_l1(blk, bb, nr);
+      if (j) prefetch_both(p, blk, bb, nr);
+      else prefetch_both(p, sb, hb + bb, nr);
       __m512i s[QPACK_KERNEL_MR];
       block_sums(blk, 1, blk + 256, five, act, c * 8 + j, nr, s);
       __m512 dw, mw;
@@ -174,7 +172,7 @@ AI void q6_k_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float
   const int64_t nsb = p->K / QDOT_QK_K;
   const size_t bb = QPACK_Q6_BLOCK;
   /* the heads: the blocks' prefetches below cover only the bytes after them */
-  prefetch_ahead(head, qpack_q6_heads(p->K));
+  prefetch_ahead(p, head, qpack_q6_heads(p->K));
   _Alignas(64) float total[QPACK_KERNEL_MR][QPACK_ROWS];
   for (int r = 0; r < nr; r++) _mm512_store_ps(total[r], _mm512_setzero_ps());
   for (int64_t c = 0; c < nsb; c++, head += QPACK_Q6_HEAD, sb += QPACK_Q6_SUPER) {
@@ -184,9 +182,8 @@ AI void q6_k_tile(const qpack *p, int64_t g, const qdot_q8_0 *act, int nr, float
     for (int r = 0; r < nr; r++) part[r] = _mm512_setzero_ps();
     for (int j = 0; j < 8; j++) {
       const uint8_t *blk = sb + QPACK_Q6_SC + j * bb;
-      if (j) prefetch_ahead(blk, bb);
-      else prefetch_ahead(sb, QPACK_Q6_SC + bb);
-      prefetch_l1(blk, bb, nr);
+      if (j) prefetch_both(p, blk, bb, nr);
+      else prefetch_both(p, sb, QPACK_Q6_SC + bb, nr); /* the scales with the first block */
       const qdot_q8_0 *a = act + (c * 8 + j) * nr;
       __m512i w[4], s[QPACK_KERNEL_MR];
       for (int r = 0; r < nr; r++) s[r] = _mm512_setzero_si512();
