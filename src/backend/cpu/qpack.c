@@ -459,7 +459,7 @@ int qpack_matmul(cpu_ctx *ctx, const qpack *p, const qdot_q8_0 *act, int64_t M, 
   const int amx = amx_on && p->K % 64 == 0 && qpack_amx_supported(p->dtype);
   const int64_t nb = p->K / QK, M16 = amx ? M / 16 * 16 : 0;
   if (M16) {
-    amx_job A = {p, act, M16, y, aligned_alloc(64, (size_t)cpu_ctx_threads(ctx) * (size_t)nb * 512)};
+    amx_job A = {p, act, M16, y, line_alloc((size_t)cpu_ctx_threads(ctx) * (size_t)nb * 512)};
     if (!A.wb) return -1;
     const int64_t grain = 1 + (int64_t)(MIN_CHUNK_BYTES / ((size_t)M16 * p->group_bytes + 1));
     cpu_parallel_for(ctx, p->groups, grain, mm_amx, &A);
