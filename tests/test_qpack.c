@@ -13,8 +13,9 @@
  * then a session whose weight is packed ahead of its first run
  * (rt_session_prepare) against one that packs it in that run.
  * Tolerance: 1e-6 x sum_k |xq_k| (|w_k| + max |w| of w_k's block), as in
- * test_qdot.c. The kernels are this CPU's best (qpack_kernel, and AMX
- * tiles for whole tiles of 16 rows where cpu_amx_int8() allows them);
+ * test_qdot.c. The kernels are this CPU's best (qpack_kernel: on AMD
+ * with AVX-VNNI a 1-row Q4_K or Q6_K takes its tile; and AMX tiles for
+ * whole tiles of 16 rows where cpu_amx_int8() allows them);
  * CTest runs it again with RLX_NO_AMX, RLX_NO_AVX512 (AVX-VNNI) and
  * RLX_NO_VNNI too (vpmaddubsw).
  * Skips (77) on a CPU without AVX2.

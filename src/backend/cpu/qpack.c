@@ -120,8 +120,18 @@ static void read_flag(void) {
   amx_on = !ir_env_flag("RLX_NO_AMX", 0);
 }
 
-qpack_kernel_fn qpack_kernel(rlx_dtype w, int *rows) {
+/* Zen 5 streams a Q4_K or Q6_K decode (one row) faster on the AVX-VNNI
+ * tile than on the AVX-512 one (BENCHMARKS.md); both read this packing. */
+static int decode_on_avxvnni(const cpu_features *f, rlx_dtype w) {
+  return f->amd && f->avx512_vnni && f->avx_vnni && (w == RLX_Q4_K || w == RLX_Q6_K);
+}
+
+qpack_kernel_fn qpack_kernel(rlx_dtype w, int64_t M, int *rows) {
   const cpu_features *f = cpu_get_features();
+  if (M == 1 && decode_on_avxvnni(f, w)) {
+    const qpack_kernel_fn k = qpack_avxvnni_kernel(w, rows);
+    if (k) return k;
+  }
   if (f->avx512_vnni) return qpack_avx512_kernel(w, rows);
   if (f->avx_vnni) return qpack_avxvnni_kernel(w, rows);
   if (f->f16c) return qpack_avx2_kernel(w, rows);
@@ -131,7 +141,7 @@ qpack_kernel_fn qpack_kernel(rlx_dtype w, int *rows) {
 int qpack_supported(rlx_dtype w) {
   pthread_once(&flag_once, read_flag);
   int rows;
-  return packing_on && qpack_kernel(w, &rows) != NULL;
+  return packing_on && qpack_kernel(w, 0, &rows) != NULL;
 }
 
 void qpack_quantize_row(const qdot_ops *q, rlx_dtype w, const float *x, qdot_q8_0 *dst, int64_t K) {
@@ -316,9 +326,10 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
  * the L2 holds the lines, the L2's (a decode waiting on the L2 streamed
  * less, most for Q4_K and Q6_K, whose decode does the most work a byte).
  * The AVX-512 kernels on AMD's Zen 5 streamed faster at half of both, for
- * every type (BENCHMARKS.md). */
+ * every type, and so did Q6_K's AVX-VNNI decode tile there, but not
+ * Q4_K's (BENCHMARKS.md). */
 static void prefetch_distances(const cpu_features *f, qpack *p) {
-  const uint32_t half = f->amd && f->avx512_vnni;
+  const uint32_t half = f->amd && f->avx512_vnni && !(p->dtype == RLX_Q4_K && decode_on_avxvnni(f, p->dtype));
   p->pf_l2 = 16384u >> half;
   p->pf_l1 = 8192u >> half;
 }
@@ -468,7 +479,7 @@ int qpack_matmul(cpu_ctx *ctx, const qpack *p, const qdot_q8_0 *act, int64_t M, 
     act += M16 * nb, y += M16 * p->N, M -= M16;
   }
   mm_job J = {.p = p, .act = act, .tiles = act, .M = M, .nb = p->K / QK, .y = y};
-  J.kernel = qpack_kernel(p->dtype, &J.rows);
+  J.kernel = qpack_kernel(p->dtype, M, &J.rows);
   qdot_q8_0 *tiles = NULL;
   if (M > 1) { /* one row is its own tile */
     tiles = malloc((size_t)(M * J.nb) * sizeof *tiles);

@@ -157,11 +157,12 @@ void   qpack_release(void *p);
  * interleaved tiles. 0, or -1 when that copy finds no memory. */
 int qpack_matmul(cpu_ctx *ctx, const qpack *p, const qdot_q8_0 *act, int64_t M, float *y);
 
-/* The kernel of w for this CPU and in *rows the most activation rows it
- * takes at once: AVX-512 VNNI, else AVX2 with AVX-VNNI, else AVX2
+/* The kernel of w for M activation rows on this CPU and in *rows the most
+ * rows it takes at once: AVX-512 VNNI, else AVX2 with AVX-VNNI, else AVX2
  * (vpmaddubsw); NULL where none is built or usable (cpu_features.h:
- * RLX_NO_AVX512, RLX_NO_VNNI and RLX_NO_AVX2 step down). */
-qpack_kernel_fn qpack_kernel(rlx_dtype w, int *rows);
+ * RLX_NO_AVX512, RLX_NO_VNNI and RLX_NO_AVX2 step down). A Q4_K or Q6_K
+ * decode (M 1) on an AMD CPU with both VNNIs takes AVX-VNNI's. */
+qpack_kernel_fn qpack_kernel(rlx_dtype w, int64_t M, int *rows);
 
 /* AMX int8 tiles for prefill (qpack_amx.c): 1 when this CPU's tiles are
  * granted and probed (cpu_amx_int8) and w has tile kernels (every packed
