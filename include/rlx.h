@@ -607,8 +607,19 @@ typedef enum { RLX_DEVICE_AUTO, RLX_DEVICE_CPU, RLX_DEVICE_CUDA } rlx_device;
  * RLX_FLAG_NO_OPTIMIZE: no optimizing passes at all (folding, dead-code and
  * common-subexpression elimination, simplification, fusion): the graph runs
  * as built, op for op — a reference to compare the optimized graph with.
- * Legalization for the device still runs. */
-typedef enum { RLX_FLAG_NO_FUSE = 1, RLX_FLAG_NO_OPTIMIZE = 2 } rlx_flags;
+ * Legalization for the device still runs.
+ * RLX_FLAG_BF16_MATH: a reduced-precision math mode, off by default (the
+ * default products are exact: F32 activations times the weights' values,
+ * summed in F32). With it, a product whose weights are BF16 may round its
+ * activations to BF16 (nearest even) and multiply pairs on the CPU's BF16
+ * dot-product instructions, at up to twice the F32 rate, as llama.cpp's
+ * BF16 path does; the result moves by about 2^-9 of the terms' magnitude.
+ * On the CPU it takes DequantMatMul of BF16 weights with more rows than
+ * the decode's dot kernels serve (prefill) onto vdpbf16ps where the CPU
+ * has AVX-512 BF16; the 1-row decode dots and the AMX BF16 tiles stay
+ * exact, so prefill and decode differ by that rounding under the flag.
+ * Elsewhere (other CPUs, other devices) it changes nothing. */
+typedef enum { RLX_FLAG_NO_FUSE = 1, RLX_FLAG_NO_OPTIMIZE = 2, RLX_FLAG_BF16_MATH = 4 } rlx_flags;
 /* ---- communicators (src/runtime/comm.c): the ranks an AllReduce sums over.
  * A session gets one through rlx_options.comm (NULL: a world of one, where
  * AllReduce is the identity). Every rank compiles its own graph with its own

@@ -35,6 +35,7 @@ extern char **environ; /* POSIX */
 typedef struct {
   rt_plan p;
   int threads, device_index; /* the rlx_options it was made for */
+  unsigned flags;             /* the math modes its kernels chose by (RLX_FLAG_BF16_MATH) */
   const rlx_comm *comm;       /* a plan sums over its communicator: never another rank's */
   size_t bytes;       /* the plan's arena */
   uint64_t tick;      /* when it went idle */
@@ -273,7 +274,8 @@ int rt_cache_take_plan(rt_compiled *c, const int64_t *binding, const rlx_options
   pthread_mutex_lock(&cache.mu);
   for (int i = 0; i < c->n_idle && !found; i++) {
     idle_plan *ip = &c->idle[i];
-    if (ip->threads != o->threads || ip->device_index != o->device_index || ip->comm != o->comm || (bsz && memcmp(ip->p.binding, binding, bsz)) ||
+    if (ip->threads != o->threads || ip->device_index != o->device_index || ip->comm != o->comm ||
+        ip->flags != o->flags || (bsz && memcmp(ip->p.binding, binding, bsz)) ||
         !rt_store_adopt(store, ip->p.store))
       continue;
     *out = ip->p;
@@ -311,7 +313,7 @@ void rt_cache_put_plan(rt_compiled *c, const rlx_options *o, rt_plan *p) {
     }
     idle_plan *ip = &c->idle[c->n_idle++];
     ip->p = *p;
-    ip->threads = o->threads, ip->device_index = o->device_index, ip->comm = o->comm;
+    ip->threads = o->threads, ip->device_index = o->device_index, ip->comm = o->comm, ip->flags = o->flags;
     ip->bytes = mem.arena_bytes;
     ip->tick = ++cache.tick;
     cache.idle_bytes += mem.arena_bytes;

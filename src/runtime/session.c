@@ -256,7 +256,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_options *opt, rlx_session *
                          (int)o.device);
   if (o.threads < 0)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.threads %d < 0 (0: every core)", o.threads);
-  if (o.flags & ~(unsigned)(RLX_FLAG_NO_FUSE | RLX_FLAG_NO_OPTIMIZE))
+  if (o.flags & ~(unsigned)(RLX_FLAG_NO_FUSE | RLX_FLAG_NO_OPTIMIZE | RLX_FLAG_BF16_MATH))
     return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.flags 0x%x has bits that are no RLX_FLAG_*", o.flags);
   if (o.device_index < 0)
     return rlx_set_error(RLX_ERR_INVALID, "rlx_compile: options.device_index %d < 0", o.device_index);

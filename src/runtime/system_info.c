@@ -37,6 +37,7 @@ static void feature_names(char *buf, size_t cap, const cpu_features *f) {
       {offsetof(cpu_features, f16c), "F16C"},
       {offsetof(cpu_features, avx512), "AVX-512 (F BW VL)"},
       {offsetof(cpu_features, avx512_vnni), "AVX-512 VNNI"},
+      {offsetof(cpu_features, avx512_bf16), "AVX-512 BF16"},
   };
   size_t n = strlen(buf);
   int any = 0;

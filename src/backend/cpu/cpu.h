@@ -46,6 +46,10 @@ int      cpu_ctx_threads(const cpu_ctx *ctx);
 /* The communicator of the plan's AllReduce nodes (rlx_options.comm; NULL: none). */
 void     cpu_ctx_set_comm(cpu_ctx *ctx, rlx_comm *comm);
 rlx_comm *cpu_ctx_comm(const cpu_ctx *ctx);
+/* The plan's rlx_options.flags (0 for a context of no plan): the kernels
+ * read the math modes they allow (RLX_FLAG_BF16_MATH) here. */
+void     cpu_ctx_set_flags(cpu_ctx *ctx, unsigned flags);
+unsigned cpu_ctx_flags(const cpu_ctx *ctx);
 int      cpu_hardware_threads(void);
 
 /* Runs fn(arg, begin, end, thread) over chunks of [0, n) of at least

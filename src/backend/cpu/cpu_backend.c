@@ -242,6 +242,7 @@ static rlx_status cpu_compile(const rlx_backend *b, const rlx_graph *g, const rl
   pl->g = g;
   pl->store = store;
   cpu_ctx_set_comm(pl->ctx, opt ? opt->comm : NULL);
+  cpu_ctx_set_flags(pl->ctx, opt ? opt->flags : 0);
   uint8_t *read_through = weight_transposes(g);
   rlx_status st = plan_arena_offsets(g, read_through, PLAN_FUSED_CONV_IN_PLACE, &pl->mem);
   if (st) {

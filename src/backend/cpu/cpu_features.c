@@ -35,7 +35,10 @@ static void detect(cpu_features *f) {
   /* opmask, upper halves of zmm0-15, zmm16-31 */
   f->avx512 = f->f16c && avx512f && avx512bw && avx512vl && (xcr0 & 0xe0) == 0xe0;
   f->avx512_vnni = f->avx512 && avx512vnni;
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f->avx_vnni = f->avx2_fma && ((a >> 4) & 1);
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+    f->avx_vnni = f->avx2_fma && ((a >> 4) & 1);
+    f->avx512_bf16 = f->avx512 && ((a >> 5) & 1);
+  }
 }
 #else
 static void detect(cpu_features *f) { (void)f; }
@@ -47,7 +50,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void init(void) {
   detect(&hw);
   usable = hw;
-  if (ir_env_flag("RLX_NO_AVX512", 0)) usable.avx512 = usable.avx512_vnni = 0;
+  if (ir_env_flag("RLX_NO_AVX512", 0)) usable.avx512 = usable.avx512_vnni = usable.avx512_bf16 = 0;
   if (ir_env_flag("RLX_NO_VNNI", 0)) usable.avx512_vnni = usable.avx_vnni = 0;
   if (ir_env_flag("RLX_NO_AVX2", 0)) usable = (cpu_features){0};
 }

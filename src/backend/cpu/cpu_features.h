@@ -18,6 +18,7 @@ typedef struct {
   int avx512;   /* AVX-512 F + BW + VL, zmm and opmask state enabled by the OS */
   int avx512_vnni; /* AVX-512 VNNI (vpdpbusd), only reported together with avx512 */
   int avx_vnni;    /* AVX-VNNI (VEX vpdpbusd on ymm), only reported together with avx2_fma */
+  int avx512_bf16; /* AVX-512 BF16 (vdpbf16ps), only reported together with avx512 */
   int amd;         /* an AMD CPU (cpuid's vendor): the packed kernels' prefetch distances (qpack.c) */
 } cpu_features;
 

@@ -81,7 +81,7 @@ typedef struct {
   atomic_llong done;          /* chunks of the current job finished */
 } cpu_pool;
 
-struct cpu_ctx { int threads; rlx_comm *comm; };
+struct cpu_ctx { int threads; unsigned flags; rlx_comm *comm; };
 
 static cpu_pool pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER, .job_mu = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
@@ -222,12 +222,15 @@ cpu_ctx *cpu_ctx_new(int threads) {
   cpu_ctx *c = malloc(sizeof *c);
   if (!c) return NULL;
   c->threads = rlx_cpu_threads(threads);
+  c->flags = 0;
   c->comm = NULL;
   return c;
 }
 
 void cpu_ctx_set_comm(cpu_ctx *c, rlx_comm *comm) { c->comm = comm; }
 rlx_comm *cpu_ctx_comm(const cpu_ctx *c) { return c ? c->comm : NULL; }
+void cpu_ctx_set_flags(cpu_ctx *c, unsigned flags) { c->flags = flags; }
+unsigned cpu_ctx_flags(const cpu_ctx *c) { return c ? c->flags : 0; }
 
 void cpu_ctx_free(cpu_ctx *c) { free(c); }
 

@@ -180,11 +180,12 @@ static void store_from_f32(cpu_tensor *out, const float *y) {
 }
 
 /* F16/BF16 w and more rows than a dot pass serves (prefill): F32 x on AMX
- * BF16 tiles where they run (bgemm.h), else the SGEMM, which
- * widens w to F32 while it packs it (a panel of rows at a time, into its
- * own buffers: w itself is never expanded) and reuses each packed panel
- * for all of x's rows. F64 x is rounded to F32 first (the GEMM's operands
- * are F32, F16 or BF16). */
+ * BF16 tiles where they run (bgemm.h), else for BF16 w under
+ * RLX_FLAG_BF16_MATH x rounded to BF16 on vdpbf16ps where the CPU has it,
+ * else the SGEMM, which widens w to F32 while it packs it (a panel of rows
+ * at a time, into its own buffers: w itself is never expanded) and reuses
+ * each packed panel for all of x's rows. F64 x is rounded to F32 first
+ * (the GEMM's operands are F32, F16 or BF16). */
 static rlx_status dequant_matmul_gemm(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *x,
                                       const cpu_tensor *w, cpu_tensor *out) {
   const int64_t N = w->d[0], K = w->d[1], M = outer_rows(x);
@@ -199,6 +200,12 @@ static rlx_status dequant_matmul_gemm(cpu_ctx *ctx, const ir_node *n, const cpu_
   for (int64_t i = 0; x_f64 && i < M * K; i++) xf[i] = (float)((const double *)x->data)[i];
   if ((w->dtype == RLX_BF16 || w->dtype == RLX_F16) && (x_f64 || x->dtype == RLX_F32) && bgemm_amx_supported()) {
     if (bgemm_amx(ctx, M, N, K, xf ? xf : x->data, w->data, w->dtype, y)) st = nomem(n);
+    else if (!out_f32) store_from_f32(out, y);
+    goto done;
+  }
+  if (w->dtype == RLX_BF16 && (x_f64 || x->dtype == RLX_F32) && (cpu_ctx_flags(ctx) & RLX_FLAG_BF16_MATH) &&
+      bgemm_avx512_supported()) {
+    if (bgemm_avx512(ctx, M, N, K, xf ? xf : x->data, w->data, y)) st = nomem(n);
     else if (!out_f32) store_from_f32(out, y);
     goto done;
   }
