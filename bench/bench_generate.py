@@ -29,7 +29,7 @@ independent chains at each thread count, once at the start.
   python3 bench/bench_generate.py --rlx build/rlx --llama-src DIR [--llama-build DIR]
       [--models A.gguf,B.gguf] [--threads 1,2] [--runs 5] [--pp 512] [--tg 128]
       [--quantize SRC.gguf:TYPE,...]   make files with llama-quantize first
-      [--json OUT.json]
+      [--bf16-math] [--json OUT.json]
 
 Accuracy (--agree CHUNKS, default 5; 0 skips it): teacher-forced top-1
 agreement of each file with its exact path, the same weights dequantized
@@ -40,6 +40,11 @@ starting with BOS, scored at the positions of their second half.
 llama.cpp: llama-perplexity --kl-divergence ("Same top p") against the F32
 file's logits; rlx: rlx.LLM.eval of each chunk (all logits) through the
 librlx.so beside --rlx, argmax against argmax.
+
+--bf16-math runs rlx with RLX_FLAG_BF16_MATH (`rlx generate --bf16-math`,
+rlx.LLM(bf16_math=True)): BF16 weights' prefill on activations rounded to
+BF16, as llama.cpp's BF16 path; the agreement is then the flag's, against
+the same exact twin.
 
 rlx runs the kernels its environment allows (cpu_features.h: RLX_NO_AVX512=1
 before the script runs rlx on its AVX2 kernels), and a --llama-build folder
@@ -241,7 +246,7 @@ def exact_file(model, out_dir):
     return out
 
 
-def agreement(rlx, bindir, model, exact, text, chunks, n_ctx, threads):
+def agreement(rlx, bindir, model, exact, text, chunks, n_ctx, threads, bf16_math=False):
     """({rlx, llama}: (agreeing, scored)) top-1 of model against exact, teacher-forced (module doc)."""
     scored = chunks * (n_ctx - 1 - n_ctx // 2)
     kld = tempfile.NamedTemporaryFile(suffix=".kld", delete=False).name
@@ -262,7 +267,7 @@ def agreement(rlx, bindir, model, exact, text, chunks, n_ctx, threads):
         body = f.read()
     picks = []
     for path in (model, exact):
-        m = rx.LLM(path, n_ctx=n_ctx, threads=threads)
+        m = rx.LLM(path, n_ctx=n_ctx, threads=threads, bf16_math=bf16_math and path == model)
         toks = m.tokenize(body, add_special=False)
         top = []
         for c in range(chunks):
@@ -278,9 +283,10 @@ def loadavg():
     return os.getloadavg()[0]
 
 
-def rlx_run(rlx, model, threads, ctx, n, prompt_file=None, prompt=None):
+def rlx_run(rlx, model, threads, ctx, n, prompt_file=None, prompt=None, bf16_math=False):
     cmd = [rlx, "generate", "-m", model, "-n", str(n), "--temp", "0", "--ignore-eos", "--threads", str(threads),
            "--ctx", str(ctx), "--stats-json"] + (["-f", prompt_file] if prompt_file else ["-p", prompt])
+    cmd += ["--bf16-math"] if bf16_math else []
     p = subprocess.run(cmd, capture_output=True, text=True, errors="replace")  # random weights: any bytes
     if p.returncode:
         sys.exit(f"rlx failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
@@ -398,6 +404,7 @@ def main():
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--agree", type=int, default=5, help="chunks of the top-1 agreement (0: none)")
+    ap.add_argument("--bf16-math", action="store_true", help="rlx with RLX_FLAG_BF16_MATH (module doc)")
     ap.add_argument("--agree-ctx", type=int, default=128)
     ap.add_argument("--agree-text", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs",
                                                            "ARCHITECTURE.md"))
@@ -423,7 +430,8 @@ def main():
     probe = build_probe()
     peaks = probe_peaks(probe, threads)
     amx = " (AMX kernels)" if args.llama_amx else ""
-    print(f"llama.cpp {commit[:12]}{amx}, rlx {rlx_commit}, {os.cpu_count()} CPUs, pp {args.pp}, tg {args.tg}, "
+    mode = " --bf16-math" if args.bf16_math else ""
+    print(f"llama.cpp {commit[:12]}{amx}, rlx {rlx_commit}{mode}, {os.cpu_count()} CPUs, pp {args.pp}, tg {args.tg}, "
           f"median of {args.runs}; compute peaks {json.dumps({str(k): v for k, v in peaks.items()})}", flush=True)
     ctx = args.pp + args.tg + 16
     rows = []
@@ -431,7 +439,7 @@ def main():
     for model in models:
         if args.agree > 0:
             a = agreement(args.rlx, bindir, model, exact_file(model, args.out_dir), args.agree_text, args.agree,
-                          args.agree_ctx, max(threads))
+                          args.agree_ctx, max(threads), args.bf16_math)
             agree[os.path.basename(model)] = a
             print(f"{os.path.basename(model):32} top-1 agreement with its F32 twin: rlx {a['rlx'][0]}/{a['rlx'][1]}"
                   + (f", llama.cpp {a['llama'][0]}/{a['llama'][1]}" if a["llama"] else ", llama.cpp n/a"),
@@ -445,13 +453,13 @@ def main():
                 loads, bws = [], []
                 for _ in range(args.runs):
                     loads.append(loadavg())
-                    st = rlx_run(args.rlx, model, t, ctx, 1, prompt_file=prompt_file)
+                    st = rlx_run(args.rlx, model, t, ctx, 1, prompt_file=prompt_file, bf16_math=args.bf16_math)
                     res["rlx_pp"].append(st["prompt_tokens"] / st["prefill_s"])
                     loads.append(loadavg())
                     res["llama_pp"].append(llama_bench(bindir, model, t, args.pp, 0))
                     bws.append(read_bandwidth(probe, t, wbytes, not float_w))
                     loads.append(loadavg())
-                    st = rlx_run(args.rlx, model, t, ctx, args.tg + 1, prompt="Once")
+                    st = rlx_run(args.rlx, model, t, ctx, args.tg + 1, prompt="Once", bf16_math=args.bf16_math)
                     res["rlx_tg"].append(st["decode_evals"] / st["decode_s"])
                     loads.append(loadavg())
                     res["llama_tg"].append(llama_bench(bindir, model, t, 0, args.tg))
@@ -493,7 +501,8 @@ def main():
               + f"{r['load_min']:.1f}-{r['load_max']:.1f} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"llama_cpp_commit": commit, "rlx_commit": rlx_commit, "peaks": peaks, "rows": rows,
+            json.dump({"llama_cpp_commit": commit, "rlx_commit": rlx_commit, "bf16_math": args.bf16_math,
+                       "peaks": peaks, "rows": rows,
                        "top1_agreement": agree}, f, indent=1)
 
 

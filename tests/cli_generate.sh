@@ -27,7 +27,7 @@ help)
   for opt in -m --model -p --prompt -f --file -n --n-predict --chat --system --temp --top-k --top-p --min-p \
              --repeat-penalty --repeat-last-n -s --seed -t --threads -c --ctx --ctx-size --cache-type \
              --cache-type-k --cache-type-v -ctk -ctv --device --tp --rank --world --master --ignore-eos \
-             --stats-json --help; do
+             --stats-json --bf16-math --help; do
     grep -qE -- "(^|[ ,])$opt([ ,]|$)" <<<"$help" || fail "rlx generate --help does not list $opt"
   done
   "$rlx" --help | grep -q "generate" || fail "rlx --help does not list generate"

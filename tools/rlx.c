@@ -25,6 +25,8 @@ static const char *usage =
     "      --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R,\n"
     "      --repeat-last-n N, --seed S   sampling (--temp 0: greedy)\n"
     "      --threads N, --ctx N, --device cpu|cuda|cuda:N, --ignore-eos, --stats-json\n"
+    "      --bf16-math         BF16 weights' prefill on BF16 activations (faster,\n"
+    "                          not exact)\n"
     "                          (rlx generate --help says more)\n"
     "  embed -m FOLDER (-p TEXT | -f FILE) [opts]   sentence embeddings of texts\n"
     "                          with a Hugging Face BERT-family folder, as JSON\n"

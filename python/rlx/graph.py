@@ -8,7 +8,7 @@ import numpy as np
 from . import _dtypes, _lib, errors
 from ._lib import lib, check
 
-_FLAG_NO_FUSE, _FLAG_NO_OPTIMIZE = 1, 2
+_FLAG_NO_FUSE, _FLAG_NO_OPTIMIZE, _FLAG_BF16_MATH = 1, 2, 4
 _MAX_RANK = 8
 _SYM_BASE = -(1 << 40)  # symbolic dim tokens are at most this (ir.h)
 
@@ -278,12 +278,13 @@ class Graph(_lib.Owner):
         return Session(h.value, {n.name: n._type() for n in self.inputs})
 
 
-def _options(device, threads, optimize=True, fuse=True):
+def _options(device, threads, optimize=True, fuse=True, bf16_math=False):
     if not isinstance(device, str):
         raise errors.InvalidError("rlx: device %r is not a string (auto, cpu, cuda or cuda:N)" % (device,))
     kind, index = ctypes.c_int32(), ctypes.c_int32()
     check(lib.rlx_device_parse(device.encode(), ctypes.byref(kind), ctypes.byref(index)))
-    flags = (0 if fuse else _FLAG_NO_FUSE) | (0 if optimize else _FLAG_NO_OPTIMIZE)
+    flags = ((0 if fuse else _FLAG_NO_FUSE) | (0 if optimize else _FLAG_NO_OPTIMIZE)
+             | (_FLAG_BF16_MATH if bf16_math else 0))
     return _lib.Options(kind.value, int(threads), flags, index.value)
 
 

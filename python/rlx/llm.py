@@ -24,7 +24,9 @@ class LLM(_lib.Owner):
     ``cache_type``: "f32", "f16", "bf16", or "q8_0" / "q4_0" (quantized
     blocks of 32; head size a multiple of 32); ``tp``: ranks the
     model is split over (tensor parallelism: threads, rank r on GPU D + r
-    of device "cuda:D"; on the CPU a check, not a speed-up).
+    of device "cuda:D"; on the CPU a check, not a speed-up); ``bf16_math``:
+    BF16 weights' prefill may round the activations to BF16 (RLX_FLAG_BF16_MATH:
+    faster where the CPU has AVX-512 BF16, not exact; off by default).
 
     >>> llm = rlx.LLM("SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx=2048)
     >>> for piece in llm.generate("The capital of France is", max_tokens=16, stream=True):
@@ -39,7 +41,7 @@ class LLM(_lib.Owner):
         with self._lock:
             _lib.Owner.close(self)
 
-    def __init__(self, path, n_ctx=0, device="cpu", threads=0, cache_type="f32", tp=1):
+    def __init__(self, path, n_ctx=0, device="cpu", threads=0, cache_type="f32", tp=1, bf16_math=False):
         self._f = self._tok = self._m = None
         self._lock = threading.Lock()  # rlx_llm_eval releases the GIL: one call at a time
         if cache_type not in _CACHE_TYPES:
@@ -47,7 +49,7 @@ class LLM(_lib.Owner):
         if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
             raise errors.InvalidError("rlx: tp %r is not a whole number >= 1" % (tp,))
         tok, m = _lib.c_vp(), _lib.c_vp()
-        opts = _lib.LlmOptions(_options(device, threads), int(n_ctx), _lib.PROGRESS(), None,
+        opts = _lib.LlmOptions(_options(device, threads, bf16_math=bf16_math), int(n_ctx), _lib.PROGRESS(), None,
                                _dtypes.code(cache_type), 0, tp)
         check(lib.rlx_llm_open(os.fsencode(path), ctypes.byref(opts), ctypes.byref(m)))
         self._m = m.value

@@ -138,3 +138,21 @@ def test_tensor_parallel_cpu():
         rlx.LLM(os.path.join(data, "qwen3_f16"), tp=3)
     with pytest.raises(rlx.InvalidError):
         rlx.LLM(os.path.join(data, "qwen3_f16"), tp=0)
+
+
+def test_bf16_math():
+    """bf16_math=True (RLX_FLAG_BF16_MATH) on the BF16 qwen2 folder: the
+    prompt's logits (16 tokens: the prefill GEMM, where AVX-512 BF16 runs
+    on activations rounded to BF16) stay within 2e-2 of the largest of
+    transformers' logits, which the exact default matches to 1e-4."""
+    import os
+    data = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_decoders")
+    ref = os.path.join(data, "qwen2_bf16.ref")
+    want = np.fromfile(os.path.join(ref, "prompt0.logits"), np.float32)
+    scale = np.abs(want).max()
+    for bf16_math, tol in ((False, 1e-4), (True, 2e-2)):
+        with rlx.LLM(os.path.join(data, "qwen2_bf16"), threads=2, bf16_math=bf16_math) as m:
+            ids = m.tokenize(open(os.path.join(ref, "prompt0.txt"), encoding="utf-8").read())
+            got = m.eval(ids, all_logits=True).reshape(-1)
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() <= tol * scale, (bf16_math, np.abs(got - want).max() / scale)
