@@ -70,11 +70,13 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
                                                              const gemm_tile_epilogue *ep,
                                                              const int far, const int half) {
   __m512 c0[MR], c1[MR];
-  /* C is touched only after the k loop: start its lines on their way now */
+  /* C is touched only after the k loop: start its lines on their way now
+   * (32 floats of a row not 64-byte aligned span three lines) */
   UNROLL_ROWS
   for (int i = 0; i < MR; i++)
     if (i < mr) {
       _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+      if (!half) _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
       _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
       c0[i] = c1[i] = _mm512_setzero_ps();
     }
