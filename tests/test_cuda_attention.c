@@ -48,11 +48,13 @@ static void test_attention(void) {
       {"decode custom mask d128", 2, 1, 700, 8, 2, 128, RLX_LAYOUT_BSHD, RLX_MASK_CUSTOM, 0, 0, 0},
       {"decode two queries window softcap", 1, 2, 333, 8, 2, 64, RLX_LAYOUT_BHSD, RLX_MASK_SLIDING_WINDOW, 50, 15.0, 0},
       {"decode many splits", 1, 1, 19000, 2, 1, 64, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
-      /* one split of flash_decode_lanes under GQA: a block per q head,
+      /* flash_decode_lanes under GQA: a block per q head,
        * reading its kv head's rows */
       {"decode gqa q head blocks d128", 2, 1, 100, 8, 2, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
       {"decode gqa q head blocks custom mask", 1, 2, 128, 6, 2, 64, RLX_LAYOUT_BHSD, RLX_MASK_CUSTOM, 0, 0, 0},
       {"decode gqa q head blocks window softcap", 1, 1, 90, 4, 1, 32, RLX_LAYOUT_BSHD, RLX_MASK_SLIDING_WINDOW, 40, 10.0, 0},
+      /* past one split: 256 keys a split, the last one key */
+      {"decode gqa q head blocks two splits", 1, 1, 257, 8, 2, 128, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
       /* 16-bit rows of 72 bytes: staged by element loads, not cp.async */
       {"decode d36 unaligned rows", 2, 1, 300, 4, 2, 36, RLX_LAYOUT_BSHD, RLX_MASK_CAUSAL, 0, 0, 0},
       /* 512 splits of 16 rows: shared memory past the default 48 KB (F32:

@@ -718,18 +718,20 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
     a->q_block = 0;
     return;
   }
-  /* flash_decode_lanes up to DL_MAX_T keys: one split up to 128 keys,
-   * else 64 keys a split (at most 16 splits: one cluster). Past that its
-   * few loads in flight a multiprocessor (one block of 8 warps, four keys
-   * a warp at a time) lose to flash_decode's staging. */
+  /* flash_decode_lanes up to DL_MAX_T keys. Its block is mostly fixed
+   * latency (one block of 8 warps a multiprocessor, four keys a warp at a
+   * time), so it takes long splits: one up to 128 keys, 256 keys a split
+   * up to 512 where the heads share kv heads, else 128 keys (64 below 512
+   * keys without shared heads); past DL_MAX_T flash_decode's staging
+   * wins. Where the heads share kv heads up to 512 keys, a block per q
+   * head rather than per kv head, each reading its kv head's rows (from
+   * L2 after the first): a block per kv head leaves most multiprocessors
+   * idle (8 of 132 at the 8B shape) while its G rows take their dot
+   * products and softmax steps in turn. */
   const int lanes = a->T <= DL_MAX_T && dec_lanes_applies(a);
-  /* flash_decode_lanes at one split (up to 128 keys) with a block per
-   * (batch, kv head) would leave most multiprocessors idle (8 of 132 at
-   * the 8B shape) while each block's G rows take their dot products and
-   * softmax steps in turn: a block per q head instead, each reading its
-   * kv head's rows (from L2 after the first) */
-  if (lanes && a->T <= 128 && a->H > a->Hkv && a->B * a->H < 65536) a->kv_rep = (int)G, a->Hkv = a->H, R = dec_rows(a);
-  /* keys per split: 128 (the block's threads), halved while the grid
+  const int rep = lanes && a->T <= 512 && a->H > a->Hkv && a->B * a->H < 65536;
+  if (rep) a->kv_rep = (int)G, a->Hkv = a->H, R = dec_rows(a);
+  /* flash_decode's keys per split: 128 (the block's threads), halved while the grid
    * would cover fewer than half the H200's 132 multiprocessors (down to
    * 32), at most what fits the staging space. On the H200 at the 8B decode
    * shape (bench_cuda_kernels attn): T 512 32-64 keys 14.4 us (16: 17.0,
@@ -741,7 +743,8 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
   const int64_t heads = dec_heads(a);
   int64_t kps = DEC_MAX_KEYS;
   while (kps > 32 && heads * ((a->T + kps - 1) / kps) < 66) kps /= 2;
-  kps = lanes ? (a->T <= 128 ? 128 : 64) : kps > kmax ? kmax : kps;
+  if (lanes) kps = a->T <= 128 ? 128 : rep ? 256 : a->T > 512 ? 128 : 64;
+  else if (kps > kmax) kps = kmax;
   const int64_t splits = (a->T + kps - 1) / kps;
   /* q_block's partial states grow with queries x keys: past
    * DEC_POOL_PART_FLOATS another kernel takes the rows */
