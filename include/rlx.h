@@ -609,9 +609,12 @@ typedef enum { RLX_DEVICE_AUTO, RLX_DEVICE_CPU, RLX_DEVICE_CUDA } rlx_device;
  * as built, op for op — a reference to compare the optimized graph with.
  * Legalization for the device still runs.
  * RLX_FLAG_BF16_MATH: a reduced-precision math mode, off by default (the
- * default products are exact: F32 activations times the weights' values,
- * summed in F32). With it, a product whose weights are BF16 may round its
- * activations to BF16 (nearest even) and multiply pairs on the CPU's BF16
+ * CPU's default products are exact: F32 activations times the weights'
+ * values, summed in F32; the GPU's products of quantized weights already
+ * round their activations, to 8 bits a block at decode and to BF16 at
+ * prefill, as llama.cpp's CUDA backend does: RLX_QMATMUL_REF in
+ * docs/ENVIRONMENT.md). With it, a product whose weights are BF16 may
+ * round its activations to BF16 (nearest even) and multiply pairs on the CPU's BF16
  * dot-product instructions, at up to twice the F32 rate, as llama.cpp's
  * BF16 path does; the result moves by about 2^-9 of the terms' magnitude.
  * On the CPU it takes DequantMatMul of BF16 weights with more rows than
