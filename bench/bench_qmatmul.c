@@ -1,10 +1,13 @@
 /* bench_qmatmul.c — times cpu_DequantMatMul for bench_qmatmul.py (not a test).
  *
- *   bench_qmatmul [--cpu-time] [--slot] [--rotate MIB] THREADS RUNS TYPE M K N [TYPE M K N ...]
+ *   bench_qmatmul [--cpu-time] [--slot] [--rotate MIB] [--bf16-math] THREADS RUNS TYPE M K N
+ *                 [TYPE M K N ...]
  *     x [M, K] F32 @ w [N, K]^T, w of block dtype TYPE (q4_0, q6_k, ...)
  *     or f16 / bf16. --slot: each weight copy has a prepack slot, as a
  *     model's weights do (packed on the warm-up call, reused: the times
  *     leave out packing); without, prefill shapes pack per call.
+ *     --bf16-math: the context has RLX_FLAG_BF16_MATH (BF16 weights'
+ *     prefill on vdpbf16ps where it runs, bgemm.h).
  *     Prints per shape: TYPE M K N TABLE COPIES SEC_1 .. SEC_RUNS
  *     (seconds per call). The weights are COPIES distinct copies, used in
  *     turn, totalling >= 128 MiB (--rotate: MIB): each call streams its
@@ -357,10 +360,12 @@ int main(int argc, char **argv) {
     argv++;
     argc--;
   }
+  const int bf16_math = bench_flag(&argc, &argv, "--bf16-math");
   int membw = argc > 1 && !strcmp(argv[1], "--membw"), pack = argc > 1 && !strcmp(argv[1], "--pack");
   const int peak = argc > 1 && !strcmp(argv[1], "--peak");
   if (membw ? argc != 5 : pack ? argc != 7 : peak ? argc != 4 : argc < 7 || (argc - 3) % 4 != 0) {
-    fprintf(stderr, "usage: bench_qmatmul [--cpu-time] [--slot] [--rotate MIB] THREADS RUNS TYPE M K N [TYPE M K N ...]\n"
+    fprintf(stderr, "usage: bench_qmatmul [--cpu-time] [--slot] [--rotate MIB] [--bf16-math] THREADS RUNS TYPE M K N\n"
+                    "                     [TYPE M K N ...]\n"
                     "       bench_qmatmul [--cpu-time] --pack THREADS RUNS TYPE K N\n"
                     "       bench_qmatmul [--cpu-time] --peak THREADS RUNS\n"
                     "       bench_qmatmul [--cpu-time] --membw THREADS RUNS BYTES\n");
@@ -374,6 +379,7 @@ int main(int argc, char **argv) {
   }
   cpu_ctx *ctx = cpu_ctx_new(threads);
   if (!ctx) return 1;
+  if (bf16_math) cpu_ctx_set_flags(ctx, RLX_FLAG_BF16_MATH);
   int rc = 0;
   if (membw) {
     rc = bench_membw(ctx, runs, atoll(argv[4]));
