@@ -9,9 +9,10 @@
  *    8) 2^-24 sum_k |bf16(x_k) w_k|; and against sum_k x_k w_k within 2^-8
  *    of the magnitude (rounding x moves a term by at most 2^-9 of itself).
  *    Shapes: K odd and even, within one 32-value transpose and past one
- *    512-pair panel block (1100, 2049); N below, at and past a 32-row panel;
- *    M from 9 (the first row count past the dot kernels) to 40 (12-row
- *    tiles, a ragged last). Skipped where the kernel does not run.
+ *    512-pair panel block (1100, 2049); N below, at and past a 32-row panel
+ *    and past a group of 8 panels (300: a ragged group, its last panel
+ *    ragged); M from 9 (the first row count past the dot kernels) to 40
+ *    (12-row tiles, a ragged last). Skipped where the kernel does not run.
  * 2. cpu_DequantMatMul (M 20 > QDOT_MAX_ROWS) of F32 and F64 x, and 3. a
  *    compiled session (the flag through rlx_options.flags to the CPU plan;
  *    sessions with and without it in turn, so an idle plan is never taken
@@ -140,7 +141,7 @@ int main(void) {
     printf("bgemm_avx512: %d threads\n", cpu_ctx_threads(ctx));
     static const int64_t shapes[][3] = {{9, 1, 1},     {9, 16, 2},    {10, 31, 7},   {12, 32, 64},
                                         {13, 33, 33},  {17, 64, 96},  {24, 70, 576}, {25, 45, 1100},
-                                        {40, 96, 2049}, {37, 5, 31},  {12, 33, 1025}};
+                                        {40, 96, 2049}, {37, 5, 31},  {12, 33, 1025}, {29, 300, 1100}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
       test_shape(ctx, shapes[s][0], shapes[s][1], shapes[s][2]);
     cpu_ctx_free(ctx);

@@ -4,11 +4,14 @@
  *
  * x is rounded and packed once per call into tiles of MR rows, each pair
  * of k a 32-bit lane ([tile][pair][row]); w is read in place (the mapped
- * file) and packed per task into a panel of NR rows by KC pairs ([pair]
- * [row], the L2 share of one core), both transposed 16 x 16 in registers,
+ * file) and packed per task into panels of NR rows by KC pairs ([pair]
+ * [row], in the L2 of one core), both transposed 16 x 16 in registers,
  * so the weights need no resident copy. A task takes panels of NR weight
- * rows; per K block every tile of x meets the panel in an MR x NR block of
- * F32 accumulators (MR x 2 zmm and 2 for the panel's pairs: 26 of 32).
+ * rows, NG at a time; per K block every tile of x meets each of the NG
+ * panels in turn in an MR x NR block of F32 accumulators (MR x 2 zmm and
+ * 2 for the panel's pairs: 26 of 32), so a tile's K block comes from the
+ * L3 (x of 512 rows and K 8192 packs to 8 MiB) once per NG panels and
+ * from the L1 or L2 for the others.
  */
 #include "bgemm.h"
 
@@ -20,9 +23,10 @@
 #include <string.h>
 
 enum {
-  MR = 12, /* activation rows a tile */
-  NR = 32, /* weight rows (output columns) a panel: two zmm of 16 */
-  KC = 512 /* pairs of k a panel block: 32 x 512 x 4 bytes = 64 KiB, in L2 */
+  MR = 12,  /* activation rows a tile */
+  NR = 32,  /* weight rows (output columns) a panel: two zmm of 16 */
+  KC = 512, /* pairs of k a panel block: 32 x 512 x 4 bytes = 64 KiB, in L2 */
+  NG = 8    /* panels of a task packed at a time: 512 KiB, in L2 */
 };
 
 typedef struct {
@@ -137,20 +141,27 @@ static void micro(const uint32_t *xt, const uint32_t *p, int64_t kc, float *y, i
   }
 }
 
-/* Panels [begin, end) of NR weight rows. */
+/* Panels [begin, end) of NR weight rows, NG at a time. */
 static void panels(void *arg, int64_t begin, int64_t end, int thread) {
   const job *J = arg;
-  uint32_t *panel = J->panels + (size_t)thread * NR * KC;
+  uint32_t *group = J->panels + (size_t)thread * NG * NR * KC;
   const int64_t tiles = (J->M + MR - 1) / MR;
-  for (int64_t p = begin; p < end; p++) {
-    const int64_t n0 = p * NR;
-    const int nr = (int)(J->N - n0 < NR ? J->N - n0 : NR);
+  for (int64_t p0 = begin; p0 < end; p0 += NG) {
+    const int np = (int)(end - p0 < NG ? end - p0 : NG);
     for (int64_t kp0 = 0; kp0 < J->Kp; kp0 += KC) {
       const int64_t kc = J->Kp - kp0 < KC ? J->Kp - kp0 : KC;
-      pack_w(J, n0, nr, kp0, kc, panel);
+      for (int i = 0; i < np; i++) {
+        const int64_t n0 = (p0 + i) * NR;
+        pack_w(J, n0, (int)(J->N - n0 < NR ? J->N - n0 : NR), kp0, kc, group + (size_t)i * NR * KC);
+      }
       for (int64_t t = 0; t < tiles; t++) {
         const int mr = (int)(J->M - t * MR < MR ? J->M - t * MR : MR);
-        micro(J->xp + (size_t)((t * J->Kp + kp0) * MR), panel, kc, J->y + t * MR * J->N + n0, J->N, mr, nr, kp0 > 0);
+        const uint32_t *xt = J->xp + (size_t)((t * J->Kp + kp0) * MR);
+        for (int i = 0; i < np; i++) {
+          const int64_t n0 = (p0 + i) * NR;
+          micro(xt, group + (size_t)i * NR * KC, kc, J->y + t * MR * J->N + n0, J->N, mr,
+                (int)(J->N - n0 < NR ? J->N - n0 : NR), kp0 > 0);
+        }
       }
     }
   }
@@ -166,7 +177,7 @@ int bgemm_avx512(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, 
   job J = {.x = x, .w = w, .M = M, .N = N, .K = K, .Kp = (K + 1) / 2, .y = y};
   const int64_t tiles = (M + MR - 1) / MR;
   J.xp = line_alloc((size_t)(tiles * J.Kp * MR) * sizeof *J.xp);
-  J.panels = line_alloc((size_t)threads * NR * KC * sizeof *J.panels);
+  J.panels = line_alloc((size_t)threads * NG * NR * KC * sizeof *J.panels);
   if (!J.xp || !J.panels) {
     free(J.xp);
     free(J.panels);
