@@ -205,9 +205,8 @@ rlx_status conv_depthwise_forward(cpu_ctx *ctx, const ir_node *n, const conv_geo
   if (J.avx512_3x3 && g->stride[0] == 1 && g->stride[1] == 1 && g->out[1] == g->in[1] &&
       (masks = flat_masks(g)) != NULL) /* else the row kernel: the same sums */
     J.masks = masks;
-  /* not where the AVX-512 kernel walks rows of more than two vectors in
-   * order (wide_rows): there it measured slower */
-  J.prefetch = J.avx512_3x3 && (int64_t)in[0].nbytes > DW_PREFETCH_MIN_BYTES && (J.masks || g->out[1] <= 32);
+  /* not where the AVX-512 kernel walks rows in order: there it measured slower */
+  J.prefetch = J.avx512_3x3 && (int64_t)in[0].nbytes > DW_PREFETCH_MIN_BYTES && (J.masks || !conv_dw3x3_wide_rows(g));
   cpu_parallel_for(ctx, in[0].d[0] * J.C, 1, dw_planes, &J);
   free(masks);
   return RLX_OK;

@@ -21,6 +21,10 @@ rlx_status conv_depthwise_forward(cpu_ctx *ctx, const ir_node *n, const conv_geo
 void conv_dw3x3_plane_avx512(const conv_geom *g, const float *x, const float *w, float bias, float *y,
                              const float *res, const conv_epilogue *ce);
 
+/* Whether conv_dw3x3_plane_avx512 walks g's output rows in order, past
+ * two vectors a row, rather than column by column (wide_rows). */
+static inline int conv_dw3x3_wide_rows(const conv_geom *g) { return g->out[1] > 32; }
+
 /* The same for a stride-1 conv whose output rows are as wide as the
  * input's (W): output position p reads input p + (kh - ph) * W + (kw -
  * pw), so the plane is one run of P = OH * W positions, 16 at a time;

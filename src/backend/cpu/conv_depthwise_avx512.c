@@ -192,7 +192,7 @@ static inline __attribute__((always_inline)) void plane(const conv_geom *g, cons
   const reg_epilogue re = {.in_reg = !ce || ce->act == RLX_ACT_NONE || ce->act == RLX_ACT_RELU,
                            .relu = ce && ce->act == RLX_ACT_RELU, .clamp = clamp,
                            .lo = _mm512_set1_ps(clamp ? ce->lo : 0.0f), .hi = _mm512_set1_ps(clamp ? ce->hi : 0.0f)};
-  if (OW > 32) {
+  if (conv_dw3x3_wide_rows(g)) {
     wide_rows(g, x, wk, vb, y, res, re, sw, span);
   } else {
     for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {

@@ -731,9 +731,9 @@ void cu_attn_decode_plan(cu_attn_args *a, size_t *part_floats, size_t *counters,
   const int lanes = a->T <= DL_MAX_T && dec_lanes_applies(a);
   const int rep = lanes && a->T <= 512 && a->H > a->Hkv && a->B * a->H < 65536;
   if (rep) a->kv_rep = (int)G, a->Hkv = a->H, R = dec_rows(a);
-  /* flash_decode's keys per split: 128 (the block's threads), halved while the grid
-   * would cover fewer than half the H200's 132 multiprocessors (down to
-   * 32), at most what fits the staging space. On the H200 at the 8B decode
+  /* flash_decode's keys per split: 128 (the block's threads), halved
+   * while the grid would cover fewer than half the H200's 132
+   * multiprocessors (down to 32), at most what fits the staging space. On the H200 at the 8B decode
    * shape (bench_cuda_kernels attn): T 512 32-64 keys 14.4 us (16: 17.0,
    * 128: 16.5); T 2048 128 18.9 (64: 21.1, 16: 37.4); T 8192 128 48.7
    * (64: 55.7); T 32768 128 153 (64: 241). More, shorter splits lose: each
