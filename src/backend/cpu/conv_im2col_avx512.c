@@ -140,4 +140,39 @@ int conv_im2col_panel_avx512(const conv_geom *g, const float *x, int64_t r0, int
   return 1;
 }
 
+/* The even lanes of the 32 floats at p: one row's outputs [ow, ow + 16). */
+static inline __m512 evens_at(const float *p, __m512i evens) {
+  return _mm512_permutex2var_ps(_mm512_loadu_ps(p), evens, _mm512_loadu_ps(p + 16));
+}
+
+int conv_taps2_avx512(const float *x, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, float *d) {
+  /* A row's 32-float loads read on into the next input rows: for every
+   * row but a plane's last, H - 1 - 2 oh >= 2 rows follow (2 OH <= H + 1),
+   * 3 W >= 32 floats from the row's start, and the loads of OW >= 16
+   * outputs end at most one float past the row. Its stores of 16 outputs
+   * pass the row by at most 16 - OW <= OW floats (OW >= 8), which the next
+   * row of the plane then stores. */
+  if (W < 15) return 0;
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t p = 0; p < planes; p++) {
+    const float *xp = x + p * H * W;
+    for (int64_t oh = 0; oh < OH - 1; oh++, d += OW) {
+      const float *xr = xp + 2 * oh * W;
+      int64_t ow = 0;
+      for (; ow + 16 < OW; ow += 16) _mm512_storeu_ps(d + ow, evens_at(xr + 2 * ow, evens));
+      if (OW >= 16) ow = OW - 16; /* the last 16, overlapping */
+      _mm512_storeu_ps(d + ow, evens_at(xr + 2 * ow, evens));
+    }
+    const float *xr = xp + 2 * (OH - 1) * W; /* the last row: raw [0, 2 OW - 1) */
+    for (int64_t ow = 0; ow < OW; ow += 16) {
+      const int64_t n = OW - ow < 16 ? OW - ow : 16;
+      const __m512 lo = _mm512_maskz_loadu_ps(lanes(0, 2 * n - 1), xr + 2 * ow);
+      const __m512 hi = _mm512_maskz_loadu_ps(lanes(0, 2 * n - 17), xr + 2 * ow + 16);
+      _mm512_mask_storeu_ps(d + ow, lanes(0, n), _mm512_permutex2var_ps(lo, evens, hi));
+    }
+    d += OW;
+  }
+  return 1;
+}
+
 #endif /* x86 */

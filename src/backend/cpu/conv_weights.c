@@ -27,6 +27,7 @@
 #include "conv_im2col_avx512.h"
 #include "cpu_features.h"
 #include "gemm.h"
+#include "gemm_pack.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,11 @@ static void subsample_rows(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   const conv_w_job *J = arg;
   const int64_t OH = J->g->out[0], OW = J->g->out[1], W = J->g->in[1], s0 = J->g->stride[0], s1 = J->g->stride[1];
+#if defined(__x86_64__) || defined(__i386__)
+  if (J->avx512 && s0 == 2 && s1 == 2 &&
+      conv_taps2_avx512(J->x + begin * J->in_plane, end - begin, J->g->in[0], W, OH, OW, J->col + begin * J->P))
+    return;
+#endif
   for (int64_t r = begin; r < end; r++) {
     const float *x = J->x + r * J->in_plane;
     float *d = J->col + r * J->P;
@@ -172,8 +178,10 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
   /* at least two column panels a thread, or the block's product idles threads */
   const int64_t block = direct ? J.P : min64(J.P, max64(64 * threads, CONV_W_COL_FLOATS / K / 64 * 64));
   const int turned = J.P <= CONV_W_TURNED_MAX_P && J.P <= block && J.OC >= 32;
-  if ((!direct && !(J.col = malloc((size_t)(K * block) * sizeof *J.col + 1))) ||
-      (strided && !(J.col = malloc((size_t)(batch * J.C * J.P) * sizeof *J.col + 1))) ||
+  /* the taps in this thread's buffer, kept between calls in huge pages
+   * (the product reads them in place: a new page every row) */
+  float *taps = strided ? gemm_thread_buf(GEMM_BUF_TAPS, (size_t)(batch * J.C * J.P)) : NULL;
+  if ((!direct && !(J.col = malloc((size_t)(K * block) * sizeof *J.col + 1))) || (strided && !taps) ||
       (turned && !(J.yt = malloc((size_t)(J.P * J.OC) * sizeof *J.yt + 1)))) {
     free(J.col);
     return rlx_set_error(RLX_ERR_NOMEM, "Conv (node %d): out of memory", n->id);
@@ -199,8 +207,10 @@ rlx_status conv_weights_forward(cpu_ctx *ctx, const ir_node *n, const conv_geom 
   J.x = in[0].data;
   J.y = out->data;
   if (strided) {
+    J.col = taps;
     cpu_parallel_for(ctx, batch * J.C, 16, subsample_rows, &J);
-    J.x = J.col;
+    J.col = NULL;
+    J.x = taps;
     J.in_plane = J.P;
   }
   const float *x0 = J.x;

@@ -27,7 +27,7 @@ static int bufs_key_ok;
 
 static void bufs_free(void *v) {
   thread_bufs *b = v;
-  for (int i = 0; i < GEMM_BUF_COUNT; i++) free(b->p[i]);
+  for (int i = 0; i < GEMM_BUF_COUNT; i++) huge_free(b->p[i], b->cap[i] * sizeof(float));
   free(b);
 }
 
@@ -45,8 +45,9 @@ float *gemm_thread_buf(int which, size_t n) {
     }
   }
   if (b->cap[which] >= n) return b->p[which];
-  free(b->p[which]);
-  b->p[which] = line_alloc((n ? n : 1) * sizeof(float));
+  huge_free(b->p[which], b->cap[which] * sizeof(float));
+  if (!n) n = 1;
+  b->p[which] = huge_alloc(n * sizeof(float));
   b->cap[which] = b->p[which] ? n : 0;
   return b->p[which];
 }

@@ -3,7 +3,8 @@
  * matrices, the per-thread buffers, one tile's blocks, and an operand
  * packed whole, either in a parallel loop of its own or by the tiles of
  * one product as they first need each part (shared_pack). Internal to the
- * GEMM driver (gemm.c, gemm_tile.c).
+ * GEMM driver (gemm.c, gemm_tile.c), but for the per-thread buffers, which
+ * conv_weights.c takes one of too.
  */
 #ifndef RLX_GEMM_PACK_H
 #define RLX_GEMM_PACK_H
@@ -27,12 +28,15 @@ static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /* ---- per-thread buffers */
 
 /* GEMM_BUF_SHARED: the calling thread's copy of an operand packed once for all
- * the threads of one call (shared_pack). */
-enum { GEMM_BUF_A, GEMM_BUF_B, GEMM_BUF_X, GEMM_BUF_Y, GEMM_BUF_SHARED, GEMM_BUF_COUNT };
+ * the threads of one call (shared_pack); GEMM_BUF_TAPS: a strided 1x1
+ * conv's taps copied out of x, the B that the product then reads in place
+ * (conv_weights.c). */
+enum { GEMM_BUF_A, GEMM_BUF_B, GEMM_BUF_X, GEMM_BUF_Y, GEMM_BUF_SHARED, GEMM_BUF_TAPS, GEMM_BUF_COUNT };
 
 /* This thread's buffer `which` with room for n floats, 64-byte aligned, or
  * NULL when memory is short (the caller then takes the unpacked path).
- * Kept between calls, freed when the thread exits. */
+ * Kept between calls, freed when the thread exits; from 1 MiB on in huge
+ * pages (huge_alloc: a B read in place takes a new 4 KiB page every row). */
 float *gemm_thread_buf(int which, size_t n);
 
 /* ---- operand views */
