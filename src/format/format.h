@@ -33,6 +33,9 @@ rlx_status fmt_map_file_watched(const char *path, fmt_mapping *m);
  * than the mapping; RLX_OK otherwise (and for unwatched mappings). */
 rlx_status fmt_mapping_check(const fmt_mapping *m, const char *name);
 void       fmt_unmap(fmt_mapping *m);
+/* Maps the pages of [p, p + n) into the page tables now (advice: where the
+ * kernel cannot, they fault in when first read, as before). */
+void       fmt_populate(const void *p, size_t n);
 
 
 /* ---------------------------------------------------------------- the file object */

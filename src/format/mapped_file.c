@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* madvise's MADV_POPULATE_READ, beside the project-wide _POSIX_C_SOURCE */
 /* mapped_file.c — read-only private memory maps of model files. */
 #include "format.h"
 
@@ -53,6 +54,15 @@ rlx_status fmt_mapping_check(const fmt_mapping *m, const char *name) {
   return rlx_set_error(RLX_ERR_IO,
                        "%s: the file shrank from %zu to %lld bytes while mapped (truncated or rewritten in place); "
                        "its data can no longer be read: reopen it", name, m->size, (long long)st.st_size);
+}
+
+void fmt_populate(const void *p, size_t n) {
+#ifdef MADV_POPULATE_READ
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = (uintptr_t)p & ~(page - 1);
+  if (n) (void)madvise((void *)at, (uintptr_t)p + n - at, MADV_POPULATE_READ);
+#else
+  (void)p, (void)n;
+#endif
 }
 
 void fmt_unmap(fmt_mapping *m) {

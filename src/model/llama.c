@@ -43,6 +43,7 @@
 #include "llama_hparams.h"
 #include "model.h"
 
+#include "../format/format.h"
 #include "../ir/ir.h"
 #include "../runtime/bootstrap.h"
 #include "../runtime/runtime.h"
@@ -367,14 +368,18 @@ static rlx_status build_graph(llm_builder *b, const llm_kv_cache *kv) {
 }
 
 /* Binds every tensor used in place; a plain-dtype tensor not aligned to
- * its element size (a GGUF aligned to 1 or 2) is copied. */
+ * its element size (a GGUF aligned to 1 or 2) is copied. A tensor read in
+ * place has its file pages mapped now, in one call, not a fault per 64 KiB
+ * inside the first prefill (llama.cpp maps its file with MAP_POPULATE). */
 static rlx_status bind_weights(rlx_session *s, const llm_builder *b, const rlx_llm_options *o) {
   for (int i = 0; i < b->n_bound; i++) {
     const rlx_file_tensor *t = &b->bound[i];
     int es = rlx_dtype_is_block(t->dtype) ? 1 : (int)rlx_dtype_nbytes(t->dtype, 1);
-    rlx_status st = (uintptr_t)t->data % (uintptr_t)es ? rlx_set_param(s, t->name, t->data, t->nbytes)
-                                                       : rlx_set_param_ref(s, t->name, t->data, t->nbytes);
+    const int copy = (uintptr_t)t->data % (uintptr_t)es != 0;
+    rlx_status st = copy ? rlx_set_param(s, t->name, t->data, t->nbytes)
+                         : rlx_set_param_ref(s, t->name, t->data, t->nbytes);
     if (st) return st;
+    if (!copy) fmt_populate(t->data, t->nbytes);
     if (o->progress) o->progress(0.5 + 0.5 * (i + 1) / b->n_bound, o->progress_user);
   }
   return RLX_OK;
