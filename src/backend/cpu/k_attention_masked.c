@@ -186,12 +186,54 @@ static int block_rows(const flash_job *J, const item_scratch *x, int64_t R, cons
   return *r0 < *r1;
 }
 
+/* The first of cells[0..nk) (sorted) at or past cell j. */
+static int64_t first_at(const int32_t *cells, int64_t nk, int64_t j) {
+  if (cells[nk - 1] - cells[0] == nk - 1) /* one run of cells (a prefill's block) */
+    return j <= cells[0] ? 0 : j - cells[0] < nk ? j - cells[0] : nk;
+  int64_t a = 0, b = nk;
+  while (a < b) {
+    const int64_t mid = (a + b) / 2;
+    if (cells[mid] < j) a = mid + 1;
+    else b = mid;
+  }
+  return a;
+}
+
 /* Row r's cells within block cells[0..nk) (sorted): [*c0, *c1) of it. */
 static void row_window(const int32_t *cells, int64_t nk, int64_t lo, int64_t hi, int64_t *c0, int64_t *c1) {
-  *c0 = 0;
-  while (*c0 < nk && cells[*c0] < lo) (*c0)++;
-  *c1 = *c0;
-  while (*c1 < nk && cells[*c1] <= hi) (*c1)++;
+  *c0 = first_at(cells, nk, lo);
+  *c1 = hi < lo ? *c0 : first_at(cells, nk, hi + 1);
+}
+
+/* srow[c0..c1) += the mask entries of their cells: one vector add where
+ * the cells are one run and the mask row is contiguous (or one value). */
+static void add_mask(const cpu_vec_ops *vo, float *srow, const float *mrow, int64_t ks, const int32_t *cells,
+                     int64_t c0, int64_t c1) {
+  if (c0 >= c1) return;
+  if (ks <= 1 && cells[c1 - 1] - cells[c0] == c1 - 1 - c0) {
+    vo->binary(RLX_BIN_ADD, srow + c0, 1, mrow + cells[c0] * ks, (int)ks, srow + c0, c1 - c0);
+    return;
+  }
+  for (int64_t k = c0; k < c1; k++) srow[k] += mrow[cells[k] * ks];
+}
+
+/* l[r] += the R rows' nk scores (row stride lds), each row's in key
+ * order: the same sums as one row at a time, rows side by side so that
+ * the additions of 8 rows are in flight together. */
+static void sum_rows(const float *s, int64_t lds, double *l, int64_t R, int64_t nk) {
+  int64_t r = 0;
+  for (; r + 8 <= R; r += 8) {
+    double a[8];
+    for (int i = 0; i < 8; i++) a[i] = l[r + i];
+    for (int64_t k = 0; k < nk; k++)
+      for (int i = 0; i < 8; i++) a[i] += s[(r + i) * lds + k];
+    for (int i = 0; i < 8; i++) l[r + i] = a[i];
+  }
+  for (; r < R; r++) {
+    double a = l[r];
+    for (int64_t k = 0; k < nk; k++) a += s[r * lds + k];
+    l[r] = a;
+  }
 }
 
 /* K or V rows (base) of block cells[0..nk) as f32: read in place when
@@ -247,9 +289,8 @@ static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, i
         int64_t c0, c1;
         row_window(cells, nk, x->row_lo[r], x->row_hi[r], &c0, &c1);
         if (pass == 0) {
-          const float *mrow = x->mrow[r];
           flash_softcap_row(p, vo, srow, nk);
-          for (int64_t k = 0; k < nk; k++) srow[k] += mrow[cells[k] * ks];
+          add_mask(vo, srow, x->mrow[r], ks, cells, c0, c1);
           float mb = c0 < c1 ? vo->max(srow + c0, c1 - c0) : -INFINITY;
           /* a NaN score poisons the row (as the reference's softmax) */
           if (!isnan(x->m[r]) && (isnan(mb) || mb > x->m[r])) x->m[r] = mb;
@@ -260,13 +301,13 @@ static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, i
           continue;
         }
         vo->exp_shift_sum(srow + c0, x->m[r], srow + c0, c1 - c0);
-        double l = x->l[r]; /* in key order: masked keys add exact zeros */
-        for (int64_t j = c0; j < c1; j++) l += srow[j];
-        x->l[r] = l;
         if (c0 > 0) memset(srow, 0, (size_t)c0 * sizeof *srow);
         if (c1 < nk) memset(srow + c1, 0, (size_t)(nk - c1) * sizeof *srow);
       }
-      if (pass == 1) vo->pv_tile(sb + *r0 * lds, lds, kv, ld, x->O + *r0 * D, D, *r1 - *r0, nk, D);
+      if (pass == 0) continue;
+      /* in key order: masked keys and those outside a row's window add exact zeros */
+      sum_rows(sb + *r0 * lds, lds, x->l + *r0, *r1 - *r0, nk);
+      vo->pv_tile(sb + *r0 * lds, lds, kv, ld, x->O + *r0 * D, D, *r1 - *r0, nk, D);
     }
 }
 
