@@ -185,6 +185,10 @@ static void mask_visible_keys(const float *mrow, int64_t stride, int64_t T, int6
     if (T > 0 && mrow[0] == -INFINITY) *lo = T, *hi = -1;
     return;
   }
+  if (stride == 1) {
+    while (*hi - 7 >= *lo && flash_neg_inf8(mrow + *hi - 7) == 0xFF) *hi -= 8;
+    while (*lo + 7 <= *hi && flash_neg_inf8(mrow + *lo) == 0xFF) *lo += 8;
+  }
   while (*hi >= *lo && mrow[*hi * stride] == -INFINITY) (*hi)--;
   while (*lo <= *hi && mrow[*lo * stride] == -INFINITY) (*lo)++;
 }

@@ -8,6 +8,8 @@
 #include "linalg_rows.h"
 #include "vec.h"
 
+#include <string.h>
+
 #define FLASH_BK 64       /* keys per block */
 #define FLASH_ROWS 64     /* query rows (query heads x queries) per item, about */
 #define FLASH_DOT_ROWS 8  /* at most this many rows (decode): scores as dot products with K's rows */
@@ -59,6 +61,16 @@ typedef struct {
   const float **mrow;
   int32_t *keys;
 } item_scratch;
+
+/* A bit per float of m[0..8) that is -inf (bit i for m[i]): masks are
+ * scanned 8 entries a step (a pool's rows are mostly runs of -inf). */
+static inline unsigned flash_neg_inf8(const float *m) {
+  uint32_t u[8];
+  unsigned bits = 0;
+  memcpy(u, m, sizeof u);
+  for (int i = 0; i < 8; i++) bits |= (unsigned)(u[i] == 0xff800000u) << i;
+  return bits;
+}
 
 /* Element offset of row (b, h, s) of a [B, S, H, D] or [B, H, S, D] tensor. */
 int64_t flash_head_row(const cpu_attention_params *p, int64_t heads, int64_t len, int64_t b, int64_t h, int64_t s);

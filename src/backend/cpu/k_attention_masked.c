@@ -66,8 +66,18 @@ static void masked_cut(void *arg, int64_t begin, int64_t end, int thread) {
     const float *mrow = J->mask + b * ms[0] + h * ms[1] + i * ms[2];
     int64_t lo, hi, seen = 0, *bnd = J->bnd + mr * J->bnd_n;
     flash_row_keys(J, b, h, i, &lo, &hi);
-    for (int64_t j = lo; j <= hi; j++)
+    for (int64_t j = lo; j <= hi; j++) {
+      /* 8 keys a step where none starts a range: all -inf, or none with
+       * the count past a range's first key and 8 short of the next */
+      const int64_t at = seen % FLASH_SPLIT_KEYS;
+      const unsigned inf = ms[3] == 1 && j + 7 <= hi ? flash_neg_inf8(mrow + j) : 1;
+      if (inf == 0xFF || (inf == 0 && at > 0 && at + 8 <= FLASH_SPLIT_KEYS)) {
+        seen += inf ? 0 : 8;
+        j += 7;
+        continue;
+      }
       if (mrow[j * ms[3]] != -INFINITY && seen++ % FLASH_SPLIT_KEYS == 0) bnd[(seen - 1) / FLASH_SPLIT_KEYS] = j;
+    }
     J->ranges[mr] = (seen + FLASH_SPLIT_KEYS - 1) / FLASH_SPLIT_KEYS;
     bnd[J->ranges[mr]] = hi + 1;
   }
