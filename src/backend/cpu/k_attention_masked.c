@@ -85,18 +85,17 @@ static void masked_cut(void *arg, int64_t begin, int64_t end, int thread) {
 
 /* Cuts the S * group rows of a (batch, kv head) into items (J->qb,
  * J->q_blocks): a query joins the item of the query before it when it
- * sees that query's last key (batch 0's, head 0's mask rows: the cut only
- * bounds the work, a row's bits do not depend on it), at most rows_item
- * rows an item. */
+ * sees that query's last key (batch 0's, head 0's mask rows, whose last
+ * visible keys masked_cut left in J->bnd: the cut only bounds the work, a
+ * row's bits do not depend on it), at most rows_item rows an item. */
 static void cut_items(flash_job *J) {
   const int64_t S = J->p->q_len, G = J->group, *ms = J->p->mask_strides;
   int64_t n = 0, in_item = 0;
   J->qb[0] = 0;
   for (int64_t i = 0; i < S; i++) {
-    if (i > 0) {
-      int64_t lo, hi;
-      flash_row_keys(J, 0, 0, i - 1, &lo, &hi);
-      if (lo <= hi && J->mask[i * ms[2] + hi * ms[3]] == -INFINITY && in_item) J->qb[++n] = i * G, in_item = 0;
+    if (i > 0 && J->ranges[i - 1] > 0) { /* mask row i - 1 sees a key, the last hi */
+      const int64_t hi = J->bnd[(i - 1) * J->bnd_n + J->ranges[i - 1]] - 1;
+      if (J->mask[i * ms[2] + hi * ms[3]] == -INFINITY && in_item) J->qb[++n] = i * G, in_item = 0;
     }
     for (int64_t g = 0; g < G; g++) {
       if (in_item == J->rows_item) J->qb[++n] = i * G + g, in_item = 0;
