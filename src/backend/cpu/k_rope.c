@@ -57,15 +57,26 @@ static void rope_tables(const cpu_tensor *pos, int64_t n_rot, double base, doubl
   }
 }
 
+/* Whether a cos/sin table converts to f32 exactly (vec.h's load). */
+static int f32_table(const cpu_tensor *t) {
+  return t->dtype == RLX_F32 || t->dtype == RLX_F16 || t->dtype == RLX_BF16;
+}
+
 /* Rope on F32/F16/BF16: x rotated in f32 (in out itself for F32) with the
- * double tables rounded to f32 once. */
+ * double tables rounded to f32 once, or (cos_t NULL) the f32, f16 or bf16
+ * tables tc and ts converted to f32: the same values, without the detour
+ * through double element by element. */
 static void rope_f32(const ir_node *n, const cpu_tensor *tx, cpu_tensor *out, float *x, float *cos_f,
-                     float *sin_f, const double *cos_t, const double *sin_t, int64_t table_n,
-                     int64_t table_batch_stride) {
+                     float *sin_f, const double *cos_t, const double *sin_t, const cpu_tensor *tc,
+                     const cpu_tensor *ts, int64_t table_n, int64_t table_batch_stride) {
   const int64_t D = n->a.head_dim, B = tx->d[0], S = tx->d[1];
   const int64_t H = tx->rank == 4 ? tx->d[2] : tx->d[2] / D;
   const cpu_vec_ops *vo = cpu_vec();
-  for (int64_t i = 0; i < table_n; i++) {
+  if (!cos_t) {
+    vo->load(cos_f, tc->data, tc->dtype, table_n);
+    vo->load(sin_f, ts->data, ts->dtype, table_n);
+  }
+  for (int64_t i = 0; cos_t && i < table_n; i++) {
     cos_f[i] = (float)cos_t[i];
     sin_f[i] = (float)sin_t[i];
   }
@@ -87,12 +98,15 @@ rlx_status cpu_Rope(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_te
   const int fast = tx->dtype != RLX_F64;
   double *x = NULL, *cos_t = NULL, *sin_t = NULL;
   int64_t table_batch_stride, table_n;
+  const int tables_f32 = fast && n->n_in == 3 && f32_table(&in[1]) && f32_table(&in[2]);
   if (n->n_in == 3) {
     /* [S, n_rot/2] is shared by every batch; [B, S, n_rot/2] is not */
     table_batch_stride = in[1].rank == 3 ? S * half : 0;
     table_n = in[1].numel;
-    cos_t = cpu_load_f64(&in[1]);
-    sin_t = cpu_load_f64(&in[2]);
+    if (!tables_f32) {
+      cos_t = cpu_load_f64(&in[1]);
+      sin_t = cpu_load_f64(&in[2]);
+    }
   } else {
     table_batch_stride = in[1].rank == 2 ? S * half : 0;
     table_n = in[1].numel * half;
@@ -109,13 +123,13 @@ rlx_status cpu_Rope(cpu_ctx *ctx, const ir_node *n, const cpu_tensor *in, cpu_te
   } else {
     x = cpu_load_f64(tx);
   }
-  if (!(fast ? (void *)xf : (void *)x) || !cos_t || !sin_t) {
+  if (!(fast ? (void *)xf : (void *)x) || (!tables_f32 && (!cos_t || !sin_t))) {
     st = rlx_set_error(RLX_ERR_NOMEM, "Rope (node %d): out of memory", n->id);
     goto done;
   }
   if (fast) {
     float *xbuf = out->dtype == RLX_F32 ? out->data : xf + 2 * table_n;
-    rope_f32(n, tx, out, xbuf, xf, xf + table_n, cos_t, sin_t, table_n, table_batch_stride);
+    rope_f32(n, tx, out, xbuf, xf, xf + table_n, cos_t, sin_t, &in[1], &in[2], table_n, table_batch_stride);
   } else {
     cpu_rope_apply_f64(x, B, S, H, D, n_rot, (rlx_rope_mode)n->a.rope_mode, cos_t, sin_t,
                        table_batch_stride);
