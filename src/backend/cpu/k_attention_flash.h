@@ -38,6 +38,7 @@ typedef struct {
    * ranges (masked_cut), the most of them; max_ranges key ranges per item
    * (splits 1) or per unit (splits max_ranges, part set) */
   int64_t mask_heads, bnd_n, *bnd, *ranges, max_ranges;
+  uint8_t *dense;               /* per mask row: its keys first..last all visible, their entries +-0 */
   size_t part_floats;
   float *kt;                    /* [B, Hkv, D, t8], or NULL: the rows path */
   const float *kf, *vf;         /* K (rows path) / V as f32 rows, or NULL: read in place (F32) or per tile */

@@ -52,10 +52,20 @@ static const float *mask_of(const flash_job *J, int64_t b, int64_t hk, int64_t f
   return J->mask + b * ms[0] + h * ms[1] + i * ms[2];
 }
 
+/* Whether the 8 floats at m are all +0 or -0. */
+static int zero8(const float *m) {
+  uint32_t u[8], bits = 0;
+  memcpy(u, m, sizeof u);
+  for (int i = 0; i < 8; i++) bits |= u[i] << 1;
+  return bits == 0;
+}
+
 /* Cuts each mask row's visible keys into ranges of FLASH_SPLIT_KEYS (items:
  * mask rows): range c is cells [bnd[c], bnd[c + 1]), counted in visible
  * keys, so the cut falls at the same key of a sequence wherever its cells
- * sit. */
+ * sit; J->dense: whether the row's first..last keys are all visible with
+ * entries +-0 (a KV pool's row of one sequence in a run of cells), whose
+ * scores then take no mask add (adding +-0 changes no value). */
 static void masked_cut(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   flash_job *J = arg;
@@ -65,6 +75,7 @@ static void masked_cut(void *arg, int64_t begin, int64_t end, int thread) {
     const int64_t i = mr % S, h = mr / S % J->mask_heads, b = mr / S / J->mask_heads;
     const float *mrow = J->mask + b * ms[0] + h * ms[1] + i * ms[2];
     int64_t lo, hi, seen = 0, *bnd = J->bnd + mr * J->bnd_n;
+    int zero = 1;
     flash_row_keys(J, b, h, i, &lo, &hi);
     for (int64_t j = lo; j <= hi; j++) {
       /* 8 keys a step where none starts a range: all -inf, or none with
@@ -73,11 +84,16 @@ static void masked_cut(void *arg, int64_t begin, int64_t end, int thread) {
       const unsigned inf = ms[3] == 1 && j + 7 <= hi ? flash_neg_inf8(mrow + j) : 1;
       if (inf == 0xFF || (inf == 0 && at > 0 && at + 8 <= FLASH_SPLIT_KEYS)) {
         seen += inf ? 0 : 8;
+        zero = zero && (inf || zero8(mrow + j));
         j += 7;
         continue;
       }
-      if (mrow[j * ms[3]] != -INFINITY && seen++ % FLASH_SPLIT_KEYS == 0) bnd[(seen - 1) / FLASH_SPLIT_KEYS] = j;
+      const float v = mrow[j * ms[3]];
+      if (v == -INFINITY) continue;
+      zero = zero && v == 0.0f;
+      if (seen++ % FLASH_SPLIT_KEYS == 0) bnd[(seen - 1) / FLASH_SPLIT_KEYS] = j;
     }
+    J->dense[mr] = zero && seen == hi - lo + 1;
     J->ranges[mr] = (seen + FLASH_SPLIT_KEYS - 1) / FLASH_SPLIT_KEYS;
     bnd[J->ranges[mr]] = hi + 1;
   }
@@ -115,7 +131,8 @@ rlx_status flash_masked_setup(cpu_ctx *ctx, flash_job *J, int threads) {
   J->bnd = malloc((size_t)(mrows * J->bnd_n) * sizeof *J->bnd);
   J->ranges = malloc((size_t)mrows * sizeof *J->ranges);
   J->qb = malloc((size_t)(S * J->group + 1) * sizeof *J->qb);
-  if (!J->bnd || !J->ranges || !J->qb) {
+  J->dense = malloc((size_t)mrows);
+  if (!J->bnd || !J->ranges || !J->qb || !J->dense) {
     flash_masked_free(J);
     return rlx_set_error(RLX_ERR_NOMEM, "Attention: out of memory for %lld keys", (long long)T);
   }
@@ -132,7 +149,9 @@ void flash_masked_free(flash_job *J) {
   free(J->bnd);
   free(J->ranges);
   free(J->qb);
+  free(J->dense);
   J->bnd = J->ranges = J->qb = NULL;
+  J->dense = NULL;
 }
 
 /* Whether a row with visible cells [lo, hi] and mask row mrow (key stride
@@ -299,7 +318,7 @@ static void masked_range(const flash_job *J, const item_scratch *x, int64_t b, i
         row_window(cells, nk, x->row_lo[r], x->row_hi[r], &c0, &c1);
         if (pass == 0) {
           flash_softcap_row(p, vo, srow, nk);
-          add_mask(vo, srow, x->mrow[r], ks, cells, c0, c1);
+          if (!J->dense[mask_row(J, b, hk, first, r)]) add_mask(vo, srow, x->mrow[r], ks, cells, c0, c1);
           float mb = c0 < c1 ? vo->max(srow + c0, c1 - c0) : -INFINITY;
           /* a NaN score poisons the row (as the reference's softmax) */
           if (!isnan(x->m[r]) && (isnan(mb) || mb > x->m[r])) x->m[r] = mb;
