@@ -87,14 +87,17 @@ static inline __attribute__((always_inline)) void micro_body(const int mr, int n
    * (a 1x1 conv from 16 or 32 channels: each row a line of another plane),
    * the same row of the next panel, NR columns on, instead of rows past
    * the panel's */
-  const int64_t pf = ep->b_ld && kc <= PREFETCH_K ? NR : PREFETCH_K * bstep;
+  const int64_t pf = ep->b_ld && kc <= PREFETCH_K ? NR : PREFETCH_K * bstep, next = far == 2 ? ep->b_next : 0;
   for (int64_t k = 0; k < kc; k++) {
     __m512 b0 = _mm512_maskz_loadu_ps(bm0, b), b1 = half ? b0 : _mm512_maskz_loadu_ps(bm1, b + 16);
     /* both panels stream from L2 (kc is large, to spare passes over C): ask
      * for them ahead of the hardware prefetchers (past the end is harmless) */
     _mm_prefetch((const char *)(b + pf), _MM_HINT_T0);
     if (!half) _mm_prefetch((const char *)(b + pf + 16), _MM_HINT_T0);
-    if (far) {
+    if (far == 2) { /* GEMM_B_NEXT */
+      _mm_prefetch((const char *)(b + next), _MM_HINT_T1);
+      _mm_prefetch((const char *)(b + next + 16), _MM_HINT_T1);
+    } else if (far == 1) {
       _mm_prefetch((const char *)(b + PREFETCH_FAR_K * bstep), _MM_HINT_T1);
       if (!half) _mm_prefetch((const char *)(b + PREFETCH_FAR_K * bstep + 16), _MM_HINT_T1);
     }
@@ -333,8 +336,26 @@ __attribute__((noinline)) static void thin(int mr, int nr, int64_t kc, const flo
     }                                                           \
     break;
 
+#define NEXT_CASE(r) \
+  case r: micro_body(r, NR, kc, Ap, Bp, C, ldc, flags, ep, 2, 0); break;
+
+/* GEMM_B_NEXT's instances (whole tiles), apart from micro's: as more
+ * instances there, they left micro's hot loops spilling accumulators */
+__attribute__((noinline)) static void micro_next(int mr, int64_t kc, const float *Ap, const float *Bp, float *C,
+                                                 int64_t ldc, int flags, const gemm_tile_epilogue *ep) {
+  switch (mr) {
+    NEXT_CASE(1) NEXT_CASE(2) NEXT_CASE(3) NEXT_CASE(4) NEXT_CASE(5) NEXT_CASE(6) NEXT_CASE(7)
+    NEXT_CASE(8) NEXT_CASE(9) NEXT_CASE(10) NEXT_CASE(11) NEXT_CASE(12) NEXT_CASE(13) NEXT_CASE(14)
+  default: break;
+  }
+}
+
 static void micro(int mr, int nr, int64_t kc, const float *Ap, const float *Bp, float *C,
                   int64_t ldc, int flags, const gemm_tile_epilogue *ep) {
+  if (flags & GEMM_B_NEXT) {
+    micro_next(mr, kc, Ap, Bp, C, ldc, flags, ep);
+    return;
+  }
   if (nr <= 8) {
     if (nr < mr)
       thin(mr, nr, kc, Ap, Bp, C, ldc, flags, ep);

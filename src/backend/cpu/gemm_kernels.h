@@ -17,6 +17,7 @@ enum {
   GEMM_ACCUMULATE = 1, /* add the product to C (a later K block) instead of overwriting */
   GEMM_LAST = 2,       /* the last K block: apply bias + activation before the store */
   GEMM_B_FAR = 4,      /* Bp is a prepacked weight, in L3 or memory rather than L2 (a hint) */
+  GEMM_B_NEXT = 8,     /* B in place, a whole tile: also ask for the tile at Bp + b_next into L2 */
 };
 
 /* The epilogue of one tile: bias already offset to the tile's first column
@@ -36,6 +37,8 @@ typedef struct {
    * columns past nr not read; 0: Bp is a packed panel. Not only at
    * GEMM_LAST. */
   int64_t b_ld;
+  /* GEMM_B_NEXT: floats from Bp to the same tile of the next column block */
+  int64_t b_next;
 } gemm_tile_epilogue;
 
 /* C[mr, nr] (+)= Ap · Bp over kc, then the epilogue when flags has

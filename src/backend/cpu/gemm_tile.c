@@ -67,7 +67,7 @@ static void tile_unpacked(const gemm_problem *pr, int64_t m0, int64_t m1, int64_
  * line is 64 FMAs' work). */
 static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, int64_t mc,
                          int64_t panels, const float *Bp, int64_t jc, int64_t nc, int64_t kc,
-                         int flags) {
+                         int flags, int64_t next_nc) {
   const gemm_isa *isa = pr->isa;
   const gemm_epilogue *ep = pr->ep;
   const int rows_outer = pr->b_ld != 0;
@@ -80,7 +80,7 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
     const int64_t p = rows_outer ? t / jpanels : t % panels, jr = (rows_outer ? t % jpanels : t / panels) * NR;
     int nr = (int)(nc - jr < NR ? nc - jr : NR);
     /* the panel's first column: in the bias, in C, the residual and B */
-    int64_t col = jc + jr, cc = col, rc = col, bc = col;
+    int64_t col = jc + jr, cc = col, rc = col, bc = col, bn = jc + nc + jr;
     if (pr->groups) {
       const gemm_col_groups *g = pr->groups;
       const int64_t mat = col / pr->group_pad, q = col % pr->group_pad;
@@ -89,6 +89,7 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
       cc = mat * g->c_stride + q;
       rc = mat * g->r_stride + q;
       bc = mat * g->b_stride + q;
+      bn = bn / pr->group_pad * g->b_stride + bn % pr->group_pad;
     }
     gemm_tile_epilogue tep = {.bias = ep->bias ? ep->bias + col : NULL, .act = inner_act(ep), .alpha = ep->alpha};
     if (in_micro) {
@@ -99,6 +100,15 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
       tep.hi = ep->hi;
     }
     tep.b_ld = pr->b_ld;
+    /* B read in place comes from L3 or memory in the first row panel's
+     * pass and from L2 in the next: that one asks for the next block's
+     * tile too, so that its fetch overlaps FMAs instead of stalling the
+     * next block's first pass */
+    int next_flag = 0;
+    if (rows_outer && p == 1 && next_nc > jr && nr == NR) {
+      tep.b_next = bn - bc;
+      next_flag = GEMM_B_NEXT;
+    }
     const float *bp = pr->b_ld ? Bp + bc : Bp + jr * kc;
     /* No prefetch of the next B micro-panel here: the micro-kernel's own
      * prefetches run into it (the panels are consecutive), and a burst of
@@ -110,7 +120,7 @@ static void macro_kernel(const gemm_problem *pr, const float *Ap, int64_t ic, in
       tep.row_bias = ep->row_bias ? ep->row_bias + ic + r0 : NULL;
       tep.residual = ep->residual ? ep->residual + (ic + r0) * ep->ldr + rc : NULL;
     }
-    isa->micro((int)mr, nr, kc, Ap + r0 * kc, bp, pr->C + (ic + r0) * pr->ldc + cc, pr->ldc, flags | far, &tep);
+    isa->micro((int)mr, nr, kc, Ap + r0 * kc, bp, pr->C + (ic + r0) * pr->ldc + cc, pr->ldc, flags | far | next_flag, &tep);
     if ((flags & GEMM_LAST) && has_rows(ep) && !in_micro)
       rows_post_at(isa, ep, pr->C + cc, pr->ldc, ep->residual ? ep->residual + rc : NULL, ic + r0, mr, nr);
   }
@@ -216,7 +226,11 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
         for (int64_t p0 = pr->a_p0; p0 < pr->a_p1; p0 += run) {
           int64_t p1 = p0 + run < pr->a_p1 ? p0 + run : pr->a_p1;
           int64_t r0 = split_at(pr->M, panels, p0), r1 = split_at(pr->M, panels, p1);
-          macro_kernel(pr, pr->a_packed + pc * pr->M + r0 * kc, r0, r1 - r0, p1 - p0, b, jc, nc, kc, flags);
+          /* the first run of row panels reads a B in place from L3 or
+           * memory, and asks for the next block's */
+          const int64_t next_nc = p0 == pr->a_p0 && pr->b_ld ? (n1 - jc - nc < NC ? n1 - jc - nc : NC) : 0;
+          macro_kernel(pr, pr->a_packed + pc * pr->M + r0 * kc, r0, r1 - r0, p1 - p0, b, jc, nc, kc, flags,
+                       next_nc);
         }
       }
     }
@@ -241,7 +255,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
             int64_t j1 = j0 + width < jc + nc ? j0 + width : jc + nc;
             if (sp) gemm_unit_ready(sp, kb, j0 / b_chunk, tmp);
             macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), pr->b_packed + pc * n_pad + j0 * kc, j0,
-                         j1 - j0, kc, flags);
+                         j1 - j0, kc, flags, 0);
           }
         }
       }
@@ -256,7 +270,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
     for (int64_t jc = n0; jc < n1; jc += NC) {
       int64_t nc = n1 - jc < NC ? n1 - jc : NC;
       gemm_pack_b_block(isa, &pr->B, pc, kc, jc, nc, Bp, tmp);
-      macro_kernel(pr, Ap, m0, m, ceil_div(m, MR), Bp, jc, nc, kc, flags);
+      macro_kernel(pr, Ap, m0, m, ceil_div(m, MR), Bp, jc, nc, kc, flags, 0);
     }
   }
   for (int64_t jc = n0; !reuse_a && jc < n1; jc += NC) {
@@ -268,7 +282,7 @@ void gemm_tile_packed(const gemm_problem *pr, int64_t m0, int64_t m1, int64_t n0
       for (int64_t mb = 0; mb < mblocks; mb++) {
         int64_t ic = m0 + split_at(m, mblocks, mb), mc = m0 + split_at(m, mblocks, mb + 1) - ic;
         gemm_pack_a_block(isa, &pr->A, ic, mc, pc, kc, ceil_div(mc, MR), Ap, tmp);
-        macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), Bp, jc, nc, kc, flags);
+        macro_kernel(pr, Ap, ic, mc, ceil_div(mc, MR), Bp, jc, nc, kc, flags, 0);
       }
     }
   }
