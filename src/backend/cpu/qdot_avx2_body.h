@@ -579,13 +579,14 @@ ALWAYS_INLINE __m512 wide_load_bf16(const uint16_t *p) {
 
 /* Bytes ahead of the weights in use that the 16-bit kernels ask the L2
  * for (leaving L1 to the lines in use): the rows stream from the mapped
- * file's 4 KiB pages, and the hardware prefetcher stops at each page's
- * end. */
-#define WIDE_AHEAD 4096
+ * file, and the hardware prefetcher stops at each 4 KiB page's end; two
+ * pages ahead keep more lines in flight than one (BENCHMARKS.md). */
+#define WIDE_AHEAD 8192
 /* A BF16 decode row (nr = 1) also asks the L1 for its weights this far
- * ahead: its loads waited on the L2 (F16's, widened by vcvtph2ps, measured
- * no faster with it; BENCHMARKS.md). */
-#define WIDE_L1 1024
+ * ahead: its loads waited on the L2. Two lines: 4 to 16 ran slower on
+ * Zen 5 (F16's, widened by vcvtph2ps, measured no faster with it;
+ * BENCHMARKS.md). */
+#define WIDE_L1 128
 
 /* A 16-bit weight row of nb elements against nr F32 rows: WL weights
  * widened per vector (load: wide_load_f16 / wide_load_bf16) meet every row
