@@ -76,27 +76,15 @@ static void test_shape(cpu_ctx *ctx, int64_t M, int64_t N, int64_t K) {
 static void test_kernel(cpu_ctx *ctx) {
   const int64_t M = 20, N = 45, K = 200;
   float *x = malloc((size_t)(M * K) * sizeof *x), *y = malloc((size_t)(M * N) * sizeof *y);
-  double *xd = malloc((size_t)(M * K) * sizeof *xd), *yd = malloc((size_t)(M * N) * sizeof *yd);
+  float *y64 = malloc((size_t)(M * N) * sizeof *y64);
   uint16_t *w = malloc((size_t)(N * K) * sizeof *w);
   fill(x, M * K, w, N * K);
-  for (int64_t i = 0; i < M * K; i++) xd[i] = x[i];
-  ir_node node;
-  memset(&node, 0, sizeof node);
-  node.op = RLX_OP_DequantMatMul;
-  cpu_tensor in[2], out;
-  set_matrix(&in[0], x, RLX_F32, M, K);
-  set_matrix(&in[1], w, wt, N, K);
-  set_matrix(&out, y, RLX_F32, M, N);
-  CHECK(cpu_DequantMatMul(ctx, &node, in, &out) == RLX_OK, "F32 x: %s", rlx_last_error());
+  CHECK(dequant_matmul_f32_f64(ctx, x, w, wt, M, N, K, y, y64) == RLX_OK, "DequantMatMul: %s", rlx_last_error());
   int bad = compare(x, w, y, M, N, K, "DequantMatMul F32 x");
   CHECK(bad == 0, "DequantMatMul F32 x: %d outputs off", bad);
-  set_matrix(&in[0], xd, RLX_F64, M, K);
-  set_matrix(&out, yd, RLX_F64, M, N);
-  CHECK(cpu_DequantMatMul(ctx, &node, in, &out) == RLX_OK, "F64 x: %s", rlx_last_error());
-  for (int64_t i = 0; i < M * N; i++) y[i] = (float)yd[i];
-  bad = compare(x, w, y, M, N, K, "DequantMatMul F64 x");
+  bad = compare(x, w, y64, M, N, K, "DequantMatMul F64 x");
   CHECK(bad == 0, "DequantMatMul F64 x: %d outputs off", bad);
-  free(x), free(y), free(xd), free(yd), free(w);
+  free(x), free(y), free(y64), free(w);
 }
 
 int main(void) {

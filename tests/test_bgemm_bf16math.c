@@ -88,26 +88,14 @@ static void fill_biased(float *x, uint16_t *w) {
 static void test_kernel(unsigned flags, int round_x) {
   cpu_ctx *ctx = cpu_ctx_new(0);
   cpu_ctx_set_flags(ctx, flags);
-  static float x[M * K], y[M * N];
-  static double xd[M * K], yd[M * N];
+  static float x[M * K], y[M * N], y64[M * N];
   static uint16_t w[N * K];
   fill_biased(x, w);
-  for (int i = 0; i < M * K; i++) xd[i] = x[i];
-  ir_node node;
-  memset(&node, 0, sizeof node);
-  node.op = RLX_OP_DequantMatMul;
-  cpu_tensor in[2], out;
-  set_matrix(&in[0], x, RLX_F32, M, K);
-  set_matrix(&in[1], w, RLX_BF16, N, K);
-  set_matrix(&out, y, RLX_F32, M, N);
-  CHECK(cpu_DequantMatMul(ctx, &node, in, &out) == RLX_OK, "F32 x: %s", rlx_last_error());
+  CHECK(dequant_matmul_f32_f64(ctx, x, w, RLX_BF16, M, N, K, y, y64) == RLX_OK, "flags %u: %s", flags,
+        rlx_last_error());
   int bad = compare(x, w, y, M, N, K, round_x, "DequantMatMul F32 x");
   CHECK(bad == 0, "DequantMatMul F32 x, flags %u: %d outputs off", flags, bad);
-  set_matrix(&in[0], xd, RLX_F64, M, K);
-  set_matrix(&out, yd, RLX_F64, M, N);
-  CHECK(cpu_DequantMatMul(ctx, &node, in, &out) == RLX_OK, "F64 x: %s", rlx_last_error());
-  for (int i = 0; i < M * N; i++) y[i] = (float)yd[i];
-  bad = compare(x, w, y, M, N, K, round_x, "DequantMatMul F64 x");
+  bad = compare(x, w, y64, M, N, K, round_x, "DequantMatMul F64 x");
   CHECK(bad == 0, "DequantMatMul F64 x, flags %u: %d outputs off", flags, bad);
   cpu_ctx_free(ctx);
 }
