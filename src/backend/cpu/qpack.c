@@ -58,12 +58,6 @@ static uint32_t ld32(const uint8_t *p) {
 #define B03 0x0303030303030303ull
 #define B0F 0x0F0F0F0F0F0F0F0Full
 
-/* The AVX-512 kernels read a plane as masks, which AVX2 would spread
- * bit by bit (40 of a half block's 130 operations); the AVX2 kernels'
- * transposed plane takes a shift per register instead. The packer writes
- * the one the kernels qpack_kernel picks will read. */
-static int avx2_planes(void) { return !cpu_get_features()->avx512_vnni; }
-
 /* Row lane l's bit-4 plane (m bit j: bit 4 of level j) into a block's
  * plane (qpack.h): for AVX-512 lane l's nibble of each mask t, for AVX2
  * byte 32 (l / 8) + 4 (l % 8) + i with bit t from m's bit 4t + i. */
@@ -120,21 +114,38 @@ static void read_flag(void) {
   amx_on = !ir_env_flag("RLX_NO_AMX", 0);
 }
 
-/* Zen 5 streams a Q4_K or Q6_K decode (one row) faster on the AVX-VNNI
- * tile than on the AVX-512 one (BENCHMARKS.md); both read this packing. */
-static int decode_on_avxvnni(const cpu_features *f, rlx_dtype w) {
-  return f->amd && f->avx512_vnni && f->avx_vnni && (w == RLX_Q4_K || w == RLX_Q6_K);
+typedef enum { KERNELS_NONE, KERNELS_AVX512, KERNELS_AVXVNNI, KERNELS_AVX2 } kernel_file;
+
+/* The kernel file that reads w's packing for M rows, the one place both
+ * qpack_kernel and the packer (avx2_planes) ask. A packing serves every M,
+ * so only a dtype without a bit-4 plane may change file with M (the other
+ * files read other planes): Zen 5 streams a Q4_K or Q6_K decode (one row)
+ * faster on the AVX-VNNI tile than on the AVX-512 one (BENCHMARKS.md), and
+ * both read the same bytes for these. */
+static kernel_file kernels_for(const cpu_features *f, rlx_dtype w, int64_t M) {
+  int rows;
+  if (M == 1 && f->amd && f->avx512_vnni && f->avx_vnni && (w == RLX_Q4_K || w == RLX_Q6_K) &&
+      qpack_avxvnni_kernel(w, &rows))
+    return KERNELS_AVXVNNI;
+  if (f->avx512_vnni) return KERNELS_AVX512;
+  if (f->avx_vnni) return KERNELS_AVXVNNI;
+  if (f->f16c) return KERNELS_AVX2;
+  return KERNELS_NONE;
 }
 
+/* The AVX-512 kernels read a plane as masks, which AVX2 would spread
+ * bit by bit (40 of a half block's 130 operations); the AVX2 and AVX-VNNI
+ * kernels' transposed plane takes a shift per register instead. The packer
+ * writes the one the kernels for w will read (at any M: kernels_for). */
+static int avx2_planes(rlx_dtype w) { return kernels_for(cpu_get_features(), w, 0) != KERNELS_AVX512; }
+
 qpack_kernel_fn qpack_kernel(rlx_dtype w, int64_t M, int *rows) {
-  const cpu_features *f = cpu_get_features();
-  if (M == 1 && decode_on_avxvnni(f, w)) {
-    const qpack_kernel_fn k = qpack_avxvnni_kernel(w, rows);
-    if (k) return k;
+  switch (kernels_for(cpu_get_features(), w, M)) {
+  case KERNELS_AVX512: return qpack_avx512_kernel(w, rows);
+  case KERNELS_AVXVNNI: return qpack_avxvnni_kernel(w, rows);
+  case KERNELS_AVX2: return qpack_avx2_kernel(w, rows);
+  case KERNELS_NONE: break;
   }
-  if (f->avx512_vnni) return qpack_avx512_kernel(w, rows);
-  if (f->avx_vnni) return qpack_avxvnni_kernel(w, rows);
-  if (f->f16c) return qpack_avx2_kernel(w, rows);
   return NULL;
 }
 
@@ -293,7 +304,7 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
   const int64_t units = is_k(w) ? p->K / QK_K : p->K / QK;
   const size_t unit_out = is_k(w) ? header_bytes(w) + 8 * block_bytes(w) : block_bytes(w);
   const size_t unit_in = ir_dtypes[w].size;
-  const int q6_simd = w == RLX_Q6_K && qpack_pack_avx512_available(), avx2 = avx2_planes();
+  const int q6_simd = w == RLX_Q6_K && qpack_pack_avx512_available(), avx2 = avx2_planes(w);
   for (int64_t g = begin; g < end; g++) {
     uint8_t *const gd = p->data + (size_t)g * p->group_bytes;
     uint8_t *dst = gd + (w == RLX_Q6_K ? qpack_q6_heads(p->K) : 0);
@@ -329,7 +340,8 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
  * every type, and so did Q6_K's AVX-VNNI decode tile there, but not
  * Q4_K's (BENCHMARKS.md). */
 static void prefetch_distances(const cpu_features *f, qpack *p) {
-  const uint32_t half = f->amd && f->avx512_vnni && !(p->dtype == RLX_Q4_K && decode_on_avxvnni(f, p->dtype));
+  const uint32_t half =
+      f->amd && f->avx512_vnni && !(p->dtype == RLX_Q4_K && kernels_for(f, p->dtype, 1) == KERNELS_AVXVNNI);
   p->pf_l2 = 16384u >> half;
   p->pf_l1 = 8192u >> half;
 }
