@@ -185,60 +185,75 @@ static void test_glu_gemv(void) {
       }
 }
 
-/* Rope by tables of q and k where each is a product at decode rows (q, k
- * and v of one x, a layer's projections): the products' GEMV launch
- * writes q and k rotated, and the ropes launch nothing. Against the CPU,
- * replay == op by op, and against the products and ropes launched apart
- * (RLX_CUDA_FUSE=0: five launches), one launch in all. Pairs (2i, 2i+1), NEOX pairs
- * and a pass-through (n_rot < D); weights as a 16-bit GGUF's
- * (DequantMatMul) or F32 params read transposed (MatMul); B 1 and 2
- * (batched tables). With k's product also an output, k's rope launches. */
+/* Rope by tables (or by positions) of q and k where each is a product at
+ * decode rows (q, k and v of one x, a layer's projections): the products'
+ * GEMV launch writes q and k rotated, and the ropes launch nothing.
+ * Against the CPU, replay == op by op, and against the products and ropes
+ * launched apart (RLX_CUDA_FUSE=0: five launches), one launch in all.
+ * Pairs (2i, 2i+1), NEOX pairs and a pass-through (n_rot < D); weights as
+ * a 16-bit GGUF's (DequantMatMul) or F32 params read transposed (MatMul);
+ * B 1 and 2 (batched tables or positions). With k's product also an
+ * output, k's rope launches. */
 static void test_gemv_rope(void) {
   static const struct { rlx_dtype w, x; } kinds[] = {{RLX_BF16, RLX_F32}, {RLX_F16, RLX_F16}, {RLX_F32, RLX_F32}};
   for (size_t ki = 0; ki < sizeof kinds / sizeof *kinds; ki++)
-    for (int form = 0; form < 3; form++) /* normal, NEOX, normal with a pass-through */
+    for (int form = 0; form < 4; form++) /* normal, NEOX, normal with a pass-through; NEOX by positions */
       for (int shape = 0; shape < 3; shape++) /* B 1 S 1; B 1 S 3; B 2 S 3 (batched tables) */
         for (int k_out = 0; k_out < 2; k_out++) {
           const rlx_dtype wt = kinds[ki].w, t = kinds[ki].x;
           const int64_t B = shape == 2 ? 2 : 1, S = shape ? 3 : 1, K = 264, D = 64, H[3] = {4, 2, 2};
-          rlx_rope_desc d = {D, form == 2 ? 48 : D, form == 1 ? RLX_ROPE_NEOX : RLX_ROPE_NORMAL, 10000.0, 1.0};
+          rlx_rope_desc d = {D, form == 2 ? 48 : D, form % 2 ? RLX_ROPE_NEOX : RLX_ROPE_NORMAL, 10000.0, 1.0};
           const int64_t half = d.n_rot / 2, rows = (shape == 2 ? B : 1) * S;
           rlx_graph *g = rlx_graph_new("gemv_rope");
           int64_t xd[3] = {B, S, K}, td[3] = {B, S, half}, perm[2] = {1, 0};
           rlx_node x = rlx_input(g, "x", t, 3, xd), p[3];
-          rlx_node c = rlx_input(g, "cos", t, shape == 2 ? 3 : 2, shape == 2 ? td : td + 1);
-          rlx_node sn = rlx_input(g, "sin", t, shape == 2 ? 3 : 2, shape == 2 ? td : td + 1);
+          int64_t pd[2] = {B, S};
+          rlx_node c = -1, sn = -1, pos = -1;
+          if (form == 3) {
+            pos = rlx_input(g, "pos", RLX_I32, shape == 2 ? 2 : 1, shape == 2 ? pd : pd + 1);
+          } else {
+            c = rlx_input(g, "cos", t, shape == 2 ? 3 : 2, shape == 2 ? td : td + 1);
+            sn = rlx_input(g, "sin", t, shape == 2 ? 3 : 2, shape == 2 ? td : td + 1);
+          }
           static const char *names[3] = {"wq", "wk", "wv"};
           for (int i = 0; i < 3; i++) {
             int64_t wd[2] = {H[i] * D, K};
             rlx_node w = rlx_param(g, names[i], wt, 2, wd);
             p[i] = wt == RLX_F32 ? rlx_matmul(g, x, rlx_transpose(g, w, 2, perm)) : rlx_dequant_matmul(g, x, w);
           }
-          rlx_node y[4] = {rlx_rope_cos_sin(g, p[0], c, sn, &d), rlx_rope_cos_sin(g, p[1], c, sn, &d), p[2], p[1]};
+          rlx_node y[4] = {form == 3 ? rlx_rope(g, p[0], pos, &d) : rlx_rope_cos_sin(g, p[0], c, sn, &d),
+                           form == 3 ? rlx_rope(g, p[1], pos, &d) : rlx_rope_cos_sin(g, p[1], c, sn, &d), p[2], p[1]};
           rlx_graph_set_outputs(g, 3 + k_out, y);
           const size_t table_bytes = (size_t)(rows * half) * dtype_size(t);
           uint8_t *tab = malloc(2 * table_bytes); /* cos, then sin, as t */
-          for (int64_t r = 0; r < rows; r++)
+          int32_t posv[6];
+          for (int64_t r = 0; r < rows; r++) {
+            posv[r] = (int32_t)(40 + 7 * r);
             for (int64_t j = 0; j < half; j++) {
-              const double th = (double)(40 + 7 * r) * pow(10000.0, -2.0 * (double)j / (double)d.n_rot);
+              const double th = (double)posv[r] * pow(10000.0, -2.0 * (double)j / (double)d.n_rot);
               store_as(t, tab, r * half + j, cos(th)), store_as(t, tab, (rows + r) * half + j, sin(th));
             }
+          }
           bound_leaf l[6] = {{"x", 0, random_tensor(t, B * S * K, 1.0), (size_t)(B * S * K) * dtype_size(t)},
                              {"cos", 0, tab, table_bytes},
                              {"sin", 0, tab + table_bytes, table_bytes}};
           for (int i = 0; i < 3; i++)
             l[3 + i] = (bound_leaf){names[i], 1, random_tensor(wt, H[i] * D * K, 0.1), (size_t)(H[i] * D * K) * dtype_size(wt)};
+          int nl = 6;
+          if (form == 3) /* positions for the tables */
+            l[1] = (bound_leaf){"pos", 0, posv, sizeof(int32_t) * (size_t)rows}, l[2] = l[5], nl = 5;
           char what[112];
           snprintf(what, sizeof what, "gemv rope %s w, %s x, form %d, B=%lld S=%lld%s", rlx_dtype_name(wt),
                    rlx_dtype_name(t), form, (long long)B, (long long)S, k_out ? " (k's product an output)" : "");
-          for (int o = 0; o < 3 + k_out; o++) compare_replay(what, g, l, 6, o, t, 0.0);
-          for (int o = 0; o < 3 + k_out; o++) compare_unfused(what, g, l, 6, o, t);
+          for (int o = 0; o < 3 + k_out; o++) compare_replay(what, g, l, nl, o, t, 0.0);
+          for (int o = 0; o < 3 + k_out; o++) compare_unfused(what, g, l, nl, o, t);
           const int64_t fused = device_launches(g), apart = unfused_launches(g);
           /* the products' launch, and k's rope where k's product is also an output */
           CHECK(fused == 1 + k_out && apart == 5, "%s: %lld launches (apart: %lld)", what, (long long)fused,
                 (long long)apart);
-          for (int i = 0; i < 6; i++)
-            if (i != 2) free(l[i].data);
+          free(l[0].data), free(tab);
+          for (int i = 2; i < nl; i++)
+            if (i > 2 || form == 3) free(l[i].data);
           rlx_graph_free(g);
         }
 }

@@ -412,6 +412,113 @@ static void test_swiglu_dequant_matmul(void) {
   free(packed), free(wdq);
 }
 
+/* A decode step's q, k and v products of one x on the integer path, with
+ * q's and k's Ropes and the K and V rows written into their caches
+ * (through a Cast for an F16 cache, directly for an F32 one), as the LLM
+ * graphs build them: the products' launch applies the Ropes and writes the
+ * cache rows itself, so that a step launches x's quantization and the
+ * products only (v of Q6_K on the ring kernel in its own launch). Ropes by
+ * tables (pairs (2i, 2i+1)) and by positions (NEOX, with and without a
+ * pass-through). Against the CPU within the 8-bit levels' bound (x is
+ * quantized per 32 here, per 256 for the CPU's K-quants), against the same
+ * graph with the backend's fusions off (one launch a node) within the
+ * output's tolerance, replay == op by op; a start past the cache is the
+ * UpdateSlice's error. */
+static void test_qmv_rope_cache(void) {
+  static const struct { rlx_dtype qk, v; } schemes[] = {
+      {RLX_Q4_0, RLX_Q4_0}, {RLX_Q8_0, RLX_Q8_0}, {RLX_Q4_K, RLX_Q4_K}, {RLX_Q4_K, RLX_Q6_K}};
+  const int64_t K = 512, D = 64, H = 4, Hkv = 2, T = 24, qd = H * D, kvd = Hkv * D;
+  setenv("RLX_QMATMUL_REF", "0", 1);
+  for (size_t si = 0; si < sizeof schemes / sizeof *schemes; si++)
+    for (int form = 0; form < 3; form++) /* tables; positions NEOX; positions NEOX with a pass-through */
+      for (int f16 = 0; f16 < 2; f16++) {
+        const rlx_dtype ct = f16 ? RLX_F16 : RLX_F32;
+        const int bad = si == 0 && form == 0 && f16; /* a start past the cache */
+        size_t qb = 0, kb = 0, vb = 0;
+        float *qdq = NULL, *kdq = NULL, *vdq = NULL;
+        void *wq = packed_weights(schemes[si].qk, qd, K, &qb, &qdq), *wk = packed_weights(schemes[si].qk, kvd, K, &kb, &kdq);
+        void *wv = packed_weights(schemes[si].v, kvd, K, &vb, &vdq);
+        rlx_rope_desc d = {D, form == 2 ? 48 : D, form ? RLX_ROPE_NEOX : RLX_ROPE_NORMAL, 10000.0, 1.0};
+        const int64_t half = d.n_rot / 2;
+        rlx_graph *g = rlx_graph_new("qmv_rope_cache");
+        int64_t xd[3] = {1, 1, K}, td[2] = {1, half}, cd[3] = {1, T, kvd}, one[1] = {1}, wdq[2] = {qd, K}, wdk[2] = {kvd, K};
+        rlx_node x = rlx_input(g, "x", RLX_F32, 3, xd), start = rlx_input(g, "start", RLX_I32, 0, NULL);
+        rlx_node q = rlx_dequant_matmul(g, x, rlx_param(g, "wq", schemes[si].qk, 2, wdq));
+        rlx_node k = rlx_dequant_matmul(g, x, rlx_param(g, "wk", schemes[si].qk, 2, wdk));
+        rlx_node v = rlx_dequant_matmul(g, x, rlx_param(g, "wv", schemes[si].v, 2, wdk));
+        if (form == 0) {
+          rlx_node c = rlx_input(g, "cos", RLX_F32, 2, td), sn = rlx_input(g, "sin", RLX_F32, 2, td);
+          q = rlx_rope_cos_sin(g, q, c, sn, &d), k = rlx_rope_cos_sin(g, k, c, sn, &d);
+        } else {
+          rlx_node pos = rlx_input(g, "pos", RLX_I32, 1, one);
+          q = rlx_rope(g, q, pos, &d), k = rlx_rope(g, k, pos, &d);
+        }
+        rlx_node kc = rlx_param(g, "kc", ct, 3, cd), vc = rlx_param(g, "vc", ct, 3, cd);
+        rlx_node uk = rlx_update_slice(g, kc, f16 ? rlx_cast(g, k, ct) : k, start, 1);
+        rlx_node uv = rlx_update_slice(g, vc, f16 ? rlx_cast(g, v, ct) : v, start, 1);
+        rlx_node outs[5] = {q, uk, uv, rlx_assign(g, kc, uk), rlx_assign(g, vc, uv)};
+        rlx_graph_set_outputs(g, 5, outs);
+        float *tab = malloc(sizeof(float) * (size_t)(2 * half));
+        int32_t s0 = bad ? (int32_t)T : 17, p0 = 1000 + 7 * (int32_t)si;
+        for (int64_t j = 0; j < half; j++) {
+          const double th = (double)p0 * pow(10000.0, -2.0 * (double)j / (double)d.n_rot);
+          tab[j] = (float)cos(th), tab[half + j] = (float)sin(th);
+        }
+        float *xv = random_tensor(RLX_F32, K, 1.0);
+        bound_leaf l[9] = {{"x", 0, xv, sizeof(float) * (size_t)K},
+                           {"start", 0, &s0, sizeof s0},
+                           {"wq", 1, wq, qb},
+                           {"wk", 1, wk, kb},
+                           {"wv", 1, wv, vb},
+                           {"kc", 1, random_tensor(ct, T * kvd, 1.0), (size_t)(T * kvd) * dtype_size(ct)},
+                           {"vc", 1, random_tensor(ct, T * kvd, 1.0), (size_t)(T * kvd) * dtype_size(ct)},
+                           {"cos", 0, tab, sizeof(float) * (size_t)half},
+                           {"sin", 0, tab + half, sizeof(float) * (size_t)half}};
+        if (form) l[7] = (bound_leaf){"pos", 0, &p0, sizeof p0};
+        const int nl = form ? 8 : 9;
+        char what[112];
+        snprintf(what, sizeof what, "qmv rope cache %s|%s, %s, %s cache", rlx_dtype_name(schemes[si].qk),
+                 rlx_dtype_name(schemes[si].v), form == 0 ? "tables" : form == 1 ? "positions neox" : "positions neox n_rot 48",
+                 rlx_dtype_name(ct));
+        if (bad) {
+          size_t gb = 0;
+          void *gpu = run_graph(g, RLX_DEVICE_CUDA, l, nl, 1, &gb);
+          char want[64];
+          snprintf(want, sizeof want, "): start %d out of range", (int)T);
+          CHECK(!gpu && strstr(rlx_last_error(), "UpdateSlice (node") && strstr(rlx_last_error(), want),
+                "%s: fails naming the update: %s", what, rlx_last_error());
+          free(gpu);
+        } else {
+          /* |error| of a product from the levels of x: each 32 (the CPU's
+           * K-quants: 256) elements within d / 2 = amax / 254 of x, times
+           * |w| summed; a rotated value mixes two products */
+          double worst = 0;
+          const float *dq[3] = {qdq, kdq, vdq};
+          const int64_t rows[3] = {qd, kvd, kvd};
+          for (int p = 0; p < 3 && qdq && kdq && vdq; p++)
+            for (int64_t r = 0; r < rows[p]; r++) {
+              double e = 0;
+              for (int64_t kk = 0; kk < K; kk++) {
+                double amax = 0;
+                for (int64_t j = kk / 256 * 256; j < kk / 256 * 256 + 256; j++) amax = fmax(amax, fabs(xv[j]));
+                e += fabs(dq[p][r * K + kk]) * amax / 254;
+              }
+              worst = fmax(worst, 2 * e);
+            }
+          for (int o = 0; o < 3; o++) compare_replay(what, g, l, nl, o, o ? ct : RLX_F32, 2 * worst);
+          for (int o = 0; o < 3; o++) compare_unfused(what, g, l, nl, o, o ? ct : RLX_F32);
+          const int64_t fused = device_launches(g), apart = unfused_launches(g);
+          const int64_t want = schemes[si].v == schemes[si].qk ? 2 : 3;
+          CHECK(fused == want && apart > fused + 3, "%s: %lld launches (fusions off: %lld)", what, (long long)fused,
+                (long long)apart);
+        }
+        free(xv), free(tab), free(l[5].data), free(l[6].data);
+        free(wq), free(wk), free(wv), free(qdq), free(kdq), free(vdq);
+        rlx_graph_free(g);
+      }
+  setenv("RLX_QMATMUL_REF", "1", 1);
+}
+
 int main(void) {
   if (!cuda_backend_test_begin()) return CUDA_SKIP;
   test_dequant_matmul();
@@ -420,5 +527,6 @@ int main(void) {
   test_dequant_matmul_int8();
   test_dequant_matmul_norm();
   test_swiglu_dequant_matmul();
+  test_qmv_rope_cache();
   return check_report();
 }

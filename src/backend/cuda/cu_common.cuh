@@ -190,6 +190,43 @@ __device__ __forceinline__ float cu_rope_rotate(float x0, float x1, float c, flo
   return member ? __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)) : __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
 }
 
+/* sin and cos of angle theta below F64: theta in double (positions make it
+ * large), reduced to about [-pi, pi] (a multiply, not a division: a
+ * quotient rounded the other way leaves it a hair outside), then float. */
+__device__ __forceinline__ void cu_rope_sincos(double theta, float *sn, float *cs) {
+  const double TWO_PI = 6.283185307179586476925, INV_TWO_PI = 0.15915494309189533577;
+  sincosf((float)(theta - rint(theta * INV_TWO_PI) * TWO_PI), sn, cs);
+}
+
+/* Where a product that applies a Rope (cu_gemv_rope) puts its unit n
+ * (an output column in the order the launch computes them): column
+ * cu_rope_col(n), so that the two columns of a rotated pair are units 2p
+ * and 2p + 1 of a head (adjacent warps of one block in the float GEMV,
+ * adjacent rows of one warp in the integer GEMV's direct kernels): with
+ * neox, pair i is columns (i, i + n_rot / 2), else (2i, 2i + 1), which are
+ * the units themselves; dims past n_rot keep their column. */
+__device__ __forceinline__ int64_t cu_rope_col(const cu_gemv_rope &r, int64_t n) {
+  const int e = (int)n % (int)r.D; /* a segment's columns fit an int (cu_gemv_rope_fits, cu_qmv_rope_fits) */
+  if (!r.neox || e >= r.n_rot) return n;
+  return n - e + e / 2 + (e & 1) * (r.n_rot / 2);
+}
+
+/* The cosine and sine of pair i at row m (= b * S + s) of a Rope that a
+ * product applies as it stores (cu_gemv_rope): from its tables, or from
+ * the position as the Rope kernel turns it (the pair's frequency in
+ * double here, where the Rope kernel's comes from the lowering: the
+ * same to an ulp of a double). */
+__device__ __forceinline__ void cu_rope_cos_sin(const cu_gemv_rope &r, int64_t m, int64_t i, float *c, float *s) {
+  const int64_t half = r.n_rot / 2;
+  if (r.cos) {
+    const int64_t at = (r.table_batched ? m / r.S * r.S * half : 0) + m % r.S * half + i;
+    *c = cu_ld_f32(r.cos, r.table_dtype, at), *s = cu_ld_f32(r.sin, r.table_dtype, at);
+    return;
+  }
+  const long long p = cu_ld_i(r.pos, r.pos_dtype, r.pos_batched ? m : m % r.S);
+  cu_rope_sincos((double)p * (pow(r.base, -2.0 * (double)i / (double)r.n_rot) / r.scale), s, c);
+}
+
 /* 16 bytes of E at p (16-byte aligned) widened to float / rounded from
  * float (cu_unpack16: of 16 bytes loaded already): 8 elements of
  * F16/BF16, 4 of F32. One 16-byte access: the

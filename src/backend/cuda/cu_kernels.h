@@ -309,6 +309,36 @@ typedef struct {
 int cu_quant_x_launch(const cu_quant_x_args *a, cudaStream_t st);
 int cu_quant_x_norm_deferred(const cu_quant_x_args *a);
 const float *cu_qx_ssq(const void *qx, int64_t M, int64_t K);
+/* A Rope of a segment's output, applied by the launch before it stores
+ * (the float GEMV's w [N, K] segments, the integer GEMV's direct
+ * kernels): the output's M = B * S rows are [H * D] heads; pair i <
+ * n_rot / 2 of a head is dims (2i, 2i+1), or (i, i + n_rot / 2) with neox.
+ * By tables: cos and sin are [S, n_rot / 2] or, batched, [B, S, n_rot / 2]
+ * of table_dtype. By positions (cos NULL): pos is I32/I64 [S] or, batched,
+ * [B, S], and pair i turns by pos * base^(-2i / n_rot) / scale, as the
+ * Rope kernel turns it. cu_gemv_rope_fits and cu_qmv_rope_fits say where
+ * it applies. */
+typedef struct {
+  int on, neox, table_dtype, table_batched;
+  int64_t D, n_rot, S;
+  const void *cos, *sin;
+  const void *pos;
+  int pos_dtype, pos_batched;
+  double base, scale;
+} cu_gemv_rope;
+/* An UpdateSlice of a product's decode rows into a cache, done by the
+ * product's launch as it stores (dst NULL: none): the segment's [M, N]
+ * output, contiguous in the cache, goes to element dst_off + start *
+ * dyn_mul of dst in dst_dtype (rounded as Cast rounds), start read from
+ * dyn (I32 or I64) and checked against [0, dyn_max] (an error for node,
+ * and no store, past it). */
+typedef struct {
+  void *dst;
+  const void *dyn;
+  int dyn_dtype, dst_dtype, node;
+  int64_t dst_off, dyn_mul, dyn_max;
+  cu_error *err;
+} cu_cache_write;
 /* Up to CU_QMV_MAX_SEG products of the same quantized x in one launch
  * (segments: weights w [N, K] of one scheme, out [M, N] of out_dtype).
  * The caller fills qx, scheme, out_dtype, M, K, nseg and seg; cu_qmv_plan
@@ -330,9 +360,15 @@ typedef struct {
     void *out;
     const void *resid; /* [M, N] of out_dtype added to the product (a residual add), or NULL */
     int64_t N;
+    cu_gemv_rope rope;        /* the Rope of this output (cu_qmv_rope_fits) */
+    cu_cache_write cache;     /* the output written into a cache instead of out */
   } seg[CU_QMV_MAX_SEG];
 } cu_qmv_args;
 void cu_qmv_plan(cu_qmv_args *a);
+/* Whether segment `seg` of a (planned; its rope's D and n_rot set) can
+ * take a Rope: one row of x on a direct kernel, whose warps hold rows in
+ * pairs, with the segments up to it whole heads. */
+int cu_qmv_rope_fits(const cu_qmv_args *a, int seg);
 int cu_qmv_launch(const cu_qmv_args *a, cudaStream_t st);
 /* w [rows, K] packed (or F16/BF16: widened) -> dst [rows, K] in dst_dtype (a float dtype). */
 int cu_dequant_launch(const void *w, int scheme, void *dst, int dst_dtype, int64_t rows, int64_t K,
@@ -360,16 +396,6 @@ int cu_quantize_launch(const void *x, int x_dtype, void *dst, int dst_dtype, int
  * ElementwiseRegion [act.silu(i0), bin.mul(s0, i1)] rounds its steps. */
 #define CU_GEMV_MAX_M 8
 #define CU_GEMV_MAX_SEG 4
-/* A Rope by tables of a segment's output, applied by the launch before
- * it stores (w [N, K] only): the output's M = B * S rows are [H * D]
- * heads; pair i < n_rot / 2 of a head is dims (2i, 2i+1), or (i, i +
- * n_rot / 2) with neox; cos and sin are [S, n_rot / 2] or, batched, [B, S,
- * n_rot / 2] of table_dtype. cu_gemv_rope_fits says where it applies. */
-typedef struct {
-  int on, neox, table_dtype, table_batched;
-  int64_t D, n_rot, S;
-  const void *cos, *sin;
-} cu_gemv_rope;
 typedef struct {
   const void *w, *bias, *resid;
   void *out;

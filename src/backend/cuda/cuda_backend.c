@@ -114,6 +114,7 @@ static void cuda_free(void *p) {
   free(pl->glu_region);
   free(pl->cast_into);
   free(pl->rope_gemv);
+  free(pl->qmv_cache);
   free(pl->add_done);
   free(pl->slot);
   if (pl->arena) cudaFree(pl->arena);
@@ -244,13 +245,14 @@ static rlx_status cuda_compile(const rlx_backend *b, const rlx_graph *g, const r
   pl->glu_region = malloc(n_nodes * sizeof *pl->glu_region);
   pl->cast_into = malloc(n_nodes * sizeof *pl->cast_into);
   pl->rope_gemv = calloc(n_nodes, 1);
+  pl->qmv_cache = calloc(n_nodes, 1);
   pl->add_done = calloc(n_nodes, 1);
   pl->slot = calloc(n_nodes * IR_MAX_OUTPUTS, sizeof *pl->slot);
   uses = ir_use_counts(g);
   outside = calloc(n_nodes, 1);
   fold_key = malloc(n_nodes * sizeof *fold_key);
   if (!pl->leaf_dev || !pl->leaf_bytes || !pl->leaf_version || !pl->entry || !pl->folded_dev || !pl->folded || !pl->skip ||
-      !pl->resid_add || !pl->glu_region || !pl->cast_into || !pl->rope_gemv || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
+      !pl->resid_add || !pl->glu_region || !pl->cast_into || !pl->rope_gemv || !pl->qmv_cache || !pl->add_done || !pl->slot || !uses || !outside || !fold_key) {
     st = rlx_set_error(RLX_ERR_NOMEM, "CUDA plan: out of memory");
     goto fail;
   }

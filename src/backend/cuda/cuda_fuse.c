@@ -222,16 +222,23 @@ int cuda_norm_overlaps(const cu_gemv_args *a, const void *p, size_t bytes) {
   return a->norm && ranges_overlap(a->norm_x, (size_t)(a->M * a->K) * elem_size((rlx_dtype)a->dtype), p, bytes);
 }
 
-/* Ropes by tables whose x is a product (MatMul, DequantMatMul) that
- * only the Rope reads: at decode rows the product's GEMV launch may write
- * the rotated values instead (emit_gemv_rope decides at lowering, where
- * it knows the launch and the buffers). */
+/* Node x, or what it reshapes where it is a Reshape read once that the
+ * planner made a view (the same bytes), and so on down. */
+static int below_reshapes(const cuda_plan *pl, const int *uses, int x) {
+  while (pl->g->nodes[x].op == RLX_OP_Reshape && uses[x] == 1 && pl->mem.view[x]) x = pl->g->nodes[x].in[0];
+  return x;
+}
+
+/* Ropes whose x is a product (MatMul, DequantMatMul; or its reshape)
+ * that only the Rope reads: at decode rows the product's GEMV launch
+ * (float or integer) may write the rotated values instead (emit_gemv_rope
+ * decides at lowering, where it knows the launch and the buffers). */
 static void match_gemv_rope(cuda_plan *pl, const int *uses) {
   const rlx_graph *g = pl->g;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
-    if (n->op != RLX_OP_Rope || n->n_in != 3 || pl->folded[i] || pl->mem.view[i]) continue;
-    const int x = n->in[0];
+    if (n->op != RLX_OP_Rope || pl->folded[i] || pl->mem.view[i]) continue;
+    const int x = below_reshapes(pl, uses, n->in[0]);
     const ir_node *p = &g->nodes[x];
     if ((p->op == RLX_OP_MatMul || p->op == RLX_OP_DequantMatMul) && uses[x] == 1 && !pl->folded[x] &&
         !pl->mem.view[x] && pl->resid_add[x] < 0)
@@ -239,17 +246,26 @@ static void match_gemv_rope(cuda_plan *pl, const int *uses) {
   }
 }
 
-/* Rope n (tables, marked by match_gemv_rope) applied by the GEMV launch
- * just before it, which computes n's x as one of its segments (q's or
- * k's product, with the others of its x): that segment then writes n's
+/* The bytes of Rope r's tables, or of its positions. */
+static size_t rope_table_bytes(const cu_rope_args *r) {
+  if (!r->cos) return (size_t)((r->pos_batched ? r->B : 1) * r->S) * (r->pos_dtype == RLX_I64 ? 8 : 4);
+  return (size_t)((r->table_batched ? r->B : 1) * r->S * (r->n_rot / 2)) * elem_size((rlx_dtype)r->table_dtype);
+}
+
+/* Rope r as its product's launch applies it (cu_gemv_rope). */
+static cu_gemv_rope gemv_rope_of(const cu_rope_args *r) {
+  return (cu_gemv_rope){1, r->neox, r->table_dtype, r->table_batched, r->D, r->n_rot, r->S, r->cos, r->sin,
+                        r->pos, r->pos_dtype, r->pos_batched, r->base, r->scale};
+}
+
+/* Rope n (marked by match_gemv_rope) applied by the float GEMV launch just
+ * before it, which computes n's x as one of its segments (q's or k's
+ * product, with the others of its x): that segment then writes n's
  * output, rotated, and n launches nothing. Where the kernel takes it
  * (cu_gemv_rope_fits), and with n's output apart from everything else the
  * launch reads and writes (the planner may give it the bytes of x, which
- * is dead at n but read by the launch). site->args: n's rope. 1 when
- * joined. */
-static int emit_gemv_rope(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
-  const cu_rope_args *r = site->args;
-  if (!pl->rope_gemv[n->id]) return 0;
+ * is dead at n but read by the launch). 1 when joined. */
+static int emit_float_gemv_rope(cuda_plan *pl, const ir_node *n, const cu_rope_args *r) {
   cuda_step *s = cuda_joinable_step(pl, n, ST_GEMV);
   cu_gemv_args *a = s ? s->args : NULL;
   if (!a || a->dtype != r->dtype || a->M != r->B * r->S) return 0;
@@ -257,9 +273,10 @@ static int emit_gemv_rope(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site)
   while (k < a->nseg && !(a->seg[k].out == r->x && !a->seg[k].rope.on)) k++;
   if (k == a->nseg || a->seg[k].N != r->H * r->D) return 0;
   const size_t es = elem_size((rlx_dtype)a->dtype), out_bytes = (size_t)(a->M * a->seg[k].N) * es;
-  const size_t table_bytes = (size_t)((r->table_batched ? r->B : 1) * r->S * (r->n_rot / 2)) * elem_size((rlx_dtype)r->table_dtype);
+  const size_t table_bytes = rope_table_bytes(r);
   if (ranges_overlap(r->out, out_bytes, a->x, (size_t)(a->M * a->K) * es) || cuda_norm_overlaps(a, r->out, out_bytes) ||
-      ranges_overlap(r->out, out_bytes, r->cos, table_bytes) || ranges_overlap(r->out, out_bytes, r->sin, table_bytes))
+      ranges_overlap(r->out, out_bytes, r->cos ? r->cos : r->pos, table_bytes) ||
+      (r->sin && ranges_overlap(r->out, out_bytes, r->sin, table_bytes)))
     return 0;
   for (int j = 0; j < a->nseg; j++) {
     const cu_gemv_seg *o = &a->seg[j];
@@ -269,13 +286,74 @@ static int emit_gemv_rope(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site)
       return 0;
   }
   cu_gemv_rope *g = &a->seg[k].rope;
-  *g = (cu_gemv_rope){1, r->neox, r->table_dtype, r->table_batched, r->D, r->n_rot, r->S, r->cos, r->sin};
+  *g = gemv_rope_of(r);
   if (!cu_gemv_rope_fits(a, k)) {
     memset(g, 0, sizeof *g);
     return 0;
   }
   a->seg[k].out = r->out;
   return 1;
+}
+
+/* The integer GEMV launch among the steps up to `from` (only integer
+ * GEMVs of the same folding after it: a layer's q|k and its v of another
+ * scheme) with a segment writing `out` and no cache write yet (*k: its
+ * index), where none of those launches reads or writes [p, p + bytes)
+ * otherwise (x's levels, the other outputs, residuals): that segment may
+ * then write p at its launch's place, ahead of the launches after it.
+ * NULL if none. */
+static cu_qmv_args *qmv_writer(cuda_plan *pl, int folded, int from, const void *out, const void *p, size_t bytes, int *k) {
+  cu_qmv_args *found = NULL;
+  *k = -1;
+  for (int i = from; i >= 0 && !found; i--) {
+    cuda_step *s = &pl->steps[i];
+    if (s->kind != ST_QMV || s->folded != folded) return NULL;
+    cu_qmv_args *a = s->args;
+    const size_t es = elem_size((rlx_dtype)a->out_dtype);
+    if (ranges_overlap(p, bytes, a->qx, cu_qx_bytes(a->M, a->K))) return NULL;
+    for (int j = 0; j < a->nseg; j++) {
+      const size_t ob = (size_t)(a->M * a->seg[j].N) * es;
+      if (a->seg[j].out == out && !a->seg[j].cache.dst && !found) *k = j, found = a;
+      else if (ranges_overlap(p, bytes, a->seg[j].out, ob)) return NULL;
+      if (a->seg[j].resid && ranges_overlap(p, bytes, a->seg[j].resid, ob)) return NULL;
+    }
+  }
+  return found;
+}
+
+/* The same for the integer GEMV (its direct kernels, cu_qmv_rope_fits),
+ * the launch that computes x among the last ones (qmv_writer): n's output
+ * and its tables apart from what those launches read and write. */
+static int emit_qmv_rope(cuda_plan *pl, const ir_node *n, const cu_rope_args *r) {
+  if (!pl->n_steps) return 0;
+  const size_t out_bytes = (size_t)(r->B * r->S * r->H * r->D) * elem_size((rlx_dtype)r->dtype);
+  int k;
+  cu_qmv_args *a = qmv_writer(pl, pl->folded[n->id], pl->n_steps - 1, r->x, r->out, out_bytes, &k);
+  if (!a || a->out_dtype != r->dtype || a->M != r->B * r->S || a->seg[k].rope.on || a->seg[k].N != r->H * r->D)
+    return 0;
+  /* the tables (or positions) are read at the launch's place: nothing from it on may write them */
+  const size_t table_bytes = rope_table_bytes(r);
+  const void *tables[2] = {r->cos ? r->cos : r->pos, r->sin};
+  for (int t = 0; t < 2; t++) {
+    int kt;
+    if (tables[t] && (ranges_overlap(r->out, out_bytes, tables[t], table_bytes) ||
+                      ranges_overlap(r->x, out_bytes, tables[t], table_bytes) ||
+                      qmv_writer(pl, pl->folded[n->id], pl->n_steps - 1, r->x, tables[t], table_bytes, &kt) != a))
+      return 0;
+  }
+  a->seg[k].rope = gemv_rope_of(r);
+  if (!cu_qmv_rope_fits(a, k)) {
+    memset(&a->seg[k].rope, 0, sizeof a->seg[k].rope);
+    return 0;
+  }
+  a->seg[k].out = r->out;
+  return 1;
+}
+
+/* Rope n (site->args: its rope) applied by the GEMV launch before it. */
+static int emit_gemv_rope(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  if (!pl->rope_gemv[n->id]) return 0;
+  return emit_float_gemv_rope(pl, n, site->args) || emit_qmv_rope(pl, n, site->args);
 }
 
 /* Rope n (site->args) joined to the launch of the rope just before it
@@ -335,6 +413,54 @@ static int emit_cast_update(cuda_plan *pl, const ir_node *n, cuda_fuse_site *sit
     return 1;
   pl->cast_into[n->id] = -1;
   return 0;
+}
+
+/* UpdateSlices whose update, through the Cast it absorbs (cast_into) and
+ * reshapes, is read by nothing else and comes from a DequantMatMul,
+ * directly or through a Rope its GEMV may apply (rope_gemv): the integer GEMV may
+ * then store the row into the cache itself (emit_qmv_cache decides at
+ * lowering, where it knows the launches and the buffers). */
+static void match_qmv_cache(cuda_plan *pl, const int *uses) {
+  const rlx_graph *g = pl->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *u = &g->nodes[i];
+    if (u->op != RLX_OP_UpdateSlice || pl->folded[i] || pl->mem.view[i]) continue;
+    int src = below_reshapes(pl, uses, u->in[1]);
+    if (g->nodes[src].op == RLX_OP_Cast && pl->cast_into[src] == i) src = below_reshapes(pl, uses, g->nodes[src].in[0]);
+    const ir_node *p = &g->nodes[src];
+    if (uses[src] == 1 && !pl->folded[src] && !pl->mem.view[src] &&
+        (p->op == RLX_OP_DequantMatMul || (p->op == RLX_OP_Rope && pl->rope_gemv[src])))
+      pl->qmv_cache[i] = 1;
+  }
+}
+
+/* UpdateSlice n (marked by match_qmv_cache), whose copy is the step just
+ * emitted, done instead by the integer GEMV launch among the steps before
+ * it that computes the update (qmv_writer: the copy's source), the cache
+ * (site->bytes) apart from what the launches from it on read and write,
+ * so that the row is written ahead of its place only where nothing reads
+ * it. The copy one contiguous run of the update's rows, in place (no copy
+ * of the whole cache before it), from an output of one row of x, converted
+ * only from the GEMV's dtype. 1 when taken: the copy's step goes. */
+static int emit_qmv_cache(cuda_plan *pl, const ir_node *n, cuda_fuse_site *site) {
+  if (!pl->qmv_cache[n->id] || pl->n_steps < 2 || out_ptr(pl, n) != in_ptr(pl, n, 0)) return 0;
+  cuda_step *cs = &pl->steps[pl->n_steps - 1];
+  const cu_copy_args *c = cs->args;
+  if (cs->kind != ST_COPY || !c->dyn || c->src2 || c->rank != 1 || c->src_stride[0] != 1 || c->dst_stride[0] != 1 ||
+      c->shift[0])
+    return 0;
+  int k;
+  cu_qmv_args *a = qmv_writer(pl, cs->folded, pl->n_steps - 2, c->src, c->dst, site->bytes, &k);
+  if (!a || a->M != 1 || a->seg[k].resid || c->numel != a->seg[k].N || c->dyn_max > INT32_MAX) return 0;
+  const int src_dtype = c->convert ? c->src_dtype : a->out_dtype, dst_dtype = c->convert ? c->dst_dtype : a->out_dtype;
+  if (src_dtype != a->out_dtype || (size_t)c->es != elem_size((rlx_dtype)dst_dtype) ||
+      (a->out_dtype != RLX_F32 && a->out_dtype != RLX_F16 && a->out_dtype != RLX_BF16) ||
+      (dst_dtype != RLX_F32 && dst_dtype != RLX_F16 && dst_dtype != RLX_BF16))
+    return 0;
+  a->seg[k].cache = (cu_cache_write){c->dst, c->dyn, c->dyn_dtype, dst_dtype, c->node, c->dst_off, c->dyn_mul, c->dyn_max, c->err};
+  free(cs->args);
+  pl->n_steps--;
+  return 1;
 }
 
 /* The Casts around an Attention in F16 or BF16 over F32 activations (an
@@ -626,6 +752,7 @@ static const struct {
   [CUDA_FUSE_SWIGLU_QUANT] = {"swiglu_quant", match_swiglu_quant, emit_swiglu_quant},
   [CUDA_FUSE_GEMV_ROPE] = {"gemv_rope", match_gemv_rope, emit_gemv_rope},
   [CUDA_FUSE_CAST_UPDATE] = {"cast_update", match_cast_update, emit_cast_update},
+  [CUDA_FUSE_QMV_CACHE] = {"qmv_cache", match_qmv_cache, emit_qmv_cache},
   [CUDA_FUSE_ATTN_CAST] = {"attn_cast", match_attn_cast, emit_attn_cast},
   [CUDA_FUSE_GEMV_NORM] = {"gemv_norm", NULL, emit_gemv_norm},
   [CUDA_FUSE_GEMV_SHARED_X] = {"gemv_shared_x", NULL, emit_gemv_shared_x},

@@ -32,6 +32,7 @@ typedef enum {
   CUDA_FUSE_SWIGLU_QUANT,   /* a SwiGLU computed by the x quantization of the integer GEMVs after it */
   CUDA_FUSE_GEMV_ROPE,      /* a Rope by tables applied by its product's GEMV launch */
   CUDA_FUSE_CAST_UPDATE,    /* a float Cast done by the UpdateSlice copy that reads it */
+  CUDA_FUSE_QMV_CACHE,      /* an UpdateSlice of a decode row done by the integer GEMV that computes the row */
   CUDA_FUSE_ATTN_CAST,      /* the Casts of a 16-bit attention's q and output done by the decode kernel */
   CUDA_FUSE_GEMV_NORM,      /* an RmsNorm computed by the GEMV launch after it */
   CUDA_FUSE_GEMV_SHARED_X,  /* products of one x (q, k, v) as segments of one GEMV launch */
@@ -104,8 +105,11 @@ typedef struct {
   int *glu_region;             /* [n_nodes] of a gate or up product: the SwiGLU region its GEMV may write (-1: none) */
   int *cast_into;              /* [n_nodes] of a Cast: the node that may do its conversion (-1: none): the
                                   UpdateSlice that reads it (as it copies), the Attention on either side of it */
-  uint8_t *rope_gemv;          /* [n_nodes] of a Rope by tables: its x is a product read only by it, which a GEMV
-                                  launch may write rotated (emit_gemv_rope) */
+  uint8_t *rope_gemv;          /* [n_nodes] of a Rope: its x is a product read only by it, which a GEMV launch
+                                  may write rotated (emit_gemv_rope) */
+  uint8_t *qmv_cache;          /* [n_nodes] of an UpdateSlice: its update (through a Cast it absorbs) is read by
+                                  nothing else and is a DequantMatMul's output, or a Rope's marked rope_gemv,
+                                  which the integer GEMV may write into the cache (emit_qmv_cache) */
   uint8_t *add_done;           /* [n_nodes] computed by another node's launch (no launch of its own): a residual
                                   add by its product's, a SwiGLU region and its second product by the first's */
   uint8_t **slot;              /* [n_nodes * IR_MAX_OUTPUTS] device address of every output */

@@ -64,17 +64,6 @@ __device__ __forceinline__ void gemv_store(const cu_gemv_args &a, const cu_gemv_
   cu_fl<E>::st((E *)g.out + m * g.N + col, gemv_value<E>(a, g, m, col, v));
 }
 
-/* A segment with a Rope (gemv_nk): unit n of the segment computes output
- * column gemv_rope_col(n), so that the two columns of a rotated pair are
- * the units 2p and 2p + 1 of a head (adjacent warps of one block): with
- * neox, pair i is columns (i, i + n_rot / 2), else (2i, 2i + 1), which are
- * the units themselves; dims past n_rot keep their column. */
-__device__ __forceinline__ int64_t gemv_rope_col(const cu_gemv_rope &r, int64_t n) {
-  const int64_t e = n % r.D;
-  if (!r.neox || e >= r.n_rot) return n;
-  return n - e + e / 2 + (e & 1) * (r.n_rot / 2);
-}
-
 /* silu(gate) * up of a glu launch, each value rounded to E as the region
  * [act.silu(i0), bin.mul(s0, i1)] it replaces rounds its steps. */
 template <typename E>
@@ -201,9 +190,9 @@ __device__ __forceinline__ void gemv_rope_store(const cu_gemv_args &a, const cu_
   const int m = lane;
   float y = pv[m][warp];
   if (e < r.n_rot) {
-    const int64_t s = m % r.S, at = (r.table_batched ? m / r.S * r.S * half : 0) + s * half + i;
-    y = cu_rope_rotate(pv[m][warp & ~1], pv[m][warp | 1], cu_ld_f32(r.cos, r.table_dtype, at),
-                       cu_ld_f32(r.sin, r.table_dtype, at), warp & 1);
+    float c, s;
+    cu_rope_cos_sin(r, m, i, &c, &s);
+    y = cu_rope_rotate(pv[m][warp & ~1], pv[m][warp | 1], c, s, warp & 1);
   }
   cu_fl<E>::st((E *)g.out + m * g.N + col, y);
 }
@@ -241,7 +230,7 @@ __global__ void __launch_bounds__(GEMV_THREADS) gemv_nk(const __grid_constant__ 
   const cu_gemv_seg &g = gemv_segment(a, n, 1);
   cu_pdl_chain();
   if (n >= g.N) return; /* never in a Rope's segment (a whole number of blocks), nor the first warp */
-  if (!GLU && g.rope.on) n = gemv_rope_col(g.rope, n);
+  if (!GLU && g.rope.on) n = cu_rope_col(g.rope, n);
   const W *w = (const W *)g.w + n * a.K, *wu = GLU ? (const W *)a.seg[1].w + n * a.K : w;
   const E *x = (const E *)(NORM ? a.norm_x : a.x), *gamma = (const E *)a.norm_gamma;
   float acc[MM], accu[MM], ss[MM];
@@ -304,7 +293,7 @@ extern "C" int cu_gemv_supported(int dtype, int w_dtype, int64_t M, int64_t N, i
 extern "C" int cu_gemv_rope_fits(const cu_gemv_args *a, int seg) {
   const cu_gemv_rope *r = &a->seg[seg].rope;
   if (!a->w_trans || a->glu || r->D < 2 || r->n_rot < 2 || r->n_rot % 2 || r->n_rot > r->D || r->D % 2 ||
-      a->seg[seg].N % r->D || r->S < 1 || a->M % r->S)
+      a->seg[seg].N % r->D || a->seg[seg].N > INT32_MAX || r->S < 1 || a->M % r->S)
     return 0;
   for (int s = 0; s <= seg; s++)
     if (a->seg[s].N % GEMV_WARPS) return 0;

@@ -154,14 +154,6 @@ extern "C" int cu_norm_launch(const cu_norm_args *a, cudaStream_t st) {
 
 /* ---------------------------------------------------------------- Rope */
 
-/* sin and cos of angle theta below F64: theta in double (positions make it
- * large), reduced to about [-pi, pi] (a multiply, not a division: a
- * quotient rounded the other way leaves it a hair outside), then float. */
-__device__ __forceinline__ void rope_sincos(double theta, float *sn, float *cs) {
-  const double TWO_PI = 6.283185307179586476925, INV_TWO_PI = 0.15915494309189533577;
-  sincosf((float)(theta - rint(theta * INV_TWO_PI) * TWO_PI), sn, cs);
-}
-
 /* One thread per (b, s, pair i < n_rot/2 or dim past n_rot, group of hpt
  * heads), looping over its heads: the angle of (position, i) is computed
  * once for the group, in double from positions (large positions need it:
@@ -218,7 +210,7 @@ template <typename I> __global__ void rope_kernel(const __grid_constant__ cu_rop
         sincos((double)p * pow(a.base, -2.0 * (double)i / (double)a.n_rot) / a.scale, &sn, &c);
       } else {
         float fs, fc;
-        rope_sincos((double)p * a.freq[i], &fs, &fc);
+        cu_rope_sincos((double)p * a.freq[i], &fs, &fc);
         sn = fs, c = fc;
       }
     } else {
@@ -280,7 +272,7 @@ template <typename E> __global__ void __launch_bounds__(CU_THREADS) rope_vec_ker
     const long long p = cu_ld_i(a.pos, a.pos_dtype, a.pos_batched ? bs : bs % a.S);
     float sn[V], cs[V];
 #pragma unroll
-    for (int k = 0; k < V; k++) rope_sincos((double)p * a.freq[c * V + k], &sn[k], &cs[k]);
+    for (int k = 0; k < V; k++) cu_rope_sincos((double)p * a.freq[c * V + k], &sn[k], &cs[k]);
     E *out = (E *)pt.out + at;
 #pragma unroll
     for (int hh = 0; hh < ROPE_VEC_HEADS; hh++) {

@@ -85,21 +85,27 @@ template <int S> __device__ __forceinline__ void qmv_unit(const uint8_t *b, int 
   }
 }
 
-/* The end of a direct kernel's R rows r0.. (segment seg[j], row rs[j] of
- * it): each row's sum over the warp, times x's norm factor nf, stored by
- * lane 0 with the segment's residual added; rows past a.rows are not
- * stored. */
+/* The end of a direct kernel's R rows r0.. (segment seg[j], output column
+ * rs[j] of it): each row's sum over the warp, times x's norm factor nf,
+ * stored by lane 0 (qmv_put, with what qmv_tail_of took); rows past
+ * a.rows are not stored. In a Rope's segment (R even, cu_qmv_rope_fits)
+ * rows 2p and 2p + 1 of the warp are a rotated pair (qmv_row put them
+ * there), each rounded to O as the product's store would round it before
+ * the Rope reads it. */
 template <int R, typename O>
 __device__ __forceinline__ void qmv_store_rows(const cu_qmv_args &a, const float *acc, const int *seg, const int64_t *rs,
-                                               int64_t r0, int lane, float nf) {
+                                               int64_t r0, int lane, float nf, const qmv_tail<R> &t) {
+  float v[R];
+#pragma unroll
+  for (int j = 0; j < R; j++) v[j] = cu_warp_sum(acc[j]) * nf;
+  if (lane != 0) return;
 #pragma unroll
   for (int j = 0; j < R; j++) {
-    const float v = cu_warp_sum(acc[j]) * nf;
-    if (lane == 0 && r0 + j < a.rows) {
-      O *out = (O *)a.seg[seg[j]].out;
-      const O *res = (const O *)a.seg[seg[j]].resid;
-      cu_fl<O>::st(out + rs[j], (typename cu_fl<O>::acc)(res ? v + (float)cu_fl<O>::ld(res + rs[j]) : v));
-    }
+    if (r0 + j >= a.rows) break;
+    float y = v[j];
+    if (R % 2 == 0 && (t.turns >> (j / 2) & 1))
+      y = cu_rope_rotate(cu_fl<O>::round(v[j & ~1]), cu_fl<O>::round(v[j | 1]), t.c[j / 2], t.s[j / 2], j & 1);
+    qmv_put<O>(a, seg[j], 0, rs[j], y, t.start[j]);
   }
 }
 
@@ -192,16 +198,11 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QMV_MIN_BLOCKS(MM)) qmv_kernel
     cs = cs + 1 == STAGES ? 0 : cs + 1;
     if (++cc < nch) continue;
     /* the row is done */
-    O *out = (O *)a.seg[cseg].out;
-    const int64_t N = a.seg[cseg].N;
 #pragma unroll
     for (int m = 0; m < MM; m++) {
       if (m >= a.M) break;
-      float v = cu_warp_sum(acc[m]) * nf[m];
-      if (lane == 0) {
-        if (a.seg[cseg].resid) v += (float)cu_fl<O>::ld((const O *)a.seg[cseg].resid + m * N + crs);
-        cu_fl<O>::st(out + m * N + crs, (typename cu_fl<O>::acc)v);
-      }
+      const float v = cu_warp_sum(acc[m]) * nf[m];
+      if (lane == 0) qmv_put<O>(a, cseg, m, crs, v, a.seg[cseg].cache.dst ? qmv_cache_start(a, cseg, m == 0 && crs == 0) : 0);
       acc[m] = 0.f;
     }
     if (++cr < nrows) cc = 0, crow = qmv_row(a, r0 + cr, rb, cseg, crs);
@@ -251,6 +252,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QK_MIN_BLOCKS(R)) qmv_q4k_kern
    * b0 and b0 + 1 of the head's words y, z, w (scales[0..11]) */
   const int b0 = 2 * (p & 1), sh = 8 * b0;
   float np = 0.f; /* this lane's part of x's sum of squares (a deferred norm) */
+  qmv_tail<R> tail;
   for (int s0 = 0; s0 < steps; s0 += QK_U) {
     uint4 wv[QK_U][R][3]; /* this lane's level bytes (2) and head (1) of super-block 8s + g of each row */
 #pragma unroll
@@ -271,6 +273,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QK_MIN_BLOCKS(R)) qmv_q4k_kern
       cu_pdl_wait();
       cu_pdl_trigger();
       np = qmv_norm_part(a, 0);
+      tail = qmv_tail_of<R>(a, seg, rs, lane);
     }
 #pragma unroll
     for (int u = 0; u < QK_U; u++) {
@@ -309,7 +312,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, QK_MIN_BLOCKS(R)) qmv_q4k_kern
       }
     }
   }
-  qmv_store_rows<R, O>(a, acc, seg, rs, r0, lane, qmv_norm_factor(a, np));
+  qmv_store_rows<R, O>(a, acc, seg, rs, r0, lane, qmv_norm_factor(a, np), tail);
 }
 
 /* The legacy blocks at M = 1 (Q4_0, Q4_1, Q8_0), direct as qmv_q4k_kernel:
@@ -347,6 +350,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, R == 1 ? 8 : 4) qmv_legacy_ker
   const int8_t *xq = (const int8_t *)a.qx;
   const float2 *dsx = (const float2 *)(xq + qx_levels_bytes(1, a.K));
   float np = 0.f; /* this lane's part of x's sum of squares (a deferred norm) */
+  qmv_tail<R> tail;
   for (int s0 = 0; s0 < steps; s0 += F::U) {
     unsigned wv[F::U][R][F::NW]; /* the words from the block's first byte rounded down to 4 */
     unsigned sh[F::U][R];        /* 0 or 16: the block's offset in them, in bits */
@@ -366,6 +370,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, R == 1 ? 8 : 4) qmv_legacy_ker
       cu_pdl_wait();
       cu_pdl_trigger();
       np = qmv_norm_part(a, 0);
+      tail = qmv_tail_of<R>(a, seg, rs, lane);
     }
 #pragma unroll
     for (int u = 0; u < F::U; u++) {
@@ -399,7 +404,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, R == 1 ? 8 : 4) qmv_legacy_ker
       }
     }
   }
-  qmv_store_rows<R, O>(a, acc, seg, rs, r0, lane, qmv_norm_factor(a, np));
+  qmv_store_rows<R, O>(a, acc, seg, rs, r0, lane, qmv_norm_factor(a, np), tail);
 }
 
 /* The levels and (d, s) of 32 values, one a lane (v). A block with a NaN
@@ -578,16 +583,25 @@ extern "C" int cu_quant_x_launch(const cu_quant_x_args *a, cudaStream_t st) {
   }
 }
 
+/* Whether a takes a direct kernel (qmv_q4k_kernel, qmv_legacy_kernel),
+ * by its scheme and rows a warp, or the ring kernel. */
+static bool qmv_direct(const cu_qmv_args *a) {
+  if (a->M != 1) return false;
+  if (a->scheme == RLX_Q4_K) return a->rpw == 1 || a->rpw == 2 || a->rpw == 4;
+  if (a->scheme == RLX_Q4_0 || a->scheme == RLX_Q4_1 || a->scheme == RLX_Q8_0) return a->rpw == 1 || a->rpw == 2;
+  return false;
+}
+
 template <int S, typename O> static int qmv_m(const cu_qmv_args *a, cudaStream_t st) {
   const dim3 g((unsigned)((a->rows + (int64_t)QMV_WARPS * a->rpw - 1) / ((int64_t)QMV_WARPS * a->rpw))), t(QMV_WARPS * 32);
   if constexpr (S == RLX_Q4_K) {
-    if (a->M == 1 && a->rpw == 1) return cu_launch(qmv_q4k_kernel<1, O>, g, t, 0, st, a->pdl, *a);
-    if (a->M == 1 && a->rpw == 2) return cu_launch(qmv_q4k_kernel<2, O>, g, t, 0, st, a->pdl, *a);
-    if (a->M == 1 && a->rpw == 4) return cu_launch(qmv_q4k_kernel<4, O>, g, t, 0, st, a->pdl, *a);
+    if (qmv_direct(a) && a->rpw == 1) return cu_launch(qmv_q4k_kernel<1, O>, g, t, 0, st, a->pdl, *a);
+    if (qmv_direct(a) && a->rpw == 2) return cu_launch(qmv_q4k_kernel<2, O>, g, t, 0, st, a->pdl, *a);
+    if (qmv_direct(a) && a->rpw == 4) return cu_launch(qmv_q4k_kernel<4, O>, g, t, 0, st, a->pdl, *a);
   }
   if constexpr (S == RLX_Q4_0 || S == RLX_Q4_1 || S == RLX_Q8_0) {
-    if (a->M == 1 && a->rpw == 1) return cu_launch(qmv_legacy_kernel<S, 1, O>, g, t, 0, st, a->pdl, *a);
-    if (a->M == 1 && a->rpw == 2) return cu_launch(qmv_legacy_kernel<S, 2, O>, g, t, 0, st, a->pdl, *a);
+    if (qmv_direct(a) && a->rpw == 1) return cu_launch(qmv_legacy_kernel<S, 1, O>, g, t, 0, st, a->pdl, *a);
+    if (qmv_direct(a) && a->rpw == 2) return cu_launch(qmv_legacy_kernel<S, 2, O>, g, t, 0, st, a->pdl, *a);
   }
   if (a->M == 1) return cu_launch(qmv_kernel<S, 1, O>, g, t, 0, st, a->pdl, *a);
   return cu_launch(qmv_kernel<S, 2, O>, g, t, 0, st, a->pdl, *a);
@@ -616,6 +630,17 @@ extern "C" void cu_qmv_plan(cu_qmv_args *a) {
   a->rows = 0;
   for (int s = 0; s < a->nseg; s++) a->rows += a->seg[s].N;
   a->rpw = a->M == 1 && a->scheme != RLX_Q6_K ? 2 : 1; /* the direct kernels' rows a warp */
+}
+
+extern "C" int cu_qmv_rope_fits(const cu_qmv_args *a, int seg) {
+  const cu_gemv_rope *r = &a->seg[seg].rope;
+  if (!qmv_direct(a) || a->rpw % 2 || r->S != 1 || r->D < 2 || r->D % 2 || r->n_rot < 2 || r->n_rot % 2 ||
+      r->n_rot > r->D || a->seg[seg].N % r->D || a->seg[seg].N > INT32_MAX)
+    return 0;
+  if (a->out_dtype != RLX_F32 && a->out_dtype != RLX_F16 && a->out_dtype != RLX_BF16) return 0;
+  for (int s = 0; s < seg; s++) /* the segment starts at an even row: its pairs are a warp's */
+    if (a->seg[s].N % 2) return 0;
+  return 1;
 }
 
 /* The tensor-core kernel from 3 rows of x (Q6_K's from 2): at 2 rows the

@@ -179,7 +179,8 @@ rlx_status cuda_lower_layout(cuda_plan *pl, const ir_node *n) {
     a->err = pl->err_dev;
     pl->has_err = 1;
     copy_coalesce(a);
-    cuda_fuse(pl, CUDA_FUSE_UPDATE_JOIN, n, &(cuda_fuse_site){.bytes = rlx_dtype_nbytes(out->dtype, numel_of(out))});
+    cuda_fuse_site site = {.bytes = rlx_dtype_nbytes(out->dtype, numel_of(out))};
+    if (!cuda_fuse(pl, CUDA_FUSE_QMV_CACHE, n, &site)) cuda_fuse(pl, CUDA_FUSE_UPDATE_JOIN, n, &site);
     return RLX_OK;
   }
   case RLX_OP_Gather: {

@@ -80,14 +80,69 @@ __device__ __forceinline__ float qmv_norm_factor(const cu_qmv_args &a, float par
 
 /* Row r of the concatenated segments of a call (segment s's rows follow
  * segment s - 1's: q, k and v of a layer in one launch): its segment (*s),
- * its row within it (*rs) and the address of its weights. */
+ * its output column (*rs: the row within the segment, or where a Rope's
+ * pairs put it, cu_rope_col) and the address of its weights. */
 __device__ __forceinline__ uintptr_t qmv_row(const cu_qmv_args &a, int64_t r, int64_t rb, int &s, int64_t &rs) {
   s = 0;
   while (s + 1 < a.nseg && r >= a.seg[s].N) r -= a.seg[s].N, s++;
-  rs = r;
-  return (uintptr_t)a.seg[s].w + (uintptr_t)(r * rb);
+  rs = a.seg[s].rope.on ? cu_rope_col(a.seg[s].rope, r) : r;
+  return (uintptr_t)a.seg[s].w + (uintptr_t)(rs * rb);
 }
 
+/* The start of segment s's cache row (cu_cache_write), checked: -1 past
+ * the cache, reported once (by the store of its first element). */
+__device__ __forceinline__ int qmv_cache_start(const cu_qmv_args &a, int s, bool first) {
+  const cu_cache_write &c = a.seg[s].cache;
+  const long long start = c.dyn_dtype == RLX_I64 ? *(const long long *)c.dyn : *(const int32_t *)c.dyn;
+  if (start >= 0 && start <= c.dyn_max) return (int)start;
+  if (first) cu_raise(c.err, CU_ERR_START, c.node, start, 0, c.dyn_max);
+  return -1;
+}
+
+/* Output (m, col) of segment s, v its finished sum: with the segment's
+ * residual added, stored as O, or (cu_cache_write) rounded to O and
+ * stored into the cache row at start (qmv_cache_start; -1: not stored),
+ * where the UpdateSlice it replaces would have copied it. */
+template <typename O>
+__device__ __forceinline__ void qmv_put(const cu_qmv_args &a, int s, int64_t m, int64_t col, float v, int start) {
+  const int64_t N = a.seg[s].N;
+  const cu_cache_write &c = a.seg[s].cache;
+  if (c.dst) {
+    if (start >= 0) cu_st_f32(c.dst, c.dst_dtype, c.dst_off + start * c.dyn_mul + m * N + col, (float)cu_fl<O>::round(v));
+    return;
+  }
+  if (a.seg[s].resid) v += (float)cu_fl<O>::ld((const O *)a.seg[s].resid + m * N + col);
+  cu_fl<O>::st((O *)a.seg[s].out + m * N + col, (typename cu_fl<O>::acc)v);
+}
+
+/* What a direct kernel's R rows (segment seg[j], column rs[j]; one row of
+ * x) store besides their sums: the cosine and sine of each Rope pair
+ * (rows 2p and 2p + 1) and each cache row's start. The kernels take them
+ * right after their PDL wait (a table or a position may come from the
+ * kernels before), so that these loads and the angles run while the
+ * weights stream, not after the sums. */
+template <int R> struct qmv_tail {
+  float c[(R + 1) / 2], s[(R + 1) / 2];
+  int turns; /* bit p: pair p is rotated (a dim past n_rot is not) */
+  int start[R];
+};
+template <int R>
+__device__ __forceinline__ qmv_tail<R> qmv_tail_of(const cu_qmv_args &a, const int *seg, const int64_t *rs, int lane) {
+  qmv_tail<R> t;
+  t.turns = 0;
+#pragma unroll
+  for (int p = 0; p < (R + 1) / 2; p++) {
+    const cu_gemv_rope &r = a.seg[seg[2 * p]].rope;
+    t.c[p] = 1.f, t.s[p] = 0.f;
+    if (R % 2 == 0 && r.on) {
+      const int e = (int)rs[2 * p] % (int)r.D, half = (int)(r.n_rot / 2);
+      if (e < r.n_rot) cu_rope_cos_sin(r, 0, r.neox ? e % half : e / 2, &t.c[p], &t.s[p]), t.turns |= 1 << p;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < R; j++) t.start[j] = a.seg[seg[j]].cache.dst ? qmv_cache_start(a, seg[j], lane == 0 && rs[j] == 0) : 0;
+  return t;
+}
 
 /* The product on the tensor cores, 2 <= M <= CU_QMM_MAX_M (k_quant_mma.cu). */
 int qmv_mma_launch(const cu_qmv_args *a, cudaStream_t st);
