@@ -30,7 +30,7 @@ typedef enum {
   CUDA_FUSE_RESIDUAL_GEMM,  /* a residual add in its product's GEMM or GEMV epilogue */
   CUDA_FUSE_GLU_GEMV,       /* silu(x @ wg) * (x @ wu) as one GEMV launch */
   CUDA_FUSE_SWIGLU_QUANT,   /* a SwiGLU computed by the x quantization of the integer GEMVs after it */
-  CUDA_FUSE_GEMV_ROPE,      /* a Rope by tables applied by its product's GEMV launch */
+  CUDA_FUSE_GEMV_ROPE,      /* a Rope (tables or positions) applied by its product's GEMV launch */
   CUDA_FUSE_CAST_UPDATE,    /* a float Cast done by the UpdateSlice copy that reads it */
   CUDA_FUSE_QMV_CACHE,      /* an UpdateSlice of a decode row done by the integer GEMV that computes the row */
   CUDA_FUSE_ATTN_CAST,      /* the Casts of a 16-bit attention's q and output done by the decode kernel */
