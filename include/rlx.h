@@ -745,6 +745,10 @@ typedef struct {
   /* Device memory of the params (and the weights folded from them) that
    * the current plan reads from its session's one copy; 0 on the CPU. */
   size_t  param_device_bytes;
+  /* Host memory of the packed copies of weights (a product's operand
+   * laid out for the CPU's kernels once, not per run) that the current
+   * plan holds, shared with the session's other plans. */
+  size_t  packed_bytes;
 } rlx_session_stats;
 rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
 
@@ -755,7 +759,7 @@ rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
  * count) wait there for the next session of that graph, so a second
  * compile costs a lookup. It holds at most 64 graphs with 256 MiB of
  * constants (least recently used go first; a graph with more is not
- * cached) and 256 MiB of idle plans; a freed session whose params take
+ * cached) and 256 MiB of idle plans (their arenas and packed weights); a freed session whose params take
  * more than 1 GiB of device memory leaves no idle plans (they would keep
  * its weights on the device). RLX_COMPILE_CACHE=0 turns it off,
  * RLX_COMPILE_CACHE=N holds N graphs; RLX_DUMP bypasses it (the passes
@@ -767,7 +771,7 @@ typedef struct {
   int64_t evictions;       /* graphs dropped to stay within the bound */
   int     entries;         /* graphs held now */
   int     capacity;        /* the most it holds (0: off) */
-  size_t  idle_plan_bytes; /* arena bytes of the idle plans held */
+  size_t  idle_plan_bytes; /* arena and packed-weight bytes of the idle plans held */
   size_t  graph_bytes;     /* constant bytes of the graphs held */
 } rlx_compile_cache_stats;
 rlx_status rlx_compile_cache_get_stats(rlx_compile_cache_stats *out);

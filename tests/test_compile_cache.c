@@ -2,8 +2,9 @@
  * rlx_compile of the same graph is a hit (no passes), a freed session's
  * plan is taken over by the next one (no plan built), sessions that share a
  * compiled graph still compute independently, anything that changes the
- * graph or the options is a miss, the cache is bounded (LRU eviction) and
- * can be turned off or cleared. */
+ * graph or the options is a miss, the cache is bounded (LRU eviction,
+ * idle plans counted with their packed weights) and can be turned off or
+ * cleared. */
 #include "rlx.h"
 
 #include <math.h>
@@ -75,9 +76,16 @@ static void test_hits(void) {
   /* two sessions of one compiled graph compute independently */
   float ya = run(a, 1), yb = run(b, -3), ya2 = run(a, 1);
   CHECK(ya == ya2 && ya != yb, "independent sessions: %g %g %g", ya, yb, ya2);
+  /* (the stats are taken before a run: the second shows what the first packed) */
+  const rlx_session_stats sa = stats(a);
+  CHECK(sa.packed_bytes >= 8 * 3 * sizeof(float), "w packed once: %zu bytes", sa.packed_bytes);
+  const size_t idle0 = cache_stats().idle_plan_bytes;
   rlx_session_free(a);
-  /* a's plan waits in the cache; the next session takes it over */
-  CHECK(cache_stats().idle_plan_bytes > 0, "an idle plan is held");
+  /* a's plan waits in the cache, counted with the packed w it holds; the
+   * next session takes it over */
+  CHECK(cache_stats().idle_plan_bytes == idle0 + sa.arena_bytes + sa.packed_bytes,
+        "an idle plan is held: %zu bytes, arena %zu, packed %zu", cache_stats().idle_plan_bytes - idle0,
+        sa.arena_bytes, sa.packed_bytes);
   rlx_session *c = compile(g, 0);
   CHECK(stats(c).compile_cache_hit == 1 && stats(c).plans_built == 0 && stats(c).plans_reused == 1,
         "third compile: hit, plan reused (built %lld reused %lld)", (long long)stats(c).plans_built,

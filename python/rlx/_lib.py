@@ -69,7 +69,7 @@ class SessionStats(ctypes.Structure):
                 ("naive_bytes", sz), ("peak_live_bytes", sz), ("views", i64), ("in_place", i64),
                 ("compile_cache_hit", i32), ("plans_reused", i64), ("params_kept", i64),
                 ("fallback_nodes", i64), ("device_launches", i64), ("plans_held", i64),
-                ("param_device_bytes", sz), ("_room", ctypes.c_char * 256)]  # for fields rlx.h may add
+                ("param_device_bytes", sz), ("packed_bytes", sz), ("_room", ctypes.c_char * 256)]  # for fields rlx.h may add
 
 
 class CompileCacheStats(ctypes.Structure):

@@ -14,8 +14,12 @@
  *
  * Bounds: RT_DEFAULT_ENTRIES graphs (RLX_COMPILE_CACHE=N) holding at most
  * RT_GRAPH_MAX_BYTES of constants, least recently used evicted first; a
- * graph with more constants than that is not cached; RT_IDLE_MAX_BYTES of idle plan arenas over all
+ * graph with more constants than that is not cached; RT_IDLE_MAX_BYTES of idle plans over all
  * entries and RT_IDLE_PER_GRAPH idle plans per graph, oldest dropped first.
+ * An idle plan's bytes are its arena and the packed weights it holds: those
+ * count against the backend's process-wide packing budget, and idle plans
+ * holding them without bound would leave a live session's weights
+ * unpacked.
  * An entry evicted while sessions hold it lives until the last one lets go.
  * One mutex guards the table, the reference counts and the idle plans. */
 #include "runtime.h"
@@ -37,7 +41,7 @@ typedef struct {
   int threads, device_index; /* the rlx_options it was made for */
   unsigned flags;             /* the math modes its kernels chose by (RLX_FLAG_BF16_MATH) */
   const rlx_comm *comm;       /* a plan sums over its communicator: never another rank's */
-  size_t bytes;       /* the plan's arena */
+  size_t bytes;       /* the plan's arena and packed weights */
   uint64_t tick;      /* when it went idle */
 } idle_plan;
 
@@ -292,14 +296,15 @@ void rt_cache_put_plan(rt_compiled *c, const rlx_options *o, rt_plan *p) {
   const rlx_backend *b = c->key.backend;
   rlx_session_stats mem = {0};
   if (p->plan) b->memory_stats(p->plan, &mem);
+  const size_t bytes = mem.arena_bytes + mem.packed_bytes;
   pthread_mutex_lock(&cache.mu);
-  int keep = c->in_table && p->plan && capacity() > 0 && mem.arena_bytes <= RT_IDLE_MAX_BYTES;
+  int keep = c->in_table && p->plan && capacity() > 0 && bytes <= RT_IDLE_MAX_BYTES;
   if (keep) {
     /* Room for it: drop the oldest idle plans (of this graph when it has
      * its share, else of any graph) until it fits. */
     for (;;) {
       int full = c->n_idle == RT_IDLE_PER_GRAPH;
-      if (!full && cache.idle_bytes + mem.arena_bytes <= RT_IDLE_MAX_BYTES) break;
+      if (!full && cache.idle_bytes + bytes <= RT_IDLE_MAX_BYTES) break;
       rt_compiled *owner = NULL;
       int at = -1;
       for (int e = 0; e < cache.n; e++) {
@@ -314,9 +319,9 @@ void rt_cache_put_plan(rt_compiled *c, const rlx_options *o, rt_plan *p) {
     idle_plan *ip = &c->idle[c->n_idle++];
     ip->p = *p;
     ip->threads = o->threads, ip->device_index = o->device_index, ip->comm = o->comm, ip->flags = o->flags;
-    ip->bytes = mem.arena_bytes;
+    ip->bytes = bytes;
     ip->tick = ++cache.tick;
-    cache.idle_bytes += mem.arena_bytes;
+    cache.idle_bytes += bytes;
     memset(p, 0, sizeof *p);
   }
   pthread_mutex_unlock(&cache.mu);

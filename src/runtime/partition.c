@@ -422,11 +422,11 @@ static void hybrid_memory_stats(const void *p, rlx_session_stats *st) {
   rlx_session_stats sum = *st;
   sum.arena_bytes = sum.naive_bytes = sum.peak_live_bytes = 0;
   sum.views = sum.in_place = sum.device_launches = 0;
-  sum.param_device_bytes = 0;
+  sum.param_device_bytes = sum.packed_bytes = 0;
   sum.fallback_nodes = h->fallback_nodes;
   for (int i = 0; i < h->n_seg; i++) {
     rlx_session_stats one = *st;
-    one.param_device_bytes = 0;
+    one.param_device_bytes = one.packed_bytes = 0;
     h->seg[i].backend->memory_stats(h->seg[i].plan, &one);
     sum.arena_bytes += one.arena_bytes;
     sum.naive_bytes += one.naive_bytes;
@@ -435,6 +435,7 @@ static void hybrid_memory_stats(const void *p, rlx_session_stats *st) {
     sum.in_place += one.in_place;
     sum.device_launches += one.device_launches;
     sum.param_device_bytes += one.param_device_bytes;
+    sum.packed_bytes += one.packed_bytes;
   }
   *st = sum;
 }

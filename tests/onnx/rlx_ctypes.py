@@ -38,7 +38,7 @@ class Stats(ctypes.Structure):   # rlx_session_stats
                 ("compile_cache_hit", ctypes.c_int), ("plans_reused", ctypes.c_int64),
                 ("params_kept", ctypes.c_int64), ("fallback_nodes", ctypes.c_int64),
                 ("device_launches", ctypes.c_int64), ("plans_held", ctypes.c_int64),
-                ("param_device_bytes", ctypes.c_size_t)]
+                ("param_device_bytes", ctypes.c_size_t), ("packed_bytes", ctypes.c_size_t)]
 
 
 class RlxError(Exception):

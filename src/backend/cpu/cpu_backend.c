@@ -391,12 +391,15 @@ static rlx_status cpu_read(void *p, rlx_node n, int index, void *dst, size_t nby
 }
 
 static void cpu_memory_stats(const void *p, rlx_session_stats *st) {
-  const plan_memory *m = &((const cpu_plan *)p)->mem;
+  const cpu_plan *pl = p;
+  const plan_memory *m = &pl->mem;
   st->arena_bytes = m->arena_bytes;
   st->naive_bytes = m->naive_bytes;
   st->peak_live_bytes = m->peak_live_bytes;
   st->views = m->n_views;
   st->in_place = m->n_inplace;
+  st->packed_bytes = 0;
+  for (int i = 0; i < pl->n_prepacks; i++) st->packed_bytes += gemm_prepack_bytes(pl->prepacks[i]->slot);
 }
 
 /* No keep_assigned: an in-place Assign already updates the session's host
