@@ -759,9 +759,9 @@ rlx_status rlx_session_get_stats(const rlx_session *s, rlx_session_stats *out);
  * count) wait there for the next session of that graph, so a second
  * compile costs a lookup. It holds at most 64 graphs with 256 MiB of
  * constants (least recently used go first; a graph with more is not
- * cached) and 256 MiB of idle plans (their arenas and packed weights); a freed session whose params take
- * more than 1 GiB of device memory leaves no idle plans (they would keep
- * its weights on the device). RLX_COMPILE_CACHE=0 turns it off,
+ * cached) and 256 MiB of idle plans (their arenas and packed weights);
+ * a freed session whose params take more than 1 GiB of device memory
+ * leaves no idle plans (they would keep its weights on the device). RLX_COMPILE_CACHE=0 turns it off,
  * RLX_COMPILE_CACHE=N holds N graphs; RLX_DUMP bypasses it (the passes
  * must run to be shown). Thread-safe. */
 typedef struct {
