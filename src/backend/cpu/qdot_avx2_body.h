@@ -579,9 +579,11 @@ ALWAYS_INLINE __m512 wide_load_bf16(const uint16_t *p) {
 
 /* Bytes ahead of the weights in use that the 16-bit kernels ask the L2
  * for (leaving L1 to the lines in use): the rows stream from the mapped
- * file, and the hardware prefetcher stops at each 4 KiB page's end; two
- * pages ahead keep more lines in flight than one (BENCHMARKS.md). */
-#define WIDE_AHEAD 8192
+ * file, and the hardware prefetcher stops at each 4 KiB page's end; a
+ * page and a half ahead keeps more lines in flight than one, and the
+ * K = 8192 rows of a 1B model stream better at it than at two
+ * (BENCHMARKS.md). */
+#define WIDE_AHEAD 6144
 /* A BF16 decode row (nr = 1) also asks the L1 for its weights this far
  * ahead: its loads waited on the L2. Two lines: 4 to 16 ran slower on
  * Zen 5 (F16's, widened by vcvtph2ps, measured no faster with it;
