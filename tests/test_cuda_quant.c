@@ -492,19 +492,17 @@ static void test_qmv_rope_cache(void) {
           /* |error| of a product from the levels of x: each 32 (the CPU's
            * K-quants: 256) elements within d / 2 = amax / 254 of x, times
            * |w| summed; a rotated value mixes two products */
-          double worst = 0;
+          double worst = 0, *half_level = calloc((size_t)(K / 256), sizeof(double)); /* amax / 254 of each 256 of x */
+          for (int64_t kk = 0; half_level && kk < K; kk++) half_level[kk / 256] = fmax(half_level[kk / 256], fabs(xv[kk]) / 254);
           const float *dq[3] = {qdq, kdq, vdq};
           const int64_t rows[3] = {qd, kvd, kvd};
-          for (int p = 0; p < 3 && qdq && kdq && vdq; p++)
+          for (int p = 0; p < 3 && qdq && kdq && vdq && half_level; p++)
             for (int64_t r = 0; r < rows[p]; r++) {
               double e = 0;
-              for (int64_t kk = 0; kk < K; kk++) {
-                double amax = 0;
-                for (int64_t j = kk / 256 * 256; j < kk / 256 * 256 + 256; j++) amax = fmax(amax, fabs(xv[j]));
-                e += fabs(dq[p][r * K + kk]) * amax / 254;
-              }
+              for (int64_t kk = 0; kk < K; kk++) e += fabs(dq[p][r * K + kk]) * half_level[kk / 256];
               worst = fmax(worst, 2 * e);
             }
+          free(half_level);
           for (int o = 0; o < 3; o++) compare_replay(what, g, l, nl, o, o ? ct : RLX_F32, 2 * worst);
           for (int o = 0; o < 3; o++) compare_unfused(what, g, l, nl, o, o ? ct : RLX_F32);
           const int64_t fused = device_launches(g), apart = unfused_launches(g);
